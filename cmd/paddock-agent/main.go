@@ -1,0 +1,26 @@
+// Command paddock-agent runs inside every sandbox: it reads its bootstrap envelope on stdin
+// and serves the agent RPC on the socket the envelope names. It is built static
+// (CGO_ENABLED=0) so that it runs in any root filesystem.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/paddockhq/paddock/internal/agent"
+)
+
+func main() {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := agent.Bootstrap(ctx, os.Stdin, confine(log), log); err != nil {
+		log.Error("agent failed", "err", err)
+		fmt.Fprintf(os.Stderr, "paddock-agent: %v\n", err)
+		os.Exit(1)
+	}
+}

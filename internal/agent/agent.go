@@ -1,0 +1,156 @@
+// Package agent is paddock-agent: the RPC server that runs inside every sandbox.
+//
+// The runner starts it as the sandbox's first process with a bootstrap envelope on its
+// standard input and its listening socket inherited as a file descriptor. It starts the
+// main command at once (so its first output does not wait for a client), then serves the
+// Process, Files and Agent services of proto/paddock/agent/v1 on that socket.
+//
+// Threat model: everything else in the sandbox is hostile and runs as the same user as the
+// agent. The agent makes itself non-dumpable, so those processes can neither ptrace it nor
+// read its memory or environment through /proc. Its clients are trusted: only the host
+// holds the other end of the channel. In the process tier the agent confines itself
+// (Landlock, seccomp, rlimits) before it starts anything, and refuses sessions other than
+// the main command.
+//
+// gRPC was chosen over Connect for the channel: agent-sandbox's in-sandbox daemon draft
+// (the closest public spec) is gRPC, and grpc-go's own HTTP/2 transport moves bulk output
+// faster over a Unix socket than net/http's (see docs/benchmarks.md for the figures).
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc"
+
+	"github.com/paddockhq/paddock/internal/agent/files"
+	"github.com/paddockhq/paddock/internal/agent/session"
+	"github.com/paddockhq/paddock/internal/wire"
+	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
+)
+
+// Version is the agent's version, reported by Info.
+var Version = "dev"
+
+// MainSessionID names the session of the sandbox's main command.
+const MainSessionID = "main"
+
+// ProcessTierReason is why sessions are unavailable in the process tier.
+const ProcessTierReason = "the process tier (--insecure) runs only the sandbox's main command; shell and exec sessions need the container or microvm tier"
+
+// Window and buffer sizes for the channel: output arrives in chunks of up to 1 MiB, and
+// HTTP/2's default 64 KiB window would stall the stream on every chunk.
+const (
+	windowSize  = 16 << 20
+	bufferSize  = 1 << 20
+	maxRecvSize = 16 << 20
+)
+
+// ServerOptions are the gRPC server options of the agent's channel.
+func ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.InitialWindowSize(windowSize),
+		grpc.InitialConnWindowSize(windowSize),
+		grpc.WriteBufferSize(bufferSize),
+		grpc.ReadBufferSize(bufferSize),
+		grpc.MaxRecvMsgSize(maxRecvSize),
+	}
+}
+
+// DialOptions are the matching client options.
+func DialOptions() []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithInitialWindowSize(windowSize),
+		grpc.WithInitialConnWindowSize(windowSize),
+		grpc.WithWriteBufferSize(bufferSize),
+		grpc.WithReadBufferSize(bufferSize),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvSize), grpc.MaxCallSendMsgSize(maxRecvSize)),
+	}
+}
+
+// Confiner confines the agent in the process tier before it starts anything.
+type Confiner func(env *wire.Envelope) error
+
+// Run serves the sandbox described by env on lis until ctx ends.
+func Run(ctx context.Context, env *wire.Envelope, lis net.Listener, confine Confiner, log *slog.Logger) error {
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("make agent non-dumpable: %w", err)
+	}
+	if env.Tier == wire.TierProcess {
+		if confine == nil {
+			return errors.New("process tier: no confinement available in this build")
+		}
+		if err := confine(env); err != nil {
+			return fmt.Errorf("process tier: confine agent: %w", err)
+		}
+	}
+	m := session.NewManager(ctx, env.Workspace, env.Env, log)
+	if env.Main != nil {
+		main := session.Spec{ID: MainSessionID, Argv: env.Main.Argv, Env: env.Main.Env, Cwd: env.Main.Cwd, HoldOutput: true}
+		if _, err := m.StartMain(main); err != nil {
+			return fmt.Errorf("start main command: %w", err)
+		}
+	}
+	info := &pb.InfoResponse{SandboxId: env.SandboxID, Tier: string(env.Tier), AgentVersion: Version, SessionsAvailable: true, Workspace: env.Workspace}
+	if env.Tier == wire.TierProcess {
+		m.Disable(ProcessTierReason)
+		info.SessionsAvailable, info.SessionsUnavailableReason = false, ProcessTierReason
+		log.Warn("sessions unavailable", "tier", env.Tier, "reason", ProcessTierReason)
+	}
+	fs, err := files.New(env.Workspace, log)
+	if err != nil {
+		return fmt.Errorf("open workspace: %w", err)
+	}
+	defer fs.Close()
+	srv := grpc.NewServer(ServerOptions()...)
+	pb.RegisterProcessServer(srv, &processService{m: m})
+	pb.RegisterFilesServer(srv, fs)
+	pb.RegisterAgentServer(srv, &agentService{info: info})
+	go func() {
+		<-ctx.Done()
+		stopWithin(srv, 2*time.Second)
+	}()
+	log.Info("agent serving", "sandbox", env.SandboxID, "tier", env.Tier, "version", Version)
+	return srv.Serve(lis)
+}
+
+func stopWithin(srv *grpc.Server, d time.Duration) {
+	t := time.AfterFunc(d, srv.Stop)
+	srv.GracefulStop()
+	t.Stop()
+}
+
+// Bootstrap reads the envelope from stdin, takes the listening socket it names, and runs.
+func Bootstrap(ctx context.Context, stdin *os.File, confine Confiner, log *slog.Logger) error {
+	env, err := wire.ReadEnvelope(stdin)
+	if err != nil {
+		return fmt.Errorf("bootstrap: %w", err)
+	}
+	stdin.Close()
+	f := os.NewFile(uintptr(env.ListenFD), "agent-listener")
+	lis, err := net.FileListener(f)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("bootstrap: listen_fd %d is not a listening socket: %w", env.ListenFD, err)
+	}
+	return Run(ctx, env, lis, confine, log)
+}
+
+type agentService struct {
+	pb.UnimplementedAgentServer
+	info *pb.InfoResponse
+}
+
+func (a *agentService) Info(context.Context, *pb.InfoRequest) (*pb.InfoResponse, error) {
+	return a.info, nil
+}
+
+func wireCommand(argv, env []string, cwd string) *wire.Command {
+	return &wire.Command{Argv: argv, Env: env, Cwd: cwd}
+}

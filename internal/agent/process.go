@@ -1,0 +1,252 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/agent/session"
+	"github.com/paddockhq/paddock/internal/errdefs"
+	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
+)
+
+// Limits on what one request may ask for.
+const (
+	maxArgs           = 4096
+	maxExecuteOutput  = 64 << 20
+	defaultExecOutput = 1 << 20
+	maxTTYDim         = 4096
+)
+
+// processService serves the Process RPCs over a session.Manager.
+type processService struct {
+	pb.UnimplementedProcessServer
+	m *session.Manager
+}
+
+var _ pb.ProcessServer = (*processService)(nil)
+
+func (p *processService) Start(req *pb.StartRequest, stream pb.Process_StartServer) error {
+	spec, err := startSpec(req.GetArgv(), req.GetEnv(), req.GetCwd(), req.GetTty())
+	if err != nil {
+		return errdefs.ToGRPC(err)
+	}
+	spec.ID = req.GetSessionId()
+	s, err := p.m.Start(spec)
+	if err != nil {
+		return errdefs.ToGRPC(err)
+	}
+	return streamSession(stream.Context(), s, 0, stream.Send)
+}
+
+func (p *processService) Attach(req *pb.AttachRequest, stream pb.Process_AttachServer) error {
+	s, err := p.m.Get(req.GetSessionId())
+	if err != nil {
+		return errdefs.ToGRPC(err)
+	}
+	return streamSession(stream.Context(), s, req.GetOffset(), stream.Send)
+}
+
+// streamSession sends Started, the output from offset, and Exited; it returns early, with
+// the session still running, when the caller goes away.
+func streamSession(ctx context.Context, s *session.Session, offset uint64, send func(*pb.ProcessEvent) error) error {
+	r := s.Attach(offset)
+	defer r.Close()
+	if err := send(&pb.ProcessEvent{Event: &pb.ProcessEvent_Started{Started: &pb.Started{SessionId: s.ID, Pid: int32(s.PID)}}}); err != nil {
+		return err
+	}
+	for {
+		c, err := r.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return errdefs.ToGRPC(err)
+		}
+		out := &pb.Output{Stream: pb.Stream(c.Stream), Data: c.Data, Offset: c.Offset, Lost: c.Lost}
+		if err := send(&pb.ProcessEvent{Event: &pb.ProcessEvent_Output{Output: out}}); err != nil {
+			return err
+		}
+	}
+	st, err := s.Wait(ctx)
+	if err != nil {
+		return errdefs.ToGRPC(err)
+	}
+	return send(&pb.ProcessEvent{Event: &pb.ProcessEvent_Exited{Exited: exitStatus(s.ID, st)}})
+}
+
+func exitStatus(id string, st session.ExitStatus) *pb.ExitStatus {
+	return &pb.ExitStatus{SessionId: id, ExitCode: int32(st.Code), Signal: int32(st.Signal), Error: st.Err}
+}
+
+func (p *processService) Execute(ctx context.Context, req *pb.ExecuteRequest) (*pb.ExecuteResponse, error) {
+	spec, err := startSpec(req.GetArgv(), req.GetEnv(), req.GetCwd(), nil)
+	if err != nil {
+		return nil, errdefs.ToGRPC(err)
+	}
+	limit, err := outputLimit(req.GetMaxOutputBytes())
+	if err != nil {
+		return nil, errdefs.ToGRPC(err)
+	}
+	spec.Ephemeral = true
+	s, err := p.m.Start(spec)
+	if err != nil {
+		return nil, errdefs.ToGRPC(err)
+	}
+	defer p.m.Remove(s.ID)
+	resp, err := execute(ctx, s, req, limit)
+	return resp, errdefs.ToGRPC(err)
+}
+
+func outputLimit(n uint64) (int, error) {
+	switch {
+	case n == 0:
+		return defaultExecOutput, nil
+	case n > maxExecuteOutput:
+		return 0, fmt.Errorf("max_output_bytes %d is over %d: %w", n, maxExecuteOutput, errdefs.ErrInvalidArgument)
+	}
+	return int(n), nil
+}
+
+// execute feeds stdin, gathers bounded output (reading on past the bound so the command is
+// never blocked on a full pipe), and kills the process group at the timeout or when the
+// caller goes away.
+func execute(ctx context.Context, s *session.Session, req *pb.ExecuteRequest, limit int) (*pb.ExecuteResponse, error) {
+	resp := &pb.ExecuteResponse{}
+	if s.PID != 0 {
+		go func() { _ = s.WriteStdin(req.GetStdin(), true) }()
+	}
+	var timeout <-chan time.Time
+	if ms := req.GetTimeoutMs(); ms > 0 {
+		t := time.NewTimer(time.Duration(ms) * time.Millisecond)
+		defer t.Stop()
+		timeout = t.C
+	}
+	var timedOut atomic.Bool
+	go func() {
+		select {
+		case <-timeout:
+			timedOut.Store(true)
+			_ = s.Signal(syscall.SIGKILL)
+		case <-ctx.Done():
+			_ = s.Signal(syscall.SIGKILL)
+		case <-waitDone(s):
+		}
+	}()
+	var out, errb bytes.Buffer
+	r := s.Attach(0)
+	defer r.Close()
+	for {
+		c, err := r.Next(context.Background())
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		buf, trunc := &out, &resp.StdoutTruncated
+		if c.Stream == session.Stderr {
+			buf, trunc = &errb, &resp.StderrTruncated
+		}
+		keep := min(len(c.Data), limit-buf.Len())
+		buf.Write(c.Data[:keep])
+		*trunc = *trunc || keep < len(c.Data)
+	}
+	st, _ := s.Wait(context.Background())
+	resp.Status, resp.Stdout, resp.Stderr = exitStatus(s.ID, st), out.Bytes(), errb.Bytes()
+	resp.TimedOut = timedOut.Load()
+	return resp, ctx.Err()
+}
+
+func waitDone(s *session.Session) <-chan struct{} {
+	ch := make(chan struct{})
+	go func() {
+		_, _ = s.Wait(context.Background())
+		close(ch)
+	}()
+	return ch
+}
+
+func (p *processService) WriteStdin(ctx context.Context, req *pb.WriteStdinRequest) (*pb.WriteStdinResponse, error) {
+	s, err := p.m.Get(req.GetSessionId())
+	if err != nil {
+		return nil, errdefs.ToGRPC(err)
+	}
+	return &pb.WriteStdinResponse{}, errdefs.ToGRPC(s.WriteStdin(req.GetData(), req.GetClose()))
+}
+
+func (p *processService) SendSignal(ctx context.Context, req *pb.SendSignalRequest) (*pb.SendSignalResponse, error) {
+	sig := req.GetSignal()
+	if sig < 1 || sig > 64 {
+		return nil, errdefs.ToGRPC(fmt.Errorf("signal %d is not a Linux signal number (1-64): %w", sig, errdefs.ErrInvalidArgument))
+	}
+	s, err := p.m.Get(req.GetSessionId())
+	if err != nil {
+		return nil, errdefs.ToGRPC(err)
+	}
+	return &pb.SendSignalResponse{}, errdefs.ToGRPC(s.Signal(syscall.Signal(sig)))
+}
+
+func (p *processService) ResizeTTY(ctx context.Context, req *pb.ResizeTTYRequest) (*pb.ResizeTTYResponse, error) {
+	size, err := ttySize(req.GetSize())
+	if err != nil || size == nil {
+		return nil, errdefs.ToGRPC(errors.Join(err, fmt.Errorf("size is required: %w", errdefs.ErrInvalidArgument)))
+	}
+	s, err := p.m.Get(req.GetSessionId())
+	if err != nil {
+		return nil, errdefs.ToGRPC(err)
+	}
+	return &pb.ResizeTTYResponse{}, errdefs.ToGRPC(s.Resize(*size))
+}
+
+func (p *processService) Wait(ctx context.Context, req *pb.WaitRequest) (*pb.ExitStatus, error) {
+	s, err := p.m.Get(req.GetSessionId())
+	if err != nil {
+		return nil, errdefs.ToGRPC(err)
+	}
+	st, err := s.Wait(ctx)
+	if err != nil {
+		return nil, errdefs.ToGRPC(err)
+	}
+	return exitStatus(s.ID, st), nil
+}
+
+func (p *processService) List(ctx context.Context, req *pb.ListRequest) (*pb.ListResponse, error) {
+	resp := &pb.ListResponse{}
+	for _, s := range p.m.List() {
+		info := &pb.SessionInfo{SessionId: s.ID, Argv: s.Argv, Pid: int32(s.PID), Running: s.Running(), Tty: s.TTY}
+		if st, done := s.Status(); done {
+			info.Exit = exitStatus(s.ID, st)
+		}
+		resp.Sessions = append(resp.Sessions, info)
+	}
+	return resp, nil
+}
+
+// startSpec validates a command line from a request.
+func startSpec(argv, env []string, cwd string, tty *pb.TTYSize) (session.Spec, error) {
+	if len(argv) > maxArgs {
+		return session.Spec{}, fmt.Errorf("argv has %d entries, over %d: %w", len(argv), maxArgs, errdefs.ErrInvalidArgument)
+	}
+	cmd := wireCommand(argv, env, cwd)
+	if err := cmd.Validate(); err != nil {
+		return session.Spec{}, err
+	}
+	size, err := ttySize(tty)
+	if err != nil {
+		return session.Spec{}, err
+	}
+	return session.Spec{Argv: argv, Env: env, Cwd: cwd, TTY: size}, nil
+}
+
+func ttySize(t *pb.TTYSize) (*session.Size, error) {
+	if t == nil {
+		return nil, nil
+	}
+	if t.GetRows() == 0 || t.GetCols() == 0 || t.GetRows() > maxTTYDim || t.GetCols() > maxTTYDim {
+		return nil, fmt.Errorf("tty size %dx%d: rows and cols must be 1-%d: %w", t.GetRows(), t.GetCols(), maxTTYDim, errdefs.ErrInvalidArgument)
+	}
+	return &session.Size{Rows: uint16(t.GetRows()), Cols: uint16(t.GetCols())}, nil
+}

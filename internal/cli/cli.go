@@ -1,0 +1,84 @@
+// Package cli is the paddock command line. It maps errors to exit codes and one-line
+// messages once, here: a user mistake never shows a Go stack trace.
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/paddockhq/paddock/internal/errdefs"
+)
+
+// ExitUsage is the exit status when paddock itself could not run the command: a bad flag,
+// a missing runtime, a sandbox that would not start.
+const ExitUsage = 125
+
+// Main runs the CLI with args and returns the process's exit status.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	var code int
+	root := &cobra.Command{
+		Use:           "paddock",
+		Short:         "paddock runs AI agents' commands in sandboxes they cannot escape",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return fmt.Errorf("%s: %v (see %s --help): %w", c.CommandPath(), err, c.CommandPath(), errdefs.ErrInvalidArgument)
+	})
+	root.AddCommand(newRunCommand(&code), newVersionCommand())
+	if err := root.Execute(); err != nil {
+		fmt.Fprintf(stderr, "paddock: %s\n", message(err))
+		return ExitUsage
+	}
+	return code
+}
+
+// message is an error as one line for a user: the taxonomy suffix that %w left at the end
+// ("…: invalid argument") is dropped, since the text before it already says what happened.
+func message(err error) string {
+	msg := err.Error()
+	for _, kind := range []error{errdefs.ErrInvalidArgument, errdefs.ErrNotFound, errdefs.ErrUnavailable, errdefs.ErrPermissionDenied, errdefs.ErrLimitExceeded, errdefs.ErrFailedPrecondition, errdefs.ErrAlreadyExists} {
+		if errors.Is(err, kind) {
+			msg = strings.TrimSuffix(msg, ": "+kind.Error())
+		}
+	}
+	if strings.HasPrefix(msg, "unknown command") || strings.HasPrefix(msg, "unknown flag") {
+		msg += " (see paddock --help)"
+	}
+	return strings.ReplaceAll(msg, "\n", " ")
+}
+
+// logger writes paddock's own log lines to stderr: warnings by default, everything with
+// PADDOCK_DEBUG set.
+func logger(w io.Writer) *slog.Logger {
+	level := slog.LevelWarn
+	if os.Getenv("PADDOCK_DEBUG") != "" {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+// Version is paddock's version, set at build time.
+var Version = "dev"
+
+func newVersionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "print paddock's version",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			fmt.Fprintf(c.OutOrStdout(), "paddock %s\n", Version)
+			return nil
+		},
+	}
+}

@@ -1,0 +1,131 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/runner"
+	"github.com/paddockhq/paddock/internal/wire"
+)
+
+type runFlags struct {
+	tier, runtime, workspace, memory, cpus, config, user string
+	pids                                                 int64
+	timeout                                              time.Duration
+	env                                                  []string
+	insecure, keep                                       bool
+}
+
+func newRunCommand(code *int) *cobra.Command {
+	var f runFlags
+	c := &cobra.Command{
+		Use:   "run [flags] -- COMMAND [ARG...]",
+		Short: "run a command in a fresh sandbox and remove the sandbox afterwards",
+		Long: `run creates a sandbox, runs COMMAND inside it through the in-sandbox agent with
+stdout and stderr kept apart and stdin forwarded, and destroys the sandbox.
+
+Exit status: the command's own; 128+N when signal N killed it; 124 when --timeout ended
+it; 137 when the memory limit killed it; 125 when paddock itself could not run it.`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return fmt.Errorf("run: no command given (paddock run [flags] -- COMMAND [ARG...]): %w", errdefs.ErrInvalidArgument)
+			}
+			spec, cfg, err := f.spec(args)
+			if err != nil {
+				return err
+			}
+			return runCommand(c, spec, cfg, f.keep, code)
+		},
+	}
+	fl := c.Flags()
+	fl.SetInterspersed(false)
+	fl.StringVar(&f.tier, "tier", "", "isolation tier: container, microvm or process (default: the strongest that works here; process needs --insecure)")
+	fl.StringVar(&f.runtime, "runtime", "", "OCI runtime of the container tier: runc (default) or runsc")
+	fl.BoolVar(&f.insecure, "insecure", false, "use the process tier: a host process under Landlock and seccomp, no namespaces")
+	fl.StringVar(&f.workspace, "workspace", "", "directory bound read-write at /workspace (default: a fresh temporary one)")
+	fl.StringVar(&f.memory, "memory", "", "memory limit, like 128M or 1.5G")
+	fl.StringVar(&f.cpus, "cpus", "", "CPU limit in CPUs, fractional (like 0.5)")
+	fl.Int64Var(&f.pids, "pids", 0, "limit on the number of processes")
+	fl.DurationVar(&f.timeout, "timeout", 0, "wall-clock limit, like 30s or 10m (exit status 124)")
+	fl.StringArrayVar(&f.env, "env", nil, "set an environment variable NAME=VALUE in the sandbox (repeatable)")
+	fl.BoolVar(&f.keep, "keep", false, "keep the sandbox after the command exits")
+	fl.StringVar(&f.config, "config", "", "runner configuration file (YAML)")
+	fl.StringVar(&f.user, "user", "", "user whose workspace tree and limits apply (default: $USER)")
+	return c
+}
+
+func (f *runFlags) spec(args []string) (runner.Spec, runner.Config, error) {
+	spec := runner.Spec{Insecure: f.insecure, Runtime: f.runtime, Workspace: f.workspace, Env: f.env, Main: args, User: f.user}
+	var err error
+	if f.tier != "" {
+		if spec.Tier, err = wire.ParseTier(f.tier); err != nil {
+			return spec, runner.Config{}, fmt.Errorf("--tier: %w", err)
+		}
+	}
+	if f.memory != "" {
+		if spec.Limits.Memory, err = runner.ParseSize(f.memory); err != nil {
+			return spec, runner.Config{}, fmt.Errorf("--memory: %w", err)
+		}
+	}
+	if f.cpus != "" {
+		if spec.Limits.CPUs, err = strconv.ParseFloat(f.cpus, 64); err != nil || spec.Limits.CPUs <= 0 {
+			return spec, runner.Config{}, fmt.Errorf("--cpus: %q is not a positive number of CPUs: %w", f.cpus, errdefs.ErrInvalidArgument)
+		}
+	}
+	spec.Limits.Pids, spec.Limits.Timeout = f.pids, f.timeout
+	if err := spec.Limits.Validate("--"); err != nil {
+		return spec, runner.Config{}, err
+	}
+	if spec.User == "" {
+		spec.User = defaultUser()
+	}
+	cfg, err := runner.LoadConfig(f.config)
+	return spec, cfg, err
+}
+
+func defaultUser() string {
+	if u := os.Getenv("USER"); u != "" {
+		return u
+	}
+	return "local"
+}
+
+func runCommand(c *cobra.Command, spec runner.Spec, cfg runner.Config, keep bool, code *int) error {
+	stderr := c.ErrOrStderr()
+	if spec.Insecure {
+		fmt.Fprintln(stderr, "paddock: WARNING: insecure process tier: the command runs as a host process (Landlock, seccomp, rlimits; no namespaces); shell and exec sessions are unavailable")
+	}
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	r := runner.New(cfg, logger(stderr))
+	stdio := runner.Stdio{Stdin: c.InOrStdin(), Stdout: c.OutOrStdout(), Stderr: stderr, Signals: sigs}
+	res, err := r.Run(context.Background(), spec, stdio, keep)
+	if err != nil {
+		return err
+	}
+	switch {
+	case res.TimedOut:
+		fmt.Fprintf(stderr, "paddock: timed out after %s\n", res.Limits.Timeout)
+	case res.OOM:
+		fmt.Fprintf(stderr, "paddock: out of memory (limit %s)\n", res.Limits.Memory)
+	case res.OOMKills > 0:
+		fmt.Fprintf(stderr, "paddock: %d process(es) killed for running out of memory (limit %s)\n", res.OOMKills, res.Limits.Memory)
+	case res.StartError != "":
+		fmt.Fprintf(stderr, "paddock: %s\n", res.StartError)
+	}
+	if keep {
+		fmt.Fprintf(stderr, "paddock: kept sandbox %s\n", res.Sandbox)
+	}
+	*code = res.ExitCode()
+	return nil
+}

@@ -1,0 +1,92 @@
+// Package errdefs is paddock's one error taxonomy. Code anywhere wraps these sentinels with
+// context (fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)); the edges map them once:
+// to a gRPC status in the agent, an exit code in the CLI, an HTTP status in the control plane.
+//
+// Messages built on these errors are shown to users: they say what happened and what to do,
+// and never carry a secret or internal state.
+package errdefs
+
+import (
+	"context"
+	"errors"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+var (
+	ErrInvalidArgument    = errors.New("invalid argument")
+	ErrNotFound           = errors.New("not found")
+	ErrAlreadyExists      = errors.New("already exists")
+	ErrPermissionDenied   = errors.New("permission denied")
+	ErrUnavailable        = errors.New("unavailable")
+	ErrLimitExceeded      = errors.New("limit exceeded")
+	ErrFailedPrecondition = errors.New("failed precondition")
+	ErrDeadlineExceeded   = errors.New("deadline exceeded")
+)
+
+var codeOf = []struct {
+	err  error
+	code codes.Code
+}{
+	{ErrInvalidArgument, codes.InvalidArgument},
+	{ErrNotFound, codes.NotFound},
+	{ErrAlreadyExists, codes.AlreadyExists},
+	{ErrPermissionDenied, codes.PermissionDenied},
+	{ErrUnavailable, codes.Unavailable},
+	{ErrLimitExceeded, codes.ResourceExhausted},
+	{ErrFailedPrecondition, codes.FailedPrecondition},
+	{ErrDeadlineExceeded, codes.DeadlineExceeded},
+	{context.DeadlineExceeded, codes.DeadlineExceeded},
+	{context.Canceled, codes.Canceled},
+}
+
+// GRPCCode returns the gRPC code for err's place in the taxonomy; codes.Unknown when it has none.
+func GRPCCode(err error) codes.Code {
+	if err == nil {
+		return codes.OK
+	}
+	if s, ok := status.FromError(err); ok {
+		return s.Code()
+	}
+	for _, c := range codeOf {
+		if errors.Is(err, c.err) {
+			return c.code
+		}
+	}
+	return codes.Unknown
+}
+
+// ToGRPC turns err into a gRPC status error carrying err's message and taxonomy code.
+func ToGRPC(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	return status.Error(GRPCCode(err), err.Error())
+}
+
+// FromGRPC turns a gRPC status error back into an error that matches the taxonomy with
+// errors.Is, keeping the remote message.
+func FromGRPC(err error) error {
+	s, ok := status.FromError(err)
+	if !ok || s.Code() == codes.OK {
+		return err
+	}
+	for _, c := range codeOf {
+		if c.code == s.Code() {
+			return &remoteError{msg: s.Message(), kind: c.err}
+		}
+	}
+	return err
+}
+
+type remoteError struct {
+	msg  string
+	kind error
+}
+
+func (e *remoteError) Error() string { return e.msg }
+func (e *remoteError) Unwrap() error { return e.kind }

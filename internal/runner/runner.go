@@ -1,0 +1,243 @@
+// Package runner turns a request for a sandbox into a running one: it resolves the tier,
+// provisions the workspace, applies limits, starts the tier's backend with the agent
+// inside, and tears everything down again. `paddock run` and the control plane both go
+// through it.
+package runner
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"google.golang.org/grpc"
+
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/sandbox/container"
+	"github.com/paddockhq/paddock/internal/sandbox/process"
+	"github.com/paddockhq/paddock/internal/wire"
+)
+
+// Runner creates and destroys sandboxes.
+type Runner struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// New returns a Runner for cfg.
+func New(cfg Config, log *slog.Logger) *Runner { return &Runner{cfg: cfg, log: log} }
+
+// Spec is a request for a sandbox.
+type Spec struct {
+	// User owns the sandbox; its workspaces live under <workspace_root>/<user>.
+	User string
+	// Tier is the isolation tier; empty means the user's or the host's default.
+	Tier wire.Tier
+	// Insecure allows (and selects) the process tier.
+	Insecure bool
+	// Runtime is the OCI runtime of the container tier: "runc" (default) or "runsc".
+	Runtime string
+	// Workspace is a host directory bound at /workspace; empty means a fresh temporary one
+	// that Destroy removes.
+	Workspace string
+	Limits    Limits
+	// Env is added to the sandbox's default environment ("K=V").
+	Env []string
+	// Main is the command line of the sandbox's main command.
+	Main []string
+}
+
+// Sandbox is a running sandbox.
+type Sandbox struct {
+	ID        string
+	Tier      wire.Tier
+	Workspace string
+	Limits    Limits
+	backend   backend
+	// removeWorkspace is set when the workspace was made for this sandbox alone.
+	removeWorkspace bool
+}
+
+// backend is what a tier's sandbox gives the runner.
+type backend interface {
+	Conn() *grpc.ClientConn
+	OOMKills() (uint64, error)
+	Destroy(ctx context.Context) error
+}
+
+// Conn is the channel to the sandbox's agent.
+func (s *Sandbox) Conn() *grpc.ClientConn { return s.backend.Conn() }
+
+// OOMKills counts processes the sandbox's memory limit has killed.
+func (s *Sandbox) OOMKills() (uint64, error) { return s.backend.OOMKills() }
+
+// Destroy kills everything in the sandbox and removes what the runner made for it.
+func (s *Sandbox) Destroy(ctx context.Context) error {
+	err := s.backend.Destroy(ctx)
+	if s.removeWorkspace {
+		err = errors.Join(err, os.RemoveAll(s.Workspace))
+	}
+	return err
+}
+
+// Create starts a sandbox for spec. A sandbox that fails half-way is torn down completely.
+func (r *Runner) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
+	uc, err := r.cfg.LoadUser(spec.User)
+	if err != nil {
+		return nil, err
+	}
+	tier, err := r.resolveTier(spec, uc)
+	if err != nil {
+		return nil, err
+	}
+	limits, err := r.limits(spec.Limits, uc)
+	if err != nil {
+		return nil, err
+	}
+	if err := validEnv(spec.Env); err != nil {
+		return nil, err
+	}
+	agentBin, err := findAgent(r.cfg.Agent)
+	if err != nil {
+		return nil, err
+	}
+	sb := &Sandbox{ID: newID(), Tier: tier, Limits: limits}
+	if err := r.provision(spec, sb); err != nil {
+		return nil, err
+	}
+	r.log.Info("creating sandbox", "sandbox", sb.ID, "tier", tier, "user", spec.User, "workspace", sb.Workspace)
+	if tier == wire.TierProcess {
+		r.log.Warn("DEGRADED: process tier (--insecure): the command runs as a host process under Landlock, seccomp and rlimits, with no namespaces; sessions are unavailable", "sandbox", sb.ID)
+	}
+	sb.backend, err = r.start(ctx, spec, sb, agentBin)
+	if err != nil {
+		if sb.removeWorkspace {
+			_ = os.RemoveAll(sb.Workspace)
+		}
+		return nil, err
+	}
+	return sb, nil
+}
+
+func (r *Runner) start(ctx context.Context, spec Spec, sb *Sandbox, agentBin string) (backend, error) {
+	dir := filepath.Join(r.cfg.StateDir, "sandboxes", sb.ID)
+	main := &wire.Command{Argv: spec.Main}
+	if len(spec.Main) == 0 {
+		main = nil
+	}
+	uid, gid := r.sandboxUser(sb.Workspace)
+	switch sb.Tier {
+	case wire.TierContainer:
+		rt, err := r.containerRuntime(spec.Runtime)
+		if err != nil {
+			return nil, err
+		}
+		cfg := container.Config{
+			ID: sb.ID, Dir: dir, Workspace: sb.Workspace, Agent: agentBin, UID: uid, GID: gid,
+			Env: containerEnv(spec.Env), Main: main, Limits: sb.Limits.container(),
+		}
+		return rt.Start(ctx, cfg)
+	case wire.TierProcess:
+		cfg := process.Config{
+			ID: sb.ID, Dir: dir, Workspace: sb.Workspace, Agent: agentBin, UID: uid, GID: gid,
+			Env: spec.Env, Main: main, Limits: sb.Limits.cgroup(),
+		}
+		return process.Start(ctx, cfg, r.log)
+	}
+	return nil, fmt.Errorf("tier %s: %w", sb.Tier, errdefs.ErrUnavailable)
+}
+
+func (r *Runner) containerRuntime(name string) (*container.Runtime, error) {
+	switch name {
+	case "", "runc":
+		bin, err := findBinary(r.cfg.Runc, "runc")
+		if err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(r.cfg.StateDir, 0o700); err != nil {
+			return nil, fmt.Errorf("state dir: %w", err)
+		}
+		if err := checkRunc(bin, r.cfg.StateDir); err != nil {
+			return nil, err
+		}
+		return &container.Runtime{Name: "runc", Binary: bin, StateDir: filepath.Join(r.cfg.StateDir, "runc"), Log: r.log}, nil
+	case "runsc":
+		return nil, fmt.Errorf("runtime runsc (gVisor) is not supported yet; use --runtime runc: %w", errdefs.ErrUnavailable)
+	}
+	return nil, fmt.Errorf("runtime %q: want runc or runsc: %w", name, errdefs.ErrInvalidArgument)
+}
+
+// resolveTier picks the tier: --insecure forces process; process never without it; the
+// default is the strongest tier that works here.
+func (r *Runner) resolveTier(spec Spec, uc UserConfig) (wire.Tier, error) {
+	if spec.Tier != "" && !spec.Tier.Valid() {
+		_, err := wire.ParseTier(string(spec.Tier))
+		return "", err
+	}
+	switch {
+	case spec.Insecure && spec.Tier != "" && spec.Tier != wire.TierProcess:
+		return "", fmt.Errorf("--insecure selects the process tier; it cannot be combined with --tier %s: %w", spec.Tier, errdefs.ErrInvalidArgument)
+	case spec.Insecure:
+		return wire.TierProcess, nil
+	case spec.Tier == wire.TierProcess:
+		return "", fmt.Errorf("the process tier is insecure (a host process, no namespaces): pass --insecure to use it: %w", errdefs.ErrPermissionDenied)
+	case spec.Tier == wire.TierMicroVM:
+		return "", fmt.Errorf("the microvm tier is not available in this build yet; use --tier container: %w", errdefs.ErrUnavailable)
+	case spec.Tier != "":
+		return spec.Tier, nil
+	}
+	for _, t := range []wire.Tier{uc.Tier, r.cfg.Tier} {
+		if t != "" {
+			return r.resolveTier(Spec{Tier: t}, UserConfig{})
+		}
+	}
+	r.log.Debug("tier microvm skipped: not available in this build")
+	return wire.TierContainer, nil
+}
+
+func (r *Runner) limits(asked Limits, uc UserConfig) (Limits, error) {
+	if err := asked.Validate(""); err != nil {
+		return Limits{}, err
+	}
+	l := asked.Or(uc.Limits).Or(r.cfg.Limits)
+	if err := l.Over(r.cfg.MaxLimits); err != nil {
+		return Limits{}, err
+	}
+	return l, nil
+}
+
+func validEnv(env []string) error {
+	for _, kv := range env {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || strings.ContainsAny(kv, "\x00") {
+			return fmt.Errorf("--env %q: want NAME=VALUE: %w", kv, errdefs.ErrInvalidArgument)
+		}
+	}
+	return nil
+}
+
+// sandboxUser is the user commands run as: the workspace's owner when that is not root
+// (their files stay theirs), the configured sandbox user otherwise.
+func (r *Runner) sandboxUser(workspace string) (uid, gid uint32) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(workspace, &st); err == nil && st.Uid != 0 && st.Gid != 0 {
+		return st.Uid, st.Gid
+	}
+	return r.cfg.SandboxUID, r.cfg.SandboxGID
+}
+
+// newID returns a fresh sandbox ID: "sb-" and 10 lower-case base32 characters.
+func newID() string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz234567"
+	b := make([]byte, 10)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = alphabet[b[i]%32]
+	}
+	return "sb-" + string(b)
+}

@@ -1,0 +1,85 @@
+package runner
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/paddockhq/paddock/internal/errdefs"
+)
+
+// provision makes the user's workspace tree on first use and picks the sandbox's workspace:
+// the one asked for, or a fresh one under the user's tmp that Destroy removes.
+func (r *Runner) provision(spec Spec, sb *Sandbox) error {
+	userDir, err := r.ProvisionUser(spec.User)
+	if err != nil {
+		return err
+	}
+	if spec.Workspace != "" {
+		ws, err := r.checkWorkspace(spec.Workspace)
+		if err != nil {
+			return err
+		}
+		sb.Workspace = ws
+		return nil
+	}
+	sb.Workspace = filepath.Join(userDir, "tmp", sb.ID)
+	if err := os.Mkdir(sb.Workspace, 0o700); err != nil {
+		return fmt.Errorf("workspace: %w", err)
+	}
+	sb.removeWorkspace = true
+	if err := os.Chown(sb.Workspace, int(r.cfg.SandboxUID), int(r.cfg.SandboxGID)); err != nil && os.Geteuid() == 0 {
+		return fmt.Errorf("workspace: %w", err)
+	}
+	return nil
+}
+
+// ProvisionUser creates <workspace_root>/<user>/{shared,tmp,vault} if missing and returns
+// the user's directory. vault is private to the host (0700): it is never mounted into a
+// sandbox.
+func (r *Runner) ProvisionUser(user string) (string, error) {
+	if !validUser(user) {
+		return "", invalidField("user", "%q is not a user name", user)
+	}
+	dir := filepath.Join(r.cfg.WorkspaceRoot, user)
+	for sub, mode := range map[string]os.FileMode{"shared": 0o755, "tmp": 0o711, "vault": 0o700} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), mode); err != nil {
+			return "", fmt.Errorf("provision workspace for %s: %w", user, err)
+		}
+	}
+	return dir, nil
+}
+
+// checkWorkspace resolves a workspace asked for on the command line and refuses ones that
+// would show a sandbox more than its own files: the root, system directories, or any
+// directory holding paddock's own state (other sandboxes' workspaces among it).
+func (r *Runner) checkWorkspace(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err == nil {
+		abs, err = filepath.EvalSymlinks(abs)
+	}
+	if err != nil {
+		return "", fmt.Errorf("--workspace %s: %w", dir, errdefs.ErrNotFound)
+	}
+	if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("--workspace %s is not a directory: %w", dir, errdefs.ErrInvalidArgument)
+	}
+	for _, sys := range []string{"/", "/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/proc", "/sys", "/dev", "/boot", "/var", "/run", "/root", "/home", "/tmp", "/var/tmp"} {
+		if abs == sys {
+			return "", fmt.Errorf("--workspace %s is a system directory; give a project directory: %w", dir, errdefs.ErrInvalidArgument)
+		}
+	}
+	for _, own := range []string{r.cfg.DataDir, r.cfg.StateDir, r.cfg.WorkspaceRoot} {
+		if within(own, abs) || within(abs, own) {
+			return "", fmt.Errorf("--workspace %s overlaps paddock's own state in %s: %w", dir, own, errdefs.ErrInvalidArgument)
+		}
+	}
+	return abs, nil
+}
+
+// within reports whether p is dir or inside it.
+func within(p, dir string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}

@@ -1,0 +1,202 @@
+package container
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/moby/profiles/seccomp"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+
+	"github.com/paddockhq/paddock/internal/cgroups"
+)
+
+// In-sandbox paths.
+const (
+	WorkspacePath = "/workspace"
+	agentDir      = "/.paddock"
+	AgentPath     = agentDir + "/paddock-agent"
+)
+
+// hostSystemDirs are bound read-only from the host: the coding tools it has (git, go, node,
+// python) live there. Where the host has merged /usr (/bin -> usr/bin), the same symlink is
+// made in the rootfs instead of a mount.
+var hostSystemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
+
+// hostEtc lists what of the host's /etc a sandbox sees, read-only. Nothing else of /etc
+// reaches it: no shadow, no keys, no host names, no sudoers, no package manager secrets.
+var hostEtc = []string{
+	"alternatives", "ssl/certs", "ca-certificates", "ld.so.cache", "ld.so.conf", "ld.so.conf.d",
+	"localtime", "timezone", "os-release", "debian_version", "protocols", "services", "mime.types",
+	"bash.bashrc", "profile", "inputrc", "magic", "terminfo", "nanorc", "vim",
+}
+
+// maskedPaths and readonlyPaths are the usual container defaults: kernel interfaces a
+// sandbox must not read or write.
+var (
+	maskedPaths = []string{
+		"/proc/acpi", "/proc/asound", "/proc/interrupts", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+		"/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/proc/sysrq-trigger",
+		"/sys/firmware", "/sys/devices/virtual/powercap", "/sys/kernel",
+	}
+	readonlyPaths = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys"}
+)
+
+// deniedSyscalls are taken out of Docker's default allowlist: a sandbox has no business
+// debugging other processes (ptrace would reach the agent if its non-dumpable flag ever
+// slipped), and io_uring is the kernel's busiest source of escapes.
+var deniedSyscalls = []string{"ptrace", "process_vm_readv", "process_vm_writev", "io_uring_setup", "io_uring_enter", "io_uring_register", "kcmp", "userfaultfd"}
+
+// bundleSpec is everything buildSpec needs.
+type bundleSpec struct {
+	id        string
+	hostname  string
+	uid, gid  uint32
+	workspace string // host path
+	agent     string // host path of paddock-agent
+	env       []string
+	limits    Limits
+	cgroup    string
+	swap      bool // the host accounts swap (memsw on v1)
+}
+
+func buildSpec(b bundleSpec) (*specs.Spec, error) {
+	s := &specs.Spec{
+		Version:  specs.Version,
+		Root:     &specs.Root{Path: "rootfs", Readonly: true},
+		Hostname: b.hostname,
+		Process: &specs.Process{
+			User:            specs.User{UID: b.uid, GID: b.gid, AdditionalGids: []uint32{b.gid}},
+			Args:            []string{AgentPath},
+			Env:             b.env,
+			Cwd:             WorkspacePath,
+			Capabilities:    &specs.LinuxCapabilities{},
+			NoNewPrivileges: true,
+			Rlimits: []specs.POSIXRlimit{
+				nofile(),
+				{Type: "RLIMIT_CORE", Hard: 0, Soft: 0},
+			},
+		},
+		Mounts: mounts(b),
+		Linux: &specs.Linux{
+			Namespaces: []specs.LinuxNamespace{
+				{Type: specs.PIDNamespace}, {Type: specs.MountNamespace}, {Type: specs.NetworkNamespace},
+				{Type: specs.IPCNamespace}, {Type: specs.UTSNamespace}, {Type: specs.CgroupNamespace},
+			},
+			CgroupsPath:   b.cgroup,
+			Resources:     resources(b.limits, b.swap),
+			MaskedPaths:   maskedPaths,
+			ReadonlyPaths: readonlyPaths,
+		},
+	}
+	if canLowerOOMScore() {
+		// The agent must outlive a memory bomb in its own sandbox; the commands it starts
+		// are put back to 0 (see session.spawn). Lowering the score needs CAP_SYS_RESOURCE,
+		// which some hosts (and CI sandboxes) withhold: there the agent is not protected and
+		// an OOM that takes it down ends the sandbox, which is still reported as OOM.
+		s.Process.OOMScoreAdj = ptr(-998)
+	}
+	sc, err := seccomp.GetDefaultProfile(s)
+	if err != nil {
+		return nil, fmt.Errorf("seccomp profile: %w", err)
+	}
+	s.Linux.Seccomp = withoutSyscalls(sc, deniedSyscalls)
+	return s, nil
+}
+
+// swapAccounted reports whether the host's memory controller accounts swap, so that a
+// memory+swap limit can be set (cgroup v1 has it only with swapaccount=1; v2 always does).
+func swapAccounted() bool {
+	if cgroups.DetectMode() == cgroups.V2 {
+		return true
+	}
+	_, err := os.Stat("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes")
+	return err == nil
+}
+
+// nofile is the sandbox's open-file limit: 65536, or the host's own hard limit if lower
+// (raising it needs CAP_SYS_RESOURCE).
+func nofile() specs.POSIXRlimit {
+	n := uint64(65536)
+	var cur unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &cur); err == nil && cur.Max < n {
+		n = cur.Max
+	}
+	return specs.POSIXRlimit{Type: "RLIMIT_NOFILE", Hard: n, Soft: n}
+}
+
+// canLowerOOMScore reports whether this process holds CAP_SYS_RESOURCE.
+func canLowerOOMScore() bool {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return false
+	}
+	return data[0].Effective&(1<<unix.CAP_SYS_RESOURCE) != 0
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func resources(l Limits, swap bool) *specs.LinuxResources {
+	r := &specs.LinuxResources{
+		Devices: []specs.LinuxDeviceCgroup{{Allow: false, Access: "rwm"}},
+	}
+	if l.MemoryBytes > 0 {
+		r.Memory = &specs.LinuxMemory{Limit: ptr(l.MemoryBytes)}
+		if swap {
+			r.Memory.Swap = ptr(l.MemoryBytes) // memory+swap = memory: no swap
+		}
+	}
+	if l.CPUs > 0 {
+		const period = 100000
+		r.CPU = &specs.LinuxCPU{Period: ptr(uint64(period)), Quota: ptr(int64(l.CPUs * period))}
+	}
+	if l.Pids > 0 {
+		r.Pids = &specs.LinuxPids{Limit: ptr(l.Pids)}
+	}
+	return r
+}
+
+func mounts(b bundleSpec) []specs.Mount {
+	ms := []specs.Mount{
+		{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
+		{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
+		{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"}},
+		{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}},
+		{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue", Options: []string{"nosuid", "noexec", "nodev"}},
+		{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
+		{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "mode=1777", fmt.Sprintf("size=%d", b.limits.tmpSize())}},
+		{Destination: AgentPath, Type: "bind", Source: b.agent, Options: []string{"bind", "ro", "nosuid", "nodev"}},
+		{Destination: WorkspacePath, Type: "bind", Source: b.workspace, Options: []string{"bind", "rw", "nosuid", "nodev"}},
+	}
+	for _, d := range hostSystemDirs {
+		if fi, err := os.Lstat(d); err == nil && fi.IsDir() {
+			ms = append(ms, roBind(d, d))
+		}
+	}
+	for _, e := range hostEtc {
+		p := filepath.Join("/etc", e)
+		if fi, err := os.Lstat(p); err == nil && fi.IsDir() {
+			ms = append(ms, roBind(p, p))
+		}
+	}
+	return ms
+}
+
+func roBind(src, dst string) specs.Mount {
+	return specs.Mount{Destination: dst, Type: "bind", Source: src, Options: []string{"bind", "ro", "nosuid", "nodev"}}
+}
+
+// withoutSyscalls drops names from every allow rule of a profile whose default denies.
+func withoutSyscalls(sc *specs.LinuxSeccomp, names []string) *specs.LinuxSeccomp {
+	for i := range sc.Syscalls {
+		r := &sc.Syscalls[i]
+		if r.Action == specs.ActAllow {
+			r.Names = slices.DeleteFunc(r.Names, func(n string) bool { return slices.Contains(names, n) })
+		}
+	}
+	sc.Syscalls = slices.DeleteFunc(sc.Syscalls, func(r specs.LinuxSyscall) bool { return len(r.Names) == 0 })
+	return sc
+}

@@ -1,0 +1,193 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/paddockhq/paddock/internal/errdefs"
+)
+
+// EnvelopeVersion is the bootstrap envelope version this build writes and reads.
+const EnvelopeVersion = 1
+
+// MaxEnvelopeSize caps an envelope's JSON body. An envelope carries a command line, an
+// environment and a few paths; a megabyte is generous and bounds what a corrupt length
+// prefix can make the agent allocate.
+const MaxEnvelopeSize = 1 << 20
+
+// Envelope is what the runner hands paddock-agent when a sandbox starts: a 4-byte
+// big-endian length followed by that many bytes of JSON (the Oxydra runner's framing).
+// It travels on the agent's standard input (containers, process tier) or the first bytes of
+// the control channel (microVMs).
+type Envelope struct {
+	// Version must equal EnvelopeVersion.
+	Version int `json:"version"`
+	// SandboxID names the sandbox; it is what the agent reports, not an identity anyone
+	// trusts: the host knows the sandbox by the channel it speaks on.
+	SandboxID string `json:"sandbox_id"`
+	Tier      Tier   `json:"tier"`
+	// Workspace is the workspace as the agent sees it (/workspace in a container).
+	Workspace string `json:"workspace"`
+	// ListenFD is the inherited file descriptor of the agent's listening socket.
+	ListenFD int `json:"listen_fd"`
+	// Env is the default environment of the sandbox's commands ("K=V").
+	Env []string `json:"env,omitempty"`
+	// Main is the sandbox's main command, started as session "main" before the agent
+	// serves its first request, so its first output does not wait for a client.
+	Main *Command `json:"main,omitempty"`
+	// Process carries the process tier's confinement; nil in every other tier.
+	Process *ProcessConfinement `json:"process,omitempty"`
+}
+
+// Command is a command line to run in the sandbox.
+type Command struct {
+	Argv []string `json:"argv"`
+	// Env replaces the default environment when set.
+	Env []string `json:"env,omitempty"`
+	// Cwd defaults to the workspace.
+	Cwd string `json:"cwd,omitempty"`
+}
+
+// ProcessConfinement is what the process-tier agent applies to itself before it starts
+// anything: there are no namespaces in that tier, so these host paths are the jail.
+type ProcessConfinement struct {
+	// TempDir is the sandbox's private temporary directory on the host (read-write).
+	TempDir string `json:"temp_dir"`
+	// ReadOnly lists host directories the sandbox may read and execute from.
+	ReadOnly []string `json:"read_only"`
+	// MaxFileSize is RLIMIT_FSIZE in bytes; 0 leaves it unset.
+	MaxFileSize int64 `json:"max_file_size,omitempty"`
+	// MaxOpenFiles is RLIMIT_NOFILE; 0 leaves it unset.
+	MaxOpenFiles uint64 `json:"max_open_files,omitempty"`
+}
+
+var sandboxIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+
+// ValidSandboxID reports whether id can name a sandbox: lower-case letters, digits and
+// dashes, at most 63 characters (it becomes a container ID, a cgroup name, a hostname).
+func ValidSandboxID(id string) bool { return sandboxIDPattern.MatchString(id) }
+
+// Validate checks every field and names the first one that is wrong.
+func (e *Envelope) Validate() error {
+	switch {
+	case e.Version != EnvelopeVersion:
+		return invalid("version", "is %d, this agent reads version %d", e.Version, EnvelopeVersion)
+	case !ValidSandboxID(e.SandboxID):
+		return invalid("sandbox_id", "%q is not a sandbox ID (lower-case letters, digits, dashes; at most 63)", e.SandboxID)
+	case !e.Tier.Valid():
+		return invalid("tier", "%q is not a tier", e.Tier)
+	case !strings.HasPrefix(e.Workspace, "/"):
+		return invalid("workspace", "%q is not an absolute path", e.Workspace)
+	case e.ListenFD < 3:
+		return invalid("listen_fd", "%d is not an inherited descriptor (want 3 or more)", e.ListenFD)
+	case (e.Tier == TierProcess) != (e.Process != nil):
+		return invalid("process", "must be set in the process tier and only there")
+	}
+	if err := validEnv("env", e.Env); err != nil {
+		return err
+	}
+	if e.Main != nil {
+		if err := e.Main.Validate(); err != nil {
+			return fmt.Errorf("main: %w", err)
+		}
+	}
+	return validStrings("workspace", e.Workspace)
+}
+
+// Validate checks a command line and names the field that is wrong.
+func (c *Command) Validate() error {
+	if len(c.Argv) == 0 || c.Argv[0] == "" {
+		return invalid("argv", "is empty")
+	}
+	if err := validStrings("argv", c.Argv...); err != nil {
+		return err
+	}
+	if err := validStrings("cwd", c.Cwd); err != nil {
+		return err
+	}
+	return validEnv("env", c.Env)
+}
+
+// validEnv checks "K=V" entries: a non-empty name without '=' and no NUL bytes anywhere.
+func validEnv(field string, env []string) error {
+	for i, kv := range env {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return invalid(fmt.Sprintf("%s[%d]", field, i), "%q is not NAME=VALUE", kv)
+		}
+	}
+	return validStrings(field, env...)
+}
+
+// validStrings rejects NUL bytes (they would truncate at execve) and invalid UTF-8.
+func validStrings(field string, ss ...string) error {
+	for _, s := range ss {
+		if strings.IndexByte(s, 0) >= 0 || !utf8.ValidString(s) {
+			return invalid(field, "holds a NUL byte or invalid UTF-8")
+		}
+	}
+	return nil
+}
+
+func invalid(field, format string, args ...any) error {
+	return fmt.Errorf("envelope field %s: %s: %w", field, fmt.Sprintf(format, args...), errdefs.ErrInvalidArgument)
+}
+
+// WriteEnvelope validates e and writes it framed to w.
+func WriteEnvelope(w io.Writer, e *Envelope) error {
+	if err := e.Validate(); err != nil {
+		return err
+	}
+	body, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("encode envelope: %w", err)
+	}
+	if len(body) > MaxEnvelopeSize {
+		return fmt.Errorf("envelope is %d bytes, over the %d-byte cap: %w", len(body), MaxEnvelopeSize, errdefs.ErrLimitExceeded)
+	}
+	frame := make([]byte, 4, 4+len(body))
+	binary.BigEndian.PutUint32(frame, uint32(len(body)))
+	_, err = w.Write(append(frame, body...))
+	return err
+}
+
+// ReadEnvelope reads one framed envelope from r, rejecting oversized frames before reading
+// their body, unknown fields, trailing bytes and invalid values.
+func ReadEnvelope(r io.Reader) (*Envelope, error) {
+	var prefix [4]byte
+	if _, err := io.ReadFull(r, prefix[:]); err != nil {
+		return nil, fmt.Errorf("read envelope length: %w", err)
+	}
+	n := binary.BigEndian.Uint32(prefix[:])
+	if n > MaxEnvelopeSize {
+		return nil, fmt.Errorf("envelope length %d is over the %d-byte cap: %w", n, MaxEnvelopeSize, errdefs.ErrInvalidArgument)
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return nil, fmt.Errorf("read envelope body (%d bytes): %w", n, err)
+	}
+	return DecodeEnvelope(body)
+}
+
+// DecodeEnvelope parses and validates an envelope's JSON body.
+func DecodeEnvelope(body []byte) (*Envelope, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	var e Envelope
+	if err := dec.Decode(&e); err != nil {
+		return nil, fmt.Errorf("decode envelope: %v: %w", err, errdefs.ErrInvalidArgument)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("decode envelope: trailing data after the JSON object: %w", errdefs.ErrInvalidArgument)
+	}
+	if err := e.Validate(); err != nil {
+		return nil, err
+	}
+	return &e, nil
+}
