@@ -67,11 +67,13 @@ func (r *Runner) Run(ctx context.Context, spec Spec, stdio Stdio, keep bool) (re
 		return Result{}, err
 	}
 	res.Sandbox, res.Limits = sb.ID, sb.Limits
+	r.log.Debug("sandbox started", "sandbox", sb.ID)
 	defer func() {
 		if !keep {
 			if derr := sb.Destroy(context.WithoutCancel(ctx)); derr != nil {
 				r.log.Warn("destroy sandbox", "sandbox", sb.ID, "err", derr)
 			}
+			r.log.Debug("sandbox destroyed", "sandbox", sb.ID)
 		}
 	}()
 	runCtx := ctx
@@ -81,6 +83,7 @@ func (r *Runner) Run(ctx context.Context, spec Spec, stdio Stdio, keep bool) (re
 		defer cancel()
 	}
 	status, err := attachMain(runCtx, pb.NewProcessClient(sb.Conn()), stdio)
+	r.log.Debug("main command ended", "sandbox", sb.ID, "err", err)
 	res.OOMKills, _ = sb.OOMKills()
 	switch {
 	case err == nil:

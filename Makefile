@@ -1,0 +1,42 @@
+# paddock's build. `make test` is the README's test command and what CI runs.
+GO        ?= /usr/local/go/bin/go
+export PATH := /usr/local/go/bin:$(PATH)
+VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -X github.com/paddockhq/paddock/internal/cli.Version=$(VERSION) -X github.com/paddockhq/paddock/internal/agent.Version=$(VERSION)
+FUZZTIME  ?= 10s
+
+.PHONY: all setup build test unit fuzz bench clean proto
+
+all: build
+
+# setup installs what paddock needs on this machine at pinned versions (idempotent).
+setup:
+	@scripts/setup.sh
+
+build:
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/paddock ./cmd/paddock
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/paddock-agent ./cmd/paddock-agent
+
+# test is the whole suite: vet, every package's tests with the race detector (privileged
+# ones run for real as root), and a short run of every fuzz target.
+test: setup build
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 30m ./...
+	@$(MAKE) --no-print-directory fuzz
+
+unit:
+	$(GO) test -count=1 ./...
+
+# fuzz runs each fuzz target for FUZZTIME.
+fuzz:
+	FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
+
+bench: setup build
+	$(GO) run ./internal/bench/cmd -out docs/benchmarks.md
+
+proto:
+	PATH=$$($(GO) env GOPATH)/bin:$$PATH protoc -I proto --go_out=. --go_opt=module=github.com/paddockhq/paddock \
+		--go-grpc_out=. --go-grpc_opt=module=github.com/paddockhq/paddock proto/paddock/agent/v1/agent.proto
+
+clean:
+	rm -rf bin

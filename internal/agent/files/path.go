@@ -1,0 +1,116 @@
+package files
+
+import (
+	"fmt"
+	"io/fs"
+	"path"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/wire/agentv1"
+)
+
+// workspaceMount is where the sandbox sees its workspace; callers often copy paths from
+// inside the sandbox, so the prefix is taken to mean the workspace itself.
+const workspaceMount = "/workspace"
+
+// maxPathLen is Linux's PATH_MAX: anything longer cannot name a file.
+const maxPathLen = 4096
+
+// resolve turns a caller's path into a clean slash-separated path relative to the
+// workspace ("." for the workspace itself). "/src/a.go", "src/a.go" and
+// "/workspace/src/a.go" all give "src/a.go". A path that climbs above the workspace
+// lexically is refused rather than clamped, since it says the caller is confused about
+// where it is. Symlinks are not looked at here: os.Root handles them.
+func resolve(p string) (string, error) {
+	if err := checkPath(p); err != nil {
+		return "", err
+	}
+	trimmed := p
+	if p == workspaceMount || strings.HasPrefix(p, workspaceMount+"/") {
+		trimmed = p[len(workspaceMount):]
+	}
+	rel := path.Clean("./" + strings.TrimLeft(trimmed, "/"))
+	if rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", fmt.Errorf("path %q leaves the workspace: %w", p, errdefs.ErrInvalidArgument)
+	}
+	return rel, nil
+}
+
+// checkPath refuses paths no file can have, before they reach a system call that would
+// truncate them at a NUL or mangle them.
+func checkPath(p string) error {
+	switch {
+	case strings.IndexByte(p, 0) >= 0:
+		return fmt.Errorf("path %q contains a NUL byte: %w", p, errdefs.ErrInvalidArgument)
+	case !utf8.ValidString(p):
+		return fmt.Errorf("path %q is not valid UTF-8: %w", p, errdefs.ErrInvalidArgument)
+	case len(p) > maxPathLen:
+		return fmt.Errorf("path of %d bytes is longer than %d: %w", len(p), maxPathLen, errdefs.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// specialBits pairs the wire's Unix bits with Go's mode bits.
+var specialBits = []struct {
+	unix uint32
+	mode fs.FileMode
+}{
+	{0o4000, fs.ModeSetuid},
+	{0o2000, fs.ModeSetgid},
+	{0o1000, fs.ModeSticky},
+}
+
+// parseMode turns a wire mode into a fs.FileMode, def when m is 0. Type bits and anything
+// beyond 07777 are refused rather than silently dropped.
+func parseMode(m uint32, def fs.FileMode) (fs.FileMode, error) {
+	if m == 0 {
+		return def, nil
+	}
+	if m&^0o7777 != 0 {
+		return 0, fmt.Errorf("mode %#o has bits beyond 07777: %w", m, errdefs.ErrInvalidArgument)
+	}
+	mode := fs.FileMode(m & 0o777)
+	for _, b := range specialBits {
+		if m&b.unix != 0 {
+			mode |= b.mode
+		}
+	}
+	return mode, nil
+}
+
+// wireMode is parseMode's inverse for what we report.
+func wireMode(mode fs.FileMode) uint32 {
+	m := uint32(mode.Perm())
+	for _, b := range specialBits {
+		if mode&b.mode != 0 {
+			m |= b.unix
+		}
+	}
+	return m
+}
+
+// infoOf describes fi at rel; target is the symlink's stored target, if it is one.
+func infoOf(rel string, fi fs.FileInfo, target string) *agentv1.FileInfo {
+	return &agentv1.FileInfo{
+		Path:          rel,
+		Type:          fileType(fi.Mode()),
+		Size:          uint64(max(fi.Size(), 0)),
+		Mode:          wireMode(fi.Mode()),
+		MtimeUnixNano: fi.ModTime().UnixNano(),
+		LinkTarget:    target,
+	}
+}
+
+func fileType(mode fs.FileMode) agentv1.FileType {
+	switch {
+	case mode.IsRegular():
+		return agentv1.FileType_FILE_TYPE_FILE
+	case mode.IsDir():
+		return agentv1.FileType_FILE_TYPE_DIR
+	case mode&fs.ModeSymlink != 0:
+		return agentv1.FileType_FILE_TYPE_SYMLINK
+	}
+	return agentv1.FileType_FILE_TYPE_OTHER
+}
