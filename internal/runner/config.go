@@ -217,6 +217,15 @@ func LoadConfig(path string) (Config, error) {
 	return cfg, nil
 }
 
+// LoadConfigFrom completes and validates a configuration built in code.
+func LoadConfigFrom(cfg Config) (Config, error) {
+	cfg.fill()
+	if err := cfg.Validate(); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
 func configName(path string) string {
 	if path == "" {
 		return "default configuration"

@@ -93,6 +93,8 @@ func (r *Runner) Run(ctx context.Context, spec Spec, stdio Stdio, keep bool) (re
 		res.OOM = true // the limit took the agent down with the command
 	case errors.Is(runCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil:
 		res.TimedOut = true
+	case errors.Is(err, errdefs.ErrUnavailable):
+		return res, fmt.Errorf("sandbox %s: the agent is not answering (%v); its last error: %s: %w", sb.ID, err, sb.backend.LastError(), errdefs.ErrUnavailable)
 	default:
 		return res, fmt.Errorf("sandbox %s: %w", sb.ID, err)
 	}

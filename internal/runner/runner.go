@@ -67,8 +67,13 @@ type Sandbox struct {
 type backend interface {
 	Conn() *grpc.ClientConn
 	OOMKills() (uint64, error)
+	Cgroup() string
+	LastError() string
 	Destroy(ctx context.Context) error
 }
+
+// Cgroup is the sandbox's cgroup path (as in /sys/fs/cgroup/<controller><path> on v1).
+func (s *Sandbox) Cgroup() string { return s.backend.Cgroup() }
 
 // Conn is the channel to the sandbox's agent.
 func (s *Sandbox) Conn() *grpc.ClientConn { return s.backend.Conn() }
@@ -125,7 +130,10 @@ func (r *Runner) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 }
 
 func (r *Runner) start(ctx context.Context, spec Spec, sb *Sandbox, agentBin string) (backend, error) {
-	dir := filepath.Join(r.cfg.StateDir, "sandboxes", sb.ID)
+	dir, err := r.sandboxDir(sb.ID)
+	if err != nil {
+		return nil, err
+	}
 	main := &wire.Command{Argv: spec.Main}
 	if len(spec.Main) == 0 {
 		main = nil
@@ -152,15 +160,28 @@ func (r *Runner) start(ctx context.Context, spec Spec, sb *Sandbox, agentBin str
 	return nil, fmt.Errorf("tier %s: %w", sb.Tier, errdefs.ErrUnavailable)
 }
 
+// sandboxDir makes <state_dir>/sandboxes/<id>. The directories on the way are 0711:
+// traversable but not listable, so that a process-tier sandbox's user reaches its own
+// private tmp inside (0700, its own) without seeing other sandboxes.
+func (r *Runner) sandboxDir(id string) (string, error) {
+	dir := filepath.Join(r.cfg.StateDir, "sandboxes", id)
+	for _, d := range []string{r.cfg.StateDir, filepath.Dir(dir), dir} {
+		if err := os.MkdirAll(d, 0o711); err != nil {
+			return "", fmt.Errorf("state dir: %w", err)
+		}
+		if err := os.Chmod(d, 0o711); err != nil {
+			return "", fmt.Errorf("state dir: %w", err)
+		}
+	}
+	return dir, nil
+}
+
 func (r *Runner) containerRuntime(name string) (*container.Runtime, error) {
 	switch name {
 	case "", "runc":
 		bin, err := findBinary(r.cfg.Runc, "runc")
 		if err != nil {
 			return nil, err
-		}
-		if err := os.MkdirAll(r.cfg.StateDir, 0o700); err != nil {
-			return nil, fmt.Errorf("state dir: %w", err)
 		}
 		if err := checkRunc(bin, r.cfg.StateDir); err != nil {
 			return nil, err

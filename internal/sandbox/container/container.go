@@ -12,7 +12,6 @@
 package container
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -21,8 +20,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -116,19 +113,28 @@ func (sb *Sandbox) start(ctx context.Context, cfg Config) error {
 }
 
 func (rt *Runtime) writeBundle(cfg Config, cgroup string) error {
+	return WriteBundle(cfg, filepath.Join(cfg.Dir, "bundle"), cgroup, nil)
+}
+
+// WriteBundle writes the OCI bundle paddock runs for cfg into dir, with args as the
+// container's process instead of the agent when set. Benchmarks use it to run exactly
+// paddock's container under a bare runtime.
+func WriteBundle(cfg Config, dir, cgroup string, args []string) error {
 	b := bundleSpec{
 		id: cfg.ID, hostname: "sandbox", uid: cfg.UID, gid: cfg.GID, workspace: cfg.Workspace,
 		agent: cfg.Agent, env: cfg.Env, limits: cfg.Limits, cgroup: cgroup, swap: swapAccounted(),
 	}
-	bundle := filepath.Join(cfg.Dir, "bundle")
-	if err := makeRootfs(filepath.Join(bundle, "rootfs"), b); err != nil {
+	if err := makeRootfs(filepath.Join(dir, "rootfs"), b); err != nil {
 		return fmt.Errorf("rootfs: %w", err)
 	}
 	spec, err := buildSpec(b)
 	if err != nil {
 		return err
 	}
-	return writeJSON(filepath.Join(bundle, "config.json"), spec)
+	if args != nil {
+		spec.Process.Args = args
+	}
+	return writeJSON(filepath.Join(dir, "config.json"), spec)
 }
 
 // run starts the container detached: runc passes its stdio through to the agent, so the
@@ -148,33 +154,9 @@ func (rt *Runtime) run(ctx context.Context, cfg Config, lis *os.File, env *wire.
 	cmd := exec.CommandContext(ctx, rt.Binary, "--root", rt.StateDir, "run", "--detach", "--preserve-fds", "1", "--bundle", filepath.Join(cfg.Dir, "bundle"), cfg.ID)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr, cmd.ExtraFiles = stdin, logf, logf, []*os.File{lis}
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s run: %s: %w", rt.Name, LastError(filepath.Join(cfg.Dir, "agent.log")), errdefs.ErrUnavailable)
+		return fmt.Errorf("%s run: %s: %w", rt.Name, sandbox.LastLogError(filepath.Join(cfg.Dir, "agent.log")), errdefs.ErrUnavailable)
 	}
 	return nil
-}
-
-var runcErrorMsg = regexp.MustCompile(`level=error msg="(.*)"`)
-
-// LastError returns the last error line of a runtime or agent log, for error messages.
-func LastError(path string) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "no log"
-	}
-	var last string
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		line := sc.Text()
-		if m := runcErrorMsg.FindStringSubmatch(line); m != nil {
-			last = strings.ReplaceAll(m[1], `\"`, `"`)
-		} else if strings.Contains(line, "level=ERROR") || strings.Contains(line, "error") {
-			last = line
-		}
-	}
-	if last == "" {
-		return "the runtime gave no reason"
-	}
-	return last
 }
 
 // Conn is the channel to the sandbox's agent.
@@ -191,6 +173,9 @@ func (sb *Sandbox) OOMKills() (uint64, error) {
 
 // Cgroup is the sandbox's cgroup path.
 func (sb *Sandbox) Cgroup() string { return sb.cgroup }
+
+// LastError is the last error the agent or the runtime logged, for error messages.
+func (sb *Sandbox) LastError() string { return sandbox.LastLogError(filepath.Join(sb.dir, "agent.log")) }
 
 // Destroy kills every process of the sandbox and removes the container, its cgroup and its
 // directory. It is idempotent.
