@@ -175,7 +175,9 @@ func (sb *Sandbox) OOMKills() (uint64, error) {
 func (sb *Sandbox) Cgroup() string { return sb.cgroup }
 
 // LastError is the last error the agent or the runtime logged, for error messages.
-func (sb *Sandbox) LastError() string { return sandbox.LastLogError(filepath.Join(sb.dir, "agent.log")) }
+func (sb *Sandbox) LastError() string {
+	return sandbox.LastLogError(filepath.Join(sb.dir, "agent.log"))
+}
 
 // Destroy kills every process of the sandbox and removes the container, its cgroup and its
 // directory. It is idempotent.

@@ -156,7 +156,9 @@ func (sb *Sandbox) OOMKills() (uint64, error) {
 }
 
 // LastError is the last error the agent logged, for error messages.
-func (sb *Sandbox) LastError() string { return sandbox.LastLogError(filepath.Join(sb.dir, "agent.log")) }
+func (sb *Sandbox) LastError() string {
+	return sandbox.LastLogError(filepath.Join(sb.dir, "agent.log"))
+}
 
 // Cgroup is the sandbox's cgroup path.
 func (sb *Sandbox) Cgroup() string { return "/paddock/" + sb.ID }
