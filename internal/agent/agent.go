@@ -24,6 +24,8 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -77,8 +79,35 @@ func DialOptions() []grpc.DialOption {
 // Confiner confines the agent in the process tier before it starts anything.
 type Confiner func(env *wire.Envelope) error
 
+// ThreadReserve is how many OS threads the agent creates up front, and how many the
+// runner adds to a sandbox's pids limit for them (see prewarmThreads).
+const ThreadReserve = 24
+
+// prewarmThreads makes the Go runtime create n OS threads now and keep them idle. A fork
+// bomb in the sandbox exhausts the cgroup's pids limit, which counts threads; a Go program
+// that then needs a new thread dies ("failed to create new OS thread"). With idle threads
+// in reserve the agent keeps answering. Each goroutine locks itself to a thread of its own
+// while all are blocked, then unlocks before returning, which returns the thread to the
+// runtime's idle pool instead of ending it.
+func prewarmThreads(n int) {
+	var ready, release sync.WaitGroup
+	ready.Add(n)
+	release.Add(1)
+	for range n {
+		go func() {
+			runtime.LockOSThread()
+			ready.Done()
+			release.Wait()
+			runtime.UnlockOSThread()
+		}()
+	}
+	ready.Wait()
+	release.Done()
+}
+
 // Run serves the sandbox described by env on lis until ctx ends.
 func Run(ctx context.Context, env *wire.Envelope, lis net.Listener, confine Confiner, log *slog.Logger) error {
+	prewarmThreads(ThreadReserve)
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("make agent non-dumpable: %w", err)
 	}

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"github.com/paddockhq/paddock/internal/agent"
 	"github.com/paddockhq/paddock/internal/cgroups"
 	"github.com/paddockhq/paddock/internal/sandbox/container"
 )
@@ -24,9 +25,20 @@ func containerEnv(extra []string) []string {
 }
 
 func (l Limits) container() container.Limits {
-	return container.Limits{MemoryBytes: int64(l.Memory), CPUs: l.CPUs, Pids: l.Pids, TmpBytes: int64(l.Tmp)}
+	return container.Limits{MemoryBytes: int64(l.Memory), CPUs: l.CPUs, Pids: l.cgroupPids(), TmpBytes: int64(l.Tmp)}
 }
 
 func (l Limits) cgroup() cgroups.Limits {
-	return cgroups.Limits{MemoryBytes: int64(l.Memory), CPUs: l.CPUs, Pids: l.Pids}
+	return cgroups.Limits{MemoryBytes: int64(l.Memory), CPUs: l.CPUs, Pids: l.cgroupPids()}
+}
+
+// cgroupPids is the cgroup's pids limit: what the user asked for, plus the agent's own
+// threads, so that --pids N leaves N processes to the user's commands.
+// TODO(issue 5): put sessions in a child cgroup of their own so the agent's reserve cannot
+// be consumed at all.
+func (l Limits) cgroupPids() int64 {
+	if l.Pids == 0 {
+		return 0
+	}
+	return l.Pids + agent.ThreadReserve + 8
 }

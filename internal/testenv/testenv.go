@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/paddockhq/paddock/internal/runner"
 )
@@ -28,40 +29,40 @@ func moduleRoot() string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
-// build compiles paddock and paddock-agent (static) into a shared directory, once per test
-// process. Each binary is built to a temporary name and renamed into place, so test
-// processes running in parallel never see a half-written binary.
+// build compiles paddock and paddock-agent (static) into a directory of this test
+// process's own (test processes of several packages run at once), once per process.
+// Directories that earlier runs left are swept after a day.
 func build() {
-	binDir = filepath.Join(os.TempDir(), "paddock-testbin")
-	if buildErr = os.MkdirAll(binDir, 0o755); buildErr != nil {
+	sweepStale()
+	if binDir, buildErr = os.MkdirTemp("", "paddock-testbin-"); buildErr != nil {
+		return
+	}
+	if buildErr = os.Chmod(binDir, 0o755); buildErr != nil { // the sandbox user execs the agent
 		return
 	}
 	for _, b := range []struct{ name, pkg, cgo string }{
 		{"paddock-agent", "./cmd/paddock-agent", "0"},
 		{"paddock", "./cmd/paddock", ""},
 	} {
-		tmp, err := os.CreateTemp(binDir, b.name+".*")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		tmp.Close()
-		cmd := exec.Command("go", "build", "-o", tmp.Name(), b.pkg)
+		out := filepath.Join(binDir, b.name)
+		cmd := exec.Command("go", "build", "-o", out, b.pkg)
 		cmd.Dir = moduleRoot()
 		cmd.Env = append(os.Environ(), "CGO_ENABLED="+b.cgo)
 		if b.cgo == "" {
 			cmd.Env = os.Environ()
 		}
-		if out, err := cmd.CombinedOutput(); err != nil {
-			os.Remove(tmp.Name())
-			buildErr = &buildError{b.name, string(out), err}
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			buildErr = &buildError{b.name, string(msg), err}
 			return
 		}
-		if buildErr = os.Chmod(tmp.Name(), 0o755); buildErr != nil {
-			return
-		}
-		if buildErr = os.Rename(tmp.Name(), filepath.Join(binDir, b.name)); buildErr != nil {
-			return
+	}
+}
+
+func sweepStale() {
+	old, _ := filepath.Glob(filepath.Join(os.TempDir(), "paddock-testbin-*"))
+	for _, d := range old {
+		if fi, err := os.Stat(d); err == nil && time.Since(fi.ModTime()) > 24*time.Hour {
+			os.RemoveAll(d)
 		}
 	}
 }
