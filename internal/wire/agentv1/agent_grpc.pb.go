@@ -45,7 +45,8 @@ const (
 // Process runs commands inside the sandbox.
 type ProcessClient interface {
 	// Start spawns a session and streams its events (Started, Output…, Exited) until it exits
-	// or the caller goes away; the session keeps running without a caller (see Attach).
+	// or the caller goes away; the session keeps running without a caller (see Attach). The
+	// session exists once Started has arrived: send stdin, signals and resizes after it.
 	Start(ctx context.Context, in *StartRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ProcessEvent], error)
 	// Attach streams the events of a running or finished session, replaying the recent output
 	// it still holds from the given offset.
@@ -173,7 +174,8 @@ func (c *processClient) List(ctx context.Context, in *ListRequest, opts ...grpc.
 // Process runs commands inside the sandbox.
 type ProcessServer interface {
 	// Start spawns a session and streams its events (Started, Output…, Exited) until it exits
-	// or the caller goes away; the session keeps running without a caller (see Attach).
+	// or the caller goes away; the session keeps running without a caller (see Attach). The
+	// session exists once Started has arrived: send stdin, signals and resizes after it.
 	Start(*StartRequest, grpc.ServerStreamingServer[ProcessEvent]) error
 	// Attach streams the events of a running or finished session, replaying the recent output
 	// it still holds from the given offset.
