@@ -1,0 +1,220 @@
+package runner
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/wire"
+)
+
+func TestParseSize(t *testing.T) {
+	tests := []struct {
+		in   string
+		want Size
+		ok   bool
+	}{
+		{"1048576", 1 << 20, true}, {"128M", 128 << 20, true}, {"128MiB", 128 << 20, true}, {"128mb", 128 << 20, true},
+		{"1.5G", 3 << 29, true}, {"64k", 64 << 10, true}, {"2T", 2 << 40, true}, {"0", 0, true},
+		{"", 0, false}, {"lots", 0, false}, {"-1M", 0, false}, {"12Q", 0, false}, {"1e400", 0, false}, {"NaNM", 0, false}, {"99999999T", 0, false},
+	}
+	for _, tt := range tests {
+		got, err := ParseSize(tt.in)
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d ok=%v", tt.in, got, err, tt.want, tt.ok)
+		}
+		if err != nil && !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("ParseSize(%q) error %v is not invalid argument", tt.in, err)
+		}
+	}
+	if s := Size(128 << 20).String(); s != "128MiB" {
+		t.Errorf("String = %s", s)
+	}
+}
+
+func FuzzParseSize(f *testing.F) {
+	for _, s := range []string{"128M", "1.5GiB", "0", "-1", "1e3k"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if v, err := ParseSize(s); err == nil && v < 0 {
+			t.Fatalf("ParseSize(%q) = %d", s, v)
+		}
+	})
+}
+
+func TestLimitsValidate(t *testing.T) {
+	bad := []struct {
+		l     Limits
+		field string
+	}{
+		{Limits{Memory: -1}, "memory"}, {Limits{Memory: 1 << 10}, "memory"}, {Limits{CPUs: -1}, "cpus"},
+		{Limits{CPUs: 0.001}, "cpus"}, {Limits{Pids: 2}, "pids"}, {Limits{Timeout: -time.Second}, "timeout"}, {Limits{Tmp: -1}, "tmp"},
+	}
+	for _, tt := range bad {
+		err := tt.l.Validate("--")
+		if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.HasPrefix(err.Error(), "--"+tt.field) {
+			t.Errorf("Validate(%+v) = %v, want an error naming --%s", tt.l, err, tt.field)
+		}
+	}
+	max := Limits{Memory: 1 << 30, Pids: 100}
+	if err := (Limits{Memory: 2 << 30, Pids: 10}).Over(max); !errors.Is(err, errdefs.ErrLimitExceeded) || !strings.HasPrefix(err.Error(), "memory") {
+		t.Errorf("Over = %v", err)
+	}
+	if err := (Limits{Memory: 1 << 30}).Over(max); err == nil || !strings.HasPrefix(err.Error(), "pids") {
+		t.Errorf("unset pids under a max must count as over: %v", err)
+	}
+	got := Limits{CPUs: 2}.Or(Limits{CPUs: 1, Memory: 5 << 20})
+	if got.CPUs != 2 || got.Memory != 5<<20 {
+		t.Errorf("Or = %+v", got)
+	}
+}
+
+func writeFile(t *testing.T, path, content string) string {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestLoadConfig(t *testing.T) {
+	dir := t.TempDir()
+	good := writeFile(t, filepath.Join(dir, "good.yaml"), "data_dir: "+dir+"\nlimits:\n  memory: 512M\n  timeout: 10m\n  cpus: 1.5\n")
+	cfg, err := LoadConfig(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Limits.Memory != 512<<20 || cfg.Limits.Timeout != 10*time.Minute || cfg.Limits.CPUs != 1.5 || cfg.WorkspaceRoot != filepath.Join(dir, "workspaces") || cfg.StateDir != "/run/paddock" {
+		t.Fatalf("config %+v", cfg)
+	}
+	bad := []struct{ name, yaml, want string }{
+		{"unknown field", "data_dir: /x\nmemory: 1G\n", "line 2: field memory not found"},
+		{"bad size", "limits:\n  memory: lots\n", `"lots" is not a size`},
+		{"relative dir", "state_dir: run\n", "state_dir"},
+		{"process default", "tier: process\n", "tier: the process tier is insecure"},
+		{"unknown tier", "tier: vm\n", "tier"},
+		{"root sandbox", "sandbox_uid: 0\n", "sandbox_uid"},
+		{"bad limits", "max_limits:\n  pids: -3\n", "max_limits.pids"},
+	}
+	for _, tt := range bad {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := LoadConfig(writeFile(t, filepath.Join(t.TempDir(), "c.yaml"), tt.yaml))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want it to mention %q", err, tt.want)
+			}
+		})
+	}
+	if _, err := LoadConfig(filepath.Join(dir, "missing.yaml")); err == nil {
+		t.Fatal("a missing config file must be an error")
+	}
+}
+
+func testRunner(t *testing.T) *Runner {
+	dir := t.TempDir()
+	cfg := DefaultConfig()
+	cfg.DataDir, cfg.StateDir = filepath.Join(dir, "data"), filepath.Join(dir, "state")
+	cfg, err := LoadConfigFrom(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
+func TestUserConfigAndTier(t *testing.T) {
+	r := testRunner(t)
+	writeFile(t, filepath.Join(r.cfg.UsersDir, "ann.yaml"), "limits:\n  memory: 256M\n")
+	writeFile(t, filepath.Join(r.cfg.UsersDir, "bob.yaml"), "tier: process\n")
+	writeFile(t, filepath.Join(r.cfg.UsersDir, "cy.yaml"), "limits:\n  colour: red\n")
+	uc, err := r.cfg.LoadUser("ann")
+	if err != nil || uc.Limits.Memory != 256<<20 {
+		t.Fatalf("ann: %+v %v", uc, err)
+	}
+	if l, _ := r.limits(Limits{}, uc); l.Memory != 256<<20 || l.Pids != 1024 {
+		t.Fatalf("user limits over defaults: %+v", l)
+	}
+	if _, err := r.cfg.LoadUser("bob"); err == nil || !strings.Contains(err.Error(), "bob.yaml") {
+		t.Fatalf("bob's process default must be refused naming the file: %v", err)
+	}
+	if _, err := r.cfg.LoadUser("cy"); err == nil || !strings.Contains(err.Error(), "colour") {
+		t.Fatalf("unknown user field: %v", err)
+	}
+	if _, err := r.cfg.LoadUser("../etc"); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Fatalf("path-like user name: %v", err)
+	}
+	tiers := []struct {
+		spec Spec
+		want wire.Tier
+		err  error
+	}{
+		{Spec{}, wire.TierContainer, nil},
+		{Spec{Insecure: true}, wire.TierProcess, nil},
+		{Spec{Tier: wire.TierProcess, Insecure: true}, wire.TierProcess, nil},
+		{Spec{Tier: wire.TierProcess}, "", errdefs.ErrPermissionDenied},
+		{Spec{Tier: wire.TierContainer, Insecure: true}, "", errdefs.ErrInvalidArgument},
+		{Spec{Tier: wire.TierMicroVM}, "", errdefs.ErrUnavailable},
+		{Spec{Tier: "vm"}, "", errdefs.ErrInvalidArgument},
+	}
+	for _, tt := range tiers {
+		got, err := r.resolveTier(tt.spec, UserConfig{})
+		if got != tt.want || !errors.Is(err, tt.err) {
+			t.Errorf("resolveTier(%+v) = %q, %v; want %q, %v", tt.spec, got, err, tt.want, tt.err)
+		}
+	}
+}
+
+func TestProvisionAndWorkspaceChecks(t *testing.T) {
+	r := testRunner(t)
+	dir, err := r.ProvisionUser("ann")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for sub, mode := range map[string]os.FileMode{"shared": 0o755, "tmp": 0o711, "vault": 0o700} {
+		fi, err := os.Stat(filepath.Join(dir, sub))
+		if err != nil || fi.Mode().Perm() != mode {
+			t.Errorf("%s: %v %v, want mode %o", sub, fi.Mode(), err, mode)
+		}
+	}
+	proj := t.TempDir()
+	if got, err := r.checkWorkspace(proj); err != nil || got != proj {
+		t.Fatalf("project dir refused: %v", err)
+	}
+	for _, ws := range []string{"/", "/etc", "/tmp", "/nonexistent", r.cfg.DataDir, filepath.Dir(r.cfg.DataDir), dir, filepath.Join(r.cfg.StateDir)} {
+		_ = os.MkdirAll(r.cfg.StateDir, 0o700)
+		if _, err := r.checkWorkspace(ws); err == nil {
+			t.Errorf("workspace %s accepted", ws)
+		}
+	}
+	link := filepath.Join(proj, "link")
+	if err := os.Symlink(r.cfg.DataDir, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.checkWorkspace(link); err == nil {
+		t.Error("a symlink to the data dir was accepted as a workspace")
+	}
+}
+
+func TestPatchedRunc(t *testing.T) {
+	tests := []struct {
+		out string
+		ok  bool
+	}{
+		{"runc version 1.5.2\ncommit: v1.5.2\n", true}, {"runc version 1.4.0\n", true}, {"runc version 1.3.3\n", true},
+		{"runc version 1.2.8\n", true}, {"runc version 1.1.5+ds1\n", false}, {"runc version 1.3.2\n", false},
+		{"runc version 1.2.7\n", false}, {"garbage", false},
+	}
+	for _, tt := range tests {
+		if err := patchedRunc(tt.out); (err == nil) != tt.ok {
+			t.Errorf("patchedRunc(%q) = %v, want ok=%v", tt.out, err, tt.ok)
+		}
+	}
+}
