@@ -144,7 +144,17 @@ func (l *outputLog) detach(r *reader) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.readers, r)
+	l.evictFor(0)
 	l.broadcast()
+}
+
+// shrink lowers the log's capacity to n bytes and drops the oldest output past it, sparing
+// what attached readers still need (detach drops that later).
+func (l *outputLog) shrink(n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.capacity = n
+	l.evictFor(0)
 }
 
 // next returns the output after r's position, waiting for some if there is none yet.

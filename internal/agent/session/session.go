@@ -43,8 +43,10 @@ const (
 	// before the session is considered finished even though a background child still holds
 	// the pipe open.
 	drainIdle = 100 * time.Millisecond
-	// keepExited is how many exited sessions List still reports.
+	// keepExited is how many exited sessions List still reports, and keepOutput how much of
+	// its output each keeps for replay: at most 16 MiB of the sandbox's memory in all.
 	keepExited = 64
+	keepOutput = 256 << 10
 )
 
 // Size is a terminal size.
@@ -504,6 +506,7 @@ func (s *Session) finish(retire func()) {
 	s.stdin = nil
 	s.stdinMu.Unlock()
 	s.out.close()
+	s.out.shrink(keepOutput)
 	close(s.done)
 	retire()
 }

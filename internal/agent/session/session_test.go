@@ -186,6 +186,9 @@ func TestReplayAndLostWhenDetached(t *testing.T) {
 	if !bytes.HasSuffix(tail, []byte("last\n")) {
 		t.Fatalf("replay does not end with the last line")
 	}
+	if len(tail) > keepOutput {
+		t.Fatalf("an exited session holds %d bytes of output, over %d", len(tail), keepOutput)
+	}
 }
 
 func TestHoldOutputUntilFirstAttach(t *testing.T) {
