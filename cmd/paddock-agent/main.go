@@ -1,5 +1,6 @@
 // Command paddock-agent runs inside every sandbox: it reads its bootstrap envelope on stdin
-// and serves the agent RPC on the socket the envelope names. It is built static
+// and serves the agent RPC on the socket the envelope names (a listening socket, or with
+// --connected one connected socket). It is built static
 // (CGO_ENABLED=0) so that it runs in any root filesystem.
 package main
 
@@ -18,7 +19,11 @@ func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	if err := agent.Bootstrap(ctx, os.Stdin, confine(log), log); err != nil {
+	bootstrap := agent.Bootstrap
+	if len(os.Args) > 1 && os.Args[1] == connectedFlag {
+		bootstrap = bootstrapConnected
+	}
+	if err := bootstrap(ctx, os.Stdin, confine(log), log); err != nil {
 		log.Error("agent failed", "err", err)
 		fmt.Fprintf(os.Stderr, "paddock-agent: %v\n", err)
 		os.Exit(1)

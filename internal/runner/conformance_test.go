@@ -22,15 +22,19 @@ import (
 	"github.com/paddockhq/paddock/internal/wire"
 )
 
-// tiers lists the tiers under test with what differs between them.
+// tiers lists the tiers (and the container tier's runtimes) under test with what differs
+// between them.
 var tiers = []struct {
+	name     string
 	tier     wire.Tier
+	runtime  string // OCI runtime of the container tier
 	insecure bool
 	// inContainer is set when the workspace appears at /workspace.
 	inContainer bool
 }{
-	{wire.TierContainer, false, true},
-	{wire.TierProcess, true, false},
+	{"container", wire.TierContainer, "runc", false, true},
+	{"container-runsc", wire.TierContainer, "runsc", false, true},
+	{"process", wire.TierProcess, "", true, false},
 }
 
 type harness struct {
@@ -38,6 +42,7 @@ type harness struct {
 	cfg      runner.Config
 	r        *runner.Runner
 	tier     wire.Tier
+	runtime  string
 	insecure bool
 	inCtr    bool
 }
@@ -45,9 +50,9 @@ type harness struct {
 func forEachTier(t *testing.T, f func(t *testing.T, h *harness)) {
 	testenv.RequireRoot(t)
 	for _, tc := range tiers {
-		t.Run(string(tc.tier), func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			cfg := testenv.Config(t)
-			h := &harness{t: t, cfg: cfg, r: runner.New(cfg, testenv.Logger(t)), tier: tc.tier, insecure: tc.insecure, inCtr: tc.inContainer}
+			h := &harness{t: t, cfg: cfg, r: runner.New(cfg, testenv.Logger(t)), tier: tc.tier, runtime: tc.runtime, insecure: tc.insecure, inCtr: tc.inContainer}
 			f(t, h)
 			h.assertNothingLeft()
 		})
@@ -55,7 +60,7 @@ func forEachTier(t *testing.T, f func(t *testing.T, h *harness)) {
 }
 
 func (h *harness) spec(argv ...string) runner.Spec {
-	return runner.Spec{User: "conf", Tier: h.tier, Insecure: h.insecure, Main: argv, Limits: runner.Limits{Timeout: time.Minute}}
+	return runner.Spec{User: "conf", Tier: h.tier, Runtime: h.runtime, Insecure: h.insecure, Main: argv, Limits: runner.Limits{Timeout: time.Minute}}
 }
 
 type outcome struct {
@@ -78,7 +83,8 @@ func (h *harness) run(spec runner.Spec, stdin string) outcome {
 }
 
 // assertNothingLeft checks that every sandbox the test made is gone: no state directory,
-// no cgroup, no temporary workspace, no process of the sandbox user.
+// no cgroup, no temporary workspace, no OCI runtime state, no mount under the state
+// directory.
 func (h *harness) assertNothingLeft() {
 	t := h.t
 	t.Helper()
@@ -92,6 +98,18 @@ func (h *harness) assertNothingLeft() {
 	tmp, _ := os.ReadDir(filepath.Join(h.cfg.WorkspaceRoot, "conf", "tmp"))
 	for _, e := range tmp {
 		t.Errorf("temporary workspace left behind: %s", e.Name())
+	}
+	for _, rt := range []string{"runc", "runsc"} {
+		left, _ := os.ReadDir(filepath.Join(h.cfg.StateDir, rt))
+		for _, e := range left {
+			t.Errorf("%s state left behind: %s", rt, e.Name())
+		}
+	}
+	mounts, _ := os.ReadFile("/proc/self/mounts")
+	for _, line := range strings.Split(string(mounts), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && strings.HasPrefix(f[1], h.cfg.StateDir+"/") {
+			t.Errorf("mount left behind: %s", f[1])
+		}
 	}
 }
 

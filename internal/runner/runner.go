@@ -186,9 +186,13 @@ func (r *Runner) containerRuntime(name string) (*container.Runtime, error) {
 		if err := checkRunc(bin, r.cfg.StateDir); err != nil {
 			return nil, err
 		}
-		return &container.Runtime{Name: "runc", Binary: bin, StateDir: filepath.Join(r.cfg.StateDir, "runc"), Log: r.log}, nil
+		return container.Runc(bin, filepath.Join(r.cfg.StateDir, "runc"), r.log), nil
 	case "runsc":
-		return nil, fmt.Errorf("runtime runsc (gVisor) is not supported yet; use --runtime runc: %w", errdefs.ErrUnavailable)
+		bin, err := findBinary(r.cfg.Runsc, "runsc")
+		if err != nil {
+			return nil, err
+		}
+		return container.Runsc(bin, filepath.Join(r.cfg.StateDir, "runsc"), r.log), nil
 	}
 	return nil, fmt.Errorf("runtime %q: want runc or runsc: %w", name, errdefs.ErrInvalidArgument)
 }

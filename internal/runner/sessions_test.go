@@ -70,9 +70,15 @@ func TestProcessTierSessionsUnavailable(t *testing.T) {
 	}
 }
 
-// A container sandbox without a main command serves sessions and files.
+// A container sandbox without a main command serves sessions and files, under either runtime.
 func TestContainerSessionsAndFiles(t *testing.T) {
-	sb := create(t, runner.Spec{User: "c", Tier: wire.TierContainer})
+	for _, rt := range []string{"runc", "runsc"} {
+		t.Run(rt, func(t *testing.T) { testContainerSessionsAndFiles(t, rt) })
+	}
+}
+
+func testContainerSessionsAndFiles(t *testing.T, runtime string) {
+	sb := create(t, runner.Spec{User: "c", Tier: wire.TierContainer, Runtime: runtime})
 	pc, fc := pb.NewProcessClient(sb.Conn()), pb.NewFilesClient(sb.Conn())
 
 	w, err := fc.Write(tctx(t))

@@ -43,6 +43,12 @@ func (r *Runner) ProvisionUser(user string) (string, error) {
 		return "", invalidField("user", "%q is not a user name", user)
 	}
 	dir := filepath.Join(r.cfg.WorkspaceRoot, user)
+	// The user's directory first, traversable: made by the first MkdirAll below, it would get
+	// that subdirectory's mode, and when vault (0700) came first in the map's random order
+	// the process tier's agent (the sandbox user) could not reach its workspace in tmp.
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		return "", fmt.Errorf("provision workspace for %s: %w", user, err)
+	}
 	for sub, mode := range map[string]os.FileMode{"shared": 0o755, "tmp": 0o711, "vault": 0o700} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), mode); err != nil {
 			return "", fmt.Errorf("provision workspace for %s: %w", user, err)

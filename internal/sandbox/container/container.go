@@ -5,10 +5,15 @@
 // mount, network (loopback only), ipc, uts and cgroup namespaces; a read-only root made of
 // the host's /usr and a curated /etc; a non-root user with no capabilities and
 // no_new_privs; Docker's default seccomp allowlist less ptrace and io_uring; cgroup limits.
-// The agent's channel is a listening Unix socket created on the host and inherited by the
-// agent as a file descriptor: its path exists only on the host, so nothing in the sandbox
-// but the agent can reach it, and the host knows which sandbox speaks by which socket it
-// dialled.
+// The agent's channel is a Unix socket created on the host and inherited by the agent as a
+// file descriptor (under runc a listening socket, under runsc one connected socket; see
+// channel.go): no path of it exists in the sandbox, so nothing in the sandbox but the agent
+// can reach it, and the host knows which sandbox speaks by which socket it holds.
+//
+// Under runsc (gVisor) the same bundle runs on gVisor's user-space kernel instead of the
+// host's: the sandbox's system calls never reach the host kernel, which only sees the
+// sandbox's Sentry and Gofer processes, themselves in namespaces, a cgroup and a seccomp
+// filter of their own.
 package container
 
 import (
@@ -20,6 +25,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc"
@@ -46,7 +52,8 @@ func (l Limits) tmpSize() int64 {
 	return 1 << 30
 }
 
-// Runtime drives an OCI runtime binary.
+// Runtime drives an OCI runtime binary. Runc and Runsc make one; what differs between the
+// two runtimes is in its fields, not in branches on its name.
 type Runtime struct {
 	// Name is "runc" or "runsc".
 	Name string
@@ -54,7 +61,67 @@ type Runtime struct {
 	Binary string
 	// StateDir is the runtime's --root: its own bookkeeping of containers.
 	StateDir string
-	Log      *slog.Logger
+	// Flags are the runtime's global flags, given after --root to every command.
+	Flags []string
+	Log   *slog.Logger
+
+	// runFlags hand the agent's channel (the first file after stdio) to the container.
+	runFlags []string
+	// connected: the channel is one connected socket rather than a listening one, and the
+	// agent is told so by agentArgs (see channel.go).
+	connected bool
+	agentArgs []string
+	// userKernel: the runtime runs the sandbox on a kernel of its own in user space (gVisor),
+	// which changes how some limits are expressed (see gvisorLimits).
+	userKernel bool
+}
+
+// Runc returns the runtime for runc at binary, with its state under stateDir.
+func Runc(binary, stateDir string, log *slog.Logger) *Runtime {
+	return &Runtime{
+		Name: "runc", Binary: binary, StateDir: stateDir, Log: log,
+		runFlags: []string{"--preserve-fds", "1"},
+	}
+}
+
+// RunscFlags are runsc's global flags:
+//   - --platform=systrap: how the Sentry traps the sandbox's system calls. systrap (gVisor's
+//     default) needs no hardware support; KVM hangs under nested virtualisation, ptrace is
+//     the slow legacy platform.
+//   - --network=none: the sandbox gets gVisor's netstack with a loopback interface only, as
+//     under runc (an empty network namespace with lo). The Sentry itself runs in a new,
+//     empty host network namespace.
+//   - --oci-seccomp: gVisor ignores the spec's seccomp profile unless told otherwise; with
+//     it, the Sentry enforces the profile on the sandbox's system calls, so that what runc
+//     denies (ptrace, io_uring, ...) is denied under runsc too, on top of gVisor's own
+//     filter on the Sentry.
+//   - --gofer-network-namespace=new: the Gofer (gVisor's file server) gets an empty network
+//     namespace of its own. The default, null, shares one pinned by a bind mount in --root
+//     that outlives every sandbox; new leaves nothing behind.
+//
+// cgroups are kept (no --ignore-cgroups): runsc puts the Sentry and the Gofer in the
+// sandbox's cgroup and applies the spec's limits to it, on v1 and v2. --host-uds stays at
+// its default, none: the sandbox can neither connect to nor create host Unix sockets.
+var RunscFlags = []string{"--platform=systrap", "--network=none", "--oci-seccomp", "--gofer-network-namespace=new"}
+
+// Runsc returns the runtime for gVisor's runsc at binary, with its state under stateDir.
+func Runsc(binary, stateDir string, log *slog.Logger) *Runtime {
+	return &Runtime{
+		Name: "runsc", Binary: binary, StateDir: stateDir, Log: log,
+		Flags: slices.Clone(RunscFlags),
+		// runsc has no --preserve-fds; --pass-fd maps a host descriptor to one in the
+		// sandbox, and only a connected Unix socket can cross (see channel.go).
+		runFlags:   []string{"--pass-fd", fmt.Sprintf("%d:%d", sandbox.AgentListenFD, sandbox.AgentListenFD)},
+		connected:  true,
+		agentArgs:  []string{ConnectedFlag},
+		userKernel: true,
+	}
+}
+
+// command is the runtime's command line for args, with its global flags.
+func (rt *Runtime) command(ctx context.Context, args ...string) *exec.Cmd {
+	all := append(append([]string{"--root", rt.StateDir}, rt.Flags...), args...)
+	return exec.CommandContext(ctx, rt.Binary, all...)
 }
 
 // Config describes one container sandbox.
@@ -77,6 +144,8 @@ type Sandbox struct {
 	dir    string
 	cgroup string
 	conn   *grpc.ClientConn
+	// closeChannel releases the host's end of the channel if conn never took it.
+	closeChannel func()
 }
 
 // Start creates and starts the container, and returns once the agent's process runs. The
@@ -98,31 +167,37 @@ func (sb *Sandbox) start(ctx context.Context, cfg Config) error {
 	if err := rt.writeBundle(cfg, sb.cgroup); err != nil {
 		return fmt.Errorf("bundle: %w", err)
 	}
-	sock := filepath.Join(cfg.Dir, "agent.sock")
-	lis, err := sandbox.Listen(sock)
+	ch, err := rt.openChannel(cfg.Dir)
 	if err != nil {
 		return err
 	}
-	defer lis.Close()
+	defer ch.sandboxEnd.Close()
+	sb.closeChannel = ch.close
 	env := &wire.Envelope{Version: wire.EnvelopeVersion, SandboxID: cfg.ID, Tier: wire.TierContainer, Workspace: WorkspacePath, ListenFD: sandbox.AgentListenFD, Env: cfg.Env, Main: cfg.Main}
-	if err := rt.run(ctx, cfg, lis, env); err != nil {
+	if err := rt.run(ctx, cfg, ch.sandboxEnd, env); err != nil {
 		return err
 	}
-	sb.conn, err = sandbox.Dial(sock)
+	sb.conn, err = ch.dial()
 	return err
 }
 
 func (rt *Runtime) writeBundle(cfg Config, cgroup string) error {
-	return WriteBundle(cfg, filepath.Join(cfg.Dir, "bundle"), cgroup, nil)
+	args := []string{AgentPath}
+	return writeBundle(cfg, filepath.Join(cfg.Dir, "bundle"), cgroup, append(args, rt.agentArgs...), rt.userKernel)
 }
 
-// WriteBundle writes the OCI bundle paddock runs for cfg into dir, with args as the
-// container's process instead of the agent when set. Benchmarks use it to run exactly
+// WriteBundle writes the OCI bundle paddock runs under runc for cfg into dir, with args as
+// the container's process instead of the agent when set. Benchmarks use it to run exactly
 // paddock's container under a bare runtime.
 func WriteBundle(cfg Config, dir, cgroup string, args []string) error {
+	return writeBundle(cfg, dir, cgroup, args, false)
+}
+
+func writeBundle(cfg Config, dir, cgroup string, args []string, userKernel bool) error {
 	b := bundleSpec{
 		id: cfg.ID, hostname: "sandbox", uid: cfg.UID, gid: cfg.GID, workspace: cfg.Workspace,
 		agent: cfg.Agent, env: cfg.Env, limits: cfg.Limits, cgroup: cgroup, swap: swapAccounted(),
+		userKernel: userKernel,
 	}
 	if err := makeRootfs(filepath.Join(dir, "rootfs"), b); err != nil {
 		return fmt.Errorf("rootfs: %w", err)
@@ -137,9 +212,9 @@ func WriteBundle(cfg Config, dir, cgroup string, args []string) error {
 	return writeJSON(filepath.Join(dir, "config.json"), spec)
 }
 
-// run starts the container detached: runc passes its stdio through to the agent, so the
-// envelope goes in on stdin and the agent's log comes out in agent.log.
-func (rt *Runtime) run(ctx context.Context, cfg Config, lis *os.File, env *wire.Envelope) error {
+// run starts the container detached: the runtime passes its stdio through to the agent, so
+// the envelope goes in on stdin and the agent's log comes out in agent.log.
+func (rt *Runtime) run(ctx context.Context, cfg Config, channel *os.File, env *wire.Envelope) error {
 	stdin, release, err := sandbox.EnvelopePipe(env)
 	if err != nil {
 		return err
@@ -151,8 +226,9 @@ func (rt *Runtime) run(ctx context.Context, cfg Config, lis *os.File, env *wire.
 		return err
 	}
 	defer logf.Close()
-	cmd := exec.CommandContext(ctx, rt.Binary, "--root", rt.StateDir, "run", "--detach", "--preserve-fds", "1", "--bundle", filepath.Join(cfg.Dir, "bundle"), cfg.ID)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr, cmd.ExtraFiles = stdin, logf, logf, []*os.File{lis}
+	args := append(append([]string{"run", "--detach"}, rt.runFlags...), "--bundle", filepath.Join(cfg.Dir, "bundle"), cfg.ID)
+	cmd := rt.command(ctx, args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr, cmd.ExtraFiles = stdin, logf, logf, []*os.File{channel}
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("%s run: %s: %w", rt.Name, sandbox.LastLogError(filepath.Join(cfg.Dir, "agent.log")), errdefs.ErrUnavailable)
 	}
@@ -185,10 +261,13 @@ func (sb *Sandbox) Destroy(ctx context.Context) error {
 	if sb.conn != nil {
 		sb.conn.Close()
 	}
+	if sb.closeChannel != nil {
+		sb.closeChannel()
+	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var errs []error
-	out, err := exec.CommandContext(ctx, sb.rt.Binary, "--root", sb.rt.StateDir, "delete", "--force", sb.ID).CombinedOutput()
+	out, err := sb.rt.command(ctx, "delete", "--force", sb.ID).CombinedOutput()
 	if err != nil && !bytes.Contains(out, []byte("does not exist")) && !bytes.Contains(out, []byte("not exist")) {
 		errs = append(errs, fmt.Errorf("%s delete %s: %s", sb.rt.Name, sb.ID, bytes.TrimSpace(out)))
 	}

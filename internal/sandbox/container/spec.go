@@ -60,6 +60,10 @@ type bundleSpec struct {
 	limits    Limits
 	cgroup    string
 	swap      bool // the host accounts swap (memsw on v1)
+	// userKernel: the sandbox runs on gVisor's kernel (runsc), so the host sees the Sentry,
+	// the Gofer and the Sentry's stub processes, not the sandbox's own processes. Two
+	// limits then work differently (see buildSpec): the agent's OOM score, and pids.
+	userKernel bool
 }
 
 func buildSpec(b bundleSpec) (*specs.Spec, error) {
@@ -91,7 +95,9 @@ func buildSpec(b bundleSpec) (*specs.Spec, error) {
 			ReadonlyPaths: readonlyPaths,
 		},
 	}
-	if canLowerOOMScore() {
+	if b.userKernel {
+		gvisorLimits(s, b.limits)
+	} else if canLowerOOMScore() {
 		// The agent must outlive a memory bomb in its own sandbox; the commands it starts
 		// are put back to 0 (see session.spawn). Lowering the score needs CAP_SYS_RESOURCE,
 		// which some hosts (and CI sandboxes) withhold: there the agent is not protected and
@@ -105,6 +111,40 @@ func buildSpec(b bundleSpec) (*specs.Spec, error) {
 	s.Linux.Seccomp = withoutSyscalls(sc, deniedSyscalls)
 	return s, nil
 }
+
+// gvisorLimits adapts a spec to runsc. runsc takes the rest of the runc spec as it is,
+// with the same effect or a moot one: rlimits, no_new_privs, capabilities and the user are
+// applied by the Sentry; the seccomp profile too, given --oci-seccomp (see RunscFlags);
+// maskedPaths and readonlyPaths are ignored, since /proc and /sys are the Sentry's own and
+// show nothing of the host's (/proc/kcore, /sys/firmware... are not there or are stubs);
+// devpts is the Sentry's, one per sandbox (newinstance is moot); the cgroup namespace is a
+// view of the Sentry's own cgroupfs; the mqueue mount is skipped. What must change is the
+// limits, which work on the Sentry, not on the sandbox's processes:
+//   - No OOM score: runsc gives the spec's score to the whole Sentry (so it would shield the
+//     memory bomb too from the host's OOM killer), and the Sentry has no OOM killer of its
+//     own to protect the agent from. A sandbox over its memory limit is killed as a whole
+//     by the host (the memory is the Sentry's), which Run reports as OOM.
+//   - pids: the host's pids cgroup counts the Sentry's threads and stub processes, and the
+//     Sentry is a Go program that dies when it cannot make a thread: hitting pids.max
+//     kills the whole sandbox instead of failing a fork. So the sandbox's own tasks are
+//     limited inside gVisor, by RLIMIT_NPROC (the Sentry counts it per user within the
+//     sandbox, threads included, as pids.max does; every sandbox process runs as the same
+//     unprivileged user, which cannot raise its hard limit), and the host's pids.max stays
+//     as a backstop above what those tasks can make the Sentry use (see sentryPids).
+func gvisorLimits(s *specs.Spec, l Limits) {
+	if l.Pids <= 0 {
+		return
+	}
+	n := uint64(l.Pids)
+	s.Process.Rlimits = append(s.Process.Rlimits, specs.POSIXRlimit{Type: "RLIMIT_NPROC", Hard: n, Soft: n})
+	s.Linux.Resources.Pids = &specs.LinuxPids{Limit: ptr(sentryPids(l.Pids))}
+}
+
+// sentryPids is the host's pids limit for a gVisor sandbox whose own tasks are limited to
+// n: under systrap each sandbox process is a host stub process, which adds a host thread
+// per thread of it running at once; the Sentry and the Gofer have threads of their own
+// (a few dozen; hundreds under heavy blocking I/O).
+func sentryPids(n int64) int64 { return 2*n + 512 }
 
 // swapAccounted reports whether the host's memory controller accounts swap, so that a
 // memory+swap limit can be set (cgroup v1 has it only with swapaccount=1; v2 always does).
