@@ -5,16 +5,21 @@
 // main command at once (so its first output does not wait for a client), then serves the
 // Process, Files and Agent services of proto/paddock/agent/v1 on that socket.
 //
-// Threat model: everything else in the sandbox is hostile and runs as the same user as the
-// agent. The agent makes itself non-dumpable, so those processes can neither ptrace it nor
-// read its memory or environment through /proc. Its clients are trusted: only the host
-// holds the other end of the channel. In the process tier the agent confines itself
+// Threat model: everything else in the sandbox is hostile. In the container tier the agent
+// runs as the container's root with a handful of capabilities and starts every command as
+// the unprivileged sandbox user (envelope field run_as): across users the kernel stops a
+// command from signalling, ptracing, renicing or prlimiting the agent, and file operations
+// run with the sandbox user's filesystem identity (see package identity), so the file API
+// is never more powerful than the user. The agent is also non-dumpable, so nothing can read
+// its memory or environment through /proc. Its clients are trusted: only the host holds
+// the other end of the channel. In the process tier the agent confines itself
 // (Landlock, seccomp, rlimits) before it starts anything, and refuses sessions other than
 // the main command.
 //
 // gRPC was chosen over Connect for the channel: agent-sandbox's in-sandbox daemon draft
-// (the closest public spec) is gRPC, and grpc-go's own HTTP/2 transport moves bulk output
-// faster over a Unix socket than net/http's (see docs/benchmarks.md for the figures).
+// (the closest public spec) is gRPC, and grpc-go runs its own HTTP/2 transport with flow
+// control tuned for bulk streams, where Connect rides net/http. (Not measured side by side
+// yet: docs/benchmarks.md has the gRPC figures only.)
 package agent
 
 import (
@@ -32,6 +37,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/paddockhq/paddock/internal/agent/files"
+	"github.com/paddockhq/paddock/internal/agent/identity"
 	"github.com/paddockhq/paddock/internal/agent/session"
 	"github.com/paddockhq/paddock/internal/wire"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
@@ -120,6 +126,11 @@ func Run(ctx context.Context, env *wire.Envelope, lis net.Listener, confine Conf
 		}
 	}
 	m := session.NewManager(ctx, env.Workspace, env.Env, log)
+	var user identity.User
+	if env.RunAs != nil {
+		user = identity.User{UID: env.RunAs.UID, GID: env.RunAs.GID}
+		m.RunAs(user.UID, user.GID)
+	}
 	if env.Main != nil {
 		main := session.Spec{ID: MainSessionID, Argv: env.Main.Argv, Env: env.Main.Env, Cwd: env.Main.Cwd, HoldOutput: true}
 		if _, err := m.StartMain(main); err != nil {
@@ -136,6 +147,7 @@ func Run(ctx context.Context, env *wire.Envelope, lis net.Listener, confine Conf
 	if err != nil {
 		return fmt.Errorf("open workspace: %w", err)
 	}
+	fs.ActAs(user)
 	defer fs.Close()
 	srv := grpc.NewServer(ServerOptions()...)
 	pb.RegisterProcessServer(srv, &processService{m: m})

@@ -43,6 +43,17 @@ type Envelope struct {
 	Main *Command `json:"main,omitempty"`
 	// Process carries the process tier's confinement; nil in every other tier.
 	Process *ProcessConfinement `json:"process,omitempty"`
+	// RunAs is the unprivileged user the agent runs commands and file operations as, when
+	// the agent itself runs as another (privileged) user: a command must not be able to
+	// signal, ptrace, renice or prlimit the agent, and the kernel forbids that only across
+	// users. Nil runs everything as the agent's own user (the process tier).
+	RunAs *User `json:"run_as,omitempty"`
+}
+
+// User is a numeric user and group.
+type User struct {
+	UID uint32 `json:"uid"`
+	GID uint32 `json:"gid"`
 }
 
 // Command is a command line to run in the sandbox.
@@ -88,6 +99,8 @@ func (e *Envelope) Validate() error {
 		return invalid("listen_fd", "%d is not an inherited descriptor (want 3 or more)", e.ListenFD)
 	case (e.Tier == TierProcess) != (e.Process != nil):
 		return invalid("process", "must be set in the process tier and only there")
+	case e.RunAs != nil && (e.RunAs.UID == 0 || e.RunAs.GID == 0):
+		return invalid("run_as", "commands never run as root (uid and gid must not be 0)")
 	}
 	if err := validEnv("env", e.Env); err != nil {
 		return err

@@ -20,6 +20,7 @@ func validEnvelope() *Envelope {
 		ListenFD:  3,
 		Env:       []string{"PATH=/usr/bin", "HOME=/tmp"},
 		Main:      &Command{Argv: []string{"sh", "-c", "echo hi"}, Cwd: "/workspace"},
+		RunAs:     &User{UID: 1000, GID: 1000},
 	}
 }
 
@@ -59,6 +60,7 @@ func TestEnvelopeRejects(t *testing.T) {
 		{"env with empty name", func(e *Envelope) { e.Env = []string{"=x"} }, "env[0]"},
 		{"NUL in env", func(e *Envelope) { e.Env = []string{"A=b\x00c"} }, "env"},
 		{"empty argv", func(e *Envelope) { e.Main.Argv = nil }, "argv"},
+		{"commands as root", func(e *Envelope) { e.RunAs = &User{UID: 0, GID: 5} }, "run_as"},
 		{"NUL in argv", func(e *Envelope) { e.Main.Argv = []string{"sh\x00"} }, "argv"},
 	}
 	for _, tt := range tests {

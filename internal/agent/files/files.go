@@ -37,6 +37,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/paddockhq/paddock/internal/agent/identity"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/wire/agentv1"
 )
@@ -64,6 +65,8 @@ type Service struct {
 
 	root *os.Root
 	log  *slog.Logger
+	// user is whose filesystem identity every operation runs with (see ActAs).
+	user identity.User
 
 	// Limits, fields so that tests can lower them.
 	maxWrite   int64
@@ -92,6 +95,14 @@ func New(workspace string, log *slog.Logger) (*Service, error) {
 	}, nil
 }
 
+// ActAs makes every later operation run with u's filesystem identity: with u's permissions
+// and no more, creating files u owns. The agent calls it when it runs as a more privileged
+// user than the sandbox's commands.
+func (s *Service) ActAs(u identity.User) { s.user = u }
+
+// do runs an operation as s.user.
+func (s *Service) do(f func() error) error { return errdefs.ToGRPC(identity.Do(s.user, f)) }
+
 // Close releases the workspace root; calls in flight or made afterwards fail.
 func (s *Service) Close() error {
 	return s.root.Close()
@@ -100,7 +111,7 @@ func (s *Service) Close() error {
 // Read streams a regular file, or the range [offset, offset+length) of it (length 0: to
 // EOF), in chunks of at most ChunkSize. A directory or special file is InvalidArgument.
 func (s *Service) Read(req *agentv1.ReadRequest, stream grpc.ServerStreamingServer[agentv1.FileChunk]) error {
-	return errdefs.ToGRPC(s.read(stream.Context(), req, stream.Send))
+	return s.do(func() error { return s.read(stream.Context(), req, stream.Send) })
 }
 
 // Write replaces a file atomically with the data of the stream: a temp file in the same
@@ -108,49 +119,55 @@ func (s *Service) Read(req *agentv1.ReadRequest, stream grpc.ServerStreamingServ
 // at the path (a symlink included) is replaced, never written through; a directory there is
 // refused. The mode defaults to 0644 and is set exactly, whatever the umask.
 func (s *Service) Write(stream grpc.ClientStreamingServer[agentv1.WriteRequest, agentv1.FileInfo]) error {
-	info, err := s.write(stream)
-	if err != nil {
-		return errdefs.ToGRPC(err)
-	}
-	return stream.SendAndClose(info)
+	return s.do(func() error {
+		info, err := s.write(stream)
+		if err != nil {
+			return err
+		}
+		return stream.SendAndClose(info)
+	})
 }
 
 // Stat describes a path without following a final symlink: a symlink is reported as one,
 // with its stored target.
 func (s *Service) Stat(_ context.Context, req *agentv1.StatRequest) (*agentv1.FileInfo, error) {
-	info, err := s.stat(req.GetPath())
-	return info, errdefs.ToGRPC(err)
+	var info *agentv1.FileInfo
+	err := s.do(func() (err error) { info, err = s.stat(req.GetPath()); return err })
+	return info, err
 }
 
 // List describes a directory's entries sorted by path, recursing req.Depth levels (0 and 1:
 // the entries only) but never into a symlinked directory. More than MaxListEntries is
 // ResourceExhausted.
 func (s *Service) List(ctx context.Context, req *agentv1.ListFilesRequest) (*agentv1.ListFilesResponse, error) {
-	resp, err := s.list(ctx, req)
-	return resp, errdefs.ToGRPC(err)
+	var resp *agentv1.ListFilesResponse
+	err := s.do(func() (err error) { resp, err = s.list(ctx, req); return err })
+	return resp, err
 }
 
 // Mkdir creates a directory (mode default 0755, set exactly), and its parents when asked.
 // An existing directory is AlreadyExists unless parents is set, as with mkdir -p.
 func (s *Service) Mkdir(_ context.Context, req *agentv1.MkdirRequest) (*agentv1.FileInfo, error) {
-	info, err := s.mkdir(req)
-	return info, errdefs.ToGRPC(err)
+	var info *agentv1.FileInfo
+	err := s.do(func() (err error) { info, err = s.mkdir(req); return err })
+	return info, err
 }
 
 // Move renames a file, directory or symlink inside the workspace. An existing target is
 // AlreadyExists unless overwrite is set, checked atomically by the kernel
 // (RENAME_NOREPLACE). The workspace itself can be neither moved nor replaced.
 func (s *Service) Move(_ context.Context, req *agentv1.MoveRequest) (*agentv1.FileInfo, error) {
-	info, err := s.move(req)
-	return info, errdefs.ToGRPC(err)
+	var info *agentv1.FileInfo
+	err := s.do(func() (err error) { info, err = s.move(req); return err })
+	return info, err
 }
 
 // Remove deletes a file, a symlink (never its target) or a directory; a non-empty
 // directory needs recursive (FailedPrecondition otherwise). The workspace itself cannot be
 // removed.
 func (s *Service) Remove(_ context.Context, req *agentv1.RemoveRequest) (*agentv1.RemoveResponse, error) {
-	if err := s.remove(req); err != nil {
-		return nil, errdefs.ToGRPC(err)
+	if err := s.do(func() error { return s.remove(req) }); err != nil {
+		return nil, err
 	}
 	return &agentv1.RemoveResponse{}, nil
 }
@@ -163,5 +180,5 @@ func (s *Service) Remove(_ context.Context, req *agentv1.RemoveRequest) (*agentv
 // directory moved within the tree may stop reporting. Events lost to an overflow end the
 // stream with ResourceExhausted, so a caller mirroring the tree knows to rescan.
 func (s *Service) Watch(req *agentv1.WatchRequest, stream grpc.ServerStreamingServer[agentv1.FileEvent]) error {
-	return errdefs.ToGRPC(s.watch(req, stream))
+	return s.do(func() error { return s.watch(req, stream) })
 }

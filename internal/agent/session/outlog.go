@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"sync"
 )
@@ -149,12 +150,26 @@ func (l *outputLog) detach(r *reader) {
 }
 
 // shrink lowers the log's capacity to n bytes and drops the oldest output past it, sparing
-// what attached readers still need (detach drops that later).
+// what attached readers still need (detach drops that later). Unlike eviction for new
+// output, it cuts into the oldest chunk it keeps rather than drop a chunk larger than n.
 func (l *outputLog) shrink(n int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.capacity = n
-	l.evictFor(0)
+	for l.held > n && len(l.chunks) > 0 && l.evictable(l.chunks[0]) {
+		c := &l.chunks[0]
+		excess := l.held - n
+		if excess >= len(c.Data) {
+			l.held -= len(c.Data)
+			l.start = c.end()
+			l.chunks = l.chunks[1:]
+			continue
+		}
+		c.Data = slices.Clone(c.Data[excess:]) // and let go of the larger array
+		c.Offset += uint64(excess)
+		l.held -= excess
+		l.start = c.Offset
+	}
 }
 
 // next returns the output after r's position, waiting for some if there is none yet.

@@ -87,6 +87,8 @@ type Manager struct {
 	log        *slog.Logger
 	// disabled, when set, is why new sessions are refused (the process tier).
 	disabled string
+	// runAs, when set, is the user commands run as (see RunAs).
+	runAs *syscall.Credential
 
 	mu       sync.Mutex // guards the fields below; held across fork (see package doc)
 	sessions map[string]*Session
@@ -113,6 +115,12 @@ func NewManager(ctx context.Context, workspace string, defaultEnv []string, log 
 	signal.Notify(sigs, syscall.SIGCHLD)
 	go m.reap(ctx, sigs)
 	return m
+}
+
+// RunAs makes every later session run as uid/gid (with that group only) instead of the
+// agent's own user; the agent then needs CAP_SETUID, CAP_SETGID and CAP_KILL.
+func (m *Manager) RunAs(uid, gid uint32) {
+	m.runAs = &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{gid}}
 }
 
 // Disable refuses every new session with reason (the main session, started before, stays).
@@ -142,7 +150,7 @@ func (m *Manager) start(spec Spec) (*Session, error) {
 	}
 	s := newSession(id, spec)
 	m.sessions[id] = s
-	if err := s.spawn(m.prepare(spec)); err != nil {
+	if err := s.spawn(m.prepare(spec), m.runAs); err != nil {
 		s.failed(err)
 		m.retire(s)
 		return s, nil
@@ -373,18 +381,18 @@ func newSession(id string, spec Spec) *Session {
 	}
 }
 
-// spawn forks the process with its stdio; callers hold the manager's lock.
-func (s *Session) spawn(l launch) error {
+// spawn forks the process with its stdio, as cred when set; callers hold the manager's lock.
+func (s *Session) spawn(l launch, cred *syscall.Credential) error {
 	if l.err != nil {
 		return l.err
 	}
-	child, err := s.openStdio()
+	child, err := s.openStdio(cred)
 	if err != nil {
 		return err
 	}
-	attr := &os.ProcAttr{Dir: l.dir, Env: l.env, Files: child, Sys: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}}
+	attr := &os.ProcAttr{Dir: l.dir, Env: l.env, Files: child, Sys: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: cred}}
 	if s.TTY {
-		attr.Sys = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, Pdeathsig: syscall.SIGKILL}
+		attr.Sys = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, Pdeathsig: syscall.SIGKILL, Credential: cred}
 	}
 	p, err := os.StartProcess(l.path, l.argv, attr)
 	closeAll(child...)
@@ -410,11 +418,18 @@ func resetOOMScore(pid int) {
 }
 
 // openStdio creates the session's stdio and returns the child's ends (stdin, stdout, stderr).
-func (s *Session) openStdio() ([]*os.File, error) {
+// A terminal is given to the user the command runs as, as login does.
+func (s *Session) openStdio(cred *syscall.Credential) ([]*os.File, error) {
 	if s.TTY {
 		ptmx, tty, err := pty.Open()
 		if err != nil {
 			return nil, fmt.Errorf("open pty: %w", err)
+		}
+		if cred != nil {
+			if err := tty.Chown(int(cred.Uid), int(cred.Gid)); err != nil {
+				closeAll(ptmx, tty)
+				return nil, fmt.Errorf("give pty to uid %d: %w", cred.Uid, err)
+			}
 		}
 		_ = pty.Setsize(ptmx, &pty.Winsize{Rows: s.spec.TTY.Rows, Cols: s.spec.TTY.Cols})
 		s.ptmx, s.stdin, s.readers = ptmx, ptmx, []*os.File{ptmx}

@@ -28,6 +28,7 @@ import (
 	"slices"
 	"time"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"google.golang.org/grpc"
 
 	"github.com/paddockhq/paddock/internal/cgroups"
@@ -173,7 +174,10 @@ func (sb *Sandbox) start(ctx context.Context, cfg Config) error {
 	}
 	defer ch.sandboxEnd.Close()
 	sb.closeChannel = ch.close
-	env := &wire.Envelope{Version: wire.EnvelopeVersion, SandboxID: cfg.ID, Tier: wire.TierContainer, Workspace: WorkspacePath, ListenFD: sandbox.AgentListenFD, Env: cfg.Env, Main: cfg.Main}
+	env := &wire.Envelope{
+		Version: wire.EnvelopeVersion, SandboxID: cfg.ID, Tier: wire.TierContainer, Workspace: WorkspacePath,
+		ListenFD: sandbox.AgentListenFD, Env: cfg.Env, Main: cfg.Main, RunAs: &wire.User{UID: cfg.UID, GID: cfg.GID},
+	}
 	if err := rt.run(ctx, cfg, ch.sandboxEnd, env); err != nil {
 		return err
 	}
@@ -182,18 +186,23 @@ func (sb *Sandbox) start(ctx context.Context, cfg Config) error {
 }
 
 func (rt *Runtime) writeBundle(cfg Config, cgroup string) error {
-	args := []string{AgentPath}
-	return writeBundle(cfg, filepath.Join(cfg.Dir, "bundle"), cgroup, append(args, rt.agentArgs...), rt.userKernel)
+	args := append([]string{AgentPath}, rt.agentArgs...)
+	return writeBundle(cfg, filepath.Join(cfg.Dir, "bundle"), cgroup, rt.userKernel, func(p *specs.Process) { p.Args = args })
 }
 
 // WriteBundle writes the OCI bundle paddock runs under runc for cfg into dir, with args as
-// the container's process instead of the agent when set. Benchmarks use it to run exactly
-// paddock's container under a bare runtime.
+// the container's process instead of the agent, run as the command would be (the sandbox
+// user, no capabilities). Benchmarks use it to run exactly paddock's container under a
+// bare runtime.
 func WriteBundle(cfg Config, dir, cgroup string, args []string) error {
-	return writeBundle(cfg, dir, cgroup, args, false)
+	return writeBundle(cfg, dir, cgroup, false, func(p *specs.Process) {
+		p.Args = args
+		p.User = specs.User{UID: cfg.UID, GID: cfg.GID, AdditionalGids: []uint32{cfg.GID}}
+		p.Capabilities = &specs.LinuxCapabilities{}
+	})
 }
 
-func writeBundle(cfg Config, dir, cgroup string, args []string, userKernel bool) error {
+func writeBundle(cfg Config, dir, cgroup string, userKernel bool, process func(*specs.Process)) error {
 	b := bundleSpec{
 		id: cfg.ID, hostname: "sandbox", uid: cfg.UID, gid: cfg.GID, workspace: cfg.Workspace,
 		agent: cfg.Agent, env: cfg.Env, limits: cfg.Limits, cgroup: cgroup, swap: swapAccounted(),
@@ -206,9 +215,7 @@ func writeBundle(cfg Config, dir, cgroup string, args []string, userKernel bool)
 	if err != nil {
 		return err
 	}
-	if args != nil {
-		spec.Process.Args = args
-	}
+	process(spec.Process)
 	return writeJSON(filepath.Join(dir, "config.json"), spec)
 }
 

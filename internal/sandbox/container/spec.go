@@ -49,6 +49,14 @@ var (
 // slipped), and io_uring is the kernel's busiest source of escapes.
 var deniedSyscalls = []string{"ptrace", "process_vm_readv", "process_vm_writev", "io_uring_setup", "io_uring_enter", "io_uring_register", "kcmp", "userfaultfd"}
 
+// agentCaps are the agent's capabilities, and the container's bounding set: to start
+// commands as the sandbox user (SETUID, SETGID), signal them (KILL), hand them their
+// terminal (CHOWN), and keep their OOM score at 0 and watch any directory (DAC_OVERRIDE,
+// DAC_READ_SEARCH, FOWNER). Its file API drops them per call (package identity). A command
+// runs with none: it is not root, so it has no effective or permitted capabilities, and
+// no_new_privs keeps it from gaining the bounding set back through setuid or file caps.
+var agentCaps = []string{"CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_FOWNER"}
+
 // bundleSpec is everything buildSpec needs.
 type bundleSpec struct {
 	id        string
@@ -72,11 +80,13 @@ func buildSpec(b bundleSpec) (*specs.Spec, error) {
 		Root:     &specs.Root{Path: "rootfs", Readonly: true},
 		Hostname: b.hostname,
 		Process: &specs.Process{
-			User:            specs.User{UID: b.uid, GID: b.gid, AdditionalGids: []uint32{b.gid}},
+			// The agent is the container's root with agentCaps; commands run as b.uid
+			// (the envelope's run_as), with no capabilities.
+			User:            specs.User{UID: 0, GID: 0},
 			Args:            []string{AgentPath},
 			Env:             b.env,
 			Cwd:             WorkspacePath,
-			Capabilities:    &specs.LinuxCapabilities{},
+			Capabilities:    &specs.LinuxCapabilities{Bounding: agentCaps, Effective: agentCaps, Permitted: agentCaps},
 			NoNewPrivileges: true,
 			Rlimits: []specs.POSIXRlimit{
 				nofile(),
