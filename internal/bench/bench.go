@@ -1,0 +1,340 @@
+// Package bench measures paddock against the layer beneath it, so that its overhead is a
+// figure rather than a guess: the CLI's create-to-first-byte against a bare `runc run` of
+// the same bundle, an exec round trip through the agent against `runc exec` into the same
+// container, output streaming through the agent against a plain host pipe, and the memory
+// an idle sandbox holds.
+//
+// The machines it runs on are shared and noisy, so each pair is sampled interleaved in one
+// run and compared by the ratio of its medians. internal/bench/cmd prints the tables and
+// writes docs/benchmarks.md (`make bench`); the Go benchmarks in this package's tests time
+// the same operations for `go test -bench`.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/runner"
+)
+
+// Options say how much to measure.
+type Options struct {
+	// N is how many samples each latency takes, after Warmup discarded rounds.
+	N, Warmup int
+	// StreamN is how many times the streaming benchmark moves StreamBytes.
+	StreamN     int
+	StreamBytes int64
+	// Sandboxes is how many idle sandboxes the memory benchmark reads, after Idle.
+	Sandboxes int
+	Idle      time.Duration
+	// Progress, when set, gets a line as each benchmark starts.
+	Progress io.Writer
+}
+
+// DefaultOptions are what `make bench` uses.
+func DefaultOptions() Options {
+	return Options{N: 30, Warmup: 2, StreamN: 5, StreamBytes: 1 << 30, Sandboxes: 5, Idle: time.Second}
+}
+
+// Run runs every benchmark in e.
+func Run(ctx context.Context, e *Env, o Options) (*Report, error) {
+	r := &Report{Date: time.Now().UTC(), Machine: e.DescribeMachine(), Options: o}
+	start := time.Now()
+	for _, b := range []struct {
+		name string
+		run  func(context.Context, Options) (*Table, error)
+	}{
+		{"create → first byte", e.FirstByteTable},
+		{"exec round trip", e.ExecTable},
+		{"streaming", e.StreamTable},
+		{"idle memory", e.MemoryTable},
+	} {
+		if o.Progress != nil {
+			fmt.Fprintf(o.Progress, "bench: %s\n", b.name)
+		}
+		t, err := b.run(ctx, o)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", b.name, err)
+		}
+		r.Tables = append(r.Tables, t)
+	}
+	r.Elapsed = time.Since(start)
+	return r, nil
+}
+
+// FirstByteTable compares `paddock run -- echo hi` with a bare `runc run` of its bundle,
+// and splits paddock's time into its phases.
+func (e *Env) FirstByteTable(ctx context.Context, o Options) (*Table, error) {
+	rec := newRecorder()
+	tmpfs := tmpfsDir()
+	err := interleave(rec, o.Warmup, o.N,
+		func() error {
+			t, err := e.PaddockRun(ctx)
+			rec.add("paddock.first", ms(t.First))
+			rec.add("paddock.exit", ms(t.Exit))
+			return err
+		},
+		func() error {
+			t, bundle, err := e.RuncRun(ctx)
+			rec.add("runc.first", ms(t.First))
+			rec.add("runc.exit", ms(t.Exit))
+			rec.add("bundle", ms(bundle))
+			return err
+		},
+		func() error {
+			p, err := e.RunnerRun(ctx)
+			rec.add("create", ms(p.Create))
+			rec.add("attach.first", ms(p.FirstByte))
+			rec.add("attach.exit", ms(p.Exited))
+			rec.add("destroy", ms(p.Destroy))
+			return err
+		},
+		func() error {
+			t, err := e.PaddockVersion(ctx)
+			rec.add("version", ms(t.Exit))
+			return err
+		},
+		func() error {
+			d, err := e.RuncRemove(ctx, ForceDelete)
+			rec.add("remove.force", ms(d))
+			return err
+		},
+		func() error {
+			d, err := e.RuncRemove(ctx, KillThenDelete)
+			rec.add("remove.kill", ms(d))
+			return err
+		},
+		func() error {
+			if tmpfs == "" {
+				return nil
+			}
+			d, err := e.WriteBundleIn(tmpfs)
+			rec.add("bundle.tmpfs", ms(d))
+			return err
+		},
+	)
+	if err != nil {
+		return nil, err
+	}
+	pf, rf := rec.summary("paddock.first"), rec.summary("runc.first")
+	pe, re := rec.summary("paddock.exit"), rec.summary("runc.exit")
+	t := &Table{
+		Title: "1. Create → first byte of `echo hi` (container tier)",
+		About: "`paddock run -- echo hi` (the CLI built from this checkout, default configuration) against a foreground " +
+			"`runc run` of paddock's own bundle with `/bin/echo hi` as its process. Both are timed from fork to the first " +
+			"byte on their stdout pipe, and to their exit. The *breakdown* rows split paddock's time: the same run done " +
+			"in process through the runner (phase by phase), the cost of starting the CLI's process at all, writing a bundle, " +
+			"and removing a running container as Sandbox.Destroy does; the *what if* rows time alternatives paddock does not " +
+			"use today. Every row takes one sample per round, all interleaved.",
+		Rows: []Row{
+			{Name: "`paddock run -- echo hi`: fork → first byte", Unit: "ms", Summary: pf, Ratio: ratio(pf.P50, rf.P50), Target: "≤ 1.5× runc run", Met: yesNo(pf.P50 <= 1.5*rf.P50)},
+			{Name: "`runc run` of paddock's bundle: fork → first byte", Unit: "ms", Summary: rf, Ratio: "1.00× (baseline)"},
+			{Name: "`paddock run -- echo hi`: fork → exit", Unit: "ms", Summary: pe, Ratio: ratio(pe.P50, re.P50)},
+			{Name: "`runc run` of paddock's bundle: fork → exit", Unit: "ms", Summary: re, Ratio: "1.00× (baseline)"},
+			{Name: "*breakdown:* `paddock version`: fork → exit (CLI process start)", Unit: "ms", Summary: rec.summary("version")},
+			{Name: "*breakdown:* runner.Create (in process)", Unit: "ms", Summary: rec.summary("create")},
+			{Name: "*breakdown:* Create returned → first output via Attach", Unit: "ms", Summary: rec.summary("attach.first")},
+			{Name: "*breakdown:* Create returned → exit status via Attach", Unit: "ms", Summary: rec.summary("attach.exit")},
+			{Name: "*breakdown:* Sandbox.Destroy", Unit: "ms", Summary: rec.summary("destroy")},
+			{Name: "*breakdown:* container.WriteBundle (part of Create), state dir's filesystem", Unit: "ms", Summary: rec.summary("bundle")},
+		},
+	}
+	if tmpfs != "" {
+		t.Rows = append(t.Rows, Row{Name: "*what if:* container.WriteBundle into tmpfs (" + tmpfs + ")", Unit: "ms", Summary: rec.summary("bundle.tmpfs")})
+	}
+	force, kill := rec.summary("remove.force"), rec.summary("remove.kill")
+	t.Rows = append(t.Rows,
+		Row{Name: "*breakdown:* `runc delete --force` of a running container (how Destroy starts)", Unit: "ms", Summary: force},
+		Row{Name: "*what if:* kill the cgroup, then plain `runc delete`", Unit: "ms", Summary: kill, Ratio: ratio(kill.P50, force.P50)},
+	)
+	ver, create, first, destroy, bundle := rec.summary("version").P50, rec.summary("create").P50, rec.summary("attach.first").P50, rec.summary("destroy").P50, rec.summary("bundle").P50
+	t.Notes = []string{
+		fmt.Sprintf("At the median `paddock run` prints its first byte %.1f ms after fork, %.1f ms more than a bare `runc run` of the same bundle (%.1f ms): %s.",
+			pf.P50, pf.P50-rf.P50, rf.P50, ratio(pf.P50, rf.P50)),
+		fmt.Sprintf("Where paddock's time goes (medians of the breakdown rows): starting the CLI process %.1f ms; runner.Create %.1f ms, "+
+			"of which writing the bundle and rootfs is about %.1f ms and the rest mostly the detached `runc run` (which returns once the agent's process has been started) and the workspace; "+
+			"then %.1f ms until the first output reaches the client (the agent's own start, the main command's start, Attach). "+
+			"These add up to %.1f ms against the %.1f ms measured end to end%s.",
+			ver, create, bundle, first, ver+create+first, pf.P50, remainder(pf.P50-(ver+create+first))),
+		fmt.Sprintf("After the first byte, `paddock run` needs %.1f ms more to exit; Sandbox.Destroy alone takes %.1f ms, and %.1f ms of it is "+
+			"`runc delete --force`, which sends SIGKILL and then sleeps a fixed 100 ms before it looks again (runc's delete.go, killContainer; "+
+			"--force takes that path even for a stopped container). Killing the cgroup first and then deleting the stopped container "+
+			"without --force takes %.1f ms (measured once the container's process is running: on cgroup v1, cgroups.Group.Kill freezes "+
+			"the group first, and a process caught inside execve of a multithreaded program, such as runc init becoming the agent, "+
+			"cannot freeze, so the kill then waits out the freezer's 1 s timeout). A foreground `runc run` exits %.1f ms after its first byte.",
+			pe.P50-pf.P50, destroy, force.P50, kill.P50, re.P50-rf.P50),
+	}
+	if stateDir := runner.DefaultConfig().StateDir; tmpfs != "" {
+		t.Notes = append(t.Notes, fmt.Sprintf("Writing the bundle (about 50 directories, files and symlinks of the rootfs, and config.json) is "+
+			"file-system metadata work: %.1f ms where the harness writes it (%s), %.1f ms on tmpfs. paddock's state_dir is meant to be on tmpfs; "+
+			"the CLI's default, %s, is %s here.", bundle, fsName(e.Dir), rec.summary("bundle.tmpfs").P50, stateDir, fsName(stateDir)))
+	}
+	return t, nil
+}
+
+// ExecTable compares an Execute round trip through the agent with `runc exec` into the
+// same container.
+func (e *Env) ExecTable(ctx context.Context, o Options) (t *Table, err error) {
+	s, err := e.StartExecSandbox(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if derr := s.Destroy(context.WithoutCancel(ctx)); derr != nil && err == nil {
+			err = derr
+		}
+	}()
+	rec := newRecorder()
+	// The agent's channel and runc's binary are warmed by rounds that are not recorded.
+	err = interleave(rec, o.Warmup+3, o.N,
+		func() error {
+			d, err := s.AgentExec(ctx)
+			rec.add("agent", ms(d))
+			return err
+		},
+		func() error {
+			d, err := s.RuncExec(ctx)
+			rec.add("runc", ms(d))
+			return err
+		},
+	)
+	if err != nil {
+		return nil, err
+	}
+	a, r := rec.summary("agent"), rec.summary("runc")
+	return &Table{
+		Title: "2. Exec round trip of `true` in a running sandbox",
+		About: "One sandbox created with runner.Create (main command `sleep 3600`). The agent's figure is one " +
+			"`Process.Execute{argv: [true]}` call on the sandbox's channel, from the call to its response; the baseline is " +
+			"`runc --root <state>/runc exec <id> true` into the same container, from fork to exit. Interleaved, after warm-up calls.",
+		Rows: []Row{
+			{Name: "agent `Execute(true)`", Unit: "ms", Summary: a, Ratio: ratio(a.P50, r.P50), Target: "≤ 0.25× runc exec and ≤ 5 ms", Met: yesNo(a.P50 <= 0.25*r.P50 && a.P50 <= 5)},
+			{Name: "`runc exec <id> true`", Unit: "ms", Summary: r, Ratio: "1.00× (baseline)"},
+		},
+		Notes: []string{
+			fmt.Sprintf("The agent's round trip is %.2f ms at the median against %.1f ms for `runc exec` (%s): the agent is already inside the "+
+				"namespaces, cgroup and seccomp filter, so an exec is one RPC, a fork and exec of `true`, and a wait; `runc exec` starts runc, "+
+				"which re-executes itself as `runc init`, joins the container's namespaces and cgroups, loads the seccomp filter and then execs.",
+				a.P50, r.P50, ratio(a.P50, r.P50)),
+		},
+	}, nil
+}
+
+// StreamTable measures bulk stdout from a sandbox to the CLI against a host pipe.
+func (e *Env) StreamTable(ctx context.Context, o Options) (*Table, error) {
+	rec := newRecorder()
+	err := interleave(rec, 0, o.StreamN,
+		func() error {
+			t, err := e.PaddockStream(ctx, o.StreamBytes)
+			rec.add("paddock.stream", mbps(t.Bytes, t.Last-t.First))
+			rec.add("paddock.total", mbps(t.Bytes, t.Exit))
+			rec.add("paddock.seconds", t.Exit.Seconds())
+			rec.add("paddock.cpu", ms(t.CPU))
+			rec.add("paddock.cpushare", float64(t.CPU)/float64(t.Exit))
+			return err
+		},
+		func() error {
+			t, cpu, err := e.RunnerStream(ctx, o.StreamBytes)
+			rec.add("runner.stream", mbps(t.Bytes, t.Last-t.First))
+			rec.add("agent.cpu", ms(cpu))
+			return err
+		},
+		func() error {
+			t, err := e.HostStream(ctx, o.StreamBytes)
+			rec.add("host", mbps(t.Bytes, t.Last-t.First))
+			return err
+		},
+	)
+	if err != nil {
+		return nil, err
+	}
+	s, total, h := rec.summary("paddock.stream"), rec.summary("paddock.total"), rec.summary("host")
+	name := fmt.Sprintf("`head -c %d /dev/zero`", o.StreamBytes)
+	return &Table{
+		Title: fmt.Sprintf("3. Streaming %s of stdout through the agent", sizeName(o.StreamBytes)),
+		About: fmt.Sprintf("`paddock run -- head -c %d /dev/zero` with its stdout a pipe the harness drains (1 MiB reads) and counts; every run "+
+			"must deliver exactly %d bytes. Rates are in MB/s (10^6 bytes per second): from the first byte to EOF (the stream itself), "+
+			"and from fork to exit (with the sandbox's creation and removal). The reference is the same `head` on the host writing "+
+			"into the same kind of pipe. Interleaved.", o.StreamBytes, o.StreamBytes),
+		Rows: []Row{
+			{Name: "`paddock run -- " + name[1:] + ": first byte → EOF", Unit: "MB/s", Summary: s, Ratio: ratio(s.P50, h.P50), Target: "≥ 500 MB/s", Met: yesNo(s.P50 >= 500)},
+			{Name: "`paddock run -- " + name[1:] + ": fork → exit", Unit: "MB/s", Summary: total, Ratio: ratio(total.P50, h.P50), Target: "≥ 500 MB/s", Met: yesNo(total.P50 >= 500)},
+			{Name: name + " on the host: first byte → EOF", Unit: "MB/s", Summary: h, Ratio: "1.00× (ceiling)"},
+			{Name: "*breakdown:* the same through the runner in process (no CLI stdout): first byte → exit status", Unit: "MB/s", Summary: rec.summary("runner.stream"), Ratio: ratio(rec.summary("runner.stream").P50, h.P50)},
+			{Name: "*breakdown:* CPU time (user + system) of the `paddock` CLI process per run", Unit: "ms", Summary: rec.summary("paddock.cpu")},
+			{Name: "*breakdown:* CPU time of the agent per in-process run", Unit: "ms", Summary: rec.summary("agent.cpu")},
+		},
+		Notes: []string{
+			fmt.Sprintf("A run moving %s through paddock takes %.2f s at the median. The path is: `head` → pipe → agent (read, kept in the "+
+				"session's bounded output log) → gRPC stream over the Unix socket → CLI → its stdout pipe → harness; the host reference "+
+				"crosses one pipe. The CLI process alone keeps %.0f%% of a CPU busy over the whole run (its CPU time over its wall time, median); "+
+				"the agent uses %.0f ms of CPU per run on the other side; and this host has %d CPUs for `head`, the agent, the CLI and the reader. "+
+				"When the figures are this far below the ceiling, the stream is bound by CPU spent moving bytes, not by waiting.",
+				sizeName(o.StreamBytes), rec.summary("paddock.seconds").P50, 100*rec.summary("paddock.cpushare").P50, rec.summary("agent.cpu").P50, runtime.NumCPU()),
+		},
+	}, nil
+}
+
+// remainder explains the difference between the CLI's end-to-end time and the sum of the
+// phases measured apart.
+func remainder(ms float64) string {
+	if ms >= 0 {
+		return fmt.Sprintf("; the remaining %.1f ms are the CLI's own work between its start and runner.Create (configuration, flags, the runc version check cache) and noise", ms)
+	}
+	return fmt.Sprintf(": the parts, medians of separate samples taken in another process, overshoot by %.1f ms, so take the split as approximate", -ms)
+}
+
+func sizeName(n int64) string {
+	switch {
+	case n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// MemoryTable reads what idle sandboxes hold.
+func (e *Env) MemoryTable(ctx context.Context, o Options) (*Table, error) {
+	mem, err := e.IdleSandboxes(ctx, o.Sandboxes, o.Idle)
+	if err != nil {
+		return nil, err
+	}
+	series := func(f func(IdleMemory) int64) Summary {
+		var xs []float64
+		for _, m := range mem {
+			xs = append(xs, mib(f(m)))
+		}
+		return Summarize(xs)
+	}
+	rss := series(func(m IdleMemory) int64 { return m.AgentRSS })
+	anon := series(func(m IdleMemory) int64 { return m.AgentAnon })
+	file := series(func(m IdleMemory) int64 { return m.AgentFile })
+	cg := series(func(m IdleMemory) int64 { return m.Cgroup })
+	cgAnon := series(func(m IdleMemory) int64 { return m.CgroupAnon })
+	cgFile := series(func(m IdleMemory) int64 { return m.CgroupFile })
+	return &Table{
+		Title: "4. Memory of one idle sandbox",
+		About: fmt.Sprintf("%d sandboxes created through the runner with no main command, each asked for its agent's Info once and then "+
+			"left idle for %s. The agent is the one process in the sandbox's cgroup; its VmRSS (and the RssAnon/RssFile split) comes "+
+			"from /proc/<pid>/status, the cgroup's charge from memory.usage_in_bytes (v1) or memory.current (v2) and its split from "+
+			"memory.stat. In MiB.", o.Sandboxes, o.Idle),
+		Rows: []Row{
+			{Name: "agent VmRSS", Unit: "MiB", Summary: rss, Target: "≤ 15 MiB", Met: yesNo(rss.P50 <= 15)},
+			{Name: "agent RssAnon (heap, stacks)", Unit: "MiB", Summary: anon},
+			{Name: "agent RssFile (mapped binary)", Unit: "MiB", Summary: file},
+			{Name: "sandbox cgroup charge", Unit: "MiB", Summary: cg},
+			{Name: "sandbox cgroup: anonymous (rss)", Unit: "MiB", Summary: cgAnon},
+			{Name: "sandbox cgroup: page cache", Unit: "MiB", Summary: cgFile},
+		},
+		Notes: []string{
+			fmt.Sprintf("Of the agent's %.1f MiB resident at the median, %.1f MiB are its own (anonymous) pages and %.1f MiB pages of its "+
+				"static binary mapped from the page cache, which every sandbox on the host shares.", rss.P50, anon.P50, file.P50),
+			"The cgroup's charge counts page cache only in the cgroup that first read a page (the kernel charges a cached page once), " +
+				"so files the host had already cached, such as the agent's binary after the first sandbox, are not charged to later sandboxes.",
+		},
+	}, nil
+}

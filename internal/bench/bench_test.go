@@ -1,0 +1,107 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/testenv"
+)
+
+// newEnv is an Env over the binaries built from this checkout.
+func newEnv(t testing.TB) *Env {
+	t.Helper()
+	testenv.RequireRoot(t)
+	testenv.Binary(t, "paddock-agent")
+	e, err := NewEnv(filepath.Dir(testenv.Binary(t, "paddock")), testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+// TestRunOnce takes one sample of every measurement, so that the harness `make bench` runs
+// is known to work without taking its minutes.
+func TestRunOnce(t *testing.T) {
+	e := newEnv(t)
+	o := Options{N: 1, StreamN: 1, StreamBytes: 8 << 20, Sandboxes: 1, Idle: 10 * time.Millisecond}
+	r, err := Run(context.Background(), e, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Tables) != 4 {
+		t.Fatalf("%d tables, want 4", len(r.Tables))
+	}
+	for _, tb := range r.Tables {
+		for _, row := range tb.Rows {
+			if row.N != 1 || row.P50 <= 0 && row.Unit != "MiB" {
+				t.Errorf("%s: %s: %+v, want one positive sample", tb.Title, row.Name, row.Summary)
+			}
+		}
+	}
+	var md bytes.Buffer
+	r.WriteMarkdown(&md)
+	for _, want := range []string{"make bench", "| measurement |", "≤ 1.5× runc run", "≥ 500 MB/s", "≤ 15 MiB"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+}
+
+// BenchmarkCreateFirstByte times `paddock run -- echo hi` and a bare `runc run` of its
+// bundle. ns/op is a whole iteration (with the baseline's bundle writing and removal);
+// first-byte-ms is the figure to compare.
+func BenchmarkCreateFirstByte(b *testing.B) {
+	e := newEnv(b)
+	ctx := context.Background()
+	b.Run("paddock", func(b *testing.B) {
+		var first time.Duration
+		for b.Loop() {
+			t, err := e.PaddockRun(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			first += t.First
+		}
+		b.ReportMetric(ms(first)/float64(b.N), "first-byte-ms")
+	})
+	b.Run("runc", func(b *testing.B) {
+		var first time.Duration
+		for b.Loop() {
+			t, _, err := e.RuncRun(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			first += t.First
+		}
+		b.ReportMetric(ms(first)/float64(b.N), "first-byte-ms")
+	})
+}
+
+// BenchmarkExec times a round trip of `true` through the agent and through `runc exec`
+// into the same running sandbox.
+func BenchmarkExec(b *testing.B) {
+	e := newEnv(b)
+	ctx := context.Background()
+	s, err := e.StartExecSandbox(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Destroy(context.Background()) })
+	for _, v := range []struct {
+		name string
+		exec func(context.Context) (time.Duration, error)
+	}{{"agent", s.AgentExec}, {"runc", s.RuncExec}} {
+		b.Run(v.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := v.exec(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,120 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"time"
+)
+
+// Table is one benchmark's figures.
+type Table struct {
+	Title string
+	// About says what is measured and how.
+	About string
+	Rows  []Row
+	// Notes say what the figures show; they are computed from them.
+	Notes []string
+}
+
+// Row is one measurement.
+type Row struct {
+	Name string
+	// Unit is "ms", "MB/s" or "MiB".
+	Unit string
+	Summary
+	// Ratio compares the row's median with its baseline's ("" for none).
+	Ratio string
+	// Target is what the row should meet, and Met whether it does ("" for no target).
+	Target, Met string
+}
+
+// Report is a whole run of the benchmarks.
+type Report struct {
+	Date    time.Time
+	Machine Machine
+	Options Options
+	Tables  []*Table
+	Elapsed time.Duration
+}
+
+// ratio formats a/b.
+func ratio(a, b float64) string {
+	if b == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f×", a/b)
+}
+
+func yesNo(ok bool) string {
+	if ok {
+		return "yes"
+	}
+	return "**no**"
+}
+
+func format(v float64, unit string) string {
+	switch {
+	case unit == "MB/s":
+		return fmt.Sprintf("%.0f MB/s", v)
+	case v < 10:
+		return fmt.Sprintf("%.2f %s", v, unit)
+	}
+	return fmt.Sprintf("%.1f %s", v, unit)
+}
+
+// WriteMarkdown writes the table in Markdown.
+func (t *Table) WriteMarkdown(w io.Writer) {
+	fmt.Fprintf(w, "## %s\n\n", t.Title)
+	if t.About != "" {
+		fmt.Fprintf(w, "%s\n\n", t.About)
+	}
+	fmt.Fprintln(w, "| measurement | n | p50 | p90 | min | ratio (p50) | target | met |")
+	fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|---|---|")
+	for _, r := range t.Rows {
+		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s | %s | %s |\n", r.Name, r.N,
+			format(r.P50, r.Unit), format(r.P90, r.Unit), format(r.Min, r.Unit), r.Ratio, r.Target, r.Met)
+	}
+	fmt.Fprintln(w)
+	for _, n := range t.Notes {
+		fmt.Fprintf(w, "- %s\n", n)
+	}
+	if len(t.Notes) > 0 {
+		fmt.Fprintln(w)
+	}
+}
+
+// WriteMarkdown writes the report as docs/benchmarks.md has it.
+func (r *Report) WriteMarkdown(w io.Writer) {
+	m := r.Machine
+	fmt.Fprintf(w, "# paddock benchmarks\n\n")
+	fmt.Fprintf(w, "Measured %s by `internal/bench/cmd`; the whole run took %s. Reproduce with:\n\n", r.Date.Format("2006-01-02 15:04 MST"), r.Elapsed.Round(time.Second))
+	fmt.Fprintf(w, "```sh\nmake bench   # as root; runs make build, then go run ./internal/bench/cmd -out docs/benchmarks.md\n```\n\n")
+	fmt.Fprintf(w, "Machine: %s; %s cores; %s memory; kernel %s; %s; %s; harness built with %s; %s.\n\n",
+		m.CPU, m.Cores, m.Memory, m.Kernel, m.Cgroups, m.Runc, m.Go, m.Paddock)
+	o := r.Options
+	fmt.Fprintf(w, "Every latency is taken %d times after %d discarded warm-up round(s); the streaming benchmark moves %d bytes %d times; "+
+		"memory is read from %d sandboxes after %s idle. Pairs are sampled interleaved in the same run (A B, B A, …), "+
+		"and compared by the ratio of their medians (p50), because this machine is shared and its absolute figures drift "+
+		"from run to run. p90 and min are over the same samples; for a rate, min is the slowest run.\n\n",
+		o.N, o.Warmup, o.StreamBytes, o.StreamN, o.Sandboxes, o.Idle)
+	for _, t := range r.Tables {
+		t.WriteMarkdown(w)
+	}
+	fmt.Fprint(w, methodNotes)
+}
+
+const methodNotes = `## Notes on method
+
+- Time is taken with Go's monotonic clock in the harness: from just before fork (exec.Cmd.Start) to the
+  first byte read from the command's stdout pipe, to EOF, and to the return of Wait. The harness's own
+  read and scheduling latency (microseconds) is in every figure alike.
+- The CLI runs with its default configuration (/var/lib/paddock, /run/paddock) exactly as a user would
+  run it; the in-process rows and the exec and memory benchmarks use a runner configured the same way but
+  with its data and state under a temporary directory. Here /run and /tmp are on the same disk (no tmpfs).
+- The runc baseline runs the bundle paddock itself would run (container.WriteBundle: same mounts,
+  namespaces, seccomp profile, cgroup limits, user) with ` + "`/bin/echo hi`" + ` in place of the agent,
+  in the foreground, with the same runc binary. Its bundle is written before the clock starts; paddock
+  writes its bundle inside its own figure (the "WriteBundle" row shows what that costs).
+- The machine is a shared virtual machine: expect a few milliseconds of jitter and occasional slow
+  outliers (see p90 against p50). Ratios measured in one interleaved run are the figures to compare.
+`
