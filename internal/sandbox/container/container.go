@@ -26,9 +26,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 
 	"github.com/paddockhq/paddock/internal/cgroups"
@@ -147,12 +150,14 @@ type Sandbox struct {
 	conn   *grpc.ClientConn
 	// closeChannel releases the host's end of the channel if conn never took it.
 	closeChannel func()
+	// init is a pidfd on the container's first process (the agent), or -1.
+	init int
 }
 
 // Start creates and starts the container, and returns once the agent's process runs. The
 // agent may still be starting: the first RPC on Conn waits for it.
 func (rt *Runtime) Start(ctx context.Context, cfg Config) (*Sandbox, error) {
-	sb := &Sandbox{ID: cfg.ID, rt: rt, dir: cfg.Dir, cgroup: "/paddock/" + cfg.ID}
+	sb := &Sandbox{ID: cfg.ID, rt: rt, dir: cfg.Dir, cgroup: "/paddock/" + cfg.ID, init: -1}
 	if err := sb.start(ctx, cfg); err != nil {
 		_ = sb.Destroy(context.WithoutCancel(ctx))
 		return nil, err
@@ -180,6 +185,9 @@ func (sb *Sandbox) start(ctx context.Context, cfg Config) error {
 	}
 	if err := rt.run(ctx, cfg, ch.sandboxEnd, env); err != nil {
 		return err
+	}
+	if sb.init, err = openInit(filepath.Join(cfg.Dir, "init.pid")); err != nil {
+		return fmt.Errorf("%s run: the container's first process: %w", rt.Name, err)
 	}
 	sb.conn, err = ch.dial()
 	return err
@@ -233,13 +241,51 @@ func (rt *Runtime) run(ctx context.Context, cfg Config, channel *os.File, env *w
 		return err
 	}
 	defer logf.Close()
-	args := append(append([]string{"run", "--detach"}, rt.runFlags...), "--bundle", filepath.Join(cfg.Dir, "bundle"), cfg.ID)
+	args := append(append([]string{"run", "--detach", "--pid-file", filepath.Join(cfg.Dir, "init.pid")}, rt.runFlags...), "--bundle", filepath.Join(cfg.Dir, "bundle"), cfg.ID)
 	cmd := rt.command(ctx, args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr, cmd.ExtraFiles = stdin, logf, logf, []*os.File{channel}
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("%s run: %s: %w", rt.Name, sandbox.LastLogError(filepath.Join(cfg.Dir, "agent.log")), errdefs.ErrUnavailable)
 	}
 	return nil
+}
+
+func notExist(runtimeOutput []byte) bool {
+	return bytes.Contains(runtimeOutput, []byte("not exist"))
+}
+
+// openInit opens a pidfd on the process the runtime's pid file names. Through it Destroy
+// kills and awaits that very process, even if the pid is reused later.
+func openInit(pidFile string) (int, error) {
+	data, err := os.ReadFile(pidFile)
+	if err != nil {
+		return -1, err
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		return -1, fmt.Errorf("pid file %s: %w", pidFile, err)
+	}
+	return unix.PidfdOpen(pid, 0)
+}
+
+// killAndWait sends SIGKILL through a pidfd and waits until the process has exited.
+func killAndWait(ctx context.Context, pidfd int) error {
+	if err := unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("kill the container's init: %w", err)
+	}
+	deadline, _ := ctx.Deadline()
+	for {
+		fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, int(time.Until(deadline).Milliseconds()))
+		switch {
+		case n > 0:
+			return nil
+		case err != nil && !errors.Is(err, unix.EINTR):
+			return fmt.Errorf("wait for the container's init: %w", err)
+		case time.Now().After(deadline):
+			return fmt.Errorf("the container's init outlived SIGKILL: %w", context.DeadlineExceeded)
+		}
+	}
 }
 
 // Conn is the channel to the sandbox's agent.
@@ -274,8 +320,20 @@ func (sb *Sandbox) Destroy(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var errs []error
-	out, err := sb.rt.command(ctx, "delete", "--force", sb.ID).CombinedOutput()
-	if err != nil && !bytes.Contains(out, []byte("does not exist")) && !bytes.Contains(out, []byte("not exist")) {
+	// Killing the container's first process ends its pid namespace, so every process in
+	// it; a plain delete then only removes what is left. `delete --force` would do both,
+	// but runc's sleeps a fixed 100 ms after its kill (delete.go, killContainer), which
+	// was nine tenths of destroying a sandbox.
+	if sb.init >= 0 {
+		errs = append(errs, killAndWait(ctx, sb.init))
+		unix.Close(sb.init)
+		sb.init = -1
+	}
+	out, err := sb.rt.command(ctx, "delete", sb.ID).CombinedOutput()
+	if err != nil && !notExist(out) {
+		out, err = sb.rt.command(ctx, "delete", "--force", sb.ID).CombinedOutput()
+	}
+	if err != nil && !notExist(out) {
 		errs = append(errs, fmt.Errorf("%s delete %s: %s", sb.rt.Name, sb.ID, bytes.TrimSpace(out)))
 	}
 	if g, err := cgroups.Load(sb.cgroup); err == nil {
