@@ -19,11 +19,8 @@ func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	bootstrap := agent.Bootstrap
-	if len(os.Args) > 1 && os.Args[1] == connectedFlag {
-		bootstrap = bootstrapConnected
-	}
-	if err := bootstrap(ctx, os.Stdin, confine(log), log); err != nil {
+	connected := len(os.Args) > 1 && os.Args[1] == agent.ConnectedFlag
+	if err := agent.Bootstrap(ctx, os.Stdin, connected, confine(log), log); err != nil {
 		log.Error("agent failed", "err", err)
 		fmt.Fprintf(os.Stderr, "paddock-agent: %v\n", err)
 		os.Exit(1)

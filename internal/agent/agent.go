@@ -167,20 +167,41 @@ func stopWithin(srv *grpc.Server, d time.Duration) {
 	t.Stop()
 }
 
-// Bootstrap reads the envelope from stdin, takes the listening socket it names, and runs.
-func Bootstrap(ctx context.Context, stdin *os.File, confine Confiner, log *slog.Logger) error {
+// ConnectedFlag on paddock-agent's command line says that the envelope's listen_fd is one
+// connected socket whose other end the host holds, not a listening socket: gVisor (runsc)
+// can pass a host socket into the sandbox only connected.
+const ConnectedFlag = "--connected"
+
+// Bootstrap reads the envelope from stdin, takes the socket it names (a listening one, or
+// with connected one connection), and runs.
+func Bootstrap(ctx context.Context, stdin *os.File, connected bool, confine Confiner, log *slog.Logger) error {
 	env, err := wire.ReadEnvelope(stdin)
 	if err != nil {
 		return fmt.Errorf("bootstrap: %w", err)
 	}
 	stdin.Close()
-	f := os.NewFile(uintptr(env.ListenFD), "agent-listener")
-	lis, err := net.FileListener(f)
-	f.Close()
+	lis, err := channelListener(env.ListenFD, connected)
 	if err != nil {
-		return fmt.Errorf("bootstrap: listen_fd %d is not a listening socket: %w", env.ListenFD, err)
+		return fmt.Errorf("bootstrap: %w", err)
 	}
 	return Run(ctx, env, lis, confine, log)
+}
+
+func channelListener(fd int, connected bool) (net.Listener, error) {
+	f := os.NewFile(uintptr(fd), "agent-channel")
+	defer f.Close()
+	if !connected {
+		lis, err := net.FileListener(f)
+		if err != nil {
+			return nil, fmt.Errorf("listen_fd %d is not a listening socket: %w", fd, err)
+		}
+		return lis, nil
+	}
+	c, err := net.FileConn(f)
+	if err != nil {
+		return nil, fmt.Errorf("listen_fd %d is not a connected socket: %w", fd, err)
+	}
+	return newOneConnListener(c), nil
 }
 
 type agentService struct {

@@ -147,7 +147,7 @@ func (e *Env) FirstByteTable(ctx context.Context, o Options) (*Table, error) {
 	}
 	force, kill := rec.summary("remove.force"), rec.summary("remove.kill")
 	t.Rows = append(t.Rows,
-		Row{Name: "*breakdown:* `runc delete --force` of a running container (how Destroy starts)", Unit: "ms", Summary: force},
+		Row{Name: "*for comparison:* `runc delete --force` of a running container (how Destroy began before it used a pidfd)", Unit: "ms", Summary: force},
 		Row{Name: "*what if:* kill the cgroup, then plain `runc delete`", Unit: "ms", Summary: kill, Ratio: ratio(kill.P50, force.P50)},
 	)
 	ver, create, first, destroy, bundle := rec.summary("version").P50, rec.summary("create").P50, rec.summary("attach.first").P50, rec.summary("destroy").P50, rec.summary("bundle").P50
@@ -159,12 +159,12 @@ func (e *Env) FirstByteTable(ctx context.Context, o Options) (*Table, error) {
 			"then %.1f ms until the first output reaches the client (the agent's own start, the main command's start, Attach). "+
 			"These add up to %.1f ms against the %.1f ms measured end to end%s.",
 			ver, create, bundle, first, ver+create+first, pf.P50, remainder(pf.P50-(ver+create+first))),
-		fmt.Sprintf("After the first byte, `paddock run` needs %.1f ms more to exit; Sandbox.Destroy alone takes %.1f ms, and %.1f ms of it is "+
-			"`runc delete --force`, which sends SIGKILL and then sleeps a fixed 100 ms before it looks again (runc's delete.go, killContainer; "+
-			"--force takes that path even for a stopped container). Killing the cgroup first and then deleting the stopped container "+
-			"without --force takes %.1f ms (measured once the container's process is running: on cgroup v1, cgroups.Group.Kill freezes "+
-			"the group first, and a process caught inside execve of a multithreaded program, such as runc init becoming the agent, "+
-			"cannot freeze, so the kill then waits out the freezer's 1 s timeout). A foreground `runc run` exits %.1f ms after its first byte.",
+		fmt.Sprintf("After the first byte, `paddock run` needs %.1f ms more to exit; Sandbox.Destroy takes %.1f ms: it sends SIGKILL to the "+
+			"container's first process through a pidfd, waits for it to exit, and runs a plain `runc delete`. `runc delete --force` alone "+
+			"takes %.1f ms, because it sleeps a fixed 100 ms after its kill (runc's delete.go, killContainer). Killing the cgroup first "+
+			"and then deleting without --force takes %.1f ms, but on cgroup v1 cgroups.Group.Kill freezes the group first, and a process "+
+			"caught inside execve of a multithreaded program (runc init becoming the agent) cannot freeze, so that kill can wait out the "+
+			"freezer's 1 s timeout. A foreground `runc run` exits %.1f ms after its first byte.",
 			pe.P50-pf.P50, destroy, force.P50, kill.P50, re.P50-rf.P50),
 	}
 	if stateDir := runner.DefaultConfig().StateDir; tmpfs != "" {

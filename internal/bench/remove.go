@@ -19,7 +19,7 @@ import (
 type Removal int
 
 const (
-	// ForceDelete is `runc delete --force`, as Sandbox.Destroy does first.
+	// ForceDelete is `runc delete --force`, how Sandbox.Destroy began before it used a pidfd.
 	ForceDelete Removal = iota
 	// KillThenDelete kills the container's cgroup (cgroups.Group.Kill) and then deletes the
 	// stopped container with a plain `runc delete`.

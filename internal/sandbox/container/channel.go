@@ -17,11 +17,6 @@ import (
 	"github.com/paddockhq/paddock/internal/sandbox"
 )
 
-// ConnectedFlag on paddock-agent's command line says that the descriptor the envelope
-// names (listen_fd) is one connected socket, not a listening one (cmd/paddock-agent
-// spells it out too: it does not import this package).
-const ConnectedFlag = "--connected"
-
 // channel is the agent's channel as the host holds it before and after the container starts.
 //
 // Under runc it is a listening socket at <dir>/agent.sock: the agent inherits the listening
