@@ -35,6 +35,7 @@ import (
 
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/experimental"
 
 	"github.com/paddockhq/paddock/internal/agent/files"
 	"github.com/paddockhq/paddock/internal/agent/identity"
@@ -68,6 +69,8 @@ func ServerOptions() []grpc.ServerOption {
 		grpc.WriteBufferSize(bufferSize),
 		grpc.ReadBufferSize(bufferSize),
 		grpc.MaxRecvMsgSize(maxRecvSize),
+		grpc.ForceServerCodecV2(channelCodec{}),
+		experimental.BufferPool(channelBuffers),
 	}
 }
 
@@ -78,7 +81,8 @@ func DialOptions() []grpc.DialOption {
 		grpc.WithInitialConnWindowSize(windowSize),
 		grpc.WithWriteBufferSize(bufferSize),
 		grpc.WithReadBufferSize(bufferSize),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvSize), grpc.MaxCallSendMsgSize(maxRecvSize)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvSize), grpc.MaxCallSendMsgSize(maxRecvSize), grpc.ForceCodecV2(channelCodec{})),
+		experimental.WithBufferPool(channelBuffers),
 	}
 }
 

@@ -2,10 +2,13 @@ package cli_test
 
 import (
 	"bytes"
+	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/paddockhq/paddock/internal/testenv"
@@ -90,5 +93,41 @@ func TestVersion(t *testing.T) {
 	stdout, _, code := paddock(t, "", "version")
 	if code != 0 || !strings.HasPrefix(stdout, "paddock ") {
 		t.Fatalf("version: %q exit %d", stdout, code)
+	}
+}
+
+// Ctrl-C on paddock reaches the command (here trapped, so it can say so), and the exit
+// status is the command's.
+func TestRunForwardsSignals(t *testing.T) {
+	testenv.RequireRoot(t)
+	cfg := testenv.Config(t)
+	conf := filepath.Join(t.TempDir(), "paddock.yaml")
+	yaml := "data_dir: " + cfg.DataDir + "\nstate_dir: " + cfg.StateDir + "\nagent: " + cfg.Agent + "\n"
+	if err := os.WriteFile(conf, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(testenv.Binary(t, "paddock"), "run", "--config", conf, "--",
+		"sh", "-c", `trap 'echo got INT; exit 130' INT; echo ready; while :; do sleep 0.1; done`)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 6)
+	if _, err := io.ReadFull(out, buf); err != nil || string(buf) != "ready\n" {
+		t.Fatalf("first output %q, %v (stderr %q)", buf, err, errb.String())
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := io.ReadAll(out)
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 || string(rest) != "got INT\n" {
+		t.Fatalf("after SIGINT: output %q, %v (stderr %q); want the command's trap and exit 130", rest, err, errb.String())
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -76,11 +77,15 @@ func (r *Runner) Run(ctx context.Context, spec Spec, stdio Stdio, keep bool) (re
 			r.log.Debug("sandbox destroyed", "sandbox", sb.ID)
 		}
 	}()
-	runCtx := ctx
+	// The host owns the timeout: a timer cancels the attach and says that it fired. (A
+	// deadline on the context would travel to the agent with the stream, and the agent's
+	// copy can expire first, which reads here as an error rather than a timeout.)
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var timedOut atomic.Bool
 	if sb.Limits.Timeout > 0 {
-		var cancel context.CancelFunc
-		runCtx, cancel = context.WithTimeout(ctx, sb.Limits.Timeout)
-		defer cancel()
+		t := time.AfterFunc(sb.Limits.Timeout, func() { timedOut.Store(true); cancel() })
+		defer t.Stop()
 	}
 	status, err := attachMain(runCtx, pb.NewProcessClient(sb.Conn()), stdio)
 	r.log.Debug("main command ended", "sandbox", sb.ID, "err", err)
@@ -91,7 +96,7 @@ func (r *Runner) Run(ctx context.Context, spec Spec, stdio Stdio, keep bool) (re
 		res.OOM = res.OOMKills > 0 && res.Signal == int(syscall.SIGKILL)
 	case res.OOMKills > 0:
 		res.OOM = true // the limit took the agent down with the command
-	case errors.Is(runCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil:
+	case timedOut.Load():
 		res.TimedOut = true
 	case errors.Is(err, errdefs.ErrUnavailable):
 		return res, fmt.Errorf("sandbox %s: the agent is not answering (%v); its last error: %s: %w", sb.ID, err, sb.backend.LastError(), errdefs.ErrUnavailable)
