@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -277,13 +278,26 @@ func TestOrphansAreReaped(t *testing.T) {
 	s := start(t, m, "sh", "-c", "sh -c 'sleep 0.2' & echo $!")
 	out, _, _ := collect(t, s)
 	pid := strings.TrimSpace(out)
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		if _, err := os.Stat("/proc/" + pid); os.IsNotExist(err) {
+		if !ourZombie(pid) {
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	st, _ := os.ReadFile("/proc/" + pid + "/stat")
-	t.Fatalf("orphan %s still present: %s", pid, st)
+	t.Fatalf("orphan %s is still a zombie of ours: %s", pid, st)
+}
+
+// ourZombie reports whether pid is a zombie whose parent is this process: an orphan the
+// reaper has not collected. (A pid that is gone, or reused by someone else's process, is
+// not.)
+func ourZombie(pid string) bool {
+	st, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return false
+	}
+	// pid (comm) state ppid …; comm may hold spaces, so read after its closing parenthesis.
+	f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:]))
+	return len(f) > 1 && f[0] == "Z" && f[1] == strconv.Itoa(os.Getpid())
 }
