@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -56,22 +54,6 @@ func message(err error) string {
 		msg += " (see paddock --help)"
 	}
 	return strings.ReplaceAll(msg, "\n", " ")
-}
-
-// logger writes paddock's own log lines to stderr: warnings by default, everything with
-// PADDOCK_DEBUG set.
-func logger(w io.Writer) *slog.Logger {
-	level := slog.LevelWarn
-	if os.Getenv("PADDOCK_DEBUG") != "" {
-		level = slog.LevelDebug
-	}
-	dropTime := func(_ []string, a slog.Attr) slog.Attr {
-		if a.Key == slog.TimeKey {
-			return slog.Attr{}
-		}
-		return a
-	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: dropTime}))
 }
 
 // Version is paddock's version, set at build time.

@@ -59,7 +59,7 @@ func TestRunContract(t *testing.T) {
 		{"timeout", "", []string{"run", "--timeout", "1s", "--", "sleep", "20"}, "", "paddock: timed out after 1s", 124},
 		{"out of memory", "", []string{"run", "--memory", "64M", "--", "sh", "-c", `x=$(head -c 200000000 /dev/zero | tr '\0' a)`}, "", "paddock: out of memory (limit 64MiB)", 137},
 		{"env", "", []string{"run", "--env", "A=1", "--env", "B=two words", "--", "sh", "-c", `echo "$A $B"`}, "1 two words\n", "", 0},
-		{"insecure tier says so", "", []string{"run", "--tier", "process", "--insecure", "--", "echo", "hi"}, "hi\n", "WARNING: insecure process tier", 0},
+		{"insecure tier says so", "", []string{"run", "--tier", "process", "--insecure", "--", "echo", "hi"}, "hi\n", "paddock: warn: DEGRADED: process tier (--insecure)", 0},
 		{"not found", "", []string{"run", "--", "no-such-cmd"}, "", "no-such-cmd: command not found", 127},
 		{"no command", "", []string{"run"}, "", "paddock: run: no command given", 125},
 		{"unknown flag", "", []string{"run", "--bogus", "--", "true"}, "", "unknown flag: --bogus", 125},

@@ -102,13 +102,6 @@ func defaultUser() string {
 func runCommand(c *cobra.Command, spec runner.Spec, cfg runner.Config, keep bool, code *int) error {
 	stderr := c.ErrOrStderr()
 	r := runner.New(cfg, logger(stderr))
-	tier, err := r.ResolveTier(spec)
-	if err != nil {
-		return err
-	}
-	if tier == wire.TierProcess {
-		fmt.Fprintln(stderr, "paddock: WARNING: insecure process tier: the command runs as a host process (Landlock, seccomp, rlimits; no namespaces); shell and exec sessions are unavailable")
-	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)

@@ -197,15 +197,6 @@ func (r *Runner) containerRuntime(name string) (*container.Runtime, error) {
 	return nil, fmt.Errorf("runtime %q: want runc or runsc: %w", name, errdefs.ErrInvalidArgument)
 }
 
-// ResolveTier says which tier Create would choose for spec, without creating anything.
-func (r *Runner) ResolveTier(spec Spec) (wire.Tier, error) {
-	uc, err := r.cfg.LoadUser(spec.User)
-	if err != nil {
-		return "", err
-	}
-	return r.resolveTier(spec, uc)
-}
-
 // resolveTier picks the tier: --insecure forces process; process never without it; the
 // default is the strongest tier that works here.
 func (r *Runner) resolveTier(spec Spec, uc UserConfig) (wire.Tier, error) {
