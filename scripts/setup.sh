@@ -3,7 +3,8 @@
 # Idempotent: each step checks what is there first. Run as root (it installs system packages).
 #
 # What it installs, and why:
-#   - Debian packages: libseccomp-dev (runc's seccomp support), pkg-config.
+#   - Debian packages: libseccomp-dev (runc's seccomp support), pkg-config, strace (the
+#     containment suite tries to trace the agent with it).
 #   - runc ${RUNC_VERSION}, built from its Go module with seccomp support. Debian's runc 1.1.5
 #     predates the November 2025 escape fixes (CVE-2025-31133, -52565, -52881), so paddock never
 #     uses it: the runner refuses any runc older than 1.2.8 / 1.3.3.
@@ -22,7 +23,7 @@ export PATH=/usr/local/go/bin:$PATH
 log() { printf 'setup: %s\n' "$*" >&2; }
 
 need_pkgs=()
-for p in libseccomp-dev pkg-config gcc; do
+for p in libseccomp-dev pkg-config gcc strace; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need_pkgs+=("$p")
 done
 if ((${#need_pkgs[@]})); then
