@@ -1,0 +1,204 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/store"
+)
+
+// User is an account as the rest of the control plane sees it (no password hash).
+type User struct {
+	ID        string
+	Username  string
+	Role      string // store.RoleUser or store.RoleAdmin
+	CreatedAt time.Time
+}
+
+// IsAdmin reports whether u has the admin role.
+func (u User) IsAdmin() bool { return u.Role == store.RoleAdmin }
+
+// LogValue logs a user by ID and name.
+func (u User) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("id", u.ID), slog.String("username", u.Username), slog.String("role", u.Role))
+}
+
+func userOf(u store.User) User {
+	return User{ID: u.ID, Username: u.Username, Role: u.Role, CreatedAt: u.CreatedAt}
+}
+
+// RegisterRequest is a new account.
+type RegisterRequest struct {
+	Username string
+	Password Password
+	Role     string // empty means store.RoleUser; the caller decides who may create admins
+	Client   Client
+}
+
+// Registration is a created account and its recovery codes, which are shown to the
+// user once and never again.
+type Registration struct {
+	User          User
+	RecoveryCodes []RecoveryCode
+}
+
+// Register creates an account with RecoveryCodeCount recovery codes. Errors: a bad
+// username or password ([errdefs.ErrInvalidArgument], saying what is wrong), a
+// taken username ([errdefs.ErrAlreadyExists]).
+func (s *Service) Register(ctx context.Context, req RegisterRequest) (*Registration, error) {
+	if err := CheckUsername(req.Username); err != nil {
+		return nil, err
+	}
+	if err := CheckPasswordPolicy(req.Username, req.Password); err != nil {
+		return nil, err
+	}
+	role := req.Role
+	if role == "" {
+		role = store.RoleUser
+	}
+	if role != store.RoleUser && role != store.RoleAdmin {
+		return nil, fmt.Errorf("role %q: must be %q or %q: %w", role, store.RoleUser, store.RoleAdmin, errdefs.ErrInvalidArgument)
+	}
+	hash, err := s.hash(ctx, req.Password)
+	if err != nil {
+		return nil, err
+	}
+	codes, hashes := newRecoveryCodes()
+	var u store.User
+	err = s.st.Update(ctx, func(tx *store.Tx) error {
+		var err error
+		u, err = tx.CreateUser(ctx, store.User{Username: req.Username, PasswordHash: hash, Role: role, CreatedAt: s.now()}, hashes)
+		if err != nil {
+			return err
+		}
+		return tx.AppendAudit(ctx, s.audit(u.ID, "auth.register", u.ID,
+			map[string]any{"username": u.Username, "role": role, "ip": req.Client.Addr.String()}))
+	})
+	if errors.Is(err, errdefs.ErrAlreadyExists) {
+		return nil, fmt.Errorf("username %q is taken: choose another: %w", req.Username, errdefs.ErrAlreadyExists)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Registration{User: userOf(u), RecoveryCodes: codes}, nil
+}
+
+// LoginRequest is a sign-in attempt.
+type LoginRequest struct {
+	Username string
+	Password Password
+	Client   Client
+}
+
+// Login checks a username and password and starts a session. Every failure that
+// depends on the account is [ErrInvalidCredentials]; too many recent failures for
+// the account or the address give a [*LimitedError] before anything is checked.
+// A correct password hashed with outdated parameters is rehashed.
+func (s *Service) Login(ctx context.Context, req LoginRequest) (*Session, error) {
+	att, err := s.reserve(ctx, s.limitKeys(req.Username, req.Client))
+	if err != nil {
+		return nil, s.limited(ctx, "auth.login.limited", req.Username, req.Client, err)
+	}
+	u, err := s.lookup(ctx, req.Username)
+	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		return nil, err
+	}
+	encoded := u.PasswordHash // empty for an unknown user: verify then burns the same time and fails
+	ok, err := s.verify(ctx, encoded, req.Password)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, s.failed(ctx, s.audit("", "auth.login.failure", auditName(req.Username),
+			map[string]any{"ip": req.Client.Addr.String()}))
+	}
+	rehash := ""
+	if NeedsRehash(encoded, s.cfg.params) {
+		if rehash, err = s.hash(ctx, req.Password); err != nil {
+			return nil, err
+		}
+	}
+	var sess *Session
+	err = s.st.Update(ctx, func(tx *store.Tx) error {
+		if rehash != "" {
+			if err := tx.SetPasswordHash(ctx, u.ID, rehash); err != nil {
+				return err
+			}
+		}
+		if err := att.succeeded(ctx, tx, u.Username); err != nil {
+			return err
+		}
+		var err error
+		if sess, err = s.newSession(ctx, tx, u, req.Client); err != nil {
+			return err
+		}
+		return tx.AppendAudit(ctx, s.audit(u.ID, "auth.login.success", u.ID,
+			map[string]any{"ip": req.Client.Addr.String(), "rehashed": rehash != ""}))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return sess, nil
+}
+
+// lookup finds a user by a username that may be anything a client sent.
+func (s *Service) lookup(ctx context.Context, username string) (store.User, error) {
+	if CheckUsername(username) != nil {
+		return store.User{}, fmt.Errorf("user: %w", errdefs.ErrNotFound)
+	}
+	return s.st.UserByUsername(ctx, username)
+}
+
+// UserByID returns a user, or [errdefs.ErrNotFound].
+func (s *Service) UserByID(ctx context.Context, id string) (User, error) {
+	u, err := s.st.UserByID(ctx, id)
+	return userOf(u), err
+}
+
+// ChangePassword sets a new password for sess's user after checking the current
+// one, and signs out every other session of the user. A wrong current password is
+// [ErrInvalidCredentials] and counts against the sign-in limits (a stolen session
+// must not become a free password oracle); a new password that breaks the policy
+// is [errdefs.ErrInvalidArgument].
+func (s *Service) ChangePassword(ctx context.Context, sess *Session, current, next Password, c Client) error {
+	if err := CheckPasswordPolicy(sess.User.Username, next); err != nil {
+		return err
+	}
+	att, err := s.reserve(ctx, s.limitKeys(sess.User.Username, c))
+	if err != nil {
+		return s.limited(ctx, "auth.password.limited", sess.User.Username, c, err)
+	}
+	u, err := s.st.UserByID(ctx, sess.User.ID)
+	if err != nil {
+		return err
+	}
+	ok, err := s.verify(ctx, u.PasswordHash, current)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return s.failed(ctx, s.audit(u.ID, "auth.password.failure", u.ID, map[string]any{"ip": c.Addr.String()}))
+	}
+	hash, err := s.hash(ctx, next)
+	if err != nil {
+		return err
+	}
+	return s.st.Update(ctx, func(tx *store.Tx) error {
+		if err := tx.SetPasswordHash(ctx, u.ID, hash); err != nil {
+			return err
+		}
+		n, err := tx.DeleteOtherUserSessions(ctx, u.ID, sessionHash(sess.ID))
+		if err != nil {
+			return err
+		}
+		if err := att.succeeded(ctx, tx, u.Username); err != nil {
+			return err
+		}
+		return tx.AppendAudit(ctx, s.audit(u.ID, "auth.password.change", u.ID,
+			map[string]any{"ip": c.Addr.String(), "sessions_revoked": n}))
+	})
+}

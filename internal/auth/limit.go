@@ -1,0 +1,184 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/store"
+)
+
+// Client describes where a request came from, for rate limiting and the audit log.
+type Client struct {
+	Addr      netip.Addr
+	UserAgent string
+}
+
+// ClientFromRequest takes the client's address from r.RemoteAddr. It deliberately
+// ignores X-Forwarded-For: behind a reverse proxy, the edge must build Client from
+// the header its own proxy sets, or every user shares the proxy's address.
+func ClientFromRequest(r *http.Request) Client {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	addr := ap.Addr()
+	if err != nil {
+		addr, _ = netip.ParseAddr(r.RemoteAddr)
+	}
+	ua := r.UserAgent()
+	if len(ua) > 256 {
+		ua = ua[:256]
+	}
+	return Client{Addr: addr.Unmap(), UserAgent: ua}
+}
+
+// LimitedError is the answer to an attempt refused by rate limiting. It matches
+// [errdefs.ErrLimitExceeded]; RetryAfter is when to try again (for Retry-After).
+type LimitedError struct {
+	RetryAfter time.Duration
+}
+
+func (e *LimitedError) Error() string {
+	return fmt.Sprintf("too many failed sign-in attempts: try again in %s", e.RetryAfter)
+}
+
+// Unwrap places the error in the taxonomy.
+func (e *LimitedError) Unwrap() error { return errdefs.ErrLimitExceeded }
+
+// limitKey is one rate-limit bucket and its allowance per window.
+type limitKey struct {
+	key   string
+	limit int
+}
+
+// limitKeys returns the buckets an attempt on username from c counts against. An
+// invalid username gets no account bucket (no such account can exist, and the
+// attacker-chosen string is not worth storing); the address bucket still counts.
+func (s *Service) limitKeys(username string, c Client) []limitKey {
+	var keys []limitKey
+	if CheckUsername(username) == nil {
+		keys = append(keys, limitKey{accountKey(username), s.cfg.accountLimit})
+	}
+	return append(keys, limitKey{"ip:" + addrKey(c.Addr), s.cfg.addressLimit})
+}
+
+// accountKey is the bucket of a (valid) username; usernames are ASCII, so
+// lowercasing matches the store's case-insensitive uniqueness.
+func accountKey(username string) string { return "user:" + strings.ToLower(username) }
+
+// addrKey is the address bucket: an IPv4 address, or the /64 of an IPv6 address,
+// since one IPv6 client typically owns a whole /64.
+func addrKey(a netip.Addr) string {
+	switch {
+	case !a.IsValid():
+		return "unknown"
+	case a.Is4():
+		return a.String()
+	default:
+		return netip.PrefixFrom(a.WithZone(""), 64).Masked().String()
+	}
+}
+
+// attempt is a sign-in attempt counted against its buckets before the secret is
+// checked; success un-counts it.
+type attempt struct {
+	keys []limitKey
+	ids  []int64
+}
+
+// reserve counts an attempt against keys, or returns a *LimitedError when a bucket
+// is already full (a bucket allowing n attempts per window opens again one window
+// after its nth most recent one). Checking and counting happen in one write
+// transaction, so concurrent attempts cannot all pass the check before any is
+// counted: an attacker gets exactly n guesses however many requests are in flight.
+// The price: attempts still being checked count too, so more than n simultaneous
+// correct logins for one account (or address) see some refused.
+func (s *Service) reserve(ctx context.Context, keys []limitKey) (*attempt, error) {
+	now := s.now()
+	a := &attempt{keys: keys}
+	err := s.st.Update(ctx, func(tx *store.Tx) error {
+		var wait time.Duration
+		for _, k := range keys {
+			at, err := tx.NthLatestLoginAttempt(ctx, k.key, now.Add(-s.cfg.limitWindow), k.limit)
+			if err != nil {
+				return err
+			}
+			if !at.IsZero() {
+				wait = max(wait, at.Add(s.cfg.limitWindow).Sub(now))
+			}
+		}
+		if wait > 0 {
+			return &LimitedError{RetryAfter: wait.Truncate(time.Second) + time.Second}
+		}
+		for _, k := range keys {
+			id, err := tx.RecordLoginAttempt(ctx, k.key, now)
+			if err != nil {
+				return err
+			}
+			a.ids = append(a.ids, id)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// succeeded un-counts a successful attempt inside tx and forgives the account's
+// earlier failures (the address's stay: they may be guesses at other accounts).
+func (a *attempt) succeeded(ctx context.Context, tx *store.Tx, username string) error {
+	for _, id := range a.ids {
+		if err := tx.DeleteLoginAttempt(ctx, id); err != nil {
+			return err
+		}
+	}
+	return tx.ClearLoginAttempts(ctx, accountKey(username))
+}
+
+// failed records the audit event of a failed attempt (already counted) and returns
+// ErrInvalidCredentials.
+func (s *Service) failed(ctx context.Context, ev store.AuditEvent) error {
+	if err := s.st.Update(ctx, func(tx *store.Tx) error { return tx.AppendAudit(ctx, ev) }); err != nil {
+		return err
+	}
+	return ErrInvalidCredentials
+}
+
+// limited audits an attempt refused by rate limiting and passes its error on;
+// other errors pass through.
+func (s *Service) limited(ctx context.Context, action, username string, c Client, err error) error {
+	var le *LimitedError
+	if !errors.As(err, &le) {
+		return err
+	}
+	ev := s.audit("", action, auditName(username), map[string]any{"ip": c.Addr.String(), "reason": "rate limited"})
+	if aerr := s.st.Update(ctx, func(tx *store.Tx) error { return tx.AppendAudit(ctx, ev) }); aerr != nil {
+		return aerr
+	}
+	return err
+}
+
+// auditName is what the audit log records of an attempted username: the name when
+// it is a valid username, otherwise a placeholder (a password pasted into the
+// username field must not end up in the log).
+func auditName(username string) string {
+	if CheckUsername(username) != nil {
+		return "(invalid username)"
+	}
+	return username
+}
+
+// Cleanup deletes expired sessions and login attempts too old to count. Run it
+// periodically; nothing depends on it for correctness.
+func (s *Service) Cleanup(ctx context.Context) error {
+	now := s.now()
+	if _, err := s.st.DeleteExpiredSessions(ctx, now, now.Add(-s.cfg.idleTimeout)); err != nil {
+		return err
+	}
+	_, err := s.st.PruneLoginAttempts(ctx, now.Add(-s.cfg.limitWindow))
+	return err
+}

@@ -1,0 +1,81 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/errdefs"
+)
+
+// AuditEvent is one entry in the audit log. It must carry no secret: callers put
+// identifiers (user IDs, token IDs, usernames) in it, never passwords, codes, session
+// IDs or tokens.
+type AuditEvent struct {
+	ID          int64
+	At          time.Time
+	ActorUserID string // empty for anonymous actions (a failed login)
+	Action      string // dotted verb, e.g. "auth.login.failure"
+	Target      string
+	Detail      map[string]any
+}
+
+// AppendAudit records e.
+func (tx *Tx) AppendAudit(ctx context.Context, e AuditEvent) error {
+	if e.Action == "" {
+		return fmt.Errorf("audit event without action: %w", errdefs.ErrInvalidArgument)
+	}
+	detail := []byte("{}")
+	if len(e.Detail) > 0 {
+		var err error
+		if detail, err = json.Marshal(e.Detail); err != nil {
+			return fmt.Errorf("audit detail: %w: %w", errdefs.ErrInvalidArgument, err)
+		}
+	}
+	_, err := tx.tx.ExecContext(ctx, `INSERT INTO audit_events (at, actor_user_id, action, target, detail) VALUES (?, ?, ?, ?, ?)`,
+		nanos(e.At), e.ActorUserID, e.Action, e.Target, string(detail))
+	if err != nil {
+		return fmt.Errorf("append audit event: %w", mapErr(err))
+	}
+	return nil
+}
+
+// AuditFilter selects audit events; zero fields match everything.
+type AuditFilter struct {
+	ActorUserID string
+	Action      string
+	Limit       int // default 100
+}
+
+// ListAudit returns the newest events matching f, newest first.
+func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]AuditEvent, error) {
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT id, at, actor_user_id, action, target, detail FROM audit_events
+		WHERE (? = '' OR actor_user_id = ?) AND (? = '' OR action = ?) ORDER BY id DESC LIMIT ?`,
+		f.ActorUserID, f.ActorUserID, f.Action, f.Action, f.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("list audit events: %w", mapErr(err))
+	}
+	defer rows.Close()
+	var out []AuditEvent
+	for rows.Next() {
+		var e AuditEvent
+		var at int64
+		var detail string
+		if err := rows.Scan(&e.ID, &at, &e.ActorUserID, &e.Action, &e.Target, &detail); err != nil {
+			return nil, fmt.Errorf("list audit events: %w", mapErr(err))
+		}
+		e.At = fromNanos(at)
+		if err := json.Unmarshal([]byte(detail), &e.Detail); err != nil {
+			return nil, fmt.Errorf("audit event %d detail: %w", e.ID, err)
+		}
+		out = append(out, e)
+	}
+	return out, mapErr(rows.Err())
+}
+
+func isNotFound(err error) bool { return errors.Is(err, errdefs.ErrNotFound) }

@@ -1,0 +1,179 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/paddockhq/paddock/internal/errdefs"
+)
+
+// busyTimeout bounds how long a connection waits for a lock held by another process
+// before failing with SQLITE_BUSY. Within one process the writer pool already queues.
+const busyTimeout = 10 * time.Second
+
+// Store is the control plane's SQLite database. It is safe for concurrent use.
+type Store struct {
+	path string
+	w    *sql.DB // exactly one connection: all writes queue here
+	r    *sql.DB // query-only connections for reads
+}
+
+// Open opens (creating if missing, with its directory) the database at path and
+// applies any pending migrations. A database written by a newer paddock is refused
+// with [errdefs.ErrFailedPrecondition].
+func Open(ctx context.Context, path string) (*Store, error) {
+	abs, err := prepareFile(path)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{path: abs}
+	if s.w, err = sql.Open("sqlite", dsn(abs, true)); err != nil {
+		return nil, fmt.Errorf("open database %s: %w", abs, err)
+	}
+	s.w.SetMaxOpenConns(1)
+	s.w.SetConnMaxIdleTime(0)
+	if err := s.migrate(ctx); err != nil {
+		s.w.Close()
+		return nil, err
+	}
+	if s.r, err = sql.Open("sqlite", dsn(abs, false)); err != nil {
+		s.w.Close()
+		return nil, fmt.Errorf("open database %s: %w", abs, err)
+	}
+	n := max(4, runtime.GOMAXPROCS(0))
+	s.r.SetMaxOpenConns(n)
+	s.r.SetMaxIdleConns(n)
+	return s, nil
+}
+
+// prepareFile makes path absolute, creates its directory (0700) and the file (0600)
+// so that SQLite never creates them with the process umask.
+func prepareFile(path string) (string, error) {
+	if path == "" || strings.ContainsAny(path, "?#") {
+		return "", fmt.Errorf("database path %q: must be non-empty and contain no '?' or '#': %w", path, errdefs.ErrInvalidArgument)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("database path %q: %w", path, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
+		return "", fmt.Errorf("create database directory: %w", err)
+	}
+	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("create database file: %w", err)
+	}
+	return abs, f.Close()
+}
+
+// dsn builds the connection string. Pragmas run on every new connection, since
+// foreign_keys and busy_timeout are per connection. synchronous=FULL: the auth tables
+// and the audit log must not lose an acknowledged commit to a power cut.
+func dsn(path string, writer bool) string {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()))
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(FULL)")
+	if writer {
+		q.Set("_txlock", "immediate")
+	} else {
+		q.Add("_pragma", "query_only(1)")
+	}
+	return path + "?" + q.Encode()
+}
+
+// Path returns the database file's absolute path.
+func (s *Store) Path() string { return s.path }
+
+// Close closes both pools.
+func (s *Store) Close() error {
+	return errors.Join(s.r.Close(), s.w.Close())
+}
+
+// Ping checks that the database answers reads and that the writer is usable.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.r.PingContext(ctx); err != nil {
+		return fmt.Errorf("store: %w: %w", errdefs.ErrUnavailable, err)
+	}
+	if err := s.w.PingContext(ctx); err != nil {
+		return fmt.Errorf("store: %w: %w", errdefs.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// Update runs fn in one write transaction, committed if fn returns nil and rolled
+// back otherwise. Writes are serialized: keep fn short and never do slow work
+// (password hashing, network calls) inside it.
+func (s *Store) Update(ctx context.Context, fn func(*Tx) error) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", mapErr(err))
+	}
+	if err := fn(&Tx{tx: tx}); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", mapErr(err))
+	}
+	return nil
+}
+
+// Tx is a write transaction, valid only inside the function given to [Store.Update].
+type Tx struct {
+	tx *sql.Tx
+}
+
+// NewID returns a random 128-bit identifier in hex, used for users and API tokens.
+func NewID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(b[:])
+}
+
+// mapErr wraps SQLite errors with their place in the taxonomy.
+func mapErr(err error) error {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() {
+		case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
+			return fmt.Errorf("%w: %w", errdefs.ErrAlreadyExists, err)
+		case sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
+			return fmt.Errorf("%w: %w", errdefs.ErrNotFound, err)
+		case sqlite3.SQLITE_CONSTRAINT_CHECK, sqlite3.SQLITE_CONSTRAINT_NOTNULL:
+			return fmt.Errorf("%w: %w", errdefs.ErrInvalidArgument, err)
+		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+			return fmt.Errorf("%w: %w", errdefs.ErrUnavailable, err)
+		}
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return errdefs.ErrNotFound
+	}
+	return err
+}
+
+// nanos and fromNanos convert times to and from the stored representation.
+func nanos(t time.Time) int64 { return t.UnixNano() }
+
+func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
+
+func fromNullNanos(n sql.NullInt64) time.Time {
+	if !n.Valid {
+		return time.Time{}
+	}
+	return fromNanos(n.Int64)
+}
