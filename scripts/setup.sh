@@ -12,11 +12,21 @@
 #     publishes no semver tags there, so the pin is a pseudo-version) in a module of its own:
 #     gvisor cannot share a build with paddock's runtime-spec v1.3.0. It reports the pin as its
 #     version (`runsc --version`), which is how a second run knows to skip it.
+#   - qemu-system-x86 ${QEMU_DEB_VERSION} from Debian (the microvm tier's VMM: `-M microvm`, TCG
+#     here, KVM where it works), without recommends.
+#   - the microvm tier's guest kernel: Debian's linux-image-${GUEST_KERNEL_ABI}
+#     ${GUEST_KERNEL_DEB_VERSION}, fetched with `apt-get download` and unpacked with `dpkg-deb -x`
+#     under ${PADDOCK_PREFIX}/guest. It is never installed as a host kernel. Not the -cloud-amd64
+#     flavour: that one is built without 9p (CONFIG_NET_9P is not set), and the guest reaches
+#     /usr and the workspace over virtio-9p. paddock builds the guest's initramfs itself.
 # Everything paddock installs lives under ${PADDOCK_PREFIX} (default /usr/local/lib/paddock).
 set -euo pipefail
 
 RUNC_VERSION=${RUNC_VERSION:-1.5.2}
 RUNSC_VERSION=${RUNSC_VERSION:-v0.0.0-20260905035102-160fafc42237}
+QEMU_DEB_VERSION=${QEMU_DEB_VERSION:-1:7.2+dfsg-7+deb12u18+b3}
+GUEST_KERNEL_ABI=${GUEST_KERNEL_ABI:-6.1.0-56-amd64}
+GUEST_KERNEL_DEB_VERSION=${GUEST_KERNEL_DEB_VERSION:-6.1.192-2}
 PADDOCK_PREFIX=${PADDOCK_PREFIX:-/usr/local/lib/paddock}
 export PATH=/usr/local/go/bin:$PATH
 
@@ -75,3 +85,70 @@ if ! "$runsc_bin" --version 2>/dev/null | grep -q "^runsc version $RUNSC_VERSION
 	install -D -m 0755 "$work_runsc/runsc" "$runsc_bin"
 fi
 log "runsc: $("$runsc_bin" --version | head -1) at $runsc_bin"
+
+# Debian's mirrors serve only the current build of a package, so a Debian pin is what paddock
+# was tested with, not a promise: when the pinned build is gone, the current one is used, and
+# the log says so (update the pins above). Go modules, by contrast, are pinned exactly.
+apt_install_pinned() { # package version
+	if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$1=$2" >/dev/null 2>&1; then
+		log "WARNING: Debian no longer serves $1 $2; installing its current build instead"
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$1" >/dev/null
+	fi
+}
+
+if ! command -v qemu-system-x86_64 >/dev/null; then
+	if [ "$(id -u)" != 0 ]; then
+		log "qemu-system-x86 is missing; run this script as root"
+		exit 1
+	fi
+	log "installing qemu-system-x86 $QEMU_DEB_VERSION (the microvm tier)"
+	apt-get update -qq
+	apt_install_pinned qemu-system-x86 "$QEMU_DEB_VERSION"
+fi
+installed_qemu=$(dpkg-query -W -f='${Version}' qemu-system-x86 2>/dev/null || echo unknown)
+[ "$installed_qemu" = "$QEMU_DEB_VERSION" ] || log "note: qemu-system-x86 is $installed_qemu, tested with $QEMU_DEB_VERSION"
+log "qemu: $(qemu-system-x86_64 --version | head -1)"
+
+guest_dir="$PADDOCK_PREFIX/guest"
+existing_kernel=$(ls "$guest_dir"/boot/vmlinuz-* 2>/dev/null | tail -1 || true)
+if [ -n "$existing_kernel" ]; then
+	GUEST_KERNEL_ABI=${existing_kernel##*/vmlinuz-}
+else
+	log "fetching the microvm guest kernel linux-image-$GUEST_KERNEL_ABI $GUEST_KERNEL_DEB_VERSION (unpacked, not installed)"
+	work_kernel=$(mktemp -d)
+	trap 'rm -rf "${work:-}" "${work_runsc:-}" "$work_kernel"' EXIT
+	if ! (cd "$work_kernel" && apt-get download -qq "linux-image-$GUEST_KERNEL_ABI=$GUEST_KERNEL_DEB_VERSION" 2>/dev/null); then
+		apt-get update -qq
+		current=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
+		if [ -z "$current" ]; then
+			log "cannot find a Debian guest kernel (linux-image-$GUEST_KERNEL_ABI, or linux-image-amd64's)"
+			exit 1
+		fi
+		log "WARNING: Debian no longer serves linux-image-$GUEST_KERNEL_ABI $GUEST_KERNEL_DEB_VERSION; using its current $current instead"
+		GUEST_KERNEL_ABI=${current#linux-image-}
+		(cd "$work_kernel" && apt-get download -qq "$current")
+	fi
+	rm -rf "$guest_dir.new"
+	mkdir -p "$guest_dir.new"
+	dpkg-deb -x "$work_kernel"/linux-image-*.deb "$guest_dir.new"
+	rm -rf "$guest_dir"
+	mv "$guest_dir.new" "$guest_dir"
+fi
+guest_kernel="$guest_dir/boot/vmlinuz-$GUEST_KERNEL_ABI"
+# The same kernel uncompressed (an ELF vmlinux, booted through its PVH entry point): under
+# TCG the bzImage's own xz decompression takes about 7 of a guest's 10 s to first output.
+guest_vmlinux="$guest_dir/boot/vmlinux-$GUEST_KERNEL_ABI"
+if [ ! -s "$guest_vmlinux" ]; then
+	log "decompressing the guest kernel to $guest_vmlinux"
+	xz_at=$(LC_ALL=C grep -obUa "$(printf '\3757zXZ')" "$guest_kernel" | head -1 | cut -d: -f1 || true)
+	# xz stops with an error at the bzImage's trailing bytes, after writing the whole kernel.
+	# (grep | head may end grep with SIGPIPE, which pipefail would make fatal: hence || true.)
+	tail -c +$((xz_at + 1)) "$guest_kernel" | xz -dcq >"$guest_vmlinux.new" 2>/dev/null || true
+	if [ "$(head -c 4 "$guest_vmlinux.new" | od -An -c | tr -d ' ')" != '177ELF' ]; then
+		log "could not decompress $guest_kernel; the microvm tier boots the compressed kernel (slower)"
+		rm -f "$guest_vmlinux.new"
+	else
+		mv "$guest_vmlinux.new" "$guest_vmlinux"
+	fi
+fi
+log "guest kernel: $guest_kernel"

@@ -1,6 +1,7 @@
 // Command paddock-agent runs inside every sandbox: it reads its bootstrap envelope on stdin
 // and serves the agent RPC on the socket the envelope names (a listening socket, or with
-// --connected one connected socket). It is built static
+// --connected one connected socket). As PID 1 of a microVM with --vm-init it sets up the
+// guest and serves on the VM's virtio-serial port instead. It is built static
 // (CGO_ENABLED=0) so that it runs in any root filesystem.
 package main
 
@@ -19,6 +20,13 @@ func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	if os.Getpid() == 1 && len(os.Args) > 1 && os.Args[1] == agent.VMInitFlag {
+		err := agent.VMInit(ctx, log)
+		// PID 1 exiting panics the guest kernel, which ends the VM (panic=-1, -no-reboot).
+		log.Error("agent failed", "err", err)
+		fmt.Fprintf(os.Stderr, "paddock-agent: %v\n", err)
+		os.Exit(1)
+	}
 	connected := len(os.Args) > 1 && os.Args[1] == agent.ConnectedFlag
 	if err := agent.Bootstrap(ctx, os.Stdin, connected, confine(log), log); err != nil {
 		log.Error("agent failed", "err", err)

@@ -14,7 +14,9 @@
 // its memory or environment through /proc. Its clients are trusted: only the host holds
 // the other end of the channel. In the process tier the agent confines itself
 // (Landlock, seccomp, rlimits) before it starts anything, and refuses sessions other than
-// the main command.
+// the main command. In the microvm tier the agent is the guest's init (VMInit): it sets up
+// the guest, then serves on the VM's virtio-serial port, and the guest kernel is the
+// boundary.
 //
 // gRPC was chosen over Connect for the channel: agent-sandbox's in-sandbox daemon draft
 // (the closest public spec) is gRPC, and grpc-go runs its own HTTP/2 transport with flow

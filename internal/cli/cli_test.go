@@ -70,6 +70,7 @@ func TestRunContract(t *testing.T) {
 		{"insecure with container", "", []string{"run", "--tier", "container", "--insecure", "--", "true"}, "", "cannot be combined", 125},
 		{"runsc is gVisor", "", []string{"run", "--runtime", "runsc", "--", "sh", "-c", "uname -r | grep -o gvisor; id -u"}, "gvisor\n1000\n", "", 0},
 		{"runsc out of memory", "", []string{"run", "--runtime", "runsc", "--memory", "64M", "--", "sh", "-c", `x=$(head -c 200000000 /dev/zero | tr '\0' a)`}, "", "paddock: out of memory (limit 64MiB)", 137},
+		{"microvm has its own kernel", "in\n", []string{"run", "--tier", "microvm", "--", "sh", "-c", "uname -r | grep -c -- '-amd64$'; cat; id -u"}, "1\nin\n1000\n", "", 0},
 		{"unknown runtime", "", []string{"run", "--runtime", "kata", "--", "true"}, "", "want runc or runsc", 125},
 		{"bad env", "", []string{"run", "--env", "NOVALUE", "--", "true"}, "", "--env \"NOVALUE\"", 125},
 		{"missing workspace", "", []string{"run", "--workspace", "/nonexistent/dir", "--", "true"}, "", "--workspace /nonexistent/dir", 125},
@@ -129,5 +130,25 @@ func TestRunForwardsSignals(t *testing.T) {
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 130 || string(rest) != "got INT\n" {
 		t.Fatalf("after SIGINT: output %q, %v (stderr %q); want the command's trap and exit 130", rest, err, errb.String())
+	}
+}
+
+// Without QEMU, --tier microvm fails at once and says what to install.
+func TestMicroVMNotInstalled(t *testing.T) {
+	testenv.RequireRoot(t)
+	cfg := testenv.Config(t)
+	conf := filepath.Join(t.TempDir(), "paddock.yaml")
+	yaml := "data_dir: " + cfg.DataDir + "\nstate_dir: " + cfg.StateDir + "\nagent: " + cfg.Agent + "\n"
+	if err := os.WriteFile(conf, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(testenv.Binary(t, "paddock"), "run", "--config", conf, "--tier", "microvm", "--", "true")
+	cmd.Env = []string{"PATH=/nonexistent"} // no qemu-system-x86_64 on it
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 125 || !strings.Contains(errb.String(), "install Debian's qemu-system-x86") {
+		t.Fatalf("microvm without qemu: %v, stderr %q; want exit 125 saying what to install", err, errb.String())
 	}
 }

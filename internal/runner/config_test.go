@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/sandbox/microvm"
 	"github.com/paddockhq/paddock/internal/wire"
 )
 
@@ -151,6 +152,12 @@ func TestUserConfigAndTier(t *testing.T) {
 	if _, err := r.cfg.LoadUser("../etc"); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Fatalf("path-like user name: %v", err)
 	}
+	// The microvm tier resolves where QEMU and the guest kernel are installed, and says
+	// what to install where they are not.
+	microvmTier, microvmErr := wire.TierMicroVM, error(nil)
+	if _, err := microvm.Locate(filepath.Join(InstallPrefix, "guest")); err != nil {
+		microvmTier, microvmErr = "", errdefs.ErrUnavailable
+	}
 	tiers := []struct {
 		spec Spec
 		want wire.Tier
@@ -161,7 +168,7 @@ func TestUserConfigAndTier(t *testing.T) {
 		{Spec{Tier: wire.TierProcess, Insecure: true}, wire.TierProcess, nil},
 		{Spec{Tier: wire.TierProcess}, "", errdefs.ErrPermissionDenied},
 		{Spec{Tier: wire.TierContainer, Insecure: true}, "", errdefs.ErrInvalidArgument},
-		{Spec{Tier: wire.TierMicroVM}, "", errdefs.ErrUnavailable},
+		{Spec{Tier: wire.TierMicroVM}, microvmTier, microvmErr},
 		{Spec{Tier: "vm"}, "", errdefs.ErrInvalidArgument},
 	}
 	for _, tt := range tiers {

@@ -1,19 +1,14 @@
 package container
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
-	"sync"
 
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/paddockhq/paddock/internal/agent"
 	"github.com/paddockhq/paddock/internal/sandbox"
 )
 
@@ -61,56 +56,10 @@ func (rt *Runtime) openChannel(dir string) (*channel, error) {
 		unix.Close(fds[1])
 		return nil, fmt.Errorf("agent socket: %w", err)
 	}
-	one := &oneConn{c: hostEnd}
+	one := sandbox.NewOneConn(hostEnd)
 	return &channel{
 		sandboxEnd: os.NewFile(uintptr(fds[1]), "agent-channel-sandbox"),
-		dial:       func() (*grpc.ClientConn, error) { return dialConn(one) },
-		close:      one.close,
+		dial:       func() (*grpc.ClientConn, error) { return sandbox.DialConn(one) },
+		close:      one.Close,
 	}, nil
-}
-
-// oneConn hands out its connection once.
-type oneConn struct {
-	mu sync.Mutex
-	c  net.Conn
-}
-
-// errChannelGone is what a second dial of a connected channel gets.
-var errChannelGone = errors.New("the agent's channel (one connection, under runsc) is closed and cannot be dialled again")
-
-func (o *oneConn) take(context.Context, string) (net.Conn, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.c == nil {
-		return nil, errChannelGone
-	}
-	c := o.c
-	o.c = nil
-	return c, nil
-}
-
-// close closes the connection unless it was taken (gRPC closes it then).
-func (o *oneConn) close() {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.c != nil {
-		o.c.Close()
-		o.c = nil
-	}
-}
-
-// dialConn is a gRPC client over one's connection: its first dial gets it, any later one
-// fails. Idleness is off: gRPC would otherwise drop the connection after 30 minutes
-// without RPCs, and could not get it back.
-func dialConn(one *oneConn) (*grpc.ClientConn, error) {
-	opts := append(agent.DialOptions(),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(one.take),
-		grpc.WithIdleTimeout(0),
-	)
-	conn, err := grpc.NewClient("passthrough:///paddock-agent", opts...)
-	if err != nil {
-		return nil, fmt.Errorf("agent channel: %w", err)
-	}
-	return conn, nil
 }
