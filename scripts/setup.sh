@@ -46,43 +46,42 @@ if ((${#need_pkgs[@]})); then
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
 fi
 
+# go_install NAME MODULE VERSION PACKAGE CGO TAGS LDFLAGS builds PACKAGE at MODULE@VERSION
+# from the Go module proxy, in a throwaway module of its own (its dependencies never meet
+# paddock's), and installs it as $PADDOCK_PREFIX/bin/NAME.
+go_install() {
+	local name=$1 module=$2 version=$3 pkg=$4 cgo=$5 tags=$6 ldflags=$7 work
+	work=$(mktemp -d)
+	if ! (
+		cd "$work"
+		go mod init "paddock.local/$name-build" >/dev/null 2>&1
+		go mod edit -require="$module@$version"
+		GOFLAGS=-mod=mod go mod download "$module"
+		CGO_ENABLED=$cgo GOFLAGS=-mod=mod go build -trimpath -tags "$tags" -ldflags "$ldflags" -o "$name" "$pkg"
+	); then
+		rm -rf "$work"
+		log "building $name failed"
+		exit 1
+	fi
+	install -D -m 0755 "$work/$name" "$PADDOCK_PREFIX/bin/$name"
+	rm -rf "$work"
+}
+
 runc_bin="$PADDOCK_PREFIX/bin/runc"
 if ! "$runc_bin" --version 2>/dev/null | grep -q "^runc version $RUNC_VERSION\$"; then
 	log "building runc $RUNC_VERSION from the Go module proxy (cgo, libseccomp)"
-	work=$(mktemp -d)
-	trap 'rm -rf "$work"' EXIT
-	(
-		cd "$work"
-		go mod init paddock.local/runc-build >/dev/null 2>&1
-		go mod edit -require="github.com/opencontainers/runc@v$RUNC_VERSION"
-		printf 'package main\n\nimport _ "github.com/opencontainers/runc"\n' >tools.go
-		GOFLAGS=-mod=mod go mod tidy >/dev/null 2>&1 || true
-		GOFLAGS=-mod=mod go mod download github.com/opencontainers/runc
-		CGO_ENABLED=1 GOFLAGS=-mod=mod go build -trimpath -tags "seccomp urfave_cli_no_docs" \
-			-ldflags "-X main.version=$RUNC_VERSION -X main.gitCommit=v$RUNC_VERSION" \
-			-o runc github.com/opencontainers/runc
-	)
-	install -D -m 0755 "$work/runc" "$runc_bin"
+	go_install runc github.com/opencontainers/runc "v$RUNC_VERSION" github.com/opencontainers/runc \
+		1 "seccomp urfave_cli_no_docs" "-X main.version=$RUNC_VERSION -X main.gitCommit=v$RUNC_VERSION"
 fi
 log "runc: $("$runc_bin" --version | head -1) at $runc_bin"
 
 runsc_bin="$PADDOCK_PREFIX/bin/runsc"
 if ! "$runsc_bin" --version 2>/dev/null | grep -q "^runsc version $RUNSC_VERSION\$"; then
 	log "building runsc (gVisor) $RUNSC_VERSION from the Go module proxy: this takes a few minutes (1.5 to 4 on 2 cores)"
-	work_runsc=$(mktemp -d)
-	trap 'rm -rf "${work:-}" "$work_runsc"' EXIT
-	(
-		cd "$work_runsc"
-		go mod init paddock.local/runsc-build >/dev/null 2>&1
-		go mod edit -require="gvisor.dev/gvisor@$RUNSC_VERSION"
-		GOFLAGS=-mod=mod go mod download gvisor.dev/gvisor
-		# Static, like gVisor's own release builds: runsc re-executes itself inside the
-		# sandbox's namespaces, where no host libraries are to be relied on.
-		CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath \
-			-ldflags "-X gvisor.dev/gvisor/runsc/version.version=$RUNSC_VERSION" \
-			-o runsc gvisor.dev/gvisor/runsc
-	)
-	install -D -m 0755 "$work_runsc/runsc" "$runsc_bin"
+	# Static (no cgo), like gVisor's own release builds: runsc re-executes itself inside the
+	# sandbox's namespaces, where no host libraries are to be relied on.
+	go_install runsc gvisor.dev/gvisor "$RUNSC_VERSION" gvisor.dev/gvisor/runsc \
+		0 "" "-X gvisor.dev/gvisor/runsc/version.version=$RUNSC_VERSION"
 fi
 log "runsc: $("$runsc_bin" --version | head -1) at $runsc_bin"
 
@@ -116,7 +115,7 @@ if [ -n "$existing_kernel" ]; then
 else
 	log "fetching the microvm guest kernel linux-image-$GUEST_KERNEL_ABI $GUEST_KERNEL_DEB_VERSION (unpacked, not installed)"
 	work_kernel=$(mktemp -d)
-	trap 'rm -rf "${work:-}" "${work_runsc:-}" "$work_kernel"' EXIT
+	trap 'rm -rf "$work_kernel"' EXIT
 	if ! (cd "$work_kernel" && apt-get download -qq "linux-image-$GUEST_KERNEL_ABI=$GUEST_KERNEL_DEB_VERSION" 2>/dev/null); then
 		apt-get update -qq
 		current=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
