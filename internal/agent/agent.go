@@ -218,7 +218,3 @@ type agentService struct {
 func (a *agentService) Info(context.Context, *pb.InfoRequest) (*pb.InfoResponse, error) {
 	return a.info, nil
 }
-
-func wireCommand(argv, env []string, cwd string) *wire.Command {
-	return &wire.Command{Argv: argv, Env: env, Cwd: cwd}
-}

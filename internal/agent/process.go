@@ -12,6 +12,7 @@ import (
 
 	"github.com/paddockhq/paddock/internal/agent/session"
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/wire"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
 )
 
@@ -230,7 +231,7 @@ func startSpec(argv, env []string, cwd string, tty *pb.TTYSize) (session.Spec, e
 	if len(argv) > maxArgs {
 		return session.Spec{}, fmt.Errorf("argv has %d entries, over %d: %w", len(argv), maxArgs, errdefs.ErrInvalidArgument)
 	}
-	cmd := wireCommand(argv, env, cwd)
+	cmd := &wire.Command{Argv: argv, Env: env, Cwd: cwd}
 	if err := cmd.Validate(); err != nil {
 		return session.Spec{}, err
 	}

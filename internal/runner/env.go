@@ -3,18 +3,15 @@ package runner
 import (
 	"github.com/paddockhq/paddock/internal/agent"
 	"github.com/paddockhq/paddock/internal/cgroups"
+	"github.com/paddockhq/paddock/internal/sandbox"
 	"github.com/paddockhq/paddock/internal/sandbox/container"
 )
-
-// sandboxPath is the PATH inside a container: the usual directories, plus Go's install
-// directory, since hosts put the toolchain there.
-const sandboxPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/go/bin"
 
 // containerEnv is a container's default environment, then extra ("K=V", later wins). None
 // of it comes from paddock's own environment: nothing of the host leaks in.
 func containerEnv(extra []string) []string {
 	env := []string{
-		"PATH=" + sandboxPath,
+		"PATH=" + sandbox.DefaultPath,
 		"HOME=/tmp",
 		"USER=sandbox",
 		"LOGNAME=sandbox",

@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 
 	"google.golang.org/grpc"
@@ -255,8 +254,7 @@ func (r *Runner) limits(asked Limits, uc UserConfig) (Limits, error) {
 
 func validEnv(env []string) error {
 	for _, kv := range env {
-		k, _, ok := strings.Cut(kv, "=")
-		if !ok || k == "" || strings.ContainsAny(kv, "\x00") {
+		if !wire.ValidEnvEntry(kv) {
 			return fmt.Errorf("--env %q: want NAME=VALUE: %w", kv, errdefs.ErrInvalidArgument)
 		}
 	}

@@ -16,6 +16,10 @@ import (
 	"github.com/paddockhq/paddock/internal/wire"
 )
 
+// DefaultPath is a sandbox's PATH: the usual directories, plus Go's install directory,
+// since hosts put the toolchain there.
+const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/go/bin"
+
 // AgentListenFD is where the agent finds its listening socket: the first inherited
 // descriptor after stdio.
 const AgentListenFD = 3

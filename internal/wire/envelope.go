@@ -130,12 +130,17 @@ func (c *Command) Validate() error {
 // validEnv checks "K=V" entries: a non-empty name without '=' and no NUL bytes anywhere.
 func validEnv(field string, env []string) error {
 	for i, kv := range env {
-		k, _, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
+		if !ValidEnvEntry(kv) {
 			return invalid(fmt.Sprintf("%s[%d]", field, i), "%q is not NAME=VALUE", kv)
 		}
 	}
 	return validStrings(field, env...)
+}
+
+// ValidEnvEntry reports whether kv is NAME=VALUE with a non-empty name and no NUL byte.
+func ValidEnvEntry(kv string) bool {
+	k, _, ok := strings.Cut(kv, "=")
+	return ok && k != "" && strings.IndexByte(kv, 0) < 0
 }
 
 // validStrings rejects NUL bytes (they would truncate at execve) and invalid UTF-8.

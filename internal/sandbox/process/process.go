@@ -104,7 +104,7 @@ func (sb *Sandbox) start(cfg Config) (err error) {
 
 func envelope(cfg Config, tmp string) *wire.Envelope {
 	env := append([]string{
-		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/go/bin",
+		"PATH=" + sandbox.DefaultPath,
 		"HOME=" + tmp, "TMPDIR=" + tmp, "USER=sandbox", "LOGNAME=sandbox", "LANG=C.UTF-8",
 	}, cfg.Env...)
 	var ro []string
