@@ -96,7 +96,7 @@ func TestLogin(t *testing.T) {
 			if sess != nil || err != tc.wantErr {
 				t.Errorf("Login = %v, %v; want exactly %v", sess, err, tc.wantErr)
 			}
-			if !errors.Is(err, errdefs.ErrPermissionDenied) {
+			if !errors.Is(err, errdefs.ErrUnauthenticated) {
 				t.Errorf("%v is not in the taxonomy", err)
 			}
 		})

@@ -13,16 +13,15 @@ import (
 	"github.com/paddockhq/paddock/internal/store"
 )
 
-// Errors callers map at the edge. Each wraps an errdefs sentinel; the HTTP layer
-// should answer 401 for ErrInvalidCredentials and ErrUnauthenticated and 403 for
-// ErrCSRF, which errdefs cannot express yet (it has no "unauthenticated").
+// Errors callers map at the edge. Each wraps an errdefs sentinel, so the HTTP layer
+// answers 401 for ErrInvalidCredentials and ErrUnauthenticated and 403 for ErrCSRF.
 var (
 	// ErrInvalidCredentials is the one answer to a wrong username, a wrong password
 	// and a wrong or used recovery code, so that none reveals which part was wrong.
-	ErrInvalidCredentials = fmt.Errorf("invalid username or password: %w", errdefs.ErrPermissionDenied)
+	ErrInvalidCredentials = fmt.Errorf("invalid username or password: %w", errdefs.ErrUnauthenticated)
 	// ErrUnauthenticated means no valid session or token: missing, malformed,
 	// unknown, expired or revoked, without saying which.
-	ErrUnauthenticated = fmt.Errorf("not signed in, or the session or token has expired or been revoked: %w", errdefs.ErrPermissionDenied)
+	ErrUnauthenticated = fmt.Errorf("not signed in, or the session or token has expired or been revoked: %w", errdefs.ErrUnauthenticated)
 	// ErrCSRF means a state-changing browser request failed the CSRF checks.
 	ErrCSRF = fmt.Errorf("request refused by CSRF protection: reload the page and try again: %w", errdefs.ErrPermissionDenied)
 )

@@ -23,6 +23,9 @@ var (
 	ErrLimitExceeded      = errors.New("limit exceeded")
 	ErrFailedPrecondition = errors.New("failed precondition")
 	ErrDeadlineExceeded   = errors.New("deadline exceeded")
+	// ErrUnauthenticated means the caller did not prove who it is (HTTP 401), as opposed
+	// to ErrPermissionDenied: known, and not allowed (HTTP 403).
+	ErrUnauthenticated = errors.New("unauthenticated")
 )
 
 var codeOf = []struct {
@@ -37,6 +40,7 @@ var codeOf = []struct {
 	{ErrLimitExceeded, codes.ResourceExhausted},
 	{ErrFailedPrecondition, codes.FailedPrecondition},
 	{ErrDeadlineExceeded, codes.DeadlineExceeded},
+	{ErrUnauthenticated, codes.Unauthenticated},
 	{context.DeadlineExceeded, codes.DeadlineExceeded},
 	{context.Canceled, codes.Canceled},
 }

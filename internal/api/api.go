@@ -1,0 +1,278 @@
+// Package api is the control plane's HTTP contract: the JSON shapes of /api/v1 and /auth,
+// the one error shape every handler answers with, and the strict request decoder. The
+// server, the CLI's client and the tests share it, and api/openapi.yaml documents it (a
+// test keeps the two in step).
+package api
+
+import (
+	"time"
+)
+
+// Roles of a user's two standing sandboxes. Every authenticated runtime path is owned by
+// exactly one of them: the user's live sandbox, or their dev one when they chose it.
+const (
+	RoleLive = "live"
+	RoleDev  = "dev"
+)
+
+// Sandbox states.
+const (
+	StateCreating = "creating"
+	StateRunning  = "running"
+	StateStopped  = "stopped"
+	// StateFailed: the sandbox could not be started or died; Error says why. It can be
+	// started again or deleted.
+	StateFailed = "failed"
+	// StateLost: the control plane restarted and could not re-adopt the sandbox. Its
+	// workspace is kept; start or delete it.
+	StateLost = "lost"
+)
+
+// Response headers the role-aware proxy adds, so that a client sees which sandbox served it.
+const (
+	HeaderRole    = "X-Paddock-Role"
+	HeaderSandbox = "X-Paddock-Sandbox"
+	// HeaderClientBuild is sent by a client: the runtime build its code was loaded from.
+	// A request that reaches a sandbox running another build is counted as a runtime
+	// mismatch. The query parameter QueryClientBuild does the same where a header cannot
+	// be set (a browser's WebSocket).
+	HeaderClientBuild = "X-Paddock-Client-Build"
+	QueryClientBuild  = "paddock_build"
+	// HeaderMismatch is set on responses to such requests.
+	HeaderMismatch = "X-Paddock-Runtime-Mismatch"
+)
+
+// CloseOwnerChanged is the WebSocket close code with which the proxy closes connections
+// held by a sandbox that no longer owns the role they were opened for (after a promotion
+// or a role change): the client should reconnect, and will reach the new owner.
+const CloseOwnerChanged = 4001
+
+// CloseOwnerGone is the close code for a connection whose sandbox stopped or was deleted.
+const CloseOwnerGone = 4002
+
+// Error is the body of every error response: {"error": {"code": …, "message": …}}.
+type Error struct {
+	Error ErrorBody `json:"error"`
+}
+
+// ErrorBody says what went wrong. Code is one of the Code* constants; Message is for
+// people and names what was wrong.
+type ErrorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Error codes, one per HTTP status the API answers with.
+const (
+	CodeInvalidArgument    = "invalid_argument"    // 400
+	CodeUnauthenticated    = "unauthenticated"     // 401
+	CodePermissionDenied   = "permission_denied"   // 403
+	CodeNotFound           = "not_found"           // 404
+	CodeMethodNotAllowed   = "method_not_allowed"  // 405
+	CodeAlreadyExists      = "already_exists"      // 409
+	CodeFailedPrecondition = "failed_precondition" // 409
+	CodeTooLarge           = "payload_too_large"   // 413
+	CodeUnsupportedMedia   = "unsupported_media"   // 415
+	CodeLimitExceeded      = "limit_exceeded"      // 429
+	CodeInternal           = "internal"            // 500
+	CodeUnavailable        = "unavailable"         // 503
+	CodeDeadlineExceeded   = "deadline_exceeded"   // 504
+)
+
+// User is the caller as GET /api/v1/me and GET /auth/session show it.
+type User struct {
+	ID       string `json:"id"`
+	Username string `json:"username"`
+	// Role is "user" or "admin".
+	Role string `json:"role"`
+}
+
+// Session is GET /auth/session: who is signed in, and the CSRF token that state-changing
+// browser requests must carry (header X-CSRF-Token or form field csrf_token).
+type Session struct {
+	User      User   `json:"user"`
+	CSRFToken string `json:"csrf_token,omitempty"`
+	// Role is the role the browser's requests are proxied to: live or dev.
+	Role string `json:"role"`
+}
+
+// Credentials is POST /auth/login and POST /auth/register (JSON form).
+type Credentials struct {
+	Username string `json:"username"`
+	Password string `json:"password"`
+}
+
+// Registration answers POST /auth/register: the recovery codes are shown this once.
+type Registration struct {
+	User          User     `json:"user"`
+	RecoveryCodes []string `json:"recovery_codes"`
+}
+
+// RecoverRequest is POST /auth/recovery: a recovery code sets a new password.
+type RecoverRequest struct {
+	Username     string `json:"username"`
+	RecoveryCode string `json:"recovery_code"`
+	NewPassword  string `json:"new_password"`
+}
+
+// TokenRequest is POST /auth/token: the CLI trades a password for an API token.
+type TokenRequest struct {
+	Username string `json:"username"`
+	Password string `json:"password"`
+	// Name labels the token in listings ("paddock CLI on laptop").
+	Name string `json:"name"`
+}
+
+// CreateTokenRequest is POST /api/v1/tokens (signed in already).
+type CreateTokenRequest struct {
+	Name string `json:"name"`
+}
+
+// Token describes an API token. Secret is set only in the response that created it.
+type Token struct {
+	ID         string     `json:"id"`
+	Name       string     `json:"name"`
+	Prefix     string     `json:"prefix"`
+	CreatedAt  time.Time  `json:"created_at"`
+	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
+	Secret     string     `json:"token,omitempty"`
+}
+
+// TokenList is GET /api/v1/tokens.
+type TokenList struct {
+	Tokens []Token `json:"tokens"`
+}
+
+// RoleRequest is POST /auth/role: which role this browser's requests go to.
+type RoleRequest struct {
+	Role string `json:"role"`
+}
+
+// Template is what a sandbox runs as its app: a command and the port it serves on inside
+// the sandbox. The default template is the agent's built-in welcome page.
+type Template struct {
+	Command []string `json:"command,omitempty"`
+	Port    int      `json:"port,omitempty"`
+	// Build labels the runtime build the app serves (a version or a hash); clients report
+	// theirs in X-Paddock-Client-Build, and a difference is a runtime mismatch.
+	Build string `json:"build,omitempty"`
+}
+
+// Sandbox is a sandbox as the API shows it.
+type Sandbox struct {
+	ID string `json:"id"`
+	// Owner is the owning user's ID, and OwnerName their username.
+	Owner     string `json:"owner"`
+	OwnerName string `json:"owner_name,omitempty"`
+	Name      string `json:"name"`
+	// Role is live or dev when the sandbox is one of its owner's two standing ones.
+	Role    string   `json:"role,omitempty"`
+	Tier    string   `json:"tier"`
+	Runtime string   `json:"runtime,omitempty"`
+	State   string   `json:"state"`
+	Error   string   `json:"error,omitempty"`
+	Limits  Limits   `json:"limits"`
+	App     Template `json:"app"`
+	// Env are extra NAME=VALUE entries for the sandbox's processes.
+	Env       []string  `json:"env,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Limits are a sandbox's resource limits. Sizes are strings with units ("512M", "1GiB")
+// in requests and plain byte counts in responses.
+type Limits struct {
+	Memory string `json:"memory,omitempty"`
+	// MemoryBytes is the memory limit in bytes (responses).
+	MemoryBytes int64   `json:"memory_bytes,omitempty"`
+	CPUs        float64 `json:"cpus,omitempty"`
+	Pids        int64   `json:"pids,omitempty"`
+}
+
+// CreateSandboxRequest is POST /api/v1/sandboxes. Every field is optional.
+type CreateSandboxRequest struct {
+	Name    string   `json:"name,omitempty"`
+	Tier    string   `json:"tier,omitempty"`
+	Runtime string   `json:"runtime,omitempty"`
+	Limits  Limits   `json:"limits,omitempty"`
+	App     Template `json:"app,omitempty"`
+	Env     []string `json:"env,omitempty"`
+}
+
+// SandboxList is GET /api/v1/sandboxes (add ?all=true, as an admin, for every user's).
+type SandboxList struct {
+	Sandboxes []Sandbox `json:"sandboxes"`
+}
+
+// Roles is GET /api/v1/roles and the answer to POST /api/v1/promote: the caller's two
+// standing sandboxes. Generation counts swaps.
+type Roles struct {
+	Live       Sandbox `json:"live"`
+	Dev        Sandbox `json:"dev"`
+	Generation int64   `json:"generation"`
+}
+
+// ExecRequest is POST /api/v1/sandboxes/{id}/exec: a one-shot command.
+type ExecRequest struct {
+	Argv []string `json:"argv"`
+	Env  []string `json:"env,omitempty"`
+	Cwd  string   `json:"cwd,omitempty"`
+	// Stdin is the command's whole standard input (base64 in JSON).
+	Stdin []byte `json:"stdin,omitempty"`
+	// TimeoutMS kills the command after that many milliseconds; 0 means 60 s, at most 10 min.
+	TimeoutMS int64 `json:"timeout_ms,omitempty"`
+	// MaxOutputBytes bounds stdout and stderr each; 0 means 1 MiB, at most 16 MiB.
+	MaxOutputBytes int64 `json:"max_output_bytes,omitempty"`
+}
+
+// ExecResult is the answer to an ExecRequest. Stdout and Stderr are base64 in JSON, so
+// that no byte is lost.
+type ExecResult struct {
+	ExitCode        int    `json:"exit_code"`
+	Signal          int    `json:"signal,omitempty"`
+	Stdout          []byte `json:"stdout"`
+	Stderr          []byte `json:"stderr"`
+	StdoutTruncated bool   `json:"stdout_truncated,omitempty"`
+	StderrTruncated bool   `json:"stderr_truncated,omitempty"`
+	TimedOut        bool   `json:"timed_out,omitempty"`
+	// Error says why the command could not start (exit code 126 or 127).
+	Error string `json:"error,omitempty"`
+}
+
+// FileInfo describes a file in a sandbox's workspace.
+type FileInfo struct {
+	Name    string    `json:"name"`
+	Path    string    `json:"path"`
+	Size    int64     `json:"size"`
+	Mode    string    `json:"mode"`
+	IsDir   bool      `json:"is_dir"`
+	ModTime time.Time `json:"mod_time"`
+}
+
+// FileList is GET /api/v1/sandboxes/{id}/files/list?path=…
+type FileList struct {
+	Path    string     `json:"path"`
+	Entries []FileInfo `json:"entries"`
+}
+
+// Event is one entry of the event log (GET /api/v1/events).
+type Event struct {
+	ID     int64          `json:"id"`
+	At     time.Time      `json:"at"`
+	Actor  string         `json:"actor"`
+	Action string         `json:"action"`
+	Target string         `json:"target,omitempty"`
+	Detail map[string]any `json:"detail,omitempty"`
+}
+
+// EventList is GET /api/v1/events.
+type EventList struct {
+	Events []Event `json:"events"`
+}
+
+// Health is GET /healthz.
+type Health struct {
+	// Status is "ok" or "unavailable".
+	Status string            `json:"status"`
+	Checks map[string]string `json:"checks"`
+}

@@ -1,0 +1,61 @@
+package api
+
+// The streaming exec and the interactive shell share one WebSocket protocol, at
+// GET /api/v1/sandboxes/{id}/exec/stream (subprotocol StreamProtocol).
+//
+// Client → server:
+//   - the first message, text: a StreamStart (JSON);
+//   - binary messages: bytes for the command's stdin;
+//   - text messages: a StreamControl (JSON): resize, signal, or eof (close stdin).
+//
+// Server → client:
+//   - binary messages: the first byte says the stream (StreamStdout or StreamStderr; a
+//     TTY session has only stdout), the rest are its bytes;
+//   - one text message at the end: a StreamExit (JSON), then a normal close.
+//
+// A command that cannot start still ends with a StreamExit (code 126 or 127, Error set).
+// Bad input before the start closes the connection with code 4400 and a reason.
+
+// StreamProtocol is the WebSocket subprotocol of the exec stream.
+const StreamProtocol = "paddock.exec.v1"
+
+// Stream bytes prefixing binary server messages.
+const (
+	StreamStdout byte = 1
+	StreamStderr byte = 2
+)
+
+// CloseBadRequest closes an exec stream whose first message was not a valid StreamStart.
+const CloseBadRequest = 4400
+
+// StreamStart starts the command of an exec stream.
+type StreamStart struct {
+	Argv []string `json:"argv"`
+	Env  []string `json:"env,omitempty"`
+	Cwd  string   `json:"cwd,omitempty"`
+	// TTY, when set, runs the command on a pseudo-terminal of that size.
+	TTY *TTYSize `json:"tty,omitempty"`
+}
+
+// TTYSize is a terminal's size.
+type TTYSize struct {
+	Rows uint32 `json:"rows"`
+	Cols uint32 `json:"cols"`
+}
+
+// StreamControl is a control message: Type is "resize" (Rows, Cols), "signal" (Signal,
+// a number) or "eof".
+type StreamControl struct {
+	Type   string `json:"type"`
+	Rows   uint32 `json:"rows,omitempty"`
+	Cols   uint32 `json:"cols,omitempty"`
+	Signal int    `json:"signal,omitempty"`
+}
+
+// StreamExit ends an exec stream.
+type StreamExit struct {
+	Type     string `json:"type"` // "exit"
+	ExitCode int    `json:"exit_code"`
+	Signal   int    `json:"signal,omitempty"`
+	Error    string `json:"error,omitempty"`
+}
