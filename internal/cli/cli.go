@@ -33,7 +33,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return fmt.Errorf("%s: %v (see %s --help): %w", c.CommandPath(), err, c.CommandPath(), errdefs.ErrInvalidArgument)
 	})
-	root.AddCommand(newRunCommand(&code), newVersionCommand())
+	root.AddCommand(newRunCommand(&code), newServeCommand(), newVersionCommand())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintf(stderr, "paddock: %s\n", message(err))
 		return ExitUsage

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"google.golang.org/grpc"
@@ -34,6 +35,12 @@ func New(cfg Config, log *slog.Logger) *Runner { return &Runner{cfg: cfg, log: l
 
 // Spec is a request for a sandbox.
 type Spec struct {
+	// ID names the sandbox; empty means a fresh one. The control plane passes the ID of its
+	// record, so that a sandbox keeps its ID across stop and start.
+	ID string
+	// Persistent keeps the workspace across Destroy: it lives at
+	// <workspace_root>/<user>/sandboxes/<ID> until RemoveWorkspace. It needs an ID.
+	Persistent bool
 	// User owns the sandbox; its workspaces live under <workspace_root>/<user>.
 	User string
 	// Tier is the isolation tier; empty means the user's or the host's default.
@@ -111,7 +118,11 @@ func (r *Runner) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	sb := &Sandbox{ID: newID(), Tier: tier, Limits: limits}
+	id, err := sandboxID(spec)
+	if err != nil {
+		return nil, err
+	}
+	sb := &Sandbox{ID: id, Tier: tier, Limits: limits}
 	if err := r.provision(spec, sb); err != nil {
 		return nil, err
 	}
@@ -270,6 +281,31 @@ func (r *Runner) sandboxUser(workspace string) (uid, gid uint32) {
 	}
 	return r.cfg.SandboxUID, r.cfg.SandboxGID
 }
+
+// sandboxID is the ID asked for, checked, or a fresh one.
+func sandboxID(spec Spec) (string, error) {
+	switch {
+	case spec.ID == "" && spec.Persistent:
+		return "", fmt.Errorf("a persistent workspace needs a sandbox ID: %w", errdefs.ErrInvalidArgument)
+	case spec.ID == "":
+		return newID(), nil
+	case !ValidID(spec.ID):
+		return "", fmt.Errorf("sandbox ID %q: want sb- and 10 characters of a-z2-7: %w", spec.ID, errdefs.ErrInvalidArgument)
+	}
+	return spec.ID, nil
+}
+
+// ValidID reports whether id is a sandbox ID as newID makes them. IDs name directories
+// and containers, so nothing else is accepted.
+func ValidID(id string) bool {
+	if len(id) != 13 || !strings.HasPrefix(id, "sb-") {
+		return false
+	}
+	return strings.Trim(id[3:], "abcdefghijklmnopqrstuvwxyz234567") == ""
+}
+
+// NewID returns a fresh sandbox ID.
+func NewID() string { return newID() }
 
 // newID returns a fresh sandbox ID: "sb-" and 10 lower-case base32 characters.
 func newID() string {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/wire"
 )
 
 // InstallPrefix is where scripts/setup.sh installs the binaries paddock depends on.
@@ -93,6 +94,23 @@ func patchedRunc(versionOutput string) error {
 	fixed := (v[0] == 1 && v[1] == 2 && v[2] >= 8) || (v[0] == 1 && v[1] == 3 && v[2] >= 3) || (v[0] == 1 && v[1] >= 4) || v[0] > 1
 	if !fixed {
 		return fmt.Errorf("runc %d.%d.%d predates the November 2025 container-escape fixes (need 1.2.8, 1.3.3, 1.4.0 or later; scripts/setup.sh installs one): %w", v[0], v[1], v[2], errdefs.ErrFailedPrecondition)
+	}
+	return nil
+}
+
+// Check reports whether the runner can start sandboxes of its default tier: the agent
+// binary and the default OCI runtime are found, runc is a patched one, and the state
+// directory is writable. The control plane's health check calls it.
+func (r *Runner) Check() error {
+	if _, err := findAgent(r.cfg.Agent); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(r.cfg.StateDir, 0o711); err != nil {
+		return fmt.Errorf("state dir %s: %v: %w", r.cfg.StateDir, err, errdefs.ErrUnavailable)
+	}
+	if r.cfg.Tier == "" || r.cfg.Tier == wire.TierContainer {
+		_, err := r.containerRuntime("")
+		return err
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,6 +17,13 @@ func (r *Runner) provision(spec Spec, sb *Sandbox) error {
 	if err != nil {
 		return err
 	}
+	if spec.Persistent {
+		if spec.Workspace != "" {
+			return fmt.Errorf("a persistent sandbox's workspace is paddock's own; --workspace cannot be given: %w", errdefs.ErrInvalidArgument)
+		}
+		sb.Workspace = filepath.Join(userDir, "sandboxes", sb.ID)
+		return r.makeWorkspace(sb.Workspace, true)
+	}
 	if spec.Workspace != "" {
 		ws, err := r.checkWorkspace(spec.Workspace)
 		if err != nil {
@@ -25,17 +33,31 @@ func (r *Runner) provision(spec Spec, sb *Sandbox) error {
 		return nil
 	}
 	sb.Workspace = filepath.Join(userDir, "tmp", sb.ID)
-	if err := os.Mkdir(sb.Workspace, 0o700); err != nil {
+	sb.removeWorkspace = true
+	return r.makeWorkspace(sb.Workspace, false)
+}
+
+// makeWorkspace makes a sandbox's own workspace directory, owned by the sandbox user. An
+// existing one is reused only when reuse is set (a persistent sandbox started again).
+func (r *Runner) makeWorkspace(dir string, reuse bool) error {
+	if err := os.Mkdir(dir, 0o700); err != nil && !(reuse && errors.Is(err, os.ErrExist)) {
 		return fmt.Errorf("workspace: %w", err)
 	}
-	sb.removeWorkspace = true
-	if err := os.Chown(sb.Workspace, int(r.cfg.SandboxUID), int(r.cfg.SandboxGID)); err != nil && os.Geteuid() == 0 {
+	if err := os.Chown(dir, int(r.cfg.SandboxUID), int(r.cfg.SandboxGID)); err != nil && os.Geteuid() == 0 {
 		return fmt.Errorf("workspace: %w", err)
 	}
 	return nil
 }
 
-// ProvisionUser creates <workspace_root>/<user>/{shared,tmp,vault} if missing and returns
+// RemoveWorkspace deletes a persistent sandbox's workspace.
+func (r *Runner) RemoveWorkspace(user, id string) error {
+	if !validUser(user) || !ValidID(id) {
+		return fmt.Errorf("workspace of %q/%q: %w", user, id, errdefs.ErrInvalidArgument)
+	}
+	return os.RemoveAll(filepath.Join(r.cfg.WorkspaceRoot, user, "sandboxes", id))
+}
+
+// ProvisionUser creates <workspace_root>/<user>/{shared,tmp,sandboxes,vault} if missing and returns
 // the user's directory. vault is private to the host (0700): it is never mounted into a
 // sandbox.
 func (r *Runner) ProvisionUser(user string) (string, error) {
@@ -49,7 +71,7 @@ func (r *Runner) ProvisionUser(user string) (string, error) {
 	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return "", fmt.Errorf("provision workspace for %s: %w", user, err)
 	}
-	for sub, mode := range map[string]os.FileMode{"shared": 0o755, "tmp": 0o711, "vault": 0o700} {
+	for sub, mode := range map[string]os.FileMode{"shared": 0o755, "tmp": 0o711, "sandboxes": 0o711, "vault": 0o700} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), mode); err != nil {
 			return "", fmt.Errorf("provision workspace for %s: %w", user, err)
 		}

@@ -26,8 +26,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -258,11 +256,7 @@ func notExist(runtimeOutput []byte) bool {
 // openInit opens a pidfd on the process the runtime's pid file names. Through it Destroy
 // kills and awaits that very process, even if the pid is reused later.
 func openInit(pidFile string) (int, error) {
-	data, err := os.ReadFile(pidFile)
-	if err != nil {
-		return -1, err
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	pid, err := readPid(pidFile)
 	if err != nil {
 		return -1, fmt.Errorf("pid file %s: %w", pidFile, err)
 	}

@@ -1,0 +1,73 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/server"
+)
+
+func newServeCommand() *cobra.Command {
+	var dataDir, listen, config string
+	var debug bool
+	c := &cobra.Command{
+		Use:   "serve",
+		Short: "run the control plane: accounts, sandboxes, the live/dev proxy, the API",
+		Long: `serve runs paddock's control plane on one machine: an embedded SQLite database under
+the data dir, the sandbox runner, the pages /login, /register and /recovery, the API under
+/api/v1/, /metrics and /healthz. Every other path of a signed-in user is served by that
+user's live (or dev) sandbox, through a role-aware proxy.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			cfg, err := server.LoadConfig(config, dataDir, listen)
+			if err != nil {
+				return err
+			}
+			level := slog.LevelInfo
+			if debug {
+				level = slog.LevelDebug
+			}
+			log := slog.New(slog.NewTextHandler(c.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			return serve(c, cfg, log)
+		},
+	}
+	c.Flags().StringVar(&dataDir, "data", "", "data directory (default: $XDG_DATA_HOME/paddock, /var/lib/paddock as root)")
+	c.Flags().StringVar(&listen, "listen", "", "address to listen on (default "+server.DefaultListen+")")
+	c.Flags().StringVar(&config, "config", "", "YAML configuration file")
+	c.Flags().BoolVar(&debug, "debug", false, "log at debug level")
+	return c
+}
+
+func serve(c *cobra.Command, cfg server.Config, log *slog.Logger) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	l, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %v: %w", cfg.Listen, err, errdefs.ErrUnavailable)
+	}
+	s, err := server.New(ctx, cfg, log, server.Options{})
+	if err != nil {
+		l.Close()
+		return err
+	}
+	out := c.OutOrStdout()
+	s.Banner(out, l.Addr().String())
+	user, password, err := s.FirstAdmin(ctx)
+	if err != nil {
+		s.Close()
+		l.Close()
+		return err
+	}
+	if password != "" {
+		fmt.Fprintf(out, "\nFirst start: created the admin account %q with the password\n\n    %s\n\nIt is shown this once and stored only as a hash. Sign in at http://%s/login.\n\n", user, password, l.Addr())
+	}
+	return s.Serve(ctx, l)
+}

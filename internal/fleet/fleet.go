@@ -1,0 +1,481 @@
+// Package fleet is the control plane's sandbox lifecycle: the records of every user's
+// sandboxes in the store, the running sandboxes the runner made for them, the live and dev
+// role pointers, promotion, quotas, and re-adoption after a restart.
+//
+// The store is the truth about what was asked for; the runner's sandboxes are what runs.
+// A record is "running" only while the fleet holds a running sandbox for it. After a
+// restart the fleet adopts what still runs and marks the rest "lost" (never silently
+// recreated): the user decides to start or delete it. A failed or lost sandbox can always
+// be deleted.
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+
+	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/runner"
+	"github.com/paddockhq/paddock/internal/store"
+	"github.com/paddockhq/paddock/internal/tunnel"
+	"github.com/paddockhq/paddock/internal/wire"
+)
+
+// Runner is what the fleet needs of the runner.
+type Runner interface {
+	Create(ctx context.Context, spec runner.Spec) (*runner.Sandbox, error)
+	Adopt(ctx context.Context, rec runner.Record) (*runner.Sandbox, error)
+	Reap(ctx context.Context, rec runner.Record) error
+	RemoveWorkspace(user, id string) error
+}
+
+// Caller is who acts: a user, possibly an admin.
+type Caller struct {
+	UserID   string
+	Username string
+	Admin    bool
+}
+
+// Quota bounds what one user's sandboxes may take.
+type Quota struct {
+	// Sandboxes is the most sandboxes a user may have, the two standing ones included.
+	Sandboxes int `yaml:"sandboxes"`
+	// Memory is the most memory their limits may add up to.
+	Memory runner.Size `yaml:"memory"`
+}
+
+// Config configures a Fleet.
+type Config struct {
+	// Tier and Runtime are the defaults for new sandboxes.
+	Tier    wire.Tier
+	Runtime string
+	// Memory is a new sandbox's memory limit when its request gives none (quotas add
+	// limits up, so every sandbox has one).
+	Memory runner.Size
+	Quota  Quota
+	// App is what a sandbox runs when its request names no command: the welcome page.
+	App store.App
+}
+
+// Fleet manages sandboxes. It is safe for concurrent use.
+type Fleet struct {
+	st  *store.Store
+	run Runner
+	cfg Config
+	log *slog.Logger
+	now func() time.Time
+	m   *metrics
+
+	mu      sync.Mutex
+	running map[string]*runner.Sandbox // by sandbox ID
+	recs    map[string]store.Sandbox   // records of running role owners, for Owner's fast path
+	roles   map[string]store.Roles     // by user ID; a cache of the store's roles
+	locks   map[string]*sync.Mutex     // one per sandbox ID and per "user:ID"
+
+	// onGone and onSwap tell the proxy to drop connections (see SetHooks).
+	onGone func(sandboxID string)
+	onSwap func(userID string, generation int64)
+}
+
+// New returns a Fleet. Call Recover before serving.
+func New(st *store.Store, run Runner, cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Fleet, error) {
+	if cfg.Memory == 0 {
+		cfg.Memory = 512 << 20
+	}
+	if cfg.Quota.Sandboxes == 0 {
+		cfg.Quota.Sandboxes = 10
+	}
+	if cfg.Quota.Memory == 0 {
+		cfg.Quota.Memory = 8 << 30
+	}
+	if len(cfg.App.Command) == 0 || cfg.App.Port == 0 {
+		return nil, fmt.Errorf("fleet: no default app: %w", errdefs.ErrInvalidArgument)
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	return &Fleet{
+		st: st, run: run, cfg: cfg, log: log, now: time.Now, m: m,
+		running: map[string]*runner.Sandbox{}, recs: map[string]store.Sandbox{}, roles: map[string]store.Roles{}, locks: map[string]*sync.Mutex{},
+		onGone: func(string) {}, onSwap: func(string, int64) {},
+	}, nil
+}
+
+// SetHooks sets what the fleet calls when a sandbox stops serving (gone) and when a user's
+// roles were swapped (swap). The proxy uses them to close WebSockets held by the old owner.
+func (f *Fleet) SetHooks(gone func(sandboxID string), swap func(userID string, generation int64)) {
+	f.onGone, f.onSwap = gone, swap
+}
+
+// lock serializes lifecycle operations on one key (a sandbox ID, or "user:" + a user ID).
+func (f *Fleet) lock(key string) func() {
+	f.mu.Lock()
+	l, ok := f.locks[key]
+	if !ok {
+		l = &sync.Mutex{}
+		f.locks[key] = l
+	}
+	f.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+func (f *Fleet) handle(id string) *runner.Sandbox {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.running[id]
+}
+
+func (f *Fleet) setHandle(id string, sb *runner.Sandbox) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if sb == nil {
+		delete(f.running, id)
+		delete(f.recs, id)
+		return
+	}
+	f.running[id] = sb
+}
+
+// Get returns sandbox id if c may see it. Another user's sandbox is "not found", exactly
+// as a missing one, so that IDs reveal nothing.
+func (f *Fleet) Get(ctx context.Context, c Caller, id string) (store.Sandbox, error) {
+	if !runner.ValidID(id) {
+		return store.Sandbox{}, fmt.Errorf("sandbox ID %q: want sb- and 10 characters of a-z2-7: %w", id, errdefs.ErrInvalidArgument)
+	}
+	sb, err := f.st.SandboxByID(ctx, id)
+	if err != nil || !(c.Admin || sb.UserID == c.UserID) {
+		return store.Sandbox{}, fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
+	}
+	return sb, nil
+}
+
+// List returns c's sandboxes, or everyone's when all is set and c is an admin.
+func (f *Fleet) List(ctx context.Context, c Caller, all bool) ([]store.Sandbox, error) {
+	if all && !c.Admin {
+		return nil, fmt.Errorf("listing every user's sandboxes: only admins may: %w", errdefs.ErrPermissionDenied)
+	}
+	owner := c.UserID
+	if all {
+		owner = ""
+	}
+	return f.st.ListSandboxes(ctx, owner)
+}
+
+// Conn is the channel to a running sandbox's agent, for exec and files.
+func (f *Fleet) Conn(ctx context.Context, c Caller, id string) (*grpc.ClientConn, error) {
+	if _, err := f.Get(ctx, c, id); err != nil {
+		return nil, err
+	}
+	h := f.handle(id)
+	if h == nil {
+		return nil, fmt.Errorf("sandbox %s is not running: start it first: %w", id, errdefs.ErrFailedPrecondition)
+	}
+	return h.Conn(), nil
+}
+
+// Create records a new sandbox for c and starts it. A sandbox that fails to start is kept
+// as "failed" with the reason, and the error is returned.
+func (f *Fleet) Create(ctx context.Context, c Caller, req api.CreateSandboxRequest) (store.Sandbox, error) {
+	rec, err := f.newRecord(c, req)
+	if err != nil {
+		return store.Sandbox{}, err
+	}
+	return f.createRecord(ctx, c, rec)
+}
+
+func (f *Fleet) createRecord(ctx context.Context, c Caller, rec store.Sandbox) (store.Sandbox, error) {
+	err := f.st.Update(ctx, func(tx *store.Tx) error {
+		if err := f.checkQuota(ctx, tx, c, rec); err != nil {
+			return err
+		}
+		if err := tx.CreateSandbox(ctx, rec); err != nil {
+			return err
+		}
+		return tx.AppendAudit(ctx, f.event(c, "sandbox.create", rec.ID, map[string]any{"name": rec.Name, "tier": rec.Tier}))
+	})
+	if err != nil {
+		return store.Sandbox{}, err
+	}
+	unlock := f.lock(rec.ID)
+	defer unlock()
+	return f.start(ctx, c, rec)
+}
+
+func (f *Fleet) checkQuota(ctx context.Context, tx *store.Tx, c Caller, rec store.Sandbox) error {
+	u, err := tx.UserUsage(ctx, rec.UserID)
+	if err != nil {
+		return err
+	}
+	q := f.cfg.Quota
+	if u.Sandboxes+1 > q.Sandboxes {
+		return fmt.Errorf("quota: %s has %d of %d sandboxes; delete one first: %w", c.Username, u.Sandboxes, q.Sandboxes, errdefs.ErrLimitExceeded)
+	}
+	if u.MemoryBytes+rec.MemoryBytes > int64(q.Memory) {
+		return fmt.Errorf("quota: %s's sandboxes would take %s of memory, over the %s allowed: %w",
+			c.Username, runner.Size(u.MemoryBytes+rec.MemoryBytes), q.Memory, errdefs.ErrLimitExceeded)
+	}
+	return nil
+}
+
+// start runs a recorded sandbox. The caller holds its lock.
+func (f *Fleet) start(ctx context.Context, c Caller, rec store.Sandbox) (store.Sandbox, error) {
+	if f.handle(rec.ID) != nil {
+		rec.State, rec.Error = api.StateRunning, ""
+		return rec, nil
+	}
+	began := time.Now()
+	sb, err := f.run.Create(ctx, f.spec(rec))
+	f.m.observeStart(rec.Tier, began, err)
+	state, why := api.StateRunning, ""
+	if err != nil {
+		state, why = api.StateFailed, err.Error()
+		f.log.Warn("sandbox failed to start", "sandbox", rec.ID, "user", rec.Username, "err", err)
+	} else {
+		f.setHandle(rec.ID, sb)
+		if werr := waitApp(ctx, sb.Conn(), rec.App.Port); werr != nil {
+			// It runs, and its agent answers: the app may come up later, or the user
+			// fixes it with exec. Requests meanwhile get the proxy's 502.
+			f.log.Warn("sandbox app not answering", "sandbox", rec.ID, "port", rec.App.Port, "err", werr)
+		}
+		f.log.Info("sandbox running", "sandbox", rec.ID, "user", rec.Username, "tier", sb.Tier, "took", time.Since(began))
+	}
+	if uerr := f.setState(ctx, c, rec.ID, "sandbox.start", state, why); uerr != nil {
+		return rec, errors.Join(err, uerr)
+	}
+	rec.State, rec.Error = state, why
+	return rec, err
+}
+
+// appWait bounds how long a start waits for the sandbox's app to accept connections.
+const appWait = 15 * time.Second
+
+// waitApp waits until the app accepts a connection on its port inside the sandbox, so that
+// a sandbox reported running serves its first request rather than a 502.
+func waitApp(ctx context.Context, conn *grpc.ClientConn, port int) error {
+	ctx, cancel := context.WithTimeout(ctx, appWait)
+	defer cancel()
+	for delay := 5 * time.Millisecond; ; delay = min(2*delay, 100*time.Millisecond) {
+		c, err := tunnel.Dial(ctx, conn, port)
+		if err == nil {
+			return c.Close()
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
+		}
+	}
+}
+
+// spec is the runner's request for a recorded sandbox.
+func (f *Fleet) spec(rec store.Sandbox) runner.Spec {
+	env := append([]string{}, rec.Env...)
+	if rec.App.Build != "" {
+		env = append(env, "PADDOCK_APP_BUILD="+rec.App.Build)
+	}
+	return runner.Spec{
+		ID: rec.ID, Persistent: true, User: runnerUser(rec.Username), Tier: wire.Tier(rec.Tier), Runtime: rec.Runtime,
+		Limits: runner.Limits{Memory: runner.Size(rec.MemoryBytes), CPUs: rec.CPUs, Pids: rec.Pids},
+		Env:    env, Main: rec.App.Command,
+	}
+}
+
+func (f *Fleet) record(rec store.Sandbox) runner.Record {
+	return runner.Record{
+		ID: rec.ID, User: runnerUser(rec.Username), Tier: wire.Tier(rec.Tier), Runtime: rec.Runtime,
+		Limits: runner.Limits{Memory: runner.Size(rec.MemoryBytes), CPUs: rec.CPUs, Pids: rec.Pids},
+	}
+}
+
+func (f *Fleet) setState(ctx context.Context, c Caller, id, action, state, why string) error {
+	return f.st.Update(context.WithoutCancel(ctx), func(tx *store.Tx) error {
+		if err := tx.SetSandboxState(ctx, id, state, why, f.now()); err != nil {
+			return err
+		}
+		detail := map[string]any{"state": state}
+		if why != "" {
+			detail["error"] = why
+		}
+		return tx.AppendAudit(ctx, f.event(c, action, id, detail))
+	})
+}
+
+func (f *Fleet) event(c Caller, action, target string, detail map[string]any) store.AuditEvent {
+	return store.AuditEvent{At: f.now(), ActorUserID: c.UserID, Action: action, Target: target, Detail: detail}
+}
+
+// Start starts a stopped, failed or lost sandbox; a running one is left as it is.
+func (f *Fleet) Start(ctx context.Context, c Caller, id string) (store.Sandbox, error) {
+	unlock := f.lock(id)
+	defer unlock()
+	rec, err := f.Get(ctx, c, id)
+	if err != nil {
+		return rec, err
+	}
+	if f.handle(id) == nil {
+		// Whatever a lost or failed sandbox left behind goes first.
+		if err := f.run.Reap(ctx, f.record(rec)); err != nil {
+			f.log.Warn("reap before start", "sandbox", id, "err", err)
+		}
+	}
+	return f.start(ctx, c, rec)
+}
+
+// Stop stops a sandbox and keeps its workspace.
+func (f *Fleet) Stop(ctx context.Context, c Caller, id string) (store.Sandbox, error) {
+	unlock := f.lock(id)
+	defer unlock()
+	rec, err := f.Get(ctx, c, id)
+	if err != nil {
+		return rec, err
+	}
+	if err := f.stop(ctx, id); err != nil {
+		return rec, err
+	}
+	if err := f.setState(ctx, c, id, "sandbox.stop", api.StateStopped, ""); err != nil {
+		return rec, err
+	}
+	rec.State, rec.Error = api.StateStopped, ""
+	return rec, nil
+}
+
+// stop destroys the running sandbox, if any. The caller holds its lock.
+func (f *Fleet) stop(ctx context.Context, id string) error {
+	h := f.handle(id)
+	if h == nil {
+		return nil
+	}
+	f.setHandle(id, nil)
+	f.onGone(id)
+	if err := h.Destroy(context.WithoutCancel(ctx)); err != nil {
+		return fmt.Errorf("stop sandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+// Restart stops and starts a sandbox.
+func (f *Fleet) Restart(ctx context.Context, c Caller, id string) (store.Sandbox, error) {
+	unlock := f.lock(id)
+	defer unlock()
+	rec, err := f.Get(ctx, c, id)
+	if err != nil {
+		return rec, err
+	}
+	if err := f.stop(ctx, id); err != nil {
+		return rec, err
+	}
+	return f.start(ctx, c, rec)
+}
+
+// Delete destroys a sandbox, whatever its state, with its workspace and its record. A role
+// that pointed at it is empty afterwards; its next use makes a new sandbox.
+func (f *Fleet) Delete(ctx context.Context, c Caller, id string) error {
+	unlock := f.lock(id)
+	defer unlock()
+	rec, err := f.Get(ctx, c, id)
+	if err != nil {
+		return err
+	}
+	if err := f.stop(ctx, id); err != nil {
+		f.log.Warn("delete: stop", "sandbox", id, "err", err)
+	}
+	var errs []error
+	if err := f.run.Reap(ctx, f.record(rec)); err != nil {
+		errs = append(errs, err)
+	}
+	if err := f.run.RemoveWorkspace(runnerUser(rec.Username), id); err != nil {
+		errs = append(errs, fmt.Errorf("remove workspace: %w", err))
+	}
+	if len(errs) > 0 {
+		// The record goes anyway, so that a stuck sandbox can always be deleted; what was
+		// left behind is in the log for the operator.
+		f.log.Warn("delete: leftovers", "sandbox", id, "err", errors.Join(errs...))
+	}
+	err = f.st.Update(context.WithoutCancel(ctx), func(tx *store.Tx) error {
+		if err := tx.DeleteSandbox(ctx, id); err != nil {
+			return err
+		}
+		return tx.AppendAudit(ctx, f.event(c, "sandbox.delete", id, map[string]any{"name": rec.Name}))
+	})
+	if err != nil {
+		return err
+	}
+	f.forgetRoles(rec.UserID)
+	return nil
+}
+
+// Recover runs once at start: every sandbox recorded as running (or creating) is adopted
+// if it still runs, and marked lost otherwise, with what was left of it reaped.
+func (f *Fleet) Recover(ctx context.Context) error {
+	all, err := f.st.ListSandboxes(ctx, "")
+	if err != nil {
+		return err
+	}
+	var adopted, lost int
+	for _, rec := range all {
+		if rec.State != api.StateRunning && rec.State != api.StateCreating {
+			continue
+		}
+		sys := Caller{UserID: ""}
+		sb, err := f.run.Adopt(ctx, f.record(rec))
+		if err == nil {
+			f.setHandle(rec.ID, sb)
+			adopted++
+			continue
+		}
+		lost++
+		if rerr := f.run.Reap(ctx, f.record(rec)); rerr != nil {
+			f.log.Warn("reap lost sandbox", "sandbox", rec.ID, "err", rerr)
+		}
+		why := "the control plane restarted and could not re-adopt it: " + err.Error() + "; start it again or delete it"
+		if err := f.setState(ctx, sys, rec.ID, "sandbox.lost", api.StateLost, why); err != nil {
+			return err
+		}
+	}
+	f.log.Info("sandboxes recovered", "adopted", adopted, "lost", lost)
+	return nil
+}
+
+// Close releases the channels to running sandboxes and leaves the sandboxes running, so
+// that the next control plane adopts them.
+func (f *Fleet) Close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for id, sb := range f.running {
+		sb.Conn().Close()
+		delete(f.running, id)
+	}
+}
+
+// DestroyAll stops every running sandbox (tests, and an operator's full shutdown).
+func (f *Fleet) DestroyAll(ctx context.Context) {
+	f.mu.Lock()
+	ids := make([]string, 0, len(f.running))
+	for id := range f.running {
+		ids = append(ids, id)
+	}
+	f.mu.Unlock()
+	for _, id := range ids {
+		unlock := f.lock(id)
+		if err := f.stop(ctx, id); err != nil {
+			f.log.Warn("destroy", "sandbox", id, "err", err)
+		}
+		unlock()
+	}
+}
+
+// Running counts the sandboxes the fleet holds running.
+func (f *Fleet) Running() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.running)
+}

@@ -1,0 +1,145 @@
+package fleet
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/runner"
+	"github.com/paddockhq/paddock/internal/store"
+	"github.com/paddockhq/paddock/internal/wire"
+)
+
+// Bounds on what a request may ask for.
+const (
+	maxNameLen  = 63
+	maxArgs     = 256
+	maxArgBytes = 64 << 10
+	maxEnv      = 256
+)
+
+// newRecord checks a create request and turns it into a record. Every error names the
+// field that is wrong.
+func (f *Fleet) newRecord(c Caller, req api.CreateSandboxRequest) (store.Sandbox, error) {
+	id := runner.NewID()
+	now := f.now()
+	rec := store.Sandbox{
+		ID: id, UserID: c.UserID, Username: c.Username, Name: req.Name, State: api.StateCreating,
+		Tier: req.Tier, Runtime: req.Runtime, Env: req.Env, CreatedAt: now, UpdatedAt: now,
+	}
+	if rec.Name == "" {
+		rec.Name = id
+	}
+	if err := checkName(rec.Name); err != nil {
+		return rec, err
+	}
+	if rec.Tier == "" {
+		rec.Tier = string(f.cfg.Tier)
+	}
+	if rec.Tier == "" {
+		rec.Tier = string(wire.TierContainer)
+	}
+	switch wire.Tier(rec.Tier) {
+	case wire.TierContainer, wire.TierMicroVM:
+	case wire.TierProcess:
+		return rec, invalid("tier", "the process tier is insecure (a host process without namespaces) and is not offered by the control plane")
+	default:
+		return rec, invalid("tier", "%q is not container or microvm", rec.Tier)
+	}
+	if rec.Runtime == "" {
+		rec.Runtime = f.cfg.Runtime
+	}
+	if rec.Runtime != "" && rec.Runtime != "runc" && rec.Runtime != "runsc" {
+		return rec, invalid("runtime", "%q is not runc or runsc", rec.Runtime)
+	}
+	if err := limits(&rec, req.Limits, f.cfg.Memory); err != nil {
+		return rec, err
+	}
+	rec.App = store.App{Command: req.App.Command, Port: req.App.Port, Build: req.App.Build}
+	if len(rec.App.Command) == 0 {
+		if rec.App.Port != 0 {
+			return rec, invalid("app.port", "a port needs a command that serves on it")
+		}
+		rec.App = f.cfg.App
+	}
+	if err := checkApp(rec.App); err != nil {
+		return rec, err
+	}
+	for i, kv := range rec.Env {
+		if i >= maxEnv {
+			return rec, invalid("env", "more than %d entries", maxEnv)
+		}
+		if !wire.ValidEnvEntry(kv) {
+			return rec, invalid("env", "entry %d: want NAME=VALUE", i)
+		}
+	}
+	return rec, nil
+}
+
+func limits(rec *store.Sandbox, l api.Limits, defaultMemory runner.Size) error {
+	mem := defaultMemory
+	if l.Memory != "" {
+		m, err := runner.ParseSize(l.Memory)
+		if err != nil || m <= 0 {
+			return invalid("limits.memory", "%q is not a size like 512M or 2GiB", l.Memory)
+		}
+		mem = m
+	}
+	if l.MemoryBytes != 0 {
+		return invalid("limits.memory_bytes", "is read-only; give limits.memory as a size like 512M")
+	}
+	if l.CPUs < 0 || l.CPUs > 1024 {
+		return invalid("limits.cpus", "%g is not between 0 and 1024", l.CPUs)
+	}
+	if l.Pids < 0 {
+		return invalid("limits.pids", "%d is negative", l.Pids)
+	}
+	rec.MemoryBytes, rec.CPUs, rec.Pids = int64(mem), l.CPUs, l.Pids
+	return (runner.Limits{Memory: mem, CPUs: l.CPUs, Pids: l.Pids}).Validate("limits.")
+}
+
+func checkApp(a store.App) error {
+	if len(a.Command) > maxArgs {
+		return invalid("app.command", "more than %d arguments", maxArgs)
+	}
+	n := 0
+	for i, arg := range a.Command {
+		n += len(arg)
+		if strings.IndexByte(arg, 0) >= 0 {
+			return invalid("app.command", "argument %d contains a NUL byte", i)
+		}
+	}
+	if n > maxArgBytes {
+		return invalid("app.command", "longer than %d bytes", maxArgBytes)
+	}
+	if a.Command[0] == "" {
+		return invalid("app.command", "the program name is empty")
+	}
+	if a.Port < 1 || a.Port > 65535 {
+		return invalid("app.port", "%d is not a TCP port (1-65535)", a.Port)
+	}
+	if len(a.Build) > 128 || strings.ContainsFunc(a.Build, func(r rune) bool { return r < 0x21 || r > 0x7e }) {
+		return invalid("app.build", "want at most 128 printable ASCII characters without spaces")
+	}
+	return nil
+}
+
+// checkName allows names that read well in a URL and a shell: a-z, 0-9 and inner '-'.
+func checkName(name string) error {
+	if len(name) > maxNameLen {
+		return invalid("name", "longer than %d characters", maxNameLen)
+	}
+	if strings.Trim(name, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" || name[0] == '-' || name[len(name)-1] == '-' {
+		return invalid("name", "%q: use a-z, 0-9 and '-' (not first or last)", name)
+	}
+	return nil
+}
+
+func invalid(field, format string, args ...any) error {
+	return fmt.Errorf("%s: %s: %w", field, fmt.Sprintf(format, args...), errdefs.ErrInvalidArgument)
+}
+
+// runnerUser is the runner's name for a user: their username, lower-cased (usernames are
+// unique ignoring ASCII case, and the runner's per-user directories are case-sensitive).
+func runnerUser(username string) string { return strings.ToLower(username) }

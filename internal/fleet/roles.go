@@ -1,0 +1,215 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+
+	"google.golang.org/grpc"
+
+	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/store"
+)
+
+// Owner is the sandbox that currently owns one of a user's roles.
+type Owner struct {
+	Sandbox store.Sandbox
+	Conn    *grpc.ClientConn
+	// Generation counts the user's promotions; it changes with every swap.
+	Generation int64
+}
+
+// Owner returns the running sandbox that owns c's role, making and starting it on first
+// use. It is on the path of every proxied request: when the role's sandbox runs, it takes
+// one map lookup under the fleet's mutex.
+func (f *Fleet) Owner(ctx context.Context, c Caller, role string) (Owner, error) {
+	if role != api.RoleLive && role != api.RoleDev {
+		return Owner{}, fmt.Errorf("role %q: want live or dev: %w", role, errdefs.ErrInvalidArgument)
+	}
+	if o, ok := f.cachedOwner(c.UserID, role); ok {
+		return o, nil
+	}
+	roles, err := f.ensureRoles(ctx, c)
+	if err != nil {
+		return Owner{}, err
+	}
+	id := roles.LiveID
+	if role == api.RoleDev {
+		id = roles.DevID
+	}
+	rec, err := f.ensureRunning(ctx, c, id)
+	if err != nil {
+		return Owner{}, err
+	}
+	h := f.handle(id)
+	if h == nil {
+		return Owner{}, fmt.Errorf("the %s sandbox %s is %s: %s: %w", role, id, rec.State, rec.Error, errdefs.ErrUnavailable)
+	}
+	return Owner{Sandbox: rec, Conn: h.Conn(), Generation: roles.Generation}, nil
+}
+
+func (f *Fleet) cachedOwner(userID, role string) (Owner, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r, ok := f.roles[userID]
+	if !ok {
+		return Owner{}, false
+	}
+	id := r.LiveID
+	if role == api.RoleDev {
+		id = r.DevID
+	}
+	h := f.running[id]
+	if h == nil {
+		return Owner{}, false
+	}
+	rec := f.recs[id]
+	return Owner{Sandbox: rec, Conn: h.Conn(), Generation: r.Generation}, true
+}
+
+// Roles returns c's live and dev sandboxes, making them on first use (both started).
+func (f *Fleet) Roles(ctx context.Context, c Caller) (live, dev store.Sandbox, generation int64, err error) {
+	roles, err := f.ensureRoles(ctx, c)
+	if err != nil {
+		return live, dev, 0, err
+	}
+	if live, err = f.ensureRunning(ctx, c, roles.LiveID); err != nil {
+		return live, dev, 0, err
+	}
+	if dev, err = f.ensureRunning(ctx, c, roles.DevID); err != nil {
+		return live, dev, 0, err
+	}
+	return live, dev, roles.Generation, nil
+}
+
+// ensureRoles makes sure both of c's roles point at a sandbox, creating what is missing.
+func (f *Fleet) ensureRoles(ctx context.Context, c Caller) (store.Roles, error) {
+	if c.Username == "" {
+		u, err := f.st.UserByID(ctx, c.UserID)
+		if err != nil {
+			return store.Roles{}, err
+		}
+		c.Username = u.Username
+	}
+	unlock := f.lock("user:" + c.UserID)
+	defer unlock()
+	roles, err := f.st.RolesOf(ctx, c.UserID)
+	if err != nil {
+		return roles, err
+	}
+	for _, role := range []string{api.RoleLive, api.RoleDev} {
+		id := &roles.LiveID
+		if role == api.RoleDev {
+			id = &roles.DevID
+		}
+		if *id != "" {
+			continue
+		}
+		rec, err := f.newRecord(c, api.CreateSandboxRequest{})
+		if err != nil {
+			return roles, err
+		}
+		rec.Name = role + "-" + rec.ID[3:8]
+		err = f.st.Update(ctx, func(tx *store.Tx) error {
+			if err := f.checkQuota(ctx, tx, c, rec); err != nil {
+				return err
+			}
+			if err := tx.CreateSandbox(ctx, rec); err != nil {
+				return err
+			}
+			if err := tx.SetRole(ctx, c.UserID, role, rec.ID, f.now()); err != nil {
+				return err
+			}
+			return tx.AppendAudit(ctx, f.event(c, "sandbox.create", rec.ID, map[string]any{"name": rec.Name, "role": role}))
+		})
+		if err != nil {
+			return roles, fmt.Errorf("make the %s sandbox: %w", role, err)
+		}
+		*id = rec.ID
+	}
+	f.mu.Lock()
+	if cached, ok := f.roles[c.UserID]; !ok || cached.Generation <= roles.Generation {
+		f.roles[c.UserID] = roles
+	}
+	f.mu.Unlock()
+	return roles, nil
+}
+
+// ensureRunning starts sandbox id unless it runs, and returns its record.
+func (f *Fleet) ensureRunning(ctx context.Context, c Caller, id string) (store.Sandbox, error) {
+	unlock := f.lock(id)
+	defer unlock()
+	rec, err := f.st.SandboxByID(ctx, id)
+	if err != nil {
+		return rec, err
+	}
+	if f.handle(id) == nil {
+		if err := f.run.Reap(ctx, f.record(rec)); err != nil {
+			f.log.Warn("reap before start", "sandbox", id, "err", err)
+		}
+		if rec, err = f.start(ctx, c, rec); err != nil {
+			return rec, fmt.Errorf("start sandbox %s: %w", id, err)
+		}
+	}
+	rec.State = api.StateRunning
+	f.mu.Lock()
+	f.recs[id] = rec
+	f.mu.Unlock()
+	return rec, nil
+}
+
+// Promote swaps c's live and dev pointers in one transaction: new requests go to the new
+// owner at once, and the proxy closes WebSockets held by the old owners (see SetHooks).
+// Both sandboxes are made and started first if needed, so a promotion never points a role
+// at nothing.
+func (f *Fleet) Promote(ctx context.Context, c Caller) (live, dev store.Sandbox, generation int64, err error) {
+	if _, _, _, err := f.Roles(ctx, c); err != nil {
+		return live, dev, 0, err
+	}
+	unlock := f.lock("user:" + c.UserID)
+	defer unlock()
+	var roles store.Roles
+	err = f.st.Update(ctx, func(tx *store.Tx) error {
+		if roles, err = tx.SwapRoles(ctx, c.UserID, f.now()); err != nil {
+			return err
+		}
+		return tx.AppendAudit(ctx, f.event(c, "roles.promote", c.UserID, map[string]any{
+			"live": roles.LiveID, "dev": roles.DevID, "generation": roles.Generation,
+		}))
+	})
+	if err != nil {
+		return live, dev, 0, err
+	}
+	f.mu.Lock()
+	f.roles[c.UserID] = roles
+	f.mu.Unlock()
+	f.m.promotions.Inc()
+	f.onSwap(c.UserID, roles.Generation)
+	f.log.Info("promoted", "user", c.Username, "live", roles.LiveID, "dev", roles.DevID, "generation", roles.Generation)
+	if live, err = f.st.SandboxByID(ctx, roles.LiveID); err != nil {
+		return live, dev, 0, err
+	}
+	dev, err = f.st.SandboxByID(ctx, roles.DevID)
+	return live, dev, roles.Generation, err
+}
+
+// forgetRoles drops the cached roles of a user (a role's sandbox was deleted).
+func (f *Fleet) forgetRoles(userID string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.roles, userID)
+}
+
+// RoleOf says which role, if any, sandbox id holds for its owner.
+func (f *Fleet) RoleOf(ctx context.Context, userID, id string) (string, error) {
+	r, err := f.st.RolesOf(ctx, userID)
+	switch {
+	case err != nil:
+		return "", err
+	case r.LiveID == id:
+		return api.RoleLive, nil
+	case r.DevID == id:
+		return api.RoleDev, nil
+	}
+	return "", nil
+}

@@ -1,0 +1,97 @@
+package server
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/fleet"
+	"github.com/paddockhq/paddock/internal/runner"
+)
+
+// DefaultListen is where `paddock serve` listens unless told otherwise: loopback only, so
+// that a first start exposes nothing to the network.
+const DefaultListen = "127.0.0.1:8080"
+
+// Config is `paddock serve`'s configuration: one YAML file (--config) whose top level holds
+// the runner's settings (data_dir, state_dir, tier, limits, …) and the control plane's own.
+// Every field has a working default, so no file is needed.
+type Config struct {
+	Runner runner.Config `yaml:",inline"`
+	// Listen is the address to serve on.
+	Listen string `yaml:"listen"`
+	// Runtime is the OCI runtime of new container sandboxes: runc (default) or runsc.
+	Runtime string `yaml:"runtime"`
+	// Quota bounds each user's sandboxes (default 10 sandboxes, 8 GiB of memory limits).
+	Quota fleet.Quota `yaml:"quota"`
+	// SandboxMemory is a new sandbox's memory limit when its request gives none (512M).
+	SandboxMemory runner.Size `yaml:"sandbox_memory"`
+	// App is what new sandboxes run by default; empty means the built-in welcome page.
+	App AppConfig `yaml:"app"`
+	// TrustedOrigins are origins besides the server's own whose pages may make
+	// state-changing requests and open WebSockets ("https://ide.example.com").
+	TrustedOrigins []string `yaml:"trusted_origins"`
+	// SecureCookies marks cookies Secure (and __Host-) even on plain HTTP: set it when
+	// a TLS-terminating proxy stands in front.
+	SecureCookies bool `yaml:"secure_cookies"`
+	// Reconnects bounds WebSocket reconnects per user (a reconnect storm past it gets 429).
+	Reconnects ReconnectConfig `yaml:"reconnects"`
+}
+
+// AppConfig is the default app template.
+type AppConfig struct {
+	Command []string `yaml:"command"`
+	Port    int      `yaml:"port"`
+	Build   string   `yaml:"build"`
+}
+
+// ReconnectConfig sets the reconnect-storm threshold: more than Limit WebSocket connections
+// by one user within Window seconds.
+type ReconnectConfig struct {
+	Limit  int `yaml:"limit"`
+	Window int `yaml:"window_seconds"`
+}
+
+// LoadConfig reads path (empty: defaults only) and applies the command line's overrides.
+func LoadConfig(path, dataDir, listen string) (Config, error) {
+	cfg := Config{Runner: runner.DefaultConfig(), Listen: DefaultListen}
+	if path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return cfg, fmt.Errorf("config %s: %w", path, errdefs.ErrNotFound)
+		}
+		if err := decodeStrict(b, &cfg); err != nil {
+			return cfg, fmt.Errorf("config %s: %w", path, err)
+		}
+	}
+	if dataDir != "" {
+		cfg.Runner.DataDir = dataDir
+	}
+	if listen != "" {
+		cfg.Listen = listen
+	}
+	if _, _, err := net.SplitHostPort(cfg.Listen); err != nil {
+		return cfg, fmt.Errorf("listen: %q is not host:port: %w", cfg.Listen, errdefs.ErrInvalidArgument)
+	}
+	rc, err := runner.LoadConfigFrom(cfg.Runner)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Runner = rc
+	return cfg, nil
+}
+
+func decodeStrict(b []byte, v any) error {
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("%v: %w", err, errdefs.ErrInvalidArgument)
+	}
+	return nil
+}

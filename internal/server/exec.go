@@ -1,0 +1,231 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/fleet"
+	"github.com/paddockhq/paddock/internal/wire"
+	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
+)
+
+// Bounds of a one-shot exec.
+const (
+	defaultExecTimeout = 60 * time.Second
+	maxExecTimeout     = 10 * time.Minute
+	defaultExecOutput  = 1 << 20
+	maxExecOutput      = 16 << 20
+	// maxExecBody bounds an exec request: the command line plus its whole stdin.
+	maxExecBody = 8 << 20
+)
+
+func (s *Server) exec(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {
+	var req api.ExecRequest
+	if err := api.DecodeJSON(w, r, &req, maxExecBody); err != nil {
+		return err
+	}
+	if err := checkCommand(req.Argv, req.Env); err != nil {
+		return err
+	}
+	timeout, output := time.Duration(req.TimeoutMS)*time.Millisecond, req.MaxOutputBytes
+	switch {
+	case req.TimeoutMS < 0 || timeout > maxExecTimeout:
+		return fmt.Errorf("timeout_ms: %d is not between 0 and %d: %w", req.TimeoutMS, maxExecTimeout.Milliseconds(), errdefs.ErrInvalidArgument)
+	case output < 0 || output > maxExecOutput:
+		return fmt.Errorf("max_output_bytes: %d is not between 0 and %d: %w", output, maxExecOutput, errdefs.ErrInvalidArgument)
+	}
+	if timeout == 0 {
+		timeout = defaultExecTimeout
+	}
+	if output == 0 {
+		output = defaultExecOutput
+	}
+	conn, err := s.fleet.Conn(r.Context(), c, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	// The agent enforces the timeout; the RPC gets a little longer to report it.
+	ctx, cancel := context.WithTimeout(r.Context(), timeout+5*time.Second)
+	defer cancel()
+	res, err := pb.NewProcessClient(conn).Execute(ctx, &pb.ExecuteRequest{
+		Argv: req.Argv, Env: req.Env, Cwd: req.Cwd, Stdin: req.Stdin,
+		TimeoutMs: uint64(timeout.Milliseconds()), MaxOutputBytes: uint64(output),
+	})
+	if err != nil {
+		return fmt.Errorf("exec in sandbox %s: %w", r.PathValue("id"), errdefs.FromGRPC(err))
+	}
+	st := res.GetStatus()
+	api.WriteJSON(w, http.StatusOK, api.ExecResult{
+		ExitCode: int(st.GetExitCode()), Signal: int(st.GetSignal()), Error: st.GetError(),
+		Stdout: nonNil(res.Stdout), Stderr: nonNil(res.Stderr),
+		StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated, TimedOut: res.TimedOut,
+	})
+	return nil
+}
+
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+func checkCommand(argv, env []string) error {
+	if len(argv) == 0 || argv[0] == "" {
+		return fmt.Errorf("argv: give the command to run, e.g. [\"ls\", \"-l\"]: %w", errdefs.ErrInvalidArgument)
+	}
+	for i, kv := range env {
+		if !wire.ValidEnvEntry(kv) {
+			return fmt.Errorf("env: entry %d: want NAME=VALUE: %w", i, errdefs.ErrInvalidArgument)
+		}
+	}
+	return nil
+}
+
+// execStream serves the exec stream and the interactive shell over a WebSocket (the
+// protocol is in internal/api/stream.go). Origin is checked by websocket.Accept: a page of
+// another origin cannot open a shell with the user's cookie.
+func (s *Server) execStream(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {
+	conn, err := s.fleet.Conn(r.Context(), c, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{api.StreamProtocol}, OriginPatterns: s.cfg.TrustedOrigins})
+	if err != nil {
+		return errResponded // Accept wrote the response
+	}
+	defer ws.CloseNow()
+	ws.SetReadLimit(1 << 20)
+	ctx := r.Context()
+	start, err := readStart(ctx, ws)
+	if err != nil {
+		ws.Close(api.CloseBadRequest, truncateReason(err.Error()))
+		return errResponded
+	}
+	req := &pb.StartRequest{Argv: start.Argv, Env: start.Env, Cwd: start.Cwd}
+	if start.TTY != nil {
+		req.Tty = &pb.TTYSize{Rows: start.TTY.Rows, Cols: start.TTY.Cols}
+	}
+	pc := pb.NewProcessClient(conn)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	events, err := pc.Start(ctx, req)
+	if err != nil {
+		s.endStream(ctx, ws, api.StreamExit{Type: "exit", ExitCode: 127, Error: errdefs.FromGRPC(err).Error()})
+		return errResponded
+	}
+	first, err := events.Recv()
+	if err != nil {
+		s.endStream(ctx, ws, api.StreamExit{Type: "exit", ExitCode: 127, Error: errdefs.FromGRPC(err).Error()})
+		return errResponded
+	}
+	session := first.GetStarted().GetSessionId()
+	if ex := first.GetExited(); ex != nil {
+		s.endStream(ctx, ws, exitOf(ex))
+		return errResponded
+	}
+	go s.pumpInput(ctx, ws, pc, session)
+	for {
+		ev, err := events.Recv()
+		if err != nil {
+			// The stream broke before an exit: the client went away or the sandbox did.
+			if ctx.Err() == nil {
+				ws.Close(websocket.StatusInternalError, "the sandbox ended the stream: "+truncateReason(errdefs.FromGRPC(err).Error()))
+			}
+			// Whatever runs is killed, as a closed terminal would hang it up.
+			_, _ = pc.SendSignal(context.WithoutCancel(ctx), &pb.SendSignalRequest{SessionId: session, Signal: 9})
+			return errResponded
+		}
+		switch e := ev.Event.(type) {
+		case *pb.ProcessEvent_Output:
+			stream := api.StreamStdout
+			if e.Output.Stream == pb.Stream_STREAM_STDERR {
+				stream = api.StreamStderr
+			}
+			msg := make([]byte, 1+len(e.Output.Data))
+			msg[0] = stream
+			copy(msg[1:], e.Output.Data)
+			if err := ws.Write(ctx, websocket.MessageBinary, msg); err != nil {
+				_, _ = pc.SendSignal(context.WithoutCancel(ctx), &pb.SendSignalRequest{SessionId: session, Signal: 9})
+				return errResponded
+			}
+		case *pb.ProcessEvent_Exited:
+			s.endStream(ctx, ws, exitOf(e.Exited))
+			return errResponded
+		}
+	}
+}
+
+func readStart(ctx context.Context, ws *websocket.Conn) (api.StreamStart, error) {
+	var start api.StreamStart
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	typ, data, err := ws.Read(rctx)
+	if err != nil {
+		return start, fmt.Errorf("no start message: %w", err)
+	}
+	if typ != websocket.MessageText {
+		return start, errors.New("the first message must be a JSON text message: {\"argv\": [...]}")
+	}
+	if err := api.Decode(bytesReader(data), &start, 1<<20); err != nil {
+		return start, err
+	}
+	return start, checkCommand(start.Argv, start.Env)
+}
+
+// pumpInput forwards the client's stdin and control messages to the session.
+func (s *Server) pumpInput(ctx context.Context, ws *websocket.Conn, pc pb.ProcessClient, session string) {
+	for {
+		typ, data, err := ws.Read(ctx)
+		if err != nil {
+			return
+		}
+		if typ == websocket.MessageBinary {
+			if _, err := pc.WriteStdin(ctx, &pb.WriteStdinRequest{SessionId: session, Data: data}); err != nil {
+				return
+			}
+			continue
+		}
+		var ctl api.StreamControl
+		if err := json.Unmarshal(data, &ctl); err != nil {
+			continue // a control message we cannot read changes nothing
+		}
+		switch ctl.Type {
+		case "resize":
+			_, _ = pc.ResizeTTY(ctx, &pb.ResizeTTYRequest{SessionId: session, Size: &pb.TTYSize{Rows: ctl.Rows, Cols: ctl.Cols}})
+		case "signal":
+			if ctl.Signal > 0 && ctl.Signal < 65 {
+				_, _ = pc.SendSignal(ctx, &pb.SendSignalRequest{SessionId: session, Signal: int32(ctl.Signal)})
+			}
+		case "eof":
+			_, _ = pc.WriteStdin(ctx, &pb.WriteStdinRequest{SessionId: session, Close: true})
+		}
+	}
+}
+
+func (s *Server) endStream(ctx context.Context, ws *websocket.Conn, exit api.StreamExit) {
+	b, _ := json.Marshal(exit)
+	if err := ws.Write(ctx, websocket.MessageText, b); err == nil {
+		ws.Close(websocket.StatusNormalClosure, "exited")
+	}
+}
+
+func exitOf(e *pb.ExitStatus) api.StreamExit {
+	return api.StreamExit{Type: "exit", ExitCode: int(e.GetExitCode()), Signal: int(e.GetSignal()), Error: e.GetError()}
+}
+
+// truncateReason keeps a close reason within the 123 bytes a close frame allows.
+func truncateReason(s string) string {
+	if len(s) > 120 {
+		return s[:120]
+	}
+	return s
+}

@@ -1,0 +1,188 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/fleet"
+	"github.com/paddockhq/paddock/internal/proxy"
+)
+
+// errResponded tells the API wrapper that a handler wrote its own response (a stream, a
+// WebSocket) and nothing more is to be written.
+var errResponded = errors.New("response written")
+
+// apiHandler handles an authenticated API request. An error it returns is answered in the
+// API's error shape.
+type apiHandler func(w http.ResponseWriter, r *http.Request, c fleet.Caller) error
+
+// Route is one route of the API, as api/openapi.yaml documents it.
+type Route struct {
+	Method, Pattern string
+}
+
+// routeTable is every /api/v1 route; the OpenAPI test checks the file against it.
+func (s *Server) routeTable() map[Route]apiHandler {
+	return map[Route]apiHandler{
+		{"GET", "/api/v1/me"}:                                  s.me,
+		{"GET", "/api/v1/sandboxes"}:                           s.listSandboxes,
+		{"POST", "/api/v1/sandboxes"}:                          s.createSandbox,
+		{"GET", "/api/v1/sandboxes/{id}"}:                      s.getSandbox,
+		{"DELETE", "/api/v1/sandboxes/{id}"}:                   s.deleteSandbox,
+		{"POST", "/api/v1/sandboxes/{id}/stop"}:                s.lifecycle((*fleet.Fleet).Stop),
+		{"POST", "/api/v1/sandboxes/{id}/start"}:               s.lifecycle((*fleet.Fleet).Start),
+		{"POST", "/api/v1/sandboxes/{id}/restart"}:             s.lifecycle((*fleet.Fleet).Restart),
+		{"POST", "/api/v1/sandboxes/{id}/exec"}:                s.exec,
+		{"GET", "/api/v1/sandboxes/{id}/exec/stream"}:          s.execStream,
+		{"GET", "/api/v1/sandboxes/{id}/files/list"}:           s.listFiles,
+		{"GET", "/api/v1/sandboxes/{id}/files/content"}:        s.readFile,
+		{"PUT", "/api/v1/sandboxes/{id}/files/content"}:        s.writeFile,
+		{"GET", "/api/v1/roles"}:                               s.roles,
+		{"POST", "/api/v1/promote"}:                            s.promote,
+		{"GET", "/api/v1/tokens"}:                              s.listTokens,
+		{"POST", "/api/v1/tokens"}:                             s.createToken,
+		{"DELETE", "/api/v1/tokens/{id}"}:                      s.revokeToken,
+		{"GET", "/api/v1/events"}:                              s.events,
+	}
+}
+
+// Routes lists the API's routes (for the OpenAPI test).
+func (s *Server) Routes() []Route {
+	var out []Route
+	for r := range s.routeTable() {
+		out = append(out, r)
+	}
+	return out
+}
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	s.web.Register(mux)
+	for rt, h := range s.routeTable() {
+		mux.Handle(rt.Method+" "+rt.Pattern, s.api(h))
+	}
+	mux.Handle("/api/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.apiFallback(mux, w, r) }))
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
+	mux.HandleFunc("/", s.app)
+	return s.instrument(mux)
+}
+
+// api authenticates a request (session cookie or bearer token), applies CSRF protection to
+// state-changing requests made with a cookie, and runs h.
+func (s *Server) api(h apiHandler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := s.web.Identify(r)
+		if err != nil {
+			api.WriteError(w, s.log, err)
+			return
+		}
+		if err := s.web.CheckCSRF(r, c); err != nil {
+			api.WriteError(w, s.log, err)
+			return
+		}
+		fc := fleet.Caller{UserID: c.User.ID, Username: c.User.Username, Admin: c.User.IsAdmin()}
+		if err := h(w, r, fc); err != nil && !errors.Is(err, errResponded) {
+			api.WriteError(w, s.log, err)
+		}
+	})
+}
+
+// apiFallback answers what no API route matched: 405 with Allow when the path exists
+// under another method, 404 otherwise. Nothing under /api/ ever reaches a sandbox.
+func (s *Server) apiFallback(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, m := range []string{"GET", "POST", "PUT", "DELETE"} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := mux.Handler(probe); strings.HasPrefix(pattern, m+" /api/v1/") {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		api.WriteErrorCode(w, http.StatusMethodNotAllowed, api.CodeMethodNotAllowed,
+			fmt.Sprintf("%s %s: use %s", r.Method, r.URL.Path, strings.Join(allow, " or ")))
+		return
+	}
+	api.WriteErrorCode(w, http.StatusNotFound, api.CodeNotFound, fmt.Sprintf("no API endpoint %s; see api/openapi.yaml", r.URL.Path))
+}
+
+// app proxies every other path to the caller's sandbox. A browser that is not signed in
+// is sent to the login page; any other client gets a 401.
+func (s *Server) app(w http.ResponseWriter, r *http.Request) {
+	c, err := s.web.Identify(r)
+	if err != nil {
+		if r.Method == http.MethodGet && strings.Contains(r.Header.Get("Accept"), "text/html") {
+			http.Redirect(w, r, "/login", http.StatusSeeOther)
+			return
+		}
+		api.WriteError(w, s.log, err)
+		return
+	}
+	s.proxy.Serve(w, r, proxy.Caller{UserID: c.User.ID, Role: c.Role})
+}
+
+func (s *Server) me(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {
+	role := "user"
+	if c.Admin {
+		role = "admin"
+	}
+	api.WriteJSON(w, http.StatusOK, api.User{ID: c.UserID, Username: c.Username, Role: role})
+	return nil
+}
+
+func invalidQuery(name, value, want string) error {
+	return fmt.Errorf("query parameter %s=%q: want %s: %w", name, value, want, errdefs.ErrInvalidArgument)
+}
+
+// instrument counts the control plane's own requests by route pattern. Proxied requests
+// are counted by the proxy, by role.
+func (s *Server) instrument(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		began := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(sw, r)
+		if r.Pattern == "/" {
+			return
+		}
+		pattern := r.Pattern
+		if pattern == "" {
+			pattern = "unmatched"
+		}
+		s.m.requests.WithLabelValues(pattern, fmt.Sprint(sw.status)).Inc()
+		s.m.latency.WithLabelValues(pattern).Observe(time.Since(began).Seconds())
+	})
+}
+
+// statusWriter remembers the status code; it unwraps for http.ResponseController (flush,
+// hijack).
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.status, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Flush keeps streaming responses streaming through the wrapper.
+func (w *statusWriter) Flush() { http.NewResponseController(w.ResponseWriter).Flush() }

@@ -1,0 +1,224 @@
+// Package server is `paddock serve`: the trusted control plane. It owns the pages and
+// endpoints of authentication (/login, /register, /recovery, /auth/*, from package web),
+// the lifecycle API (/api/v1/*), health (/healthz) and metrics (/metrics). Every other
+// path of a signed-in user belongs to their sandbox: it is proxied, HTTP and WebSocket, to
+// the app of the sandbox that owns the role they chose (package proxy), and the control
+// plane never serves any of it itself (ADR-0004).
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/paddockhq/paddock/internal/agent/welcome"
+	"github.com/paddockhq/paddock/internal/auth"
+	"github.com/paddockhq/paddock/internal/fleet"
+	"github.com/paddockhq/paddock/internal/proxy"
+	"github.com/paddockhq/paddock/internal/runner"
+	"github.com/paddockhq/paddock/internal/sandbox/container"
+	"github.com/paddockhq/paddock/internal/store"
+	"github.com/paddockhq/paddock/internal/tunnel"
+	"github.com/paddockhq/paddock/internal/web"
+)
+
+// Server is a running control plane.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	st      *store.Store
+	auth    *auth.Service
+	web     *web.Web
+	runner  *runner.Runner
+	fleet   *fleet.Fleet
+	proxy   *proxy.Proxy
+	reg     *prometheus.Registry
+	m       *metrics
+	handler http.Handler
+	health  healthCache
+}
+
+// Options are what tests change; the zero value is production.
+type Options struct {
+	// AuthOptions are added to the auth service's (tests use cheap Argon2 parameters).
+	AuthOptions []auth.Option
+}
+
+// New opens the data dir (creating what a first start needs), recovers the sandboxes an
+// earlier run left, and wires the handlers. Close releases it all.
+func New(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Server, error) {
+	if err := os.MkdirAll(cfg.Runner.DataDir, 0o711); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	st, err := store.Open(ctx, filepath.Join(cfg.Runner.DataDir, "paddock.db"))
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: log, st: st, reg: prometheus.NewRegistry()}
+	if err := s.init(ctx, opts); err != nil {
+		st.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) init(ctx context.Context, opts Options) error {
+	cfg := s.cfg
+	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	aopts := []auth.Option{auth.WithLogger(s.log), auth.WithTrustedOrigins(cfg.TrustedOrigins...)}
+	if cfg.SecureCookies {
+		aopts = append(aopts, auth.WithSecureCookies())
+	}
+	s.auth = auth.New(s.st, append(aopts, opts.AuthOptions...)...)
+	s.web = web.New(web.Options{Auth: s.auth, Log: s.log})
+	s.runner = runner.New(cfg.Runner, s.log)
+	app := store.App{Command: cfg.App.Command, Port: cfg.App.Port, Build: cfg.App.Build}
+	if len(app.Command) == 0 {
+		app = store.App{Command: welcome.Command(container.AgentPath, 8080), Port: 8080, Build: "welcome"}
+	}
+	var err error
+	s.fleet, err = fleet.New(s.st, s.runner, fleet.Config{
+		Tier: cfg.Runner.Tier, Runtime: cfg.Runtime, Memory: cfg.SandboxMemory, Quota: cfg.Quota, App: app,
+	}, s.reg, s.log)
+	if err != nil {
+		return err
+	}
+	s.proxy, err = proxy.New(router{s.fleet}, proxy.Options{
+		Registerer: s.reg, Log: s.log, ReservedCookies: web.ReservedCookies(), TrustedOrigins: cfg.TrustedOrigins,
+		Event:           s.event,
+		ReconnectWindow: time.Duration(cfg.Reconnects.Window) * time.Second, ReconnectLimit: cfg.Reconnects.Limit,
+	})
+	if err != nil {
+		return err
+	}
+	s.fleet.SetHooks(s.proxy.SandboxGone, s.proxy.OwnerChanged)
+	if s.m, err = newMetrics(s.reg, s.fleet); err != nil {
+		return err
+	}
+	if err := s.fleet.Recover(ctx); err != nil {
+		return fmt.Errorf("recover sandboxes: %w", err)
+	}
+	s.handler = s.routes()
+	return nil
+}
+
+// Handler is the control plane's HTTP handler.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Fleet is the server's sandbox lifecycle (tests and benchmarks reach sandboxes with it).
+func (s *Server) Fleet() *fleet.Fleet { return s.fleet }
+
+// Close stops serving WebSockets and releases the store. Sandboxes keep running: the next
+// start adopts them. DestroySandboxes stops them instead.
+func (s *Server) Close() error {
+	s.proxy.Close()
+	s.fleet.Close()
+	return s.st.Close()
+}
+
+// DestroySandboxes stops every running sandbox.
+func (s *Server) DestroySandboxes(ctx context.Context) { s.fleet.DestroyAll(ctx) }
+
+// event records an event in the audit log on behalf of the proxy.
+func (s *Server) event(ctx context.Context, userID, action string, detail map[string]any) {
+	err := s.st.Update(context.WithoutCancel(ctx), func(tx *store.Tx) error {
+		return tx.AppendAudit(ctx, store.AuditEvent{At: time.Now(), ActorUserID: userID, Action: action, Detail: detail})
+	})
+	if err != nil {
+		s.log.Warn("record event", "action", action, "err", err)
+	}
+}
+
+// FirstAdmin creates the first account, an admin with a random password, when there is no
+// account at all. It returns the password, to be shown once, or "" when accounts exist.
+func (s *Server) FirstAdmin(ctx context.Context) (username, password string, err error) {
+	n, err := s.st.CountUsers(ctx)
+	if err != nil || n > 0 {
+		return "", "", err
+	}
+	b := make([]byte, 18)
+	_, _ = rand.Read(b)
+	password = base64.RawURLEncoding.EncodeToString(b)
+	_, err = s.auth.Register(ctx, auth.RegisterRequest{Username: "admin", Password: auth.Password(password), Role: store.RoleAdmin})
+	if err != nil {
+		return "", "", fmt.Errorf("create the first admin: %w", err)
+	}
+	return "admin", password, nil
+}
+
+// Serve serves on l until ctx ends, then shuts down gracefully (in-flight requests get
+// 10 s) and closes the server.
+func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	hs := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	done := make(chan error, 1)
+	go func() { done <- hs.Serve(l) }()
+	select {
+	case err := <-done:
+		s.Close()
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s.proxy.Close() // hijacked WebSockets are not Shutdown's
+	err := hs.Shutdown(sctx)
+	if cerr := s.Close(); err == nil {
+		err = cerr
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+// Banner explains in one paragraph what runs where; `paddock serve` prints it at start.
+func (s *Server) Banner(w io.Writer, addr string) {
+	fmt.Fprintf(w, `paddock control plane on http://%[1]s — open http://%[1]s/register to make an account, or /login.
+Data: %[2]s (SQLite database paddock.db, workspaces in %[3]s). Sandboxes: %[4]s tier; their runtime state in %[5]s.
+Each user gets a live and a dev sandbox on first use; every page and WebSocket outside /login, /register,
+/recovery, /auth/, /api/v1/, /healthz and /metrics is served by the user's sandbox, through this proxy.
+API: http://%[1]s/api/v1/ (api/openapi.yaml); metrics: /metrics; health: /healthz. Stop with Ctrl-C: sandboxes keep running and are adopted at the next start.
+`, addr, s.cfg.Runner.DataDir, s.cfg.Runner.WorkspaceRoot, tierName(s.cfg.Runner.Tier), s.cfg.Runner.StateDir)
+}
+
+func tierName(t any) string {
+	if s := fmt.Sprint(t); s != "" {
+		return s
+	}
+	return "container"
+}
+
+// router adapts the fleet to the proxy: the owner of a role, reached through a tunnel
+// over the sandbox's agent channel (never a host port another sandbox could reach).
+type router struct{ f *fleet.Fleet }
+
+func (r router) Route(ctx context.Context, userID, role string) (proxy.Target, int64, error) {
+	o, err := r.f.Owner(ctx, fleet.Caller{UserID: userID}, role)
+	if err != nil {
+		return proxy.Target{}, 0, err
+	}
+	conn, port := o.Conn, o.Sandbox.App.Port
+	return proxy.Target{
+		SandboxID: o.Sandbox.ID, Role: role, Build: o.Sandbox.App.Build,
+		Dial: func(ctx context.Context) (net.Conn, error) { return tunnel.Dial(ctx, conn, port) },
+	}, o.Generation, nil
+}

@@ -1,0 +1,190 @@
+// Package servertest starts a real control plane for tests: real SQLite, real sandboxes
+// (container tier, runc), a real HTTP server on loopback. Clients talk to it with real
+// HTTP and WebSocket clients.
+package servertest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/auth"
+	"github.com/paddockhq/paddock/internal/server"
+	"github.com/paddockhq/paddock/internal/testenv"
+)
+
+// Cheap Argon2 parameters: tests register many accounts.
+var cheap = auth.Params{Memory: 64, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32}
+
+// Env is a running control plane.
+type Env struct {
+	URL    string
+	Server *server.Server
+	Config server.Config
+	HTTP   *httptest.Server
+}
+
+// Start runs a control plane on a fresh data dir. edit, when given, changes the
+// configuration first. Sandboxes are destroyed when the test ends.
+func Start(t testing.TB, edit ...func(*server.Config)) *Env {
+	t.Helper()
+	testenv.RequireRoot(t)
+	cfg := server.Config{Runner: testenv.Config(t), Listen: "127.0.0.1:0"}
+	for _, e := range edit {
+		e(&cfg)
+	}
+	return StartWith(t, cfg)
+}
+
+// StartWith runs a control plane on cfg (a restart test passes the same cfg twice).
+func StartWith(t testing.TB, cfg server.Config) *Env {
+	t.Helper()
+	s, err := server.New(context.Background(), cfg, testenv.Logger(t), server.Options{AuthOptions: []auth.Option{auth.WithParams(cheap)}})
+	if err != nil {
+		t.Fatalf("server.New: %v", err)
+	}
+	hs := httptest.NewServer(s.Handler())
+	e := &Env{URL: hs.URL, Server: s, Config: cfg, HTTP: hs}
+	t.Cleanup(func() { e.Stop(true) })
+	return e
+}
+
+// Stop stops serving; with destroy, the sandboxes go too (otherwise they keep running,
+// as after a crash, for the next server to adopt). It is idempotent.
+func (e *Env) Stop(destroy bool) {
+	if e.HTTP == nil {
+		return
+	}
+	e.HTTP.CloseClientConnections()
+	e.HTTP.Close()
+	if destroy {
+		e.Server.DestroySandboxes(context.Background())
+	}
+	e.Server.Close()
+	e.HTTP = nil
+}
+
+// Client is a signed-in user: a browser-like client (cookie jar, CSRF token) and the
+// user's API token.
+type Client struct {
+	t        testing.TB
+	Base     string
+	HTTP     *http.Client // with the session cookie
+	User     api.User
+	CSRF     string
+	Token    string
+	Recovery []string
+}
+
+// Register makes an account through POST /auth/register and an API token for it.
+func (e *Env) Register(t testing.TB, username string) *Client {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	c := &Client{t: t, Base: e.URL, HTTP: &http.Client{Jar: jar, Timeout: 2 * time.Minute}}
+	var reg api.Registration
+	c.MustJSON("POST", "/auth/register", api.Credentials{Username: username, Password: "correct horse battery " + username}, http.StatusCreated, &reg)
+	c.User, c.Recovery = reg.User, reg.RecoveryCodes
+	var sess api.Session
+	c.MustJSON("GET", "/auth/session", nil, http.StatusOK, &sess)
+	c.CSRF = sess.CSRFToken
+	var tok api.Token
+	c.MustJSON("POST", "/api/v1/tokens", api.CreateTokenRequest{Name: "tests"}, http.StatusCreated, &tok)
+	c.Token = tok.Secret
+	return c
+}
+
+// Do sends a request with the session cookie (and CSRF token) and returns the response.
+// body is JSON-encoded unless it is an io.Reader or nil.
+func (c *Client) Do(method, path string, body any) *http.Response {
+	c.t.Helper()
+	return c.do(method, path, body, func(r *http.Request) {
+		if c.CSRF != "" {
+			r.Header.Set("X-CSRF-Token", c.CSRF)
+		}
+	}, c.HTTP)
+}
+
+// DoToken sends a request with the API token and no cookie.
+func (c *Client) DoToken(method, path string, body any) *http.Response {
+	c.t.Helper()
+	return c.do(method, path, body, func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+c.Token) }, &http.Client{Timeout: 2 * time.Minute})
+}
+
+func (c *Client) do(method, path string, body any, set func(*http.Request), hc *http.Client) *http.Response {
+	c.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case io.Reader:
+		rd = b
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		data, err := json.Marshal(b)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequest(method, c.Base+path, rd)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if rd != nil {
+		if _, isReader := body.(io.Reader); !isReader {
+			req.Header.Set("Content-Type", "application/json")
+		}
+	}
+	set(req)
+	resp, err := hc.Do(req)
+	if err != nil {
+		c.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return resp
+}
+
+// MustJSON sends a request with the session and decodes the JSON answer into out, failing
+// the test unless the status is want.
+func (c *Client) MustJSON(method, path string, body any, want int, out any) {
+	c.t.Helper()
+	resp := c.Do(method, path, body)
+	Decode(c.t, resp, want, out)
+}
+
+// Decode checks resp's status and decodes its JSON body into out (nil: discard).
+func Decode(t testing.TB, resp *http.Response, want int, out any) {
+	t.Helper()
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		t.Fatalf("%s %s: status %d, want %d: %s", resp.Request.Method, resp.Request.URL.Path, resp.StatusCode, want, data)
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			t.Fatalf("%s %s: decode %s: %v", resp.Request.Method, resp.Request.URL.Path, data, err)
+		}
+	}
+}
+
+// ErrorOf reads an error response and checks its shape.
+func ErrorOf(t testing.TB, resp *http.Response, want int) api.ErrorBody {
+	t.Helper()
+	var e api.Error
+	Decode(t, resp, want, &e)
+	if e.Error.Code == "" || e.Error.Message == "" {
+		t.Fatalf("%s %s: error without code or message: %+v", resp.Request.Method, resp.Request.URL.Path, e)
+	}
+	return e.Error
+}
+
+// String is fmt.Sprintf, for paths.
+func String(format string, args ...any) string { return fmt.Sprintf(format, args...) }

@@ -1,0 +1,98 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/errdefs"
+)
+
+func mustSandbox(t *testing.T, s *Store, userID, id, name string) {
+	t.Helper()
+	now := time.Now()
+	err := s.Update(context.Background(), func(tx *Tx) error {
+		return tx.CreateSandbox(context.Background(), Sandbox{ID: id, UserID: userID, Name: name, Tier: "container",
+			State: "running", MemoryBytes: 256 << 20, App: App{Command: []string{"app"}, Port: 8080, Build: "b1"},
+			CreatedAt: now, UpdatedAt: now})
+	})
+	if err != nil {
+		t.Fatalf("create sandbox %s: %v", id, err)
+	}
+}
+
+func TestSandboxesRoundTripAndUsage(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	alice, bob := mustUser(t, s, "alice"), mustUser(t, s, "bob")
+	mustSandbox(t, s, alice.ID, "sb-a1", "one")
+	mustSandbox(t, s, alice.ID, "sb-a2", "two")
+	mustSandbox(t, s, bob.ID, "sb-b1", "one")
+
+	got, err := s.SandboxByID(ctx, "sb-a1")
+	if err != nil || got.Username != "alice" || got.App.Port != 8080 || got.App.Build != "b1" || got.App.Command[0] != "app" || len(got.Env) != 0 {
+		t.Fatalf("SandboxByID = %+v, %v", got, err)
+	}
+	if list, _ := s.ListSandboxes(ctx, alice.ID); len(list) != 2 {
+		t.Errorf("alice sees %d sandboxes, want 2", len(list))
+	}
+	if list, _ := s.ListSandboxes(ctx, ""); len(list) != 3 {
+		t.Errorf("all: %d sandboxes, want 3", len(list))
+	}
+	err = s.Update(ctx, func(tx *Tx) error {
+		return tx.CreateSandbox(ctx, Sandbox{ID: "sb-a3", UserID: alice.ID, Name: "one", Tier: "container", State: "running"})
+	})
+	if !errors.Is(err, errdefs.ErrAlreadyExists) {
+		t.Errorf("duplicate name: %v, want ErrAlreadyExists", err)
+	}
+	_ = s.Update(ctx, func(tx *Tx) error {
+		u, err := tx.UserUsage(ctx, alice.ID)
+		if err != nil || u.Sandboxes != 2 || u.MemoryBytes != 512<<20 {
+			t.Errorf("usage = %+v, %v", u, err)
+		}
+		return nil
+	})
+	if _, err := s.SandboxByID(ctx, "sb-nope"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("missing sandbox: %v", err)
+	}
+}
+
+func TestRolesSwapAndDeleteClearsPointer(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	alice := mustUser(t, s, "alice")
+	mustSandbox(t, s, alice.ID, "sb-live", "live")
+	mustSandbox(t, s, alice.ID, "sb-dev", "dev")
+	now := time.Now()
+	err := s.Update(ctx, func(tx *Tx) error {
+		if _, err := tx.SwapRoles(ctx, alice.ID, now); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+			t.Errorf("swap without roles: %v", err)
+		}
+		if err := tx.SetRole(ctx, alice.ID, "live", "sb-live", now); err != nil {
+			return err
+		}
+		if err := tx.SetRole(ctx, alice.ID, "bogus", "sb-dev", now); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("bogus role: %v", err)
+		}
+		return tx.SetRole(ctx, alice.ID, "dev", "sb-dev", now)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var after Roles
+	err = s.Update(ctx, func(tx *Tx) (err error) { after, err = tx.SwapRoles(ctx, alice.ID, now); return err })
+	if err != nil || after.LiveID != "sb-dev" || after.DevID != "sb-live" || after.Generation != 1 {
+		t.Fatalf("after swap: %+v, %v", after, err)
+	}
+	if err := s.Update(ctx, func(tx *Tx) error { return tx.DeleteSandbox(ctx, "sb-dev") }); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.RolesOf(ctx, alice.ID)
+	if err != nil || r.LiveID != "" || r.DevID != "sb-live" || r.Generation != 1 {
+		t.Errorf("after deleting the live sandbox: %+v, %v", r, err)
+	}
+	if all, _ := s.AllRoles(ctx); len(all) != 1 {
+		t.Errorf("AllRoles = %v", all)
+	}
+}
