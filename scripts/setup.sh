@@ -4,7 +4,8 @@
 #
 # What it installs, and why:
 #   - Debian packages: libseccomp-dev (runc's seccomp support), pkg-config, strace (the
-#     containment suite tries to trace the agent with it).
+#     containment suite tries to trace the agent with it), chromium (the browser tests of the
+#     control plane's pages drive it headless; see internal/browsertest).
 #   - runc ${RUNC_VERSION}, built from its Go module with seccomp support. Debian's runc 1.1.5
 #     predates the November 2025 escape fixes (CVE-2025-31133, -52565, -52881), so paddock never
 #     uses it: the runner refuses any runc older than 1.2.8 / 1.3.3.
@@ -19,7 +20,11 @@
 #     under ${PADDOCK_PREFIX}/guest. It is never installed as a host kernel. Not the -cloud-amd64
 #     flavour: that one is built without 9p (CONFIG_NET_9P is not set), and the guest reaches
 #     /usr and the workspace over virtio-9p. paddock builds the guest's initramfs itself.
-# Everything paddock installs lives under ${PADDOCK_PREFIX} (default /usr/local/lib/paddock).
+#   - tests/browser/node_modules: playwright-core at the exact version package-lock.json pins,
+#     by `npm ci`, rerun when the lockfile changes. Needs Node.js 20 or newer (Debian 12's
+#     nodejs is 18: use NodeSource's or another build).
+# Everything paddock installs lives under ${PADDOCK_PREFIX} (default /usr/local/lib/paddock),
+# except tests/browser/node_modules, which lives in the checkout (and is ignored by git).
 set -euo pipefail
 
 RUNC_VERSION=${RUNC_VERSION:-1.5.2}
@@ -33,7 +38,7 @@ export PATH=/usr/local/go/bin:$PATH
 log() { printf 'setup: %s\n' "$*" >&2; }
 
 need_pkgs=()
-for p in libseccomp-dev pkg-config gcc strace; do
+for p in libseccomp-dev pkg-config gcc strace chromium; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need_pkgs+=("$p")
 done
 if ((${#need_pkgs[@]})); then
@@ -151,3 +156,24 @@ if [ ! -s "$guest_vmlinux" ]; then
 	fi
 fi
 log "guest kernel: $guest_kernel"
+
+# The browser tests' Node dependencies, from the lockfile exactly. node_modules is stale when
+# the lockfile it was installed from (its digest is kept in a stamp file) is not the current one.
+browser_dir="$(cd "$(dirname "$0")/.." && pwd)/tests/browser"
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+	log "installing Debian's nodejs and npm"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
+fi
+node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+if [ "$node_major" -lt 20 ]; then
+	log "Node.js 20 or newer is needed for the browser tests (found: $(node --version 2>/dev/null || echo none)); install it and rerun"
+	exit 1
+fi
+lock_sum=$(sha256sum "$browser_dir/package-lock.json" | cut -d' ' -f1)
+stamp="$browser_dir/node_modules/.paddock-lock-sha256"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$lock_sum" ]; then
+	log "installing the browser tests' Node packages (npm ci in tests/browser)"
+	(cd "$browser_dir" && npm ci --no-audit --no-fund --loglevel=error)
+	echo "$lock_sum" >"$stamp"
+fi
+log "browser tests: $(chromium --version 2>/dev/null | head -1), playwright-core $(node -p "require('$browser_dir/node_modules/playwright-core/package.json').version")"

@@ -1,7 +1,8 @@
 // Command paddock-agent runs inside every sandbox: it reads its bootstrap envelope on stdin
 // and serves the agent RPC on the socket the envelope names (a listening socket, or with
 // --connected one connected socket). As PID 1 of a microVM with --vm-init it sets up the
-// guest and serves on the VM's virtio-serial port instead. It is built static
+// guest and serves on the VM's virtio-serial port instead. `paddock-agent welcome` runs the
+// default app of a new sandbox instead (package welcome). It is built static
 // (CGO_ENABLED=0) so that it runs in any root filesystem.
 package main
 
@@ -14,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/paddockhq/paddock/internal/agent"
+	"github.com/paddockhq/paddock/internal/agent/welcome"
 )
 
 func main() {
@@ -26,6 +28,13 @@ func main() {
 		log.Error("agent failed", "err", err)
 		fmt.Fprintf(os.Stderr, "paddock-agent: %v\n", err)
 		os.Exit(1)
+	}
+	if len(os.Args) > 1 && os.Args[1] == welcome.Subcommand {
+		if err := welcome.Main(ctx, os.Args[2:], log); err != nil {
+			fmt.Fprintf(os.Stderr, "paddock-agent: %v\n", err)
+			os.Exit(1)
+		}
+		return
 	}
 	connected := len(os.Args) > 1 && os.Args[1] == agent.ConnectedFlag
 	if err := agent.Bootstrap(ctx, os.Stdin, connected, confine(log), log); err != nil {

@@ -3,7 +3,7 @@
 // The runner starts it as the sandbox's first process with a bootstrap envelope on its
 // standard input and its listening socket inherited as a file descriptor. It starts the
 // main command at once (so its first output does not wait for a client), then serves the
-// Process, Files and Agent services of proto/paddock/agent/v1 on that socket.
+// Process, Files, Agent and Net services of proto/paddock/agent/v1 on that socket.
 //
 // Threat model: everything else in the sandbox is hostile. In the container tier the agent
 // runs as the container's root with a handful of capabilities and starts every command as
@@ -14,7 +14,8 @@
 // its memory or environment through /proc. Its clients are trusted: only the host holds
 // the other end of the channel. In the process tier the agent confines itself
 // (Landlock, seccomp, rlimits) before it starts anything, and refuses sessions other than
-// the main command. In the microvm tier the agent is the guest's init (VMInit): it sets up
+// the main command, and port forwarding: without a network namespace of its own, the
+// sandbox's loopback there is the host's. In the microvm tier the agent is the guest's init (VMInit): it sets up
 // the guest, then serves on the VM's virtio-serial port, and the guest kernel is the
 // boundary.
 //
@@ -32,6 +33,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -48,6 +50,10 @@ import (
 
 // Version is the agent's version, reported by Info.
 var Version = "dev"
+
+// SandboxIDEnv is the variable that tells every command in the sandbox its sandbox's ID
+// (an app can name itself with it, as the welcome app does).
+const SandboxIDEnv = "PADDOCK_SANDBOX_ID"
 
 // MainSessionID names the session of the sandbox's main command.
 const MainSessionID = "main"
@@ -131,7 +137,7 @@ func Run(ctx context.Context, env *wire.Envelope, lis net.Listener, confine Conf
 			return fmt.Errorf("process tier: confine agent: %w", err)
 		}
 	}
-	m := session.NewManager(ctx, env.Workspace, env.Env, log)
+	m := session.NewManager(ctx, env.Workspace, defaultEnv(env), log)
 	var user identity.User
 	if env.RunAs != nil {
 		user = identity.User{UID: env.RunAs.UID, GID: env.RunAs.GID}
@@ -159,12 +165,26 @@ func Run(ctx context.Context, env *wire.Envelope, lis net.Listener, confine Conf
 	pb.RegisterProcessServer(srv, &processService{m: m})
 	pb.RegisterFilesServer(srv, fs)
 	pb.RegisterAgentServer(srv, &agentService{info: info})
+	pb.RegisterNetServer(srv, newNetService(env.Tier))
 	go func() {
 		<-ctx.Done()
 		stopWithin(srv, 2*time.Second)
 	}()
 	log.Info("agent serving", "sandbox", env.SandboxID, "tier", env.Tier, "version", Version)
 	return srv.Serve(lis)
+}
+
+// defaultEnv is the environment of commands that do not bring their own: the envelope's,
+// then the sandbox's ID, which the sandbox's own settings cannot override.
+func defaultEnv(env *wire.Envelope) []string {
+	return append(slices.Clip(env.Env), SandboxIDEnv+"="+env.SandboxID)
+}
+
+func newNetService(tier wire.Tier) *netService {
+	if tier == wire.TierProcess {
+		return &netService{refused: ProcessTierForwardReason}
+	}
+	return &netService{}
 }
 
 func stopWithin(srv *grpc.Server, d time.Duration) {

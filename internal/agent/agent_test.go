@@ -25,6 +25,13 @@ import (
 // runner does, and returns a client connection and the socket path.
 func startAgent(t *testing.T, main *wire.Command) (*grpc.ClientConn, string) {
 	t.Helper()
+	return startAgentTier(t, wire.TierContainer, main)
+}
+
+// startAgentTier is startAgent for a tier. In the process tier the agent's confinement is
+// skipped: it would confine the test binary itself.
+func startAgentTier(t testing.TB, tier wire.Tier, main *wire.Command) (*grpc.ClientConn, string) {
+	t.Helper()
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "agent.sock")
 	lis, err := net.Listen("unix", sock)
@@ -35,11 +42,12 @@ func startAgent(t *testing.T, main *wire.Command) (*grpc.ClientConn, string) {
 	if err := os.Mkdir(ws, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	env := &wire.Envelope{Version: wire.EnvelopeVersion, SandboxID: "sb-test", Tier: wire.TierContainer, Workspace: ws, ListenFD: 3,
+	env := &wire.Envelope{Version: wire.EnvelopeVersion, SandboxID: "sb-test", Tier: tier, Workspace: ws, ListenFD: 3,
 		Env: []string{"PATH=/usr/bin:/bin"}, Main: main}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, env, lis, nil, slog.New(slog.DiscardHandler)) }()
+	noConfine := func(*wire.Envelope) error { return nil }
+	go func() { done <- Run(ctx, env, lis, noConfine, slog.New(slog.DiscardHandler)) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

@@ -10,9 +10,10 @@ import (
 )
 
 // channelCodec is the channel's gRPC codec: protobuf, byte for byte, except that an output
-// event, which is most of what crosses the channel, is framed around the output's own bytes
-// instead of being copied into a message buffer first. (Output chunks are never changed
-// once read, so grpc may hold on to them until they are written.) Everything else, and all
+// event or a forwarded chunk, which are most of what crosses the channel, is framed around
+// its own bytes instead of being copied into a message buffer first. (Output chunks are
+// never changed once read, so grpc may hold on to them until they are written; forwarded
+// chunks are pooled buffers that grpc returns to the pool.) Everything else, and all
 // decoding, is grpc's protobuf codec.
 type channelCodec struct{}
 
@@ -27,6 +28,9 @@ func (channelCodec) Name() string { return "proto" }
 func protoCodec() encoding.CodecV2 { return encoding.GetCodecV2("proto") }
 
 func (channelCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if c, ok := v.(*outChunk); ok {
+		return c.marshal(), nil
+	}
 	if ev, ok := v.(*pb.ProcessEvent); ok {
 		if out := ev.GetOutput(); out != nil && len(out.GetData()) >= minZeroCopy {
 			return marshalOutput(out), nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
@@ -99,31 +100,72 @@ type LoginRequest struct {
 // the account or the address give a [*LimitedError] before anything is checked.
 // A correct password hashed with outdated parameters is rehashed.
 func (s *Service) Login(ctx context.Context, req LoginRequest) (*Session, error) {
+	var sess *Session
+	err := s.signIn(ctx, req, "auth.login", func(tx *store.Tx, u store.User) error {
+		var err error
+		sess, err = s.newSession(ctx, tx, u, req.Client)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return sess, nil
+}
+
+// LoginToken checks a username and password exactly as [Service.Login] does (same
+// limits, same errors) and creates an API token named name instead of a session:
+// how the CLI signs in. A bad name is [errdefs.ErrInvalidArgument] and is refused
+// before the password is checked, so it costs no attempt. The token is returned
+// only here; show it once.
+func (s *Service) LoginToken(ctx context.Context, req LoginRequest, name string) (Token, store.APIToken, error) {
+	name = strings.TrimSpace(name)
+	if err := checkTokenName(name); err != nil {
+		return "", store.APIToken{}, err
+	}
+	var (
+		tok  Token
+		info store.APIToken
+	)
+	err := s.signIn(ctx, req, "auth.token_login", func(tx *store.Tx, u store.User) error {
+		var err error
+		tok, info, err = s.createAPIToken(ctx, tx, u.ID, name)
+		return err
+	})
+	if err != nil {
+		return "", store.APIToken{}, err
+	}
+	return tok, info, nil
+}
+
+// signIn is the password check that Login and LoginToken share: it counts the
+// attempt against the limits, verifies the password, and on success runs grant in
+// the same transaction that un-counts the attempt, rehashes an outdated hash and
+// audits action+".success". Failures audit action+".failure" / ".limited".
+func (s *Service) signIn(ctx context.Context, req LoginRequest, action string, grant func(*store.Tx, store.User) error) error {
 	att, err := s.reserve(ctx, s.limitKeys(req.Username, req.Client))
 	if err != nil {
-		return nil, s.limited(ctx, "auth.login.limited", req.Username, req.Client, err)
+		return s.limited(ctx, action+".limited", req.Username, req.Client, err)
 	}
 	u, err := s.lookup(ctx, req.Username)
 	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-		return nil, err
+		return err
 	}
 	encoded := u.PasswordHash // empty for an unknown user: verify then burns the same time and fails
 	ok, err := s.verify(ctx, encoded, req.Password)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if !ok {
-		return nil, s.failed(ctx, s.audit("", "auth.login.failure", auditName(req.Username),
+		return s.failed(ctx, s.audit("", action+".failure", auditName(req.Username),
 			map[string]any{"ip": req.Client.Addr.String()}))
 	}
 	rehash := ""
 	if NeedsRehash(encoded, s.cfg.params) {
 		if rehash, err = s.hash(ctx, req.Password); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	var sess *Session
-	err = s.st.Update(ctx, func(tx *store.Tx) error {
+	return s.st.Update(ctx, func(tx *store.Tx) error {
 		if rehash != "" {
 			if err := tx.SetPasswordHash(ctx, u.ID, rehash); err != nil {
 				return err
@@ -132,17 +174,12 @@ func (s *Service) Login(ctx context.Context, req LoginRequest) (*Session, error)
 		if err := att.succeeded(ctx, tx, u.Username); err != nil {
 			return err
 		}
-		var err error
-		if sess, err = s.newSession(ctx, tx, u, req.Client); err != nil {
+		if err := grant(tx, u); err != nil {
 			return err
 		}
-		return tx.AppendAudit(ctx, s.audit(u.ID, "auth.login.success", u.ID,
+		return tx.AppendAudit(ctx, s.audit(u.ID, action+".success", u.ID,
 			map[string]any{"ip": req.Client.Addr.String(), "rehashed": rehash != ""}))
 	})
-	if err != nil {
-		return nil, err
-	}
-	return sess, nil
 }
 
 // lookup finds a user by a username that may be anything a client sent.

@@ -134,6 +134,11 @@ func (s *Service) Logout(ctx context.Context, sess *Session) error {
 // secure reports whether r's cookies should be Secure and __Host- prefixed.
 func (s *Service) secure(r *http.Request) bool { return s.cfg.forceSecure || r.TLS != nil }
 
+// SecureCookies reports whether cookies set in answer to r are Secure and __Host-
+// prefixed (r came over TLS, or [WithSecureCookies]), so that the edge's other
+// cookies follow the session cookie's rules.
+func (s *Service) SecureCookies(r *http.Request) bool { return s.secure(r) }
+
 func (s *Service) cookieName(r *http.Request) string {
 	if s.secure(r) {
 		return CookieName

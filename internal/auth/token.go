@@ -64,20 +64,33 @@ func (s *Service) CreateAPIToken(ctx context.Context, userID, name string) (Toke
 	if err := checkTokenName(name); err != nil {
 		return "", store.APIToken{}, err
 	}
+	var (
+		tok  Token
+		info store.APIToken
+	)
+	err := s.st.Update(ctx, func(tx *store.Tx) error {
+		var err error
+		tok, info, err = s.createAPIToken(ctx, tx, userID, name)
+		return err
+	})
+	if err != nil {
+		return "", store.APIToken{}, err
+	}
+	return tok, info, nil
+}
+
+// createAPIToken creates and audits a token for userID inside tx; name is checked.
+func (s *Service) createAPIToken(ctx context.Context, tx *store.Tx, userID, name string) (Token, store.APIToken, error) {
 	var b [32]byte
 	_, _ = rand.Read(b[:])
 	tok := Token(TokenPrefix + base64.RawURLEncoding.EncodeToString(b[:]))
-	var info store.APIToken
-	err := s.st.Update(ctx, func(tx *store.Tx) error {
-		var err error
-		info, err = tx.CreateAPIToken(ctx, store.APIToken{
-			UserID: userID, Name: name, TokenHash: tokenHash(tok), Prefix: string(tok[:tokenDisplayLen]), CreatedAt: s.now(),
-		})
-		if err != nil {
-			return err
-		}
-		return tx.AppendAudit(ctx, s.audit(userID, "auth.token.create", info.ID, map[string]any{"name": name, "prefix": info.Prefix}))
+	info, err := tx.CreateAPIToken(ctx, store.APIToken{
+		UserID: userID, Name: name, TokenHash: tokenHash(tok), Prefix: string(tok[:tokenDisplayLen]), CreatedAt: s.now(),
 	})
+	if err != nil {
+		return "", store.APIToken{}, err
+	}
+	err = tx.AppendAudit(ctx, s.audit(userID, "auth.token.create", info.ID, map[string]any{"name": name, "prefix": info.Prefix}))
 	if err != nil {
 		return "", store.APIToken{}, err
 	}

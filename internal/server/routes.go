@@ -68,7 +68,7 @@ func (s *Server) routes() http.Handler {
 	for rt, h := range s.routeTable() {
 		mux.Handle(rt.Method+" "+rt.Pattern, s.api(h))
 	}
-	mux.Handle("/api/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.apiFallback(mux, w, r) }))
+	mux.Handle("/api/v1/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.apiFallback(mux, w, r) }))
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
 	mux.HandleFunc("/", s.app)
@@ -96,7 +96,7 @@ func (s *Server) api(h apiHandler) http.Handler {
 }
 
 // apiFallback answers what no API route matched: 405 with Allow when the path exists
-// under another method, 404 otherwise. Nothing under /api/ ever reaches a sandbox.
+// under another method, 404 otherwise. Nothing under /api/v1/ ever reaches a sandbox (other /api/ paths are the app's).
 func (s *Server) apiFallback(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
 	var allow []string
 	for _, m := range []string{"GET", "POST", "PUT", "DELETE"} {

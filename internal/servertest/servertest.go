@@ -188,3 +188,17 @@ func ErrorOf(t testing.TB, resp *http.Response, want int) api.ErrorBody {
 
 // String is fmt.Sprintf, for paths.
 func String(format string, args ...any) string { return fmt.Sprintf(format, args...) }
+
+// Token signs in through POST /auth/token (as `paddock login` does) and returns the API
+// token.
+func (e *Env) Token(t testing.TB, username, password string) string {
+	t.Helper()
+	body, _ := json.Marshal(api.TokenRequest{Username: username, Password: password, Name: "tests"})
+	resp, err := http.Post(e.URL+"/auth/token", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tok api.Token
+	Decode(t, resp, http.StatusCreated, &tok)
+	return tok.Secret
+}

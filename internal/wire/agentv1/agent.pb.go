@@ -2169,6 +2169,124 @@ func (x *InfoResponse) GetWorkspace() string {
 	return ""
 }
 
+type ForwardRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// port is read from the first request only: a TCP port (1-65535) on the sandbox's loopback.
+	Port uint32 `protobuf:"varint,1,opt,name=port,proto3" json:"port,omitempty"`
+	// data is written to the connection, in order; the first request may carry some too.
+	Data []byte `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	// close_write shuts the connection's write side after data (the app reads EOF); later
+	// requests must carry no data.
+	CloseWrite    bool `protobuf:"varint,3,opt,name=close_write,json=closeWrite,proto3" json:"close_write,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForwardRequest) Reset() {
+	*x = ForwardRequest{}
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForwardRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForwardRequest) ProtoMessage() {}
+
+func (x *ForwardRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForwardRequest.ProtoReflect.Descriptor instead.
+func (*ForwardRequest) Descriptor() ([]byte, []int) {
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ForwardRequest) GetPort() uint32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *ForwardRequest) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *ForwardRequest) GetCloseWrite() bool {
+	if x != nil {
+		return x.CloseWrite
+	}
+	return false
+}
+
+type ForwardResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// connected is set on the first response only, once the agent has dialed the port.
+	Connected bool `protobuf:"varint,1,opt,name=connected,proto3" json:"connected,omitempty"`
+	// data is what the app wrote, in order.
+	Data          []byte `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForwardResponse) Reset() {
+	*x = ForwardResponse{}
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForwardResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForwardResponse) ProtoMessage() {}
+
+func (x *ForwardResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForwardResponse.ProtoReflect.Descriptor instead.
+func (*ForwardResponse) Descriptor() ([]byte, []int) {
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ForwardResponse) GetConnected() bool {
+	if x != nil {
+		return x.Connected
+	}
+	return false
+}
+
+func (x *ForwardResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 var File_paddock_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_paddock_agent_v1_agent_proto_rawDesc = "" +
@@ -2307,7 +2425,15 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"\ragent_version\x18\x03 \x01(\tR\fagentVersion\x12-\n" +
 	"\x12sessions_available\x18\x04 \x01(\bR\x11sessionsAvailable\x12>\n" +
 	"\x1bsessions_unavailable_reason\x18\x05 \x01(\tR\x19sessionsUnavailableReason\x12\x1c\n" +
-	"\tworkspace\x18\x06 \x01(\tR\tworkspace*F\n" +
+	"\tworkspace\x18\x06 \x01(\tR\tworkspace\"Y\n" +
+	"\x0eForwardRequest\x12\x12\n" +
+	"\x04port\x18\x01 \x01(\rR\x04port\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\x12\x1f\n" +
+	"\vclose_write\x18\x03 \x01(\bR\n" +
+	"closeWrite\"C\n" +
+	"\x0fForwardResponse\x12\x1c\n" +
+	"\tconnected\x18\x01 \x01(\bR\tconnected\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data*F\n" +
 	"\x06Stream\x12\x16\n" +
 	"\x12STREAM_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSTREAM_STDOUT\x10\x01\x12\x11\n" +
@@ -2346,7 +2472,9 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"\x06Remove\x12\x1f.paddock.agent.v1.RemoveRequest\x1a .paddock.agent.v1.RemoveResponse\x12F\n" +
 	"\x05Watch\x12\x1e.paddock.agent.v1.WatchRequest\x1a\x1b.paddock.agent.v1.FileEvent0\x012N\n" +
 	"\x05Agent\x12E\n" +
-	"\x04Info\x12\x1d.paddock.agent.v1.InfoRequest\x1a\x1e.paddock.agent.v1.InfoResponseB<Z:github.com/paddockhq/paddock/internal/wire/agentv1;agentv1b\x06proto3"
+	"\x04Info\x12\x1d.paddock.agent.v1.InfoRequest\x1a\x1e.paddock.agent.v1.InfoResponse2Y\n" +
+	"\x03Net\x12R\n" +
+	"\aForward\x12 .paddock.agent.v1.ForwardRequest\x1a!.paddock.agent.v1.ForwardResponse(\x010\x01B<Z:github.com/paddockhq/paddock/internal/wire/agentv1;agentv1b\x06proto3"
 
 var (
 	file_paddock_agent_v1_agent_proto_rawDescOnce sync.Once
@@ -2361,7 +2489,7 @@ func file_paddock_agent_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_paddock_agent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_paddock_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_paddock_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_paddock_agent_v1_agent_proto_goTypes = []any{
 	(Stream)(0),                // 0: paddock.agent.v1.Stream
 	(FileType)(0),              // 1: paddock.agent.v1.FileType
@@ -2400,6 +2528,8 @@ var file_paddock_agent_v1_agent_proto_goTypes = []any{
 	(*FileEvent)(nil),          // 34: paddock.agent.v1.FileEvent
 	(*InfoRequest)(nil),        // 35: paddock.agent.v1.InfoRequest
 	(*InfoResponse)(nil),       // 36: paddock.agent.v1.InfoResponse
+	(*ForwardRequest)(nil),     // 37: paddock.agent.v1.ForwardRequest
+	(*ForwardResponse)(nil),    // 38: paddock.agent.v1.ForwardResponse
 }
 var file_paddock_agent_v1_agent_proto_depIdxs = []int32{
 	4,  // 0: paddock.agent.v1.StartRequest.tty:type_name -> paddock.agent.v1.TTYSize
@@ -2431,25 +2561,27 @@ var file_paddock_agent_v1_agent_proto_depIdxs = []int32{
 	31, // 26: paddock.agent.v1.Files.Remove:input_type -> paddock.agent.v1.RemoveRequest
 	33, // 27: paddock.agent.v1.Files.Watch:input_type -> paddock.agent.v1.WatchRequest
 	35, // 28: paddock.agent.v1.Agent.Info:input_type -> paddock.agent.v1.InfoRequest
-	6,  // 29: paddock.agent.v1.Process.Start:output_type -> paddock.agent.v1.ProcessEvent
-	6,  // 30: paddock.agent.v1.Process.Attach:output_type -> paddock.agent.v1.ProcessEvent
-	11, // 31: paddock.agent.v1.Process.Execute:output_type -> paddock.agent.v1.ExecuteResponse
-	13, // 32: paddock.agent.v1.Process.WriteStdin:output_type -> paddock.agent.v1.WriteStdinResponse
-	15, // 33: paddock.agent.v1.Process.SendSignal:output_type -> paddock.agent.v1.SendSignalResponse
-	17, // 34: paddock.agent.v1.Process.ResizeTTY:output_type -> paddock.agent.v1.ResizeTTYResponse
-	9,  // 35: paddock.agent.v1.Process.Wait:output_type -> paddock.agent.v1.ExitStatus
-	21, // 36: paddock.agent.v1.Process.List:output_type -> paddock.agent.v1.ListResponse
-	23, // 37: paddock.agent.v1.Files.Read:output_type -> paddock.agent.v1.FileChunk
-	25, // 38: paddock.agent.v1.Files.Write:output_type -> paddock.agent.v1.FileInfo
-	25, // 39: paddock.agent.v1.Files.Stat:output_type -> paddock.agent.v1.FileInfo
-	28, // 40: paddock.agent.v1.Files.List:output_type -> paddock.agent.v1.ListFilesResponse
-	25, // 41: paddock.agent.v1.Files.Mkdir:output_type -> paddock.agent.v1.FileInfo
-	25, // 42: paddock.agent.v1.Files.Move:output_type -> paddock.agent.v1.FileInfo
-	32, // 43: paddock.agent.v1.Files.Remove:output_type -> paddock.agent.v1.RemoveResponse
-	34, // 44: paddock.agent.v1.Files.Watch:output_type -> paddock.agent.v1.FileEvent
-	36, // 45: paddock.agent.v1.Agent.Info:output_type -> paddock.agent.v1.InfoResponse
-	29, // [29:46] is the sub-list for method output_type
-	12, // [12:29] is the sub-list for method input_type
+	37, // 29: paddock.agent.v1.Net.Forward:input_type -> paddock.agent.v1.ForwardRequest
+	6,  // 30: paddock.agent.v1.Process.Start:output_type -> paddock.agent.v1.ProcessEvent
+	6,  // 31: paddock.agent.v1.Process.Attach:output_type -> paddock.agent.v1.ProcessEvent
+	11, // 32: paddock.agent.v1.Process.Execute:output_type -> paddock.agent.v1.ExecuteResponse
+	13, // 33: paddock.agent.v1.Process.WriteStdin:output_type -> paddock.agent.v1.WriteStdinResponse
+	15, // 34: paddock.agent.v1.Process.SendSignal:output_type -> paddock.agent.v1.SendSignalResponse
+	17, // 35: paddock.agent.v1.Process.ResizeTTY:output_type -> paddock.agent.v1.ResizeTTYResponse
+	9,  // 36: paddock.agent.v1.Process.Wait:output_type -> paddock.agent.v1.ExitStatus
+	21, // 37: paddock.agent.v1.Process.List:output_type -> paddock.agent.v1.ListResponse
+	23, // 38: paddock.agent.v1.Files.Read:output_type -> paddock.agent.v1.FileChunk
+	25, // 39: paddock.agent.v1.Files.Write:output_type -> paddock.agent.v1.FileInfo
+	25, // 40: paddock.agent.v1.Files.Stat:output_type -> paddock.agent.v1.FileInfo
+	28, // 41: paddock.agent.v1.Files.List:output_type -> paddock.agent.v1.ListFilesResponse
+	25, // 42: paddock.agent.v1.Files.Mkdir:output_type -> paddock.agent.v1.FileInfo
+	25, // 43: paddock.agent.v1.Files.Move:output_type -> paddock.agent.v1.FileInfo
+	32, // 44: paddock.agent.v1.Files.Remove:output_type -> paddock.agent.v1.RemoveResponse
+	34, // 45: paddock.agent.v1.Files.Watch:output_type -> paddock.agent.v1.FileEvent
+	36, // 46: paddock.agent.v1.Agent.Info:output_type -> paddock.agent.v1.InfoResponse
+	38, // 47: paddock.agent.v1.Net.Forward:output_type -> paddock.agent.v1.ForwardResponse
+	30, // [30:48] is the sub-list for method output_type
+	12, // [12:30] is the sub-list for method input_type
 	12, // [12:12] is the sub-list for extension type_name
 	12, // [12:12] is the sub-list for extension extendee
 	0,  // [0:12] is the sub-list for field type_name
@@ -2471,9 +2603,9 @@ func file_paddock_agent_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_paddock_agent_v1_agent_proto_rawDesc), len(file_paddock_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   34,
+			NumMessages:   36,
 			NumExtensions: 0,
-			NumServices:   3,
+			NumServices:   4,
 		},
 		GoTypes:           file_paddock_agent_v1_agent_proto_goTypes,
 		DependencyIndexes: file_paddock_agent_v1_agent_proto_depIdxs,

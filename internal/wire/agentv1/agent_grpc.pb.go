@@ -905,3 +905,123 @@ var Agent_ServiceDesc = grpc.ServiceDesc{
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "paddock/agent/v1/agent.proto",
 }
+
+const (
+	Net_Forward_FullMethodName = "/paddock.agent.v1.Net/Forward"
+)
+
+// NetClient is the client API for Net service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Net reaches network services inside the sandbox over the channel, so that the host never
+// needs a port of its own on the sandbox's network (the container and microvm tiers have
+// none). Unavailable in the process tier, which has no network namespace: its "loopback"
+// would be the host's.
+type NetClient interface {
+	// Forward relays one TCP connection to a port on the sandbox's own loopback. The first
+	// request names the port; the agent dials it (127.0.0.1, then ::1) and answers
+	// connected=true, or fails the stream with UNAVAILABLE saying why. After that, requests
+	// carry bytes for the app and responses bytes from it. close_write, or the end of the
+	// request stream, half-closes the connection towards the app after everything sent
+	// before it (the app reads EOF); the stream ends, with OK, when the app closes its side.
+	// Cancelling the call closes the connection at once.
+	Forward(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ForwardRequest, ForwardResponse], error)
+}
+
+type netClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewNetClient(cc grpc.ClientConnInterface) NetClient {
+	return &netClient{cc}
+}
+
+func (c *netClient) Forward(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ForwardRequest, ForwardResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Net_ServiceDesc.Streams[0], Net_Forward_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ForwardRequest, ForwardResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Net_ForwardClient = grpc.BidiStreamingClient[ForwardRequest, ForwardResponse]
+
+// NetServer is the server API for Net service.
+// All implementations must embed UnimplementedNetServer
+// for forward compatibility.
+//
+// Net reaches network services inside the sandbox over the channel, so that the host never
+// needs a port of its own on the sandbox's network (the container and microvm tiers have
+// none). Unavailable in the process tier, which has no network namespace: its "loopback"
+// would be the host's.
+type NetServer interface {
+	// Forward relays one TCP connection to a port on the sandbox's own loopback. The first
+	// request names the port; the agent dials it (127.0.0.1, then ::1) and answers
+	// connected=true, or fails the stream with UNAVAILABLE saying why. After that, requests
+	// carry bytes for the app and responses bytes from it. close_write, or the end of the
+	// request stream, half-closes the connection towards the app after everything sent
+	// before it (the app reads EOF); the stream ends, with OK, when the app closes its side.
+	// Cancelling the call closes the connection at once.
+	Forward(grpc.BidiStreamingServer[ForwardRequest, ForwardResponse]) error
+	mustEmbedUnimplementedNetServer()
+}
+
+// UnimplementedNetServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedNetServer struct{}
+
+func (UnimplementedNetServer) Forward(grpc.BidiStreamingServer[ForwardRequest, ForwardResponse]) error {
+	return status.Error(codes.Unimplemented, "method Forward not implemented")
+}
+func (UnimplementedNetServer) mustEmbedUnimplementedNetServer() {}
+func (UnimplementedNetServer) testEmbeddedByValue()             {}
+
+// UnsafeNetServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to NetServer will
+// result in compilation errors.
+type UnsafeNetServer interface {
+	mustEmbedUnimplementedNetServer()
+}
+
+func RegisterNetServer(s grpc.ServiceRegistrar, srv NetServer) {
+	// If the following call panics, it indicates UnimplementedNetServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Net_ServiceDesc, srv)
+}
+
+func _Net_Forward_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(NetServer).Forward(&grpc.GenericServerStream[ForwardRequest, ForwardResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Net_ForwardServer = grpc.BidiStreamingServer[ForwardRequest, ForwardResponse]
+
+// Net_ServiceDesc is the grpc.ServiceDesc for Net service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Net_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "paddock.agent.v1.Net",
+	HandlerType: (*NetServer)(nil),
+	Methods:     []grpc.MethodDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Forward",
+			Handler:       _Net_Forward_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
+	Metadata: "paddock/agent/v1/agent.proto",
+}

@@ -1,0 +1,88 @@
+// Package browsertest runs the browser scripts in tests/browser (Node with
+// playwright-core driving Debian's chromium) from Go tests, so that the pages are
+// tested the way people use them: real forms, real redirects, real cookies.
+//
+// What it needs is installed by `make setup` (scripts/setup.sh): the chromium
+// package and tests/browser/node_modules. When either is missing the test fails,
+// rather than skips, so a machine that cannot run browser tests never passes them
+// by accident.
+package browsertest
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Chromium is the browser the scripts launch (Debian's chromium package).
+const Chromium = "/usr/bin/chromium"
+
+// timeout bounds one script; a wedged browser must not hang the test binary.
+const timeout = 2 * time.Minute
+
+// Run runs tests/browser/<script>.mjs with node, with env added to the test
+// process's environment (BASE_URL and whatever else the script reads; CHROMIUM is
+// set to the browser's path unless env sets it), and returns its combined output.
+// A non-zero exit fails the test with that output.
+func Run(t *testing.T, script string, env map[string]string) string {
+	t.Helper()
+	dir, err := scriptDir()
+	if err != nil {
+		t.Fatalf("browsertest: %v", err)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("browsertest: node is not installed: run make setup")
+	}
+	if _, err := os.Stat(Chromium); err != nil {
+		t.Fatalf("browsertest: %s is missing: run make setup", Chromium)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "playwright-core", "package.json")); err != nil {
+		t.Fatalf("browsertest: %s/node_modules lacks playwright-core: run make setup", dir)
+	}
+	path := filepath.Join(dir, script+".mjs")
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("browsertest: no script %s", path)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, path)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CHROMIUM="+Chromium)
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("browsertest: %s.mjs did not finish within %s; output:\n%s", script, timeout, out)
+	}
+	if err != nil {
+		t.Fatalf("browsertest: %s.mjs: %v; output:\n%s", script, err, out)
+	}
+	return string(out)
+}
+
+// scriptDir finds tests/browser by walking up from the working directory (a Go
+// test runs in its package's directory) to the module root.
+func scriptDir() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.Contains(string(b), "module github.com/paddockhq/paddock\n") {
+			return filepath.Join(dir, "tests", "browser"), nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("not inside the paddock module: cannot find tests/browser")
+		}
+		dir = parent
+	}
+}

@@ -1,0 +1,129 @@
+package proxy
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+)
+
+var fuzzReserved = func(name string) bool {
+	return strings.EqualFold(name, sessionCookie) || strings.EqualFold(name, roleCookie)
+}
+
+// FuzzFilterCookies: whatever the client sends, no pair that any usual parser would read
+// as a reserved cookie reaches the app, and every pair that does was in the input.
+func FuzzFilterCookies(f *testing.F) {
+	for _, s := range []string{
+		"paddock_session=abc; app=1",
+		` "paddock_session"=x;;app=2 ;PADDOCK_ROLE=dev`,
+		"paddock_session",
+		"a=b; paddock_session=1; paddock_session=2",
+		"\tpaddock_role\t=live",
+		"app=\"x;paddock_session=y\"",
+	} {
+		f.Add(s, "other=1")
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		out := filterCookies([]string{a, b}, fuzzReserved)
+		in := a + ";" + b
+		for pair := range strings.SplitSeq(out, ";") {
+			pair = strings.TrimSpace(pair)
+			if fuzzReserved(cookieName(pair)) {
+				t.Fatalf("reserved pair %q passed in %q", pair, out)
+			}
+			if !strings.Contains(in, pair) {
+				t.Fatalf("pair %q was not in the input", pair)
+			}
+		}
+		if cs, err := http.ParseCookie(out); err == nil {
+			for _, c := range cs {
+				if fuzzReserved(c.Name) {
+					t.Fatalf("net/http parses reserved cookie %q from %q", c.Name, out)
+				}
+			}
+		}
+		req := &http.Request{Header: http.Header{"Cookie": {out}}}
+		for _, c := range req.Cookies() {
+			if fuzzReserved(c.Name) {
+				t.Fatalf("net/http reads reserved cookie %q from %q", c.Name, out)
+			}
+		}
+	})
+}
+
+// FuzzDropReservedSetCookies: a sandbox cannot set a reserved cookie, however it spells
+// the Set-Cookie.
+func FuzzDropReservedSetCookies(f *testing.F) {
+	for _, s := range []string{
+		"paddock_session=x; Path=/; HttpOnly",
+		" paddock_role =dev",
+		"PADDOCK_SESSION=y",
+		"paddock_session",
+		"\"paddock_session\"=z",
+		"app=1; paddock_session=2",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		h := http.Header{"Set-Cookie": {v, "app=1"}}
+		dropReservedSetCookies(h, fuzzReserved)
+		res := &http.Response{Header: h}
+		for _, c := range res.Cookies() {
+			if fuzzReserved(c.Name) {
+				t.Fatalf("Set-Cookie %q still sets %q", v, c.Name)
+			}
+		}
+		for _, kept := range h.Values("Set-Cookie") {
+			first, _, _ := strings.Cut(kept, ";")
+			if fuzzReserved(cookieName(first)) || fuzzReserved(strings.TrimSpace(first)) {
+				t.Fatalf("kept %q", kept)
+			}
+		}
+	})
+}
+
+// FuzzUpgradeOf: only a Connection: upgrade with websocket and nothing else in Upgrade
+// is a WebSocket; any other protocol named in Upgrade is refused.
+func FuzzUpgradeOf(f *testing.F) {
+	for _, s := range [][2]string{
+		{"websocket", "Upgrade"}, {"h2c", "Upgrade, HTTP2-Settings"}, {"WebSocket, h2c", "upgrade"},
+		{"", "upgrade"}, {" , websocket", "keep-alive, Upgrade"}, {"websocket", "close"},
+	} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, up, conn string) {
+		h := http.Header{"Upgrade": {up}, "Connection": {conn}}
+		got, err := upgradeOf(h)
+		other := false
+		for tok := range strings.SplitSeq(up, ",") {
+			if tok = strings.TrimSpace(tok); tok != "" && !strings.EqualFold(tok, "websocket") {
+				other = true
+			}
+		}
+		if other != (err != nil) {
+			t.Fatalf("Upgrade %q: err %v", up, err)
+		}
+		if got == "websocket" && (other || !strings.Contains(strings.ToLower(conn), "upgrade")) {
+			t.Fatalf("Upgrade %q Connection %q taken as a WebSocket", up, conn)
+		}
+	})
+}
+
+// FuzzCheckOrigin: an Origin passes only as this host or a trusted origin.
+func FuzzCheckOrigin(f *testing.F) {
+	for _, s := range []string{"http://self.test", "https://self.test", "https://trusted.test", "null",
+		"https://self.test.evil", "https://user@self.test", "https://self.test/path", "HTTPS://SELF.TEST"} {
+		f.Add(s)
+	}
+	p := &Proxy{trusted: map[string]bool{"https://trusted.test": true}}
+	f.Fuzz(func(t *testing.T, origin string) {
+		r := &http.Request{Host: "self.test", Header: http.Header{"Origin": {origin}}}
+		if p.checkOrigin(r) != nil || origin == "" {
+			return
+		}
+		n, err := normalizeOrigin(origin)
+		if err != nil || (n != "http://self.test" && n != "https://self.test" && n != "https://trusted.test") {
+			t.Fatalf("origin %q (%q) accepted", origin, n)
+		}
+	})
+}

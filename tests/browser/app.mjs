@@ -1,0 +1,77 @@
+// A newcomer's first minute against a real `paddock serve`: register, see the recovery
+// codes, continue, and land on the live sandbox's app — the welcome page served from
+// inside the sandbox through the role-aware proxy, with its WebSocket connected through
+// the proxy too. Then switch to the dev role and see the other sandbox.
+// Run by internal/server's TestBrowserNewcomer, which sets BASE_URL (and SCREENSHOT_DIR).
+// Prints "live=<id>" and "dev=<id>" for the Go test to check against the API.
+import assert from 'node:assert/strict';
+import { mkdtemp, mkdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { chromium } from 'playwright-core';
+
+const base = process.env.BASE_URL;
+if (!base) throw new Error('BASE_URL is not set');
+const shots = process.env.SCREENSHOT_DIR || '';
+const step = (s) => console.log(`app.mjs: ${s}`);
+
+const profile = await mkdtemp(path.join(tmpdir(), 'paddock-chromium-'));
+const context = await chromium.launchPersistentContext(profile, {
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  headless: true,
+  args: [
+    '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync',
+  ],
+  baseURL: base,
+  viewport: { width: 900, height: 760 },
+});
+
+async function shot(page, name) {
+  if (!shots) return;
+  await mkdir(shots, { recursive: true });
+  await page.screenshot({ path: path.join(shots, `${name}.png`), fullPage: true });
+}
+
+async function appPage(page, role) {
+  await page.waitForURL((u) => u.pathname === '/');
+  const body = page.locator('body');
+  await body.getByText('Your paddock sandbox is running').waitFor();
+  assert.equal((await page.locator('#role').textContent()).trim(), role);
+  // The page's own WebSocket goes through the proxy to the same sandbox.
+  await page.locator('#ws').getByText(/WebSocket: connected \(echo: ping\)/).waitFor({ timeout: 15000 });
+  return (await page.locator('#sandbox').textContent()).trim();
+}
+
+try {
+  const page = await context.newPage();
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
+  await page.goto('/register');
+  await page.getByLabel('Username').fill('newcomer');
+  await page.getByLabel('Password', { exact: true }).fill('correct horse battery staple');
+  const confirm = page.getByLabel(/Confirm|Repeat|again/i);
+  if (await confirm.count()) await confirm.fill('correct horse battery staple');
+  await page.getByRole('button', { name: /create|register|sign up/i }).click();
+  await page.getByText(/recovery codes/i).first().waitFor();
+  await page.getByRole('link', { name: /continue/i }).click();
+  const live = await appPage(page, 'live');
+  assert.match(live, /^sb-[a-z2-7]{10}$/);
+  step(`landed on the live sandbox ${live}`);
+  await shot(page, 'app-live');
+
+  // The signed-in page offers the role switch.
+  await page.goto('/login');
+  await page.getByRole('button', { name: /switch to dev/i }).click();
+  await page.goto('/');
+  const dev = await appPage(page, 'dev');
+  assert.notEqual(dev, live, 'the dev role must be served by the other sandbox');
+  step(`switched to the dev sandbox ${dev}`);
+  await shot(page, 'app-dev');
+  assert.deepEqual(errors, []);
+  console.log(`live=${live}`);
+  console.log(`dev=${dev}`);
+} finally {
+  await context.close();
+  await rm(profile, { recursive: true, force: true });
+}
