@@ -58,6 +58,13 @@ func StatusOf(err error) (int, string) {
 func WriteError(w http.ResponseWriter, log *slog.Logger, err error) {
 	status, code := StatusOf(err)
 	msg := err.Error()
+	// The taxonomy's word that %w left at the end ("…: invalid argument") repeats what
+	// the code says.
+	for _, s := range statusOf {
+		if errors.Is(err, s.err) {
+			msg = strings.TrimSuffix(msg, ": "+s.err.Error())
+		}
+	}
 	if status == http.StatusInternalServerError {
 		if log != nil {
 			log.Error("internal error", "err", err)

@@ -190,7 +190,7 @@ func TestBadInput(t *testing.T) {
 		{"/api/v1/sandboxes", "application/json", `{} {}`, 400, "more than one"},
 		{"/api/v1/sandboxes", "application/json", `[]`, 400, "want"},
 		{"/api/v1/sandboxes", "text/plain", `{}`, 415, "application/json"},
-		{"/api/v1/sandboxes", "application/json", `{"name":"` + strings.Repeat("a", 2<<20) + `"}`, 413, "too large"},
+		{"/api/v1/sandboxes", "application/json", `{"name":"` + strings.Repeat("a", 2<<20) + `"}`, 413, "over 1048576 bytes"},
 		{"/api/v1/sandboxes/not-an-id/exec", "application/json", `{"argv":["true"]}`, 400, "sandbox ID"},
 		{"/api/v1/sandboxes/sb-aaaaaaaaaa/exec", "application/json", `{"argv":[]}`, 400, "argv"},
 		{"/api/v1/sandboxes/sb-aaaaaaaaaa/exec", "application/json", `{"argv":["x"],"timeout_ms":-1}`, 400, "timeout_ms"},
