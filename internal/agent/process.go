@@ -33,7 +33,7 @@ type processService struct {
 var _ pb.ProcessServer = (*processService)(nil)
 
 func (p *processService) Start(req *pb.StartRequest, stream pb.Process_StartServer) error {
-	spec, err := startSpec(req.GetArgv(), req.GetEnv(), req.GetCwd(), req.GetTty())
+	spec, err := startSpec(req.GetArgv(), req.GetEnv(), req.GetAddEnv(), req.GetCwd(), req.GetTty())
 	if err != nil {
 		return errdefs.ToGRPC(err)
 	}
@@ -86,7 +86,7 @@ func exitStatus(id string, st session.ExitStatus) *pb.ExitStatus {
 }
 
 func (p *processService) Execute(ctx context.Context, req *pb.ExecuteRequest) (*pb.ExecuteResponse, error) {
-	spec, err := startSpec(req.GetArgv(), req.GetEnv(), req.GetCwd(), nil)
+	spec, err := startSpec(req.GetArgv(), req.GetEnv(), req.GetAddEnv(), req.GetCwd(), nil)
 	if err != nil {
 		return nil, errdefs.ToGRPC(err)
 	}
@@ -227,7 +227,7 @@ func (p *processService) List(ctx context.Context, req *pb.ListRequest) (*pb.Lis
 }
 
 // startSpec validates a command line from a request.
-func startSpec(argv, env []string, cwd string, tty *pb.TTYSize) (session.Spec, error) {
+func startSpec(argv, env []string, addEnv bool, cwd string, tty *pb.TTYSize) (session.Spec, error) {
 	if len(argv) > maxArgs {
 		return session.Spec{}, fmt.Errorf("argv has %d entries, over %d: %w", len(argv), maxArgs, errdefs.ErrInvalidArgument)
 	}
@@ -239,7 +239,7 @@ func startSpec(argv, env []string, cwd string, tty *pb.TTYSize) (session.Spec, e
 	if err != nil {
 		return session.Spec{}, err
 	}
-	return session.Spec{Argv: argv, Env: env, Cwd: cwd, TTY: size}, nil
+	return session.Spec{Argv: argv, Env: env, AddEnv: addEnv, Cwd: cwd, TTY: size}, nil
 }
 
 func ttySize(t *pb.TTYSize) (*session.Size, error) {

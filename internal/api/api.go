@@ -215,7 +215,8 @@ type Roles struct {
 // ExecRequest is POST /api/v1/sandboxes/{id}/exec: a one-shot command.
 type ExecRequest struct {
 	Argv []string `json:"argv"`
-	Env  []string `json:"env,omitempty"`
+	// Env is added to the sandbox's environment (an entry replaces one of the same name).
+	Env []string `json:"env,omitempty"`
 	Cwd  string   `json:"cwd,omitempty"`
 	// Stdin is the command's whole standard input (base64 in JSON).
 	Stdin []byte `json:"stdin,omitempty"`

@@ -59,9 +59,10 @@ func WriteError(w http.ResponseWriter, log *slog.Logger, err error) {
 	status, code := StatusOf(err)
 	msg := err.Error()
 	// The taxonomy's word that %w left at the end ("…: invalid argument") repeats what
-	// the code says.
+	// the message already says; "not found" and "already exists" are kept, as they are
+	// the message's point ("sandbox sb-…: not found").
 	for _, s := range statusOf {
-		if errors.Is(err, s.err) {
+		if errors.Is(err, s.err) && s.err != errdefs.ErrNotFound && s.err != errdefs.ErrAlreadyExists {
 			msg = strings.TrimSuffix(msg, ": "+s.err.Error())
 		}
 	}

@@ -20,7 +20,7 @@ func TestWriteErrorMapsTheTaxonomy(t *testing.T) {
 	}{
 		{fmt.Errorf("name: too long: %w", errdefs.ErrInvalidArgument), 400, CodeInvalidArgument, "name: too long"},
 		{fmt.Errorf("sign in: %w", errdefs.ErrUnauthenticated), 401, CodeUnauthenticated, "sign in"},
-		{fmt.Errorf("sandbox sb-x: %w", errdefs.ErrNotFound), 404, CodeNotFound, "sandbox sb-x"},
+		{fmt.Errorf("sandbox sb-x: %w", errdefs.ErrNotFound), 404, CodeNotFound, "sandbox sb-x: not found"},
 		{fmt.Errorf("quota: %w", errdefs.ErrLimitExceeded), 429, CodeLimitExceeded, "quota"},
 		{fmt.Errorf("body over 1 MiB: %w", ErrTooLarge), 413, CodeTooLarge, "body over 1 MiB"},
 		{errors.New("disk on fire at /secret/path"), 500, CodeInternal, "internal error; the server log has the details"},

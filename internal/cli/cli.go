@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/paddockhq/paddock/internal/client"
 	"github.com/paddockhq/paddock/internal/errdefs"
 )
 
@@ -33,7 +34,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return fmt.Errorf("%s: %v (see %s --help): %w", c.CommandPath(), err, c.CommandPath(), errdefs.ErrInvalidArgument)
 	})
-	root.AddCommand(newRunCommand(&code), newServeCommand(), newVersionCommand())
+	root.AddCommand(newRunCommand(&code), newServeCommand(), newVersionCommand(),
+		newLoginCommand(), newLogoutCommand(), newSandboxCommand(&code), newRolesCommand(), newPromoteCommand())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintf(stderr, "paddock: %s\n", message(err))
 		return ExitUsage
@@ -43,12 +45,24 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 // message is an error as one line for a user: the taxonomy suffix that %w left at the end
 // ("…: invalid argument") is dropped, since the text before it already says what happened.
+//
+// A server's "not found" (*client.Error) is the exception: its message is only the
+// thing that was not found ("sandbox sb-…"), so the words are put back. A 401 says how
+// to sign in.
 func message(err error) string {
 	msg := err.Error()
-	for _, kind := range []error{errdefs.ErrInvalidArgument, errdefs.ErrNotFound, errdefs.ErrUnavailable, errdefs.ErrPermissionDenied, errdefs.ErrLimitExceeded, errdefs.ErrFailedPrecondition, errdefs.ErrAlreadyExists} {
+	for _, kind := range []error{errdefs.ErrInvalidArgument, errdefs.ErrNotFound, errdefs.ErrUnavailable, errdefs.ErrPermissionDenied, errdefs.ErrLimitExceeded, errdefs.ErrFailedPrecondition, errdefs.ErrAlreadyExists, errdefs.ErrUnauthenticated, errdefs.ErrDeadlineExceeded} {
 		if errors.Is(err, kind) {
 			msg = strings.TrimSuffix(msg, ": "+kind.Error())
 		}
+	}
+	var serverErr *client.Error
+	if errors.As(err, &serverErr) && errors.Is(err, errdefs.ErrNotFound) && !strings.Contains(msg, "not found") {
+		msg += ": not found"
+	}
+	var lf loginFailed
+	if errors.Is(err, errdefs.ErrUnauthenticated) && !errors.As(err, &lf) && !strings.Contains(msg, "paddock login") {
+		msg += "; run paddock login"
 	}
 	if strings.HasPrefix(msg, "unknown command") || strings.HasPrefix(msg, "unknown flag") {
 		msg += " (see paddock --help)"

@@ -56,7 +56,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, c fleet.Caller) er
 	ctx, cancel := context.WithTimeout(r.Context(), timeout+5*time.Second)
 	defer cancel()
 	res, err := pb.NewProcessClient(conn).Execute(ctx, &pb.ExecuteRequest{
-		Argv: req.Argv, Env: req.Env, Cwd: req.Cwd, Stdin: req.Stdin,
+		Argv: req.Argv, Env: req.Env, AddEnv: true, Cwd: req.Cwd, Stdin: req.Stdin,
 		TimeoutMs: uint64(timeout.Milliseconds()), MaxOutputBytes: uint64(output),
 	})
 	if err != nil {
@@ -110,7 +110,7 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, c fleet.Call
 		ws.Close(api.CloseBadRequest, truncateReason(err.Error()))
 		return errResponded
 	}
-	req := &pb.StartRequest{Argv: start.Argv, Env: start.Env, Cwd: start.Cwd}
+	req := &pb.StartRequest{Argv: start.Argv, Env: start.Env, AddEnv: true, Cwd: start.Cwd}
 	if start.TTY != nil {
 		req.Tty = &pb.TTYSize{Rows: start.TTY.Rows, Cols: start.TTY.Cols}
 	}

@@ -34,6 +34,11 @@ func TestSandboxLifecycle(t *testing.T) {
 	if string(res.Stdout) != "out\nin\n" || string(res.Stderr) != "err\n" || res.ExitCode != 3 {
 		t.Errorf("exec: %+v", res)
 	}
+	// env adds to the sandbox's environment: PATH and the sandbox's own variables stay.
+	res = exec(t, alice, sb.ID, api.ExecRequest{Argv: []string{"sh", "-c", "echo $A $PADDOCK_SANDBOX_ID"}, Env: []string{"A=b"}})
+	if string(res.Stdout) != "b "+sb.ID+"\n" {
+		t.Errorf("exec with env: %q %q (exit %d)", res.Stdout, res.Stderr, res.ExitCode)
+	}
 	res = exec(t, alice, sb.ID, api.ExecRequest{Argv: []string{"sleep", "10"}, TimeoutMS: 200})
 	if !res.TimedOut {
 		t.Errorf("timeout: %+v", res)

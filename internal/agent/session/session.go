@@ -57,8 +57,11 @@ type Spec struct {
 	// ID names the session; empty picks the next deterministic ID ("s1", "s2", …).
 	ID   string
 	Argv []string
-	// Env replaces the default environment when non-empty.
+	// Env replaces the default environment when non-empty, or adds to it with AddEnv.
 	Env []string
+	// AddEnv adds Env to the default environment; an entry of Env wins over a default
+	// of the same name.
+	AddEnv bool
 	// Cwd defaults to the workspace; a relative Cwd is taken from the workspace.
 	Cwd string
 	// TTY runs the session on a pseudo-terminal of this size.
@@ -202,7 +205,10 @@ type launch struct {
 
 func (m *Manager) prepare(spec Spec) launch {
 	l := launch{argv: spec.Argv, env: spec.Env, dir: m.workspace}
-	if len(l.env) == 0 {
+	switch {
+	case spec.AddEnv:
+		l.env = mergeEnv(m.defaultEnv, spec.Env)
+	case len(l.env) == 0:
 		l.env = m.defaultEnv
 	}
 	if spec.Cwd != "" {
@@ -651,4 +657,21 @@ func (s *Session) Status() (ExitStatus, bool) {
 	default:
 		return ExitStatus{}, false
 	}
+}
+
+// mergeEnv is base with extra's entries added; an entry of extra replaces base's of the
+// same name.
+func mergeEnv(base, extra []string) []string {
+	out := make([]string, 0, len(base)+len(extra))
+	names := make(map[string]bool, len(extra))
+	for _, kv := range extra {
+		name, _, _ := strings.Cut(kv, "=")
+		names[name] = true
+	}
+	for _, kv := range base {
+		if name, _, _ := strings.Cut(kv, "="); !names[name] {
+			out = append(out, kv)
+		}
+	}
+	return append(out, extra...)
 }

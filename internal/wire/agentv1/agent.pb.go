@@ -205,7 +205,10 @@ type StartRequest struct {
 	// streams, as on a terminal.
 	Tty *TTYSize `protobuf:"bytes,4,opt,name=tty,proto3" json:"tty,omitempty"`
 	// session_id names the session; empty means the agent picks the next deterministic one.
-	SessionId     string `protobuf:"bytes,5,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	SessionId string `protobuf:"bytes,5,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// add_env adds env to the agent's default environment (later entries win) instead of
+	// replacing it.
+	AddEnv        bool `protobuf:"varint,6,opt,name=add_env,json=addEnv,proto3" json:"add_env,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -273,6 +276,13 @@ func (x *StartRequest) GetSessionId() string {
 		return x.SessionId
 	}
 	return ""
+}
+
+func (x *StartRequest) GetAddEnv() bool {
+	if x != nil {
+		return x.AddEnv
+	}
+	return false
 }
 
 type TTYSize struct {
@@ -683,8 +693,10 @@ type ExecuteRequest struct {
 	TimeoutMs uint64 `protobuf:"varint,5,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	// max_output_bytes bounds stdout and stderr each; 0 means 1 MiB.
 	MaxOutputBytes uint64 `protobuf:"varint,6,opt,name=max_output_bytes,json=maxOutputBytes,proto3" json:"max_output_bytes,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// add_env: as in StartRequest.
+	AddEnv        bool `protobuf:"varint,7,opt,name=add_env,json=addEnv,proto3" json:"add_env,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExecuteRequest) Reset() {
@@ -757,6 +769,13 @@ func (x *ExecuteRequest) GetMaxOutputBytes() uint64 {
 		return x.MaxOutputBytes
 	}
 	return 0
+}
+
+func (x *ExecuteRequest) GetAddEnv() bool {
+	if x != nil {
+		return x.AddEnv
+	}
+	return false
 }
 
 type ExecuteResponse struct {
@@ -2291,14 +2310,15 @@ var File_paddock_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x1cpaddock/agent/v1/agent.proto\x12\x10paddock.agent.v1\"\x92\x01\n" +
+	"\x1cpaddock/agent/v1/agent.proto\x12\x10paddock.agent.v1\"\xab\x01\n" +
 	"\fStartRequest\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\tR\x04argv\x12\x10\n" +
 	"\x03env\x18\x02 \x03(\tR\x03env\x12\x10\n" +
 	"\x03cwd\x18\x03 \x01(\tR\x03cwd\x12+\n" +
 	"\x03tty\x18\x04 \x01(\v2\x19.paddock.agent.v1.TTYSizeR\x03tty\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x05 \x01(\tR\tsessionId\"1\n" +
+	"session_id\x18\x05 \x01(\tR\tsessionId\x12\x17\n" +
+	"\aadd_env\x18\x06 \x01(\bR\x06addEnv\"1\n" +
 	"\aTTYSize\x12\x12\n" +
 	"\x04rows\x18\x01 \x01(\rR\x04rows\x12\x12\n" +
 	"\x04cols\x18\x02 \x01(\rR\x04cols\"F\n" +
@@ -2326,7 +2346,7 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
 	"\texit_code\x18\x02 \x01(\x05R\bexitCode\x12\x16\n" +
 	"\x06signal\x18\x03 \x01(\x05R\x06signal\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error\"\xa7\x01\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"\xc0\x01\n" +
 	"\x0eExecuteRequest\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\tR\x04argv\x12\x10\n" +
 	"\x03env\x18\x02 \x03(\tR\x03env\x12\x10\n" +
@@ -2334,7 +2354,8 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"\x05stdin\x18\x04 \x01(\fR\x05stdin\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x05 \x01(\x04R\ttimeoutMs\x12(\n" +
-	"\x10max_output_bytes\x18\x06 \x01(\x04R\x0emaxOutputBytes\"\xea\x01\n" +
+	"\x10max_output_bytes\x18\x06 \x01(\x04R\x0emaxOutputBytes\x12\x17\n" +
+	"\aadd_env\x18\a \x01(\bR\x06addEnv\"\xea\x01\n" +
 	"\x0fExecuteResponse\x124\n" +
 	"\x06status\x18\x01 \x01(\v2\x1c.paddock.agent.v1.ExitStatusR\x06status\x12\x16\n" +
 	"\x06stdout\x18\x02 \x01(\fR\x06stdout\x12\x16\n" +
