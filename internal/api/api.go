@@ -217,7 +217,7 @@ type ExecRequest struct {
 	Argv []string `json:"argv"`
 	// Env is added to the sandbox's environment (an entry replaces one of the same name).
 	Env []string `json:"env,omitempty"`
-	Cwd  string   `json:"cwd,omitempty"`
+	Cwd string   `json:"cwd,omitempty"`
 	// Stdin is the command's whole standard input (base64 in JSON).
 	Stdin []byte `json:"stdin,omitempty"`
 	// TimeoutMS kills the command after that many milliseconds; 0 means 60 s, at most 10 min.

@@ -37,6 +37,7 @@ type Env struct {
 
 	runcRoot  string // --root of the baseline containers
 	workspace string // /workspace of the baseline containers
+	log       *slog.Logger
 }
 
 // NewEnv prepares an environment for the binaries paddock and paddock-agent in binDir.
@@ -49,7 +50,7 @@ func NewEnv(binDir string, log *slog.Logger) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Env{Paddock: filepath.Join(binDir, "paddock"), Agent: filepath.Join(binDir, "paddock-agent")}
+	e := &Env{Paddock: filepath.Join(binDir, "paddock"), Agent: filepath.Join(binDir, "paddock-agent"), log: log}
 	for _, p := range []string{e.Paddock, e.Agent} {
 		if fi, err := os.Stat(p); err != nil || fi.Mode()&0o111 == 0 {
 			return nil, fmt.Errorf("%s is missing: build it first (make build; make bench does)", p)
