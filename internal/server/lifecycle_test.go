@@ -13,7 +13,7 @@ import (
 	"github.com/paddockhq/paddock/internal/servertest"
 )
 
-func exec(t *testing.T, c *servertest.Client, id string, req api.ExecRequest) api.ExecResult {
+func execIn(t *testing.T, c *servertest.Client, id string, req api.ExecRequest) api.ExecResult {
 	t.Helper()
 	var res api.ExecResult
 	servertest.Decode(t, c.DoToken("POST", "/api/v1/sandboxes/"+id+"/exec", req), http.StatusOK, &res)
@@ -30,20 +30,20 @@ func TestSandboxLifecycle(t *testing.T) {
 	if sb.State != api.StateRunning || sb.Name != "work" || sb.Limits.MemoryBytes != 256<<20 || sb.Owner != alice.User.ID {
 		t.Fatalf("created %+v", sb)
 	}
-	res := exec(t, alice, sb.ID, api.ExecRequest{Argv: []string{"sh", "-c", "echo out; echo err >&2; cat; exit 3"}, Stdin: []byte("in\n")})
+	res := execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{"sh", "-c", "echo out; echo err >&2; cat; exit 3"}, Stdin: []byte("in\n")})
 	if string(res.Stdout) != "out\nin\n" || string(res.Stderr) != "err\n" || res.ExitCode != 3 {
 		t.Errorf("exec: %+v", res)
 	}
 	// env adds to the sandbox's environment: PATH and the sandbox's own variables stay.
-	res = exec(t, alice, sb.ID, api.ExecRequest{Argv: []string{"sh", "-c", "echo $A $PADDOCK_SANDBOX_ID"}, Env: []string{"A=b"}})
+	res = execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{"sh", "-c", "echo $A $PADDOCK_SANDBOX_ID"}, Env: []string{"A=b"}})
 	if string(res.Stdout) != "b "+sb.ID+"\n" {
 		t.Errorf("exec with env: %q %q (exit %d)", res.Stdout, res.Stderr, res.ExitCode)
 	}
-	res = exec(t, alice, sb.ID, api.ExecRequest{Argv: []string{"sleep", "10"}, TimeoutMS: 200})
+	res = execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{"sleep", "10"}, TimeoutMS: 200})
 	if !res.TimedOut {
 		t.Errorf("timeout: %+v", res)
 	}
-	res = exec(t, alice, sb.ID, api.ExecRequest{Argv: []string{"head", "-c", "5000", "/dev/zero"}, MaxOutputBytes: 1000})
+	res = execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{"head", "-c", "5000", "/dev/zero"}, MaxOutputBytes: 1000})
 	if len(res.Stdout) != 1000 || !res.StdoutTruncated {
 		t.Errorf("bounded output: %d bytes, truncated %v", len(res.Stdout), res.StdoutTruncated)
 	}
@@ -76,7 +76,7 @@ func TestSandboxLifecycle(t *testing.T) {
 		t.Errorf("exec on stopped: %+v", e)
 	}
 	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes/"+sb.ID+"/start", nil), http.StatusOK, &sb)
-	if res := exec(t, alice, sb.ID, api.ExecRequest{Argv: []string{"cat", "src/hello.txt"}}); string(res.Stdout) != "hello\x00bytes" {
+	if res := execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{"cat", "src/hello.txt"}}); string(res.Stdout) != "hello\x00bytes" {
 		t.Errorf("after restart the workspace lost its file: %+v", res)
 	}
 	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes/"+sb.ID+"/restart", nil), http.StatusOK, &sb)

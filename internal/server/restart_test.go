@@ -26,7 +26,7 @@ func TestRestartAdoptsSandboxes(t *testing.T) {
 	if gvisor.State != api.StateRunning {
 		t.Fatalf("runsc sandbox: %+v", gvisor)
 	}
-	exec(t, alice, plain.ID, api.ExecRequest{Argv: []string{"sh", "-c", "echo before > f"}})
+	execIn(t, alice, plain.ID, api.ExecRequest{Argv: []string{"sh", "-c", "echo before > f"}})
 	first.Stop(false)
 
 	second := servertest.StartWith(t, first.Config)
@@ -37,7 +37,7 @@ func TestRestartAdoptsSandboxes(t *testing.T) {
 	if after.Live.ID != roles.Live.ID || after.Dev.ID != roles.Dev.ID || after.Generation != 1 {
 		t.Errorf("roles after restart %s/%s gen %d, want %s/%s gen 1", after.Live.ID, after.Dev.ID, after.Generation, roles.Live.ID, roles.Dev.ID)
 	}
-	if res := exec(t, alice, plain.ID, api.ExecRequest{Argv: []string{"cat", "f"}}); string(res.Stdout) != "before\n" {
+	if res := execIn(t, alice, plain.ID, api.ExecRequest{Argv: []string{"cat", "f"}}); string(res.Stdout) != "before\n" {
 		t.Errorf("adopted sandbox: %+v", res)
 	}
 	// The app in the adopted live sandbox still serves, through the new proxy.

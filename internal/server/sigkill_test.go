@@ -1,0 +1,111 @@
+package server_test
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/servertest"
+	"github.com/paddockhq/paddock/internal/testenv"
+)
+
+// startServe runs the real `paddock serve` binary on a free loopback port and waits until
+// it answers /healthz. It returns the base URL, the process, and what it printed.
+func startServe(t *testing.T, config string) (string, *exec.Cmd, *strings.Builder) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cmd := exec.Command(testenv.Binary(t, "paddock"), "serve", "--config", config, "--listen", addr)
+	out := &strings.Builder{}
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			fmt.Fprintln(out, sc.Text())
+		}
+	}()
+	url := "http://" + addr
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if resp, err := http.Get(url + "/healthz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return url, cmd, out
+			}
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("paddock serve did not come up on %s", addr)
+		}
+	}
+}
+
+// The contract's restart clause, with the real binary: SIGKILL `paddock serve` and start
+// it again — the account, its token, its roles and its running sandboxes are all there.
+func TestServeSurvivesSIGKILL(t *testing.T) {
+	testenv.RequireRoot(t)
+	rc := testenv.Config(t)
+	config := filepath.Join(t.TempDir(), "paddock.yaml")
+	yaml := fmt.Sprintf("data_dir: %s\nstate_dir: %s\nagent: %s\n", rc.DataDir, rc.StateDir, rc.Agent)
+	if err := os.WriteFile(config, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	url, cmd, out := startServe(t, config)
+	e := &servertest.Env{URL: url}
+	alice := e.Register(t, "alice")
+	var roles api.Roles
+	alice.MustJSON("GET", "/api/v1/roles", nil, http.StatusOK, &roles)
+	if !strings.Contains(out.String(), "First start: created the admin account") {
+		t.Errorf("the first start did not print the admin's password:\n%s", out)
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+
+	url2, cmd2, out2 := startServe(t, config)
+	t.Cleanup(func() {
+		// A clean stop leaves sandboxes running by design; this test removes them.
+		for _, id := range []string{roles.Live.ID, roles.Dev.ID} {
+			req, _ := http.NewRequest("DELETE", url2+"/api/v1/sandboxes/"+id, nil)
+			req.Header.Set("Authorization", "Bearer "+alice.Token)
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}
+		cmd2.Process.Signal(syscall.SIGTERM)
+		cmd2.Wait()
+	})
+	alice.Base = url2
+	var after api.Roles
+	servertest.Decode(t, alice.DoToken("GET", "/api/v1/roles", nil), http.StatusOK, &after)
+	if after.Live.ID != roles.Live.ID || after.Live.State != api.StateRunning {
+		t.Errorf("after SIGKILL: live %s %s, want %s running", after.Live.ID, after.Live.State, roles.Live.ID)
+	}
+	if strings.Contains(out2.String(), "First start") {
+		t.Errorf("the second start made another admin:\n%s", out2)
+	}
+	// The adopted live sandbox serves through the new process's proxy, with the old cookie.
+	resp := alice.Do("GET", "/api/info", nil)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get(api.HeaderSandbox) != roles.Live.ID {
+		t.Errorf("GET /api/info after SIGKILL: %d from %q", resp.StatusCode, resp.Header.Get(api.HeaderSandbox))
+	}
+}
