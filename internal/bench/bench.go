@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/paddockhq/paddock/internal/runner"
@@ -30,13 +31,28 @@ type Options struct {
 	// Sandboxes is how many idle sandboxes the memory benchmark reads, after Idle.
 	Sandboxes int
 	Idle      time.Duration
+	// ProxyClients is how many concurrent keep-alive clients load the proxy; each load
+	// round lasts ProxyRound, and every variant gets ProxyRounds rounds (the WebSocket echo
+	// too, with EchoN messages of EchoBytes each).
+	ProxyClients int
+	ProxyRound   time.Duration
+	ProxyRounds  int
+	EchoN        int
+	EchoBytes    int
+	// PromoteRounds rounds of PromoteFor each promote the user every PromoteEvery under load.
+	PromoteRounds            int
+	PromoteFor, PromoteEvery time.Duration
+	// Only, when set, runs only the benchmarks whose name contains it.
+	Only string
 	// Progress, when set, gets a line as each benchmark starts.
 	Progress io.Writer
 }
 
 // DefaultOptions are what `make bench` uses.
 func DefaultOptions() Options {
-	return Options{N: 30, Warmup: 2, StreamN: 5, StreamBytes: 1 << 30, Sandboxes: 5, Idle: time.Second}
+	return Options{N: 30, Warmup: 2, StreamN: 5, StreamBytes: 1 << 30, Sandboxes: 5, Idle: time.Second,
+		ProxyClients: 8, ProxyRound: 3 * time.Second, ProxyRounds: 5, EchoN: 2000, EchoBytes: 32,
+		PromoteRounds: 2, PromoteFor: 5 * time.Second, PromoteEvery: 250 * time.Millisecond}
 }
 
 // Run runs every benchmark in e.
@@ -51,7 +67,13 @@ func Run(ctx context.Context, e *Env, o Options) (*Report, error) {
 		{"exec round trip", e.ExecTable},
 		{"streaming", e.StreamTable},
 		{"idle memory", e.MemoryTable},
+		{"proxy load", e.ProxyLoadTable},
+		{"proxy websocket echo", e.ProxyEchoTable},
+		{"promotion under load", e.PromoteTable},
 	} {
+		if o.Only != "" && !strings.Contains(b.name, o.Only) {
+			continue
+		}
 		if o.Progress != nil {
 			fmt.Fprintf(o.Progress, "bench: %s\n", b.name)
 		}

@@ -38,6 +38,7 @@ type Env struct {
 	runcRoot  string // --root of the baseline containers
 	workspace string // /workspace of the baseline containers
 	log       *slog.Logger
+	proxy     *proxyFixture // the proxy benchmarks' control plane, once started
 }
 
 // NewEnv prepares an environment for the binaries paddock and paddock-agent in binDir.
@@ -91,8 +92,15 @@ func (e *Env) setup(log *slog.Logger) error {
 	return os.Chown(e.workspace, int(cfg.SandboxUID), int(cfg.SandboxGID))
 }
 
-// Close removes what the environment made.
-func (e *Env) Close() error { return os.RemoveAll(e.Dir) }
+// Close stops the control plane the proxy benchmarks started, if any, and removes what the
+// environment made.
+func (e *Env) Close() error {
+	if e.proxy != nil {
+		e.proxy.Close()
+		e.proxy = nil
+	}
+	return os.RemoveAll(e.Dir)
+}
 
 // findRunc is the runc paddock itself would pick: its own install, then PATH.
 func findRunc() (string, error) {

@@ -19,7 +19,7 @@ type Table struct {
 // Row is one measurement.
 type Row struct {
 	Name string
-	// Unit is "ms", "MB/s" or "MiB".
+	// Unit is "ms", "MB/s", "req/s", "MiB" or "count".
 	Unit string
 	Summary
 	// Ratio compares the row's median with its baseline's ("" for none).
@@ -54,8 +54,10 @@ func yesNo(ok bool) string {
 
 func format(v float64, unit string) string {
 	switch {
-	case unit == "MB/s":
-		return fmt.Sprintf("%.0f MB/s", v)
+	case unit == "MB/s" || unit == "req/s":
+		return fmt.Sprintf("%.0f %s", v, unit)
+	case unit == "count":
+		return fmt.Sprintf("%.0f", v)
 	case v < 10:
 		return fmt.Sprintf("%.2f %s", v, unit)
 	}
@@ -97,6 +99,9 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 		"and compared by the ratio of their medians (p50), because this machine is shared and its absolute figures drift "+
 		"from run to run. p90 and min are over the same samples; for a rate, min is the slowest run.\n\n",
 		o.N, o.Warmup, o.StreamBytes, o.StreamN, o.Sandboxes, o.Idle)
+	fmt.Fprintf(w, "The proxy's benchmarks (tables 5-7) run %d concurrent clients in rounds of %s, %d rounds of each variant; "+
+		"the WebSocket echo sends %d messages of %d bytes per round; promotions run %d rounds of %s, one every %s.\n\n",
+		o.ProxyClients, o.ProxyRound, o.ProxyRounds, o.EchoN, o.EchoBytes, o.PromoteRounds, o.PromoteFor, o.PromoteEvery)
 	for _, t := range r.Tables {
 		t.WriteMarkdown(w)
 	}

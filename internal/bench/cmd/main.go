@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/paddockhq/paddock/internal/bench"
@@ -32,9 +33,19 @@ func run() error {
 	flag.Int64Var(&o.StreamBytes, "stream-bytes", o.StreamBytes, "bytes each streaming run moves")
 	flag.IntVar(&o.Sandboxes, "sandboxes", o.Sandboxes, "idle sandboxes whose memory is read")
 	flag.DurationVar(&o.Idle, "idle", o.Idle, "how long sandboxes idle before their memory is read")
+	flag.IntVar(&o.ProxyClients, "proxy-clients", o.ProxyClients, "concurrent clients of the proxy's load rounds")
+	flag.DurationVar(&o.ProxyRound, "proxy-round", o.ProxyRound, "how long each of the proxy's load rounds lasts")
+	flag.IntVar(&o.ProxyRounds, "proxy-rounds", o.ProxyRounds, "rounds of each proxy variant (load and WebSocket echo)")
+	flag.IntVar(&o.EchoN, "echo-n", o.EchoN, "WebSocket messages per echo round")
+	flag.IntVar(&o.PromoteRounds, "promote-rounds", o.PromoteRounds, "rounds of promotion under load")
+	flag.DurationVar(&o.PromoteFor, "promote-for", o.PromoteFor, "how long each promotion round lasts")
+	flag.DurationVar(&o.PromoteEvery, "promote-every", o.PromoteEvery, "time between promotions")
+	flag.StringVar(&o.Only, "only", "", "run only the benchmarks whose name contains this (e.g. proxy)")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the harness's process (which hosts the proxy benchmarks' control plane) to this file")
 	flag.Parse()
-	if o.N < 1 || o.StreamN < 1 || o.Sandboxes < 1 || o.StreamBytes < 1 {
-		return fmt.Errorf("-n, -stream-n, -sandboxes and -stream-bytes must be at least 1")
+	if o.N < 1 || o.StreamN < 1 || o.Sandboxes < 1 || o.StreamBytes < 1 || o.ProxyClients < 1 || o.ProxyRounds < 1 ||
+		o.EchoN < 1 || o.PromoteRounds < 1 || o.ProxyRound <= 0 || o.PromoteFor <= 0 || o.PromoteEvery <= 0 {
+		return fmt.Errorf("-n, -stream-n, -sandboxes, -stream-bytes, -proxy-clients, -proxy-rounds, -echo-n and -promote-rounds must be at least 1, and durations positive")
 	}
 	o.Progress = os.Stderr
 
@@ -46,6 +57,17 @@ func run() error {
 		return err
 	}
 	defer env.Close()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	report, err := bench.Run(ctx, env, o)
 	if err != nil {
 		return err
