@@ -28,24 +28,26 @@ func newEnv(t testing.TB) *Env {
 // is known to work without taking its minutes.
 func TestRunOnce(t *testing.T) {
 	e := newEnv(t)
-	o := Options{N: 1, StreamN: 1, StreamBytes: 8 << 20, Sandboxes: 1, Idle: 10 * time.Millisecond}
+	o := Options{N: 1, StreamN: 1, StreamBytes: 8 << 20, Sandboxes: 1, Idle: 10 * time.Millisecond,
+		ProxyClients: 2, ProxyRound: 200 * time.Millisecond, ProxyRounds: 1, EchoN: 20, EchoBytes: 32,
+		PromoteRounds: 1, PromoteFor: time.Second, PromoteEvery: 250 * time.Millisecond}
 	r, err := Run(context.Background(), e, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Tables) != 4 {
-		t.Fatalf("%d tables, want 4", len(r.Tables))
+	if len(r.Tables) != 7 {
+		t.Fatalf("%d tables, want 7", len(r.Tables))
 	}
 	for _, tb := range r.Tables {
 		for _, row := range tb.Rows {
-			if row.N != 1 || row.P50 <= 0 && row.Unit != "MiB" {
+			if row.N < 1 || row.N != 1 && !strings.Contains(row.Name, "promote") || row.P50 <= 0 && row.Unit != "MiB" && row.Unit != "count" && !strings.HasPrefix(row.Name, "*added*") {
 				t.Errorf("%s: %s: %+v, want one positive sample", tb.Title, row.Name, row.Summary)
 			}
 		}
 	}
 	var md bytes.Buffer
 	r.WriteMarkdown(&md)
-	for _, want := range []string{"make bench", "| measurement |", "≤ 1.5× runc run", "≥ 500 MB/s", "≤ 15 MiB"} {
+	for _, want := range []string{"make bench", "| measurement |", "≤ 1.5× runc run", "≥ 500 MB/s", "≤ 15 MiB", "≥ 0.8× direct", "≤ 1 ms", "Promotion under load"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("report lacks %q", want)
 		}
@@ -102,6 +104,29 @@ func BenchmarkExec(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkProxyVsDirect sends GET /api/info of the welcome app from 4×GOMAXPROCS
+// concurrent keep-alive clients, straight to the app on the host and through a real
+// control plane's proxy into a live sandbox. ns/op is the inverse of throughput.
+func BenchmarkProxyVsDirect(b *testing.B) {
+	e := newEnv(b)
+	f, err := e.proxied(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, v := range []struct{ name, url string }{{"direct", f.direct.URL}, {"proxy", f.cp.URL}} {
+		b.Run(v.name, func(b *testing.B) {
+			b.SetParallelism(4)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if err := get(f.cp.Client, v.url+"/api/info"); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
 		})
 	}
 }

@@ -1,0 +1,235 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"path/filepath"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/agent/welcome"
+	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/runner"
+	"github.com/paddockhq/paddock/internal/server"
+)
+
+// ControlPlane is a real control plane (server.New, as `paddock serve` builds it) over a
+// runner configured under the environment's directory, serving HTTP on loopback, with one
+// registered user whose live and dev sandboxes run the default app (the welcome app).
+type ControlPlane struct {
+	URL    string
+	Server *server.Server
+	// Client is the signed-in user's browser-like client: a cookie jar holding the session,
+	// keep-alive connections enough for every concurrent worker.
+	Client *http.Client
+	// CSRF is the session's token, which state-changing requests (promote) carry.
+	CSRF string
+
+	http *http.Server
+}
+
+// benchPassword is the registered user's password; the account lives only as long as the
+// control plane's temporary data dir.
+const benchPassword = "correct horse battery bench"
+
+// StartControlPlane starts a control plane and signs a user up, and waits until the user's
+// live sandbox's app answers through the proxy. Close stops it and destroys its sandboxes.
+func (e *Env) StartControlPlane(ctx context.Context, log *slog.Logger) (cp *ControlPlane, err error) {
+	rc, err := e.runnerConfig("cp")
+	if err != nil {
+		return nil, err
+	}
+	s, err := server.New(ctx, server.Config{Runner: rc, Listen: "127.0.0.1:0"}, log, server.Options{})
+	if err != nil {
+		return nil, err
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	cp = &ControlPlane{URL: "http://" + lis.Addr().String(), Server: s, Client: newLoadClient(),
+		http: &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}}
+	go cp.http.Serve(lis)
+	defer func() {
+		if err != nil {
+			cp.Close()
+		}
+	}()
+	if err := cp.signUp(ctx, benchUser); err != nil {
+		return nil, err
+	}
+	if _, err := cp.waitApp(ctx, time.Minute); err != nil {
+		return nil, err
+	}
+	return cp, nil
+}
+
+// runnerConfig is a runner configuration like the environment's, with its data and state
+// under Dir/sub, so that a control plane's sandboxes and database are its own.
+func (e *Env) runnerConfig(sub string) (runner.Config, error) {
+	cfg := runner.DefaultConfig()
+	cfg.DataDir = filepath.Join(e.Dir, sub, "data")
+	cfg.StateDir = filepath.Join(e.Dir, sub, "state")
+	cfg.Agent, cfg.Runc = e.Agent, e.Runc
+	return runner.LoadConfigFrom(cfg)
+}
+
+// newLoadClient is the one HTTP client every load benchmark uses, direct or proxied: keep-alive,
+// a connection per worker kept idle between requests, a cookie jar.
+func newLoadClient() *http.Client {
+	jar, _ := cookiejar.New(nil)
+	tr := &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 128, IdleConnTimeout: time.Minute, DisableCompression: true}
+	return &http.Client{Jar: jar, Transport: tr, Timeout: time.Minute}
+}
+
+// Close stops serving and destroys the control plane's sandboxes.
+func (cp *ControlPlane) Close() {
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = cp.http.Shutdown(sctx)
+	cp.Client.CloseIdleConnections()
+	cp.Server.DestroySandboxes(context.Background())
+	cp.Server.Close()
+}
+
+// signUp registers username through POST /auth/register (which signs the client in) and
+// reads the session's CSRF token.
+func (cp *ControlPlane) signUp(ctx context.Context, username string) error {
+	if err := cp.JSON(ctx, "POST", "/auth/register", api.Credentials{Username: username, Password: benchPassword}, http.StatusCreated, nil); err != nil {
+		return err
+	}
+	var sess api.Session
+	if err := cp.JSON(ctx, "GET", "/auth/session", nil, http.StatusOK, &sess); err != nil {
+		return err
+	}
+	cp.CSRF = sess.CSRFToken
+	return nil
+}
+
+// JSON sends a request with the session (and CSRF token) and decodes the answer into out
+// (nil: discard), unless its status is not want.
+func (cp *ControlPlane) JSON(ctx context.Context, method, path string, body any, want int, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, cp.URL+path, rd)
+	if err != nil {
+		return err
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("X-CSRF-Token", cp.CSRF)
+	resp, err := cp.Client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(data))
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("%s %s: %w", method, path, err)
+		}
+	}
+	return nil
+}
+
+// Promote swaps the user's live and dev sandboxes and returns the roles after the swap.
+func (cp *ControlPlane) Promote(ctx context.Context) (api.Roles, error) {
+	var r api.Roles
+	err := cp.JSON(ctx, "POST", "/api/v1/promote", nil, http.StatusOK, &r)
+	return r, err
+}
+
+// waitApp polls /api/info through the proxy until the live sandbox's app answers, and
+// returns the sandbox it names.
+func (cp *ControlPlane) waitApp(ctx context.Context, limit time.Duration) (string, error) {
+	deadline := time.Now().Add(limit)
+	for {
+		sb, err := servedBy(ctx, cp.Client, cp.URL+"/api/info")
+		if err == nil {
+			return sb, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return "", fmt.Errorf("the live sandbox's app did not answer within %s: %w", limit, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// servedBy GETs the welcome app's /api/info and returns the sandbox it names.
+func servedBy(ctx context.Context, hc *http.Client, url string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET %s: %s: %s", url, resp.Status, bytes.TrimSpace(data))
+	}
+	var info struct {
+		Sandbox string `json:"sandbox"`
+	}
+	if err := json.Unmarshal(data, &info); err != nil {
+		return "", fmt.Errorf("GET %s: %w", url, err)
+	}
+	if info.Sandbox == "" {
+		return "", errors.New("GET " + url + ": the app named no sandbox")
+	}
+	return info.Sandbox, nil
+}
+
+// DirectApp is the welcome app (the code every sandbox runs by default) served on a host
+// loopback port by the harness itself: the baseline of the proxy's benchmarks.
+type DirectApp struct {
+	URL    string
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// StartDirectApp serves welcome.Handler on 127.0.0.1.
+func StartDirectApp(log *slog.Logger) (*DirectApp, error) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	d := &DirectApp{URL: "http://" + lis.Addr().String(), cancel: cancel, done: make(chan struct{})}
+	info := welcome.Here()
+	info.Sandbox = "direct"
+	go func() {
+		defer close(d.done)
+		_ = welcome.Serve(ctx, lis, info, log)
+	}()
+	return d, nil
+}
+
+// Close stops serving.
+func (d *DirectApp) Close() {
+	d.cancel()
+	<-d.done
+}
