@@ -124,8 +124,10 @@ func (s *Service) AuthenticateToken(ctx context.Context, tok Token) (User, store
 	if !t.RevokedAt.IsZero() {
 		return User{}, store.APIToken{}, ErrUnauthenticated
 	}
-	if err := s.st.TouchAPIToken(ctx, t.ID, s.now(), s.cfg.touchEvery); err != nil {
-		s.cfg.log.WarnContext(ctx, "recording API token use", "token_id", t.ID, "err", err)
+	if now := s.now(); now.Sub(t.LastUsedAt) >= s.cfg.touchEvery { // at most one write per touchEvery, as for sessions
+		if err := s.st.TouchAPIToken(ctx, t.ID, now, s.cfg.touchEvery); err != nil {
+			s.cfg.log.WarnContext(ctx, "recording API token use", "token_id", t.ID, "err", err)
+		}
 	}
 	return userOf(u), t, nil
 }

@@ -28,13 +28,15 @@ func (tx *Tx) CreateSession(ctx context.Context, s Session) error {
 	return nil
 }
 
+const sessionByHashSQL = `SELECT ` + userCols + `, s.id_hash, s.created_at, s.expires_at, s.last_seen_at, s.user_agent, s.ip
+	FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id_hash = ?`
+
 // SessionByHash returns the session whose ID hashes to idHash and its user, or
 // [errdefs.ErrNotFound]. Expiry is the caller's to check.
 func (s *Store) SessionByHash(ctx context.Context, idHash []byte) (Session, User, error) {
 	var ss Session
 	var created, expires, seen int64
-	u, err := scanUser(s.r.QueryRowContext(ctx, `SELECT `+userCols+`, s.id_hash, s.created_at, s.expires_at, s.last_seen_at, s.user_agent, s.ip
-		FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id_hash = ?`, idHash),
+	u, err := scanUser(s.sessionByHash.QueryRowContext(ctx, idHash),
 		&ss.IDHash, &created, &expires, &seen, &ss.UserAgent, &ss.IP)
 	if err != nil {
 		return Session{}, User{}, fmt.Errorf("session: %w", mapErr(err))
