@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,9 +20,37 @@ import (
 	"github.com/paddockhq/paddock/internal/testenv"
 )
 
+// lockedBuffer collects a process's output line by line while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// waitFor waits up to 10 s for s to appear in the output.
+func (l *lockedBuffer) waitFor(s string) bool {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if strings.Contains(l.String(), s) {
+			return true
+		}
+	}
+	return false
+}
+
 // startServe runs the real `paddock serve` binary on a free loopback port and waits until
 // it answers /healthz. It returns the base URL, the process, and what it printed.
-func startServe(t *testing.T, config string) (string, *exec.Cmd, *strings.Builder) {
+func startServe(t *testing.T, config string) (string, *exec.Cmd, *lockedBuffer) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -30,7 +59,7 @@ func startServe(t *testing.T, config string) (string, *exec.Cmd, *strings.Builde
 	addr := l.Addr().String()
 	l.Close()
 	cmd := exec.Command(testenv.Binary(t, "paddock"), "serve", "--config", config, "--listen", addr)
-	out := &strings.Builder{}
+	out := &lockedBuffer{}
 	stdout, _ := cmd.StdoutPipe()
 	cmd.Stderr = io.Discard
 	if err := cmd.Start(); err != nil {
@@ -72,7 +101,7 @@ func TestServeSurvivesSIGKILL(t *testing.T) {
 	alice := e.Register(t, "alice")
 	var roles api.Roles
 	alice.MustJSON("GET", "/api/v1/roles", nil, http.StatusOK, &roles)
-	if !strings.Contains(out.String(), "First start: created the admin account") {
+	if !out.waitFor("First start: created the admin account") {
 		t.Errorf("the first start did not print the admin's password:\n%s", out)
 	}
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
