@@ -548,6 +548,12 @@ func (s *Session) pump(r *os.File, stream Stream) {
 			_ = s.out.append(context.Background(), stream, data)
 		}
 		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				// Go's poller fails a read whose deadline has passed without trying it, so
+				// a pump that was not scheduled within drainIdle of the exit (a loaded
+				// machine) would drop output already in the pipe. Take what is there.
+				readBuffered(r, func(b []byte) { _ = s.out.append(context.Background(), stream, b) })
+			}
 			return // EOF, EIO (PTY closed) or the drain deadline
 		}
 		select {
@@ -557,6 +563,33 @@ func (s *Session) pump(r *os.File, stream Stream) {
 		}
 	}
 }
+
+// readBuffered hands emit what r holds right now, without waiting for more: at most
+// maxBufferedReads reads, so that a background child that keeps writing cannot hold the
+// session open.
+func readBuffered(r *os.File, emit func([]byte)) {
+	if err := r.SetReadDeadline(time.Time{}); err != nil {
+		return
+	}
+	rc, err := r.SyscallConn()
+	if err != nil {
+		return
+	}
+	buf := make([]byte, readSize)
+	for range maxBufferedReads {
+		var n int
+		var rerr error
+		// The function reports done at once: a read that would block ends the drain
+		// (EAGAIN) instead of waiting in the poller.
+		if err := rc.Read(func(fd uintptr) bool { n, rerr = unix.Read(int(fd), buf); return true }); err != nil || rerr != nil || n <= 0 {
+			return
+		}
+		emit(slices.Clone(buf[:n]))
+	}
+}
+
+// maxBufferedReads bounds readBuffered: 16 reads of up to readSize.
+const maxBufferedReads = 16
 
 // Attach returns a Reader of the session's output from offset.
 func (s *Session) Attach(offset uint64) *Reader {
