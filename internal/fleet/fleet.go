@@ -252,6 +252,11 @@ func (f *Fleet) start(ctx context.Context, c Caller, rec store.Sandbox) (store.S
 		return rec, errors.Join(err, uerr)
 	}
 	rec.State, rec.Error = state, why
+	if err == nil {
+		f.mu.Lock()
+		f.recs[rec.ID] = rec
+		f.mu.Unlock()
+	}
 	return rec, err
 }
 

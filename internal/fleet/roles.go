@@ -63,7 +63,10 @@ func (f *Fleet) cachedOwner(userID, role string) (Owner, bool) {
 	if h == nil {
 		return Owner{}, false
 	}
-	rec := f.recs[id]
+	rec, ok := f.recs[id]
+	if !ok {
+		return Owner{}, false
+	}
 	return Owner{Sandbox: rec, Conn: h.Conn(), Generation: r.Generation}, true
 }
 

@@ -151,3 +151,23 @@ func TestPromotionSingleOwnership(t *testing.T) {
 		t.Errorf("%d promotion events, want %d", len(evs.Events), swaps)
 	}
 }
+
+// Restarting or stopping the live sandbox through the API does not break the role: the
+// next request reaches the restarted sandbox (a stopped one is started again on use).
+func TestRoleSandboxRestartKeepsServing(t *testing.T) {
+	e := servertest.Start(t)
+	alice := e.Register(t, "alice")
+	var roles api.Roles
+	alice.MustJSON("GET", "/api/v1/roles", nil, http.StatusOK, &roles)
+	if got, err := servedBy(alice, alice.HTTP); err != nil || got != roles.Live.ID {
+		t.Fatalf("before: %q, %v", got, err)
+	}
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes/"+roles.Live.ID+"/restart", nil), http.StatusOK, nil)
+	if got, err := servedBy(alice, alice.HTTP); err != nil || got != roles.Live.ID {
+		t.Errorf("after restart: %q, %v", got, err)
+	}
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes/"+roles.Live.ID+"/stop", nil), http.StatusOK, nil)
+	if got, err := servedBy(alice, alice.HTTP); err != nil || got != roles.Live.ID {
+		t.Errorf("after stop, the next use starts it again: %q, %v", got, err)
+	}
+}
