@@ -52,6 +52,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, c fleet.Caller) er
 	if err != nil {
 		return err
 	}
+	s.audit(r.Context(), c, "sandbox.exec", r.PathValue("id"), req.Argv)
 	// The agent enforces the timeout; the RPC gets a little longer to report it.
 	ctx, cancel := context.WithTimeout(r.Context(), timeout+5*time.Second)
 	defer cancel()
@@ -110,6 +111,7 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, c fleet.Call
 		ws.Close(api.CloseBadRequest, truncateReason(err.Error()))
 		return errResponded
 	}
+	s.audit(ctx, c, "sandbox.exec_stream", r.PathValue("id"), start.Argv)
 	req := &pb.StartRequest{Argv: start.Argv, Env: start.Env, AddEnv: true, Cwd: start.Cwd}
 	if start.TTY != nil {
 		req.Tty = &pb.TTYSize{Rows: start.TTY.Rows, Cols: start.TTY.Cols}
@@ -220,6 +222,12 @@ func (s *Server) endStream(ctx context.Context, ws *websocket.Conn, exit api.Str
 
 func exitOf(e *pb.ExitStatus) api.StreamExit {
 	return api.StreamExit{Type: "exit", ExitCode: int(e.GetExitCode()), Signal: int(e.GetSignal()), Error: e.GetError()}
+}
+
+// audit records a command run in a sandbox. Only the program's name is kept: arguments
+// may carry secrets a user typed.
+func (s *Server) audit(ctx context.Context, c fleet.Caller, action, sandboxID string, argv []string) {
+	s.event(ctx, c.UserID, action, map[string]any{"sandbox": sandboxID, "program": argv[0]})
 }
 
 // truncateReason keeps a close reason within the 123 bytes a close frame allows.

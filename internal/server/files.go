@@ -152,6 +152,7 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request, c fleet.Calle
 	if err != nil {
 		return fmt.Errorf("write %s: %w", p, errdefs.FromGRPC(err))
 	}
+	s.event(r.Context(), c.UserID, "sandbox.file_write", map[string]any{"sandbox": r.PathValue("id"), "path": info.Path, "size": info.Size})
 	api.WriteJSON(w, http.StatusOK, fileInfo(info))
 	return nil
 }

@@ -109,7 +109,7 @@ func TestSandboxLifecycle(t *testing.T) {
 	for _, ev := range evs.Events {
 		seen[ev.Action] = true
 	}
-	for _, a := range []string{"sandbox.create", "sandbox.start", "sandbox.stop", "sandbox.delete"} {
+	for _, a := range []string{"sandbox.create", "sandbox.start", "sandbox.stop", "sandbox.delete", "sandbox.exec", "sandbox.file_write"} {
 		if !seen[a] {
 			t.Errorf("no %s event in %v", a, seen)
 		}
