@@ -11,9 +11,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/cookiejar"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"time"
 
+	agentpkg "github.com/paddockhq/paddock/internal/agent"
 	"github.com/paddockhq/paddock/internal/agent/welcome"
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/runner"
@@ -203,33 +206,44 @@ func servedBy(ctx context.Context, hc *http.Client, url string) (string, error) 
 	return info.Sandbox, nil
 }
 
-// DirectApp is the welcome app (the code every sandbox runs by default) served on a host
-// loopback port by the harness itself: the baseline of the proxy's benchmarks.
+// DirectApp is the welcome app — the very binary and subcommand every sandbox runs by
+// default (`paddock-agent welcome`) — run as a process of its own on a host loopback
+// port: the baseline of the proxy's benchmarks. A process of its own, as in the sandbox,
+// so that the baseline's app does not share the harness's Go scheduler and heap.
 type DirectApp struct {
-	URL    string
-	cancel context.CancelFunc
-	done   chan struct{}
+	URL string
+	cmd *exec.Cmd
 }
 
-// StartDirectApp serves welcome.Handler on 127.0.0.1.
-func StartDirectApp(log *slog.Logger) (*DirectApp, error) {
+// StartDirectApp runs agent's welcome app on a free loopback port and waits until it
+// answers.
+func StartDirectApp(agent string) (*DirectApp, error) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	d := &DirectApp{URL: "http://" + lis.Addr().String(), cancel: cancel, done: make(chan struct{})}
-	info := welcome.Here()
-	info.Sandbox = "direct"
-	go func() {
-		defer close(d.done)
-		_ = welcome.Serve(ctx, lis, info, log)
-	}()
-	return d, nil
+	addr := lis.Addr().(*net.TCPAddr)
+	lis.Close()
+	cmd := exec.Command(agent, welcome.Command(agent, addr.Port)[1:]...)
+	cmd.Env = append(os.Environ(), agentpkg.SandboxIDEnv+"=direct")
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("direct app: %w", err)
+	}
+	d := &DirectApp{URL: "http://" + addr.String(), cmd: cmd}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if c, err := net.Dial("tcp", addr.String()); err == nil {
+			c.Close()
+			return d, nil
+		}
+		if time.Now().After(deadline) {
+			d.Close()
+			return nil, fmt.Errorf("direct app: nothing listening on %s after 10 s", addr)
+		}
+	}
 }
 
-// Close stops serving.
+// Close stops the app.
 func (d *DirectApp) Close() {
-	d.cancel()
-	<-d.done
+	_ = d.cmd.Process.Kill()
+	_ = d.cmd.Wait()
 }

@@ -33,7 +33,7 @@ func (e *Env) proxied(ctx context.Context) (*proxyFixture, error) {
 	if err != nil {
 		return nil, fmt.Errorf("control plane: %w", err)
 	}
-	d, err := StartDirectApp(e.log)
+	d, err := StartDirectApp(e.Agent)
 	if err != nil {
 		cp.Close()
 		return nil, err
@@ -203,7 +203,7 @@ func (e *Env) ProxyLoadTable(ctx context.Context, o Options) (*Table, error) {
 		fmt.Sprintf("With %s clients the proxy serves %.0f requests/s against %.0f direct (%s; target ≥ 0.8×: %s), and adds %.2f ms to the p99 "+
 			"(%.2f ms against %.2f ms; target ≤ 1 ms: %s). A single client waits %.2f ms per request through the proxy against %.2f ms direct.",
 			cs, pr.P50, dr.P50, ratio(pr.P50, dr.P50), metWord(pr.P50 >= 0.8*dr.P50), added.P50, p99.P50, d99.P50, metWord(added.P50 <= 1), s50.P50, sd50.P50),
-		fmt.Sprintf("The comparison is not of equal work: a direct request is one HTTP exchange with an in-process server, while a proxied one is "+
+		fmt.Sprintf("The comparison is not of equal work: a direct request is one HTTP exchange with the app (the same `paddock-agent welcome` binary, as its own process on a host port), while a proxied one is "+
 			"that exchange with the control plane plus a session lookup, a second HTTP exchange framed over the tunnel, the agent's "+
 			"forward to the app's loopback port, and the app's own HTTP server in another process, all on the same %s cores as the client. "+
 			"At saturation the ratio is a ratio of CPU per request.", e.DescribeMachine().Cores),
