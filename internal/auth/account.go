@@ -224,6 +224,7 @@ func (s *Service) ChangePassword(ctx context.Context, sess *Session, current, ne
 	if err != nil {
 		return err
 	}
+	defer s.sessions.invalidate()
 	return s.st.Update(ctx, func(tx *store.Tx) error {
 		if err := tx.SetPasswordHash(ctx, u.ID, hash); err != nil {
 			return err

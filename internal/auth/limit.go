@@ -176,6 +176,7 @@ func auditName(username string) string {
 // periodically; nothing depends on it for correctness.
 func (s *Service) Cleanup(ctx context.Context) error {
 	now := s.now()
+	defer s.sessions.invalidate()
 	if _, err := s.st.DeleteExpiredSessions(ctx, now, now.Add(-s.cfg.idleTimeout)); err != nil {
 		return err
 	}

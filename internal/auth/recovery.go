@@ -130,6 +130,7 @@ func (s *Service) Recover(ctx context.Context, req RecoverRequest) error {
 	if err != nil {
 		return fail()
 	}
+	defer s.sessions.invalidate()
 	err = s.st.Update(ctx, func(tx *store.Tx) error {
 		if err := tx.RedeemRecoveryCode(ctx, u.ID, recoveryDigest(string(code)), s.now()); err != nil {
 			return err

@@ -37,6 +37,8 @@ type Service struct {
 
 	copOnce sync.Once
 	copProt *http.CrossOriginProtection
+
+	sessions sessionCache
 }
 
 type config struct {

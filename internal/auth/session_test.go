@@ -90,6 +90,15 @@ func TestSessionLookup(t *testing.T) {
 			}
 			return s.ID
 		}, ErrUnauthenticated},
+		{"logged out right after use (the session is in the cache)", func(e *env, s *Session) SessionID {
+			if _, err := e.svc.Session(ctx, s.ID); err != nil {
+				panic(err)
+			}
+			if err := e.svc.Logout(ctx, s); err != nil {
+				panic(err)
+			}
+			return s.ID
+		}, ErrUnauthenticated},
 		{"logged out", func(e *env, s *Session) SessionID {
 			if err := e.svc.Logout(ctx, s); err != nil {
 				panic(err)
