@@ -143,9 +143,13 @@ func Run(ctx context.Context, env *wire.Envelope, lis net.Listener, confine Conf
 		user = identity.User{UID: env.RunAs.UID, GID: env.RunAs.GID}
 		m.RunAs(user.UID, user.GID)
 	}
+	var app *supervisor
 	if env.Main != nil {
 		main := session.Spec{ID: MainSessionID, Argv: env.Main.Argv, Env: env.Main.Env, Cwd: env.Main.Cwd, HoldOutput: true}
-		if _, err := m.StartMain(main); err != nil {
+		if env.Main.Restart {
+			app = newSupervisor(m, main, log)
+			go app.run(ctx)
+		} else if _, err := m.StartMain(main); err != nil {
 			return fmt.Errorf("start main command: %w", err)
 		}
 	}
@@ -164,7 +168,7 @@ func Run(ctx context.Context, env *wire.Envelope, lis net.Listener, confine Conf
 	srv := grpc.NewServer(ServerOptions()...)
 	pb.RegisterProcessServer(srv, &processService{m: m})
 	pb.RegisterFilesServer(srv, fs)
-	pb.RegisterAgentServer(srv, &agentService{info: info})
+	pb.RegisterAgentServer(srv, &agentService{info: info, app: app})
 	pb.RegisterNetServer(srv, newNetService(env.Tier))
 	go func() {
 		<-ctx.Done()
@@ -233,8 +237,13 @@ func channelListener(fd int, connected bool) (net.Listener, error) {
 type agentService struct {
 	pb.UnimplementedAgentServer
 	info *pb.InfoResponse
+	app  *supervisor // nil without a supervised app
 }
 
 func (a *agentService) Info(context.Context, *pb.InfoRequest) (*pb.InfoResponse, error) {
 	return a.info, nil
+}
+
+func (a *agentService) App(context.Context, *pb.AppRequest) (*pb.AppStatus, error) {
+	return a.app.App()
 }

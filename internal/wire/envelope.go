@@ -63,6 +63,10 @@ type Command struct {
 	Env []string `json:"env,omitempty"`
 	// Cwd defaults to the workspace.
 	Cwd string `json:"cwd,omitempty"`
+	// Restart, for the sandbox's app (the envelope's Main only): the agent restarts the
+	// command whenever it exits, with exponential backoff (100 ms doubling to 30 s, reset
+	// after it has run 10 s), and never exits itself whatever the app does.
+	Restart bool `json:"restart,omitempty"`
 }
 
 // ProcessConfinement is what the process-tier agent applies to itself before it starts

@@ -213,3 +213,23 @@ func (l *outputLog) chunkAt(r *reader) (Chunk, bool) {
 	r.lost = 0
 	return Chunk{Stream: c.Stream, Offset: r.pos, Data: c.Data[r.pos-c.Offset:], Lost: lost}, true
 }
+
+// tail copies the last n bytes (at most) the log holds.
+func (l *outputLog) tail(n int) []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var parts [][]byte
+	for i := len(l.chunks) - 1; i >= 0 && n > 0; i-- {
+		d := l.chunks[i].Data
+		if len(d) > n {
+			d = d[len(d)-n:]
+		}
+		parts = append(parts, d)
+		n -= len(d)
+	}
+	var out []byte
+	for i := len(parts) - 1; i >= 0; i-- {
+		out = append(out, parts[i]...)
+	}
+	return out
+}

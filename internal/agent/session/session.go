@@ -95,7 +95,7 @@ type Manager struct {
 
 	mu       sync.Mutex // guards the fields below; held across fork (see package doc)
 	sessions map[string]*Session
-	exited   []string // IDs of exited sessions, oldest first
+	exited   []*Session // exited sessions, oldest first
 	byPID    map[int]*Session
 	nextID   int
 }
@@ -135,18 +135,25 @@ func (m *Manager) Start(spec Spec) (*Session, error) {
 	if m.disabled != "" {
 		return nil, fmt.Errorf("sessions are unavailable: %s: %w", m.disabled, errdefs.ErrUnavailable)
 	}
-	return m.start(spec)
+	return m.start(spec, false)
 }
 
 // StartMain spawns the sandbox's main command, even when sessions are disabled.
-func (m *Manager) StartMain(spec Spec) (*Session, error) { return m.start(spec) }
+func (m *Manager) StartMain(spec Spec) (*Session, error) { return m.start(spec, false) }
 
-func (m *Manager) start(spec Spec) (*Session, error) {
+// RestartMain is StartMain for a command that ran before under the same ID: a session of
+// that ID that is done makes way for the new one (the supervisor reuses "main").
+func (m *Manager) RestartMain(spec Spec) (*Session, error) { return m.start(spec, true) }
+
+func (m *Manager) start(spec Spec, replaceDone bool) (*Session, error) {
 	if len(spec.Argv) == 0 || spec.Argv[0] == "" {
 		return nil, fmt.Errorf("argv is empty: %w", errdefs.ErrInvalidArgument)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if replaceDone {
+		m.dropDone(spec.ID)
+	}
 	id, err := m.assignID(spec.ID)
 	if err != nil {
 		return nil, err
@@ -180,6 +187,19 @@ func (m *Manager) assignID(want string) (string, error) {
 		return "", fmt.Errorf("session %q: %w", want, errdefs.ErrAlreadyExists)
 	}
 	return want, nil
+}
+
+// dropDone forgets the session named id if it is done; callers hold m.mu.
+func (m *Manager) dropDone(id string) {
+	s, ok := m.sessions[id]
+	if !ok {
+		return
+	}
+	if _, done := s.Status(); !done {
+		return
+	}
+	delete(m.sessions, id)
+	m.exited = slices.DeleteFunc(m.exited, func(e *Session) bool { return e == s })
 }
 
 func validID(id string) bool {
@@ -318,9 +338,15 @@ func (m *Manager) retire(s *Session) {
 	if s.spec.Ephemeral {
 		return // Execute removes it when it has read the output
 	}
-	m.exited = append(m.exited, s.ID)
+	if m.sessions[s.ID] != s {
+		return // replaced already (RestartMain may run before retire)
+	}
+	m.exited = append(m.exited, s)
 	for len(m.exited) > keepExited {
-		delete(m.sessions, m.exited[0])
+		// Only the very session: its ID may name a newer one by now.
+		if old := m.exited[0]; m.sessions[old.ID] == old {
+			delete(m.sessions, old.ID)
+		}
 		m.exited = m.exited[1:]
 	}
 }
@@ -590,6 +616,10 @@ func readBuffered(r *os.File, emit func([]byte)) {
 
 // maxBufferedReads bounds readBuffered: 16 reads of up to readSize.
 const maxBufferedReads = 16
+
+// Tail returns the last n bytes (at most) of the output the session still holds, both
+// streams in the order they were read.
+func (s *Session) Tail(n int) []byte { return s.out.tail(n) }
 
 // Attach returns a Reader of the session's output from offset.
 func (s *Session) Attach(offset uint64) *Reader {

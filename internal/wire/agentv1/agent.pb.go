@@ -2067,6 +2067,142 @@ func (x *FileEvent) GetPath() string {
 	return ""
 }
 
+type AppRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppRequest) Reset() {
+	*x = AppRequest{}
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppRequest) ProtoMessage() {}
+
+func (x *AppRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppRequest.ProtoReflect.Descriptor instead.
+func (*AppRequest) Descriptor() ([]byte, []int) {
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{32}
+}
+
+// AppStatus is the state of the supervised app.
+type AppStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// state is "starting", "running" or "backoff" (exited, waiting to start again).
+	State string `protobuf:"bytes,1,opt,name=state,proto3" json:"state,omitempty"`
+	// restarts counts the starts after the first.
+	Restarts int32 `protobuf:"varint,2,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	// last_exit is how the previous run ended; unset before the first exit.
+	LastExit *ExitStatus `protobuf:"bytes,3,opt,name=last_exit,json=lastExit,proto3" json:"last_exit,omitempty"`
+	// last_output is the end (at most 4 KiB) of the previous run's combined output.
+	LastOutput []byte `protobuf:"bytes,4,opt,name=last_output,json=lastOutput,proto3" json:"last_output,omitempty"`
+	// since_unix_nano is when the app entered state.
+	SinceUnixNano int64 `protobuf:"varint,5,opt,name=since_unix_nano,json=sinceUnixNano,proto3" json:"since_unix_nano,omitempty"`
+	// next_start_unix_nano is when the app starts again, in state "backoff"; 0 otherwise.
+	NextStartUnixNano int64 `protobuf:"varint,6,opt,name=next_start_unix_nano,json=nextStartUnixNano,proto3" json:"next_start_unix_nano,omitempty"`
+	// session_id names the current (or, in backoff, the last) run's session: always "main".
+	SessionId     string `protobuf:"bytes,7,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppStatus) Reset() {
+	*x = AppStatus{}
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppStatus) ProtoMessage() {}
+
+func (x *AppStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppStatus.ProtoReflect.Descriptor instead.
+func (*AppStatus) Descriptor() ([]byte, []int) {
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *AppStatus) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *AppStatus) GetRestarts() int32 {
+	if x != nil {
+		return x.Restarts
+	}
+	return 0
+}
+
+func (x *AppStatus) GetLastExit() *ExitStatus {
+	if x != nil {
+		return x.LastExit
+	}
+	return nil
+}
+
+func (x *AppStatus) GetLastOutput() []byte {
+	if x != nil {
+		return x.LastOutput
+	}
+	return nil
+}
+
+func (x *AppStatus) GetSinceUnixNano() int64 {
+	if x != nil {
+		return x.SinceUnixNano
+	}
+	return 0
+}
+
+func (x *AppStatus) GetNextStartUnixNano() int64 {
+	if x != nil {
+		return x.NextStartUnixNano
+	}
+	return 0
+}
+
+func (x *AppStatus) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
 type InfoRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2075,7 +2211,7 @@ type InfoRequest struct {
 
 func (x *InfoRequest) Reset() {
 	*x = InfoRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[32]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2087,7 +2223,7 @@ func (x *InfoRequest) String() string {
 func (*InfoRequest) ProtoMessage() {}
 
 func (x *InfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[32]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2100,7 +2236,7 @@ func (x *InfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoRequest.ProtoReflect.Descriptor instead.
 func (*InfoRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{32}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{34}
 }
 
 type InfoResponse struct {
@@ -2118,7 +2254,7 @@ type InfoResponse struct {
 
 func (x *InfoResponse) Reset() {
 	*x = InfoResponse{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[33]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2130,7 +2266,7 @@ func (x *InfoResponse) String() string {
 func (*InfoResponse) ProtoMessage() {}
 
 func (x *InfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[33]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2143,7 +2279,7 @@ func (x *InfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoResponse.ProtoReflect.Descriptor instead.
 func (*InfoResponse) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{33}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *InfoResponse) GetSandboxId() string {
@@ -2203,7 +2339,7 @@ type ForwardRequest struct {
 
 func (x *ForwardRequest) Reset() {
 	*x = ForwardRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[34]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2215,7 +2351,7 @@ func (x *ForwardRequest) String() string {
 func (*ForwardRequest) ProtoMessage() {}
 
 func (x *ForwardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[34]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2228,7 +2364,7 @@ func (x *ForwardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardRequest.ProtoReflect.Descriptor instead.
 func (*ForwardRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{34}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ForwardRequest) GetPort() uint32 {
@@ -2264,7 +2400,7 @@ type ForwardResponse struct {
 
 func (x *ForwardResponse) Reset() {
 	*x = ForwardResponse{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[35]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2276,7 +2412,7 @@ func (x *ForwardResponse) String() string {
 func (*ForwardResponse) ProtoMessage() {}
 
 func (x *ForwardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[35]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2289,7 +2425,7 @@ func (x *ForwardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardResponse.ProtoReflect.Descriptor instead.
 func (*ForwardResponse) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{35}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ForwardResponse) GetConnected() bool {
@@ -2437,7 +2573,19 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"\trecursive\x18\x02 \x01(\bR\trecursive\"T\n" +
 	"\tFileEvent\x123\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1f.paddock.agent.v1.FileEventKindR\x04kind\x12\x12\n" +
-	"\x04path\x18\x02 \x01(\tR\x04path\"\r\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\"\f\n" +
+	"\n" +
+	"AppRequest\"\x91\x02\n" +
+	"\tAppStatus\x12\x14\n" +
+	"\x05state\x18\x01 \x01(\tR\x05state\x12\x1a\n" +
+	"\brestarts\x18\x02 \x01(\x05R\brestarts\x129\n" +
+	"\tlast_exit\x18\x03 \x01(\v2\x1c.paddock.agent.v1.ExitStatusR\blastExit\x12\x1f\n" +
+	"\vlast_output\x18\x04 \x01(\fR\n" +
+	"lastOutput\x12&\n" +
+	"\x0fsince_unix_nano\x18\x05 \x01(\x03R\rsinceUnixNano\x12/\n" +
+	"\x14next_start_unix_nano\x18\x06 \x01(\x03R\x11nextStartUnixNano\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\a \x01(\tR\tsessionId\"\r\n" +
 	"\vInfoRequest\"\xf3\x01\n" +
 	"\fInfoResponse\x12\x1d\n" +
 	"\n" +
@@ -2491,9 +2639,10 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"\x05Mkdir\x12\x1e.paddock.agent.v1.MkdirRequest\x1a\x1a.paddock.agent.v1.FileInfo\x12A\n" +
 	"\x04Move\x12\x1d.paddock.agent.v1.MoveRequest\x1a\x1a.paddock.agent.v1.FileInfo\x12K\n" +
 	"\x06Remove\x12\x1f.paddock.agent.v1.RemoveRequest\x1a .paddock.agent.v1.RemoveResponse\x12F\n" +
-	"\x05Watch\x12\x1e.paddock.agent.v1.WatchRequest\x1a\x1b.paddock.agent.v1.FileEvent0\x012N\n" +
+	"\x05Watch\x12\x1e.paddock.agent.v1.WatchRequest\x1a\x1b.paddock.agent.v1.FileEvent0\x012\x90\x01\n" +
 	"\x05Agent\x12E\n" +
-	"\x04Info\x12\x1d.paddock.agent.v1.InfoRequest\x1a\x1e.paddock.agent.v1.InfoResponse2Y\n" +
+	"\x04Info\x12\x1d.paddock.agent.v1.InfoRequest\x1a\x1e.paddock.agent.v1.InfoResponse\x12@\n" +
+	"\x03App\x12\x1c.paddock.agent.v1.AppRequest\x1a\x1b.paddock.agent.v1.AppStatus2Y\n" +
 	"\x03Net\x12R\n" +
 	"\aForward\x12 .paddock.agent.v1.ForwardRequest\x1a!.paddock.agent.v1.ForwardResponse(\x010\x01B<Z:github.com/paddockhq/paddock/internal/wire/agentv1;agentv1b\x06proto3"
 
@@ -2510,7 +2659,7 @@ func file_paddock_agent_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_paddock_agent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_paddock_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_paddock_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_paddock_agent_v1_agent_proto_goTypes = []any{
 	(Stream)(0),                // 0: paddock.agent.v1.Stream
 	(FileType)(0),              // 1: paddock.agent.v1.FileType
@@ -2547,10 +2696,12 @@ var file_paddock_agent_v1_agent_proto_goTypes = []any{
 	(*RemoveResponse)(nil),     // 32: paddock.agent.v1.RemoveResponse
 	(*WatchRequest)(nil),       // 33: paddock.agent.v1.WatchRequest
 	(*FileEvent)(nil),          // 34: paddock.agent.v1.FileEvent
-	(*InfoRequest)(nil),        // 35: paddock.agent.v1.InfoRequest
-	(*InfoResponse)(nil),       // 36: paddock.agent.v1.InfoResponse
-	(*ForwardRequest)(nil),     // 37: paddock.agent.v1.ForwardRequest
-	(*ForwardResponse)(nil),    // 38: paddock.agent.v1.ForwardResponse
+	(*AppRequest)(nil),         // 35: paddock.agent.v1.AppRequest
+	(*AppStatus)(nil),          // 36: paddock.agent.v1.AppStatus
+	(*InfoRequest)(nil),        // 37: paddock.agent.v1.InfoRequest
+	(*InfoResponse)(nil),       // 38: paddock.agent.v1.InfoResponse
+	(*ForwardRequest)(nil),     // 39: paddock.agent.v1.ForwardRequest
+	(*ForwardResponse)(nil),    // 40: paddock.agent.v1.ForwardResponse
 }
 var file_paddock_agent_v1_agent_proto_depIdxs = []int32{
 	4,  // 0: paddock.agent.v1.StartRequest.tty:type_name -> paddock.agent.v1.TTYSize
@@ -2565,47 +2716,50 @@ var file_paddock_agent_v1_agent_proto_depIdxs = []int32{
 	1,  // 9: paddock.agent.v1.FileInfo.type:type_name -> paddock.agent.v1.FileType
 	25, // 10: paddock.agent.v1.ListFilesResponse.entries:type_name -> paddock.agent.v1.FileInfo
 	2,  // 11: paddock.agent.v1.FileEvent.kind:type_name -> paddock.agent.v1.FileEventKind
-	3,  // 12: paddock.agent.v1.Process.Start:input_type -> paddock.agent.v1.StartRequest
-	5,  // 13: paddock.agent.v1.Process.Attach:input_type -> paddock.agent.v1.AttachRequest
-	10, // 14: paddock.agent.v1.Process.Execute:input_type -> paddock.agent.v1.ExecuteRequest
-	12, // 15: paddock.agent.v1.Process.WriteStdin:input_type -> paddock.agent.v1.WriteStdinRequest
-	14, // 16: paddock.agent.v1.Process.SendSignal:input_type -> paddock.agent.v1.SendSignalRequest
-	16, // 17: paddock.agent.v1.Process.ResizeTTY:input_type -> paddock.agent.v1.ResizeTTYRequest
-	18, // 18: paddock.agent.v1.Process.Wait:input_type -> paddock.agent.v1.WaitRequest
-	19, // 19: paddock.agent.v1.Process.List:input_type -> paddock.agent.v1.ListRequest
-	22, // 20: paddock.agent.v1.Files.Read:input_type -> paddock.agent.v1.ReadRequest
-	24, // 21: paddock.agent.v1.Files.Write:input_type -> paddock.agent.v1.WriteRequest
-	26, // 22: paddock.agent.v1.Files.Stat:input_type -> paddock.agent.v1.StatRequest
-	27, // 23: paddock.agent.v1.Files.List:input_type -> paddock.agent.v1.ListFilesRequest
-	29, // 24: paddock.agent.v1.Files.Mkdir:input_type -> paddock.agent.v1.MkdirRequest
-	30, // 25: paddock.agent.v1.Files.Move:input_type -> paddock.agent.v1.MoveRequest
-	31, // 26: paddock.agent.v1.Files.Remove:input_type -> paddock.agent.v1.RemoveRequest
-	33, // 27: paddock.agent.v1.Files.Watch:input_type -> paddock.agent.v1.WatchRequest
-	35, // 28: paddock.agent.v1.Agent.Info:input_type -> paddock.agent.v1.InfoRequest
-	37, // 29: paddock.agent.v1.Net.Forward:input_type -> paddock.agent.v1.ForwardRequest
-	6,  // 30: paddock.agent.v1.Process.Start:output_type -> paddock.agent.v1.ProcessEvent
-	6,  // 31: paddock.agent.v1.Process.Attach:output_type -> paddock.agent.v1.ProcessEvent
-	11, // 32: paddock.agent.v1.Process.Execute:output_type -> paddock.agent.v1.ExecuteResponse
-	13, // 33: paddock.agent.v1.Process.WriteStdin:output_type -> paddock.agent.v1.WriteStdinResponse
-	15, // 34: paddock.agent.v1.Process.SendSignal:output_type -> paddock.agent.v1.SendSignalResponse
-	17, // 35: paddock.agent.v1.Process.ResizeTTY:output_type -> paddock.agent.v1.ResizeTTYResponse
-	9,  // 36: paddock.agent.v1.Process.Wait:output_type -> paddock.agent.v1.ExitStatus
-	21, // 37: paddock.agent.v1.Process.List:output_type -> paddock.agent.v1.ListResponse
-	23, // 38: paddock.agent.v1.Files.Read:output_type -> paddock.agent.v1.FileChunk
-	25, // 39: paddock.agent.v1.Files.Write:output_type -> paddock.agent.v1.FileInfo
-	25, // 40: paddock.agent.v1.Files.Stat:output_type -> paddock.agent.v1.FileInfo
-	28, // 41: paddock.agent.v1.Files.List:output_type -> paddock.agent.v1.ListFilesResponse
-	25, // 42: paddock.agent.v1.Files.Mkdir:output_type -> paddock.agent.v1.FileInfo
-	25, // 43: paddock.agent.v1.Files.Move:output_type -> paddock.agent.v1.FileInfo
-	32, // 44: paddock.agent.v1.Files.Remove:output_type -> paddock.agent.v1.RemoveResponse
-	34, // 45: paddock.agent.v1.Files.Watch:output_type -> paddock.agent.v1.FileEvent
-	36, // 46: paddock.agent.v1.Agent.Info:output_type -> paddock.agent.v1.InfoResponse
-	38, // 47: paddock.agent.v1.Net.Forward:output_type -> paddock.agent.v1.ForwardResponse
-	30, // [30:48] is the sub-list for method output_type
-	12, // [12:30] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	9,  // 12: paddock.agent.v1.AppStatus.last_exit:type_name -> paddock.agent.v1.ExitStatus
+	3,  // 13: paddock.agent.v1.Process.Start:input_type -> paddock.agent.v1.StartRequest
+	5,  // 14: paddock.agent.v1.Process.Attach:input_type -> paddock.agent.v1.AttachRequest
+	10, // 15: paddock.agent.v1.Process.Execute:input_type -> paddock.agent.v1.ExecuteRequest
+	12, // 16: paddock.agent.v1.Process.WriteStdin:input_type -> paddock.agent.v1.WriteStdinRequest
+	14, // 17: paddock.agent.v1.Process.SendSignal:input_type -> paddock.agent.v1.SendSignalRequest
+	16, // 18: paddock.agent.v1.Process.ResizeTTY:input_type -> paddock.agent.v1.ResizeTTYRequest
+	18, // 19: paddock.agent.v1.Process.Wait:input_type -> paddock.agent.v1.WaitRequest
+	19, // 20: paddock.agent.v1.Process.List:input_type -> paddock.agent.v1.ListRequest
+	22, // 21: paddock.agent.v1.Files.Read:input_type -> paddock.agent.v1.ReadRequest
+	24, // 22: paddock.agent.v1.Files.Write:input_type -> paddock.agent.v1.WriteRequest
+	26, // 23: paddock.agent.v1.Files.Stat:input_type -> paddock.agent.v1.StatRequest
+	27, // 24: paddock.agent.v1.Files.List:input_type -> paddock.agent.v1.ListFilesRequest
+	29, // 25: paddock.agent.v1.Files.Mkdir:input_type -> paddock.agent.v1.MkdirRequest
+	30, // 26: paddock.agent.v1.Files.Move:input_type -> paddock.agent.v1.MoveRequest
+	31, // 27: paddock.agent.v1.Files.Remove:input_type -> paddock.agent.v1.RemoveRequest
+	33, // 28: paddock.agent.v1.Files.Watch:input_type -> paddock.agent.v1.WatchRequest
+	37, // 29: paddock.agent.v1.Agent.Info:input_type -> paddock.agent.v1.InfoRequest
+	35, // 30: paddock.agent.v1.Agent.App:input_type -> paddock.agent.v1.AppRequest
+	39, // 31: paddock.agent.v1.Net.Forward:input_type -> paddock.agent.v1.ForwardRequest
+	6,  // 32: paddock.agent.v1.Process.Start:output_type -> paddock.agent.v1.ProcessEvent
+	6,  // 33: paddock.agent.v1.Process.Attach:output_type -> paddock.agent.v1.ProcessEvent
+	11, // 34: paddock.agent.v1.Process.Execute:output_type -> paddock.agent.v1.ExecuteResponse
+	13, // 35: paddock.agent.v1.Process.WriteStdin:output_type -> paddock.agent.v1.WriteStdinResponse
+	15, // 36: paddock.agent.v1.Process.SendSignal:output_type -> paddock.agent.v1.SendSignalResponse
+	17, // 37: paddock.agent.v1.Process.ResizeTTY:output_type -> paddock.agent.v1.ResizeTTYResponse
+	9,  // 38: paddock.agent.v1.Process.Wait:output_type -> paddock.agent.v1.ExitStatus
+	21, // 39: paddock.agent.v1.Process.List:output_type -> paddock.agent.v1.ListResponse
+	23, // 40: paddock.agent.v1.Files.Read:output_type -> paddock.agent.v1.FileChunk
+	25, // 41: paddock.agent.v1.Files.Write:output_type -> paddock.agent.v1.FileInfo
+	25, // 42: paddock.agent.v1.Files.Stat:output_type -> paddock.agent.v1.FileInfo
+	28, // 43: paddock.agent.v1.Files.List:output_type -> paddock.agent.v1.ListFilesResponse
+	25, // 44: paddock.agent.v1.Files.Mkdir:output_type -> paddock.agent.v1.FileInfo
+	25, // 45: paddock.agent.v1.Files.Move:output_type -> paddock.agent.v1.FileInfo
+	32, // 46: paddock.agent.v1.Files.Remove:output_type -> paddock.agent.v1.RemoveResponse
+	34, // 47: paddock.agent.v1.Files.Watch:output_type -> paddock.agent.v1.FileEvent
+	38, // 48: paddock.agent.v1.Agent.Info:output_type -> paddock.agent.v1.InfoResponse
+	36, // 49: paddock.agent.v1.Agent.App:output_type -> paddock.agent.v1.AppStatus
+	40, // 50: paddock.agent.v1.Net.Forward:output_type -> paddock.agent.v1.ForwardResponse
+	32, // [32:51] is the sub-list for method output_type
+	13, // [13:32] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_paddock_agent_v1_agent_proto_init() }
@@ -2624,7 +2778,7 @@ func file_paddock_agent_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_paddock_agent_v1_agent_proto_rawDesc), len(file_paddock_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   36,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -802,6 +802,7 @@ var Files_ServiceDesc = grpc.ServiceDesc{
 
 const (
 	Agent_Info_FullMethodName = "/paddock.agent.v1.Agent/Info"
+	Agent_App_FullMethodName  = "/paddock.agent.v1.Agent/App"
 )
 
 // AgentClient is the client API for Agent service.
@@ -811,6 +812,9 @@ const (
 // Agent reports what this agent is and what it can do.
 type AgentClient interface {
 	Info(ctx context.Context, in *InfoRequest, opts ...grpc.CallOption) (*InfoResponse, error)
+	// App reports the supervised app: the main command when the envelope asks the agent to
+	// restart it (wire.Command.Restart). FAILED_PRECONDITION "no supervised app" otherwise.
+	App(ctx context.Context, in *AppRequest, opts ...grpc.CallOption) (*AppStatus, error)
 }
 
 type agentClient struct {
@@ -831,6 +835,16 @@ func (c *agentClient) Info(ctx context.Context, in *InfoRequest, opts ...grpc.Ca
 	return out, nil
 }
 
+func (c *agentClient) App(ctx context.Context, in *AppRequest, opts ...grpc.CallOption) (*AppStatus, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AppStatus)
+	err := c.cc.Invoke(ctx, Agent_App_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AgentServer is the server API for Agent service.
 // All implementations must embed UnimplementedAgentServer
 // for forward compatibility.
@@ -838,6 +852,9 @@ func (c *agentClient) Info(ctx context.Context, in *InfoRequest, opts ...grpc.Ca
 // Agent reports what this agent is and what it can do.
 type AgentServer interface {
 	Info(context.Context, *InfoRequest) (*InfoResponse, error)
+	// App reports the supervised app: the main command when the envelope asks the agent to
+	// restart it (wire.Command.Restart). FAILED_PRECONDITION "no supervised app" otherwise.
+	App(context.Context, *AppRequest) (*AppStatus, error)
 	mustEmbedUnimplementedAgentServer()
 }
 
@@ -850,6 +867,9 @@ type UnimplementedAgentServer struct{}
 
 func (UnimplementedAgentServer) Info(context.Context, *InfoRequest) (*InfoResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Info not implemented")
+}
+func (UnimplementedAgentServer) App(context.Context, *AppRequest) (*AppStatus, error) {
+	return nil, status.Error(codes.Unimplemented, "method App not implemented")
 }
 func (UnimplementedAgentServer) mustEmbedUnimplementedAgentServer() {}
 func (UnimplementedAgentServer) testEmbeddedByValue()               {}
@@ -890,6 +910,24 @@ func _Agent_Info_Handler(srv interface{}, ctx context.Context, dec func(interfac
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Agent_App_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AppRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServer).App(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Agent_App_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServer).App(ctx, req.(*AppRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Agent_ServiceDesc is the grpc.ServiceDesc for Agent service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -900,6 +938,10 @@ var Agent_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Info",
 			Handler:    _Agent_Info_Handler,
+		},
+		{
+			MethodName: "App",
+			Handler:    _Agent_App_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
