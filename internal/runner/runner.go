@@ -57,6 +57,10 @@ type Spec struct {
 	Env []string
 	// Main is the command line of the sandbox's main command.
 	Main []string
+	// RestartMain makes the agent supervise Main as the sandbox's app: it restarts it
+	// whenever it exits, with backoff (wire.Command.Restart), and Agent.App reports it.
+	// Off, Main runs once and the sandbox is done when it exits.
+	RestartMain bool
 }
 
 // Sandbox is a running sandbox.
@@ -145,7 +149,7 @@ func (r *Runner) start(ctx context.Context, spec Spec, sb *Sandbox, agentBin str
 	if err != nil {
 		return nil, err
 	}
-	main := &wire.Command{Argv: spec.Main}
+	main := &wire.Command{Argv: spec.Main, Restart: spec.RestartMain}
 	if len(spec.Main) == 0 {
 		main = nil
 	}

@@ -147,3 +147,22 @@ func FuzzReadEnvelope(f *testing.F) {
 		}
 	})
 }
+
+// Restart travels as "restart" and is left out when false, so older envelopes read the same.
+func TestEnvelopeRestart(t *testing.T) {
+	for _, restart := range []bool{false, true} {
+		e := validEnvelope()
+		e.Main.Restart = restart
+		var buf bytes.Buffer
+		if err := WriteEnvelope(&buf, e); err != nil {
+			t.Fatal(err)
+		}
+		if got := bytes.Contains(buf.Bytes(), []byte(`"restart":true`)); got != restart {
+			t.Fatalf("restart=%v encodes as %s", restart, buf.Bytes()[4:])
+		}
+		back, err := ReadEnvelope(&buf)
+		if err != nil || !reflect.DeepEqual(back, e) {
+			t.Fatalf("round trip: %+v, %v", back, err)
+		}
+	}
+}

@@ -1,0 +1,140 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/agent/session"
+	"github.com/paddockhq/paddock/internal/errdefs"
+	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
+)
+
+// Backoff of the supervised app: the first restart waits backoffMin, each next one twice
+// as long up to backoffMax, and a run of at least backoffReset starts the doubling over.
+// Variables so that tests can shorten them.
+var (
+	backoffMin   = 100 * time.Millisecond
+	backoffMax   = 30 * time.Second
+	backoffReset = 10 * time.Second
+)
+
+// tailBytes is how much of a run's output AppStatus keeps.
+const tailBytes = 4 << 10
+
+// App states, as AppStatus reports them.
+const (
+	appStarting = "starting"
+	appRunning  = "running"
+	appBackoff  = "backoff"
+)
+
+// supervisor keeps the sandbox's app (the main command with Restart set) running: it
+// restarts it whenever it exits, under the same session ID, with backoff. It must not
+// crash the agent, whatever the app does: it only waits on channels and timers, and a
+// start that fails (a fork bomb has taken every pid) is one more exit to back off from.
+type supervisor struct {
+	m    *session.Manager
+	spec session.Spec
+	log  *slog.Logger
+
+	mu     sync.Mutex // guards status
+	status *pb.AppStatus
+}
+
+func newSupervisor(m *session.Manager, spec session.Spec, log *slog.Logger) *supervisor {
+	return &supervisor{m: m, spec: spec, log: log, status: &pb.AppStatus{SessionId: spec.ID, State: appStarting, SinceUnixNano: time.Now().UnixNano()}}
+}
+
+// run starts the app and keeps restarting it until ctx ends.
+func (s *supervisor) run(ctx context.Context) {
+	delay := backoffMin
+	for {
+		s.set(func(st *pb.AppStatus) { st.State, st.NextStartUnixNano = appStarting, 0 })
+		started := time.Now()
+		sess, err := s.start()
+		if err != nil {
+			s.log.Error("start app", "err", err) // argv was validated; this should not happen
+			s.exited(session.ExitStatus{Code: 126, Err: err.Error()}, nil, delay)
+		} else {
+			s.set(func(st *pb.AppStatus) { st.State = appRunning })
+			st, err := sess.Wait(ctx)
+			if err != nil {
+				return // the agent is stopping
+			}
+			// Leftovers of the app (background children, a fork bomb) go with it, so that
+			// the next run starts clean: they would hold its ports and its pids.
+			_ = sess.Signal(syscall.SIGKILL)
+			if time.Since(started) >= backoffReset {
+				delay = backoffMin
+			}
+			s.exited(st, sess.Tail(tailBytes), delay)
+			s.log.Warn("app exited; restarting", "code", st.Code, "signal", st.Signal, "err", st.Err, "in", delay)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, backoffMax)
+		s.set(func(st *pb.AppStatus) { st.Restarts++ })
+	}
+}
+
+// start starts the app: the first run holds its output for the first client, as the main
+// command always has; later runs do not, so that an app nobody watches cannot block on a
+// full log.
+func (s *supervisor) start() (*session.Session, error) {
+	if s.statusRestarts() == 0 {
+		return s.m.StartMain(s.spec)
+	}
+	spec := s.spec
+	spec.HoldOutput = false
+	return s.m.RestartMain(spec)
+}
+
+func (s *supervisor) exited(st session.ExitStatus, tail []byte, delay time.Duration) {
+	next := time.Now().Add(delay)
+	s.set(func(a *pb.AppStatus) {
+		a.State, a.LastExit, a.LastOutput, a.NextStartUnixNano = appBackoff, exitStatus(s.spec.ID, st), tail, next.UnixNano()
+	})
+}
+
+// set changes the status under the lock and stamps the time of a state change.
+func (s *supervisor) set(f func(*pb.AppStatus)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	before := s.status.State
+	f(s.status)
+	if s.status.State != before {
+		s.status.SinceUnixNano = time.Now().UnixNano()
+	}
+}
+
+func (s *supervisor) statusRestarts() int32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.status.Restarts
+}
+
+// App answers the Agent service's App call.
+func (s *supervisor) App() (*pb.AppStatus, error) {
+	if s == nil {
+		return nil, errdefs.ToGRPC(fmt.Errorf("no supervised app: %w", errdefs.ErrFailedPrecondition))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return cloneStatus(s.status), nil
+}
+
+func cloneStatus(st *pb.AppStatus) *pb.AppStatus {
+	c := &pb.AppStatus{State: st.State, Restarts: st.Restarts, SinceUnixNano: st.SinceUnixNano,
+		NextStartUnixNano: st.NextStartUnixNano, SessionId: st.SessionId, LastOutput: st.LastOutput}
+	if st.LastExit != nil {
+		c.LastExit = &pb.ExitStatus{SessionId: st.LastExit.SessionId, ExitCode: st.LastExit.ExitCode, Signal: st.LastExit.Signal, Error: st.LastExit.Error}
+	}
+	return c
+}

@@ -1,0 +1,153 @@
+package agent
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/paddockhq/paddock/internal/wire"
+	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
+)
+
+// shortBackoff shrinks the supervisor's backoff for one test.
+func shortBackoff(t *testing.T, lo, hi, reset time.Duration) {
+	oldMin, oldMax, oldReset := backoffMin, backoffMax, backoffReset
+	backoffMin, backoffMax, backoffReset = lo, hi, reset
+	t.Cleanup(func() { backoffMin, backoffMax, backoffReset = oldMin, oldMax, oldReset })
+}
+
+// waitApp polls App until ok accepts the status.
+func waitApp(t *testing.T, conn *grpc.ClientConn, ok func(*pb.AppStatus) bool) *pb.AppStatus {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		st, err := pb.NewAgentClient(conn).App(ctx(t), &pb.AppRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok(st) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("App never got there: %+v", st)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestSupervisorRestartsExitingApp(t *testing.T) {
+	shortBackoff(t, 20*time.Millisecond, 100*time.Millisecond, 10*time.Second)
+	conn, _ := startAgent(t, &wire.Command{Argv: []string{"sh", "-c", "echo up; exit 3"}, Restart: true})
+	st := waitApp(t, conn, func(s *pb.AppStatus) bool { return s.Restarts >= 3 && s.LastExit != nil })
+	if st.LastExit.ExitCode != 3 || !strings.Contains(string(st.LastOutput), "up") || st.SessionId != MainSessionID {
+		t.Fatalf("App = %+v, want last exit 3 with output \"up\" in session main", st)
+	}
+	// The agent serves throughout.
+	for range 5 {
+		if _, err := pb.NewAgentClient(conn).Info(ctx(t), &pb.InfoRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := pb.NewProcessClient(conn).Execute(ctx(t), &pb.ExecuteRequest{Argv: []string{"echo", "ok"}})
+		if err != nil || string(resp.Stdout) != "ok\n" {
+			t.Fatalf("Execute: %v %v", resp, err)
+		}
+	}
+	waitApp(t, conn, func(s *pb.AppStatus) bool { return s.Restarts >= st.Restarts+2 })
+	// Session "main" is the current run, not a stale one.
+	l, err := pb.NewProcessClient(conn).List(ctx(t), &pb.ListRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, s := range l.Sessions {
+		if strings.HasPrefix(s.SessionId, "main") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("List = %v, want one main session", l.Sessions)
+	}
+}
+
+func TestSupervisorRestartsKilledApp(t *testing.T) {
+	shortBackoff(t, 20*time.Millisecond, 100*time.Millisecond, 10*time.Second)
+	conn, _ := startAgent(t, &wire.Command{Argv: []string{"sh", "-c", "echo $$ > app.pid; exec sleep 60"}, Restart: true})
+	waitApp(t, conn, func(s *pb.AppStatus) bool { return s.State == appRunning })
+	pid := readPID(t, conn)
+	resp, err := pb.NewProcessClient(conn).Execute(ctx(t), &pb.ExecuteRequest{Argv: []string{"kill", "-9", strconv.Itoa(pid)}})
+	if err != nil || resp.Status.GetExitCode() != 0 {
+		t.Fatalf("kill: %v %v", resp, err)
+	}
+	st := waitApp(t, conn, func(s *pb.AppStatus) bool { return s.Restarts >= 1 && s.State == appRunning })
+	if st.LastExit.GetSignal() != 9 || st.LastExit.GetExitCode() != -1 {
+		t.Fatalf("App = %+v, want last exit by SIGKILL", st)
+	}
+	// The new run is alive and is another process.
+	deadline := time.Now().Add(5 * time.Second)
+	for readPID(t, conn) == pid {
+		if time.Now().After(deadline) {
+			t.Fatal("the app was not started again")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func readPID(t *testing.T, conn *grpc.ClientConn) int {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, err := pb.NewProcessClient(conn).Execute(ctx(t), &pb.ExecuteRequest{Argv: []string{"cat", "app.pid"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(resp.Stdout))); err == nil {
+			return pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no app.pid: %+v", resp)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// The delay doubles from run to run up to the cap, and a long run starts it over.
+func TestSupervisorBackoff(t *testing.T) {
+	shortBackoff(t, 50*time.Millisecond, 400*time.Millisecond, 700*time.Millisecond)
+	conn, _ := startAgent(t, &wire.Command{Argv: []string{"sh", "-c", "if [ -e long ]; then rm long; sleep 1; fi; exit 1"}, Restart: true})
+	var delays []time.Duration
+	seen := int32(-1)
+	for len(delays) < 5 {
+		st := waitApp(t, conn, func(s *pb.AppStatus) bool { return s.State == appBackoff && s.Restarts != seen })
+		seen = st.Restarts
+		delays = append(delays, time.Duration(st.NextStartUnixNano-st.SinceUnixNano))
+	}
+	want := []time.Duration{50, 100, 200, 400, 400}
+	for i, d := range delays {
+		if w := want[i] * time.Millisecond; d < w-5*time.Millisecond || d > w+20*time.Millisecond {
+			t.Fatalf("delays %v, want about %v ms", delays, want)
+		}
+	}
+	// A run longer than backoffReset resets the delay.
+	resp, err := pb.NewProcessClient(conn).Execute(ctx(t), &pb.ExecuteRequest{Argv: []string{"touch", "long"}})
+	if err != nil || resp.Status.GetExitCode() != 0 {
+		t.Fatalf("touch: %v %v", resp, err)
+	}
+	waitApp(t, conn, func(s *pb.AppStatus) bool { return s.State == appRunning && s.Restarts > seen })
+	st := waitApp(t, conn, func(s *pb.AppStatus) bool { return s.State == appBackoff && s.Restarts > seen })
+	if d := time.Duration(st.NextStartUnixNano - st.SinceUnixNano); d > 70*time.Millisecond {
+		t.Fatalf("delay after a long run = %v, want %v", d, 50*time.Millisecond)
+	}
+}
+
+func TestAppWithoutSupervisor(t *testing.T) {
+	conn, _ := startAgent(t, &wire.Command{Argv: []string{"true"}})
+	_, err := pb.NewAgentClient(conn).App(ctx(t), &pb.AppRequest{})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(status.Convert(err).Message(), "no supervised app") {
+		t.Fatalf("App: %v, want FailedPrecondition no supervised app", err)
+	}
+}
