@@ -291,6 +291,9 @@ func (f *Fleet) spec(rec store.Sandbox) runner.Spec {
 		ID: rec.ID, Persistent: true, User: runnerUser(rec.Username), Tier: wire.Tier(rec.Tier), Runtime: rec.Runtime,
 		Limits: runner.Limits{Memory: runner.Size(rec.MemoryBytes), CPUs: rec.CPUs, Pids: rec.Pids},
 		Env:    env, Main: rec.App.Command,
+		// The app is supervised: the agent restarts it when it exits, with backoff, so a
+		// crash costs the user a moment of 502s, not their sandbox.
+		RestartMain: true,
 	}
 }
 

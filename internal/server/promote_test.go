@@ -171,3 +171,31 @@ func TestRoleSandboxRestartKeepsServing(t *testing.T) {
 		t.Errorf("after stop, the next use starts it again: %q, %v", got, err)
 	}
 }
+
+// The app is supervised: killed, it is restarted by the agent and serves again.
+func TestCrashedAppIsRestarted(t *testing.T) {
+	e := servertest.Start(t)
+	alice := e.Register(t, "alice")
+	var roles api.Roles
+	alice.MustJSON("GET", "/api/v1/roles", nil, http.StatusOK, &roles)
+	if _, err := servedBy(alice, alice.HTTP); err != nil {
+		t.Fatal(err)
+	}
+	var res api.ExecResult
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes/"+roles.Live.ID+"/exec",
+		api.ExecRequest{Argv: []string{"sh", "-c", "kill -9 $(pgrep -f '^[^ ]*paddock-agent welcome')"}}), http.StatusOK, &res)
+	if res.ExitCode != 0 {
+		t.Fatalf("kill the app: %+v", res)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		got, err := servedBy(alice, alice.HTTP)
+		if err == nil && got == roles.Live.ID {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the app did not come back: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
