@@ -134,15 +134,21 @@ func (f *Fleet) handle(id string) *runner.Sandbox {
 	return f.running[id]
 }
 
-func (f *Fleet) setHandle(id string, sb *runner.Sandbox) {
+// setRunning records that rec runs as sb: the handle and the record Owner's fast path
+// serves, together.
+func (f *Fleet) setRunning(rec store.Sandbox, sb *runner.Sandbox) {
+	rec.State, rec.Error = api.StateRunning, ""
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if sb == nil {
-		delete(f.running, id)
-		delete(f.recs, id)
-		return
-	}
-	f.running[id] = sb
+	f.running[rec.ID], f.recs[rec.ID] = sb, rec
+}
+
+// clearRunning forgets sandbox id's handle and record.
+func (f *Fleet) clearRunning(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.running, id)
+	delete(f.recs, id)
 }
 
 // Get returns sandbox id if c may see it. Another user's sandbox is "not found", exactly
@@ -240,7 +246,7 @@ func (f *Fleet) start(ctx context.Context, c Caller, rec store.Sandbox) (store.S
 		state, why = api.StateFailed, err.Error()
 		f.log.Warn("sandbox failed to start", "sandbox", rec.ID, "user", rec.Username, "err", err)
 	} else {
-		f.setHandle(rec.ID, sb)
+		f.setRunning(rec, sb)
 		if werr := waitApp(ctx, sb.Conn(), rec.App.Port); werr != nil {
 			// It runs, and its agent answers: the app may come up later, or the user
 			// fixes it with exec. Requests meanwhile get the proxy's 502.
@@ -252,12 +258,18 @@ func (f *Fleet) start(ctx context.Context, c Caller, rec store.Sandbox) (store.S
 		return rec, errors.Join(err, uerr)
 	}
 	rec.State, rec.Error = state, why
-	if err == nil {
-		f.mu.Lock()
-		f.recs[rec.ID] = rec
-		f.mu.Unlock()
-	}
 	return rec, err
+}
+
+// revive starts a recorded sandbox that is not running, after reaping what a lost or
+// failed run left behind; a running one is left as it is. The caller holds its lock.
+func (f *Fleet) revive(ctx context.Context, c Caller, rec store.Sandbox) (store.Sandbox, error) {
+	if f.handle(rec.ID) == nil {
+		if err := f.run.Reap(ctx, f.record(rec)); err != nil {
+			f.log.Warn("reap before start", "sandbox", rec.ID, "err", err)
+		}
+	}
+	return f.start(ctx, c, rec)
 }
 
 // appWait bounds how long a start waits for the sandbox's app to accept connections.
@@ -329,13 +341,7 @@ func (f *Fleet) Start(ctx context.Context, c Caller, id string) (store.Sandbox, 
 	if err != nil {
 		return rec, err
 	}
-	if f.handle(id) == nil {
-		// Whatever a lost or failed sandbox left behind goes first.
-		if err := f.run.Reap(ctx, f.record(rec)); err != nil {
-			f.log.Warn("reap before start", "sandbox", id, "err", err)
-		}
-	}
-	return f.start(ctx, c, rec)
+	return f.revive(ctx, c, rec)
 }
 
 // Stop stops a sandbox and keeps its workspace.
@@ -362,7 +368,7 @@ func (f *Fleet) stop(ctx context.Context, id string) error {
 	if h == nil {
 		return nil
 	}
-	f.setHandle(id, nil)
+	f.clearRunning(id)
 	f.onGone(id)
 	if err := h.Destroy(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("stop sandbox %s: %w", id, err)
@@ -436,7 +442,7 @@ func (f *Fleet) Recover(ctx context.Context) error {
 		sys := Caller{UserID: ""}
 		sb, err := f.run.Adopt(ctx, f.record(rec))
 		if err == nil {
-			f.setHandle(rec.ID, sb)
+			f.setRunning(rec, sb)
 			adopted++
 			continue
 		}

@@ -146,18 +146,9 @@ func (f *Fleet) ensureRunning(ctx context.Context, c Caller, id string) (store.S
 	if err != nil {
 		return rec, err
 	}
-	if f.handle(id) == nil {
-		if err := f.run.Reap(ctx, f.record(rec)); err != nil {
-			f.log.Warn("reap before start", "sandbox", id, "err", err)
-		}
-		if rec, err = f.start(ctx, c, rec); err != nil {
-			return rec, fmt.Errorf("start sandbox %s: %w", id, err)
-		}
+	if rec, err = f.revive(ctx, c, rec); err != nil {
+		return rec, fmt.Errorf("start sandbox %s: %w", id, err)
 	}
-	rec.State = api.StateRunning
-	f.mu.Lock()
-	f.recs[id] = rec
-	f.mu.Unlock()
 	return rec, nil
 }
 

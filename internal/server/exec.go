@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -177,7 +178,7 @@ func readStart(ctx context.Context, ws *websocket.Conn) (api.StreamStart, error)
 	if typ != websocket.MessageText {
 		return start, errors.New("the first message must be a JSON text message: {\"argv\": [...]}")
 	}
-	if err := api.Decode(bytesReader(data), &start, 1<<20); err != nil {
+	if err := api.Decode(bytes.NewReader(data), &start, 1<<20); err != nil {
 		return start, err
 	}
 	return start, checkCommand(start.Argv, start.Env)

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -156,5 +155,3 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request, c fleet.Calle
 	api.WriteJSON(w, http.StatusOK, fileInfo(info))
 	return nil
 }
-
-func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }

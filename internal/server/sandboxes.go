@@ -26,7 +26,11 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request, c fleet.C
 		return err
 	}
 	out := api.SandboxList{Sandboxes: []api.Sandbox{}}
-	roles := s.roleIndex(r.Context())
+	owner := c.UserID
+	if all {
+		owner = ""
+	}
+	roles := s.roleIndex(r.Context(), owner)
 	for _, sb := range list {
 		out.Sandboxes = append(out.Sandboxes, toAPI(sb, roles[sb.ID]))
 	}
@@ -107,9 +111,18 @@ func (s *Server) promote(w http.ResponseWriter, r *http.Request, c fleet.Caller)
 	return nil
 }
 
-// roleIndex maps sandbox IDs to the role they hold, for listings.
-func (s *Server) roleIndex(ctx context.Context) map[string]string {
-	all, err := s.st.AllRoles(ctx)
+// roleIndex maps sandbox IDs to the role they hold, for listings: userID's, or everyone's
+// when userID is empty.
+func (s *Server) roleIndex(ctx context.Context, userID string) map[string]string {
+	var all []store.Roles
+	var err error
+	if userID == "" {
+		all, err = s.st.AllRoles(ctx)
+	} else {
+		var r store.Roles
+		r, err = s.st.RolesOf(ctx, userID)
+		all = []store.Roles{r}
+	}
 	if err != nil {
 		s.log.Warn("roles for listing", "err", err)
 		return nil

@@ -32,6 +32,7 @@ import (
 	"github.com/paddockhq/paddock/internal/store"
 	"github.com/paddockhq/paddock/internal/tunnel"
 	"github.com/paddockhq/paddock/internal/web"
+	"github.com/paddockhq/paddock/internal/wire"
 )
 
 // Server is a running control plane.
@@ -200,11 +201,11 @@ API: http://%[1]s/api/v1/ (api/openapi.yaml); metrics: /metrics; health: /health
 `, addr, s.cfg.Runner.DataDir, s.cfg.Runner.WorkspaceRoot, tierName(s.cfg.Runner.Tier), s.cfg.Runner.StateDir)
 }
 
-func tierName(t any) string {
-	if s := fmt.Sprint(t); s != "" {
-		return s
+func tierName(t wire.Tier) string {
+	if t != "" {
+		return string(t)
 	}
-	return "container"
+	return string(wire.TierContainer)
 }
 
 // router adapts the fleet to the proxy: the owner of a role, reached through a tunnel

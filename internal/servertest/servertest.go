@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -185,9 +184,6 @@ func ErrorOf(t testing.TB, resp *http.Response, want int) api.ErrorBody {
 	}
 	return e.Error
 }
-
-// String is fmt.Sprintf, for paths.
-func String(format string, args ...any) string { return fmt.Sprintf(format, args...) }
 
 // Token signs in through POST /auth/token (as `paddock login` does) and returns the API
 // token.

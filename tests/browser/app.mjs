@@ -5,33 +5,13 @@
 // Run by internal/server's TestBrowserNewcomer, which sets BASE_URL (and SCREENSHOT_DIR).
 // Prints "live=<id>" and "dev=<id>" for the Go test to check against the API.
 import assert from 'node:assert/strict';
-import { mkdtemp, mkdir, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
-import { chromium } from 'playwright-core';
+import { launch, screenshot } from './browser.mjs';
 
 const base = process.env.BASE_URL;
 if (!base) throw new Error('BASE_URL is not set');
-const shots = process.env.SCREENSHOT_DIR || '';
 const step = (s) => console.log(`app.mjs: ${s}`);
 
-const profile = await mkdtemp(path.join(tmpdir(), 'paddock-chromium-'));
-const context = await chromium.launchPersistentContext(profile, {
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  headless: true,
-  args: [
-    '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync',
-  ],
-  baseURL: base,
-  viewport: { width: 900, height: 760 },
-});
-
-async function shot(page, name) {
-  if (!shots) return;
-  await mkdir(shots, { recursive: true });
-  await page.screenshot({ path: path.join(shots, `${name}.png`), fullPage: true });
-}
+const { context, close } = await launch(base, { width: 900, height: 760 });
 
 async function appPage(page, role) {
   await page.waitForURL((u) => u.pathname === '/');
@@ -58,7 +38,7 @@ try {
   const live = await appPage(page, 'live');
   assert.match(live, /^sb-[a-z2-7]{10}$/);
   step(`landed on the live sandbox ${live}`);
-  await shot(page, 'app-live');
+  await screenshot(page, 'app-live');
 
   // The signed-in page offers the role switch.
   await page.goto('/login');
@@ -67,11 +47,10 @@ try {
   const dev = await appPage(page, 'dev');
   assert.notEqual(dev, live, 'the dev role must be served by the other sandbox');
   step(`switched to the dev sandbox ${dev}`);
-  await shot(page, 'app-dev');
+  await screenshot(page, 'app-dev');
   assert.deepEqual(errors, []);
   console.log(`live=${live}`);
   console.log(`dev=${dev}`);
 } finally {
-  await context.close();
-  await rm(profile, { recursive: true, force: true });
+  await close();
 }

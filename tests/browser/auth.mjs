@@ -7,44 +7,25 @@
 //   CHROMIUM        the browser (default /usr/bin/chromium)
 // Exits non-zero, with the reason, at the first thing that is not as expected.
 import assert from 'node:assert/strict';
-import { mkdtemp, mkdir, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
-import { chromium } from 'playwright-core';
+import { launch, screenshot } from './browser.mjs';
 
 const base = process.env.BASE_URL;
 if (!base) throw new Error('BASE_URL is not set');
 const home = process.env.HOME_PATH || '/';
-const shots = process.env.SCREENSHOT_DIR || '';
 const user = `user${Date.now() % 1e8}`;
 const password = 'correct horse battery staple';
 const newPassword = 'a brand new passphrase';
 
 const step = (s) => console.log(`auth.mjs: ${s}`);
 
-// A fresh profile every run; no network but the control plane (this machine has
-// none), so nothing in the background may try to reach one.
-const profile = await mkdtemp(path.join(tmpdir(), 'paddock-chromium-'));
-const context = await chromium.launchPersistentContext(profile, {
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  headless: true,
-  args: [
-    '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync',
-  ],
-  baseURL: base,
-  viewport: { width: 900, height: 860 },
-});
+const { context, close } = await launch(base, { width: 900, height: 860 });
 
 // CSP violations and script errors are failures: the pages run no script at all.
 const problems = [];
 
 async function shot(page, name) {
-  if (!shots) return;
-  await mkdir(shots, { recursive: true });
-  const file = path.join(shots, `${name}.png`);
-  await page.screenshot({ path: file, fullPage: true });
-  step(`screenshot ${file}`);
+  const file = await screenshot(page, name);
+  if (file) step(`screenshot ${file}`);
 }
 
 async function alertText(page) {
@@ -143,6 +124,5 @@ try {
   assert.deepEqual(problems, [], 'console errors (CSP violations?)');
   step('ok');
 } finally {
-  await context.close();
-  await rm(profile, { recursive: true, force: true });
+  await close();
 }
