@@ -151,6 +151,17 @@ func (f *Fleet) clearRunning(id string) {
 	delete(f.recs, id)
 }
 
+// acquire takes sandbox id's lock and returns its record if c may see it; the caller
+// releases the lock with unlock, which is nil when err is not.
+func (f *Fleet) acquire(ctx context.Context, c Caller, id string) (rec store.Sandbox, unlock func(), err error) {
+	unlock = f.lock(id)
+	if rec, err = f.Get(ctx, c, id); err != nil {
+		unlock()
+		return rec, nil, err
+	}
+	return rec, unlock, nil
+}
+
 // Get returns sandbox id if c may see it. Another user's sandbox is "not found", exactly
 // as a missing one, so that IDs reveal nothing.
 func (f *Fleet) Get(ctx context.Context, c Caller, id string) (store.Sandbox, error) {
@@ -335,23 +346,21 @@ func (f *Fleet) event(c Caller, action, target string, detail map[string]any) st
 
 // Start starts a stopped, failed or lost sandbox; a running one is left as it is.
 func (f *Fleet) Start(ctx context.Context, c Caller, id string) (store.Sandbox, error) {
-	unlock := f.lock(id)
-	defer unlock()
-	rec, err := f.Get(ctx, c, id)
+	rec, unlock, err := f.acquire(ctx, c, id)
 	if err != nil {
 		return rec, err
 	}
+	defer unlock()
 	return f.revive(ctx, c, rec)
 }
 
 // Stop stops a sandbox and keeps its workspace.
 func (f *Fleet) Stop(ctx context.Context, c Caller, id string) (store.Sandbox, error) {
-	unlock := f.lock(id)
-	defer unlock()
-	rec, err := f.Get(ctx, c, id)
+	rec, unlock, err := f.acquire(ctx, c, id)
 	if err != nil {
 		return rec, err
 	}
+	defer unlock()
 	if err := f.stop(ctx, id); err != nil {
 		return rec, err
 	}
@@ -378,12 +387,11 @@ func (f *Fleet) stop(ctx context.Context, id string) error {
 
 // Restart stops and starts a sandbox.
 func (f *Fleet) Restart(ctx context.Context, c Caller, id string) (store.Sandbox, error) {
-	unlock := f.lock(id)
-	defer unlock()
-	rec, err := f.Get(ctx, c, id)
+	rec, unlock, err := f.acquire(ctx, c, id)
 	if err != nil {
 		return rec, err
 	}
+	defer unlock()
 	if err := f.stop(ctx, id); err != nil {
 		return rec, err
 	}
@@ -393,12 +401,11 @@ func (f *Fleet) Restart(ctx context.Context, c Caller, id string) (store.Sandbox
 // Delete destroys a sandbox, whatever its state, with its workspace and its record. A role
 // that pointed at it is empty afterwards; its next use makes a new sandbox.
 func (f *Fleet) Delete(ctx context.Context, c Caller, id string) error {
-	unlock := f.lock(id)
-	defer unlock()
-	rec, err := f.Get(ctx, c, id)
+	rec, unlock, err := f.acquire(ctx, c, id)
 	if err != nil {
 		return err
 	}
+	defer unlock()
 	if err := f.stop(ctx, id); err != nil {
 		f.log.Warn("delete: stop", "sandbox", id, "err", err)
 	}

@@ -98,7 +98,7 @@ func (s *Server) roles(w http.ResponseWriter, r *http.Request, c fleet.Caller) e
 	if err != nil {
 		return err
 	}
-	api.WriteJSON(w, http.StatusOK, api.Roles{Live: toAPI(live, api.RoleLive), Dev: toAPI(dev, api.RoleDev), Generation: gen})
+	writeRoles(w, live, dev, gen)
 	return nil
 }
 
@@ -107,8 +107,13 @@ func (s *Server) promote(w http.ResponseWriter, r *http.Request, c fleet.Caller)
 	if err != nil {
 		return err
 	}
-	api.WriteJSON(w, http.StatusOK, api.Roles{Live: toAPI(live, api.RoleLive), Dev: toAPI(dev, api.RoleDev), Generation: gen})
+	writeRoles(w, live, dev, gen)
 	return nil
+}
+
+// writeRoles answers the caller's two standing sandboxes.
+func writeRoles(w http.ResponseWriter, live, dev store.Sandbox, gen int64) {
+	api.WriteJSON(w, http.StatusOK, api.Roles{Live: toAPI(live, api.RoleLive), Dev: toAPI(dev, api.RoleDev), Generation: gen})
 }
 
 // roleIndex maps sandbox IDs to the role they hold, for listings: userID's, or everyone's
