@@ -148,7 +148,15 @@ func Run(ctx context.Context, env *wire.Envelope, lis net.Listener, confine Conf
 		main := session.Spec{ID: MainSessionID, Argv: env.Main.Argv, Env: env.Main.Env, Cwd: env.Main.Cwd, HoldOutput: true}
 		if env.Main.Restart {
 			app = newSupervisor(m, main, log)
-			go app.run(ctx)
+			// Run returns only once the supervisor has, whatever ended the serving:
+			// nothing of a sandbox's agent outlives it.
+			supCtx, stop := context.WithCancel(ctx)
+			supervised := make(chan struct{})
+			go func() {
+				defer close(supervised)
+				app.run(supCtx)
+			}()
+			defer func() { stop(); <-supervised }()
 		} else if _, err := m.StartMain(main); err != nil {
 			return fmt.Errorf("start main command: %w", err)
 		}

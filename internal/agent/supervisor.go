@@ -15,7 +15,8 @@ import (
 
 // Backoff of the supervised app: the first restart waits backoffMin, each next one twice
 // as long up to backoffMax, and a run of at least backoffReset starts the doubling over.
-// Variables so that tests can shorten them.
+// Variables so that tests can shorten them; a supervisor copies them when it is made, so
+// that a test restoring them cannot race with a supervisor still winding down.
 var (
 	backoffMin   = 100 * time.Millisecond
 	backoffMax   = 30 * time.Second
@@ -41,17 +42,21 @@ type supervisor struct {
 	spec session.Spec
 	log  *slog.Logger
 
+	backoffMin, backoffMax, backoffReset time.Duration
+
 	mu     sync.Mutex // guards status
 	status *pb.AppStatus
 }
 
 func newSupervisor(m *session.Manager, spec session.Spec, log *slog.Logger) *supervisor {
-	return &supervisor{m: m, spec: spec, log: log, status: &pb.AppStatus{SessionId: spec.ID, State: appStarting, SinceUnixNano: time.Now().UnixNano()}}
+	return &supervisor{m: m, spec: spec, log: log,
+		backoffMin: backoffMin, backoffMax: backoffMax, backoffReset: backoffReset,
+		status: &pb.AppStatus{SessionId: spec.ID, State: appStarting, SinceUnixNano: time.Now().UnixNano()}}
 }
 
 // run starts the app and keeps restarting it until ctx ends.
 func (s *supervisor) run(ctx context.Context) {
-	delay := backoffMin
+	delay := s.backoffMin
 	for {
 		s.set(func(st *pb.AppStatus) { st.State, st.NextStartUnixNano = appStarting, 0 })
 		started := time.Now()
@@ -68,8 +73,8 @@ func (s *supervisor) run(ctx context.Context) {
 			// Leftovers of the app (background children, a fork bomb) go with it, so that
 			// the next run starts clean: they would hold its ports and its pids.
 			_ = sess.Signal(syscall.SIGKILL)
-			if time.Since(started) >= backoffReset {
-				delay = backoffMin
+			if time.Since(started) >= s.backoffReset {
+				delay = s.backoffMin
 			}
 			s.exited(st, sess.Tail(tailBytes), delay)
 			s.log.Warn("app exited; restarting", "code", st.Code, "signal", st.Signal, "err", st.Err, "in", delay)
@@ -79,7 +84,7 @@ func (s *supervisor) run(ctx context.Context) {
 			return
 		case <-time.After(delay):
 		}
-		delay = min(2*delay, backoffMax)
+		delay = min(2*delay, s.backoffMax)
 		s.set(func(st *pb.AppStatus) { st.Restarts++ })
 	}
 }
