@@ -3,7 +3,8 @@
 // --connected one connected socket). As PID 1 of a microVM with --vm-init it sets up the
 // guest and serves on the VM's virtio-serial port instead. `paddock-agent welcome` runs the
 // default app of a new sandbox instead (package welcome). It is built static
-// (CGO_ENABLED=0) so that it runs in any root filesystem.
+// (CGO_ENABLED=0) so that it runs in any root filesystem. `paddock-agent secret get NAME`,
+// run by a process in the sandbox, asks the secrets broker for a capability.
 package main
 
 import (
@@ -16,6 +17,7 @@ import (
 
 	"github.com/paddockhq/paddock/internal/agent"
 	"github.com/paddockhq/paddock/internal/agent/welcome"
+	"github.com/paddockhq/paddock/internal/brokerclient"
 )
 
 func main() {
@@ -31,6 +33,13 @@ func main() {
 	}
 	if len(os.Args) > 1 && os.Args[1] == welcome.Subcommand {
 		if err := welcome.Main(ctx, os.Args[2:], log); err != nil {
+			fmt.Fprintf(os.Stderr, "paddock-agent: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "secret" {
+		if err := brokerclient.Main(ctx, os.Args[2:], os.Stdout); err != nil {
 			fmt.Fprintf(os.Stderr, "paddock-agent: %v\n", err)
 			os.Exit(1)
 		}

@@ -143,6 +143,13 @@ func Run(ctx context.Context, env *wire.Envelope, lis net.Listener, confine Conf
 		user = identity.User{UID: env.RunAs.UID, GID: env.RunAs.GID}
 		m.RunAs(user.UID, user.GID)
 	}
+	// The host's services are up before the app starts, so that it can use them at once.
+	nets := newNetService(env.Tier)
+	if nets.refused == "" {
+		var stop func()
+		nets.services, stop = startServices(env.Env, log)
+		defer stop()
+	}
 	var app *supervisor
 	if env.Main != nil {
 		main := session.Spec{ID: MainSessionID, Argv: env.Main.Argv, Env: env.Main.Env, Cwd: env.Main.Cwd, HoldOutput: true}
@@ -177,7 +184,7 @@ func Run(ctx context.Context, env *wire.Envelope, lis net.Listener, confine Conf
 	pb.RegisterProcessServer(srv, &processService{m: m})
 	pb.RegisterFilesServer(srv, fs)
 	pb.RegisterAgentServer(srv, &agentService{info: info, app: app})
-	pb.RegisterNetServer(srv, newNetService(env.Tier))
+	pb.RegisterNetServer(srv, nets)
 	go func() {
 		<-ctx.Done()
 		stopWithin(srv, 2*time.Second)

@@ -32,6 +32,12 @@ func startAgent(t *testing.T, main *wire.Command) (*grpc.ClientConn, string) {
 // skipped: it would confine the test binary itself.
 func startAgentTier(t testing.TB, tier wire.Tier, main *wire.Command) (*grpc.ClientConn, string) {
 	t.Helper()
+	return startAgentEnv(t, tier, main)
+}
+
+// startAgentEnv is startAgentTier with env added to the sandbox's environment.
+func startAgentEnv(t testing.TB, tier wire.Tier, main *wire.Command, vars ...string) (*grpc.ClientConn, string) {
+	t.Helper()
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "agent.sock")
 	lis, err := net.Listen("unix", sock)
@@ -43,7 +49,7 @@ func startAgentTier(t testing.TB, tier wire.Tier, main *wire.Command) (*grpc.Cli
 		t.Fatal(err)
 	}
 	env := &wire.Envelope{Version: wire.EnvelopeVersion, SandboxID: "sb-test", Tier: tier, Workspace: ws, ListenFD: 3,
-		Env: []string{"PATH=/usr/bin:/bin"}, Main: main}
+		Env: append([]string{"PATH=/usr/bin:/bin"}, vars...), Main: main}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	noConfine := func(*wire.Envelope) error { return nil }

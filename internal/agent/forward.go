@@ -33,8 +33,10 @@ const (
 // netService serves the Net RPCs.
 type netService struct {
 	pb.UnimplementedNetServer
-	// refused, when set, is why every Forward is refused (the process tier).
+	// refused, when set, is why every Forward and Accept is refused (the process tier).
 	refused string
+	// services is the sandbox's end of the host's services, for Accept.
+	services *services
 }
 
 var _ pb.NetServer = (*netService)(nil)

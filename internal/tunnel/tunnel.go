@@ -61,6 +61,7 @@ func (a Addr) String() string { return net.JoinHostPort(a.Host, strconv.Itoa(a.P
 // net.Conn it has CloseWrite, as *net.TCPConn does. Close must be called to release it.
 type Conn struct {
 	port   int
+	what   string // names the connection in errors
 	stream pb.Net_ForwardClient
 	cancel context.CancelFunc
 
@@ -111,8 +112,13 @@ func Dial(ctx context.Context, conn *grpc.ClientConn, port int) (net.Conn, error
 		cancel()
 		return nil, fmt.Errorf("tunnel to port %d in the sandbox: %w", port, err)
 	}
+	return newConn(stream, port, fmt.Sprintf("tunnel to port %d in the sandbox", port), cancel), nil
+}
+
+// newConn relays stream as a net.Conn; cancel ends the stream once both directions are done.
+func newConn(stream pb.Net_ForwardClient, port int, what string, cancel context.CancelFunc) *Conn {
 	c := &Conn{
-		port: port, stream: stream, cancel: cancel, closed: make(chan struct{}),
+		port: port, what: what, stream: stream, cancel: cancel, closed: make(chan struct{}),
 		recv: make(chan inbound), recvDone: make(chan struct{}),
 		send: make(chan outgoing), sendDone: make(chan struct{}),
 	}
@@ -123,7 +129,7 @@ func Dial(ctx context.Context, conn *grpc.ClientConn, port int) (net.Conn, error
 		<-c.sendDone
 		cancel()
 	}()
-	return c, nil
+	return c
 }
 
 // connect opens the stream, names the port, and waits for the agent's answer.
@@ -187,7 +193,7 @@ func (c *Conn) transmit() {
 			if err := c.sendOne(out); err != nil {
 				c.sendErr = c.streamErr(err)
 				if errors.Is(c.sendErr, io.EOF) {
-					c.sendErr = fmt.Errorf("tunnel to port %d in the sandbox: the app closed the connection: %w", c.port, errdefs.ErrUnavailable)
+					c.sendErr = fmt.Errorf("%s: the other end closed the connection: %w", c.what, errdefs.ErrUnavailable)
 				}
 				return
 			}
@@ -217,7 +223,7 @@ func (c *Conn) streamErr(err error) error {
 	if errors.Is(err, io.EOF) {
 		return io.EOF // the app closed its side: the stream ended with OK
 	}
-	return fmt.Errorf("tunnel to port %d in the sandbox: %w", c.port, remoteErr(err))
+	return fmt.Errorf("%s: %w", c.what, remoteErr(err))
 }
 
 // Read reads what the app wrote. It returns io.EOF once the app has closed its side.
@@ -256,7 +262,7 @@ func (c *Conn) Write(p []byte) (n int, err error) {
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
 	if c.shut {
-		return 0, fmt.Errorf("tunnel to port %d: write after CloseWrite: %w", c.port, errdefs.ErrFailedPrecondition)
+		return 0, fmt.Errorf("%s: write after CloseWrite: %w", c.what, errdefs.ErrFailedPrecondition)
 	}
 	for len(p) > 0 {
 		buf := chunks.Get().(*[]byte)

@@ -2642,9 +2642,10 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"\x05Watch\x12\x1e.paddock.agent.v1.WatchRequest\x1a\x1b.paddock.agent.v1.FileEvent0\x012\x90\x01\n" +
 	"\x05Agent\x12E\n" +
 	"\x04Info\x12\x1d.paddock.agent.v1.InfoRequest\x1a\x1e.paddock.agent.v1.InfoResponse\x12@\n" +
-	"\x03App\x12\x1c.paddock.agent.v1.AppRequest\x1a\x1b.paddock.agent.v1.AppStatus2Y\n" +
+	"\x03App\x12\x1c.paddock.agent.v1.AppRequest\x1a\x1b.paddock.agent.v1.AppStatus2\xac\x01\n" +
 	"\x03Net\x12R\n" +
-	"\aForward\x12 .paddock.agent.v1.ForwardRequest\x1a!.paddock.agent.v1.ForwardResponse(\x010\x01B<Z:github.com/paddockhq/paddock/internal/wire/agentv1;agentv1b\x06proto3"
+	"\aForward\x12 .paddock.agent.v1.ForwardRequest\x1a!.paddock.agent.v1.ForwardResponse(\x010\x01\x12Q\n" +
+	"\x06Accept\x12 .paddock.agent.v1.ForwardRequest\x1a!.paddock.agent.v1.ForwardResponse(\x010\x01B<Z:github.com/paddockhq/paddock/internal/wire/agentv1;agentv1b\x06proto3"
 
 var (
 	file_paddock_agent_v1_agent_proto_rawDescOnce sync.Once
@@ -2736,27 +2737,29 @@ var file_paddock_agent_v1_agent_proto_depIdxs = []int32{
 	37, // 29: paddock.agent.v1.Agent.Info:input_type -> paddock.agent.v1.InfoRequest
 	35, // 30: paddock.agent.v1.Agent.App:input_type -> paddock.agent.v1.AppRequest
 	39, // 31: paddock.agent.v1.Net.Forward:input_type -> paddock.agent.v1.ForwardRequest
-	6,  // 32: paddock.agent.v1.Process.Start:output_type -> paddock.agent.v1.ProcessEvent
-	6,  // 33: paddock.agent.v1.Process.Attach:output_type -> paddock.agent.v1.ProcessEvent
-	11, // 34: paddock.agent.v1.Process.Execute:output_type -> paddock.agent.v1.ExecuteResponse
-	13, // 35: paddock.agent.v1.Process.WriteStdin:output_type -> paddock.agent.v1.WriteStdinResponse
-	15, // 36: paddock.agent.v1.Process.SendSignal:output_type -> paddock.agent.v1.SendSignalResponse
-	17, // 37: paddock.agent.v1.Process.ResizeTTY:output_type -> paddock.agent.v1.ResizeTTYResponse
-	9,  // 38: paddock.agent.v1.Process.Wait:output_type -> paddock.agent.v1.ExitStatus
-	21, // 39: paddock.agent.v1.Process.List:output_type -> paddock.agent.v1.ListResponse
-	23, // 40: paddock.agent.v1.Files.Read:output_type -> paddock.agent.v1.FileChunk
-	25, // 41: paddock.agent.v1.Files.Write:output_type -> paddock.agent.v1.FileInfo
-	25, // 42: paddock.agent.v1.Files.Stat:output_type -> paddock.agent.v1.FileInfo
-	28, // 43: paddock.agent.v1.Files.List:output_type -> paddock.agent.v1.ListFilesResponse
-	25, // 44: paddock.agent.v1.Files.Mkdir:output_type -> paddock.agent.v1.FileInfo
-	25, // 45: paddock.agent.v1.Files.Move:output_type -> paddock.agent.v1.FileInfo
-	32, // 46: paddock.agent.v1.Files.Remove:output_type -> paddock.agent.v1.RemoveResponse
-	34, // 47: paddock.agent.v1.Files.Watch:output_type -> paddock.agent.v1.FileEvent
-	38, // 48: paddock.agent.v1.Agent.Info:output_type -> paddock.agent.v1.InfoResponse
-	36, // 49: paddock.agent.v1.Agent.App:output_type -> paddock.agent.v1.AppStatus
-	40, // 50: paddock.agent.v1.Net.Forward:output_type -> paddock.agent.v1.ForwardResponse
-	32, // [32:51] is the sub-list for method output_type
-	13, // [13:32] is the sub-list for method input_type
+	39, // 32: paddock.agent.v1.Net.Accept:input_type -> paddock.agent.v1.ForwardRequest
+	6,  // 33: paddock.agent.v1.Process.Start:output_type -> paddock.agent.v1.ProcessEvent
+	6,  // 34: paddock.agent.v1.Process.Attach:output_type -> paddock.agent.v1.ProcessEvent
+	11, // 35: paddock.agent.v1.Process.Execute:output_type -> paddock.agent.v1.ExecuteResponse
+	13, // 36: paddock.agent.v1.Process.WriteStdin:output_type -> paddock.agent.v1.WriteStdinResponse
+	15, // 37: paddock.agent.v1.Process.SendSignal:output_type -> paddock.agent.v1.SendSignalResponse
+	17, // 38: paddock.agent.v1.Process.ResizeTTY:output_type -> paddock.agent.v1.ResizeTTYResponse
+	9,  // 39: paddock.agent.v1.Process.Wait:output_type -> paddock.agent.v1.ExitStatus
+	21, // 40: paddock.agent.v1.Process.List:output_type -> paddock.agent.v1.ListResponse
+	23, // 41: paddock.agent.v1.Files.Read:output_type -> paddock.agent.v1.FileChunk
+	25, // 42: paddock.agent.v1.Files.Write:output_type -> paddock.agent.v1.FileInfo
+	25, // 43: paddock.agent.v1.Files.Stat:output_type -> paddock.agent.v1.FileInfo
+	28, // 44: paddock.agent.v1.Files.List:output_type -> paddock.agent.v1.ListFilesResponse
+	25, // 45: paddock.agent.v1.Files.Mkdir:output_type -> paddock.agent.v1.FileInfo
+	25, // 46: paddock.agent.v1.Files.Move:output_type -> paddock.agent.v1.FileInfo
+	32, // 47: paddock.agent.v1.Files.Remove:output_type -> paddock.agent.v1.RemoveResponse
+	34, // 48: paddock.agent.v1.Files.Watch:output_type -> paddock.agent.v1.FileEvent
+	38, // 49: paddock.agent.v1.Agent.Info:output_type -> paddock.agent.v1.InfoResponse
+	36, // 50: paddock.agent.v1.Agent.App:output_type -> paddock.agent.v1.AppStatus
+	40, // 51: paddock.agent.v1.Net.Forward:output_type -> paddock.agent.v1.ForwardResponse
+	40, // 52: paddock.agent.v1.Net.Accept:output_type -> paddock.agent.v1.ForwardResponse
+	33, // [33:53] is the sub-list for method output_type
+	13, // [13:33] is the sub-list for method input_type
 	13, // [13:13] is the sub-list for extension type_name
 	13, // [13:13] is the sub-list for extension extendee
 	0,  // [0:13] is the sub-list for field type_name

@@ -950,6 +950,7 @@ var Agent_ServiceDesc = grpc.ServiceDesc{
 
 const (
 	Net_Forward_FullMethodName = "/paddock.agent.v1.Net/Forward"
+	Net_Accept_FullMethodName  = "/paddock.agent.v1.Net/Accept"
 )
 
 // NetClient is the client API for Net service.
@@ -969,6 +970,17 @@ type NetClient interface {
 	// before it (the app reads EOF); the stream ends, with OK, when the app closes its side.
 	// Cancelling the call closes the connection at once.
 	Forward(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ForwardRequest, ForwardResponse], error)
+	// Accept is Forward the other way round: it takes one connection that a process in the
+	// sandbox made to the host's services (the broker, the provider gateway), which the
+	// agent serves on the sandbox's loopback at the address in the sandbox environment's
+	// PADDOCK_SERVICES_URL. The host keeps a few Accept calls open; each waits until a
+	// connection arrives and then answers connected=true. After that, as with Forward,
+	// requests carry bytes for the sandbox's process and responses bytes from it, and
+	// close_write or the end of the request stream half-closes the connection towards it.
+	// The host knows which sandbox a connection comes from by the channel it arrived on:
+	// nothing the process sends names it. Unavailable in the process tier, and FAILED_PRECONDITION
+	// when the sandbox has no services address.
+	Accept(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ForwardRequest, ForwardResponse], error)
 }
 
 type netClient struct {
@@ -992,6 +1004,19 @@ func (c *netClient) Forward(ctx context.Context, opts ...grpc.CallOption) (grpc.
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Net_ForwardClient = grpc.BidiStreamingClient[ForwardRequest, ForwardResponse]
 
+func (c *netClient) Accept(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ForwardRequest, ForwardResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Net_ServiceDesc.Streams[1], Net_Accept_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ForwardRequest, ForwardResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Net_AcceptClient = grpc.BidiStreamingClient[ForwardRequest, ForwardResponse]
+
 // NetServer is the server API for Net service.
 // All implementations must embed UnimplementedNetServer
 // for forward compatibility.
@@ -1009,6 +1034,17 @@ type NetServer interface {
 	// before it (the app reads EOF); the stream ends, with OK, when the app closes its side.
 	// Cancelling the call closes the connection at once.
 	Forward(grpc.BidiStreamingServer[ForwardRequest, ForwardResponse]) error
+	// Accept is Forward the other way round: it takes one connection that a process in the
+	// sandbox made to the host's services (the broker, the provider gateway), which the
+	// agent serves on the sandbox's loopback at the address in the sandbox environment's
+	// PADDOCK_SERVICES_URL. The host keeps a few Accept calls open; each waits until a
+	// connection arrives and then answers connected=true. After that, as with Forward,
+	// requests carry bytes for the sandbox's process and responses bytes from it, and
+	// close_write or the end of the request stream half-closes the connection towards it.
+	// The host knows which sandbox a connection comes from by the channel it arrived on:
+	// nothing the process sends names it. Unavailable in the process tier, and FAILED_PRECONDITION
+	// when the sandbox has no services address.
+	Accept(grpc.BidiStreamingServer[ForwardRequest, ForwardResponse]) error
 	mustEmbedUnimplementedNetServer()
 }
 
@@ -1021,6 +1057,9 @@ type UnimplementedNetServer struct{}
 
 func (UnimplementedNetServer) Forward(grpc.BidiStreamingServer[ForwardRequest, ForwardResponse]) error {
 	return status.Error(codes.Unimplemented, "method Forward not implemented")
+}
+func (UnimplementedNetServer) Accept(grpc.BidiStreamingServer[ForwardRequest, ForwardResponse]) error {
+	return status.Error(codes.Unimplemented, "method Accept not implemented")
 }
 func (UnimplementedNetServer) mustEmbedUnimplementedNetServer() {}
 func (UnimplementedNetServer) testEmbeddedByValue()             {}
@@ -1050,6 +1089,13 @@ func _Net_Forward_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Net_ForwardServer = grpc.BidiStreamingServer[ForwardRequest, ForwardResponse]
 
+func _Net_Accept_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(NetServer).Accept(&grpc.GenericServerStream[ForwardRequest, ForwardResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Net_AcceptServer = grpc.BidiStreamingServer[ForwardRequest, ForwardResponse]
+
 // Net_ServiceDesc is the grpc.ServiceDesc for Net service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1061,6 +1107,12 @@ var Net_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Forward",
 			Handler:       _Net_Forward_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "Accept",
+			Handler:       _Net_Accept_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
 		},
