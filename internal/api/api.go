@@ -75,6 +75,7 @@ const (
 	CodeUnsupportedMedia   = "unsupported_media"   // 415
 	CodeLimitExceeded      = "limit_exceeded"      // 429
 	CodeInternal           = "internal"            // 500
+	CodeDataLoss           = "data_loss"           // 500, with a message: stored data is corrupt
 	CodeUnavailable        = "unavailable"         // 503
 	CodeDeadlineExceeded   = "deadline_exceeded"   // 504
 )

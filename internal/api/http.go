@@ -40,6 +40,7 @@ var statusOf = []struct {
 	{errdefs.ErrLimitExceeded, http.StatusTooManyRequests, CodeLimitExceeded},
 	{errdefs.ErrUnavailable, http.StatusServiceUnavailable, CodeUnavailable},
 	{errdefs.ErrDeadlineExceeded, http.StatusGatewayTimeout, CodeDeadlineExceeded},
+	{errdefs.ErrDataLoss, http.StatusInternalServerError, CodeDataLoss},
 }
 
 // StatusOf returns the HTTP status and error code for err.
@@ -54,7 +55,7 @@ func StatusOf(err error) (int, string) {
 
 // WriteError answers err in the API's error shape. Errors in the taxonomy show their
 // message (they are written for users and carry no secret); any other error is logged
-// and answered with a generic 500.
+// and answered with a generic 500. ErrDataLoss is a 500 too, but keeps its message.
 func WriteError(w http.ResponseWriter, log *slog.Logger, err error) {
 	status, code := StatusOf(err)
 	msg := err.Error()
@@ -70,7 +71,11 @@ func WriteError(w http.ResponseWriter, log *slog.Logger, err error) {
 		if log != nil {
 			log.Error("internal error", "err", err)
 		}
-		msg = "internal error; the server log has the details"
+		// Data loss keeps its message: it names what is lost (never its content) and
+		// says what to do; any other 500 may carry internal state.
+		if code == CodeInternal {
+			msg = "internal error; the server log has the details"
+		}
 	}
 	WriteErrorCode(w, status, code, msg)
 }

@@ -70,6 +70,8 @@ func Run(ctx context.Context, e *Env, o Options) (*Report, error) {
 		{"proxy load", e.ProxyLoadTable},
 		{"proxy websocket echo", e.ProxyEchoTable},
 		{"promotion under load", e.PromoteTable},
+		{"secrets broker", e.BrokerTable},
+		{"provider gateway", func(ctx context.Context, o Options) (*Table, error) { return GatewayTTFBTable(ctx, o.N*10) }},
 	} {
 		if o.Only != "" && !strings.Contains(b.name, o.Only) {
 			continue

@@ -35,7 +35,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return fmt.Errorf("%s: %v (see %s --help): %w", c.CommandPath(), err, c.CommandPath(), errdefs.ErrInvalidArgument)
 	})
 	root.AddCommand(newRunCommand(&code), newServeCommand(), newVersionCommand(),
-		newLoginCommand(), newLogoutCommand(), newSandboxCommand(&code), newRolesCommand(), newPromoteCommand())
+		newLoginCommand(), newLogoutCommand(), newSandboxCommand(&code), newRolesCommand(), newPromoteCommand(), newSecretsCommand())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintf(stderr, "paddock: %s\n", message(err))
 		return ExitUsage
@@ -51,7 +51,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // to sign in.
 func message(err error) string {
 	msg := err.Error()
-	for _, kind := range []error{errdefs.ErrInvalidArgument, errdefs.ErrNotFound, errdefs.ErrUnavailable, errdefs.ErrPermissionDenied, errdefs.ErrLimitExceeded, errdefs.ErrFailedPrecondition, errdefs.ErrAlreadyExists, errdefs.ErrUnauthenticated, errdefs.ErrDeadlineExceeded} {
+	for _, kind := range []error{errdefs.ErrInvalidArgument, errdefs.ErrNotFound, errdefs.ErrUnavailable, errdefs.ErrPermissionDenied, errdefs.ErrLimitExceeded, errdefs.ErrFailedPrecondition, errdefs.ErrAlreadyExists, errdefs.ErrUnauthenticated, errdefs.ErrDeadlineExceeded, errdefs.ErrDataLoss} {
 		if errors.Is(err, kind) {
 			msg = strings.TrimSuffix(msg, ": "+kind.Error())
 		}

@@ -67,6 +67,7 @@ var kindOf = map[string]error{
 	api.CodeLimitExceeded:      errdefs.ErrLimitExceeded,
 	api.CodeUnavailable:        errdefs.ErrUnavailable,
 	api.CodeDeadlineExceeded:   errdefs.ErrDeadlineExceeded,
+	api.CodeDataLoss:           errdefs.ErrDataLoss,
 }
 
 // kindOfStatus classifies an error response that is not in the API's shape (a proxy in

@@ -26,6 +26,9 @@ var (
 	// ErrUnauthenticated means the caller did not prove who it is (HTTP 401), as opposed
 	// to ErrPermissionDenied: known, and not allowed (HTTP 403).
 	ErrUnauthenticated = errors.New("unauthenticated")
+	// ErrDataLoss means stored data is unrecoverably corrupt (a ciphertext that no longer
+	// authenticates): retrying will not help, restoring a backup may.
+	ErrDataLoss = errors.New("data loss")
 )
 
 var codeOf = []struct {
@@ -41,6 +44,7 @@ var codeOf = []struct {
 	{ErrFailedPrecondition, codes.FailedPrecondition},
 	{ErrDeadlineExceeded, codes.DeadlineExceeded},
 	{ErrUnauthenticated, codes.Unauthenticated},
+	{ErrDataLoss, codes.DataLoss},
 	{context.DeadlineExceeded, codes.DeadlineExceeded},
 	{context.Canceled, codes.Canceled},
 }

@@ -62,6 +62,9 @@ type Config struct {
 	Quota  Quota
 	// App is what a sandbox runs when its request names no command: the welcome page.
 	App store.App
+	// Env is added to every sandbox's environment after its own ("K=V"): where the host's
+	// services are, for one.
+	Env []string
 }
 
 // Fleet manages sandboxes. It is safe for concurrent use.
@@ -82,6 +85,11 @@ type Fleet struct {
 	// onGone and onSwap tell the proxy to drop connections (see SetHooks).
 	onGone func(sandboxID string)
 	onSwap func(userID string, generation int64)
+
+	// serve starts the host's services for a running sandbox (see SetServices); stops
+	// holds what ends them, by sandbox ID.
+	serve func(rec store.Sandbox, conn *grpc.ClientConn) (stop func())
+	stops map[string]func()
 }
 
 // New returns a Fleet. Call Recover before serving.
@@ -106,7 +114,15 @@ func New(st *store.Store, run Runner, cfg Config, reg prometheus.Registerer, log
 		st: st, run: run, cfg: cfg, log: log, now: time.Now, m: m,
 		running: map[string]*runner.Sandbox{}, recs: map[string]store.Sandbox{}, roles: map[string]store.Roles{}, locks: map[string]*sync.Mutex{},
 		onGone: func(string) {}, onSwap: func(string, int64) {},
+		serve: func(store.Sandbox, *grpc.ClientConn) func() { return func() {} }, stops: map[string]func(){},
 	}, nil
+}
+
+// SetServices sets what the fleet calls when it starts holding a running sandbox (started,
+// or adopted after a restart): serve starts the host's services for it on its channel and
+// returns what stops them, which the fleet calls when it stops holding the sandbox.
+func (f *Fleet) SetServices(serve func(rec store.Sandbox, conn *grpc.ClientConn) (stop func())) {
+	f.serve = serve
 }
 
 // SetHooks sets what the fleet calls when a sandbox stops serving (gone) and when a user's
@@ -138,17 +154,31 @@ func (f *Fleet) handle(id string) *runner.Sandbox {
 // serves, together.
 func (f *Fleet) setRunning(rec store.Sandbox, sb *runner.Sandbox) {
 	rec.State, rec.Error = api.StateRunning, ""
+	stop := f.serve(rec, sb.Conn())
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.running[rec.ID], f.recs[rec.ID] = sb, rec
+	f.running[rec.ID], f.recs[rec.ID], f.stops[rec.ID] = sb, rec, stop
 }
 
-// clearRunning forgets sandbox id's handle and record.
+// clearRunning forgets sandbox id's handle and record, and stops its services.
 func (f *Fleet) clearRunning(id string) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
+	stop := f.stops[id]
 	delete(f.running, id)
 	delete(f.recs, id)
+	delete(f.stops, id)
+	f.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
+// RunningRecord returns the record of sandbox id while the fleet holds it running.
+func (f *Fleet) RunningRecord(id string) (store.Sandbox, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	rec, ok := f.recs[id]
+	return rec, ok
 }
 
 // acquire takes sandbox id's lock and returns its record if c may see it; the caller
@@ -310,6 +340,7 @@ func (f *Fleet) spec(rec store.Sandbox) runner.Spec {
 	if rec.App.Build != "" {
 		env = append(env, "PADDOCK_APP_BUILD="+rec.App.Build)
 	}
+	env = append(env, f.cfg.Env...)
 	return runner.Spec{
 		ID: rec.ID, Persistent: true, User: runnerUser(rec.Username), Tier: wire.Tier(rec.Tier), Runtime: rec.Runtime,
 		Limits: runner.Limits{Memory: runner.Size(rec.MemoryBytes), CPUs: rec.CPUs, Pids: rec.Pids},
@@ -469,6 +500,13 @@ func (f *Fleet) Recover(ctx context.Context) error {
 // Close releases the channels to running sandboxes and leaves the sandboxes running, so
 // that the next control plane adopts them.
 func (f *Fleet) Close() {
+	f.mu.Lock()
+	stops := f.stops
+	f.stops = map[string]func(){}
+	f.mu.Unlock()
+	for _, stop := range stops {
+		stop()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for id, sb := range f.running {

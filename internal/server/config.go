@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
+	"path/filepath"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
+	"github.com/paddockhq/paddock/internal/gateway"
 	"github.com/paddockhq/paddock/internal/runner"
 )
 
@@ -42,6 +45,22 @@ type Config struct {
 	SecureCookies bool `yaml:"secure_cookies"`
 	// Reconnects bounds WebSocket reconnects per user (a reconnect storm past it gets 429).
 	Reconnects ReconnectConfig `yaml:"reconnects"`
+	// SecretsKeyFile is the keyring that encrypts users' secrets (an absolute path; default
+	// <data_dir>/secrets.key, made with a fresh key on first start). Keep it out of the
+	// database's backups and back it up on its own. PADDOCK_SECRETS_KEY, when set,
+	// replaces it.
+	SecretsKeyFile string `yaml:"secrets_key_file"`
+	// ServicesURL is where processes in a sandbox reach the host's services (the secrets
+	// broker): an http URL on the sandbox's own loopback, relayed by its agent
+	// (default DefaultServicesURL). Sandboxes find it in PADDOCK_SERVICES_URL.
+	ServicesURL string `yaml:"services_url"`
+	// BrokerPolicy is the secrets broker's policy file (capability → secret names; see
+	// package broker). Without one the broker denies every capability.
+	BrokerPolicy string `yaml:"broker_policy"`
+	// Gateway configures the provider gateway: the LLM providers sandboxes reach through
+	// the host's services at /gateway/NAME/, with the platform's key added outside the
+	// sandbox (see package gateway). Without providers there is no gateway.
+	Gateway gateway.Config `yaml:"gateway"`
 }
 
 // AppConfig is the default app template.
@@ -76,8 +95,17 @@ func LoadConfig(path, dataDir, listen string) (Config, error) {
 	if listen != "" {
 		cfg.Listen = listen
 	}
+	if cfg.SecretsKeyFile != "" && !filepath.IsAbs(cfg.SecretsKeyFile) {
+		return cfg, fmt.Errorf("secrets_key_file: %q is not an absolute path: %w", cfg.SecretsKeyFile, errdefs.ErrInvalidArgument)
+	}
 	if _, _, err := net.SplitHostPort(cfg.Listen); err != nil {
 		return cfg, fmt.Errorf("listen: %q is not host:port: %w", cfg.Listen, errdefs.ErrInvalidArgument)
+	}
+	if cfg.ServicesURL == "" {
+		cfg.ServicesURL = DefaultServicesURL
+	}
+	if err := checkServicesURL(cfg.ServicesURL); err != nil {
+		return cfg, err
 	}
 	rc, err := runner.LoadConfigFrom(cfg.Runner)
 	if err != nil {
@@ -94,4 +122,15 @@ func decodeStrict(b []byte, v any) error {
 		return fmt.Errorf("%v: %w", err, errdefs.ErrInvalidArgument)
 	}
 	return nil
+}
+
+// checkServicesURL accepts what the agent will listen on: http on a loopback IP and a port.
+func checkServicesURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err == nil && u.Scheme == "http" && u.Port() != "" && u.Path == "" {
+		if ip := net.ParseIP(u.Hostname()); ip != nil && ip.IsLoopback() {
+			return nil
+		}
+	}
+	return fmt.Errorf("services_url: %q: want http://127.0.0.1:PORT (a loopback address inside the sandbox): %w", raw, errdefs.ErrInvalidArgument)
 }

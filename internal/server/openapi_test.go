@@ -91,7 +91,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"SandboxList": api.SandboxList{}, "CreateSandboxRequest": api.CreateSandboxRequest{}, "Roles": api.Roles{},
 		"ExecRequest": api.ExecRequest{}, "ExecResult": api.ExecResult{}, "FileInfo": api.FileInfo{},
 		"FileList": api.FileList{}, "Event": api.Event{}, "EventList": api.EventList{}, "Health": api.Health{},
-		"Error": api.Error{},
+		"Error": api.Error{}, "PutSecretRequest": api.PutSecretRequest{}, "Secret": api.Secret{}, "SecretList": api.SecretList{},
 	}
 	for name, v := range types {
 		schema, ok := doc.Components.Schemas[name]

@@ -28,9 +28,17 @@ type Route struct {
 	Method, Pattern string
 }
 
-// routeTable is every /api/v1 route; the OpenAPI test checks the file against it.
+// routeTable is every authenticated API route: those under /api/v1, and /me/secrets (the
+// seed's path, ADR-0003, also served under /api/v1). The OpenAPI test checks the file
+// against it.
 func (s *Server) routeTable() map[Route]apiHandler {
 	return map[Route]apiHandler{
+		{"GET", "/me/secrets"}:                          s.listSecrets,
+		{"PUT", "/me/secrets/{name}"}:                   s.putSecret,
+		{"DELETE", "/me/secrets/{name}"}:                s.deleteSecret,
+		{"GET", "/api/v1/me/secrets"}:                   s.listSecrets,
+		{"PUT", "/api/v1/me/secrets/{name}"}:            s.putSecret,
+		{"DELETE", "/api/v1/me/secrets/{name}"}:         s.deleteSecret,
 		{"GET", "/api/v1/me"}:                           s.me,
 		{"GET", "/api/v1/sandboxes"}:                    s.listSandboxes,
 		{"POST", "/api/v1/sandboxes"}:                   s.createSandbox,
@@ -68,7 +76,13 @@ func (s *Server) routes() http.Handler {
 	for rt, h := range s.routeTable() {
 		mux.Handle(rt.Method+" "+rt.Pattern, s.api(h))
 	}
-	mux.Handle("/api/v1/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.apiFallback(mux, w, r) }))
+	// What no route matched under the control plane's own prefixes is answered here (404
+	// or 405), never proxied: a secret PUT with a wrong method must not reach a sandbox.
+	for _, prefix := range []string{"/api/v1/", "/me/secrets", "/me/secrets/"} {
+		mux.Handle(prefix, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			s.apiFallback(mux, strings.TrimSuffix(prefix, "/"), w, r)
+		}))
+	}
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
 	mux.HandleFunc("/", s.app)
@@ -95,14 +109,15 @@ func (s *Server) api(h apiHandler) http.Handler {
 	})
 }
 
-// apiFallback answers what no API route matched: 405 with Allow when the path exists
-// under another method, 404 otherwise. Nothing under /api/v1/ ever reaches a sandbox (other /api/ paths are the app's).
-func (s *Server) apiFallback(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
+// apiFallback answers what no API route under prefix matched: 405 with Allow when the
+// path exists under another method, 404 otherwise. Nothing under /api/v1/ or /me/secrets
+// ever reaches a sandbox (other /api/ and /me/ paths are the app's).
+func (s *Server) apiFallback(mux *http.ServeMux, prefix string, w http.ResponseWriter, r *http.Request) {
 	var allow []string
 	for _, m := range []string{"GET", "POST", "PUT", "DELETE"} {
 		probe := r.Clone(r.Context())
 		probe.Method = m
-		if _, pattern := mux.Handler(probe); strings.HasPrefix(pattern, m+" /api/v1/") {
+		if _, pattern := mux.Handler(probe); strings.HasPrefix(pattern, m+" "+prefix) {
 			allow = append(allow, m)
 		}
 	}

@@ -7,6 +7,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -23,12 +24,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/paddockhq/paddock/internal/agent"
 	"github.com/paddockhq/paddock/internal/agent/welcome"
 	"github.com/paddockhq/paddock/internal/auth"
+	"github.com/paddockhq/paddock/internal/broker"
 	"github.com/paddockhq/paddock/internal/fleet"
 	"github.com/paddockhq/paddock/internal/proxy"
 	"github.com/paddockhq/paddock/internal/runner"
 	"github.com/paddockhq/paddock/internal/sandbox/container"
+	"github.com/paddockhq/paddock/internal/secrets"
 	"github.com/paddockhq/paddock/internal/store"
 	"github.com/paddockhq/paddock/internal/tunnel"
 	"github.com/paddockhq/paddock/internal/web"
@@ -42,6 +46,7 @@ type Server struct {
 	st      *store.Store
 	auth    *auth.Service
 	web     *web.Web
+	secrets *secrets.Secrets
 	runner  *runner.Runner
 	fleet   *fleet.Fleet
 	proxy   *proxy.Proxy
@@ -49,6 +54,9 @@ type Server struct {
 	m       *metrics
 	handler http.Handler
 	health  healthCache
+	// broker and services are the host's services to sandboxes (services.go).
+	broker   *broker.Broker
+	services http.Handler
 }
 
 // Options are what tests change; the zero value is production.
@@ -63,7 +71,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Serv
 	if err := os.MkdirAll(cfg.Runner.DataDir, 0o711); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
-	st, err := store.Open(ctx, filepath.Join(cfg.Runner.DataDir, "paddock.db"))
+	st, err := store.Open(ctx, DatabasePath(cfg))
 	if err != nil {
 		return nil, err
 	}
@@ -75,8 +83,26 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Serv
 	return s, nil
 }
 
+// DatabasePath is the control plane's SQLite database in cfg's data dir.
+func DatabasePath(cfg Config) string { return filepath.Join(cfg.Runner.DataDir, "paddock.db") }
+
+// SecretsKeySource is where the users' secrets key comes from: PADDOCK_SECRETS_KEY when it
+// is set, otherwise the key file (secrets_key_file, default <data_dir>/secrets.key).
+func SecretsKeySource(cfg Config) secrets.KeySource {
+	file := cfg.SecretsKeyFile
+	if file == "" {
+		file = filepath.Join(cfg.Runner.DataDir, secrets.KeyFileName)
+	}
+	return secrets.KeySourceFromEnv(file)
+}
+
 func (s *Server) init(ctx context.Context, opts Options) error {
 	cfg := s.cfg
+	// First, so that a wrong secrets key stops the start before any sandbox is touched.
+	var err error
+	if s.secrets, err = secrets.Open(ctx, s.st, SecretsKeySource(cfg), s.log); err != nil {
+		return err
+	}
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	aopts := []auth.Option{auth.WithLogger(s.log), auth.WithTrustedOrigins(cfg.TrustedOrigins...)}
 	if cfg.SecureCookies {
@@ -89,9 +115,10 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 	if len(app.Command) == 0 {
 		app = store.App{Command: welcome.Command(container.AgentPath, 8080), Port: 8080, Build: "welcome"}
 	}
-	var err error
+	servicesURL := cmp.Or(cfg.ServicesURL, DefaultServicesURL)
 	s.fleet, err = fleet.New(s.st, s.runner, fleet.Config{
 		Tier: cfg.Runner.Tier, Runtime: cfg.Runtime, Memory: cfg.SandboxMemory, Quota: cfg.Quota, App: app,
+		Env: append([]string{agent.ServicesEnv + "=" + servicesURL}, gatewayEnv(cfg.Gateway, servicesURL)...),
 	}, s.reg, s.log)
 	if err != nil {
 		return err
@@ -104,7 +131,10 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	s.fleet.SetHooks(s.proxy.SandboxGone, s.proxy.OwnerChanged)
+	s.fleet.SetHooks(s.sandboxGone, s.proxy.OwnerChanged)
+	if err := s.initServices(); err != nil {
+		return err
+	}
 	if s.m, err = newMetrics(s.reg, s.fleet); err != nil {
 		return err
 	}
@@ -118,6 +148,9 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 // Handler is the control plane's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.handler }
 
+// Secrets is the users' secrets store (the broker resolves leases with it).
+func (s *Server) Secrets() *secrets.Secrets { return s.secrets }
+
 // Fleet is the server's sandbox lifecycle (tests and benchmarks reach sandboxes with it).
 func (s *Server) Fleet() *fleet.Fleet { return s.fleet }
 
@@ -126,6 +159,7 @@ func (s *Server) Fleet() *fleet.Fleet { return s.fleet }
 func (s *Server) Close() error {
 	s.proxy.Close()
 	s.fleet.Close()
+	s.broker.Close()
 	return s.st.Close()
 }
 
@@ -196,9 +230,10 @@ func (s *Server) Banner(w io.Writer, addr string) {
 	fmt.Fprintf(w, `paddock control plane on http://%[1]s — open http://%[1]s/register to make an account, or /login.
 Data: %[2]s (SQLite database paddock.db, workspaces in %[3]s). Sandboxes: %[4]s tier; their runtime state in %[5]s.
 Each user gets a live and a dev sandbox on first use; every page and WebSocket outside /login, /register,
-/recovery, /auth/, /api/v1/, /healthz and /metrics is served by the user's sandbox, through this proxy.
+/recovery, /auth/, /api/v1/, /me/secrets, /healthz and /metrics is served by the user's sandbox, through this proxy.
 API: http://%[1]s/api/v1/ (api/openapi.yaml); metrics: /metrics; health: /healthz. Stop with Ctrl-C: sandboxes keep running and are adopted at the next start.
-`, addr, s.cfg.Runner.DataDir, s.cfg.Runner.WorkspaceRoot, tierName(s.cfg.Runner.Tier), s.cfg.Runner.StateDir)
+Users' secrets (PUT /me/secrets/NAME) are encrypted with the key from the %[6]s: back it up apart from the database.
+`, addr, s.cfg.Runner.DataDir, s.cfg.Runner.WorkspaceRoot, tierName(s.cfg.Runner.Tier), s.cfg.Runner.StateDir, SecretsKeySource(s.cfg))
 }
 
 func tierName(t wire.Tier) string {

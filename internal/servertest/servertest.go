@@ -8,10 +8,12 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,6 +32,27 @@ type Env struct {
 	Server *server.Server
 	Config server.Config
 	HTTP   *httptest.Server
+	// Logs holds every line the control plane logged, at debug level.
+	Logs *LogBuffer
+}
+
+// LogBuffer collects log output; it is safe for concurrent use.
+type LogBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *LogBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns everything logged so far.
+func (b *LogBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // Start runs a control plane on a fresh data dir. edit, when given, changes the
@@ -47,12 +70,15 @@ func Start(t testing.TB, edit ...func(*server.Config)) *Env {
 // StartWith runs a control plane on cfg (a restart test passes the same cfg twice).
 func StartWith(t testing.TB, cfg server.Config) *Env {
 	t.Helper()
-	s, err := server.New(context.Background(), cfg, testenv.Logger(t), server.Options{AuthOptions: []auth.Option{auth.WithParams(cheap)}})
+	logs := &LogBuffer{}
+	log := slog.New(slog.NewTextHandler(io.MultiWriter(testenv.LogWriter(t), logs), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s, err := server.New(context.Background(), cfg, log, server.Options{AuthOptions: []auth.Option{auth.WithParams(cheap)}})
 	if err != nil {
 		t.Fatalf("server.New: %v", err)
 	}
 	hs := httptest.NewServer(s.Handler())
-	e := &Env{URL: hs.URL, Server: s, Config: cfg, HTTP: hs}
+	hs.Config.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelDebug)
+	e := &Env{URL: hs.URL, Server: s, Config: cfg, HTTP: hs, Logs: logs}
 	t.Cleanup(func() { e.Stop(true) })
 	return e
 }

@@ -22,6 +22,8 @@ type AuditEvent struct {
 	Detail      map[string]any
 }
 
+const appendAuditSQL = `INSERT INTO audit_events (at, actor_user_id, action, target, detail) VALUES (?, ?, ?, ?, ?)`
+
 // AppendAudit records e.
 func (tx *Tx) AppendAudit(ctx context.Context, e AuditEvent) error {
 	if e.Action == "" {
@@ -34,8 +36,7 @@ func (tx *Tx) AppendAudit(ctx context.Context, e AuditEvent) error {
 			return fmt.Errorf("audit detail: %w: %w", errdefs.ErrInvalidArgument, err)
 		}
 	}
-	_, err := tx.tx.ExecContext(ctx, `INSERT INTO audit_events (at, actor_user_id, action, target, detail) VALUES (?, ?, ?, ?, ?)`,
-		nanos(e.At), e.ActorUserID, e.Action, e.Target, string(detail))
+	_, err := tx.exec(ctx, appendAuditSQL, nanos(e.At), e.ActorUserID, e.Action, e.Target, string(detail))
 	if err != nil {
 		return fmt.Errorf("append audit event: %w", mapErr(err))
 	}

@@ -1,7 +1,7 @@
 // Package store is the control plane's durable state: one SQLite database (pure Go,
 // modernc.org/sqlite) under the data dir, holding accounts, recovery codes, sessions,
-// API tokens, login attempts and the audit log, with embedded, numbered schema
-// migrations.
+// API tokens, login attempts, the audit log and users' secrets (as ciphertext: package
+// secrets encrypts them), with embedded, numbered schema migrations.
 //
 // # Concurrency
 //
@@ -18,7 +18,8 @@
 // The database file is trusted storage but is assumed to leak sooner or later
 // (backups, a copied data dir). So it holds no secret that grants access by itself:
 // session IDs, API tokens and recovery codes are stored as their SHA-256, passwords
-// as Argon2id hashes, and audit rows carry no secret. The file and its directory are
+// as Argon2id hashes, users' secrets as AEAD ciphertext under keys kept outside the
+// database, and audit rows carry no secret. The file and its directory are
 // created owner-only (0600 / 0700). Everything the store receives has been
 // authenticated and validated by its caller (package auth); the store enforces the
 // invariants that must hold whatever the caller does (unique usernames regardless

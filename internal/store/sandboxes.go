@@ -157,7 +157,7 @@ type Roles struct {
 
 // RolesOf returns userID's roles; a user who never used them has empty ones.
 func (s *Store) RolesOf(ctx context.Context, userID string) (Roles, error) {
-	return rolesOf(ctx, s.r, userID)
+	return rolesOf(ctx, cachedReads{s}, userID)
 }
 
 // RolesOf is [Store.RolesOf] inside a write transaction.

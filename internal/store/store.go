@@ -32,6 +32,8 @@ type Store struct {
 	// sessionByHash is prepared once: it runs on every authenticated request, and
 	// parsing its SQL each time was a quarter of a proxied request's CPU.
 	sessionByHash *sql.Stmt
+	// wstmts and rstmts cache other hot statements of the writer and the readers.
+	wstmts, rstmts *stmts
 }
 
 // Open opens (creating if missing, with its directory) the database at path and
@@ -59,6 +61,11 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	n := max(4, runtime.GOMAXPROCS(0))
 	s.r.SetMaxOpenConns(n)
 	s.r.SetMaxIdleConns(n)
+	s.wstmts, s.rstmts = newStmts(s.w, false), newStmts(s.r, true)
+	if err := s.wstmts.prepare(ctx, hotWrites...); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open database %s: %w", abs, err)
+	}
 	if s.sessionByHash, err = s.r.PrepareContext(ctx, sessionByHashSQL); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open database %s: %w", abs, err)
@@ -133,7 +140,7 @@ func (s *Store) Update(ctx context.Context, fn func(*Tx) error) error {
 	if err != nil {
 		return fmt.Errorf("begin: %w", mapErr(err))
 	}
-	if err := fn(&Tx{tx: tx}); err != nil {
+	if err := fn(&Tx{tx: tx, stmts: s.wstmts}); err != nil {
 		_ = tx.Rollback()
 		return err
 	}
@@ -145,7 +152,8 @@ func (s *Store) Update(ctx context.Context, fn func(*Tx) error) error {
 
 // Tx is a write transaction, valid only inside the function given to [Store.Update].
 type Tx struct {
-	tx *sql.Tx
+	tx    *sql.Tx
+	stmts *stmts // nil during migrations
 }
 
 // NewID returns a random 128-bit identifier in hex, used for users and API tokens.

@@ -131,8 +131,11 @@ func Runner(t testing.TB) *runner.Runner {
 
 // Logger returns a logger that writes through t.Log.
 func Logger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return slog.New(slog.NewTextHandler(LogWriter(t), &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
+
+// LogWriter writes each line to the test's log.
+func LogWriter(t testing.TB) io.Writer { return tWriter{t} }
 
 type tWriter struct{ t testing.TB }
 

@@ -1,0 +1,385 @@
+// Package broker is the secrets broker: a sandbox asks it for a capability ("github") and,
+// when the broker's policy grants that capability to the sandbox's user (and role), gets
+// the value of one of the user's secrets as a lease with a lifetime. Sandboxes never name a
+// secret or a storage path, and never see any platform secret.
+//
+// # Threat model
+//
+// The caller is a process in a sandbox, and hostile. Its identity is the sandbox whose
+// agent channel the request arrived on, which the control plane's code puts in the request
+// context (WithSandbox) before the broker sees it: nothing the caller writes names the
+// sandbox, its user or its role. The user and role are looked up at each request, so that
+// a promotion or a stop takes effect at once. Every decision, allow or deny, is an audit
+// event with the user, the sandbox, the capability, the time, the outcome and the reason:
+// never the value, nor anything derived from it. Leases are recorded (without values), so
+// that a forged, foreign, expired or revoked lease is refused, and stopping a sandbox
+// revokes all of its leases. A value already handed out cannot be taken back from the
+// sandbox: the lease's lifetime is what the sandbox is told to keep it for, and renewals
+// after a revocation are refused.
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/store"
+)
+
+// Identity is who a sandbox belongs to, as the control plane knows it.
+type Identity struct {
+	UserID, Username string
+	// Role is "live" or "dev" while a role points at the sandbox, "" otherwise.
+	Role string
+	// Running is false once the sandbox has been stopped.
+	Running bool
+}
+
+// Sandboxes tells the broker about a sandbox.
+type Sandboxes interface {
+	Identify(ctx context.Context, sandboxID string) (Identity, error)
+}
+
+// Secrets reveals a user's secret; an unset one is errdefs.ErrNotFound.
+type Secrets interface {
+	Reveal(ctx context.Context, userID, name string) ([]byte, error)
+}
+
+// Broker resolves capabilities. It is safe for concurrent use.
+type Broker struct {
+	st        *store.Store
+	sandboxes Sandboxes
+	secrets   Secrets
+	policy    atomic.Pointer[Policy]
+	log       *slog.Logger
+	now       func() time.Time
+	decisions *prometheus.CounterVec
+	commits   *committer
+}
+
+// New returns a Broker deciding by p (nil: deny everything).
+func New(st *store.Store, sb Sandboxes, sec Secrets, p *Policy, reg prometheus.Registerer, log *slog.Logger) (*Broker, error) {
+	b := &Broker{st: st, sandboxes: sb, secrets: sec, log: log, now: time.Now, commits: newCommitter(st),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "paddock_broker_decisions_total",
+			Help: "Decisions of the secrets broker, by action (resolve, renew, revoke) and outcome (allow, deny).",
+		}, []string{"action", "decision"}),
+	}
+	if err := reg.Register(b.decisions); err != nil {
+		return nil, fmt.Errorf("broker metrics: %w", err)
+	}
+	b.SetPolicy(p)
+	return b, nil
+}
+
+// Close stops the broker's writer; decisions after it fail as unavailable.
+func (b *Broker) Close() { b.commits.close() }
+
+// SetPolicy replaces the policy; requests already deciding finish under the old one.
+func (b *Broker) SetPolicy(p *Policy) {
+	if p == nil {
+		p = &Policy{}
+	}
+	b.policy.Store(p)
+}
+
+type sandboxKey struct{}
+
+// WithSandbox records in ctx the sandbox whose channel a request arrived on.
+func WithSandbox(ctx context.Context, sandboxID string) context.Context {
+	return context.WithValue(ctx, sandboxKey{}, sandboxID)
+}
+
+// SandboxFrom returns the sandbox WithSandbox recorded.
+func SandboxFrom(ctx context.Context) (string, bool) {
+	id, ok := ctx.Value(sandboxKey{}).(string)
+	return id, ok && id != ""
+}
+
+// Grant is a capability granted: the value, and the lease it is held under.
+type Grant struct {
+	LeaseID    string
+	Capability string
+	Secret     string
+	Value      Value
+	ExpiresAt  time.Time
+}
+
+// Value is a secret value on its way to a sandbox. It prints as a redaction, so that a
+// Grant logged by mistake shows nothing.
+type Value []byte
+
+func (Value) String() string               { return "[redacted]" }
+func (Value) GoString() string             { return "[redacted]" }
+func (Value) LogValue() slog.Value         { return slog.StringValue("[redacted]") }
+func (Value) Format(f fmt.State, _ rune)   { _, _ = f.Write([]byte("[redacted]")) }
+func (Value) MarshalJSON() ([]byte, error) { return []byte(`"[redacted]"`), nil }
+
+// decision is one audited outcome.
+type decision struct {
+	action, capability, leaseID, reason string
+	allow                               bool
+}
+
+// Resolve grants capability to sandboxID, or says why not.
+func (b *Broker) Resolve(ctx context.Context, sandboxID, capability string) (Grant, error) {
+	d := decision{action: "resolve", capability: capability}
+	id, err := b.identify(ctx, sandboxID)
+	if err != nil {
+		return Grant{}, b.deny(ctx, Identity{}, sandboxID, d, err)
+	}
+	if !capabilityName.MatchString(capability) {
+		return Grant{}, b.deny(ctx, id, sandboxID, d, fmt.Errorf("capability %q: a capability name is 1-64 characters of a-z, 0-9, '_', '.', '-': %w", capability, errdefs.ErrInvalidArgument))
+	}
+	c, why, ok := b.policy.Load().decide(capability, id.Username, id.Role)
+	if !ok {
+		return Grant{}, b.deny(ctx, id, sandboxID, d, fmt.Errorf("capability %s: %s: %w", capability, why, errdefs.ErrPermissionDenied))
+	}
+	var value []byte
+	var secret string
+	for _, name := range c.Secrets {
+		v, err := b.secrets.Reveal(ctx, id.UserID, name)
+		if errors.Is(err, errdefs.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return Grant{}, b.deny(ctx, id, sandboxID, d, fmt.Errorf("capability %s: secret %s cannot be read: %w", capability, name, err))
+		}
+		value, secret = v, name
+		break
+	}
+	if secret == "" {
+		return Grant{}, b.deny(ctx, id, sandboxID, d, fmt.Errorf("capability %s: the user has set none of its secrets (%v): %w", capability, c.Secrets, errdefs.ErrFailedPrecondition))
+	}
+	now := b.now()
+	g := Grant{LeaseID: "ls-" + store.NewID(), Capability: capability, Secret: secret, Value: value, ExpiresAt: now.Add(c.ttl())}
+	d.allow, d.leaseID, d.reason = true, g.LeaseID, "granted "+secret+" for "+c.ttl().String()
+	err = b.commits.write(func(tx *store.Tx) error {
+		if err := tx.CreateLease(ctx, store.Lease{ID: g.LeaseID, UserID: id.UserID, SandboxID: sandboxID,
+			Capability: capability, SecretName: secret, IssuedAt: now, ExpiresAt: g.ExpiresAt}); err != nil {
+			return err
+		}
+		return tx.AppendAudit(ctx, b.audit(id, sandboxID, d, now))
+	})
+	if err != nil {
+		return Grant{}, fmt.Errorf("capability %s: record the lease: %w", capability, err)
+	}
+	b.decisions.WithLabelValues(d.action, "allow").Inc()
+	return g, nil
+}
+
+// leaseID is the shape of a lease ID; anything else is refused before a look-up.
+var leaseID = regexp.MustCompile(`^ls-[0-9a-f]{32}$`)
+
+// Renew extends a standing lease of sandboxID by its capability's lifetime, if the policy
+// still grants the capability. It returns the grant without its value.
+func (b *Broker) Renew(ctx context.Context, sandboxID, lease string) (Grant, error) {
+	d := decision{action: "renew", leaseID: lease}
+	id, l, err := b.lease(ctx, sandboxID, lease)
+	d.capability = l.Capability
+	if err != nil {
+		return Grant{}, b.deny(ctx, id, sandboxID, d, err)
+	}
+	c, why, ok := b.policy.Load().decide(l.Capability, id.Username, id.Role)
+	if !ok || !slices.Contains(c.Secrets, l.SecretName) {
+		if ok {
+			why = "the policy no longer maps the capability to secret " + l.SecretName
+		}
+		return Grant{}, b.deny(ctx, id, sandboxID, d, fmt.Errorf("lease %s: capability %s: %s: %w", lease, l.Capability, why, errdefs.ErrPermissionDenied))
+	}
+	now := b.now()
+	g := Grant{LeaseID: lease, Capability: l.Capability, Secret: l.SecretName, ExpiresAt: now.Add(c.ttl())}
+	d.allow, d.reason = true, "renewed for "+c.ttl().String()
+	err = b.commits.write(func(tx *store.Tx) error {
+		if err := tx.ExtendLease(ctx, lease, g.ExpiresAt); err != nil {
+			return err
+		}
+		return tx.AppendAudit(ctx, b.audit(id, sandboxID, d, now))
+	})
+	if err != nil {
+		return Grant{}, fmt.Errorf("lease %s: renew: %w", lease, err)
+	}
+	b.decisions.WithLabelValues(d.action, "allow").Inc()
+	return g, nil
+}
+
+// Revoke ends a lease of sandboxID (the sandbox is done with the value).
+func (b *Broker) Revoke(ctx context.Context, sandboxID, lease string) error {
+	d := decision{action: "revoke", leaseID: lease}
+	id, l, err := b.lease(ctx, sandboxID, lease)
+	d.capability = l.Capability
+	if err != nil {
+		return b.deny(ctx, id, sandboxID, d, err)
+	}
+	now := b.now()
+	d.allow, d.reason = true, "revoked by the sandbox"
+	err = b.commits.write(func(tx *store.Tx) error {
+		if err := tx.RevokeLease(ctx, lease, d.reason, now); err != nil {
+			return err
+		}
+		return tx.AppendAudit(ctx, b.audit(id, sandboxID, d, now))
+	})
+	if err != nil {
+		return fmt.Errorf("lease %s: revoke: %w", lease, err)
+	}
+	b.decisions.WithLabelValues(d.action, "allow").Inc()
+	return nil
+}
+
+// RevokeSandbox revokes every lease of a sandbox that stopped; the control plane calls it
+// as the sandbox goes.
+func (b *Broker) RevokeSandbox(ctx context.Context, sandboxID, reason string) {
+	var n int
+	err := b.commits.write(func(tx *store.Tx) error {
+		var err error
+		n, err = tx.RevokeSandboxLeases(ctx, sandboxID, reason, b.now())
+		if err != nil || n == 0 {
+			return err
+		}
+		return tx.AppendAudit(ctx, store.AuditEvent{At: b.now(), Action: "broker.revoke_sandbox", Target: sandboxID,
+			Detail: map[string]any{"sandbox_id": sandboxID, "leases": n, "reason": reason}})
+	})
+	if err != nil {
+		b.log.Warn("revoke the leases of a stopped sandbox", "sandbox", sandboxID, "err", err)
+	}
+}
+
+// lease checks that lease stands and was issued to sandboxID. A lease of another sandbox is
+// "not found", exactly as a forged one, so that lease IDs reveal nothing.
+func (b *Broker) lease(ctx context.Context, sandboxID, lease string) (Identity, store.Lease, error) {
+	id, err := b.identify(ctx, sandboxID)
+	if err != nil {
+		return id, store.Lease{}, err
+	}
+	if !leaseID.MatchString(lease) {
+		return id, store.Lease{}, fmt.Errorf("lease ID %q: want ls- and 32 hex digits: %w", lease, errdefs.ErrInvalidArgument)
+	}
+	l, err := b.st.Lease(ctx, lease)
+	switch {
+	case errors.Is(err, errdefs.ErrNotFound), err == nil && l.SandboxID != sandboxID:
+		return id, store.Lease{}, fmt.Errorf("lease %s: no such lease for this sandbox: %w", lease, errdefs.ErrNotFound)
+	case err != nil:
+		return id, l, err
+	case !l.RevokedAt.IsZero():
+		return id, l, fmt.Errorf("lease %s was revoked (%s); ask for capability %s again: %w", lease, l.RevokeReason, l.Capability, errdefs.ErrFailedPrecondition)
+	case !b.now().Before(l.ExpiresAt):
+		return id, l, fmt.Errorf("lease %s expired at %s; ask for capability %s again: %w", lease, l.ExpiresAt.Format(time.RFC3339), l.Capability, errdefs.ErrFailedPrecondition)
+	}
+	return id, l, nil
+}
+
+// identify looks up the sandbox a request came from; a stopped one may ask nothing.
+func (b *Broker) identify(ctx context.Context, sandboxID string) (Identity, error) {
+	id, err := b.sandboxes.Identify(ctx, sandboxID)
+	if err != nil {
+		return id, fmt.Errorf("sandbox %s: %w", sandboxID, err)
+	}
+	if !id.Running {
+		return id, fmt.Errorf("sandbox %s has stopped: %w", sandboxID, errdefs.ErrFailedPrecondition)
+	}
+	return id, nil
+}
+
+// deny records a denied decision and returns err, the caller's error.
+func (b *Broker) deny(ctx context.Context, id Identity, sandboxID string, d decision, err error) error {
+	d.reason = err.Error()
+	b.decisions.WithLabelValues(d.action, "deny").Inc()
+	aerr := b.commits.write(func(tx *store.Tx) error {
+		return tx.AppendAudit(ctx, b.audit(id, sandboxID, d, b.now()))
+	})
+	if aerr != nil {
+		b.log.Warn("audit a broker decision", "sandbox", sandboxID, "err", aerr)
+	}
+	return err
+}
+
+// audit is the audit event of d: who, which sandbox, which capability, when, the outcome
+// and why. Never a value.
+func (b *Broker) audit(id Identity, sandboxID string, d decision, at time.Time) store.AuditEvent {
+	outcome := "deny"
+	if d.allow {
+		outcome = "allow"
+	}
+	detail := map[string]any{"sandbox_id": sandboxID, "capability": d.capability, "decision": outcome, "reason": d.reason}
+	if d.leaseID != "" {
+		detail["lease_id"] = d.leaseID
+	}
+	return store.AuditEvent{At: at, ActorUserID: id.UserID, Action: "broker." + d.action, Target: d.capability, Detail: detail}
+}
+
+// Handler serves the broker's API to sandboxes (mounted on the host's services):
+//
+//	POST   /v1/capabilities/{name}     resolve: the value and its lease
+//	POST   /v1/leases/{id}/renew       extend a lease (no value)
+//	DELETE /v1/leases/{id}             revoke a lease
+//
+// Errors are the control plane's JSON error shape.
+func (b *Broker) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/capabilities/{name}", func(w http.ResponseWriter, r *http.Request) {
+		b.serve(w, r, func(sb string) (any, error) {
+			g, err := b.Resolve(r.Context(), sb, r.PathValue("name"))
+			return grantJSON(g, true), err
+		})
+	})
+	mux.HandleFunc("POST /v1/leases/{id}/renew", func(w http.ResponseWriter, r *http.Request) {
+		b.serve(w, r, func(sb string) (any, error) {
+			g, err := b.Renew(r.Context(), sb, r.PathValue("id"))
+			return grantJSON(g, false), err
+		})
+	})
+	mux.HandleFunc("DELETE /v1/leases/{id}", func(w http.ResponseWriter, r *http.Request) {
+		b.serve(w, r, func(sb string) (any, error) { return nil, b.Revoke(r.Context(), sb, r.PathValue("id")) })
+	})
+	return mux
+}
+
+func (b *Broker) serve(w http.ResponseWriter, r *http.Request, do func(sandboxID string) (any, error)) {
+	sb, ok := SandboxFrom(r.Context())
+	if !ok {
+		// A wiring bug, not the caller's: the request did not come through a sandbox channel.
+		b.log.Error("broker request without a sandbox identity", "path", r.URL.Path)
+		api.WriteError(w, b.log, fmt.Errorf("the broker answers only requests from a sandbox: %w", errdefs.ErrPermissionDenied))
+		return
+	}
+	v, err := do(sb)
+	switch {
+	case err != nil:
+		api.WriteError(w, b.log, err)
+	case v == nil:
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		api.WriteJSON(w, http.StatusOK, v)
+	}
+}
+
+// GrantJSON is the broker's answer.
+type GrantJSON struct {
+	LeaseID    string    `json:"lease_id"`
+	Capability string    `json:"capability"`
+	Secret     string    `json:"secret"`
+	Value      string    `json:"value,omitempty"`
+	ExpiresAt  time.Time `json:"expires_at"`
+	TTLSeconds int64     `json:"ttl_seconds"`
+}
+
+func grantJSON(g Grant, withValue bool) GrantJSON {
+	j := GrantJSON{LeaseID: g.LeaseID, Capability: g.Capability, Secret: g.Secret, ExpiresAt: g.ExpiresAt.UTC()}
+	if !g.ExpiresAt.IsZero() {
+		j.TTLSeconds = int64(time.Until(g.ExpiresAt).Round(time.Second) / time.Second)
+	}
+	if withValue {
+		j.Value = string(g.Value)
+	}
+	return j
+}
