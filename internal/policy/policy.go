@@ -1,0 +1,113 @@
+package policy
+
+import (
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Decision is the engine's answer to one question, with the rule that gave it and why.
+// Decisions are audit events: Rule and Reason are meant to be stored and shown.
+type Decision struct {
+	// Allow is true when the action may go ahead.
+	Allow bool
+	// Rule names the rule that decided, as a field path into the policy file:
+	// "shell.deny[1]", "files.jail", "network.default". A decision that no single entry
+	// made names the section ("shell", "files") or list ("shell.allow_prefixes").
+	Rule string
+	// Reason says in words why.
+	Reason string
+}
+
+// String is the decision as one line: "deny shell.deny[0]: …".
+func (d Decision) String() string {
+	verb := "deny"
+	if d.Allow {
+		verb = "allow"
+	}
+	return verb + " " + d.Rule + ": " + d.Reason
+}
+
+// LogValue lets slog record a decision as a group of its fields.
+func (d Decision) LogValue() slog.Value {
+	return slog.GroupValue(slog.Bool("allow", d.Allow), slog.String("rule", d.Rule), slog.String("reason", d.Reason))
+}
+
+func allow(rule, format string, args ...any) Decision {
+	return Decision{Allow: true, Rule: rule, Reason: fmt.Sprintf(format, args...)}
+}
+
+func deny(rule, format string, args ...any) Decision {
+	return Decision{Rule: rule, Reason: fmt.Sprintf(format, args...)}
+}
+
+// Resources are the limits a policy sets; a zero field is not set, and the runner's
+// defaults apply.
+type Resources struct {
+	// Memory is the memory limit in bytes.
+	Memory int64
+	// CPUs is the CPU limit in CPUs, fractional.
+	CPUs float64
+	// Pids is the limit on the number of processes.
+	Pids int64
+	// Timeout is the wall-clock limit.
+	Timeout time.Duration
+}
+
+// Policy is a loaded policy file. It is immutable and safe for concurrent use; the zero
+// value is not valid, use [Load].
+type Policy struct {
+	source    string
+	shell     shellRules
+	files     fileRules
+	network   networkRules
+	resources Resources
+}
+
+// Source is the name the policy was loaded under.
+func (p *Policy) Source() string { return p.source }
+
+// Resources returns the resource limits the policy sets.
+func (p *Policy) Resources() Resources { return p.resources }
+
+// Jail is the directory file decisions are made in ("" when the policy has no files
+// section).
+func (p *Policy) Jail() string { return p.files.jail }
+
+// Summary says in one line what the policy holds, section by section.
+func (p *Policy) Summary() string {
+	parts := []string{p.shell.summary(), p.files.summary(), p.network.summary()}
+	if r := p.resources.summary(); r != "" {
+		parts = append(parts, r)
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (r Resources) summary() string {
+	var s []string
+	if r.Memory != 0 {
+		s = append(s, "memory "+formatSize(r.Memory))
+	}
+	if r.CPUs != 0 {
+		s = append(s, fmt.Sprintf("cpus %g", r.CPUs))
+	}
+	if r.Pids != 0 {
+		s = append(s, fmt.Sprintf("pids %d", r.Pids))
+	}
+	if r.Timeout != 0 {
+		s = append(s, "timeout "+r.Timeout.String())
+	}
+	if len(s) == 0 {
+		return ""
+	}
+	return "resources: " + strings.Join(s, ", ")
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
+}
