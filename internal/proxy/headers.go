@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"unicode"
 
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/errdefs"
@@ -58,7 +59,13 @@ func filterCookies(values []string, reserved func(string) bool) string {
 // some parsers tolerate.
 func cookieName(pair string) string {
 	name, _, _ := strings.Cut(pair, "=")
-	return strings.Trim(name, " \t\"")
+	return trimCookieName(name)
+}
+
+// trimCookieName drops what a cookie parser may skip around a name: any whitespace (a
+// browser's, Go's and others' differ, so all of it, CR and LF included) and quotes.
+func trimCookieName(s string) string {
+	return strings.TrimFunc(s, func(r rune) bool { return r == '"' || unicode.IsSpace(r) })
 }
 
 // dropReservedSetCookies removes the Set-Cookie values that would set a reserved cookie
@@ -73,7 +80,7 @@ func dropReservedSetCookies(h http.Header, reserved func(string) bool) []string 
 	var dropped []string
 	for _, v := range vals {
 		first, _, _ := strings.Cut(v, ";")
-		if name := cookieName(first); reserved(name) || reserved(strings.Trim(first, " \t\"")) {
+		if name := cookieName(first); reserved(name) || reserved(trimCookieName(first)) {
 			dropped = append(dropped, name)
 			continue
 		}
