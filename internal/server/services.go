@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 
 	"github.com/paddockhq/paddock/internal/api"
@@ -25,8 +26,14 @@ import (
 // sandbox's agent relays to the control plane over the sandbox's channel.
 const DefaultServicesURL = "http://127.0.0.1:4750"
 
-// servicesIdle is how many relayed connections each sandbox's agent holds ready.
-const servicesIdle = 2
+// servicesIdle is how many relayed connections each sandbox's agent holds ready, and
+// servicesConns how many one sandbox may hold open at once: more wait in the agent (and
+// are closed there after a while), so that a sandbox cannot tie up the control plane
+// with connections.
+const (
+	servicesIdle  = 2
+	servicesConns = 64
+)
 
 // initServices makes the broker and has the fleet serve the host's services to every
 // sandbox it runs. Call it before the fleet recovers sandboxes.
@@ -73,7 +80,7 @@ func (s *Server) serveServices(rec store.Sandbox, conn *grpc.ClientConn) (stop f
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 		ConnContext:       func(ctx context.Context, _ net.Conn) context.Context { return broker.WithSandbox(ctx, rec.ID) },
 	}
-	go func() { _ = hs.Serve(l) }()
+	go func() { _ = hs.Serve(netutil.LimitListener(l, servicesConns)) }()
 	return func() {
 		hs.Close()
 		l.Close()
