@@ -99,6 +99,9 @@ func VMInit(ctx context.Context, log *slog.Logger) error {
 	if err := vmPidsLimit(os.Getenv(VMPidsEnv)); err != nil {
 		return err
 	}
+	if err := vmLoopback(); err != nil {
+		return err
+	}
 	port, err := openPort(VMPortName, 20*time.Second)
 	if err != nil {
 		return err
@@ -115,6 +118,29 @@ func VMInit(ctx context.Context, log *slog.Logger) error {
 	}
 	_ = unix.Sethostname([]byte(env.SandboxID))
 	return Run(ctx, env, newOneConnListener(fileConn{port}), nil, log)
+}
+
+// vmLoopback brings the guest's loopback up (the kernel then gives it 127.0.0.1 and ::1):
+// the sandbox's app, the host's services (PADDOCK_SERVICES_URL) and whatever else a
+// sandbox serves to itself live there. The guest has no other network device.
+func vmLoopback() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("loopback: %w", err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return fmt.Errorf("loopback: %w", err)
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("loopback: read flags: %w", err)
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("loopback: bring up: %w", err)
+	}
+	return nil
 }
 
 type mount struct {

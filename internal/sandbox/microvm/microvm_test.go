@@ -58,7 +58,8 @@ func TestRunEndToEnd(t *testing.T) {
 	}
 	script := `uname -r; cat; echo to-stderr >&2; id -u; pwd; cat in.txt; echo made > out.txt
 		awk '/MemTotal/ {print ($2 < 262144) ? "mem-ok" : "mem-too-big"}' /proc/meminfo; nproc
-		cat /sys/fs/cgroup/sandbox/pids.max; df -k /tmp | awk 'NR == 2 {print $2}'; exit 3`
+		cat /sys/fs/cgroup/sandbox/pids.max; df -k /tmp | awk 'NR == 2 {print $2}'
+		grep -q 127.0.0.1 /proc/net/fib_trie && echo lo-up; exit 3`
 	spec := runner.Spec{
 		User: "vm", Tier: wire.TierMicroVM, Workspace: ws, Main: []string{"sh", "-c", script},
 		Limits: runner.Limits{Timeout: 2 * time.Minute, Memory: 256 << 20, CPUs: 1.5, Pids: 40, Tmp: 16 << 20},
@@ -70,7 +71,7 @@ func TestRunEndToEnd(t *testing.T) {
 		t.Fatalf("run: %v (stderr %q)", err, errb.String())
 	}
 	t.Logf("boot, run and teardown under %s: %s", accel(), time.Since(start))
-	want := in.Version + "\nfrom stdin\n1000\n/workspace\nfrom host\nmem-ok\n2\n" + strconv.Itoa(40+agent.ThreadReserve+8) + "\n16384\n"
+	want := in.Version + "\nfrom stdin\n1000\n/workspace\nfrom host\nmem-ok\n2\n" + strconv.Itoa(40+agent.ThreadReserve+8) + "\n16384\nlo-up\n"
 	if out.String() != want || errb.String() != "to-stderr\n" || res.ExitCode() != 3 {
 		t.Fatalf("stdout %q stderr %q exit %d; want %q %q 3", out.String(), errb.String(), res.ExitCode(), want, "to-stderr\n")
 	}
