@@ -35,8 +35,8 @@ type netService struct {
 	pb.UnimplementedNetServer
 	// refused, when set, is why every Forward and Accept is refused (the process tier).
 	refused string
-	// services is the sandbox's end of the host's services, for Accept.
-	services *services
+	// services are the sandbox's ends of the host's services, for Accept.
+	services *hostServices
 }
 
 var _ pb.NetServer = (*netService)(nil)

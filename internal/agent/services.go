@@ -21,6 +21,13 @@ import (
 // request arrives on, and the sandbox needs no route to the host at all.
 const ServicesEnv = "PADDOCK_SERVICES_URL"
 
+// EgressEnv is the same for the host's egress proxy, when the sandbox's network policy
+// allows some hosts: HTTP_PROXY and HTTPS_PROXY point there.
+const EgressEnv = "PADDOCK_EGRESS_URL"
+
+// serviceVars are the variables whose addresses the agent serves.
+var serviceVars = []string{ServicesEnv, EgressEnv}
+
 // Bounds of the services relay: how long a connection waits for the host to take it, and
 // how many may wait at once (more are closed at once, so that a process in the sandbox
 // cannot pile up the agent's memory by connecting in a loop).
@@ -28,58 +35,75 @@ const servicesMaxWaiting = 256
 
 var servicesWait = 10 * time.Second // a variable for tests
 
-// services is the sandbox's end of the host's services: a listener on the sandbox's
-// loopback whose connections wait for the host's Accept calls.
-type services struct {
-	addr  string
-	wait  time.Duration // servicesWait when it was made
-	conns chan *net.TCPConn
-	slots chan struct{} // one token per waiting connection
-	// unavailable, when set, is why there are none (no address configured, or no
-	// loopback to listen on); Accept answers it.
+// hostServices are the sandbox's ends of the host's services, by loopback port; a missing
+// port is answered with unavailable.
+type hostServices struct {
+	ports       map[uint32]*services
 	unavailable string
 }
 
-// startServices listens at the address of ServicesEnv in env, if any, until stop is
-// called, which returns once everything it started has ended. Failing to listen is not
-// fatal to the agent: the sandbox runs without the host's services, and Accept says why.
-func startServices(env []string, log *slog.Logger) (s *services, stop func()) {
-	s = &services{wait: servicesWait, conns: make(chan *net.TCPConn), slots: make(chan struct{}, servicesMaxWaiting)}
-	raw := lookupEnv(env, ServicesEnv)
-	if raw == "" {
-		s.unavailable = "this sandbox has no host services (" + ServicesEnv + " is not set)"
-		return s, func() {}
-	}
-	addr, err := servicesAddr(raw)
-	if err == nil {
-		var lis net.Listener
-		if lis, err = net.Listen("tcp", addr); err == nil {
-			s.addr = addr
-			ctx, cancel := context.WithCancel(context.Background())
-			var wg sync.WaitGroup
-			wg.Go(func() { s.accept(ctx, &wg, lis.(*net.TCPListener), log) })
-			return s, func() {
-				cancel()
-				lis.Close()
-				wg.Wait()
-			}
+// services is one listener on the sandbox's loopback whose connections wait for the
+// host's Accept calls.
+type services struct {
+	wait  time.Duration // servicesWait when it was made
+	conns chan *net.TCPConn
+	slots chan struct{} // one token per waiting connection
+}
+
+// startServices listens at the addresses of serviceVars in env until stop is called,
+// which returns once everything it started has ended. Failing to listen is not fatal to
+// the agent: the sandbox runs without that service, and Accept says why.
+func startServices(env []string, log *slog.Logger) (hs *hostServices, stop func()) {
+	hs = &hostServices{ports: map[uint32]*services{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var listeners []net.Listener
+	var why []string
+	for _, v := range serviceVars {
+		raw := lookupEnv(env, v)
+		if raw == "" {
+			continue
 		}
+		addr, err := servicesAddr(v, raw)
+		var lis net.Listener
+		if err == nil {
+			lis, err = net.Listen("tcp", addr)
+		}
+		if err != nil {
+			why = append(why, err.Error())
+			log.Warn("host service unavailable", "var", v, "err", err)
+			continue
+		}
+		s := &services{wait: servicesWait, conns: make(chan *net.TCPConn), slots: make(chan struct{}, servicesMaxWaiting)}
+		hs.ports[uint32(lis.Addr().(*net.TCPAddr).Port)] = s
+		listeners = append(listeners, lis)
+		wg.Go(func() { s.accept(ctx, &wg, lis.(*net.TCPListener), log) })
 	}
-	s.unavailable = fmt.Sprintf("the host's services cannot be served in this sandbox: %v", err)
-	log.Warn("host services unavailable", "err", err)
-	return s, func() {}
+	switch {
+	case len(why) > 0:
+		hs.unavailable = "the host's services cannot be served in this sandbox: " + strings.Join(why, "; ")
+	case len(hs.ports) == 0:
+		hs.unavailable = "this sandbox has no host services (" + ServicesEnv + " is not set)"
+	}
+	return hs, func() {
+		cancel()
+		for _, l := range listeners {
+			l.Close()
+		}
+		wg.Wait()
+	}
 }
 
 // servicesAddr is the host:port of a services URL, which must be plain http on a loopback
 // IP literal: anything else would have the agent listen where others than the sandbox's
 // own processes could connect.
-func servicesAddr(raw string) (string, error) {
+func servicesAddr(name, raw string) (string, error) {
 	u, err := url.Parse(raw)
 	if err != nil || u.Scheme != "http" || u.Port() == "" {
-		return "", fmt.Errorf("%s=%q: want http://127.0.0.1:PORT", ServicesEnv, raw)
+		return "", fmt.Errorf("%s=%q: want http://127.0.0.1:PORT", name, raw)
 	}
 	if ip := net.ParseIP(u.Hostname()); ip == nil || !ip.IsLoopback() {
-		return "", fmt.Errorf("%s=%q: the host must be a loopback address", ServicesEnv, raw)
+		return "", fmt.Errorf("%s=%q: the host must be a loopback address", name, raw)
 	}
 	return u.Host, nil
 }
@@ -127,19 +151,28 @@ func (s *services) handOff(ctx context.Context, c *net.TCPConn) {
 	}
 }
 
-// Accept relays the next connection a process in the sandbox makes to the host's services.
+// Accept relays the next connection a process in the sandbox makes to the host's service
+// on the port the first request names.
 func (n *netService) Accept(stream pb.Net_AcceptServer) error {
 	if n.refused != "" {
 		// FailedPrecondition, not Unavailable as in Forward: the host is not to try again.
 		return errdefs.ToGRPC(fmt.Errorf("%s: %w", n.refused, errdefs.ErrFailedPrecondition))
 	}
-	s := n.services
-	if s == nil || s.unavailable != "" {
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	hs := n.services
+	var s *services
+	if hs != nil {
+		s = hs.ports[first.GetPort()]
+	}
+	if s == nil {
 		why := "this sandbox has no host services"
-		if s != nil {
-			why = s.unavailable
+		if hs != nil && hs.unavailable != "" {
+			why = hs.unavailable
 		}
-		return errdefs.ToGRPC(fmt.Errorf("%s: %w", why, errdefs.ErrFailedPrecondition))
+		return errdefs.ToGRPC(fmt.Errorf("no host service on port %d: %s: %w", first.GetPort(), why, errdefs.ErrFailedPrecondition))
 	}
 	var conn *net.TCPConn
 	select {

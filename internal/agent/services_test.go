@@ -36,10 +36,11 @@ func freePort(t *testing.T) int {
 // shares the agent's network namespace) reaches it at PADDOCK_SERVICES_URL, many requests
 // at once, bodies both ways intact.
 func TestServicesRelay(t *testing.T) {
-	url := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+	port := freePort(t)
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
 	conn, _ := startAgentEnv(t, wire.TierContainer, nil, ServicesEnv+"="+url)
 	waitServing(t, conn)
-	l := tunnel.Listen(conn, 2, slog.New(slog.DiscardHandler))
+	l := tunnel.Listen(conn, port, 2, slog.New(slog.DiscardHandler))
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		fmt.Fprintf(w, "%s %s %d %x", r.Method, r.URL.Path, len(body), sumBytes(body))
@@ -93,7 +94,7 @@ func sumBytes(b []byte) uint32 {
 // retrying for ever.
 func TestServicesUnconfigured(t *testing.T) {
 	conn, _ := startAgent(t, nil)
-	l := tunnel.Listen(conn, 2, slog.New(slog.DiscardHandler))
+	l := tunnel.Listen(conn, 4750, 2, slog.New(slog.DiscardHandler))
 	defer l.Close()
 	done := make(chan error, 1)
 	go func() { _, err := l.Accept(); done <- err }()
@@ -121,7 +122,7 @@ func TestServicesAddr(t *testing.T) {
 		{"http://127.0.0.1", ""},
 		{"::", ""},
 	} {
-		got, err := servicesAddr(tc.url)
+		got, err := servicesAddr(ServicesEnv, tc.url)
 		if got != tc.want || (err == nil) != (tc.want != "") {
 			t.Errorf("servicesAddr(%q) = %q, %v; want %q", tc.url, got, err, tc.want)
 		}

@@ -61,6 +61,10 @@ type Config struct {
 	// the host's services at /gateway/NAME/, with the platform's key added outside the
 	// sandbox (see package gateway). Without providers there is no gateway.
 	Gateway gateway.Config `yaml:"gateway"`
+	// NetworkPolicy is a policy file (see package policy) whose network section every
+	// sandbox's egress obeys: with one, sandboxes reach the hosts it allows through the
+	// egress proxy (HTTP_PROXY); without one, they have no network at all.
+	NetworkPolicy string `yaml:"network_policy"`
 }
 
 // AppConfig is the default app template.

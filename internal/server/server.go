@@ -28,6 +28,7 @@ import (
 	"github.com/paddockhq/paddock/internal/agent/welcome"
 	"github.com/paddockhq/paddock/internal/auth"
 	"github.com/paddockhq/paddock/internal/broker"
+	"github.com/paddockhq/paddock/internal/egress"
 	"github.com/paddockhq/paddock/internal/fleet"
 	"github.com/paddockhq/paddock/internal/proxy"
 	"github.com/paddockhq/paddock/internal/runner"
@@ -55,14 +56,18 @@ type Server struct {
 	handler http.Handler
 	health  healthCache
 	// broker and services are the host's services to sandboxes (services.go).
-	broker   *broker.Broker
-	services http.Handler
+	broker       *broker.Broker
+	services     http.Handler
+	servicesPort int
+	egress       *egress.Proxy // nil without a network policy
 }
 
 // Options are what tests change; the zero value is production.
 type Options struct {
 	// AuthOptions are added to the auth service's (tests use cheap Argon2 parameters).
 	AuthOptions []auth.Option
+	// Egress are the egress proxy's options (tests resolve names to loopback servers).
+	Egress egress.Options
 }
 
 // New opens the data dir (creating what a first start needs), recovers the sandboxes an
@@ -116,9 +121,17 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 		app = store.App{Command: welcome.Command(container.AgentPath, 8080), Port: 8080, Build: "welcome"}
 	}
 	servicesURL := cmp.Or(cfg.ServicesURL, DefaultServicesURL)
+	netPolicy, err := loadNetworkPolicy(cfg.NetworkPolicy)
+	if err != nil {
+		return err
+	}
+	env := append([]string{agent.ServicesEnv + "=" + servicesURL}, gatewayEnv(cfg.Gateway, servicesURL)...)
+	if netPolicy != nil {
+		env = append(env, egressEnv()...)
+	}
 	s.fleet, err = fleet.New(s.st, s.runner, fleet.Config{
 		Tier: cfg.Runner.Tier, Runtime: cfg.Runtime, Memory: cfg.SandboxMemory, Quota: cfg.Quota, App: app,
-		Env: append([]string{agent.ServicesEnv + "=" + servicesURL}, gatewayEnv(cfg.Gateway, servicesURL)...),
+		Env: env,
 	}, s.reg, s.log)
 	if err != nil {
 		return err
@@ -132,6 +145,7 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 		return err
 	}
 	s.fleet.SetHooks(s.sandboxGone, s.proxy.OwnerChanged)
+	s.initEgress(netPolicy, opts.Egress)
 	if err := s.initServices(); err != nil {
 		return err
 	}
@@ -160,6 +174,9 @@ func (s *Server) Close() error {
 	s.proxy.Close()
 	s.fleet.Close()
 	s.broker.Close()
+	if s.egress != nil {
+		s.egress.Close()
+	}
 	return s.st.Close()
 }
 

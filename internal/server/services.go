@@ -1,11 +1,14 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
+	"strconv"
 	"time"
 
 	"golang.org/x/net/netutil"
@@ -38,14 +41,19 @@ const (
 // initServices makes the broker and has the fleet serve the host's services to every
 // sandbox it runs. Call it before the fleet recovers sandboxes.
 func (s *Server) initServices() error {
+	u, err := url.Parse(cmp.Or(s.cfg.ServicesURL, DefaultServicesURL))
+	if err != nil {
+		return fmt.Errorf("services_url: %w", err)
+	}
+	if s.servicesPort, err = strconv.Atoi(u.Port()); err != nil {
+		return fmt.Errorf("services_url %q: no port: %w", u, errdefs.ErrInvalidArgument)
+	}
 	var policy *broker.Policy
 	if s.cfg.BrokerPolicy != "" {
-		var err error
 		if policy, err = broker.LoadPolicy(s.cfg.BrokerPolicy); err != nil {
 			return err
 		}
 	}
-	var err error
 	s.broker, err = broker.New(s.st, brokerSandboxes{s.fleet}, brokerSecrets{s.secrets}, policy, s.reg, s.log)
 	if err != nil {
 		return err
@@ -71,7 +79,7 @@ func (s *Server) initServices() error {
 // agent: every request on them is that sandbox's, whatever it says.
 func (s *Server) serveServices(rec store.Sandbox, conn *grpc.ClientConn) (stop func()) {
 	log := s.log.With("sandbox", rec.ID)
-	l := tunnel.Listen(conn, servicesIdle, log)
+	l := tunnel.Listen(conn, s.servicesPort, servicesIdle, log)
 	hs := &http.Server{
 		Handler:           s.services,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -81,7 +89,9 @@ func (s *Server) serveServices(rec store.Sandbox, conn *grpc.ClientConn) (stop f
 		ConnContext:       func(ctx context.Context, _ net.Conn) context.Context { return broker.WithSandbox(ctx, rec.ID) },
 	}
 	go func() { _ = hs.Serve(netutil.LimitListener(l, servicesConns)) }()
+	stopEgress := s.serveEgress(rec, conn)
 	return func() {
+		stopEgress()
 		hs.Close()
 		l.Close()
 	}

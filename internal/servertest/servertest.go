@@ -70,9 +70,18 @@ func Start(t testing.TB, edit ...func(*server.Config)) *Env {
 // StartWith runs a control plane on cfg (a restart test passes the same cfg twice).
 func StartWith(t testing.TB, cfg server.Config) *Env {
 	t.Helper()
+	return StartOpts(t, cfg, server.Options{AuthOptions: CheapAuth()})
+}
+
+// CheapAuth are auth options with cheap Argon2 parameters: tests register many accounts.
+func CheapAuth() []auth.Option { return []auth.Option{auth.WithParams(cheap)} }
+
+// StartOpts is StartWith with the server's options.
+func StartOpts(t testing.TB, cfg server.Config, opts server.Options) *Env {
+	t.Helper()
 	logs := &LogBuffer{}
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(testenv.LogWriter(t), logs), &slog.HandlerOptions{Level: slog.LevelDebug}))
-	s, err := server.New(context.Background(), cfg, log, server.Options{AuthOptions: []auth.Option{auth.WithParams(cheap)}})
+	s, err := server.New(context.Background(), cfg, log, opts)
 	if err != nil {
 		t.Fatalf("server.New: %v", err)
 	}

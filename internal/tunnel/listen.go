@@ -26,6 +26,7 @@ import (
 // once, and opens another as each one is taken.
 type Listener struct {
 	conn  *grpc.ClientConn
+	port  uint32 // the service's port on the sandbox's loopback
 	log   *slog.Logger
 	ctx   context.Context
 	stop  context.CancelFunc
@@ -36,11 +37,12 @@ type Listener struct {
 	err     error // why the agent serves no connections at all; set before ctx is cancelled
 }
 
-// Listen starts accepting on the channel conn with idle Accept calls waiting. Close it to
-// stop.
-func Listen(conn *grpc.ClientConn, idle int, log *slog.Logger) *Listener {
+// Listen starts accepting, on the channel conn, the connections made to the service the
+// agent serves on port of the sandbox's loopback, with idle Accept calls waiting. Close it
+// to stop.
+func Listen(conn *grpc.ClientConn, port, idle int, log *slog.Logger) *Listener {
 	ctx, stop := context.WithCancel(context.Background())
-	l := &Listener{conn: conn, log: log, ctx: ctx, stop: stop, conns: make(chan *Conn)}
+	l := &Listener{conn: conn, port: uint32(port), log: log, ctx: ctx, stop: stop, conns: make(chan *Conn)}
 	for range max(idle, 1) {
 		l.wg.Add(1)
 		go l.wait()
@@ -108,6 +110,8 @@ func (l *Listener) acceptOne() (*Conn, error) {
 		cancel()
 		return nil, acceptErr(err)
 	}
+	// A failed Send means the stream has ended; Recv tells why.
+	_ = stream.Send(&pb.ForwardRequest{Port: l.port})
 	var resp inbound
 	err = stream.RecvMsg(&resp)
 	resp.release()

@@ -971,10 +971,11 @@ type NetClient interface {
 	// Cancelling the call closes the connection at once.
 	Forward(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ForwardRequest, ForwardResponse], error)
 	// Accept is Forward the other way round: it takes one connection that a process in the
-	// sandbox made to the host's services (the broker, the provider gateway), which the
-	// agent serves on the sandbox's loopback at the address in the sandbox environment's
-	// PADDOCK_SERVICES_URL. The host keeps a few Accept calls open; each waits until a
-	// connection arrives and then answers connected=true. After that, as with Forward,
+	// sandbox made to one of the host's services, which the agent serves on the sandbox's
+	// loopback at the addresses in the sandbox environment's PADDOCK_SERVICES_URL (the
+	// broker, the provider gateway) and PADDOCK_EGRESS_URL (the egress proxy). The first
+	// request names the service by its port. The host keeps a few Accept calls open; each
+	// waits until a connection arrives and then answers connected=true. After that, as with Forward,
 	// requests carry bytes for the sandbox's process and responses bytes from it, and
 	// close_write or the end of the request stream half-closes the connection towards it.
 	// The host knows which sandbox a connection comes from by the channel it arrived on:
@@ -1035,10 +1036,11 @@ type NetServer interface {
 	// Cancelling the call closes the connection at once.
 	Forward(grpc.BidiStreamingServer[ForwardRequest, ForwardResponse]) error
 	// Accept is Forward the other way round: it takes one connection that a process in the
-	// sandbox made to the host's services (the broker, the provider gateway), which the
-	// agent serves on the sandbox's loopback at the address in the sandbox environment's
-	// PADDOCK_SERVICES_URL. The host keeps a few Accept calls open; each waits until a
-	// connection arrives and then answers connected=true. After that, as with Forward,
+	// sandbox made to one of the host's services, which the agent serves on the sandbox's
+	// loopback at the addresses in the sandbox environment's PADDOCK_SERVICES_URL (the
+	// broker, the provider gateway) and PADDOCK_EGRESS_URL (the egress proxy). The first
+	// request names the service by its port. The host keeps a few Accept calls open; each
+	// waits until a connection arrives and then answers connected=true. After that, as with Forward,
 	// requests carry bytes for the sandbox's process and responses bytes from it, and
 	// close_write or the end of the request stream half-closes the connection towards it.
 	// The host knows which sandbox a connection comes from by the channel it arrived on:

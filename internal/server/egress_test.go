@@ -1,0 +1,103 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/egress"
+	"github.com/paddockhq/paddock/internal/server"
+	"github.com/paddockhq/paddock/internal/servertest"
+	"github.com/paddockhq/paddock/internal/testenv"
+)
+
+// loopbackResolver resolves every name to 127.0.0.1: the test's upstream, which the proxy
+// may reach only because the test exempts that one address.
+type loopbackResolver struct{}
+
+func (loopbackResolver) LookupNetIP(context.Context, string, string) ([]netip.Addr, error) {
+	return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+}
+
+// A sandbox under a network policy reaches an allowed host through the egress proxy, is
+// refused a denied one with the rule and the reason, and has no route at all for a
+// program that ignores the proxy; every decision is an event of the user's.
+func TestEgressFromSandbox(t *testing.T) {
+	testenv.RequireRoot(t)
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "upstream saw %s %s", r.Host, r.URL.Path)
+	}))
+	defer upstream.Close()
+	_, portText, _ := net.SplitHostPort(upstream.Listener.Addr().String())
+	var port uint16
+	fmt.Sscan(portText, &port)
+
+	pol := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(pol, []byte("network:\n  default: deny\n  allow: [\"*.allowed.test\"]\n  deny: [\"bad.allowed.test\"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := server.Config{Runner: testenv.Config(t), Listen: "127.0.0.1:0", NetworkPolicy: pol}
+	e := servertest.StartOpts(t, cfg, server.Options{
+		AuthOptions: servertest.CheapAuth(),
+		Egress: egress.Options{Resolver: loopbackResolver{}, HTTPPorts: []uint16{port},
+			UnsafeAllowAddrs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, DialTimeout: 5 * time.Second},
+	})
+	alice := e.Register(t, "alice")
+	var sb api.Sandbox
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "net"}), http.StatusCreated, &sb)
+	curl := func(args string) api.ExecResult {
+		return execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{"sh", "-c", "curl -sS -m 10 -w ' %{http_code}' " + args}})
+	}
+
+	res := curl(fmt.Sprintf("http://api.allowed.test:%d/hello", port))
+	if want := fmt.Sprintf("upstream saw api.allowed.test:%d /hello 200", port); string(res.Stdout) != want {
+		t.Fatalf("allowed host: %q %q, want %q", res.Stdout, res.Stderr, want)
+	}
+	res = curl(fmt.Sprintf("http://bad.allowed.test:%d/", port))
+	if !strings.HasSuffix(string(res.Stdout), " 403") || !strings.Contains(string(res.Stdout), "network.deny") {
+		t.Fatalf("denied host: %q %q, want 403 naming the deny rule", res.Stdout, res.Stderr)
+	}
+	res = curl(fmt.Sprintf("http://elsewhere.test:%d/", port))
+	if !strings.HasSuffix(string(res.Stdout), " 403") {
+		t.Fatalf("unlisted host: %q %q, want 403", res.Stdout, res.Stderr)
+	}
+	// Ignoring the proxy: the sandbox's own loopback has no upstream, and there is no
+	// other route.
+	for _, target := range []string{fmt.Sprintf("http://127.0.0.1:%d/", port), "http://1.1.1.1/"} {
+		res = curl("--noproxy '*' " + target)
+		if res.ExitCode == 0 || strings.Contains(string(res.Stdout), "upstream saw") {
+			t.Fatalf("direct %s: exit %d %q: reached without the proxy", target, res.ExitCode, res.Stdout)
+		}
+	}
+
+	var evs api.EventList
+	for range 50 { // the events are written off the connection's path
+		servertest.Decode(t, alice.DoToken("GET", "/api/v1/events?limit=1000", nil), http.StatusOK, &evs)
+		if countActions(evs, "egress.allow") >= 1 && countActions(evs, "egress.deny") >= 2 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if countActions(evs, "egress.allow") != 1 || countActions(evs, "egress.deny") != 2 {
+		t.Fatalf("egress events: %d allowed, %d denied; want 1 and 2", countActions(evs, "egress.allow"), countActions(evs, "egress.deny"))
+	}
+}
+
+func countActions(evs api.EventList, action string) int {
+	n := 0
+	for _, e := range evs.Events {
+		if e.Action == action {
+			n++
+		}
+	}
+	return n
+}
