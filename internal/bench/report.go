@@ -120,10 +120,12 @@ const methodNotes = `## Notes on method
   namespaces, seccomp profile, cgroup limits, user) with ` + "`/bin/echo hi`" + ` in place of the agent,
   in the foreground, with the same runc binary. Its bundle is written before the clock starts; paddock
   writes its bundle inside its own figure (the "WriteBundle" row shows what that costs).
-- The proxy's benchmarks (tables 5-7) build the control plane as ` + "`paddock serve`" + ` does (server.New with
+- The proxy's and the broker's benchmarks (tables 5-8) build the control plane as ` + "`paddock serve`" + ` does (server.New with
   its default configuration, data and state under a temporary directory, logging at warn) and serve it on
   loopback from the harness's own process; load comes from goroutines of the same process, through one
-  net/http client with keep-alive. The user's sandboxes are container sandboxes running the default app.
+  net/http client with keep-alive (the broker's load comes from inside the user's live sandbox). The user's
+  sandboxes are container sandboxes running the default app. Table 9 runs the provider gateway alone, in the
+  harness's process, against a fake provider on loopback (it needs no sandbox).
 - The machine is a shared virtual machine: expect a few milliseconds of jitter and occasional slow
   outliers (see p90 against p50). Ratios measured in one interleaved run are the figures to compare.
 `
