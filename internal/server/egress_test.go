@@ -20,11 +20,19 @@ import (
 	"github.com/paddockhq/paddock/internal/testenv"
 )
 
-// loopbackResolver resolves every name to 127.0.0.1: the test's upstream, which the proxy
-// may reach only because the test exempts that one address.
+// loopbackResolver resolves names to 127.0.0.1: the test's upstream, which the proxy may
+// reach only because the test exempts that one address. A name starting "rebind." resolves
+// to another loopback address and one starting "meta." to the cloud metadata address, as
+// a hostile DNS answer for an allowed name would.
 type loopbackResolver struct{}
 
-func (loopbackResolver) LookupNetIP(context.Context, string, string) ([]netip.Addr, error) {
+func (loopbackResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	switch {
+	case strings.HasPrefix(host, "rebind."):
+		return []netip.Addr{netip.MustParseAddr("127.0.0.2")}, nil
+	case strings.HasPrefix(host, "meta."):
+		return []netip.Addr{netip.MustParseAddr("169.254.169.254")}, nil
+	}
 	return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
 }
 
@@ -48,7 +56,7 @@ func TestEgressFromSandbox(t *testing.T) {
 	cfg := server.Config{Runner: testenv.Config(t), Listen: "127.0.0.1:0", NetworkPolicy: pol}
 	e := servertest.StartOpts(t, cfg, server.Options{
 		AuthOptions: servertest.CheapAuth(),
-		Egress: egress.Options{Resolver: loopbackResolver{}, HTTPPorts: []uint16{port},
+		Egress: egress.Options{Resolver: loopbackResolver{}, HTTPPorts: []uint16{port}, ConnectPorts: []uint16{port},
 			UnsafeAllowAddrs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, DialTimeout: 5 * time.Second},
 	})
 	alice := e.Register(t, "alice")
@@ -79,16 +87,49 @@ func TestEgressFromSandbox(t *testing.T) {
 		}
 	}
 
+	// The other ways out, each of which must fail from inside: a raw TCP connection and an
+	// IPv6 one (no route), DNS (no resolver to reach), an allowed name whose DNS answer is
+	// a loopback or metadata address (the proxy checks what it dials), a CONNECT whose TLS
+	// server name is another host, and a NUL byte in the requested host.
+	for _, tc := range []struct{ name, script, want string }{
+		{"raw tcp", "exec 3<>/dev/tcp/1.1.1.1/80 && echo CONNECTED", ""},
+		{"ipv6", "curl -sS -m 5 --noproxy '*' -g 'http://[2606:4700::1111]/' && echo CONNECTED", ""},
+		{"dns", "getent hosts example.com && echo CONNECTED", ""},
+		{"rebinding", fmt.Sprintf("curl -sS -m 10 -w ' %%{http_code}' http://rebind.allowed.test:%d/", port), "egress.address"},
+		{"metadata", fmt.Sprintf("curl -sS -m 10 -w ' %%{http_code}' http://meta.allowed.test:%d/", port), "egress.address"},
+		{"sni mismatch", fmt.Sprintf("openssl s_client -quiet -proxy 127.0.0.1:3128 -connect api.allowed.test:%d -servername elsewhere.test </dev/null 2>&1; true", port), ""},
+		{"nul host", `exec 3<>/dev/tcp/127.0.0.1/3128; printf 'CONNECT a\000b.allowed.test:443 HTTP/1.1
+Host: a
+
+' >&3; head -c 12 <&3`, "HTTP/1.1 400"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{"bash", "-c", tc.script}})
+			out := string(res.Stdout) + string(res.Stderr)
+			if strings.Contains(out, "CONNECTED") || strings.Contains(out, "upstream saw") || !strings.Contains(out, tc.want) {
+				t.Fatalf("got out: %q (exit %d), want a refusal containing %q", out, res.ExitCode, tc.want)
+			}
+		})
+	}
+
 	var evs api.EventList
+	wantDeny := 2 + 4 // the denied and unlisted hosts; rebinding, metadata, SNI, NUL
 	for range 50 { // the events are written off the connection's path
 		servertest.Decode(t, alice.DoToken("GET", "/api/v1/events?limit=1000", nil), http.StatusOK, &evs)
-		if countActions(evs, "egress.allow") >= 1 && countActions(evs, "egress.deny") >= 2 {
+		if countActions(evs, "egress.allow") >= 1 && countActions(evs, "egress.deny") >= wantDeny {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if countActions(evs, "egress.allow") != 1 || countActions(evs, "egress.deny") != 2 {
-		t.Fatalf("egress events: %d allowed, %d denied; want 1 and 2", countActions(evs, "egress.allow"), countActions(evs, "egress.deny"))
+	if countActions(evs, "egress.allow") != 1 || countActions(evs, "egress.deny") != wantDeny {
+		t.Fatalf("egress events: %d allowed, %d denied; want 1 and %d", countActions(evs, "egress.allow"), countActions(evs, "egress.deny"), wantDeny)
+	}
+	sni := false
+	for _, e := range evs.Events {
+		sni = sni || e.Action == "egress.deny" && e.Detail["rule"] == "egress.sni"
+	}
+	if !sni {
+		t.Errorf("no egress.sni refusal among the events")
 	}
 }
 
