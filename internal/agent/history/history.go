@@ -1,0 +1,472 @@
+// Package history keeps the workspace's past: checkpoints of the whole workspace stored as
+// content-addressed blobs plus an index, with restore, undo and redo that rewrite the
+// workspace in place and survive a crash halfway.
+//
+// A checkpoint is a tree of manifests (one blob per directory: name → kind, mode, size,
+// mtime, content hash | symlink target | subtree) plus metadata (id, parent, time, cause,
+// message, number of paths changed). Identical content is stored once; an unchanged
+// subtree is the same blob, so a checkpoint costs what changed. A scan re-hashes only the
+// files whose (size, mtime, ctime, inode, mode) changed since the last scan.
+//
+// Timeline. Every checkpoint's Parent is the checkpoint the workspace was at when it was
+// taken. Undo restores the parent of the current position; Redo goes forward again, until a
+// new change forks the timeline. Every restore is itself recorded as a checkpoint of cause
+// "restore", so the timeline shows it, but it does not move undo's position: undo twice goes
+// back two changes. Restore, Undo and Redo first checkpoint any change not yet recorded
+// (cause "watcher"), so they never lose work; such a change forks the timeline, and Redo then
+// says which checkpoint did. A change of mtime alone is not a change: it makes no checkpoint.
+//
+// Threat model. The workspace is written by code in the sandbox, which is not trusted and may
+// plant symlinks (absolute, relative, pointing out of the workspace), FIFOs and devices, and
+// may race every step we take. The history store is out of its reach (the caller keeps it
+// where the sandbox's processes cannot write), so an agent cannot rewrite its own past. So:
+//
+//   - Every workspace operation goes through an [os.Root] per directory, and each directory
+//     opened is checked (device, inode) to be the one just stat'ed: a symlink, wherever it points, is never
+//     followed, neither while scanning nor while restoring. Symlinks are recorded and
+//     restored as links with their target as stored.
+//   - Files are opened O_NONBLOCK through their directory's os.Root (so only something
+//     inside that directory can be reached) and recorded from the fstat of what was
+//     opened, only if it is regular: a FIFO, socket or device is never recorded or read. A
+//     file swapped for a link between stat and open records, at worst, the content of
+//     another file of the same directory under its name.
+//   - Each file is hashed while it is copied into the store, so a blob's bytes are exactly
+//     what its hash names even if the file changes as we read it. Blobs are verified against
+//     their hash on every read; a corrupt blob fails with ErrDataLoss.
+//   - Restore writes each file as a temp file in its own directory, then renames it over the
+//     name, so no file is ever half-written; a journal in the store, written before the
+//     first change, lets Open finish a restore interrupted by a crash (roll forward).
+//   - The stat cache trusts ctime, which code in the sandbox cannot set, and does not trust
+//     files changed within racyWindow of a scan.
+//
+// Costs. A checkpoint walks the whole workspace (one fstatat per entry, no reads of
+// unchanged files) and stores the changed files plus one tree blob per directory on the
+// path to them; a directory with very many entries makes every change under it store its
+// whole (large) tree again. A restore skips subtrees the pre-restore scan found already in
+// the target state.
+//
+// Not done yet: the size budget and compaction of old checkpoints, transactions
+// (begin/commit/rollback), export/import, a garbage collector for unreferenced blobs, and
+// owners (uid/gid), xattrs and symlinks' mtimes, which are not recorded, and the mode of the
+// workspace directory itself. A store whose index is corrupt fails to open (ErrDataLoss)
+// rather than serving what is still readable. A sandbox racing a scan (swapping a directory
+// for a link mid-walk) makes that checkpoint fail rather than record a guess.
+package history
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/errdefs"
+)
+
+// Causes of a checkpoint.
+const (
+	CauseAgentWrite = "agent-write"
+	CauseExec       = "exec"
+	CauseManual     = "manual"
+	CauseRestore    = "restore"
+	CauseWatcher    = "watcher"
+)
+
+// Checkpoint is one committed state of the workspace.
+type Checkpoint struct {
+	ID      string    `json:"id"`
+	Parent  string    `json:"parent,omitempty"` // the checkpoint the workspace was at before
+	Time    time.Time `json:"time"`
+	Cause   string    `json:"cause"`
+	Message string    `json:"message,omitempty"`
+	// Changed is how many paths differ from Parent (see Diff for which).
+	Changed int `json:"changed"`
+	// Restores is, for a restore checkpoint, the checkpoint whose state was restored.
+	Restores string `json:"restores,omitempty"`
+	Tree     string `json:"tree"`
+}
+
+// DiffResult lists workspace paths (slash-separated, relative) that differ between two
+// checkpoints. A path whose mtime alone changed is not a change.
+type DiffResult struct {
+	Added, Changed, Removed []string
+}
+
+// index is the store's metadata, rewritten atomically on every change.
+type index struct {
+	Checkpoints []Checkpoint `json:"checkpoints"` // oldest first
+	Pos         string       `json:"pos"`         // where undo starts from
+	Redo        []string     `json:"redo"`        // top is last
+	// ForkedBy is the checkpoint that last discarded a redo stack, for Redo's message.
+	ForkedBy string `json:"forked_by,omitempty"`
+	Seq      int    `json:"seq"`
+}
+
+// History is one workspace's history. Its methods are safe for concurrent use; only one
+// History may have a store open at a time (Open takes a lock on it).
+type History struct {
+	mu       sync.Mutex
+	ws       *os.Root
+	dir      string
+	blobs    blobStore
+	idx      index
+	byID     map[string]int
+	cache    map[string]statEntry
+	trees    map[string][]entry
+	pending  map[string][]byte // trees of the last scan, maybe not stored yet
+	lastScan string            // the tree the last scan found
+	// crashAfter, when positive, makes the restore fail after that many workspace changes
+	// (tests of crash recovery).
+	crashAfter int
+	// unfinished is a restore that failed partway in this process (its journal is still in
+	// the store); it is finished before any other change.
+	unfinished *journal
+	lock       *os.File
+	recovered  string
+	now        func() time.Time
+}
+
+// Open opens the history of workspace kept in dir, creating the store if needed, and
+// finishes a restore a crash interrupted (see Recovered). dir must be outside the workspace
+// and out of reach of the sandbox's processes; the caller guarantees that.
+func Open(workspace, dir string) (*History, error) {
+	ws, err := os.OpenRoot(workspace)
+	if err != nil {
+		return nil, fmt.Errorf("open workspace: %w", kindOf(err))
+	}
+	h := &History{ws: ws, dir: dir, blobs: blobStore{dir: dir}, now: time.Now,
+		trees: map[string][]entry{}}
+	if err := h.open(); err != nil {
+		h.Close()
+		return nil, err
+	}
+	return h, nil
+}
+
+func (h *History) open() error {
+	for _, d := range []string{h.dir, filepath.Join(h.dir, objectsDir), filepath.Join(h.dir, tmpDir)} {
+		if err := os.MkdirAll(d, storeDirMode); err != nil {
+			return storeErr("create", err)
+		}
+	}
+	lock, err := os.OpenFile(filepath.Join(h.dir, lockFile), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return storeErr("open lock", err)
+	}
+	h.lock = lock
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return fmt.Errorf("history store is in use by another process: %w", errdefs.ErrFailedPrecondition)
+	}
+	// Blobs half-written when a previous process died: never referenced, so garbage.
+	if err := os.RemoveAll(filepath.Join(h.dir, tmpDir)); err != nil {
+		return storeErr("clear tmp", err)
+	}
+	if err := os.Mkdir(filepath.Join(h.dir, tmpDir), storeDirMode); err != nil {
+		return storeErr("create tmp", err)
+	}
+	if _, err := readJSON(filepath.Join(h.dir, indexFile), &h.idx); err != nil {
+		return err
+	}
+	h.reindex()
+	h.cache = loadStatCache(filepath.Join(h.dir, statFile))
+	return h.recover()
+}
+
+// Close releases the store and the workspace.
+func (h *History) Close() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.lock != nil {
+		h.lock.Close()
+		h.lock = nil
+	}
+	return h.ws.Close()
+}
+
+// Recovered says what Open did to finish an interrupted restore ("" when there was none).
+func (h *History) Recovered() string { return h.recovered }
+
+func (h *History) reindex() {
+	h.byID = make(map[string]int, len(h.idx.Checkpoints))
+	for i, c := range h.idx.Checkpoints {
+		h.byID[c.ID] = i
+	}
+}
+
+// List returns the timeline, newest first.
+func (h *History) List() []Checkpoint {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]Checkpoint, len(h.idx.Checkpoints))
+	for i, c := range h.idx.Checkpoints {
+		out[len(out)-1-i] = c
+	}
+	return out
+}
+
+// Current returns the checkpoint the workspace is at for undo (false before the first).
+func (h *History) Current() (Checkpoint, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.get(h.idx.Pos)
+}
+
+func (h *History) get(id string) (Checkpoint, bool) {
+	i, ok := h.byID[id]
+	if !ok {
+		return Checkpoint{}, false
+	}
+	return h.idx.Checkpoints[i], true
+}
+
+func (h *History) lookup(id string) (Checkpoint, error) {
+	c, ok := h.get(id)
+	if !ok {
+		return Checkpoint{}, fmt.Errorf("checkpoint %q: %w", id, errdefs.ErrNotFound)
+	}
+	return c, nil
+}
+
+// Checkpoint records the workspace as it is now. When nothing changed since the current
+// position it records nothing and returns the current checkpoint with created false.
+func (h *History) Checkpoint(cause, message string) (Checkpoint, bool, error) {
+	switch cause {
+	case CauseAgentWrite, CauseExec, CauseManual, CauseWatcher:
+	default:
+		return Checkpoint{}, false, fmt.Errorf("checkpoint cause %q: want agent-write, exec, manual or watcher: %w", cause, errdefs.ErrInvalidArgument)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.finishPending(); err != nil {
+		return Checkpoint{}, false, err
+	}
+	return h.checkpoint(cause, message)
+}
+
+func (h *History) checkpoint(cause, message string) (Checkpoint, bool, error) {
+	tree, sc, err := h.scan()
+	if err != nil {
+		return Checkpoint{}, false, err
+	}
+	cur, hasCur := h.get(h.idx.Pos)
+	if hasCur {
+		// The tree differs when only an mtime changed; that is not worth a checkpoint.
+		d, err := h.diffTrees(cur.Tree, tree)
+		if err != nil {
+			return Checkpoint{}, false, err
+		}
+		if d.empty() {
+			return cur, false, h.saveCache(sc)
+		}
+	}
+	c, err := h.record(tree, sc, cause, message, "")
+	if err != nil {
+		return Checkpoint{}, false, err
+	}
+	if len(h.idx.Redo) > 0 {
+		h.idx.Redo, h.idx.ForkedBy = nil, c.ID
+	}
+	h.idx.Pos = c.ID
+	return c, true, h.saveIndex()
+}
+
+// scan walks the workspace and returns its tree's hash, with the scanner holding the new
+// trees and stat cache.
+func (h *History) scan() (string, *scanner, error) {
+	sc := &scanner{blobs: h.blobs, oldCache: h.cache, newCache: map[string]statEntry{},
+		trees: map[string][]byte{}, cutoff: h.now().Add(-racyWindow).UnixNano()}
+	tree, err := sc.scanDir(h.ws, ".")
+	h.pending, h.lastScan = sc.trees, tree
+	return tree, sc, err
+}
+
+// record writes sc's trees and appends a checkpoint of tree, without saving the index.
+func (h *History) record(tree string, sc *scanner, cause, message, restores string) (Checkpoint, error) {
+	for _, data := range sc.trees {
+		if _, _, err := h.blobs.put(data); err != nil {
+			return Checkpoint{}, fmt.Errorf("checkpoint (the workspace is untouched): %w", err)
+		}
+	}
+	c := Checkpoint{Parent: h.idx.Pos, Time: h.now().UTC(), Cause: cause, Message: message,
+		Restores: restores, Tree: tree}
+	if parent, ok := h.get(h.idx.Pos); ok {
+		d, err := h.diffTrees(parent.Tree, tree)
+		if err != nil {
+			return Checkpoint{}, err
+		}
+		c.Changed = len(d.Added) + len(d.Changed) + len(d.Removed)
+	} else {
+		d, err := h.diffTrees("", tree)
+		if err != nil {
+			return Checkpoint{}, err
+		}
+		c.Changed = len(d.Added)
+	}
+	if err := h.saveCache(sc); err != nil {
+		return Checkpoint{}, err
+	}
+	h.idx.Seq++
+	c.ID = strconv.Itoa(h.idx.Seq)
+	h.idx.Checkpoints = append(h.idx.Checkpoints, c)
+	h.byID[c.ID] = len(h.idx.Checkpoints) - 1
+	return c, nil
+}
+
+// saveCache keeps the scan's stat cache. It is not fsynced: a cache lost or stale after a
+// crash only costs re-hashing (a stale entry still names the content that had that stat),
+// and a torn one decodes as corrupt and is dropped.
+func (h *History) saveCache(sc *scanner) error {
+	if maps.Equal(h.cache, sc.newCache) {
+		return nil
+	}
+	h.cache = sc.newCache
+	return replaceFile(filepath.Join(h.dir, statFile), encodeStatCache(h.cache), false)
+}
+
+func (h *History) saveIndex() error {
+	return writeJSON(filepath.Join(h.dir, indexFile), &h.idx)
+}
+
+// tree returns the entries of tree blob sum ("" is the empty tree).
+func (h *History) tree(sum string) ([]entry, error) {
+	if sum == "" {
+		return nil, nil
+	}
+	if es, ok := h.trees[sum]; ok {
+		return es, nil
+	}
+	data, ok := h.pending[sum]
+	if !ok {
+		var err error
+		if data, err = h.blobs.read(sum); err != nil {
+			return nil, err
+		}
+	}
+	var es []entry
+	if err := jsonUnmarshal(data, &es); err != nil {
+		return nil, fmt.Errorf("tree %s is corrupt: %v: %w", sum[:12], err, errdefs.ErrDataLoss)
+	}
+	for _, e := range es {
+		if err := checkName(e.Name); err != nil {
+			return nil, fmt.Errorf("tree %s: %w", sum[:12], err)
+		}
+	}
+	if len(h.trees) >= maxCachedTrees {
+		clear(h.trees)
+	}
+	h.trees[sum] = es
+	return es, nil
+}
+
+// checkName refuses a stored name that could address anything but one entry of its
+// directory; the store is trusted, but a corrupt one must not make restore write elsewhere.
+func checkName(n string) error {
+	if n == "" || n == "." || n == ".." || filepath.Base(n) != n || len(n) > 255 {
+		return fmt.Errorf("stored name %q is not a file name: %w", n, errdefs.ErrDataLoss)
+	}
+	return nil
+}
+
+// Diff lists the paths that differ from checkpoint a to checkpoint b.
+func (h *History) Diff(a, b string) (DiffResult, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ca, err := h.lookup(a)
+	if err != nil {
+		return DiffResult{}, err
+	}
+	cb, err := h.lookup(b)
+	if err != nil {
+		return DiffResult{}, err
+	}
+	return h.diffTrees(ca.Tree, cb.Tree)
+}
+
+func (h *History) diffTrees(a, b string) (DiffResult, error) {
+	var d DiffResult
+	return d, h.diffDir(&d, "", a, b)
+}
+
+func (h *History) diffDir(d *DiffResult, prefix, a, b string) error {
+	if a == b {
+		return nil
+	}
+	ea, err := h.tree(a)
+	if err != nil {
+		return err
+	}
+	eb, err := h.tree(b)
+	if err != nil {
+		return err
+	}
+	ma := make(map[string]entry, len(ea))
+	for _, e := range ea {
+		ma[e.Name] = e
+	}
+	for _, e := range eb {
+		p := prefix + e.Name
+		old, ok := ma[e.Name]
+		delete(ma, e.Name)
+		switch {
+		case !ok:
+			d.Added = append(d.Added, p)
+			if e.Kind == kindDir {
+				if err := h.diffDir(d, p+"/", "", e.Hash); err != nil {
+					return err
+				}
+			}
+		case old.Kind == kindDir && e.Kind == kindDir:
+			if old.Mode != e.Mode {
+				d.Changed = append(d.Changed, p)
+			}
+			if err := h.diffDir(d, p+"/", old.Hash, e.Hash); err != nil {
+				return err
+			}
+		case !old.same(e):
+			d.Changed = append(d.Changed, p)
+			if old.Kind == kindDir {
+				if err := h.diffDir(d, p+"/", old.Hash, ""); err != nil {
+					return err
+				}
+			} else if e.Kind == kindDir {
+				if err := h.diffDir(d, p+"/", "", e.Hash); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	for _, e := range ea {
+		if _, gone := ma[e.Name]; !gone {
+			continue
+		}
+		p := prefix + e.Name
+		d.Removed = append(d.Removed, p)
+		if e.Kind == kindDir {
+			if err := h.diffDir(d, p+"/", e.Hash, ""); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// maxCachedTrees bounds the parsed trees kept in memory; past it the cache starts over.
+const maxCachedTrees = 4096
+
+func (d DiffResult) empty() bool {
+	return len(d.Added)+len(d.Changed)+len(d.Removed) == 0
+}
+
+func sumHex(data []byte) string {
+	s := sha256.Sum256(data)
+	return hex.EncodeToString(s[:])
+}
+
+func isNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }

@@ -1,0 +1,275 @@
+package history
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"slices"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/paddockhq/paddock/internal/errdefs"
+)
+
+// Entry kinds in a tree.
+const (
+	kindFile = "f"
+	kindDir  = "d"
+	kindLink = "l"
+)
+
+// modeBits are the mode bits history keeps: permissions plus setuid, setgid and sticky.
+const modeBits = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
+
+// entry is one name in a directory's manifest (a tree blob). A directory's Hash is its own
+// tree's blob, so an unchanged subtree costs nothing new and Diff can skip it whole.
+type entry struct {
+	Name   string      `json:"n"`
+	Kind   string      `json:"k"`
+	Mode   fs.FileMode `json:"m"`
+	Size   int64       `json:"s,omitempty"`
+	Mtime  int64       `json:"t,omitempty"` // Unix nanoseconds; files and dirs
+	Hash   string      `json:"h,omitempty"` // content blob (file) or tree blob (dir)
+	Target string      `json:"l,omitempty"` // symlink target, as stored, never resolved
+}
+
+// same reports whether two entries hold the same content: mtime alone is not a change.
+func (e entry) same(o entry) bool {
+	return e.Kind == o.Kind && e.Mode == o.Mode && e.Hash == o.Hash && e.Target == o.Target
+}
+
+// statKey is what must be unchanged for a file to be trusted without re-hashing. It holds
+// ctime as well as mtime because code in the sandbox can set mtime (utimes) but not ctime.
+type statKey struct {
+	Size  int64
+	Mtime int64
+	Ctime int64
+	Ino   uint64
+	Dev   uint64
+	Mode  fs.FileMode
+}
+
+type statEntry struct {
+	Key  statKey
+	Hash string
+}
+
+// racyWindow: a file changed this close to the scan's start may change again within the
+// same timestamp tick after we hash it, unseen by its stat; such files are not cached.
+const racyWindow = 50 * time.Millisecond
+
+// scanner walks the workspace once, hashing only the files whose stat changed since the
+// last scan.
+type scanner struct {
+	blobs    blobStore
+	oldCache map[string]statEntry
+	newCache map[string]statEntry
+	trees    map[string][]byte // new tree blobs, written only if the checkpoint is kept
+	cutoff   int64             // files with ctime/mtime after this are racy
+	newBytes int64             // bytes of new content blobs
+}
+
+// scanDir builds the tree of the directory dir (workspace path rel) and returns its hash.
+func (s *scanner) scanDir(dir *os.Root, rel string) (string, error) {
+	d, err := dir.Open(".")
+	if err != nil {
+		return "", wsErr("read directory", rel, err)
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return "", wsErr("read directory", rel, err)
+	}
+	slices.Sort(names)
+	dirfd := int(d.Fd())
+	entries := make([]entry, 0, len(names))
+	for _, name := range names {
+		e, ok, err := s.scanEntry(dir, dirfd, rel, name)
+		if err != nil {
+			return "", err
+		}
+		if ok {
+			entries = append(entries, e)
+		}
+	}
+	data, err := json.Marshal(entries)
+	if err != nil {
+		return "", fmt.Errorf("encode tree %q: %w", rel, err)
+	}
+	sum := sumHex(data)
+	s.trees[sum] = data
+	return sum, nil
+}
+
+// scanEntry records one name, with one fstatat on the open directory that never follows a
+// symlink. Symlinks are recorded as links; FIFOs, sockets and devices are skipped (ok
+// false): they are not content and opening one could hang or have side effects.
+func (s *scanner) scanEntry(dir *os.Root, dirfd int, parent, name string) (entry, bool, error) {
+	rel := path.Join(parent, name)
+	var st unix.Stat_t
+	err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+	if errors.Is(err, unix.ENOENT) {
+		return entry{}, false, nil // deleted while we walked
+	}
+	if err != nil {
+		return entry{}, false, wsErr("stat", rel, err)
+	}
+	key := statKey{Size: st.Size, Mtime: st.Mtim.Nano(), Ctime: st.Ctim.Nano(), Ino: st.Ino, Dev: st.Dev, Mode: fs.FileMode(st.Mode)}
+	e := entry{Name: name, Mode: unixMode(st.Mode), Mtime: key.Mtime}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFLNK:
+		target, err := readlinkat(dirfd, name)
+		if err != nil {
+			return entry{}, false, wsErr("read link", rel, err)
+		}
+		return entry{Name: name, Kind: kindLink, Target: target}, true, nil
+	case unix.S_IFDIR:
+		sub, err := openSubdir(dir, name, st.Dev, st.Ino)
+		if err != nil {
+			return entry{}, false, wsErr("open directory", rel, err)
+		}
+		defer sub.Close()
+		e.Kind = kindDir
+		e.Hash, err = s.scanDir(sub, rel)
+		return e, err == nil, err
+	case unix.S_IFREG:
+		e.Kind = kindFile
+		return s.scanFile(dir, rel, name, e, key)
+	}
+	return entry{}, false, nil
+}
+
+func readlinkat(dirfd int, name string) (string, error) {
+	for size := 256; ; size *= 2 {
+		buf := make([]byte, size)
+		n, err := unix.Readlinkat(dirfd, name, buf)
+		if err != nil {
+			return "", err
+		}
+		if n < size {
+			return string(buf[:n]), nil
+		}
+	}
+}
+
+// unixMode keeps the permission and setuid/setgid/sticky bits of a st_mode, as fs bits.
+func unixMode(m uint32) fs.FileMode {
+	mode := fs.FileMode(m & 0o777)
+	if m&unix.S_ISUID != 0 {
+		mode |= fs.ModeSetuid
+	}
+	if m&unix.S_ISGID != 0 {
+		mode |= fs.ModeSetgid
+	}
+	if m&unix.S_ISVTX != 0 {
+		mode |= fs.ModeSticky
+	}
+	return mode
+}
+
+// smallFile is read into memory whole, so that re-hashing a file whose content is already
+// stored writes nothing; larger files stream into a temp blob as they are hashed.
+const smallFile = 1 << 20
+
+func (s *scanner) scanFile(dir *os.Root, rel, name string, e entry, key statKey) (entry, bool, error) {
+	if c, ok := s.oldCache[rel]; ok && c.Key == key {
+		e.Size, e.Hash = key.Size, c.Hash
+		s.remember(rel, key, c.Hash)
+		return e, true, nil
+	}
+	f, err := dir.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return entry{}, false, nil
+	}
+	if err != nil {
+		return entry{}, false, wsErr("open", rel, err)
+	}
+	defer f.Close()
+	// What we opened is what we record: if the name was swapped after fstatat, fstat tells.
+	ofi, err := f.Stat()
+	if err != nil {
+		return entry{}, false, wsErr("stat", rel, err)
+	}
+	if !ofi.Mode().IsRegular() {
+		return entry{}, false, nil
+	}
+	head, err := io.ReadAll(io.LimitReader(f, smallFile+1))
+	if err != nil {
+		return entry{}, false, wsErr("read", rel, err)
+	}
+	var sum string
+	var n int64
+	if len(head) <= smallFile {
+		sum, n, err = s.blobs.put(head)
+	} else {
+		sum, n, err = s.blobs.putFrom(io.MultiReader(bytes.NewReader(head), f))
+	}
+	if err != nil {
+		return entry{}, false, fmt.Errorf("checkpoint %q (the workspace is untouched): %w", rel, err)
+	}
+	s.newBytes += n
+	key = keyOf(ofi)
+	e.Mode, e.Mtime, e.Size, e.Hash = ofi.Mode()&modeBits, ofi.ModTime().UnixNano(), key.Size, sum
+	s.remember(rel, key, sum)
+	return e, true, nil
+}
+
+func (s *scanner) remember(rel string, key statKey, sum string) {
+	if key.Mtime >= s.cutoff || key.Ctime >= s.cutoff {
+		return
+	}
+	s.newCache[rel] = statEntry{Key: key, Hash: sum}
+}
+
+func keyOf(fi fs.FileInfo) statKey {
+	k := statKey{Size: fi.Size(), Mtime: fi.ModTime().UnixNano()}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		k.Ctime = st.Ctim.Nano()
+		k.Ino = st.Ino
+		k.Dev = st.Dev
+		k.Mode = fs.FileMode(st.Mode)
+	}
+	return k
+}
+
+// openSubdir opens name under dir as a root of its own and checks it is the directory
+// (dev, ino) just stat'ed: os.Root would follow a symlink swapped in meanwhile (within dir),
+// and history must never record or write through a link as if it were a directory.
+func openSubdir(dir *os.Root, name string, dev, ino uint64) (*os.Root, error) {
+	sub, err := dir.OpenRoot(name)
+	if err != nil {
+		return nil, err
+	}
+	got, err := sub.Stat(".")
+	if err != nil {
+		sub.Close()
+		return nil, err
+	}
+	st, ok := got.Sys().(*syscall.Stat_t)
+	if !ok || st.Dev != dev || st.Ino != ino {
+		sub.Close()
+		return nil, fmt.Errorf("directory was replaced while in use: %w", errdefs.ErrPermissionDenied)
+	}
+	return sub, nil
+}
+
+func readNames(dir *os.Root) ([]string, error) {
+	f, err := dir.Open(".")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(names)
+	return names, nil
+}
