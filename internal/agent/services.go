@@ -64,7 +64,7 @@ func startServices(env []string, log *slog.Logger) (hs *hostServices, stop func(
 		if raw == "" {
 			continue
 		}
-		addr, err := servicesAddr(v, raw)
+		addr, err := ServicesAddr(v, raw)
 		var lis net.Listener
 		if err == nil {
 			lis, err = net.Listen("tcp", addr)
@@ -94,10 +94,10 @@ func startServices(env []string, log *slog.Logger) (hs *hostServices, stop func(
 	}
 }
 
-// servicesAddr is the host:port of a services URL, which must be plain http on a loopback
+// ServicesAddr is the host:port of a services URL, which must be plain http on a loopback
 // IP literal: anything else would have the agent listen where others than the sandbox's
 // own processes could connect.
-func servicesAddr(name, raw string) (string, error) {
+func ServicesAddr(name, raw string) (string, error) {
 	u, err := url.Parse(raw)
 	if err != nil || u.Scheme != "http" || u.Port() == "" {
 		return "", fmt.Errorf("%s=%q: want http://127.0.0.1:PORT", name, raw)

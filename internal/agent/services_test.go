@@ -122,9 +122,9 @@ func TestServicesAddr(t *testing.T) {
 		{"http://127.0.0.1", ""},
 		{"::", ""},
 	} {
-		got, err := servicesAddr(ServicesEnv, tc.url)
+		got, err := ServicesAddr(ServicesEnv, tc.url)
 		if got != tc.want || (err == nil) != (tc.want != "") {
-			t.Errorf("servicesAddr(%q) = %q, %v; want %q", tc.url, got, err, tc.want)
+			t.Errorf("ServicesAddr(%q) = %q, %v; want %q", tc.url, got, err, tc.want)
 		}
 	}
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/brokerclient"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/store"
 )
@@ -363,18 +364,9 @@ func (b *Broker) serve(w http.ResponseWriter, r *http.Request, do func(sandboxID
 	}
 }
 
-// GrantJSON is the broker's answer.
-type GrantJSON struct {
-	LeaseID    string    `json:"lease_id"`
-	Capability string    `json:"capability"`
-	Secret     string    `json:"secret"`
-	Value      string    `json:"value,omitempty"`
-	ExpiresAt  time.Time `json:"expires_at"`
-	TTLSeconds int64     `json:"ttl_seconds"`
-}
-
-func grantJSON(g Grant, withValue bool) GrantJSON {
-	j := GrantJSON{LeaseID: g.LeaseID, Capability: g.Capability, Secret: g.Secret, ExpiresAt: g.ExpiresAt.UTC()}
+// grantJSON is g as the broker's API answers it (the shape brokerclient reads).
+func grantJSON(g Grant, withValue bool) brokerclient.Grant {
+	j := brokerclient.Grant{LeaseID: g.LeaseID, Capability: g.Capability, Secret: g.Secret, ExpiresAt: g.ExpiresAt.UTC()}
 	if !g.ExpiresAt.IsZero() {
 		j.TTLSeconds = int64(time.Until(g.ExpiresAt).Round(time.Second) / time.Second)
 	}

@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/paddockhq/paddock/internal/agent"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
 	"github.com/paddockhq/paddock/internal/gateway"
@@ -130,11 +130,8 @@ func decodeStrict(b []byte, v any) error {
 
 // checkServicesURL accepts what the agent will listen on: http on a loopback IP and a port.
 func checkServicesURL(raw string) error {
-	u, err := url.Parse(raw)
-	if err == nil && u.Scheme == "http" && u.Port() != "" && u.Path == "" {
-		if ip := net.ParseIP(u.Hostname()); ip != nil && ip.IsLoopback() {
-			return nil
-		}
+	if _, err := agent.ServicesAddr("services_url", raw); err != nil {
+		return fmt.Errorf("%v (a loopback address inside the sandbox): %w", err, errdefs.ErrInvalidArgument)
 	}
-	return fmt.Errorf("services_url: %q: want http://127.0.0.1:PORT (a loopback address inside the sandbox): %w", raw, errdefs.ErrInvalidArgument)
+	return nil
 }

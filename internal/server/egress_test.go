@@ -114,7 +114,7 @@ Host: a
 
 	var evs api.EventList
 	wantDeny := 2 + 4 // the denied and unlisted hosts; rebinding, metadata, SNI, NUL
-	for range 50 { // the events are written off the connection's path
+	for range 50 {    // the events are written off the connection's path
 		servertest.Decode(t, alice.DoToken("GET", "/api/v1/events?limit=1000", nil), http.StatusOK, &evs)
 		if countActions(evs, "egress.allow") >= 1 && countActions(evs, "egress.deny") >= wantDeny {
 			break
