@@ -66,6 +66,7 @@ type Broker struct {
 	now       func() time.Time
 	decisions *prometheus.CounterVec
 	commits   *committer
+	denials   denyLimiter
 }
 
 // New returns a Broker deciding by p (nil: deny everything).
@@ -241,7 +242,14 @@ func (b *Broker) Revoke(ctx context.Context, sandboxID, lease string) error {
 // as the sandbox goes.
 func (b *Broker) RevokeSandbox(ctx context.Context, sandboxID, reason string) {
 	var n int
+	suppressed := b.denials.forget(sandboxID)
 	err := b.commits.write(func(tx *store.Tx) error {
+		if suppressed > 0 {
+			// The sandbox is gone: its owner is no longer at hand, the sandbox is named.
+			if err := tx.AppendAudit(ctx, suppressedEvent("", sandboxID, suppressed, b.now())); err != nil {
+				return err
+			}
+		}
 		var err error
 		n, err = tx.RevokeSandboxLeases(ctx, sandboxID, reason, b.now())
 		if err != nil || n == 0 {
@@ -295,13 +303,30 @@ func (b *Broker) identify(ctx context.Context, sandboxID string) (Identity, erro
 func (b *Broker) deny(ctx context.Context, id Identity, sandboxID string, d decision, err error) error {
 	d.reason = err.Error()
 	b.decisions.WithLabelValues(d.action, "deny").Inc()
+	now := b.now()
+	audit, suppressed := b.denials.take(sandboxID, now)
+	if !audit {
+		return err
+	}
 	aerr := b.commits.write(func(tx *store.Tx) error {
-		return tx.AppendAudit(ctx, b.audit(id, sandboxID, d, b.now()))
+		if suppressed > 0 {
+			if err := tx.AppendAudit(ctx, suppressedEvent(id.UserID, sandboxID, suppressed, now)); err != nil {
+				return err
+			}
+		}
+		return tx.AppendAudit(ctx, b.audit(id, sandboxID, d, now))
 	})
 	if aerr != nil {
 		b.log.Warn("audit a broker decision", "sandbox", sandboxID, "err", aerr)
 	}
 	return err
+}
+
+// suppressedEvent counts the denials of a sandbox that were not audited one by one.
+func suppressedEvent(userID, sandboxID string, n int, at time.Time) store.AuditEvent {
+	return store.AuditEvent{At: at, ActorUserID: userID, Action: "broker.deny_suppressed", Target: sandboxID,
+		Detail: map[string]any{"sandbox_id": sandboxID, "denials": n,
+			"reason": fmt.Sprintf("more than %d denials a second: counted, not audited one by one", denyRate)}}
 }
 
 // audit is the audit event of d: who, which sandbox, which capability, when, the outcome

@@ -1,0 +1,80 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/store"
+)
+
+// fleetTable answers Identify as the control plane's fleet does, from a table.
+type fleetTable map[string]Identity
+
+func (f fleetTable) Identify(_ context.Context, id string) (Identity, error) { return f[id], nil }
+
+// unsetSecrets is a user who has set no secret.
+type unsetSecrets struct{}
+
+func (unsetSecrets) Reveal(context.Context, string, string) ([]byte, error) {
+	return nil, errdefs.ErrNotFound
+}
+
+// A sandbox that asks for what it may not have, in a loop, gets every answer but cannot
+// fill the audit log: past the rate its denials are counted and written as one event.
+func TestDenialsAreAuditedAtABoundedRate(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "p.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	sb := fleetTable{"sb-hostile00": {UserID: "u1", Username: "mallory", Running: true}}
+	b, err := New(st, sb, unsetSecrets{}, nil, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	now := time.Unix(1_800_000_000, 0)
+	b.now = func() time.Time { return now }
+	for range 500 {
+		if _, err := b.Resolve(ctx, "sb-hostile00", "aws"); !errors.Is(err, errdefs.ErrPermissionDenied) {
+			t.Fatalf("Resolve = %v, want a denial", err)
+		}
+	}
+	now = now.Add(time.Second)
+	if _, err := b.Resolve(ctx, "sb-hostile00", "aws"); !errors.Is(err, errdefs.ErrPermissionDenied) {
+		t.Fatalf("Resolve = %v, want a denial", err)
+	}
+	evs, err := st.ListAudit(ctx, store.AuditFilter{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var audited, suppressed int
+	for _, e := range evs {
+		switch e.Action {
+		case "broker.resolve":
+			audited++
+			if !strings.Contains(e.Detail["reason"].(string), "no such capability") {
+				t.Errorf("denial without its reason: %v", e.Detail)
+			}
+		case "broker.deny_suppressed":
+			suppressed += int(e.Detail["denials"].(float64))
+		}
+	}
+	if audited != denyBurst+1 || suppressed != 500-denyBurst {
+		t.Fatalf("%d denials audited and %d counted, want %d and %d", audited, suppressed, denyBurst+1, 500-denyBurst)
+	}
+	// Another sandbox is not held back by this one.
+	sb["sb-other0000"] = Identity{UserID: "u2", Username: "alice", Running: true}
+	if audit, _ := b.denials.take("sb-other0000", now); !audit {
+		t.Fatal("a quiet sandbox's denial was not audited")
+	}
+}
