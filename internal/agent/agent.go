@@ -137,7 +137,14 @@ func Run(ctx context.Context, env *wire.Envelope, lis net.Listener, confine Conf
 			return fmt.Errorf("process tier: confine agent: %w", err)
 		}
 	}
-	m := session.NewManager(ctx, env.Workspace, defaultEnv(env), log)
+	// The Manager's reaper waits for every child of the process: it stops before Run
+	// returns, so that another agent in the same process (tests) is the only one reaping.
+	mctx, stopReaper := context.WithCancel(ctx)
+	m := session.NewManager(mctx, env.Workspace, defaultEnv(env), log)
+	defer func() {
+		stopReaper()
+		<-m.ReaperDone()
+	}()
 	var user identity.User
 	if env.RunAs != nil {
 		user = identity.User{UID: env.RunAs.UID, GID: env.RunAs.GID}

@@ -98,6 +98,8 @@ type Manager struct {
 	exited   []*Session // exited sessions, oldest first
 	byPID    map[int]*Session
 	nextID   int
+
+	reaperDone chan struct{} // closed when reap returns
 }
 
 // NewManager returns a Manager for commands that run in workspace with defaultEnv, and
@@ -109,6 +111,7 @@ func NewManager(ctx context.Context, workspace string, defaultEnv []string, log 
 		log:        log,
 		sessions:   make(map[string]*Session),
 		byPID:      make(map[int]*Session),
+		reaperDone: make(chan struct{}),
 	}
 	// Orphans of sessions reparent to us rather than to a host init we cannot see.
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
@@ -354,6 +357,7 @@ func (m *Manager) retire(s *Session) {
 // reap collects every exited child. It holds m.mu around wait4 so that it cannot collect a
 // child that start has forked but not yet registered.
 func (m *Manager) reap(ctx context.Context, sigs chan os.Signal) {
+	defer close(m.reaperDone)
 	defer signal.Stop(sigs)
 	for {
 		select {
@@ -361,10 +365,17 @@ func (m *Manager) reap(ctx context.Context, sigs chan os.Signal) {
 			return
 		case <-sigs:
 		}
-		for m.reapOne() {
+		// A reaper whose context has ended must not wait for any child at all: another
+		// Manager in the process (tests make one after another) owns them now, and a child
+		// reaped here would never be reported to its session.
+		for ctx.Err() == nil && m.reapOne() {
 		}
 	}
 }
+
+// ReaperDone is closed once the reaper has stopped, after the context given to
+// NewManager ended.
+func (m *Manager) ReaperDone() <-chan struct{} { return m.reaperDone }
 
 func (m *Manager) reapOne() bool {
 	m.mu.Lock()

@@ -19,8 +19,13 @@ import (
 func newManager(t *testing.T) *Manager {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	return NewManager(ctx, t.TempDir(), []string{"PATH=/usr/bin:/bin", "HOME=/tmp"}, slog.New(slog.DiscardHandler))
+	m := NewManager(ctx, t.TempDir(), []string{"PATH=/usr/bin:/bin", "HOME=/tmp"}, slog.New(slog.DiscardHandler))
+	// The next test's Manager must be the only reaper: wait for this one to stop.
+	t.Cleanup(func() {
+		cancel()
+		<-m.ReaperDone()
+	})
+	return m
 }
 
 // collect reads a session's output to the end, split by stream, in order.
