@@ -543,33 +543,12 @@ func stdinScript(redirs []*syntax.Redirect) (src string, known, ok bool) {
 			if quoted {
 				b.WriteString(lit.Value)
 			} else {
-				b.WriteString(unescapeHeredoc(lit.Value))
+				b.WriteString(unescape(lit.Value, heredocEscapes))
 			}
 		}
 		return b.String(), true, true
 	}
 	return "", false, false // a file: its contents are not seen
-}
-
-// unescapeHeredoc removes the backslashes an unquoted here-document honours.
-func unescapeHeredoc(s string) string {
-	if strings.IndexByte(s, '\\') < 0 {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+1 < len(s) {
-			switch s[i+1] {
-			case '$', '`', '\\':
-				i++
-			case '\n':
-				i++
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // find follows -exec, -execdir, -ok and -okdir.

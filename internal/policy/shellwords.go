@@ -139,7 +139,7 @@ func (e *evaluator) parts(parts []syntax.WordPart) {
 			for _, dp := range p.Parts {
 				switch dp := dp.(type) {
 				case *syntax.Lit:
-					e.quoted(unescapeDouble(dp.Value))
+					e.quoted(unescape(dp.Value, doubleQuoteEscapes))
 				case *syntax.ParamExp:
 					e.unknownPart(multiField(dp))
 				default:
@@ -218,21 +218,28 @@ func (e *evaluator) unquoted(s string, start bool) {
 	}
 }
 
-// unescapeDouble removes the backslashes that double quotes honour: before $ ` " \ and
-// newline.
-func unescapeDouble(s string) string {
+// The characters a backslash escapes inside double quotes, and in an unquoted
+// here-document (where a double quote is an ordinary character); before a newline, the
+// backslash and the newline both go.
+const (
+	doubleQuoteEscapes = "$`\"\\"
+	heredocEscapes     = "$`\\"
+)
+
+// unescape removes the backslashes that escape one of escapable, or a newline.
+func unescape(s, escapable string) string {
 	if strings.IndexByte(s, '\\') < 0 {
 		return s
 	}
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
 		if s[i] == '\\' && i+1 < len(s) {
-			switch s[i+1] {
-			case '$', '`', '"', '\\':
-				i++
-			case '\n':
+			switch c := s[i+1]; {
+			case c == '\n':
 				i++
 				continue
+			case strings.IndexByte(escapable, c) >= 0:
+				i++
 			}
 		}
 		b.WriteByte(s[i])

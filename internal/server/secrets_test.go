@@ -7,17 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/paddockhq/paddock/internal/api"
-	"github.com/paddockhq/paddock/internal/auth"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/secrets"
 	"github.com/paddockhq/paddock/internal/server"
@@ -25,48 +21,14 @@ import (
 	"github.com/paddockhq/paddock/internal/testenv"
 )
 
-// syncBuffer is a log sink the server's goroutines write to while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// startLogged is servertest.Start with the server's log kept (at debug level), so that a
-// test can read everything the server logged.
-func startLogged(t *testing.T) (*servertest.Env, *syncBuffer) {
+// startLogged is servertest.Start with the secrets key in a key file (not the
+// environment), returning everything the server logs at debug level.
+func startLogged(t *testing.T) (*servertest.Env, *servertest.LogBuffer) {
 	t.Helper()
-	testenv.RequireRoot(t)
 	t.Setenv(secrets.EnvKey, "")
-	cfg := server.Config{Runner: testenv.Config(t), Listen: "127.0.0.1:0"}
-	logs := &syncBuffer{}
-	log := slog.New(slog.NewJSONHandler(io.MultiWriter(logs, tlog{t}), &slog.HandlerOptions{Level: slog.LevelDebug}))
-	s, err := server.New(context.Background(), cfg, log, server.Options{AuthOptions: []auth.Option{
-		auth.WithParams(auth.Params{Memory: 64, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32}),
-	}})
-	if err != nil {
-		t.Fatalf("server.New: %v", err)
-	}
-	hs := httptest.NewServer(s.Handler())
-	e := &servertest.Env{URL: hs.URL, Server: s, Config: cfg, HTTP: hs}
-	t.Cleanup(func() { e.Stop(true) })
-	return e, logs
+	e := servertest.Start(t)
+	return e, e.Logs
 }
-
-type tlog struct{ t *testing.T }
-
-func (w tlog) Write(p []byte) (int, error) { w.t.Log(strings.TrimSpace(string(p))); return len(p), nil }
 
 func body(t *testing.T, resp *http.Response) string {
 	t.Helper()

@@ -80,6 +80,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Serv
 	if err != nil {
 		return nil, err
 	}
+	// Tests build a Config by hand, without LoadConfig's defaults.
+	cfg.ServicesURL = cmp.Or(cfg.ServicesURL, DefaultServicesURL)
 	s := &Server{cfg: cfg, log: log, st: st, reg: prometheus.NewRegistry()}
 	if err := s.init(ctx, opts); err != nil {
 		st.Close()
@@ -120,7 +122,7 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 	if len(app.Command) == 0 {
 		app = store.App{Command: welcome.Command(container.AgentPath, 8080), Port: 8080, Build: "welcome"}
 	}
-	servicesURL := cmp.Or(cfg.ServicesURL, DefaultServicesURL)
+	servicesURL := cfg.ServicesURL
 	netPolicy, err := loadNetworkPolicy(cfg.NetworkPolicy)
 	if err != nil {
 		return err

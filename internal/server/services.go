@@ -1,7 +1,6 @@
 package server
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -41,7 +40,7 @@ const (
 // initServices makes the broker and has the fleet serve the host's services to every
 // sandbox it runs. Call it before the fleet recovers sandboxes.
 func (s *Server) initServices() error {
-	u, err := url.Parse(cmp.Or(s.cfg.ServicesURL, DefaultServicesURL))
+	u, err := url.Parse(s.cfg.ServicesURL)
 	if err != nil {
 		return fmt.Errorf("services_url: %w", err)
 	}
