@@ -3,7 +3,14 @@
 // The runner starts it as the sandbox's first process with a bootstrap envelope on its
 // standard input and its listening socket inherited as a file descriptor. It starts the
 // main command at once (so its first output does not wait for a client), then serves the
-// Process, Files, Agent and Net services of proto/paddock/agent/v1 on that socket.
+// Process, Files, Agent, Net and History services of proto/paddock/agent/v1 on that socket.
+//
+// History (see history.go and package history) checkpoints the workspace after the file
+// API changes it, at the end of every exec, and every few seconds for changes made by any
+// process; undo, redo and restore rewrite the workspace in place and restart the app. Its
+// store is a directory the runner mounts outside the workspace, root's and 0700, so that the
+// sandbox user's commands can neither read nor rewrite it; the process and microvm tiers
+// have no such directory, and their History service says so (UNAVAILABLE).
 //
 // Threat model: everything else in the sandbox is hostile. In the container tier the agent
 // runs as the container's root with a handful of capabilities and starts every command as
@@ -187,11 +194,20 @@ func Run(ctx context.Context, env *wire.Envelope, lis net.Listener, confine Conf
 	}
 	fs.ActAs(user)
 	defer fs.Close()
+	hist := openHistory(env, user, log)
+	hist.app = app
+	defer hist.Close()
+	// The reconciler ends before the store closes (defers run last first).
+	hctx, stopHistory := context.WithCancel(ctx)
+	var reconciling sync.WaitGroup
+	defer func() { stopHistory(); reconciling.Wait() }()
+	hist.start(hctx, &reconciling)
 	srv := grpc.NewServer(ServerOptions()...)
-	pb.RegisterProcessServer(srv, &processService{m: m})
-	pb.RegisterFilesServer(srv, fs)
+	pb.RegisterProcessServer(srv, &processService{m: m, hist: hist, ctx: hctx})
+	pb.RegisterFilesServer(srv, &recordedFiles{Service: fs, hist: hist})
 	pb.RegisterAgentServer(srv, &agentService{info: info, app: app})
 	pb.RegisterNetServer(srv, nets)
+	pb.RegisterHistoryServer(srv, hist)
 	go func() {
 		<-ctx.Done()
 		stopWithin(srv, 2*time.Second)

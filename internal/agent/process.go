@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/paddockhq/paddock/internal/agent/history"
 	"github.com/paddockhq/paddock/internal/agent/session"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/wire"
@@ -28,6 +29,23 @@ const (
 type processService struct {
 	pb.UnimplementedProcessServer
 	m *session.Manager
+	// hist takes a checkpoint (cause "exec") when a session ends; nil in tests of
+	// sessions alone.
+	hist *historyService
+	// ctx is the agent's: a session still running when it ends is not waited for.
+	ctx context.Context
+}
+
+// recordExit checkpoints the workspace once s has exited.
+func (p *processService) recordExit(s *session.Session, argv []string) {
+	if p.hist == nil {
+		return
+	}
+	go func() {
+		if _, err := s.Wait(p.ctx); err == nil {
+			p.hist.record(history.CauseExec, execMessage(argv))
+		}
+	}()
 }
 
 var _ pb.ProcessServer = (*processService)(nil)
@@ -42,6 +60,7 @@ func (p *processService) Start(req *pb.StartRequest, stream pb.Process_StartServ
 	if err != nil {
 		return errdefs.ToGRPC(err)
 	}
+	p.recordExit(s, spec.Argv)
 	return streamSession(stream.Context(), s, 0, stream.Send)
 }
 
@@ -101,6 +120,10 @@ func (p *processService) Execute(ctx context.Context, req *pb.ExecuteRequest) (*
 	}
 	defer p.m.Remove(s.ID)
 	resp, err := execute(ctx, s, req, limit)
+	// Before the answer, so that a caller who reads the history next finds the checkpoint.
+	if p.hist != nil {
+		p.hist.record(history.CauseExec, execMessage(spec.Argv))
+	}
 	return resp, errdefs.ToGRPC(err)
 }
 

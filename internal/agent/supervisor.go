@@ -44,13 +44,22 @@ type supervisor struct {
 
 	backoffMin, backoffMax, backoffReset time.Duration
 
-	mu     sync.Mutex // guards status
+	// kick asks run to start the app at once, skipping what is left of a backoff (see
+	// Restart); buffered, so that a request made while the app runs is not lost.
+	kick chan struct{}
+
+	mu     sync.Mutex // guards status and cur
 	status *pb.AppStatus
+	cur    *session.Session // the current run; nil before the first
 }
+
+// restartGrace is how long Restart lets the app end on SIGTERM before it kills it.
+var restartGrace = 2 * time.Second
 
 func newSupervisor(m *session.Manager, spec session.Spec, log *slog.Logger) *supervisor {
 	return &supervisor{m: m, spec: spec, log: log,
 		backoffMin: backoffMin, backoffMax: backoffMax, backoffReset: backoffReset,
+		kick:   make(chan struct{}, 1),
 		status: &pb.AppStatus{SessionId: spec.ID, State: appStarting, SinceUnixNano: time.Now().UnixNano()}}
 }
 
@@ -65,7 +74,7 @@ func (s *supervisor) run(ctx context.Context) {
 			s.log.Error("start app", "err", err) // argv was validated; this should not happen
 			s.exited(session.ExitStatus{Code: 126, Err: err.Error()}, nil, delay)
 		} else {
-			s.set(func(st *pb.AppStatus) { st.State = appRunning })
+			s.set(func(st *pb.AppStatus) { st.State, s.cur = appRunning, sess })
 			st, err := sess.Wait(ctx)
 			if err != nil {
 				return // the agent is stopping
@@ -83,10 +92,37 @@ func (s *supervisor) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-time.After(delay):
+			delay = min(2*delay, s.backoffMax)
+		case <-s.kick:
+			// Asked for (a restore changed the files): a fresh start, not the next failure
+			// of a crash loop.
+			delay = s.backoffMin
 		}
-		delay = min(2*delay, s.backoffMax)
 		s.set(func(st *pb.AppStatus) { st.Restarts++ })
 	}
+}
+
+// Restart makes the app start again now, on whatever the workspace holds: a running app is
+// sent SIGTERM (SIGKILL after restartGrace), one that crashed is started without waiting
+// out its backoff. It returns at once; App reports the new run.
+func (s *supervisor) Restart() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+	s.mu.Lock()
+	sess := s.cur
+	s.mu.Unlock()
+	if sess == nil || !sess.Running() {
+		return
+	}
+	s.log.Info("restarting app")
+	_ = sess.Signal(syscall.SIGTERM)
+	time.AfterFunc(restartGrace, func() {
+		if sess.Running() {
+			_ = sess.Signal(syscall.SIGKILL)
+		}
+	})
 }
 
 // start starts the app: the first run holds its output for the first client, as the main

@@ -16,6 +16,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/paddockhq/paddock/internal/api"
@@ -107,8 +108,8 @@ func errorOf(resp *http.Response) error {
 }
 
 // do sends a request with a JSON body (in, unless nil) and decodes a JSON answer into
-// out (unless nil) when the status is want.
-func (c *Client) do(ctx context.Context, method, path string, in, out any, want int) error {
+// out (unless nil) when the status is one of want.
+func (c *Client) do(ctx context.Context, method, path string, in, out any, want ...int) error {
 	var body io.Reader
 	if in != nil {
 		data, err := json.Marshal(in)
@@ -133,7 +134,7 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any, want 
 		return c.transportError(err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != want {
+	if !slices.Contains(want, resp.StatusCode) {
 		return errorOf(resp)
 	}
 	if out == nil {

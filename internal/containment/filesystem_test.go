@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/paddockhq/paddock/internal/sandbox/container"
 )
 
 // hostCanary writes a file only the host has, with a random content, and removes it when
@@ -155,6 +157,22 @@ func TestFilesystem(t *testing.T) {
 	})
 	runChecks(t, b, checks)
 	mountinfoNote(t, b, h)
+}
+
+// The workspace's history is the agent's alone: a persistent sandbox (the kind that has
+// history) cannot read its store or rewrite its past.
+func TestHistoryStore(t *testing.T) {
+	h := newHarness(t)
+	b := h.newBox(t, boxOpts{persistent: true})
+	if b.sb.History == "" {
+		t.Fatal("CONTROL FAILED: a persistent container sandbox has no history store")
+	}
+	runChecks(t, b, []check{
+		{p: probe{Name: "stat the history store (control: it is there)", Op: "stat", Args: []string{container.HistoryPath}}, want: allowed},
+		{p: probe{Name: "list the history store", Op: "readdir", Args: []string{container.HistoryPath}}, want: denied("EACCES")},
+		{p: probe{Name: "read the history's index", Op: "read", Args: []string{container.HistoryPath + "/index.json"}}, want: denied("EACCES")},
+		{p: probe{Name: "forge a file in the history store", Op: "create", Args: []string{container.HistoryPath + "/forged"}}, want: denied("EACCES")},
+	})
 }
 
 // setuidCopy copies a binary into dir as a setuid-root file.

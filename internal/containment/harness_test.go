@@ -70,6 +70,9 @@ type boxOpts struct {
 	// defaultWorkspace lets the runner make the workspace (under its data dir) instead of
 	// the suite giving it one of its own.
 	defaultWorkspace bool
+	// persistent makes a persistent sandbox (as the control plane does: its workspace and
+	// history are paddock's own), removed with its workspace at the end.
+	persistent bool
 }
 
 // newBox creates a sandbox and registers its destruction, with a check that nothing of it
@@ -81,7 +84,10 @@ func (h *harness) newBox(t *testing.T, o boxOpts) *box {
 	}
 	spec := runner.Spec{User: "t", Tier: wire.TierContainer, Limits: o.limits, Env: o.env}
 	uid := h.cfg.SandboxUID
-	if !o.defaultWorkspace {
+	if o.persistent {
+		spec.ID, spec.Persistent = runner.NewID(), true
+		t.Cleanup(func() { _ = h.r.RemoveWorkspace(spec.User, spec.ID) })
+	} else if !o.defaultWorkspace {
 		uid = nextUID()
 		spec.Workspace = newWorkspace(t, uid)
 	}

@@ -49,6 +49,7 @@ func (r *Runner) Adopt(ctx context.Context, rec Record) (*Sandbox, error) {
 	sb := &Sandbox{
 		ID: rec.ID, Tier: rec.Tier, Limits: rec.Limits, backend: cs,
 		Workspace: filepath.Join(r.cfg.WorkspaceRoot, rec.User, "sandboxes", rec.ID),
+		History:   filepath.Join(r.cfg.WorkspaceRoot, rec.User, "history", rec.ID),
 	}
 	pctx, cancel := context.WithTimeout(ctx, adoptTimeout)
 	defer cancel()

@@ -27,7 +27,7 @@ type Config struct {
 	// state); it should be on tmpfs. Default: /run/paddock.
 	StateDir string `yaml:"state_dir"`
 	// WorkspaceRoot is where users' workspaces are provisioned:
-	// <workspace_root>/<user>/{shared,tmp,vault}. Default: <data_dir>/workspaces.
+	// <workspace_root>/<user>/{shared,tmp,sandboxes,history,vault}. Default: <data_dir>/workspaces.
 	WorkspaceRoot string `yaml:"workspace_root"`
 	// UsersDir holds per-user configuration files, <users_dir>/<user>.yaml.
 	// Default: <data_dir>/users.

@@ -1,14 +1,18 @@
 package runner
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/sandbox/microvm"
@@ -185,7 +189,7 @@ func TestProvisionAndWorkspaceChecks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for sub, mode := range map[string]os.FileMode{"shared": 0o755, "tmp": 0o711, "vault": 0o700} {
+	for sub, mode := range map[string]os.FileMode{"shared": 0o755, "tmp": 0o711, "history": 0o700, "vault": 0o700} {
 		fi, err := os.Stat(filepath.Join(dir, sub))
 		if err != nil || fi.Mode().Perm() != mode {
 			t.Errorf("%s: %v %v, want mode %o", sub, fi.Mode(), err, mode)
@@ -225,3 +229,63 @@ func TestPatchedRunc(t *testing.T) {
 		}
 	}
 }
+
+// A sandbox's history store is beside its workspace, never inside, root's and private; a
+// persistent sandbox's is kept (with its content) across Destroy until RemoveWorkspace;
+// one-shot sandboxes and tiers without history get none.
+func TestHistoryStoreProvisioning(t *testing.T) {
+	r := testRunner(t)
+	newSandbox := func(spec Spec, tier wire.Tier) *Sandbox {
+		t.Helper()
+		sb := &Sandbox{ID: spec.ID, Tier: tier}
+		if err := r.provision(spec, sb); err != nil {
+			t.Fatal(err)
+		}
+		sb.backend = nopBackend{}
+		return sb
+	}
+	const id = "sb-aaaaaaaaaa"
+	sb := newSandbox(Spec{ID: id, User: "ann", Persistent: true}, wire.TierContainer)
+	want := filepath.Join(r.cfg.WorkspaceRoot, "ann", "history", id)
+	if sb.History != want || within(sb.History, sb.Workspace) {
+		t.Fatalf("history at %q (workspace %q), want %q", sb.History, sb.Workspace, want)
+	}
+	fi, err := os.Stat(sb.History)
+	if err != nil || fi.Mode().Perm() != 0o700 || fi.Sys().(*syscall.Stat_t).Uid != 0 {
+		t.Fatalf("history dir: %v %v, want root's 0700", fi.Mode(), err)
+	}
+	if err := os.WriteFile(filepath.Join(sb.History, "index.json"), []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Destroy(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	again := newSandbox(Spec{ID: id, User: "ann", Persistent: true}, wire.TierContainer)
+	if _, err := os.Stat(filepath.Join(again.History, "index.json")); err != nil {
+		t.Fatalf("a persistent sandbox's history did not survive a stop: %v", err)
+	}
+	if err := r.RemoveWorkspace("ann", id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(again.History); !os.IsNotExist(err) {
+		t.Fatalf("RemoveWorkspace left the history: %v", err)
+	}
+
+	if tmp := newSandbox(Spec{ID: "sb-bbbbbbbbbb", User: "ann"}, wire.TierContainer); tmp.History != "" {
+		t.Fatalf("a one-shot sandbox got a history store %s", tmp.History)
+	}
+	for i, tier := range []wire.Tier{wire.TierProcess, wire.TierMicroVM} {
+		if sb := newSandbox(Spec{ID: "sb-cccccccc" + string(rune('a'+i)) + "a", User: "ann"}, tier); sb.History != "" {
+			t.Errorf("%s tier got a history store %s", tier, sb.History)
+		}
+	}
+}
+
+// nopBackend stands for a sandbox whose processes are gone.
+type nopBackend struct{}
+
+func (nopBackend) Conn() *grpc.ClientConn            { return nil }
+func (nopBackend) OOMKills() (uint64, error)         { return 0, nil }
+func (nopBackend) Cgroup() string                    { return "" }
+func (nopBackend) LastError() string                 { return "" }
+func (nopBackend) Destroy(ctx context.Context) error { return nil }

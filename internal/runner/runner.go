@@ -72,6 +72,9 @@ type Sandbox struct {
 	backend   backend
 	// removeWorkspace is set when the workspace was made for this sandbox alone.
 	removeWorkspace bool
+	// History is the host directory of the workspace's history (persistent container
+	// sandboxes only; see makeHistory).
+	History string
 }
 
 // backend is what a tier's sandbox gives the runner.
@@ -161,7 +164,7 @@ func (r *Runner) start(ctx context.Context, spec Spec, sb *Sandbox, agentBin str
 			return nil, err
 		}
 		cfg := container.Config{
-			ID: sb.ID, Dir: dir, Workspace: sb.Workspace, Agent: agentBin, UID: uid, GID: gid,
+			ID: sb.ID, Dir: dir, Workspace: sb.Workspace, History: sb.History, Agent: agentBin, UID: uid, GID: gid,
 			Env: containerEnv(spec.Env), Main: main, Limits: sb.Limits.container(),
 		}
 		return rt.Start(ctx, cfg)

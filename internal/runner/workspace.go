@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/wire"
 )
 
 // provision makes the user's workspace tree on first use and picks the sandbox's workspace:
@@ -22,7 +23,10 @@ func (r *Runner) provision(spec Spec, sb *Sandbox) error {
 			return fmt.Errorf("a persistent sandbox's workspace is paddock's own; --workspace cannot be given: %w", errdefs.ErrInvalidArgument)
 		}
 		sb.Workspace = filepath.Join(userDir, "sandboxes", sb.ID)
-		return r.makeWorkspace(sb.Workspace, true)
+		if err := r.makeWorkspace(sb.Workspace, true); err != nil {
+			return err
+		}
+		return r.makeHistory(userDir, sb)
 	}
 	if spec.Workspace != "" {
 		ws, err := r.checkWorkspace(spec.Workspace)
@@ -37,6 +41,37 @@ func (r *Runner) provision(spec Spec, sb *Sandbox) error {
 	return r.makeWorkspace(sb.Workspace, false)
 }
 
+// makeHistory makes the directory of the sandbox's workspace history,
+// <workspace_root>/<user>/history/<id>: beside the workspaces, never inside one, root's and
+// 0700 (as is history/ itself), so that only the agent, the container's root, reaches it.
+// It is kept (and reused) as the workspace is, until RemoveWorkspace. Only persistent
+// sandboxes (the control plane's) have history: a one-shot sandbox's workspace is gone
+// when it ends, or is a directory of the user's (--workspace) that a first checkpoint
+// would copy whole (in the background, but on the same disk and CPUs as the command), and
+// either way there is nothing to undo afterwards. Only the container tier keeps history:
+// the process tier's agent runs as the sandbox user, who could then rewrite it, and the
+// microvm tier has no way to the host's disk but the workspace yet.
+func (r *Runner) makeHistory(userDir string, sb *Sandbox) error {
+	if sb.Tier != wire.TierContainer {
+		return nil
+	}
+	dir := filepath.Join(userDir, "history", sb.ID)
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("history: %w", err)
+	}
+	// Made by an older paddock or by hand: whatever it was, it is root's and private now.
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return fmt.Errorf("history: %w", err)
+	}
+	if os.Geteuid() == 0 {
+		if err := os.Lchown(dir, 0, 0); err != nil {
+			return fmt.Errorf("history: %w", err)
+		}
+	}
+	sb.History = dir
+	return nil
+}
+
 // makeWorkspace makes a sandbox's own workspace directory, owned by the sandbox user. An
 // existing one is reused only when reuse is set (a persistent sandbox started again).
 func (r *Runner) makeWorkspace(dir string, reuse bool) error {
@@ -49,17 +84,19 @@ func (r *Runner) makeWorkspace(dir string, reuse bool) error {
 	return nil
 }
 
-// RemoveWorkspace deletes a persistent sandbox's workspace.
+// RemoveWorkspace deletes a persistent sandbox's workspace and its history.
 func (r *Runner) RemoveWorkspace(user, id string) error {
 	if !validUser(user) || !ValidID(id) {
 		return fmt.Errorf("workspace of %q/%q: %w", user, id, errdefs.ErrInvalidArgument)
 	}
-	return os.RemoveAll(filepath.Join(r.cfg.WorkspaceRoot, user, "sandboxes", id))
+	dir := filepath.Join(r.cfg.WorkspaceRoot, user)
+	return errors.Join(os.RemoveAll(filepath.Join(dir, "sandboxes", id)), os.RemoveAll(filepath.Join(dir, "history", id)))
 }
 
-// ProvisionUser creates <workspace_root>/<user>/{shared,tmp,sandboxes,vault} if missing and returns
-// the user's directory. vault is private to the host (0700): it is never mounted into a
-// sandbox.
+// ProvisionUser creates <workspace_root>/<user>/{shared,tmp,sandboxes,history,vault} if
+// missing and returns the user's directory. vault is private to the host (0700): it is
+// never mounted into a sandbox. history (0700) holds each sandbox's workspace history, of
+// which only a sandbox's own is mounted, where its commands cannot reach it.
 func (r *Runner) ProvisionUser(user string) (string, error) {
 	if !validUser(user) {
 		return "", invalidField("user", "%q is not a user name", user)
@@ -71,7 +108,7 @@ func (r *Runner) ProvisionUser(user string) (string, error) {
 	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return "", fmt.Errorf("provision workspace for %s: %w", user, err)
 	}
-	for sub, mode := range map[string]os.FileMode{"shared": 0o755, "tmp": 0o711, "sandboxes": 0o711, "vault": 0o700} {
+	for sub, mode := range map[string]os.FileMode{"shared": 0o755, "tmp": 0o711, "sandboxes": 0o711, "history": 0o700, "vault": 0o700} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), mode); err != nil {
 			return "", fmt.Errorf("provision workspace for %s: %w", user, err)
 		}

@@ -92,6 +92,9 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"ExecRequest": api.ExecRequest{}, "ExecResult": api.ExecResult{}, "FileInfo": api.FileInfo{},
 		"FileList": api.FileList{}, "Event": api.Event{}, "EventList": api.EventList{}, "Health": api.Health{},
 		"Error": api.Error{}, "PutSecretRequest": api.PutSecretRequest{}, "Secret": api.Secret{}, "SecretList": api.SecretList{},
+		"Checkpoint": api.Checkpoint{}, "History": api.History{}, "CheckpointRequest": api.CheckpointRequest{},
+		"CheckpointResult": api.CheckpointResult{}, "RestoreRequest": api.RestoreRequest{}, "RestoreResult": api.RestoreResult{},
+		"HistoryDiff": api.HistoryDiff{},
 	}
 	for name, v := range types {
 		schema, ok := doc.Components.Schemas[name]

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"path"
 	"regexp"
 	"strings"
 	"unicode/utf8"
@@ -48,6 +49,12 @@ type Envelope struct {
 	// signal, ptrace, renice or prlimit the agent, and the kernel forbids that only across
 	// users. Nil runs everything as the agent's own user (the process tier).
 	RunAs *User `json:"run_as,omitempty"`
+	// HistoryDir is where the agent keeps the workspace's history (package
+	// agent/history), as the agent sees it: a directory only the agent's own user can
+	// read or write, outside the workspace, so that the sandbox's commands cannot rewrite
+	// their past. Empty means no history: the tiers where the agent shares its user with
+	// the commands (process) or where the runner has no such directory to give (microvm).
+	HistoryDir string `json:"history_dir,omitempty"`
 }
 
 // User is a numeric user and group.
@@ -105,6 +112,12 @@ func (e *Envelope) Validate() error {
 		return invalid("process", "must be set in the process tier and only there")
 	case e.RunAs != nil && (e.RunAs.UID == 0 || e.RunAs.GID == 0):
 		return invalid("run_as", "commands never run as root (uid and gid must not be 0)")
+	case e.HistoryDir != "" && !strings.HasPrefix(e.HistoryDir, "/"):
+		return invalid("history_dir", "%q is not an absolute path", e.HistoryDir)
+	case e.HistoryDir != "" && within(e.HistoryDir, e.Workspace):
+		return invalid("history_dir", "%q is inside the workspace, where the sandbox's commands could rewrite it", e.HistoryDir)
+	case e.HistoryDir != "" && e.RunAs == nil:
+		return invalid("history_dir", "needs run_as: without a user of their own, the commands could rewrite the history")
 	}
 	if err := validEnv("env", e.Env); err != nil {
 		return err
@@ -114,7 +127,16 @@ func (e *Envelope) Validate() error {
 			return fmt.Errorf("main: %w", err)
 		}
 	}
+	if err := validStrings("history_dir", e.HistoryDir); err != nil {
+		return err
+	}
 	return validStrings("workspace", e.Workspace)
+}
+
+// within reports whether path p is dir or lies under it, lexically.
+func within(p, dir string) bool {
+	p, dir = path.Clean(p), path.Clean(dir)
+	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
 }
 
 // Validate checks a command line and names the field that is wrong.

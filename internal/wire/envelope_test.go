@@ -13,14 +13,15 @@ import (
 
 func validEnvelope() *Envelope {
 	return &Envelope{
-		Version:   EnvelopeVersion,
-		SandboxID: "sb-1",
-		Tier:      TierContainer,
-		Workspace: "/workspace",
-		ListenFD:  3,
-		Env:       []string{"PATH=/usr/bin", "HOME=/tmp"},
-		Main:      &Command{Argv: []string{"sh", "-c", "echo hi"}, Cwd: "/workspace"},
-		RunAs:     &User{UID: 1000, GID: 1000},
+		Version:    EnvelopeVersion,
+		SandboxID:  "sb-1",
+		Tier:       TierContainer,
+		Workspace:  "/workspace",
+		ListenFD:   3,
+		Env:        []string{"PATH=/usr/bin", "HOME=/tmp"},
+		Main:       &Command{Argv: []string{"sh", "-c", "echo hi"}, Cwd: "/workspace"},
+		RunAs:      &User{UID: 1000, GID: 1000},
+		HistoryDir: "/.paddock/history",
 	}
 }
 
@@ -62,6 +63,10 @@ func TestEnvelopeRejects(t *testing.T) {
 		{"empty argv", func(e *Envelope) { e.Main.Argv = nil }, "argv"},
 		{"commands as root", func(e *Envelope) { e.RunAs = &User{UID: 0, GID: 5} }, "run_as"},
 		{"NUL in argv", func(e *Envelope) { e.Main.Argv = []string{"sh\x00"} }, "argv"},
+		{"relative history", func(e *Envelope) { e.HistoryDir = "history" }, "history_dir"},
+		{"history in the workspace", func(e *Envelope) { e.HistoryDir = "/workspace/.history" }, "history_dir"},
+		{"history is the workspace", func(e *Envelope) { e.HistoryDir = "/workspace/" }, "history_dir"},
+		{"history without run_as", func(e *Envelope) { e.RunAs = nil }, "history_dir"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

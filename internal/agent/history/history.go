@@ -47,8 +47,8 @@
 //
 // Not done yet: the size budget and compaction of old checkpoints, transactions
 // (begin/commit/rollback), export/import, a garbage collector for unreferenced blobs, and
-// owners (uid/gid), xattrs and symlinks' mtimes, which are not recorded, and the mode of the
-// workspace directory itself. A store whose index is corrupt fails to open (ErrDataLoss)
+// owners (uid/gid; restore gives what it creates to one owner, see WithOwner), xattrs and
+// symlinks' mtimes, which are not recorded, and the mode of the workspace directory itself. A store whose index is corrupt fails to open (ErrDataLoss)
 // rather than serving what is still readable. A sandbox racing a scan (swapping a directory
 // for a link mid-walk) makes that checkpoint fail rather than record a guess.
 package history
@@ -131,18 +131,37 @@ type History struct {
 	lock       *os.File
 	recovered  string
 	now        func() time.Time
+	// owner, when set, is the uid and gid restore gives what it creates (see SetOwner).
+	owner *owner
+}
+
+type owner struct{ uid, gid int }
+
+// Option changes how Open sets a History up.
+type Option func(*History)
+
+// WithOwner makes restore give every file, directory and symlink it creates to uid and gid,
+// the restore that Open may finish after a crash included. An agent that runs as root while
+// the workspace belongs to the sandbox user needs it: a restored file must stay the user's
+// to edit, as it was before. Owners are not recorded in checkpoints; without WithOwner what
+// restore creates belongs to the calling process.
+func WithOwner(uid, gid int) Option {
+	return func(h *History) { h.owner = &owner{uid, gid} }
 }
 
 // Open opens the history of workspace kept in dir, creating the store if needed, and
 // finishes a restore a crash interrupted (see Recovered). dir must be outside the workspace
 // and out of reach of the sandbox's processes; the caller guarantees that.
-func Open(workspace, dir string) (*History, error) {
+func Open(workspace, dir string, opts ...Option) (*History, error) {
 	ws, err := os.OpenRoot(workspace)
 	if err != nil {
 		return nil, fmt.Errorf("open workspace: %w", kindOf(err))
 	}
 	h := &History{ws: ws, dir: dir, blobs: blobStore{dir: dir}, now: time.Now,
 		trees: map[string][]entry{}}
+	for _, o := range opts {
+		o(h)
+	}
 	if err := h.open(); err != nil {
 		h.Close()
 		return nil, err

@@ -640,3 +640,41 @@ func TestFailedRestoreIsFinishedBeforeAnythingElse(t *testing.T) {
 		t.Error("journal left behind")
 	}
 }
+
+// TestRestoreGivesFilesToOwner: an agent running as root restores files the sandbox user
+// must still own, whatever kind they are, and keeps a setuid-free mode exactly.
+func TestRestoreGivesFilesToOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("giving files to another user needs root (CI runs as root)")
+	}
+	ws, store := t.TempDir(), t.TempDir()
+	h, err := Open(ws, store, WithOwner(1000, 1001))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	write(t, ws, "dir/f", "1", 0o640)
+	if err := os.Symlink("f", filepath.Join(ws, "dir", "l")); err != nil {
+		t.Fatal(err)
+	}
+	c := mustCheckpoint(t, h, "1")
+	if err := os.RemoveAll(filepath.Join(ws, "dir")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Restore(c.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, rel := range []string{"dir", "dir/f", "dir/l"} {
+		fi, err := os.Lstat(filepath.Join(ws, rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if st.Uid != 1000 || st.Gid != 1001 {
+			t.Errorf("%s is owned by %d:%d, want 1000:1001", rel, st.Uid, st.Gid)
+		}
+	}
+	if fi, _ := os.Stat(filepath.Join(ws, "dir/f")); fi.Mode().Perm() != 0o640 {
+		t.Errorf("dir/f has mode %v, want 0640", fi.Mode().Perm())
+	}
+}

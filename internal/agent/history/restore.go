@@ -243,7 +243,17 @@ func (h *History) restoreEntry(dir *os.Root, rel string, e entry, have string) e
 				return nil
 			}
 		}
-		return h.replace(dir, rel, e, fi, exists, func(tmp string) error { return dir.Symlink(e.Target, tmp) })
+		return h.replace(dir, rel, e, fi, exists, func(tmp string) error {
+			if err := dir.Symlink(e.Target, tmp); err != nil {
+				return wsErr("create symlink", rel, err)
+			}
+			if h.owner != nil {
+				if err := dir.Lchown(tmp, h.owner.uid, h.owner.gid); err != nil {
+					return wsErr("chown", rel, err)
+				}
+			}
+			return nil
+		})
 	case kindFile:
 		if exists && fi.Mode().IsRegular() {
 			if c, ok := h.cache[rel]; ok && c.Key == keyOf(fi) && c.Hash == e.Hash && fi.Mode()&modeBits == e.Mode {
@@ -265,6 +275,7 @@ func (h *History) restoreSubdir(dir *os.Root, rel string, e entry, fi fs.FileInf
 		}
 		exists, have = false, ""
 	}
+	created := !exists
 	if !exists {
 		if err := dir.Mkdir(e.Name, 0o700); err != nil {
 			return wsErr("create directory", rel, err)
@@ -286,6 +297,13 @@ func (h *History) restoreSubdir(dir *os.Root, rel string, e entry, fi fs.FileInf
 		return wsErr("open directory", rel, err)
 	}
 	defer sub.Close()
+	if created && h.owner != nil {
+		// Through the directory just opened and checked, not its name, which the sandbox
+		// could have swapped meanwhile.
+		if err := sub.Chown(".", h.owner.uid, h.owner.gid); err != nil {
+			return wsErr("chown", rel, err)
+		}
+	}
 	if have != e.Hash { // else its content was scanned as exactly the target's
 		if perm := fi.Mode().Perm(); perm&0o300 != 0o300 {
 			// A read-only directory's content must still be restored; its mode is set after.
@@ -346,6 +364,12 @@ func (h *History) writeTemp(dir *os.Root, tmp string, e entry) error {
 		return wsErr("create", tmp, err)
 	}
 	defer f.Close()
+	if h.owner != nil {
+		// Before Chmod: a chown clears setuid and setgid bits.
+		if err := f.Chown(h.owner.uid, h.owner.gid); err != nil {
+			return wsErr("chown", tmp, err)
+		}
+	}
 	if _, err := io.Copy(f, src); err != nil {
 		return fmt.Errorf("restore file: %w", kindOf(err))
 	}

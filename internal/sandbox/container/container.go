@@ -133,11 +133,14 @@ type Config struct {
 	// Dir is the sandbox's own host directory: bundle, socket, logs. Destroy removes it.
 	Dir       string
 	Workspace string // host directory bound at /workspace
-	Agent     string // host path of the paddock-agent binary
-	UID, GID  uint32
-	Env       []string
-	Main      *wire.Command
-	Limits    Limits
+	// History is the host directory of the workspace's history, bound at HistoryPath; it
+	// must be root's and 0700. Empty: the sandbox keeps no history.
+	History  string
+	Agent    string // host path of the paddock-agent binary
+	UID, GID uint32
+	Env      []string
+	Main     *wire.Command
+	Limits   Limits
 }
 
 // Sandbox is a running container.
@@ -182,6 +185,9 @@ func (sb *Sandbox) start(ctx context.Context, cfg Config) error {
 		Version: wire.EnvelopeVersion, SandboxID: cfg.ID, Tier: wire.TierContainer, Workspace: WorkspacePath,
 		ListenFD: sandbox.AgentListenFD, Env: cfg.Env, Main: cfg.Main, RunAs: &wire.User{UID: cfg.UID, GID: cfg.GID},
 	}
+	if cfg.History != "" {
+		env.HistoryDir = HistoryPath
+	}
 	if err := rt.run(ctx, cfg, ch.sandboxEnd, env); err != nil {
 		return err
 	}
@@ -212,7 +218,7 @@ func WriteBundle(cfg Config, dir, cgroup string, args []string) error {
 func writeBundle(cfg Config, dir, cgroup string, userKernel bool, process func(*specs.Process)) error {
 	b := bundleSpec{
 		id: cfg.ID, hostname: "sandbox", uid: cfg.UID, gid: cfg.GID, workspace: cfg.Workspace,
-		agent: cfg.Agent, env: cfg.Env, limits: cfg.Limits, cgroup: cgroup, swap: swapAccounted(),
+		history: cfg.History, agent: cfg.Agent, env: cfg.Env, limits: cfg.Limits, cgroup: cgroup, swap: swapAccounted(),
 		userKernel: userKernel,
 	}
 	if err := makeRootfs(filepath.Join(dir, "rootfs"), b); err != nil {

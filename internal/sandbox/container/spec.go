@@ -18,6 +18,11 @@ const (
 	WorkspacePath = "/workspace"
 	agentDir      = "/.paddock"
 	AgentPath     = agentDir + "/paddock-agent"
+	// HistoryPath is where the workspace's history store is bound (Config.History): outside
+	// /workspace, in a directory the host made root's and 0700, so that only the agent (the
+	// container's root) reaches it and the sandbox user's commands cannot read or rewrite
+	// their past.
+	HistoryPath = agentDir + "/history"
 )
 
 // hostSystemDirs are bound read-only from the host: the coding tools it has (git, go, node,
@@ -63,6 +68,7 @@ type bundleSpec struct {
 	hostname  string
 	uid, gid  uint32
 	workspace string // host path
+	history   string // host path of the history store; empty: none
 	agent     string // host path of paddock-agent
 	env       []string
 	limits    Limits
@@ -220,6 +226,9 @@ func mounts(b bundleSpec) []specs.Mount {
 		{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "mode=1777", fmt.Sprintf("size=%d", b.limits.tmpSize())}},
 		{Destination: AgentPath, Type: "bind", Source: b.agent, Options: []string{"bind", "ro", "nosuid", "nodev"}},
 		{Destination: WorkspacePath, Type: "bind", Source: b.workspace, Options: []string{"bind", "rw", "nosuid", "nodev"}},
+	}
+	if b.history != "" {
+		ms = append(ms, specs.Mount{Destination: HistoryPath, Type: "bind", Source: b.history, Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}})
 	}
 	for _, d := range hostSystemDirs {
 		if fi, err := os.Lstat(d); err == nil && fi.IsDir() {

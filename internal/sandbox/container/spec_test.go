@@ -1,6 +1,8 @@
 package container
 
 import (
+	"slices"
+	"strings"
 	"testing"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -56,5 +58,28 @@ func TestGvisorLimits(t *testing.T) {
 	}
 	if rlimit(gv, "RLIMIT_NPROC") != nil || gv.Linux.Resources.Pids != nil {
 		t.Error("runsc spec limits pids though no limit was asked for")
+	}
+}
+
+// The history store is bound outside /workspace, writable for the agent but never
+// executable, and only when the sandbox has one.
+func TestHistoryMount(t *testing.T) {
+	find := func(ms []specs.Mount) *specs.Mount {
+		for i := range ms {
+			if ms[i].Destination == HistoryPath {
+				return &ms[i]
+			}
+		}
+		return nil
+	}
+	if m := find(mounts(bundleSpec{workspace: "/ws"})); m != nil {
+		t.Fatalf("a sandbox without history gets %+v", m)
+	}
+	m := find(mounts(bundleSpec{workspace: "/ws", history: "/data/history/sb-x"}))
+	if m == nil || m.Source != "/data/history/sb-x" || !slices.Contains(m.Options, "rw") || !slices.Contains(m.Options, "noexec") {
+		t.Fatalf("history mount %+v, want /data/history/sb-x rw noexec", m)
+	}
+	if strings.HasPrefix(HistoryPath, WorkspacePath+"/") {
+		t.Fatalf("HistoryPath %s is inside the workspace", HistoryPath)
 	}
 }

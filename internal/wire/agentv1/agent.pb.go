@@ -2442,6 +2442,590 @@ func (x *ForwardResponse) GetData() []byte {
 	return nil
 }
 
+// CheckpointInfo is one committed state of the workspace.
+type CheckpointInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// parent is the checkpoint the workspace was at before this one; empty for the first.
+	Parent       string `protobuf:"bytes,2,opt,name=parent,proto3" json:"parent,omitempty"`
+	TimeUnixNano int64  `protobuf:"varint,3,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
+	// cause is "agent-write", "exec", "manual", "restore" or "watcher".
+	Cause   string `protobuf:"bytes,4,opt,name=cause,proto3" json:"cause,omitempty"`
+	Message string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	// changed counts the paths that differ from parent.
+	Changed uint32 `protobuf:"varint,6,opt,name=changed,proto3" json:"changed,omitempty"`
+	// restores is, for cause "restore", the checkpoint whose state was restored.
+	Restores      string `protobuf:"bytes,7,opt,name=restores,proto3" json:"restores,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckpointInfo) Reset() {
+	*x = CheckpointInfo{}
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckpointInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckpointInfo) ProtoMessage() {}
+
+func (x *CheckpointInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckpointInfo.ProtoReflect.Descriptor instead.
+func (*CheckpointInfo) Descriptor() ([]byte, []int) {
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *CheckpointInfo) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *CheckpointInfo) GetParent() string {
+	if x != nil {
+		return x.Parent
+	}
+	return ""
+}
+
+func (x *CheckpointInfo) GetTimeUnixNano() int64 {
+	if x != nil {
+		return x.TimeUnixNano
+	}
+	return 0
+}
+
+func (x *CheckpointInfo) GetCause() string {
+	if x != nil {
+		return x.Cause
+	}
+	return ""
+}
+
+func (x *CheckpointInfo) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *CheckpointInfo) GetChanged() uint32 {
+	if x != nil {
+		return x.Changed
+	}
+	return 0
+}
+
+func (x *CheckpointInfo) GetRestores() string {
+	if x != nil {
+		return x.Restores
+	}
+	return ""
+}
+
+type CheckpointRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Message       string                 `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckpointRequest) Reset() {
+	*x = CheckpointRequest{}
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckpointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckpointRequest) ProtoMessage() {}
+
+func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckpointRequest.ProtoReflect.Descriptor instead.
+func (*CheckpointRequest) Descriptor() ([]byte, []int) {
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *CheckpointRequest) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+type CheckpointResponse struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Checkpoint *CheckpointInfo        `protobuf:"bytes,1,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	// created is false when nothing had changed: checkpoint is then the current one.
+	Created       bool `protobuf:"varint,2,opt,name=created,proto3" json:"created,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckpointResponse) Reset() {
+	*x = CheckpointResponse{}
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckpointResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckpointResponse) ProtoMessage() {}
+
+func (x *CheckpointResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckpointResponse.ProtoReflect.Descriptor instead.
+func (*CheckpointResponse) Descriptor() ([]byte, []int) {
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *CheckpointResponse) GetCheckpoint() *CheckpointInfo {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return nil
+}
+
+func (x *CheckpointResponse) GetCreated() bool {
+	if x != nil {
+		return x.Created
+	}
+	return false
+}
+
+type HistoryListRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HistoryListRequest) Reset() {
+	*x = HistoryListRequest{}
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryListRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryListRequest) ProtoMessage() {}
+
+func (x *HistoryListRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryListRequest.ProtoReflect.Descriptor instead.
+func (*HistoryListRequest) Descriptor() ([]byte, []int) {
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{41}
+}
+
+type HistoryListResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// checkpoints is the timeline, newest first.
+	Checkpoints []*CheckpointInfo `protobuf:"bytes,1,rep,name=checkpoints,proto3" json:"checkpoints,omitempty"`
+	// current is the checkpoint the workspace is at for undo; empty before the first.
+	Current       string `protobuf:"bytes,2,opt,name=current,proto3" json:"current,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HistoryListResponse) Reset() {
+	*x = HistoryListResponse{}
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryListResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryListResponse) ProtoMessage() {}
+
+func (x *HistoryListResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryListResponse.ProtoReflect.Descriptor instead.
+func (*HistoryListResponse) Descriptor() ([]byte, []int) {
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *HistoryListResponse) GetCheckpoints() []*CheckpointInfo {
+	if x != nil {
+		return x.Checkpoints
+	}
+	return nil
+}
+
+func (x *HistoryListResponse) GetCurrent() string {
+	if x != nil {
+		return x.Current
+	}
+	return ""
+}
+
+type UndoRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UndoRequest) Reset() {
+	*x = UndoRequest{}
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UndoRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UndoRequest) ProtoMessage() {}
+
+func (x *UndoRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UndoRequest.ProtoReflect.Descriptor instead.
+func (*UndoRequest) Descriptor() ([]byte, []int) {
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{43}
+}
+
+type RedoRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RedoRequest) Reset() {
+	*x = RedoRequest{}
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RedoRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RedoRequest) ProtoMessage() {}
+
+func (x *RedoRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RedoRequest.ProtoReflect.Descriptor instead.
+func (*RedoRequest) Descriptor() ([]byte, []int) {
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{44}
+}
+
+type RestoreRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Checkpoint    string                 `protobuf:"bytes,1,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreRequest) Reset() {
+	*x = RestoreRequest{}
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreRequest) ProtoMessage() {}
+
+func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreRequest.ProtoReflect.Descriptor instead.
+func (*RestoreRequest) Descriptor() ([]byte, []int) {
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *RestoreRequest) GetCheckpoint() string {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return ""
+}
+
+type RestoreResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// checkpoint is the "restore" checkpoint that records what was done.
+	Checkpoint *CheckpointInfo `protobuf:"bytes,1,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	// current is the position for undo afterwards.
+	Current string `protobuf:"bytes,2,opt,name=current,proto3" json:"current,omitempty"`
+	// app_restarted says the supervised app was restarted on the restored files; false
+	// without a supervised app (app_note then says why).
+	AppRestarted  bool   `protobuf:"varint,3,opt,name=app_restarted,json=appRestarted,proto3" json:"app_restarted,omitempty"`
+	AppNote       string `protobuf:"bytes,4,opt,name=app_note,json=appNote,proto3" json:"app_note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreResponse) Reset() {
+	*x = RestoreResponse{}
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreResponse) ProtoMessage() {}
+
+func (x *RestoreResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreResponse.ProtoReflect.Descriptor instead.
+func (*RestoreResponse) Descriptor() ([]byte, []int) {
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *RestoreResponse) GetCheckpoint() *CheckpointInfo {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return nil
+}
+
+func (x *RestoreResponse) GetCurrent() string {
+	if x != nil {
+		return x.Current
+	}
+	return ""
+}
+
+func (x *RestoreResponse) GetAppRestarted() bool {
+	if x != nil {
+		return x.AppRestarted
+	}
+	return false
+}
+
+func (x *RestoreResponse) GetAppNote() string {
+	if x != nil {
+		return x.AppNote
+	}
+	return ""
+}
+
+type DiffRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	From          string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	To            string                 `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiffRequest) Reset() {
+	*x = DiffRequest{}
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiffRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiffRequest) ProtoMessage() {}
+
+func (x *DiffRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiffRequest.ProtoReflect.Descriptor instead.
+func (*DiffRequest) Descriptor() ([]byte, []int) {
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *DiffRequest) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *DiffRequest) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+type DiffResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Added         []string               `protobuf:"bytes,1,rep,name=added,proto3" json:"added,omitempty"`
+	Changed       []string               `protobuf:"bytes,2,rep,name=changed,proto3" json:"changed,omitempty"`
+	Removed       []string               `protobuf:"bytes,3,rep,name=removed,proto3" json:"removed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiffResponse) Reset() {
+	*x = DiffResponse{}
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiffResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiffResponse) ProtoMessage() {}
+
+func (x *DiffResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiffResponse.ProtoReflect.Descriptor instead.
+func (*DiffResponse) Descriptor() ([]byte, []int) {
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *DiffResponse) GetAdded() []string {
+	if x != nil {
+		return x.Added
+	}
+	return nil
+}
+
+func (x *DiffResponse) GetChanged() []string {
+	if x != nil {
+		return x.Changed
+	}
+	return nil
+}
+
+func (x *DiffResponse) GetRemoved() []string {
+	if x != nil {
+		return x.Removed
+	}
+	return nil
+}
+
 var File_paddock_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_paddock_agent_v1_agent_proto_rawDesc = "" +
@@ -2602,7 +3186,46 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"closeWrite\"C\n" +
 	"\x0fForwardResponse\x12\x1c\n" +
 	"\tconnected\x18\x01 \x01(\bR\tconnected\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data*F\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"\xc4\x01\n" +
+	"\x0eCheckpointInfo\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06parent\x18\x02 \x01(\tR\x06parent\x12$\n" +
+	"\x0etime_unix_nano\x18\x03 \x01(\x03R\ftimeUnixNano\x12\x14\n" +
+	"\x05cause\x18\x04 \x01(\tR\x05cause\x12\x18\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\x12\x18\n" +
+	"\achanged\x18\x06 \x01(\rR\achanged\x12\x1a\n" +
+	"\brestores\x18\a \x01(\tR\brestores\"-\n" +
+	"\x11CheckpointRequest\x12\x18\n" +
+	"\amessage\x18\x01 \x01(\tR\amessage\"p\n" +
+	"\x12CheckpointResponse\x12@\n" +
+	"\n" +
+	"checkpoint\x18\x01 \x01(\v2 .paddock.agent.v1.CheckpointInfoR\n" +
+	"checkpoint\x12\x18\n" +
+	"\acreated\x18\x02 \x01(\bR\acreated\"\x14\n" +
+	"\x12HistoryListRequest\"s\n" +
+	"\x13HistoryListResponse\x12B\n" +
+	"\vcheckpoints\x18\x01 \x03(\v2 .paddock.agent.v1.CheckpointInfoR\vcheckpoints\x12\x18\n" +
+	"\acurrent\x18\x02 \x01(\tR\acurrent\"\r\n" +
+	"\vUndoRequest\"\r\n" +
+	"\vRedoRequest\"0\n" +
+	"\x0eRestoreRequest\x12\x1e\n" +
+	"\n" +
+	"checkpoint\x18\x01 \x01(\tR\n" +
+	"checkpoint\"\xad\x01\n" +
+	"\x0fRestoreResponse\x12@\n" +
+	"\n" +
+	"checkpoint\x18\x01 \x01(\v2 .paddock.agent.v1.CheckpointInfoR\n" +
+	"checkpoint\x12\x18\n" +
+	"\acurrent\x18\x02 \x01(\tR\acurrent\x12#\n" +
+	"\rapp_restarted\x18\x03 \x01(\bR\fappRestarted\x12\x19\n" +
+	"\bapp_note\x18\x04 \x01(\tR\aappNote\"1\n" +
+	"\vDiffRequest\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\tR\x02to\"X\n" +
+	"\fDiffResponse\x12\x14\n" +
+	"\x05added\x18\x01 \x03(\tR\x05added\x12\x18\n" +
+	"\achanged\x18\x02 \x03(\tR\achanged\x12\x18\n" +
+	"\aremoved\x18\x03 \x03(\tR\aremoved*F\n" +
 	"\x06Stream\x12\x16\n" +
 	"\x12STREAM_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSTREAM_STDOUT\x10\x01\x12\x11\n" +
@@ -2645,7 +3268,15 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"\x03App\x12\x1c.paddock.agent.v1.AppRequest\x1a\x1b.paddock.agent.v1.AppStatus2\xac\x01\n" +
 	"\x03Net\x12R\n" +
 	"\aForward\x12 .paddock.agent.v1.ForwardRequest\x1a!.paddock.agent.v1.ForwardResponse(\x010\x01\x12Q\n" +
-	"\x06Accept\x12 .paddock.agent.v1.ForwardRequest\x1a!.paddock.agent.v1.ForwardResponse(\x010\x01B<Z:github.com/paddockhq/paddock/internal/wire/agentv1;agentv1b\x06proto3"
+	"\x06Accept\x12 .paddock.agent.v1.ForwardRequest\x1a!.paddock.agent.v1.ForwardResponse(\x010\x012\xe2\x03\n" +
+	"\aHistory\x12W\n" +
+	"\n" +
+	"Checkpoint\x12#.paddock.agent.v1.CheckpointRequest\x1a$.paddock.agent.v1.CheckpointResponse\x12S\n" +
+	"\x04List\x12$.paddock.agent.v1.HistoryListRequest\x1a%.paddock.agent.v1.HistoryListResponse\x12H\n" +
+	"\x04Undo\x12\x1d.paddock.agent.v1.UndoRequest\x1a!.paddock.agent.v1.RestoreResponse\x12H\n" +
+	"\x04Redo\x12\x1d.paddock.agent.v1.RedoRequest\x1a!.paddock.agent.v1.RestoreResponse\x12N\n" +
+	"\aRestore\x12 .paddock.agent.v1.RestoreRequest\x1a!.paddock.agent.v1.RestoreResponse\x12E\n" +
+	"\x04Diff\x12\x1d.paddock.agent.v1.DiffRequest\x1a\x1e.paddock.agent.v1.DiffResponseB<Z:github.com/paddockhq/paddock/internal/wire/agentv1;agentv1b\x06proto3"
 
 var (
 	file_paddock_agent_v1_agent_proto_rawDescOnce sync.Once
@@ -2660,49 +3291,60 @@ func file_paddock_agent_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_paddock_agent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_paddock_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_paddock_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_paddock_agent_v1_agent_proto_goTypes = []any{
-	(Stream)(0),                // 0: paddock.agent.v1.Stream
-	(FileType)(0),              // 1: paddock.agent.v1.FileType
-	(FileEventKind)(0),         // 2: paddock.agent.v1.FileEventKind
-	(*StartRequest)(nil),       // 3: paddock.agent.v1.StartRequest
-	(*TTYSize)(nil),            // 4: paddock.agent.v1.TTYSize
-	(*AttachRequest)(nil),      // 5: paddock.agent.v1.AttachRequest
-	(*ProcessEvent)(nil),       // 6: paddock.agent.v1.ProcessEvent
-	(*Started)(nil),            // 7: paddock.agent.v1.Started
-	(*Output)(nil),             // 8: paddock.agent.v1.Output
-	(*ExitStatus)(nil),         // 9: paddock.agent.v1.ExitStatus
-	(*ExecuteRequest)(nil),     // 10: paddock.agent.v1.ExecuteRequest
-	(*ExecuteResponse)(nil),    // 11: paddock.agent.v1.ExecuteResponse
-	(*WriteStdinRequest)(nil),  // 12: paddock.agent.v1.WriteStdinRequest
-	(*WriteStdinResponse)(nil), // 13: paddock.agent.v1.WriteStdinResponse
-	(*SendSignalRequest)(nil),  // 14: paddock.agent.v1.SendSignalRequest
-	(*SendSignalResponse)(nil), // 15: paddock.agent.v1.SendSignalResponse
-	(*ResizeTTYRequest)(nil),   // 16: paddock.agent.v1.ResizeTTYRequest
-	(*ResizeTTYResponse)(nil),  // 17: paddock.agent.v1.ResizeTTYResponse
-	(*WaitRequest)(nil),        // 18: paddock.agent.v1.WaitRequest
-	(*ListRequest)(nil),        // 19: paddock.agent.v1.ListRequest
-	(*SessionInfo)(nil),        // 20: paddock.agent.v1.SessionInfo
-	(*ListResponse)(nil),       // 21: paddock.agent.v1.ListResponse
-	(*ReadRequest)(nil),        // 22: paddock.agent.v1.ReadRequest
-	(*FileChunk)(nil),          // 23: paddock.agent.v1.FileChunk
-	(*WriteRequest)(nil),       // 24: paddock.agent.v1.WriteRequest
-	(*FileInfo)(nil),           // 25: paddock.agent.v1.FileInfo
-	(*StatRequest)(nil),        // 26: paddock.agent.v1.StatRequest
-	(*ListFilesRequest)(nil),   // 27: paddock.agent.v1.ListFilesRequest
-	(*ListFilesResponse)(nil),  // 28: paddock.agent.v1.ListFilesResponse
-	(*MkdirRequest)(nil),       // 29: paddock.agent.v1.MkdirRequest
-	(*MoveRequest)(nil),        // 30: paddock.agent.v1.MoveRequest
-	(*RemoveRequest)(nil),      // 31: paddock.agent.v1.RemoveRequest
-	(*RemoveResponse)(nil),     // 32: paddock.agent.v1.RemoveResponse
-	(*WatchRequest)(nil),       // 33: paddock.agent.v1.WatchRequest
-	(*FileEvent)(nil),          // 34: paddock.agent.v1.FileEvent
-	(*AppRequest)(nil),         // 35: paddock.agent.v1.AppRequest
-	(*AppStatus)(nil),          // 36: paddock.agent.v1.AppStatus
-	(*InfoRequest)(nil),        // 37: paddock.agent.v1.InfoRequest
-	(*InfoResponse)(nil),       // 38: paddock.agent.v1.InfoResponse
-	(*ForwardRequest)(nil),     // 39: paddock.agent.v1.ForwardRequest
-	(*ForwardResponse)(nil),    // 40: paddock.agent.v1.ForwardResponse
+	(Stream)(0),                 // 0: paddock.agent.v1.Stream
+	(FileType)(0),               // 1: paddock.agent.v1.FileType
+	(FileEventKind)(0),          // 2: paddock.agent.v1.FileEventKind
+	(*StartRequest)(nil),        // 3: paddock.agent.v1.StartRequest
+	(*TTYSize)(nil),             // 4: paddock.agent.v1.TTYSize
+	(*AttachRequest)(nil),       // 5: paddock.agent.v1.AttachRequest
+	(*ProcessEvent)(nil),        // 6: paddock.agent.v1.ProcessEvent
+	(*Started)(nil),             // 7: paddock.agent.v1.Started
+	(*Output)(nil),              // 8: paddock.agent.v1.Output
+	(*ExitStatus)(nil),          // 9: paddock.agent.v1.ExitStatus
+	(*ExecuteRequest)(nil),      // 10: paddock.agent.v1.ExecuteRequest
+	(*ExecuteResponse)(nil),     // 11: paddock.agent.v1.ExecuteResponse
+	(*WriteStdinRequest)(nil),   // 12: paddock.agent.v1.WriteStdinRequest
+	(*WriteStdinResponse)(nil),  // 13: paddock.agent.v1.WriteStdinResponse
+	(*SendSignalRequest)(nil),   // 14: paddock.agent.v1.SendSignalRequest
+	(*SendSignalResponse)(nil),  // 15: paddock.agent.v1.SendSignalResponse
+	(*ResizeTTYRequest)(nil),    // 16: paddock.agent.v1.ResizeTTYRequest
+	(*ResizeTTYResponse)(nil),   // 17: paddock.agent.v1.ResizeTTYResponse
+	(*WaitRequest)(nil),         // 18: paddock.agent.v1.WaitRequest
+	(*ListRequest)(nil),         // 19: paddock.agent.v1.ListRequest
+	(*SessionInfo)(nil),         // 20: paddock.agent.v1.SessionInfo
+	(*ListResponse)(nil),        // 21: paddock.agent.v1.ListResponse
+	(*ReadRequest)(nil),         // 22: paddock.agent.v1.ReadRequest
+	(*FileChunk)(nil),           // 23: paddock.agent.v1.FileChunk
+	(*WriteRequest)(nil),        // 24: paddock.agent.v1.WriteRequest
+	(*FileInfo)(nil),            // 25: paddock.agent.v1.FileInfo
+	(*StatRequest)(nil),         // 26: paddock.agent.v1.StatRequest
+	(*ListFilesRequest)(nil),    // 27: paddock.agent.v1.ListFilesRequest
+	(*ListFilesResponse)(nil),   // 28: paddock.agent.v1.ListFilesResponse
+	(*MkdirRequest)(nil),        // 29: paddock.agent.v1.MkdirRequest
+	(*MoveRequest)(nil),         // 30: paddock.agent.v1.MoveRequest
+	(*RemoveRequest)(nil),       // 31: paddock.agent.v1.RemoveRequest
+	(*RemoveResponse)(nil),      // 32: paddock.agent.v1.RemoveResponse
+	(*WatchRequest)(nil),        // 33: paddock.agent.v1.WatchRequest
+	(*FileEvent)(nil),           // 34: paddock.agent.v1.FileEvent
+	(*AppRequest)(nil),          // 35: paddock.agent.v1.AppRequest
+	(*AppStatus)(nil),           // 36: paddock.agent.v1.AppStatus
+	(*InfoRequest)(nil),         // 37: paddock.agent.v1.InfoRequest
+	(*InfoResponse)(nil),        // 38: paddock.agent.v1.InfoResponse
+	(*ForwardRequest)(nil),      // 39: paddock.agent.v1.ForwardRequest
+	(*ForwardResponse)(nil),     // 40: paddock.agent.v1.ForwardResponse
+	(*CheckpointInfo)(nil),      // 41: paddock.agent.v1.CheckpointInfo
+	(*CheckpointRequest)(nil),   // 42: paddock.agent.v1.CheckpointRequest
+	(*CheckpointResponse)(nil),  // 43: paddock.agent.v1.CheckpointResponse
+	(*HistoryListRequest)(nil),  // 44: paddock.agent.v1.HistoryListRequest
+	(*HistoryListResponse)(nil), // 45: paddock.agent.v1.HistoryListResponse
+	(*UndoRequest)(nil),         // 46: paddock.agent.v1.UndoRequest
+	(*RedoRequest)(nil),         // 47: paddock.agent.v1.RedoRequest
+	(*RestoreRequest)(nil),      // 48: paddock.agent.v1.RestoreRequest
+	(*RestoreResponse)(nil),     // 49: paddock.agent.v1.RestoreResponse
+	(*DiffRequest)(nil),         // 50: paddock.agent.v1.DiffRequest
+	(*DiffResponse)(nil),        // 51: paddock.agent.v1.DiffResponse
 }
 var file_paddock_agent_v1_agent_proto_depIdxs = []int32{
 	4,  // 0: paddock.agent.v1.StartRequest.tty:type_name -> paddock.agent.v1.TTYSize
@@ -2718,51 +3360,66 @@ var file_paddock_agent_v1_agent_proto_depIdxs = []int32{
 	25, // 10: paddock.agent.v1.ListFilesResponse.entries:type_name -> paddock.agent.v1.FileInfo
 	2,  // 11: paddock.agent.v1.FileEvent.kind:type_name -> paddock.agent.v1.FileEventKind
 	9,  // 12: paddock.agent.v1.AppStatus.last_exit:type_name -> paddock.agent.v1.ExitStatus
-	3,  // 13: paddock.agent.v1.Process.Start:input_type -> paddock.agent.v1.StartRequest
-	5,  // 14: paddock.agent.v1.Process.Attach:input_type -> paddock.agent.v1.AttachRequest
-	10, // 15: paddock.agent.v1.Process.Execute:input_type -> paddock.agent.v1.ExecuteRequest
-	12, // 16: paddock.agent.v1.Process.WriteStdin:input_type -> paddock.agent.v1.WriteStdinRequest
-	14, // 17: paddock.agent.v1.Process.SendSignal:input_type -> paddock.agent.v1.SendSignalRequest
-	16, // 18: paddock.agent.v1.Process.ResizeTTY:input_type -> paddock.agent.v1.ResizeTTYRequest
-	18, // 19: paddock.agent.v1.Process.Wait:input_type -> paddock.agent.v1.WaitRequest
-	19, // 20: paddock.agent.v1.Process.List:input_type -> paddock.agent.v1.ListRequest
-	22, // 21: paddock.agent.v1.Files.Read:input_type -> paddock.agent.v1.ReadRequest
-	24, // 22: paddock.agent.v1.Files.Write:input_type -> paddock.agent.v1.WriteRequest
-	26, // 23: paddock.agent.v1.Files.Stat:input_type -> paddock.agent.v1.StatRequest
-	27, // 24: paddock.agent.v1.Files.List:input_type -> paddock.agent.v1.ListFilesRequest
-	29, // 25: paddock.agent.v1.Files.Mkdir:input_type -> paddock.agent.v1.MkdirRequest
-	30, // 26: paddock.agent.v1.Files.Move:input_type -> paddock.agent.v1.MoveRequest
-	31, // 27: paddock.agent.v1.Files.Remove:input_type -> paddock.agent.v1.RemoveRequest
-	33, // 28: paddock.agent.v1.Files.Watch:input_type -> paddock.agent.v1.WatchRequest
-	37, // 29: paddock.agent.v1.Agent.Info:input_type -> paddock.agent.v1.InfoRequest
-	35, // 30: paddock.agent.v1.Agent.App:input_type -> paddock.agent.v1.AppRequest
-	39, // 31: paddock.agent.v1.Net.Forward:input_type -> paddock.agent.v1.ForwardRequest
-	39, // 32: paddock.agent.v1.Net.Accept:input_type -> paddock.agent.v1.ForwardRequest
-	6,  // 33: paddock.agent.v1.Process.Start:output_type -> paddock.agent.v1.ProcessEvent
-	6,  // 34: paddock.agent.v1.Process.Attach:output_type -> paddock.agent.v1.ProcessEvent
-	11, // 35: paddock.agent.v1.Process.Execute:output_type -> paddock.agent.v1.ExecuteResponse
-	13, // 36: paddock.agent.v1.Process.WriteStdin:output_type -> paddock.agent.v1.WriteStdinResponse
-	15, // 37: paddock.agent.v1.Process.SendSignal:output_type -> paddock.agent.v1.SendSignalResponse
-	17, // 38: paddock.agent.v1.Process.ResizeTTY:output_type -> paddock.agent.v1.ResizeTTYResponse
-	9,  // 39: paddock.agent.v1.Process.Wait:output_type -> paddock.agent.v1.ExitStatus
-	21, // 40: paddock.agent.v1.Process.List:output_type -> paddock.agent.v1.ListResponse
-	23, // 41: paddock.agent.v1.Files.Read:output_type -> paddock.agent.v1.FileChunk
-	25, // 42: paddock.agent.v1.Files.Write:output_type -> paddock.agent.v1.FileInfo
-	25, // 43: paddock.agent.v1.Files.Stat:output_type -> paddock.agent.v1.FileInfo
-	28, // 44: paddock.agent.v1.Files.List:output_type -> paddock.agent.v1.ListFilesResponse
-	25, // 45: paddock.agent.v1.Files.Mkdir:output_type -> paddock.agent.v1.FileInfo
-	25, // 46: paddock.agent.v1.Files.Move:output_type -> paddock.agent.v1.FileInfo
-	32, // 47: paddock.agent.v1.Files.Remove:output_type -> paddock.agent.v1.RemoveResponse
-	34, // 48: paddock.agent.v1.Files.Watch:output_type -> paddock.agent.v1.FileEvent
-	38, // 49: paddock.agent.v1.Agent.Info:output_type -> paddock.agent.v1.InfoResponse
-	36, // 50: paddock.agent.v1.Agent.App:output_type -> paddock.agent.v1.AppStatus
-	40, // 51: paddock.agent.v1.Net.Forward:output_type -> paddock.agent.v1.ForwardResponse
-	40, // 52: paddock.agent.v1.Net.Accept:output_type -> paddock.agent.v1.ForwardResponse
-	33, // [33:53] is the sub-list for method output_type
-	13, // [13:33] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	41, // 13: paddock.agent.v1.CheckpointResponse.checkpoint:type_name -> paddock.agent.v1.CheckpointInfo
+	41, // 14: paddock.agent.v1.HistoryListResponse.checkpoints:type_name -> paddock.agent.v1.CheckpointInfo
+	41, // 15: paddock.agent.v1.RestoreResponse.checkpoint:type_name -> paddock.agent.v1.CheckpointInfo
+	3,  // 16: paddock.agent.v1.Process.Start:input_type -> paddock.agent.v1.StartRequest
+	5,  // 17: paddock.agent.v1.Process.Attach:input_type -> paddock.agent.v1.AttachRequest
+	10, // 18: paddock.agent.v1.Process.Execute:input_type -> paddock.agent.v1.ExecuteRequest
+	12, // 19: paddock.agent.v1.Process.WriteStdin:input_type -> paddock.agent.v1.WriteStdinRequest
+	14, // 20: paddock.agent.v1.Process.SendSignal:input_type -> paddock.agent.v1.SendSignalRequest
+	16, // 21: paddock.agent.v1.Process.ResizeTTY:input_type -> paddock.agent.v1.ResizeTTYRequest
+	18, // 22: paddock.agent.v1.Process.Wait:input_type -> paddock.agent.v1.WaitRequest
+	19, // 23: paddock.agent.v1.Process.List:input_type -> paddock.agent.v1.ListRequest
+	22, // 24: paddock.agent.v1.Files.Read:input_type -> paddock.agent.v1.ReadRequest
+	24, // 25: paddock.agent.v1.Files.Write:input_type -> paddock.agent.v1.WriteRequest
+	26, // 26: paddock.agent.v1.Files.Stat:input_type -> paddock.agent.v1.StatRequest
+	27, // 27: paddock.agent.v1.Files.List:input_type -> paddock.agent.v1.ListFilesRequest
+	29, // 28: paddock.agent.v1.Files.Mkdir:input_type -> paddock.agent.v1.MkdirRequest
+	30, // 29: paddock.agent.v1.Files.Move:input_type -> paddock.agent.v1.MoveRequest
+	31, // 30: paddock.agent.v1.Files.Remove:input_type -> paddock.agent.v1.RemoveRequest
+	33, // 31: paddock.agent.v1.Files.Watch:input_type -> paddock.agent.v1.WatchRequest
+	37, // 32: paddock.agent.v1.Agent.Info:input_type -> paddock.agent.v1.InfoRequest
+	35, // 33: paddock.agent.v1.Agent.App:input_type -> paddock.agent.v1.AppRequest
+	39, // 34: paddock.agent.v1.Net.Forward:input_type -> paddock.agent.v1.ForwardRequest
+	39, // 35: paddock.agent.v1.Net.Accept:input_type -> paddock.agent.v1.ForwardRequest
+	42, // 36: paddock.agent.v1.History.Checkpoint:input_type -> paddock.agent.v1.CheckpointRequest
+	44, // 37: paddock.agent.v1.History.List:input_type -> paddock.agent.v1.HistoryListRequest
+	46, // 38: paddock.agent.v1.History.Undo:input_type -> paddock.agent.v1.UndoRequest
+	47, // 39: paddock.agent.v1.History.Redo:input_type -> paddock.agent.v1.RedoRequest
+	48, // 40: paddock.agent.v1.History.Restore:input_type -> paddock.agent.v1.RestoreRequest
+	50, // 41: paddock.agent.v1.History.Diff:input_type -> paddock.agent.v1.DiffRequest
+	6,  // 42: paddock.agent.v1.Process.Start:output_type -> paddock.agent.v1.ProcessEvent
+	6,  // 43: paddock.agent.v1.Process.Attach:output_type -> paddock.agent.v1.ProcessEvent
+	11, // 44: paddock.agent.v1.Process.Execute:output_type -> paddock.agent.v1.ExecuteResponse
+	13, // 45: paddock.agent.v1.Process.WriteStdin:output_type -> paddock.agent.v1.WriteStdinResponse
+	15, // 46: paddock.agent.v1.Process.SendSignal:output_type -> paddock.agent.v1.SendSignalResponse
+	17, // 47: paddock.agent.v1.Process.ResizeTTY:output_type -> paddock.agent.v1.ResizeTTYResponse
+	9,  // 48: paddock.agent.v1.Process.Wait:output_type -> paddock.agent.v1.ExitStatus
+	21, // 49: paddock.agent.v1.Process.List:output_type -> paddock.agent.v1.ListResponse
+	23, // 50: paddock.agent.v1.Files.Read:output_type -> paddock.agent.v1.FileChunk
+	25, // 51: paddock.agent.v1.Files.Write:output_type -> paddock.agent.v1.FileInfo
+	25, // 52: paddock.agent.v1.Files.Stat:output_type -> paddock.agent.v1.FileInfo
+	28, // 53: paddock.agent.v1.Files.List:output_type -> paddock.agent.v1.ListFilesResponse
+	25, // 54: paddock.agent.v1.Files.Mkdir:output_type -> paddock.agent.v1.FileInfo
+	25, // 55: paddock.agent.v1.Files.Move:output_type -> paddock.agent.v1.FileInfo
+	32, // 56: paddock.agent.v1.Files.Remove:output_type -> paddock.agent.v1.RemoveResponse
+	34, // 57: paddock.agent.v1.Files.Watch:output_type -> paddock.agent.v1.FileEvent
+	38, // 58: paddock.agent.v1.Agent.Info:output_type -> paddock.agent.v1.InfoResponse
+	36, // 59: paddock.agent.v1.Agent.App:output_type -> paddock.agent.v1.AppStatus
+	40, // 60: paddock.agent.v1.Net.Forward:output_type -> paddock.agent.v1.ForwardResponse
+	40, // 61: paddock.agent.v1.Net.Accept:output_type -> paddock.agent.v1.ForwardResponse
+	43, // 62: paddock.agent.v1.History.Checkpoint:output_type -> paddock.agent.v1.CheckpointResponse
+	45, // 63: paddock.agent.v1.History.List:output_type -> paddock.agent.v1.HistoryListResponse
+	49, // 64: paddock.agent.v1.History.Undo:output_type -> paddock.agent.v1.RestoreResponse
+	49, // 65: paddock.agent.v1.History.Redo:output_type -> paddock.agent.v1.RestoreResponse
+	49, // 66: paddock.agent.v1.History.Restore:output_type -> paddock.agent.v1.RestoreResponse
+	51, // 67: paddock.agent.v1.History.Diff:output_type -> paddock.agent.v1.DiffResponse
+	42, // [42:68] is the sub-list for method output_type
+	16, // [16:42] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_paddock_agent_v1_agent_proto_init() }
@@ -2781,9 +3438,9 @@ func file_paddock_agent_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_paddock_agent_v1_agent_proto_rawDesc), len(file_paddock_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   38,
+			NumMessages:   49,
 			NumExtensions: 0,
-			NumServices:   4,
+			NumServices:   5,
 		},
 		GoTypes:           file_paddock_agent_v1_agent_proto_goTypes,
 		DependencyIndexes: file_paddock_agent_v1_agent_proto_depIdxs,

@@ -1121,3 +1121,333 @@ var Net_ServiceDesc = grpc.ServiceDesc{
 	},
 	Metadata: "paddock/agent/v1/agent.proto",
 }
+
+const (
+	History_Checkpoint_FullMethodName = "/paddock.agent.v1.History/Checkpoint"
+	History_List_FullMethodName       = "/paddock.agent.v1.History/List"
+	History_Undo_FullMethodName       = "/paddock.agent.v1.History/Undo"
+	History_Redo_FullMethodName       = "/paddock.agent.v1.History/Redo"
+	History_Restore_FullMethodName    = "/paddock.agent.v1.History/Restore"
+	History_Diff_FullMethodName       = "/paddock.agent.v1.History/Diff"
+)
+
+// HistoryClient is the client API for History service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// History keeps the workspace's past: checkpoints of the whole workspace, undo, redo and
+// restore (package internal/agent/history). The agent takes checkpoints by itself after its
+// file API changes the workspace (cause "agent-write"), at the end of every exec
+// ("exec") and on a periodic reconcile that picks up changes by any process ("watcher");
+// a change of nothing makes no checkpoint. The store lives outside the workspace, where the
+// sandbox's own processes can neither read nor write it. Undo, Redo and Restore rewrite the
+// workspace in place and then restart the supervised app; all of it works whatever state
+// the app is in. UNAVAILABLE in the process and microvm tiers, which have no such store.
+type HistoryClient interface {
+	// Checkpoint records the workspace now (cause "manual"); created is false when nothing
+	// changed since the current checkpoint, which is then returned.
+	Checkpoint(ctx context.Context, in *CheckpointRequest, opts ...grpc.CallOption) (*CheckpointResponse, error)
+	// List returns the timeline, newest first, and the current position.
+	List(ctx context.Context, in *HistoryListRequest, opts ...grpc.CallOption) (*HistoryListResponse, error)
+	// Undo restores the parent of the current checkpoint. FAILED_PRECONDITION when there is
+	// nothing to undo.
+	Undo(ctx context.Context, in *UndoRequest, opts ...grpc.CallOption) (*RestoreResponse, error)
+	// Redo takes back the last Undo. FAILED_PRECONDITION when there is nothing to redo or a
+	// change since forked the timeline (the message names the checkpoint that did).
+	Redo(ctx context.Context, in *RedoRequest, opts ...grpc.CallOption) (*RestoreResponse, error)
+	// Restore makes the workspace exactly a checkpoint's state. NOT_FOUND names a checkpoint
+	// that does not exist.
+	Restore(ctx context.Context, in *RestoreRequest, opts ...grpc.CallOption) (*RestoreResponse, error)
+	// Diff lists the paths that differ from one checkpoint to another.
+	Diff(ctx context.Context, in *DiffRequest, opts ...grpc.CallOption) (*DiffResponse, error)
+}
+
+type historyClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewHistoryClient(cc grpc.ClientConnInterface) HistoryClient {
+	return &historyClient{cc}
+}
+
+func (c *historyClient) Checkpoint(ctx context.Context, in *CheckpointRequest, opts ...grpc.CallOption) (*CheckpointResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckpointResponse)
+	err := c.cc.Invoke(ctx, History_Checkpoint_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *historyClient) List(ctx context.Context, in *HistoryListRequest, opts ...grpc.CallOption) (*HistoryListResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HistoryListResponse)
+	err := c.cc.Invoke(ctx, History_List_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *historyClient) Undo(ctx context.Context, in *UndoRequest, opts ...grpc.CallOption) (*RestoreResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RestoreResponse)
+	err := c.cc.Invoke(ctx, History_Undo_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *historyClient) Redo(ctx context.Context, in *RedoRequest, opts ...grpc.CallOption) (*RestoreResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RestoreResponse)
+	err := c.cc.Invoke(ctx, History_Redo_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *historyClient) Restore(ctx context.Context, in *RestoreRequest, opts ...grpc.CallOption) (*RestoreResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RestoreResponse)
+	err := c.cc.Invoke(ctx, History_Restore_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *historyClient) Diff(ctx context.Context, in *DiffRequest, opts ...grpc.CallOption) (*DiffResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DiffResponse)
+	err := c.cc.Invoke(ctx, History_Diff_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// HistoryServer is the server API for History service.
+// All implementations must embed UnimplementedHistoryServer
+// for forward compatibility.
+//
+// History keeps the workspace's past: checkpoints of the whole workspace, undo, redo and
+// restore (package internal/agent/history). The agent takes checkpoints by itself after its
+// file API changes the workspace (cause "agent-write"), at the end of every exec
+// ("exec") and on a periodic reconcile that picks up changes by any process ("watcher");
+// a change of nothing makes no checkpoint. The store lives outside the workspace, where the
+// sandbox's own processes can neither read nor write it. Undo, Redo and Restore rewrite the
+// workspace in place and then restart the supervised app; all of it works whatever state
+// the app is in. UNAVAILABLE in the process and microvm tiers, which have no such store.
+type HistoryServer interface {
+	// Checkpoint records the workspace now (cause "manual"); created is false when nothing
+	// changed since the current checkpoint, which is then returned.
+	Checkpoint(context.Context, *CheckpointRequest) (*CheckpointResponse, error)
+	// List returns the timeline, newest first, and the current position.
+	List(context.Context, *HistoryListRequest) (*HistoryListResponse, error)
+	// Undo restores the parent of the current checkpoint. FAILED_PRECONDITION when there is
+	// nothing to undo.
+	Undo(context.Context, *UndoRequest) (*RestoreResponse, error)
+	// Redo takes back the last Undo. FAILED_PRECONDITION when there is nothing to redo or a
+	// change since forked the timeline (the message names the checkpoint that did).
+	Redo(context.Context, *RedoRequest) (*RestoreResponse, error)
+	// Restore makes the workspace exactly a checkpoint's state. NOT_FOUND names a checkpoint
+	// that does not exist.
+	Restore(context.Context, *RestoreRequest) (*RestoreResponse, error)
+	// Diff lists the paths that differ from one checkpoint to another.
+	Diff(context.Context, *DiffRequest) (*DiffResponse, error)
+	mustEmbedUnimplementedHistoryServer()
+}
+
+// UnimplementedHistoryServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedHistoryServer struct{}
+
+func (UnimplementedHistoryServer) Checkpoint(context.Context, *CheckpointRequest) (*CheckpointResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Checkpoint not implemented")
+}
+func (UnimplementedHistoryServer) List(context.Context, *HistoryListRequest) (*HistoryListResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method List not implemented")
+}
+func (UnimplementedHistoryServer) Undo(context.Context, *UndoRequest) (*RestoreResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Undo not implemented")
+}
+func (UnimplementedHistoryServer) Redo(context.Context, *RedoRequest) (*RestoreResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Redo not implemented")
+}
+func (UnimplementedHistoryServer) Restore(context.Context, *RestoreRequest) (*RestoreResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Restore not implemented")
+}
+func (UnimplementedHistoryServer) Diff(context.Context, *DiffRequest) (*DiffResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Diff not implemented")
+}
+func (UnimplementedHistoryServer) mustEmbedUnimplementedHistoryServer() {}
+func (UnimplementedHistoryServer) testEmbeddedByValue()                 {}
+
+// UnsafeHistoryServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to HistoryServer will
+// result in compilation errors.
+type UnsafeHistoryServer interface {
+	mustEmbedUnimplementedHistoryServer()
+}
+
+func RegisterHistoryServer(s grpc.ServiceRegistrar, srv HistoryServer) {
+	// If the following call panics, it indicates UnimplementedHistoryServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&History_ServiceDesc, srv)
+}
+
+func _History_Checkpoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckpointRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HistoryServer).Checkpoint(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: History_Checkpoint_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HistoryServer).Checkpoint(ctx, req.(*CheckpointRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _History_List_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HistoryListRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HistoryServer).List(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: History_List_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HistoryServer).List(ctx, req.(*HistoryListRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _History_Undo_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UndoRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HistoryServer).Undo(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: History_Undo_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HistoryServer).Undo(ctx, req.(*UndoRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _History_Redo_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RedoRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HistoryServer).Redo(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: History_Redo_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HistoryServer).Redo(ctx, req.(*RedoRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _History_Restore_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RestoreRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HistoryServer).Restore(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: History_Restore_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HistoryServer).Restore(ctx, req.(*RestoreRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _History_Diff_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DiffRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HistoryServer).Diff(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: History_Diff_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HistoryServer).Diff(ctx, req.(*DiffRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// History_ServiceDesc is the grpc.ServiceDesc for History service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var History_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "paddock.agent.v1.History",
+	HandlerType: (*HistoryServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Checkpoint",
+			Handler:    _History_Checkpoint_Handler,
+		},
+		{
+			MethodName: "List",
+			Handler:    _History_List_Handler,
+		},
+		{
+			MethodName: "Undo",
+			Handler:    _History_Undo_Handler,
+		},
+		{
+			MethodName: "Redo",
+			Handler:    _History_Redo_Handler,
+		},
+		{
+			MethodName: "Restore",
+			Handler:    _History_Restore_Handler,
+		},
+		{
+			MethodName: "Diff",
+			Handler:    _History_Diff_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "paddock/agent/v1/agent.proto",
+}

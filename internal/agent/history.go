@@ -1,0 +1,372 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/paddockhq/paddock/internal/agent/files"
+	"github.com/paddockhq/paddock/internal/agent/history"
+	"github.com/paddockhq/paddock/internal/agent/identity"
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/wire"
+	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
+)
+
+// Why the History service is unavailable, by tier.
+const (
+	HistoryProcessTierReason = "workspace history is unavailable in the process tier (--insecure): the agent runs as the sandbox user there, so the sandbox's commands could rewrite it; use the container tier"
+	HistoryMicroVMTierReason = "workspace history is unavailable in the microvm tier: the VM has no store outside the workspace yet; use the container tier"
+	historyNoStoreReason     = "workspace history is unavailable: this sandbox was started without a history store"
+)
+
+// reconcileEvery is how often the agent checkpoints changes made by any process (cause
+// "watcher"). A scan re-hashes only what changed (the stat cache), so it costs one fstatat
+// per workspace entry. A variable for tests.
+var reconcileEvery = 3 * time.Second
+
+// maxAutoMessage bounds the message of a checkpoint the agent takes by itself (it quotes a
+// program or a path).
+const maxAutoMessage = 200
+
+// historyService serves the History RPCs and takes the agent's own checkpoints. One mutex
+// serializes every history operation, and holds a restore together with the app's restart,
+// so that no checkpoint lands between the restored files and the app that runs on them.
+type historyService struct {
+	pb.UnimplementedHistoryServer
+
+	mu sync.Mutex
+	h  *history.History // nil when unavailable
+	// unavailable says why h is nil.
+	unavailable string
+	app         *supervisor // nil without a supervised app
+	hasMain     bool        // a main command runs, supervised or not
+	log         *slog.Logger
+}
+
+var _ pb.HistoryServer = (*historyService)(nil)
+
+// openHistory opens the workspace's history when the tier and the envelope give it a
+// store. A store that cannot be opened leaves the agent serving, without history: the
+// sandbox is still usable, and every History call says why.
+func openHistory(env *wire.Envelope, owner identity.User, log *slog.Logger) *historyService {
+	s := &historyService{log: log, hasMain: env.Main != nil}
+	switch {
+	case env.Tier == wire.TierProcess:
+		s.unavailable = HistoryProcessTierReason
+	case env.Tier == wire.TierMicroVM:
+		s.unavailable = HistoryMicroVMTierReason
+	case env.HistoryDir == "":
+		s.unavailable = historyNoStoreReason
+	}
+	if s.unavailable != "" {
+		log.Warn("history unavailable", "tier", env.Tier, "reason", s.unavailable)
+		return s
+	}
+	if err := checkPrivate(env.HistoryDir); err != nil {
+		s.unavailable = "workspace history is unavailable: " + err.Error()
+		log.Error("history unavailable", "err", err)
+		return s
+	}
+	var opts []history.Option
+	if owner != (identity.User{}) {
+		opts = append(opts, history.WithOwner(int(owner.UID), int(owner.GID)))
+	}
+	h, err := history.Open(env.Workspace, env.HistoryDir, opts...)
+	if err != nil {
+		s.unavailable = "workspace history could not be opened: " + err.Error()
+		log.Error("history unavailable", "err", err)
+		return s
+	}
+	if r := h.Recovered(); r != "" {
+		log.Warn("history recovered", "what", r)
+	}
+	s.h = h
+	return s
+}
+
+// checkPrivate refuses a store the sandbox's commands could reach: it must be a directory
+// of the agent's own user that nobody else may enter.
+func checkPrivate(dir string) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("history store: %w", err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.IsDir():
+		return fmt.Errorf("history store %s is not a directory", dir)
+	case !ok || int(st.Uid) != os.Geteuid():
+		return fmt.Errorf("history store %s does not belong to the agent's user", dir)
+	case fi.Mode().Perm()&0o077 != 0:
+		return fmt.Errorf("history store %s has mode %04o: others could reach it", dir, fi.Mode().Perm())
+	}
+	return nil
+}
+
+// start takes the first checkpoint (the workspace as the agent found it, which undo of
+// the first change goes back to) and then reconciles every reconcileEvery until ctx ends.
+// The lock is taken before start returns, so that no other checkpoint comes first.
+func (s *historyService) start(ctx context.Context, wg *sync.WaitGroup) {
+	if s.h == nil {
+		return
+	}
+	s.mu.Lock()
+	wg.Go(func() {
+		s.checkpointLocked(history.CauseWatcher, "the workspace as the agent found it")
+		s.mu.Unlock()
+		t := time.NewTicker(reconcileEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				s.record(history.CauseWatcher, "")
+			}
+		}
+	})
+}
+
+// record checkpoints the workspace after a change by cause. A failure is logged, not
+// returned: the change it follows has happened, and the next checkpoint picks it up.
+func (s *historyService) record(cause, message string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.h != nil {
+		s.checkpointLocked(cause, message)
+	}
+}
+
+func (s *historyService) checkpointLocked(cause, message string) {
+	if len(message) > maxAutoMessage {
+		message = message[:maxAutoMessage] + "…"
+	}
+	c, created, err := s.h.Checkpoint(cause, message)
+	if err != nil {
+		s.log.Warn("checkpoint", "cause", cause, "err", err)
+		return
+	}
+	if created {
+		s.log.Debug("checkpoint", "id", c.ID, "cause", cause, "changed", c.Changed)
+	}
+}
+
+// Close closes the store once no operation holds it.
+func (s *historyService) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.h == nil {
+		return
+	}
+	if err := s.h.Close(); err != nil {
+		s.log.Warn("close history", "err", err)
+	}
+	s.h = nil
+}
+
+// open returns the store, or the typed error saying why there is none.
+func (s *historyService) open() (*history.History, error) {
+	if s.h == nil {
+		return nil, errdefs.ToGRPC(fmt.Errorf("%s: %w", s.unavailable, errdefs.ErrUnavailable))
+	}
+	return s.h, nil
+}
+
+func (s *historyService) Checkpoint(_ context.Context, req *pb.CheckpointRequest) (*pb.CheckpointResponse, error) {
+	if len(req.GetMessage()) > maxMessage {
+		return nil, errdefs.ToGRPC(fmt.Errorf("message is %d bytes, over %d: %w", len(req.GetMessage()), maxMessage, errdefs.ErrInvalidArgument))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, err := s.open()
+	if err != nil {
+		return nil, err
+	}
+	c, created, err := h.Checkpoint(history.CauseManual, req.GetMessage())
+	if err != nil {
+		return nil, errdefs.ToGRPC(err)
+	}
+	return &pb.CheckpointResponse{Checkpoint: checkpointInfo(c), Created: created}, nil
+}
+
+// maxMessage bounds a checkpoint's message from a caller.
+const maxMessage = 4096
+
+func (s *historyService) List(context.Context, *pb.HistoryListRequest) (*pb.HistoryListResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, err := s.open()
+	if err != nil {
+		return nil, err
+	}
+	resp := &pb.HistoryListResponse{}
+	for _, c := range h.List() {
+		resp.Checkpoints = append(resp.Checkpoints, checkpointInfo(c))
+	}
+	if cur, ok := h.Current(); ok {
+		resp.Current = cur.ID
+	}
+	return resp, nil
+}
+
+func (s *historyService) Undo(context.Context, *pb.UndoRequest) (*pb.RestoreResponse, error) {
+	return s.restore((*history.History).Undo)
+}
+
+func (s *historyService) Redo(context.Context, *pb.RedoRequest) (*pb.RestoreResponse, error) {
+	return s.restore((*history.History).Redo)
+}
+
+func (s *historyService) Restore(_ context.Context, req *pb.RestoreRequest) (*pb.RestoreResponse, error) {
+	id := req.GetCheckpoint()
+	if id == "" {
+		return nil, errdefs.ToGRPC(fmt.Errorf("checkpoint is required: name the checkpoint to restore: %w", errdefs.ErrInvalidArgument))
+	}
+	return s.restore(func(h *history.History) (history.Checkpoint, error) { return h.Restore(id) })
+}
+
+// restore runs a restore, then restarts the app on the restored files. Neither depends on
+// the app's state: a crashed or crash-looping app is restarted all the same.
+func (s *historyService) restore(op func(*history.History) (history.Checkpoint, error)) (*pb.RestoreResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, err := s.open()
+	if err != nil {
+		return nil, err
+	}
+	c, err := op(h)
+	if err != nil {
+		return nil, errdefs.ToGRPC(err)
+	}
+	resp := &pb.RestoreResponse{Checkpoint: checkpointInfo(c)}
+	if cur, ok := h.Current(); ok {
+		resp.Current = cur.ID
+	}
+	switch {
+	case s.app != nil:
+		s.app.Restart()
+		resp.AppRestarted = true
+	case s.hasMain:
+		resp.AppNote = "the main command is not supervised (restart is off), so it was not restarted"
+	default:
+		resp.AppNote = "this sandbox has no app to restart"
+	}
+	s.log.Info("workspace restored", "checkpoint", c.ID, "restores", c.Restores, "app_restarted", resp.AppRestarted)
+	return resp, nil
+}
+
+func (s *historyService) Diff(_ context.Context, req *pb.DiffRequest) (*pb.DiffResponse, error) {
+	to := req.GetTo()
+	if to == "" {
+		return nil, errdefs.ToGRPC(fmt.Errorf("to is required: name the checkpoint to compare: %w", errdefs.ErrInvalidArgument))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, err := s.open()
+	if err != nil {
+		return nil, err
+	}
+	from := req.GetFrom()
+	if from == "" {
+		if from, err = parentOf(h, to); err != nil {
+			return nil, errdefs.ToGRPC(err)
+		}
+	}
+	d, err := h.Diff(from, to)
+	if err != nil {
+		return nil, errdefs.ToGRPC(err)
+	}
+	return &pb.DiffResponse{Added: d.Added, Changed: d.Changed, Removed: d.Removed}, nil
+}
+
+func parentOf(h *history.History, id string) (string, error) {
+	for _, c := range h.List() {
+		if c.ID != id {
+			continue
+		}
+		if c.Parent == "" {
+			return "", fmt.Errorf("checkpoint %q is the first in the history: give from: %w", id, errdefs.ErrFailedPrecondition)
+		}
+		return c.Parent, nil
+	}
+	return "", fmt.Errorf("checkpoint %q: %w", id, errdefs.ErrNotFound)
+}
+
+func checkpointInfo(c history.Checkpoint) *pb.CheckpointInfo {
+	return &pb.CheckpointInfo{Id: c.ID, Parent: c.Parent, TimeUnixNano: c.Time.UnixNano(), Cause: c.Cause,
+		Message: c.Message, Changed: uint32(c.Changed), Restores: c.Restores}
+}
+
+// recordedFiles is the Files service with a checkpoint (cause "agent-write") after every
+// call that changed the workspace. The checkpoint is taken before the answer is sent, so
+// that a caller who reads the history next finds it; it runs as the agent, outside the
+// sandbox user's identity the file operation ran with, since the store is not the user's.
+type recordedFiles struct {
+	*files.Service
+	hist *historyService
+}
+
+// heldWrite keeps Write's answer until the checkpoint is taken.
+type heldWrite struct {
+	grpc.ClientStreamingServer[pb.WriteRequest, pb.FileInfo]
+	info *pb.FileInfo
+}
+
+func (w *heldWrite) SendAndClose(info *pb.FileInfo) error {
+	w.info = info
+	return nil
+}
+
+func (f *recordedFiles) Write(stream grpc.ClientStreamingServer[pb.WriteRequest, pb.FileInfo]) error {
+	held := &heldWrite{ClientStreamingServer: stream}
+	if err := f.Service.Write(held); err != nil {
+		return err
+	}
+	if held.info == nil {
+		return errdefs.ToGRPC(errors.New("write: no answer"))
+	}
+	f.hist.record(history.CauseAgentWrite, "write "+held.info.GetPath())
+	return stream.SendAndClose(held.info)
+}
+
+func (f *recordedFiles) Mkdir(ctx context.Context, req *pb.MkdirRequest) (*pb.FileInfo, error) {
+	info, err := f.Service.Mkdir(ctx, req)
+	if err == nil {
+		f.hist.record(history.CauseAgentWrite, "mkdir "+info.GetPath())
+	}
+	return info, err
+}
+
+func (f *recordedFiles) Move(ctx context.Context, req *pb.MoveRequest) (*pb.FileInfo, error) {
+	info, err := f.Service.Move(ctx, req)
+	if err == nil {
+		f.hist.record(history.CauseAgentWrite, "move "+req.GetFrom()+" to "+info.GetPath())
+	}
+	return info, err
+}
+
+func (f *recordedFiles) Remove(ctx context.Context, req *pb.RemoveRequest) (*pb.RemoveResponse, error) {
+	resp, err := f.Service.Remove(ctx, req)
+	if err == nil {
+		f.hist.record(history.CauseAgentWrite, "remove "+req.GetPath())
+	}
+	return resp, err
+}
+
+// execMessage describes a command for its checkpoint by its program alone, as the control
+// plane's audit log does: its arguments may carry a token, and the timeline is shown to
+// whoever reads the history.
+func execMessage(argv []string) string {
+	if len(argv) == 0 {
+		return "exec"
+	}
+	return "exec: " + argv[0]
+}

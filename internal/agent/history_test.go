@@ -1,0 +1,275 @@
+package agent
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/paddockhq/paddock/internal/wire"
+	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
+)
+
+// historyAgent is a served agent with a history store, as the container tier gives it.
+type historyAgent struct {
+	conn      *grpc.ClientConn
+	ws, store string
+}
+
+func startHistoryAgent(t *testing.T, tier wire.Tier, main *wire.Command) historyAgent {
+	t.Helper()
+	dir := t.TempDir()
+	a := historyAgent{ws: filepath.Join(dir, "ws"), store: filepath.Join(dir, "history")}
+	for _, d := range []string{a.ws, a.store} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sock := filepath.Join(dir, "agent.sock")
+	lis, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &wire.Envelope{Version: wire.EnvelopeVersion, SandboxID: "sb-test", Tier: tier, Workspace: a.ws, ListenFD: 3,
+		Env: []string{"PATH=/usr/bin:/bin"}, Main: main, HistoryDir: a.store}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, env, lis, func(*wire.Envelope) error { return nil }, slog.New(slog.DiscardHandler))
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("agent: %v", err)
+		}
+	})
+	a.conn, err = grpc.NewClient("unix://"+sock, append(DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.conn.Close() })
+	return a
+}
+
+func (a historyAgent) list(t *testing.T) *pb.HistoryListResponse {
+	t.Helper()
+	l, err := pb.NewHistoryClient(a.conn).List(ctx(t), &pb.HistoryListRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func (a historyAgent) writeFile(t *testing.T, name, data string) {
+	t.Helper()
+	w, err := pb.NewFilesClient(a.conn).Write(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Send(&pb.WriteRequest{Path: name, Data: []byte(data)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.CloseAndRecv(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (a historyAgent) content(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(a.ws, name))
+	if os.IsNotExist(err) {
+		return "<none>"
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestHistoryCheckpointsUndoRedoRestore(t *testing.T) {
+	a := startHistoryAgent(t, wire.TierContainer, nil)
+	hc := pb.NewHistoryClient(a.conn)
+
+	a.writeFile(t, "a.txt", "one")
+	l := a.list(t)
+	if len(l.Checkpoints) != 2 {
+		t.Fatalf("after one write: %v, want the start and one agent-write", l.Checkpoints)
+	}
+	w := l.Checkpoints[0]
+	if w.Cause != "agent-write" || w.Message != "write a.txt" || w.Changed != 1 || l.Current != w.Id {
+		t.Fatalf("newest checkpoint %+v (current %s), want agent-write of a.txt, current", w, l.Current)
+	}
+	if l.Checkpoints[1].Cause != "watcher" {
+		t.Errorf("first checkpoint %+v, want the workspace at start (watcher)", l.Checkpoints[1])
+	}
+
+	if _, err := pb.NewProcessClient(a.conn).Execute(ctx(t), &pb.ExecuteRequest{Argv: []string{"sh", "-c", "echo two > a.txt"}}); err != nil {
+		t.Fatal(err)
+	}
+	e := a.list(t).Checkpoints[0]
+	if e.Cause != "exec" || e.Parent != w.Id || e.Message != "exec: sh" {
+		t.Fatalf("after exec: %+v, want an exec checkpoint after %s", e, w.Id)
+	}
+	// An exec that changes nothing records nothing.
+	if _, err := pb.NewProcessClient(a.conn).Execute(ctx(t), &pb.ExecuteRequest{Argv: []string{"true"}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(a.list(t).Checkpoints); n != 3 {
+		t.Fatalf("a command that changed nothing made a checkpoint: %d, want 3", n)
+	}
+	if c, err := hc.Checkpoint(ctx(t), &pb.CheckpointRequest{Message: "nothing"}); err != nil || c.Created || c.Checkpoint.Id != e.Id {
+		t.Fatalf("manual checkpoint of nothing: %+v %v, want the current one, not created", c, err)
+	}
+
+	u, err := hc.Undo(ctx(t), &pb.UndoRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := a.content(t, "a.txt"); got != "one" || u.Current != w.Id || u.Checkpoint.Cause != "restore" {
+		t.Fatalf("after undo a.txt = %q, response %+v; want \"one\" at %s", got, u, w.Id)
+	}
+	if u.AppRestarted || u.AppNote == "" {
+		t.Errorf("undo without an app: %+v, want a note and no restart", u)
+	}
+	if _, err := hc.Redo(ctx(t), &pb.RedoRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.content(t, "a.txt"); got != "two\n" {
+		t.Fatalf("after redo a.txt = %q, want \"two\\n\"", got)
+	}
+	start := a.list(t).Checkpoints
+	if _, err := hc.Restore(ctx(t), &pb.RestoreRequest{Checkpoint: start[len(start)-1].Id}); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.content(t, "a.txt"); got != "<none>" {
+		t.Fatalf("after restoring the start a.txt = %q, want none", got)
+	}
+
+	_, err = hc.Restore(ctx(t), &pb.RestoreRequest{Checkpoint: "999"})
+	if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), `"999"`) {
+		t.Fatalf("restore of a missing checkpoint: %v, want NotFound naming it", err)
+	}
+	if _, err := hc.Restore(ctx(t), &pb.RestoreRequest{}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("restore without a checkpoint: %v, want InvalidArgument", err)
+	}
+	d, err := hc.Diff(ctx(t), &pb.DiffRequest{To: w.Id})
+	if err != nil || len(d.Added) != 1 || d.Added[0] != "a.txt" {
+		t.Fatalf("diff of %s: %+v %v, want a.txt added", w.Id, d, err)
+	}
+}
+
+func TestHistoryWatcherPicksUpAnyChange(t *testing.T) {
+	old := reconcileEvery
+	reconcileEvery = 50 * time.Millisecond
+	t.Cleanup(func() { reconcileEvery = old })
+	a := startHistoryAgent(t, wire.TierContainer, nil)
+	a.list(t) // waits for the checkpoint of the workspace at start
+	if err := os.WriteFile(filepath.Join(a.ws, "edited"), []byte("by hand"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		l := a.list(t)
+		if c := l.Checkpoints[0]; c.Cause == "watcher" && c.Changed == 1 && len(l.Checkpoints) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no watcher checkpoint of the change: %v", l.Checkpoints)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Quiet workspace, quiet history.
+	time.Sleep(300 * time.Millisecond)
+	if n := len(a.list(t).Checkpoints); n != 2 {
+		t.Fatalf("%d checkpoints of an unchanged workspace, want 2", n)
+	}
+}
+
+// TestUndoRestartsCrashLoopingApp: the app fails at once on the current files; undo still
+// works, and the app runs again on the restored ones.
+func TestUndoRestartsCrashLoopingApp(t *testing.T) {
+	shortBackoff(t, time.Second, 30*time.Second, 10*time.Second)
+	log := filepath.Join(t.TempDir(), "runs")
+	// The app appends what it found to a log outside the workspace, then fails on "bad".
+	app := &wire.Command{Argv: []string{"sh", "-c", `cat v >> ` + log + `; echo >> ` + log + `; test "$(cat v)" = good && exec sleep 1000; exit 1`}, Restart: true}
+	a := startHistoryAgent(t, wire.TierContainer, app)
+	a.writeFile(t, "v", "good")
+	a.writeFile(t, "v", "bad")
+	waitApp(t, a.conn, func(s *pb.AppStatus) bool { return s.State == appBackoff && s.Restarts >= 1 })
+
+	u, err := pb.NewHistoryClient(a.conn).Undo(ctx(t), &pb.UndoRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !u.AppRestarted || a.content(t, "v") != "good" {
+		t.Fatalf("undo: %+v, v = %q; want v good and the app restarted", u, a.content(t, "v"))
+	}
+	// Started at once on the good file (not after its backoff), and stays up.
+	st := waitApp(t, a.conn, func(s *pb.AppStatus) bool {
+		return s.State == appRunning && strings.HasSuffix(readFile(t, log), "good\n")
+	})
+	time.Sleep(300 * time.Millisecond)
+	if now := waitApp(t, a.conn, func(*pb.AppStatus) bool { return true }); now.State != appRunning || now.Restarts != st.Restarts {
+		t.Fatalf("app after undo: %+v, want it running since %+v", now, st)
+	}
+
+	// A running app is restarted too, on the files of the redo.
+	if _, err := pb.NewHistoryClient(a.conn).Redo(ctx(t), &pb.RedoRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	waitApp(t, a.conn, func(s *pb.AppStatus) bool {
+		return s.Restarts > st.Restarts && strings.HasSuffix(readFile(t, log), "bad\n")
+	})
+}
+
+func readFile(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestHistoryUnavailableOutsideContainerTier(t *testing.T) {
+	for _, tc := range []struct {
+		tier wire.Tier
+		want string
+	}{{wire.TierProcess, "process tier"}} {
+		a := startHistoryAgent(t, tc.tier, nil)
+		_, err := pb.NewHistoryClient(a.conn).List(ctx(t), &pb.HistoryListRequest{})
+		if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("%s tier: %v, want Unavailable naming the %s", tc.tier, err, tc.want)
+		}
+		a.writeFile(t, "f", "x") // the file API still works
+		if entries, _ := os.ReadDir(a.store); len(entries) != 0 {
+			t.Fatalf("%s tier wrote a history store: %v", tc.tier, entries)
+		}
+	}
+}
+
+func TestHistoryRefusesStoreOthersCanReach(t *testing.T) {
+	private := t.TempDir()
+	if err := os.Chmod(private, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkPrivate(private); err != nil {
+		t.Fatalf("private dir refused: %v", err)
+	}
+	open := t.TempDir()
+	if err := os.Chmod(open, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkPrivate(open); err == nil || !strings.Contains(err.Error(), "others could reach it") {
+		t.Fatalf("checkPrivate(0755) = %v, want refused", err)
+	}
+}

@@ -1,0 +1,71 @@
+package api
+
+import "time"
+
+// Causes of a checkpoint, as Checkpoint.Cause names them.
+const (
+	CauseAgentWrite = "agent-write" // the file API changed the workspace
+	CauseExec       = "exec"        // a command run through exec ended
+	CauseManual     = "manual"      // POST …/history/checkpoints
+	CauseRestore    = "restore"     // undo, redo or restore
+	CauseWatcher    = "watcher"     // a change by any process, found by the periodic reconcile
+)
+
+// Checkpoint is one committed state of a sandbox's workspace.
+type Checkpoint struct {
+	ID string `json:"id"`
+	// Parent is the checkpoint the workspace was at before this one; empty for the first.
+	Parent string    `json:"parent,omitempty"`
+	Time   time.Time `json:"time"`
+	Cause  string    `json:"cause"`
+	// Message is the caller's for a manual checkpoint, and says what happened otherwise.
+	Message string `json:"message,omitempty"`
+	// Changed counts the paths that differ from Parent.
+	Changed int `json:"changed"`
+	// Restores is, for cause restore, the checkpoint whose state was restored.
+	Restores string `json:"restores,omitempty"`
+}
+
+// History is GET /api/v1/sandboxes/{id}/history: the timeline, newest first, and the
+// checkpoint undo starts from.
+type History struct {
+	Checkpoints []Checkpoint `json:"checkpoints"`
+	Current     string       `json:"current,omitempty"`
+}
+
+// CheckpointRequest is POST /api/v1/sandboxes/{id}/history/checkpoints.
+type CheckpointRequest struct {
+	Message string `json:"message,omitempty"`
+}
+
+// CheckpointResult answers a CheckpointRequest. Created is false when nothing had changed:
+// Checkpoint is then the current one.
+type CheckpointResult struct {
+	Checkpoint Checkpoint `json:"checkpoint"`
+	Created    bool       `json:"created"`
+}
+
+// RestoreRequest is POST /api/v1/sandboxes/{id}/history/restore.
+type RestoreRequest struct {
+	Checkpoint string `json:"checkpoint"`
+}
+
+// RestoreResult answers undo, redo and restore. Checkpoint is the restore checkpoint that
+// records what was done; Current is where undo starts from now. AppRestarted says the
+// sandbox's app was restarted on the restored files; AppNote says why not.
+type RestoreResult struct {
+	Checkpoint   Checkpoint `json:"checkpoint"`
+	Current      string     `json:"current,omitempty"`
+	AppRestarted bool       `json:"app_restarted"`
+	AppNote      string     `json:"app_note,omitempty"`
+}
+
+// HistoryDiff is GET /api/v1/sandboxes/{id}/history/diff?from=…&to=…: the workspace paths
+// that differ from one checkpoint to the other.
+type HistoryDiff struct {
+	From    string   `json:"from"`
+	To      string   `json:"to"`
+	Added   []string `json:"added"`
+	Changed []string `json:"changed"`
+	Removed []string `json:"removed"`
+}

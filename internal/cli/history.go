@@ -1,0 +1,145 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/client"
+)
+
+// historyHelp is what the history commands share in their help.
+const historyHelp = `The sandbox's agent checkpoints its workspace by itself: after every change through
+the file API (cause agent-write), at the end of every exec (exec), and every few seconds
+for changes made by any process (watcher). Undo, redo and restore rewrite the workspace in
+place, record what they did (restore), and restart the sandbox's app on the restored
+files, whether it was running, crashed or crash-looping. The sandbox must be running, in
+the container tier.`
+
+// newHistoryCommands are paddock history, checkpoint, undo, redo and restore.
+func newHistoryCommands() []*cobra.Command {
+	return []*cobra.Command{newHistoryCommand(), newCheckpointCommand(),
+		newRestoreOpCommand("undo", "go back one checkpoint in a sandbox's workspace", (*client.Client).Undo),
+		newRestoreOpCommand("redo", "take back the last undo in a sandbox's workspace", (*client.Client).Redo),
+		newRestoreCommand()}
+}
+
+func newHistoryCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "history ID",
+		Short: "show the timeline of a sandbox's workspace, newest first",
+		Long:  "history shows the checkpoints of a sandbox's workspace, newest first; * marks the one\nundo starts from.\n\n" + historyHelp,
+		Args:  exactArgs(1, "ID"),
+		RunE: func(c *cobra.Command, args []string) error {
+			return withClient(func(ctx context.Context, cl *client.Client) error {
+				h, err := cl.History(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				printHistory(c.OutOrStdout(), h, time.Local)
+				return nil
+			})
+		},
+	}
+}
+
+// printHistory writes the timeline as a table; * marks the current checkpoint.
+func printHistory(w io.Writer, h api.History, loc *time.Location) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\tID\tTIME\tCAUSE\tCHANGED\tMESSAGE")
+	for _, cp := range h.Checkpoints {
+		mark := ""
+		if cp.ID == h.Current {
+			mark = "*"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", mark, cp.ID, cp.Time.In(loc).Format(time.DateTime), cp.Cause, cp.Changed, dash(cp.Message))
+	}
+	tw.Flush()
+}
+
+func newCheckpointCommand() *cobra.Command {
+	var message string
+	c := &cobra.Command{
+		Use:   "checkpoint ID [-m MESSAGE]",
+		Short: "checkpoint a sandbox's workspace now",
+		Long:  "checkpoint records the sandbox's workspace as it is now. When nothing changed since the\ncurrent checkpoint, it records nothing and says so.\n\n" + historyHelp,
+		Args:  exactArgs(1, "ID"),
+		RunE: func(c *cobra.Command, args []string) error {
+			return withClient(func(ctx context.Context, cl *client.Client) error {
+				res, err := cl.Checkpoint(ctx, args[0], message)
+				if err != nil {
+					return err
+				}
+				if !res.Created {
+					fmt.Fprintf(c.OutOrStdout(), "nothing changed since checkpoint %s\n", res.Checkpoint.ID)
+					return nil
+				}
+				fmt.Fprintf(c.OutOrStdout(), "checkpoint %s (%s changed)\n", res.Checkpoint.ID, paths(res.Checkpoint.Changed))
+				return nil
+			})
+		},
+	}
+	c.Flags().StringVarP(&message, "message", "m", "", "what the checkpoint is, like \"before refactor\"")
+	return c
+}
+
+func newRestoreOpCommand(name, short string, op func(*client.Client, context.Context, string) (api.RestoreResult, error)) *cobra.Command {
+	return &cobra.Command{
+		Use:   name + " ID",
+		Short: short,
+		Long:  name + " rewrites the sandbox's workspace in place and restarts its app.\n\n" + historyHelp,
+		Args:  exactArgs(1, "ID"),
+		RunE: func(c *cobra.Command, args []string) error {
+			return withClient(func(ctx context.Context, cl *client.Client) error {
+				res, err := op(cl, ctx, args[0])
+				if err != nil {
+					return err
+				}
+				printRestored(c.OutOrStdout(), args[0], res)
+				return nil
+			})
+		},
+	}
+}
+
+func newRestoreCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "restore ID CHECKPOINT",
+		Short: "make a sandbox's workspace exactly a checkpoint's state",
+		Long:  "restore rewrites the sandbox's workspace in place to CHECKPOINT's state (see paddock\nhistory ID) and restarts its app. Changes not yet checkpointed are checkpointed first, so\nundo takes the restore back.\n\n" + historyHelp,
+		Args:  exactArgs(2, "ID and CHECKPOINT"),
+		RunE: func(c *cobra.Command, args []string) error {
+			return withClient(func(ctx context.Context, cl *client.Client) error {
+				res, err := cl.Restore(ctx, args[0], args[1])
+				if err != nil {
+					return err
+				}
+				printRestored(c.OutOrStdout(), args[0], res)
+				return nil
+			})
+		},
+	}
+}
+
+// printRestored says which state the workspace is in now, and what became of the app.
+func printRestored(w io.Writer, id string, res api.RestoreResult) {
+	app := "app restarted"
+	if !res.AppRestarted {
+		app = res.AppNote
+	}
+	fmt.Fprintf(w, "%s: workspace at checkpoint %s (%s changed; recorded as checkpoint %s); %s\n",
+		id, res.Checkpoint.Restores, paths(res.Checkpoint.Changed), res.Checkpoint.ID, app)
+}
+
+func paths(n int) string {
+	if n == 1 {
+		return "1 path"
+	}
+	return strconv.Itoa(n) + " paths"
+}

@@ -1,0 +1,69 @@
+package cli_test
+
+import (
+	"bytes"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/servertest"
+)
+
+// paddock history, checkpoint, undo, redo and restore against a real server and sandbox.
+func TestHistoryCommands(t *testing.T) {
+	e := servertest.Start(t)
+	alice := e.Register(t, "alice")
+	signedOut(t)
+	t.Setenv("PADDOCK_SERVER", e.URL)
+	t.Setenv("PADDOCK_TOKEN", alice.Token)
+	var sb api.Sandbox
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{}), http.StatusCreated, &sb)
+	write := func(data string) {
+		t.Helper()
+		servertest.Decode(t, alice.DoToken("PUT", "/api/v1/sandboxes/"+sb.ID+"/files/content?path=notes.txt", bytes.NewReader([]byte(data))), http.StatusOK, nil)
+	}
+	read := func() string {
+		t.Helper()
+		return mustRemote(t, "", "sandbox", "exec", sb.ID, "--", "cat", "notes.txt")
+	}
+
+	write("draft")
+	if out := mustRemote(t, "", "checkpoint", sb.ID, "-m", "before refactor"); !regexp.MustCompile(`^nothing changed since checkpoint \d+\n$`).MatchString(out) {
+		t.Errorf("checkpoint of nothing: %q", out)
+	}
+	mustRemote(t, "", "sandbox", "exec", sb.ID, "--", "sh", "-c", "echo refactored > notes.txt")
+
+	out := mustRemote(t, "", "history", sb.ID)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if !regexp.MustCompile(`^\s*ID\s+TIME\s+CAUSE\s+CHANGED\s+MESSAGE$`).MatchString(lines[0]) || len(lines) < 4 {
+		t.Fatalf("history:\n%s", out)
+	}
+	row := regexp.MustCompile(`^(\*?)\s*(\d+)\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\s+(\S+)\s+(\d+)\s+(.*)$`)
+	newest, write1 := row.FindStringSubmatch(lines[1]), row.FindStringSubmatch(lines[2])
+	if newest == nil || newest[1] != "*" || newest[3] != "exec" || newest[5] != "exec: sh" {
+		t.Errorf("history's newest row %q: want the current exec checkpoint", lines[1])
+	}
+	if write1 == nil || write1[3] != "agent-write" || write1[4] != "1" || write1[5] != "write notes.txt" {
+		t.Fatalf("history's second row %q: want the agent-write of notes.txt", lines[2])
+	}
+
+	out = mustRemote(t, "", "undo", sb.ID)
+	if !strings.Contains(out, "workspace at checkpoint "+write1[2]) || !strings.Contains(out, "app restarted") || read() != "draft" {
+		t.Errorf("undo: %q, notes.txt %q", out, read())
+	}
+	mustRemote(t, "", "redo", sb.ID)
+	if got := read(); got != "refactored\n" {
+		t.Errorf("redo: notes.txt %q", got)
+	}
+	mustRemote(t, "", "restore", sb.ID, write1[2])
+	if got := read(); got != "draft" {
+		t.Errorf("restore %s: notes.txt %q", write1[2], got)
+	}
+	t.Log("paddock history:\n" + mustRemote(t, "", "history", sb.ID))
+
+	wantFailure(t, "", `checkpoint "424242"`, "restore", sb.ID, "424242")
+	wantFailure(t, "", "want ID and CHECKPOINT", "restore", sb.ID)
+	wantFailure(t, "", "not found", "history", "sb-aaaaaaaaaa")
+}
