@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -31,6 +32,11 @@ const (
 // "watcher"). A scan re-hashes only what changed (the stat cache), so it costs one fstatat
 // per workspace entry. A variable for tests.
 var reconcileEvery = 3 * time.Second
+
+// historyBudget bounds a sandbox's history store: past it, the oldest checkpoints are
+// compacted (see history.WithBudget). A constant for now: enough for hundreds of checkpoints
+// of a typical project, small next to the disk a host gives its sandboxes.
+const historyBudget = 1 << 30
 
 // maxAutoMessage bounds the message of a checkpoint the agent takes by itself (it quotes a
 // program or a path).
@@ -75,7 +81,7 @@ func openHistory(env *wire.Envelope, owner identity.User, log *slog.Logger) *his
 		log.Error("history unavailable", "err", err)
 		return s
 	}
-	var opts []history.Option
+	opts := []history.Option{history.WithBudget(historyBudget)}
 	if owner != (identity.User{}) {
 		opts = append(opts, history.WithOwner(int(owner.UID), int(owner.GID)))
 	}
@@ -214,6 +220,10 @@ func (s *historyService) List(context.Context, *pb.HistoryListRequest) (*pb.Hist
 	if cur, ok := h.Current(); ok {
 		resp.Current = cur.ID
 	}
+	if tx, ok := h.Tx(); ok {
+		resp.Transaction = txInfo(tx)
+	}
+	resp.StoreBytes, resp.BudgetBytes = h.Usage()
 	return resp, nil
 }
 
@@ -250,17 +260,149 @@ func (s *historyService) restore(op func(*history.History) (history.Checkpoint, 
 	if cur, ok := h.Current(); ok {
 		resp.Current = cur.ID
 	}
+	resp.AppRestarted, resp.AppNote = s.restartApp()
+	s.log.Info("workspace restored", "checkpoint", c.ID, "restores", c.Restores, "app_restarted", resp.AppRestarted)
+	return resp, nil
+}
+
+// restartApp restarts the supervised app on files just rewritten, or says why it did not.
+func (s *historyService) restartApp() (bool, string) {
 	switch {
 	case s.app != nil:
 		s.app.Restart()
-		resp.AppRestarted = true
+		return true, ""
 	case s.hasMain:
-		resp.AppNote = "the main command is not supervised (restart is off), so it was not restarted"
-	default:
-		resp.AppNote = "this sandbox has no app to restart"
+		return false, "the main command is not supervised (restart is off), so it was not restarted"
 	}
-	s.log.Info("workspace restored", "checkpoint", c.ID, "restores", c.Restores, "app_restarted", resp.AppRestarted)
+	return false, "this sandbox has no app to restart"
+}
+
+func (s *historyService) Begin(_ context.Context, req *pb.BeginRequest) (*pb.BeginResponse, error) {
+	if len(req.GetMessage()) > maxMessage {
+		return nil, errdefs.ToGRPC(fmt.Errorf("message is %d bytes, over %d: %w", len(req.GetMessage()), maxMessage, errdefs.ErrInvalidArgument))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, err := s.open()
+	if err != nil {
+		return nil, err
+	}
+	tx, err := h.Begin(req.GetMessage())
+	if err != nil {
+		return nil, errdefs.ToGRPC(err)
+	}
+	s.log.Info("transaction begun", "tx", tx.ID, "base", tx.Base)
+	return &pb.BeginResponse{Transaction: txInfo(tx)}, nil
+}
+
+func (s *historyService) Commit(context.Context, *pb.CommitRequest) (*pb.CommitResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, err := s.open()
+	if err != nil {
+		return nil, err
+	}
+	tx, _ := h.Tx()
+	c, created, err := h.Commit()
+	if err != nil {
+		return nil, errdefs.ToGRPC(err)
+	}
+	s.log.Info("transaction committed", "tx", tx.ID, "checkpoint", c.ID, "created", created)
+	return &pb.CommitResponse{Checkpoint: checkpointInfo(c), Created: created, Transaction: txInfo(tx)}, nil
+}
+
+// Rollback rewrites the workspace like a restore, so it restarts the app the same way.
+func (s *historyService) Rollback(context.Context, *pb.RollbackRequest) (*pb.RollbackResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, err := s.open()
+	if err != nil {
+		return nil, err
+	}
+	tx, _ := h.Tx()
+	c, err := h.Rollback()
+	if err != nil {
+		return nil, errdefs.ToGRPC(err)
+	}
+	resp := &pb.RollbackResponse{Transaction: txInfo(tx), Current: c.ID}
+	resp.AppRestarted, resp.AppNote = s.restartApp()
+	s.log.Info("transaction rolled back", "tx", tx.ID, "checkpoint", c.ID, "app_restarted", resp.AppRestarted)
 	return resp, nil
+}
+
+// exportChunk is the size of the pieces an export travels in.
+const exportChunk = 256 << 10
+
+// Export streams the history. The lock is held throughout, so that the export is one
+// state; checkpoints wait meanwhile.
+func (s *historyService) Export(_ *pb.ExportRequest, stream grpc.ServerStreamingServer[pb.ExportChunk]) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, err := s.open()
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(chunkWriter(func(p []byte) error {
+		return stream.Send(&pb.ExportChunk{Data: p})
+	}), exportChunk)
+	if err := h.Export(w); err != nil {
+		return errdefs.ToGRPC(err)
+	}
+	return errdefs.ToGRPC(w.Flush())
+}
+
+// chunkWriter sends what is written in messages of at most exportChunk bytes (a large
+// write passes bufio.Writer whole), well under gRPC's message limit.
+type chunkWriter func([]byte) error
+
+func (f chunkWriter) Write(p []byte) (int, error) {
+	for off := 0; off < len(p); off += exportChunk {
+		if err := f(p[off:min(off+exportChunk, len(p))]); err != nil {
+			return off, err
+		}
+	}
+	return len(p), nil
+}
+
+// Import takes an export and restarts the app on the imported workspace.
+func (s *historyService) Import(stream grpc.ClientStreamingServer[pb.ImportChunk, pb.RestoreResponse]) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, err := s.open()
+	if err != nil {
+		return err
+	}
+	c, err := h.Import(&chunkReader{recv: stream.Recv})
+	if err != nil {
+		return errdefs.ToGRPC(err)
+	}
+	resp := &pb.RestoreResponse{Checkpoint: checkpointInfo(c), Current: c.ID}
+	resp.AppRestarted, resp.AppNote = s.restartApp()
+	s.log.Info("history imported", "checkpoint", c.ID, "app_restarted", resp.AppRestarted)
+	return stream.SendAndClose(resp)
+}
+
+// chunkReader reads an Import stream's chunks as one byte stream.
+type chunkReader struct {
+	recv func() (*pb.ImportChunk, error)
+	buf  []byte
+}
+
+func (r *chunkReader) Read(p []byte) (int, error) {
+	for len(r.buf) == 0 {
+		c, err := r.recv()
+		if err != nil {
+			return 0, err // io.EOF when the caller closed its side
+		}
+		r.buf = c.GetData()
+	}
+	n := copy(p, r.buf)
+	r.buf = r.buf[n:]
+	return n, nil
+}
+
+func txInfo(tx history.Transaction) *pb.TransactionInfo {
+	return &pb.TransactionInfo{Id: tx.ID, Message: tx.Message, Base: tx.Base, TimeUnixNano: tx.Time.UnixNano()}
 }
 
 func (s *historyService) Diff(_ context.Context, req *pb.DiffRequest) (*pb.DiffResponse, error) {
@@ -302,7 +444,8 @@ func parentOf(h *history.History, id string) (string, error) {
 
 func checkpointInfo(c history.Checkpoint) *pb.CheckpointInfo {
 	return &pb.CheckpointInfo{Id: c.ID, Parent: c.Parent, TimeUnixNano: c.Time.UnixNano(), Cause: c.Cause,
-		Message: c.Message, Changed: uint32(c.Changed), Restores: c.Restores}
+		Message: c.Message, Changed: uint32(c.Changed), Restores: c.Restores, Transaction: c.Transaction,
+		Compacted: uint32(c.Compacted)}
 }
 
 // recordedFiles is the Files service with a checkpoint (cause "agent-write") after every

@@ -111,6 +111,9 @@ func TestHistoryCheckpointsUndoRedoRestore(t *testing.T) {
 	if l.Checkpoints[1].Cause != "watcher" {
 		t.Errorf("first checkpoint %+v, want the workspace at start (watcher)", l.Checkpoints[1])
 	}
+	if l.BudgetBytes != historyBudget || l.StoreBytes <= 0 {
+		t.Errorf("store %d bytes of a budget of %d, want some of %d", l.StoreBytes, l.BudgetBytes, historyBudget)
+	}
 
 	if _, err := pb.NewProcessClient(a.conn).Execute(ctx(t), &pb.ExecuteRequest{Argv: []string{"sh", "-c", "echo two > a.txt"}}); err != nil {
 		t.Fatal(err)
@@ -271,5 +274,70 @@ func TestHistoryRefusesStoreOthersCanReach(t *testing.T) {
 	}
 	if err := checkPrivate(open); err == nil || !strings.Contains(err.Error(), "others could reach it") {
 		t.Fatalf("checkPrivate(0755) = %v, want refused", err)
+	}
+}
+
+// A transaction through the agent: its file-API writes and execs make no checkpoint of
+// their own, everything that would record or restore is refused naming it, the commit is
+// one checkpoint, and a rollback undoes whatever changed since begin.
+func TestHistoryTransaction(t *testing.T) {
+	a := startHistoryAgent(t, wire.TierContainer, nil)
+	hc := pb.NewHistoryClient(a.conn)
+	a.writeFile(t, "a.txt", "one")
+	base := a.list(t).Current
+
+	b, err := hc.Begin(ctx(t), &pb.BeginRequest{Message: "multi-file edit"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx := b.Transaction
+	if tx.Base != base || tx.Message != "multi-file edit" || tx.Id == "" {
+		t.Fatalf("Begin = %+v, want based on %s", tx, base)
+	}
+	a.writeFile(t, "a.txt", "two")
+	a.writeFile(t, "b.txt", "new")
+	if _, err := pb.NewProcessClient(a.conn).Execute(ctx(t), &pb.ExecuteRequest{Argv: []string{"sh", "-c", "echo c > c.txt"}}); err != nil {
+		t.Fatal(err)
+	}
+	l := a.list(t)
+	if l.Current != base || len(l.Checkpoints) != 2 || l.Transaction.GetId() != tx.Id {
+		t.Fatalf("history in a transaction: %v at %s, transaction %v; want no new checkpoint and %s open", l.Checkpoints, l.Current, l.Transaction, tx.Id)
+	}
+	for name, call := range map[string]func() error{
+		"begin":      func() error { _, err := hc.Begin(ctx(t), &pb.BeginRequest{}); return err },
+		"undo":       func() error { _, err := hc.Undo(ctx(t), &pb.UndoRequest{}); return err },
+		"checkpoint": func() error { _, err := hc.Checkpoint(ctx(t), &pb.CheckpointRequest{}); return err },
+	} {
+		if err := call(); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "transaction "+tx.Id) {
+			t.Errorf("%s in a transaction: %v, want FailedPrecondition naming %s", name, err, tx.Id)
+		}
+	}
+	c, err := hc.Commit(ctx(t), &pb.CommitRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Created || c.Checkpoint.Cause != "transaction" || c.Checkpoint.Message != "multi-file edit" || c.Checkpoint.Changed != 3 || c.Checkpoint.Transaction != tx.Id {
+		t.Fatalf("Commit = %+v, want one transaction checkpoint of 3 paths", c)
+	}
+	if l := a.list(t); l.Transaction != nil || l.Current != c.Checkpoint.Id {
+		t.Fatalf("after commit: transaction %v, current %s", l.Transaction, l.Current)
+	}
+
+	if _, err := hc.Begin(ctx(t), &pb.BeginRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	a.writeFile(t, "a.txt", "three")
+	if err := os.Remove(filepath.Join(a.ws, "b.txt")); err != nil {
+		t.Fatal(err)
+	}
+	r, err := hc.Rollback(ctx(t), &pb.RollbackRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Current != c.Checkpoint.Id || a.content(t, "a.txt") != "two" || a.content(t, "b.txt") != "new" || r.AppNote == "" {
+		t.Fatalf("Rollback = %+v: a.txt %q, b.txt %q; want the committed state back", r, a.content(t, "a.txt"), a.content(t, "b.txt"))
+	}
+	if _, err := hc.Rollback(ctx(t), &pb.RollbackRequest{}); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "no transaction is open") {
+		t.Fatalf("rollback with none open: %v", err)
 	}
 }

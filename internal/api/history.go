@@ -9,6 +9,8 @@ const (
 	CauseManual     = "manual"      // POST …/history/checkpoints
 	CauseRestore    = "restore"     // undo, redo or restore
 	CauseWatcher    = "watcher"     // a change by any process, found by the periodic reconcile
+	// CauseTransaction is a transaction's commit: all its work as one checkpoint.
+	CauseTransaction = "transaction"
 )
 
 // Checkpoint is one committed state of a sandbox's workspace.
@@ -24,6 +26,11 @@ type Checkpoint struct {
 	Changed int `json:"changed"`
 	// Restores is, for cause restore, the checkpoint whose state was restored.
 	Restores string `json:"restores,omitempty"`
+	// Transaction is, for cause transaction, the transaction whose work this is.
+	Transaction string `json:"transaction,omitempty"`
+	// Compacted is, on the oldest checkpoint kept, how many older ones the history's size
+	// budget dropped: undo stops here.
+	Compacted int `json:"compacted,omitempty"`
 }
 
 // History is GET /api/v1/sandboxes/{id}/history: the timeline, newest first, and the
@@ -31,6 +38,48 @@ type Checkpoint struct {
 type History struct {
 	Checkpoints []Checkpoint `json:"checkpoints"`
 	Current     string       `json:"current,omitempty"`
+	// Transaction is the open transaction, if any.
+	Transaction *Transaction `json:"transaction,omitempty"`
+	// StoreBytes is what the history takes; past BudgetBytes its oldest checkpoints are
+	// compacted (see Checkpoint.Compacted).
+	StoreBytes  int64 `json:"store_bytes"`
+	BudgetBytes int64 `json:"budget_bytes"`
+}
+
+// Transaction is a multi-step change of a sandbox's workspace, begun by
+// POST /api/v1/sandboxes/{id}/history/transaction, that ends as one checkpoint (commit) or
+// as if it never happened (rollback).
+type Transaction struct {
+	ID      string `json:"id"`
+	Message string `json:"message,omitempty"`
+	// Base is the checkpoint the workspace was at when the transaction began: rollback
+	// goes back to it.
+	Base string    `json:"base"`
+	Time time.Time `json:"time"`
+}
+
+// BeginRequest is POST /api/v1/sandboxes/{id}/history/transaction. Message becomes the
+// commit's checkpoint message.
+type BeginRequest struct {
+	Message string `json:"message,omitempty"`
+}
+
+// CommitResult answers POST …/history/transaction/commit. Created is false when the
+// transaction changed nothing: Checkpoint is then the current one.
+type CommitResult struct {
+	Checkpoint  Checkpoint  `json:"checkpoint"`
+	Created     bool        `json:"created"`
+	Transaction Transaction `json:"transaction"`
+}
+
+// RollbackResult answers POST …/history/transaction/rollback: the workspace is at Current
+// again, exactly as at the transaction's start, and the app was restarted on it (AppNote
+// says why not).
+type RollbackResult struct {
+	Transaction  Transaction `json:"transaction"`
+	Current      string      `json:"current"`
+	AppRestarted bool        `json:"app_restarted"`
+	AppNote      string      `json:"app_note,omitempty"`
 }
 
 // CheckpointRequest is POST /api/v1/sandboxes/{id}/history/checkpoints.

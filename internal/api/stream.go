@@ -14,7 +14,9 @@ package api
 //   - one text message at the end: a StreamExit (JSON), then a normal close.
 //
 // A command that cannot start still ends with a StreamExit (code 126 or 127, Error set).
-// Bad input before the start closes the connection with code 4400 and a reason.
+// Bad input before the start closes the connection with code 4400 and a reason. A start
+// the sandbox's policy denies gets a StreamExit (code 126, Error naming the rule) and a
+// close with code 4403: the command never reached the sandbox.
 
 // StreamProtocol is the WebSocket subprotocol of the exec stream.
 const StreamProtocol = "paddock.exec.v1"
@@ -27,6 +29,9 @@ const (
 
 // CloseBadRequest closes an exec stream whose first message was not a valid StreamStart.
 const CloseBadRequest = 4400
+
+// ClosePermissionDenied closes an exec stream whose command the sandbox's policy denies.
+const ClosePermissionDenied = 4403
 
 // StreamStart starts the command of an exec stream.
 type StreamStart struct {

@@ -22,9 +22,9 @@ place, record what they did (restore), and restart the sandbox's app on the rest
 files, whether it was running, crashed or crash-looping. The sandbox must be running, in
 the container tier.`
 
-// newHistoryCommands are paddock history, checkpoint, undo, redo and restore.
+// newHistoryCommands are paddock history, checkpoint, undo, redo, restore and tx.
 func newHistoryCommands() []*cobra.Command {
-	return []*cobra.Command{newHistoryCommand(), newCheckpointCommand(),
+	return []*cobra.Command{newHistoryCommand(), newCheckpointCommand(), newTxCommand(),
 		newRestoreOpCommand("undo", "go back one checkpoint in a sandbox's workspace", (*client.Client).Undo),
 		newRestoreOpCommand("redo", "take back the last undo in a sandbox's workspace", (*client.Client).Redo),
 		newRestoreCommand()}
@@ -61,6 +61,12 @@ func printHistory(w io.Writer, h api.History, loc *time.Location) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", mark, cp.ID, cp.Time.In(loc).Format(time.DateTime), cp.Cause, cp.Changed, dash(cp.Message))
 	}
 	tw.Flush()
+	if n := oldestCompacted(h); n > 0 {
+		fmt.Fprintf(w, "(%d older checkpoints were compacted to keep the history within its size budget)\n", n)
+	}
+	if tx := h.Transaction; tx != nil {
+		fmt.Fprintf(w, "transaction %s open since %s at checkpoint %s%s: paddock tx commit or rollback\n", tx.ID, tx.Time.In(loc).Format(time.DateTime), tx.Base, quoted(tx.Message))
+	}
 }
 
 func newCheckpointCommand() *cobra.Command {
@@ -135,6 +141,21 @@ func printRestored(w io.Writer, id string, res api.RestoreResult) {
 	}
 	fmt.Fprintf(w, "%s: workspace at checkpoint %s (%s changed; recorded as checkpoint %s); %s\n",
 		id, res.Checkpoint.Restores, paths(res.Checkpoint.Changed), res.Checkpoint.ID, app)
+}
+
+// oldestCompacted is how many checkpoints the size budget dropped before the oldest shown.
+func oldestCompacted(h api.History) int {
+	if len(h.Checkpoints) == 0 {
+		return 0
+	}
+	return h.Checkpoints[len(h.Checkpoints)-1].Compacted
+}
+
+func quoted(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (" + strconv.Quote(s) + ")"
 }
 
 func paths(n int) string {

@@ -67,3 +67,39 @@ func TestHistoryCommands(t *testing.T) {
 	wantFailure(t, "", "want ID and CHECKPOINT", "restore", sb.ID)
 	wantFailure(t, "", "not found", "history", "sb-aaaaaaaaaa")
 }
+
+// paddock tx begin, commit and rollback against a real server and sandbox.
+func TestTxCommands(t *testing.T) {
+	e := servertest.Start(t)
+	alice := e.Register(t, "alice")
+	signedOut(t)
+	t.Setenv("PADDOCK_SERVER", e.URL)
+	t.Setenv("PADDOCK_TOKEN", alice.Token)
+	var sb api.Sandbox
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{}), http.StatusCreated, &sb)
+	read := func() string {
+		t.Helper()
+		return mustRemote(t, "", "sandbox", "exec", sb.ID, "--", "cat", "notes.txt")
+	}
+	mustRemote(t, "", "sandbox", "exec", sb.ID, "--", "sh", "-c", "echo one > notes.txt")
+
+	out := mustRemote(t, "", "tx", "begin", sb.ID, "-m", "rewrite notes")
+	if !regexp.MustCompile(`: transaction tx1 begun at checkpoint \d+\n$`).MatchString(out) {
+		t.Errorf("tx begin: %q", out)
+	}
+	wantFailure(t, "", "transaction tx1 (\"rewrite notes\")", "tx", "begin", sb.ID)
+	mustRemote(t, "", "sandbox", "exec", sb.ID, "--", "sh", "-c", "echo two > notes.txt")
+	if out := mustRemote(t, "", "history", sb.ID); !strings.Contains(out, "transaction tx1 open since") {
+		t.Errorf("history does not show the open transaction:\n%s", out)
+	}
+	if out := mustRemote(t, "", "tx", "commit", sb.ID); !regexp.MustCompile(`transaction tx1 committed as checkpoint \d+ \(1 path changed\)`).MatchString(out) {
+		t.Errorf("tx commit: %q", out)
+	}
+	mustRemote(t, "", "tx", "begin", sb.ID)
+	mustRemote(t, "", "sandbox", "exec", sb.ID, "--", "sh", "-c", "echo three > notes.txt")
+	if out := mustRemote(t, "", "tx", "rollback", sb.ID); !strings.Contains(out, "transaction tx2 rolled back") || read() != "two\n" {
+		t.Errorf("tx rollback: %q, notes.txt %q", out, read())
+	}
+	wantFailure(t, "", "no transaction is open", "tx", "commit", sb.ID)
+	wantFailure(t, "", "give a subcommand", "tx")
+}

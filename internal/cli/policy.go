@@ -135,11 +135,20 @@ func oneLine(s string) string {
 	return s
 }
 
-// readPolicy reads and loads a policy file; "-" is standard input. The read is bounded, so
-// pointing it at /dev/zero is a clear error rather than a hang.
+// readPolicy reads and loads a policy file; "-" is standard input.
 func readPolicy(c *cobra.Command, file string) (*policy.Policy, error) {
+	data, source, err := readPolicyData(c, file)
+	if err != nil {
+		return nil, err
+	}
+	return policy.Load(data, source)
+}
+
+// readPolicyData reads a policy file ("-": standard input) and names its source. The read
+// is bounded, so pointing it at /dev/zero is a clear error rather than a hang.
+func readPolicyData(c *cobra.Command, file string) (data []byte, source string, err error) {
 	var r io.Reader = c.InOrStdin()
-	source := "stdin"
+	source = "stdin"
 	if file != "-" {
 		f, err := os.Open(file)
 		if err != nil {
@@ -147,14 +156,14 @@ func readPolicy(c *cobra.Command, file string) (*policy.Policy, error) {
 			if errors.As(err, &pe) {
 				err = pe.Err
 			}
-			return nil, fmt.Errorf("%s: %v: %w", file, err, errdefs.ErrInvalidArgument)
+			return nil, file, fmt.Errorf("%s: %v: %w", file, err, errdefs.ErrInvalidArgument)
 		}
 		defer f.Close()
 		r, source = f, file
 	}
-	data, err := io.ReadAll(io.LimitReader(r, policy.MaxFileSize+1))
+	data, err = io.ReadAll(io.LimitReader(r, policy.MaxFileSize+1))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v: %w", source, err, errdefs.ErrInvalidArgument)
+		return nil, source, fmt.Errorf("%s: %v: %w", source, err, errdefs.ErrInvalidArgument)
 	}
-	return policy.Load(data, source)
+	return data, source, nil
 }

@@ -156,6 +156,8 @@ func streamError(err error) error {
 	switch int(ce.Code) {
 	case api.CloseBadRequest:
 		return &Error{Code: api.CodeInvalidArgument, Message: reason, kind: errdefs.ErrInvalidArgument}
+	case api.ClosePermissionDenied:
+		return &Error{Code: api.CodePermissionDenied, Message: reason, kind: errdefs.ErrPermissionDenied}
 	case api.CloseOwnerGone:
 		return &Error{Code: api.CodeUnavailable, Message: "the sandbox stopped: " + reason, kind: errdefs.ErrUnavailable}
 	}

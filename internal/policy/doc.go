@@ -6,6 +6,7 @@
 //	shell:
 //	  deny: ["rm -rf /", "curl * | sh", "wget * | bash"]
 //	  allow_prefixes: ["go", "npm run", "git status"]
+//	  interactive: deny              # the default; allow lets terminals run undecided
 //	files:
 //	  jail: /workspace
 //	  deny_write: [".git/hooks/**", ".env"]
@@ -118,6 +119,15 @@
 // array subscripts found in a variable's value; a value set elsewhere is not seen).
 // A deny list is a list of known-bad shapes; allow_prefixes is the mode that holds
 // against what nobody thought of.
+//
+// What a command reads on its standard input is not in its words. [StdinShell] says when
+// an argv runs a shell that reads its commands from there (sh, bash -i, env bash, sudo
+// -s): a caller holding all of that input decides it as a script with
+// [Policy.ShellScript]; a session whose input arrives while it runs (an interactive
+// shell) is decided by [Policy.Interactive], denied with shell rules unless the policy
+// says shell.interactive: allow, since its commands cannot be decided before they run.
+// [Policy.ShellEnv] decides the environment an exec adds: BASH_FUNC_name%% (a function
+// that replaces a command) and prompt variables holding a substitution are undecidable.
 //
 // An allow prefix is a list of literal words: a command is allowed when its first words
 // are exactly the prefix's (program by base name, shells being one): "npm run" allows

@@ -13,6 +13,8 @@ import (
 type shellRules struct {
 	deny     []denyRule
 	prefixes []prefixRule
+	// interactive is shell.interactive: allow; see Policy.Interactive.
+	interactive bool
 }
 
 func (r *shellRules) active() bool { return len(r.deny) > 0 || len(r.prefixes) > 0 }
@@ -29,7 +31,15 @@ func (r *shellRules) summary() string {
 }
 
 func (l *loader) shell(n *yaml.Node, r *shellRules) error {
-	return l.mapping(n, "shell", []string{"deny", "allow_prefixes"}, func(key string, _, v *yaml.Node) error {
+	return l.mapping(n, "shell", []string{"deny", "allow_prefixes", "interactive"}, func(key string, _, v *yaml.Node) error {
+		if key == "interactive" {
+			s, err := l.str(v, "shell.interactive")
+			if err != nil || (s != "allow" && s != "deny") {
+				return l.errf(v, "shell.interactive", "want allow or deny, got %s", describe(v))
+			}
+			r.interactive = s == "allow"
+			return nil
+		}
 		items, err := l.list(v, "shell."+key)
 		if err != nil {
 			return err

@@ -54,6 +54,9 @@ type scanner struct {
 	overflow bool
 	reach    [][]tri    // per deny rule with several stages, computed on demand
 	fed      [][]uint64 // per command, a bit per command that feeds it, computed on demand
+	// stdinShell is set when a shell was found that reads its commands from a standard
+	// input no redirection in the text gives it: the caller's (see StdinShell).
+	stdinShell bool
 }
 
 func (s *scanner) reset() {
@@ -61,6 +64,7 @@ func (s *scanner) reset() {
 	clear(s.links)
 	clear(s.reach)
 	s.cmds, s.links, s.reach, s.fed, s.overflow = s.cmds[:0], s.links[:0], s.reach[:0], nil, false
+	s.stdinShell = false
 }
 
 func (s *scanner) add(c command) int {
@@ -501,6 +505,7 @@ options:
 	}
 	src, known, ok := stdinScript(redirs)
 	if !ok {
+		s.stdinShell = s.stdinShell || !redirectsStdin(redirs)
 		return nil
 	}
 	if !known {
@@ -549,6 +554,20 @@ func stdinScript(redirs []*syntax.Redirect) (src string, known, ok bool) {
 		return b.String(), true, true
 	}
 	return "", false, false // a file: its contents are not seen
+}
+
+// redirectsStdin reports whether redirs give standard input a file or a document.
+func redirectsStdin(redirs []*syntax.Redirect) bool {
+	for _, r := range redirs {
+		if r.N != nil && r.N.Value != "0" {
+			continue
+		}
+		switch r.Op {
+		case syntax.RdrIn, syntax.RdrInOut, syntax.DplIn, syntax.Hdoc, syntax.DashHdoc, syntax.WordHdoc:
+			return true
+		}
+	}
+	return false
 }
 
 // find follows -exec, -execdir, -ok and -okdir.

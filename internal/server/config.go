@@ -65,6 +65,12 @@ type Config struct {
 	// sandbox's egress obeys: with one, sandboxes reach the hosts it allows through the
 	// egress proxy (HTTP_PROXY); without one, they have no network at all.
 	NetworkPolicy string `yaml:"network_policy"`
+	// Policy is the default policy file (see package policy) of every sandbox that has no
+	// policy of its own and whose owner has none (<users_dir>/policies/<user>.yaml): its
+	// shell and file rules are enforced on the API's exec and file operations. Without one,
+	// such sandboxes have no rules. It is loaded, and its resources checked against
+	// max_limits, at start: a mistake stops the start with the line and field.
+	Policy string `yaml:"policy"`
 }
 
 // AppConfig is the default app template.
@@ -116,6 +122,11 @@ func LoadConfig(path, dataDir, listen string) (Config, error) {
 		return cfg, err
 	}
 	cfg.Runner = rc
+	if cfg.Policy != "" {
+		if _, _, err := loadPolicyFile(cfg.Policy, cfg.Policy, cfg.Runner.MaxLimits); err != nil {
+			return cfg, fmt.Errorf("policy: %w", err)
+		}
+	}
 	return cfg, nil
 }
 

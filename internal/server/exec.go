@@ -14,6 +14,7 @@ import (
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
+	"github.com/paddockhq/paddock/internal/policy"
 	"github.com/paddockhq/paddock/internal/wire"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
 )
@@ -53,7 +54,21 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, c fleet.Caller) er
 	if err != nil {
 		return err
 	}
-	s.audit(r.Context(), c, "sandbox.exec", r.PathValue("id"), req.Argv)
+	in, err := s.policyOf(r.Context(), c, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	var d policy.Decision
+	if in.pol != nil {
+		if d = in.exec(req.Argv, req.Env, req.Stdin); !d.Allow {
+			s.audit(r.Context(), c, "sandbox.exec_denied", r.PathValue("id"), req.Argv, in, d)
+			return in.denied(d)
+		}
+	}
+	s.audit(r.Context(), c, "sandbox.exec", r.PathValue("id"), req.Argv, in, d)
+	if t := in.timeout(); t > 0 {
+		timeout = min(timeout, t)
+	}
 	// The agent enforces the timeout; the RPC gets a little longer to report it.
 	ctx, cancel := context.WithTimeout(r.Context(), timeout+5*time.Second)
 	defer cancel()
@@ -100,6 +115,10 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, c fleet.Call
 	if err != nil {
 		return err
 	}
+	in, err := s.policyOf(r.Context(), c, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{api.StreamProtocol}, OriginPatterns: s.cfg.TrustedOrigins})
 	if err != nil {
 		return errResponded // Accept wrote the response
@@ -112,7 +131,21 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, c fleet.Call
 		ws.Close(api.CloseBadRequest, truncateReason(err.Error()))
 		return errResponded
 	}
-	s.audit(ctx, c, "sandbox.exec_stream", r.PathValue("id"), start.Argv)
+	var d policy.Decision
+	if in.pol != nil {
+		// The command is known only now, after the upgrade: a denial is an exit that says
+		// why, and a close with its own code. Nothing reached the sandbox.
+		if d = in.stream(start.Argv, start.Env); !d.Allow {
+			s.audit(ctx, c, "sandbox.exec_stream_denied", r.PathValue("id"), start.Argv, in, d)
+			msg := in.denied(d).Error()
+			if b, err := json.Marshal(api.StreamExit{Type: "exit", ExitCode: 126, Error: msg}); err == nil {
+				_ = ws.Write(ctx, websocket.MessageText, b)
+			}
+			ws.Close(api.ClosePermissionDenied, truncateReason(msg))
+			return errResponded
+		}
+	}
+	s.audit(ctx, c, "sandbox.exec_stream", r.PathValue("id"), start.Argv, in, d)
 	req := &pb.StartRequest{Argv: start.Argv, Env: start.Env, AddEnv: true, Cwd: start.Cwd}
 	if start.TTY != nil {
 		req.Tty = &pb.TTYSize{Rows: start.TTY.Rows, Cols: start.TTY.Cols}
@@ -134,6 +167,13 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, c fleet.Call
 	if ex := first.GetExited(); ex != nil {
 		s.endStream(ctx, ws, exitOf(ex))
 		return errResponded
+	}
+	if t := in.timeout(); t > 0 {
+		// The policy's wall-clock limit: the session is killed, and ends as killed.
+		kill := time.AfterFunc(t, func() {
+			_, _ = pc.SendSignal(context.WithoutCancel(ctx), &pb.SendSignalRequest{SessionId: session, Signal: 9})
+		})
+		defer kill.Stop()
 	}
 	go s.pumpInput(ctx, ws, pc, session)
 	for {
@@ -225,10 +265,11 @@ func exitOf(e *pb.ExitStatus) api.StreamExit {
 	return api.StreamExit{Type: "exit", ExitCode: int(e.GetExitCode()), Signal: int(e.GetSignal()), Error: e.GetError()}
 }
 
-// audit records a command run in a sandbox. Only the program's name is kept: arguments
-// may carry secrets a user typed.
-func (s *Server) audit(ctx context.Context, c fleet.Caller, action, sandboxID string, argv []string) {
-	s.event(ctx, c.UserID, action, map[string]any{"sandbox": sandboxID, "program": argv[0]})
+// audit records a command run in a sandbox, or refused, with the policy's decision when
+// one is in force. Only the program's name and the rule are kept, never the reason: the
+// arguments, which the reason quotes, may carry secrets a user typed.
+func (s *Server) audit(ctx context.Context, c fleet.Caller, action, sandboxID string, argv []string, in inForce, d policy.Decision) {
+	s.event(ctx, c.UserID, action, policyDetail(map[string]any{"sandbox": sandboxID, "program": argv[0]}, in, d))
 }
 
 // truncateReason keeps a close reason within the 123 bytes a close frame allows.

@@ -13,11 +13,21 @@ import (
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
+	"github.com/paddockhq/paddock/internal/policy"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
 )
 
 // maxUpload bounds one file written through the API.
 const maxUpload = 1 << 30
+
+// decideFileOp decides op on path p of the request's sandbox under the policy in force.
+func (s *Server) decideFileOp(r *http.Request, c fleet.Caller, op policy.Op, p string, size int64) error {
+	in, err := s.policyOf(r.Context(), c, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return s.decideFile(r.Context(), c, r.PathValue("id"), in, op, p, size)
+}
 
 // Files go through the agent's jailed file API: paths are relative to the workspace (a
 // leading "/workspace/" or "/" is accepted), and the agent refuses anything that would
@@ -38,6 +48,9 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request, c fleet.Calle
 	}
 	conn, err := s.fleet.Conn(r.Context(), c, r.PathValue("id"))
 	if err != nil {
+		return err
+	}
+	if err := s.decideFileOp(r, c, policy.Read, p, 0); err != nil {
 		return err
 	}
 	res, err := pb.NewFilesClient(conn).List(r.Context(), &pb.ListFilesRequest{Path: p})
@@ -66,6 +79,9 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request, c fleet.Caller
 	}
 	conn, err := s.fleet.Conn(r.Context(), c, r.PathValue("id"))
 	if err != nil {
+		return err
+	}
+	if err := s.decideFileOp(r, c, policy.Read, p, 0); err != nil {
 		return err
 	}
 	stream, err := pb.NewFilesClient(conn).Read(r.Context(), &pb.ReadRequest{Path: p})
@@ -112,6 +128,17 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request, c fleet.Calle
 	if err != nil {
 		return err
 	}
+	// The policy decides on the size the body says it has (a chunked body starts at 0),
+	// and again on every chunk that takes it past that: a body that grows past
+	// files.max_file_size is refused there, and nothing of it is kept.
+	in, err := s.policyOf(r.Context(), c, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	decided := max(r.ContentLength, 0)
+	if err := s.decideFile(r.Context(), c, r.PathValue("id"), in, policy.Write, p, decided); err != nil {
+		return err
+	}
 	// A body that breaks off cancels the write, and the agent discards the partial file
 	// instead of committing it.
 	ctx, cancel := context.WithCancel(r.Context())
@@ -123,8 +150,16 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request, c fleet.Calle
 	body := http.MaxBytesReader(w, r.Body, maxUpload)
 	buf := make([]byte, 256<<10)
 	first := true
+	var total int64
 	for {
 		n, rerr := body.Read(buf)
+		if total += int64(n); total > decided && in.pol != nil {
+			if err := s.decideFile(r.Context(), c, r.PathValue("id"), in, policy.Write, p, total); err != nil {
+				cancel()
+				return err
+			}
+			decided = total
+		}
 		if n > 0 || first {
 			msg := &pb.WriteRequest{Data: buf[:n]}
 			if first {
@@ -151,7 +186,7 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request, c fleet.Calle
 	if err != nil {
 		return fmt.Errorf("write %s: %w", p, errdefs.FromGRPC(err))
 	}
-	s.event(r.Context(), c.UserID, "sandbox.file_write", map[string]any{"sandbox": r.PathValue("id"), "path": info.Path, "size": info.Size})
+	s.event(r.Context(), c.UserID, "sandbox.file_write", map[string]any{"sandbox": r.PathValue("id"), "path": info.Path, "size": info.Size, "policy": in.source})
 	api.WriteJSON(w, http.StatusOK, fileInfo(info))
 	return nil
 }

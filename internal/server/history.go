@@ -1,7 +1,10 @@
 package server
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 	"unicode/utf8"
@@ -33,9 +36,13 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request, c fleet.Caller)
 	if err != nil {
 		return historyError("history", r, err)
 	}
-	out := api.History{Checkpoints: []api.Checkpoint{}, Current: res.Current}
+	out := api.History{Checkpoints: []api.Checkpoint{}, Current: res.Current, StoreBytes: res.StoreBytes, BudgetBytes: res.BudgetBytes}
 	for _, cp := range res.Checkpoints {
 		out.Checkpoints = append(out.Checkpoints, checkpointOf(cp))
+	}
+	if res.Transaction != nil {
+		tx := transactionOf(res.Transaction)
+		out.Transaction = &tx
 	}
 	api.WriteJSON(w, http.StatusOK, out)
 	return nil
@@ -123,6 +130,147 @@ func (s *Server) restoreWith(w http.ResponseWriter, r *http.Request, c fleet.Cal
 	return nil
 }
 
+// beginTransaction answers 201 with the transaction begun, or 409 naming the one open.
+func (s *Server) beginTransaction(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {
+	hc, err := s.historyClient(r, c)
+	if err != nil {
+		return err
+	}
+	var req api.BeginRequest
+	if r.ContentLength != 0 { // a bare POST is a transaction without a message
+		if err := api.DecodeJSON(w, r, &req, maxHistoryBody); err != nil {
+			return err
+		}
+	}
+	if len(req.Message) > maxHistoryMessage {
+		return fmt.Errorf("message: %d bytes, over %d: %w", len(req.Message), maxHistoryMessage, errdefs.ErrInvalidArgument)
+	}
+	res, err := hc.Begin(r.Context(), &pb.BeginRequest{Message: req.Message})
+	if err != nil {
+		return historyError("begin transaction", r, err)
+	}
+	tx := transactionOf(res.Transaction)
+	s.event(r.Context(), c.UserID, "sandbox.history_begin", map[string]any{"sandbox": r.PathValue("id"), "transaction": tx.ID, "base": tx.Base})
+	api.WriteJSON(w, http.StatusCreated, tx)
+	return nil
+}
+
+func (s *Server) commitTransaction(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {
+	hc, err := s.historyClient(r, c)
+	if err != nil {
+		return err
+	}
+	res, err := hc.Commit(r.Context(), &pb.CommitRequest{})
+	if err != nil {
+		return historyError("commit", r, err)
+	}
+	out := api.CommitResult{Checkpoint: checkpointOf(res.Checkpoint), Created: res.Created, Transaction: transactionOf(res.Transaction)}
+	s.event(r.Context(), c.UserID, "sandbox.history_commit", map[string]any{"sandbox": r.PathValue("id"), "transaction": out.Transaction.ID, "checkpoint": out.Checkpoint.ID, "created": out.Created})
+	api.WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) rollbackTransaction(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {
+	hc, err := s.historyClient(r, c)
+	if err != nil {
+		return err
+	}
+	res, err := hc.Rollback(r.Context(), &pb.RollbackRequest{})
+	if err != nil {
+		return historyError("rollback", r, err)
+	}
+	out := api.RollbackResult{Transaction: transactionOf(res.Transaction), Current: res.Current, AppRestarted: res.AppRestarted, AppNote: res.AppNote}
+	s.event(r.Context(), c.UserID, "sandbox.history_rollback", map[string]any{"sandbox": r.PathValue("id"), "transaction": out.Transaction.ID, "checkpoint": out.Current, "app_restarted": out.AppRestarted})
+	api.WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// maxImport bounds an uploaded history export.
+const maxImport = 8 << 30
+
+// exportHistory streams the sandbox's history as one file. The first chunk is awaited
+// before the status is written, so that a refusal (a transaction open) is still a 409.
+func (s *Server) exportHistory(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {
+	hc, err := s.historyClient(r, c)
+	if err != nil {
+		return err
+	}
+	stream, err := hc.Export(r.Context(), &pb.ExportRequest{})
+	if err != nil {
+		return historyError("export", r, err)
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		return historyError("export", r, err)
+	}
+	id := r.PathValue("id")
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Disposition", `attachment; filename="`+id+`.history"`)
+	w.WriteHeader(http.StatusOK)
+	for chunk := first; ; {
+		if _, err := w.Write(chunk.GetData()); err != nil {
+			return errResponded
+		}
+		if chunk, err = stream.Recv(); err != nil {
+			if !errors.Is(err, io.EOF) {
+				// Too late for an error response: the file stops short, which its
+				// importer detects (its end record is missing).
+				s.log.Warn("history export cut short", "sandbox", id, "err", err)
+			}
+			break
+		}
+	}
+	s.event(r.Context(), c.UserID, "sandbox.history_export", map[string]any{"sandbox": id})
+	return errResponded
+}
+
+// importHistory streams the request body, an export, to the agent.
+func (s *Server) importHistory(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {
+	hc, err := s.historyClient(r, c)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	stream, err := hc.Import(ctx)
+	if err != nil {
+		return historyError("import", r, err)
+	}
+	body := http.MaxBytesReader(w, r.Body, maxImport)
+	buf := make([]byte, 256<<10)
+	for {
+		n, rerr := body.Read(buf)
+		if n > 0 {
+			if err := stream.Send(&pb.ImportChunk{Data: buf[:n]}); err != nil {
+				break // the agent refused; CloseAndRecv has its reason
+			}
+		}
+		if errors.Is(rerr, io.EOF) {
+			break
+		}
+		if rerr != nil {
+			cancel()
+			var tooBig *http.MaxBytesError
+			if errors.As(rerr, &tooBig) {
+				return fmt.Errorf("import: the export is over %d bytes: %w", maxImport, errdefs.ErrLimitExceeded)
+			}
+			return fmt.Errorf("import: reading the upload: %v: %w", rerr, errdefs.ErrInvalidArgument)
+		}
+	}
+	res, err := stream.CloseAndRecv()
+	if err != nil {
+		return historyError("import", r, err)
+	}
+	out := api.RestoreResult{Checkpoint: checkpointOf(res.Checkpoint), Current: res.Current, AppRestarted: res.AppRestarted, AppNote: res.AppNote}
+	s.event(r.Context(), c.UserID, "sandbox.history_import", map[string]any{"sandbox": r.PathValue("id"), "checkpoint": out.Current})
+	api.WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func transactionOf(tx *pb.TransactionInfo) api.Transaction {
+	return api.Transaction{ID: tx.GetId(), Message: tx.GetMessage(), Base: tx.GetBase(), Time: time.Unix(0, tx.GetTimeUnixNano()).UTC()}
+}
+
 func (s *Server) historyDiff(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {
 	hc, err := s.historyClient(r, c)
 	if err != nil {
@@ -179,6 +327,7 @@ func checkpointOf(cp *pb.CheckpointInfo) api.Checkpoint {
 	return api.Checkpoint{
 		ID: cp.GetId(), Parent: cp.GetParent(), Time: time.Unix(0, cp.GetTimeUnixNano()).UTC(), Cause: cp.GetCause(),
 		Message: cp.GetMessage(), Changed: int(cp.GetChanged()), Restores: cp.GetRestores(),
+		Transaction: cp.GetTransaction(), Compacted: int(cp.GetCompacted()),
 	}
 }
 

@@ -243,3 +243,122 @@ func TestHistoryUnderGVisor(t *testing.T) {
 		t.Errorf("ls %s under runsc: exit %d, %q; want permission denied", container.HistoryPath, res.ExitCode, res.Stderr)
 	}
 }
+
+// A transaction through the API, on a real sandbox: its writes and execs make no
+// checkpoint, a second begin and an undo are 409 naming it, the commit is one checkpoint,
+// a rollback undoes what anyone changed since begin, and each step is audited.
+func TestHistoryTransaction(t *testing.T) {
+	e := servertest.Start(t)
+	alice := e.Register(t, "alice")
+	var sb api.Sandbox
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "tx"}), http.StatusCreated, &sb)
+	base := "/api/v1/sandboxes/" + sb.ID + "/history"
+	putFile(t, alice, sb.ID, "a.txt", "one")
+	start := history(t, alice, sb.ID)
+	if start.StoreBytes <= 0 || start.BudgetBytes < start.StoreBytes {
+		t.Errorf("history's store: %d bytes of a %d budget", start.StoreBytes, start.BudgetBytes)
+	}
+
+	var tx api.Transaction
+	servertest.Decode(t, alice.DoToken("POST", base+"/transaction", api.BeginRequest{Message: "refactor"}), http.StatusCreated, &tx)
+	if tx.Base != start.Current || tx.Message != "refactor" {
+		t.Fatalf("begin: %+v, want based on %s", tx, start.Current)
+	}
+	putFile(t, alice, sb.ID, "a.txt", "two")
+	execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{"sh", "-c", "echo b > b.txt"}})
+	h := history(t, alice, sb.ID)
+	if len(h.Checkpoints) != len(start.Checkpoints) || h.Transaction == nil || h.Transaction.ID != tx.ID {
+		t.Fatalf("history in a transaction: %d checkpoints, transaction %+v; want %d and %s open", len(h.Checkpoints), h.Transaction, len(start.Checkpoints), tx.ID)
+	}
+	if e := servertest.ErrorOf(t, alice.DoToken("POST", base+"/transaction", nil), http.StatusConflict); !strings.Contains(e.Message, "transaction "+tx.ID+` ("refactor")`) {
+		t.Errorf("second begin: %+v, want the open one named", e)
+	}
+	servertest.ErrorOf(t, alice.DoToken("POST", base+"/undo", nil), http.StatusConflict)
+	servertest.ErrorOf(t, alice.DoToken("POST", base+"/transaction", strings.NewReader(`{"message": 1}`)), http.StatusBadRequest)
+
+	var c api.CommitResult
+	servertest.Decode(t, alice.DoToken("POST", base+"/transaction/commit", nil), http.StatusOK, &c)
+	if !c.Created || c.Checkpoint.Cause != api.CauseTransaction || c.Checkpoint.Message != "refactor" || c.Checkpoint.Changed != 2 || c.Transaction.ID != tx.ID {
+		t.Fatalf("commit: %+v, want one transaction checkpoint of 2 paths", c)
+	}
+	if e := servertest.ErrorOf(t, alice.DoToken("POST", base+"/transaction/commit", nil), http.StatusConflict); !strings.Contains(e.Message, "no transaction is open") {
+		t.Errorf("commit with none open: %+v", e)
+	}
+
+	servertest.Decode(t, alice.DoToken("POST", base+"/transaction", nil), http.StatusCreated, &tx)
+	putFile(t, alice, sb.ID, "a.txt", "three")
+	execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{"sh", "-c", "rm b.txt; mkdir -p d && echo x > d/x"}})
+	var r api.RollbackResult
+	servertest.Decode(t, alice.DoToken("POST", base+"/transaction/rollback", nil), http.StatusOK, &r)
+	if r.Current != c.Checkpoint.ID || !r.AppRestarted {
+		t.Fatalf("rollback: %+v, want back at %s with the app restarted", r, c.Checkpoint.ID)
+	}
+	for p, want := range map[string]string{"a.txt": "two", "b.txt": "b\n", "d/x": "<none>"} {
+		if got := fileContent(t, alice, sb.ID, p); got != want {
+			t.Errorf("after rollback %s = %q, want %q", p, got, want)
+		}
+	}
+	servertest.ErrorOf(t, alice.DoToken("POST", base+"/transaction/rollback", nil), http.StatusConflict)
+
+	var evs api.EventList
+	servertest.Decode(t, alice.DoToken("GET", "/api/v1/events?limit=200", nil), http.StatusOK, &evs)
+	seen := map[string]bool{}
+	for _, ev := range evs.Events {
+		seen[ev.Action] = true
+	}
+	for _, a := range []string{"sandbox.history_begin", "sandbox.history_commit", "sandbox.history_rollback"} {
+		if !seen[a] {
+			t.Errorf("no %s event in %v", a, seen)
+		}
+	}
+}
+
+// A sandbox's history moves to another sandbox: exported from one, imported into a new one,
+// it gives the same timeline and workspace; a corrupt export is a 400 saying so, and an
+// import into a history that is not empty a 409.
+func TestHistoryExportImport(t *testing.T) {
+	e := servertest.Start(t)
+	alice := e.Register(t, "alice")
+	var from, to api.Sandbox
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "from"}), http.StatusCreated, &from)
+	putFile(t, alice, from.ID, "a.txt", "one")
+	putFile(t, alice, from.ID, "a.txt", "two")
+	execIn(t, alice, from.ID, api.ExecRequest{Argv: []string{"sh", "-c", "mkdir -p d && echo b > d/b && ln -s a.txt l"}})
+	src := history(t, alice, from.ID)
+
+	resp := alice.DoToken("GET", "/api/v1/sandboxes/"+from.ID+"/history/export", nil)
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/octet-stream" {
+		t.Fatalf("export: %d %s", resp.StatusCode, data)
+	}
+
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "to"}), http.StatusCreated, &to)
+	history(t, alice, to.ID) // its first checkpoint is in
+	corrupt := bytes.Clone(data)
+	corrupt[len(corrupt)/2] ^= 1
+	for name, body := range map[string][]byte{"corrupt": corrupt, "truncated": data[:len(data)-10]} {
+		if e := servertest.ErrorOf(t, alice.DoToken("POST", "/api/v1/sandboxes/"+to.ID+"/history/import", bytes.NewReader(body)), http.StatusBadRequest); !strings.Contains(e.Message, "history export is unusable") {
+			t.Errorf("%s import: %+v", name, e)
+		}
+	}
+	res := restoreOp(t, alice, to.ID, "import", bytes.NewReader(data))
+	if res.Current != src.Current {
+		t.Errorf("import: %+v, want at %s", res, src.Current)
+	}
+	for p, want := range map[string]string{"a.txt": "two", "d/b": "b\n"} {
+		if got := fileContent(t, alice, to.ID, p); got != want {
+			t.Errorf("imported %s = %q, want %q", p, got, want)
+		}
+	}
+	if got := history(t, alice, to.ID); len(got.Checkpoints) != len(src.Checkpoints) || got.Current != src.Current {
+		t.Errorf("imported history: %d checkpoints at %s, want %d at %s", len(got.Checkpoints), got.Current, len(src.Checkpoints), src.Current)
+	}
+	restoreOp(t, alice, to.ID, "undo", nil)
+	if got := fileContent(t, alice, to.ID, "a.txt"); got != "two" || fileContent(t, alice, to.ID, "d/b") != "<none>" {
+		t.Errorf("undo after import: a.txt %q", got)
+	}
+	if e := servertest.ErrorOf(t, alice.DoToken("POST", "/api/v1/sandboxes/"+from.ID+"/history/import", bytes.NewReader(data)), http.StatusConflict); !strings.Contains(e.Message, "not empty") {
+		t.Errorf("import into a used history: %+v", e)
+	}
+}

@@ -94,7 +94,9 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"Error": api.Error{}, "PutSecretRequest": api.PutSecretRequest{}, "Secret": api.Secret{}, "SecretList": api.SecretList{},
 		"Checkpoint": api.Checkpoint{}, "History": api.History{}, "CheckpointRequest": api.CheckpointRequest{},
 		"CheckpointResult": api.CheckpointResult{}, "RestoreRequest": api.RestoreRequest{}, "RestoreResult": api.RestoreResult{},
-		"HistoryDiff": api.HistoryDiff{},
+		"HistoryDiff": api.HistoryDiff{}, "Transaction": api.Transaction{}, "BeginRequest": api.BeginRequest{},
+		"CommitResult": api.CommitResult{}, "RollbackResult": api.RollbackResult{},
+		"SandboxPolicy": api.SandboxPolicy{},
 	}
 	for name, v := range types {
 		schema, ok := doc.Components.Schemas[name]

@@ -43,6 +43,16 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request, c fleet.C
 	if err := api.DecodeJSON(w, r, &req, 0); err != nil {
 		return err
 	}
+	// The caller's policy (theirs, or the default) sets the new sandbox's limits.
+	in, err := s.pol.forNew(c.Username)
+	if err != nil {
+		return err
+	}
+	if in.pol != nil {
+		if err := policyLimits(&req.Limits, in.pol.Resources()); err != nil {
+			return err
+		}
+	}
 	sb, err := s.fleet.Create(r.Context(), c, req)
 	if err != nil && sb.ID == "" {
 		return err

@@ -60,6 +60,8 @@ type Server struct {
 	services     http.Handler
 	servicesPort int
 	egress       *egress.Proxy // nil without a network policy
+	// pol finds the policy in force for a sandbox (policy.go).
+	pol *policies
 }
 
 // Options are what tests change; the zero value is production.
@@ -121,6 +123,9 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 	app := store.App{Command: cfg.App.Command, Port: cfg.App.Port, Build: cfg.App.Build}
 	if len(app.Command) == 0 {
 		app = store.App{Command: welcome.Command(container.AgentPath, 8080), Port: 8080, Build: "welcome"}
+	}
+	if s.pol, err = newPolicies(cfg, s.st, s.log); err != nil {
+		return err
 	}
 	servicesURL := cfg.ServicesURL
 	netPolicy, err := loadNetworkPolicy(cfg.NetworkPolicy)

@@ -229,3 +229,10 @@ func (tx *Tx) SwapRoles(ctx context.Context, userID string, now time.Time) (Role
 	}
 	return tx.RolesOf(ctx, userID)
 }
+
+// SetSandboxLimits records a sandbox's resource limits, which apply from its next start.
+func (tx *Tx) SetSandboxLimits(ctx context.Context, id string, memoryBytes int64, cpus float64, pids int64, now time.Time) error {
+	res, err := tx.tx.ExecContext(ctx, `UPDATE sandboxes SET memory_bytes = ?, cpus = ?, pids = ?, updated_at = ? WHERE id = ?`,
+		memoryBytes, cpus, pids, nanos(now), id)
+	return affectedOne(res, err, "sandbox "+id)
+}

@@ -45,10 +45,16 @@
 // whole (large) tree again. A restore skips subtrees the pre-restore scan found already in
 // the target state.
 //
-// Not done yet: the size budget and compaction of old checkpoints, transactions
-// (begin/commit/rollback), export/import, a garbage collector for unreferenced blobs, and
-// owners (uid/gid; restore gives what it creates to one owner, see WithOwner), xattrs and
-// symlinks' mtimes, which are not recorded, and the mode of the workspace directory itself. A store whose index is corrupt fails to open (ErrDataLoss)
+// Transactions (Begin, Commit, Rollback; see Transaction) group a multi-step change into
+// one checkpoint or none; commit and rollback are journaled like a restore. A size budget
+// (WithBudget) drops the oldest checkpoints and collects the blobs no checkpoint left
+// reaches (budget.go). Export and Import move a whole history to another host as one
+// self-checking stream (export.go); the importer trusts nothing in it.
+//
+// Not done yet: owners (uid/gid; restore gives what it creates to one owner, see
+// WithOwner), xattrs and symlinks' mtimes, which are not recorded, and the mode of the
+// workspace directory itself. Compaction drops whole checkpoints; it does not merge them.
+// Import takes only an empty history. A store whose index is corrupt fails to open (ErrDataLoss)
 // rather than serving what is still readable. A sandbox racing a scan (swapping a directory
 // for a link mid-walk) makes that checkpoint fail rather than record a guess.
 package history
@@ -77,6 +83,8 @@ const (
 	CauseManual     = "manual"
 	CauseRestore    = "restore"
 	CauseWatcher    = "watcher"
+	// CauseTransaction is the checkpoint a transaction's Commit makes of all its work.
+	CauseTransaction = "transaction"
 )
 
 // Checkpoint is one committed state of the workspace.
@@ -90,7 +98,12 @@ type Checkpoint struct {
 	Changed int `json:"changed"`
 	// Restores is, for a restore checkpoint, the checkpoint whose state was restored.
 	Restores string `json:"restores,omitempty"`
-	Tree     string `json:"tree"`
+	// Transaction is, for cause transaction, the transaction whose work this is.
+	Transaction string `json:"transaction,omitempty"`
+	// Compacted is, on the oldest checkpoint kept, how many older ones the size budget
+	// dropped (see WithBudget): undo stops here.
+	Compacted int    `json:"compacted,omitempty"`
+	Tree      string `json:"tree"`
 }
 
 // DiffResult lists workspace paths (slash-separated, relative) that differ between two
@@ -107,6 +120,11 @@ type index struct {
 	// ForkedBy is the checkpoint that last discarded a redo stack, for Redo's message.
 	ForkedBy string `json:"forked_by,omitempty"`
 	Seq      int    `json:"seq"`
+	// Tx is the open transaction, if any; TxSeq numbers transactions.
+	Tx    *Transaction `json:"tx,omitempty"`
+	TxSeq int          `json:"tx_seq,omitempty"`
+	// Compacted counts the checkpoints the size budget has dropped, ever.
+	Compacted int `json:"compacted,omitempty"`
 }
 
 // History is one workspace's history. Its methods are safe for concurrent use; only one
@@ -133,6 +151,9 @@ type History struct {
 	now        func() time.Time
 	// owner, when set, is the uid and gid restore gives what it creates (see SetOwner).
 	owner *owner
+	// budget bounds size, the bytes of the store's blobs (see WithBudget); retryAt is the
+	// size past which a compaction that could not get under budget is tried again.
+	budget, size, retryAt int64
 }
 
 type owner struct{ uid, gid int }
@@ -195,6 +216,9 @@ func (h *History) open() error {
 	}
 	h.reindex()
 	h.cache = loadStatCache(filepath.Join(h.dir, statFile))
+	if err := h.measure(); err != nil {
+		return err
+	}
 	return h.recover()
 }
 
@@ -209,7 +233,9 @@ func (h *History) Close() error {
 	return h.ws.Close()
 }
 
-// Recovered says what Open did to finish an interrupted restore ("" when there was none).
+// Recovered says what Open did to finish an interrupted restore, commit or rollback, or to
+// roll back a transaction left open, and which state that left the workspace in ("" when
+// there was nothing to do).
 func (h *History) Recovered() string { return h.recovered }
 
 func (h *History) reindex() {
@@ -255,6 +281,11 @@ func (h *History) lookup(id string) (Checkpoint, error) {
 
 // Checkpoint records the workspace as it is now. When nothing changed since the current
 // position it records nothing and returns the current checkpoint with created false.
+//
+// While a transaction is open, the automatic causes (agent-write, exec, watcher) record
+// nothing either: the transaction's work becomes one checkpoint at Commit, or nothing at
+// Rollback, and a checkpoint in between would split it. A manual checkpoint is refused
+// then (ErrFailedPrecondition): the caller asked for a record it cannot have.
 func (h *History) Checkpoint(cause, message string) (Checkpoint, bool, error) {
 	switch cause {
 	case CauseAgentWrite, CauseExec, CauseManual, CauseWatcher:
@@ -266,7 +297,18 @@ func (h *History) Checkpoint(cause, message string) (Checkpoint, bool, error) {
 	if err := h.finishPending(); err != nil {
 		return Checkpoint{}, false, err
 	}
-	return h.checkpoint(cause, message)
+	if h.idx.Tx != nil {
+		if cause == CauseManual {
+			return Checkpoint{}, false, h.txOpenErr("checkpoint")
+		}
+		cur, _ := h.get(h.idx.Pos)
+		return cur, false, nil
+	}
+	c, created, err := h.checkpoint(cause, message)
+	if err == nil && created {
+		err = h.enforceBudget()
+	}
+	return c, created, err
 }
 
 func (h *History) checkpoint(cause, message string) (Checkpoint, bool, error) {
@@ -303,15 +345,18 @@ func (h *History) scan() (string, *scanner, error) {
 		trees: map[string][]byte{}, cutoff: h.now().Add(-racyWindow).UnixNano()}
 	tree, err := sc.scanDir(h.ws, ".")
 	h.pending, h.lastScan = sc.trees, tree
+	h.size += sc.newBytes
 	return tree, sc, err
 }
 
 // record writes sc's trees and appends a checkpoint of tree, without saving the index.
 func (h *History) record(tree string, sc *scanner, cause, message, restores string) (Checkpoint, error) {
 	for _, data := range sc.trees {
-		if _, _, err := h.blobs.put(data); err != nil {
+		_, n, err := h.blobs.put(data)
+		if err != nil {
 			return Checkpoint{}, fmt.Errorf("checkpoint (the workspace is untouched): %w", err)
 		}
+		h.size += n
 	}
 	c := Checkpoint{Parent: h.idx.Pos, Time: h.now().UTC(), Cause: cause, Message: message,
 		Restores: restores, Tree: tree}

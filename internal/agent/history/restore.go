@@ -9,6 +9,8 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -25,12 +27,20 @@ const (
 // journal is written before a restore changes the workspace and removed once the restore
 // checkpoint is in the index. Open finding it means the restore may be half-applied: it is
 // applied again from the start (every step is idempotent) and then recorded.
+//
+// A transaction's commit and rollback are journaled the same way (Op commit or rollback,
+// Tx naming the transaction): Open finishes them, and a transaction no longer open in the
+// index means the operation was recorded.
 type journal struct {
 	Op     string `json:"op"`
 	Target string `json:"target"`
 	// Seq is the index's sequence number before the restore; if the index has moved past
 	// it, the restore was recorded and only the journal's removal was lost.
 	Seq int `json:"seq"`
+	// Tx is the transaction a commit or rollback closes.
+	Tx string `json:"tx,omitempty"`
+	// Tree is the tree a rollback restores (the workspace as it was at Begin).
+	Tree string `json:"tree,omitempty"`
 }
 
 // Restore makes the workspace exactly checkpoint id's state, in place, and records a restore
@@ -41,6 +51,9 @@ func (h *History) Restore(id string) (Checkpoint, error) {
 	defer h.mu.Unlock()
 	if err := h.finishPending(); err != nil {
 		return Checkpoint{}, err
+	}
+	if h.idx.Tx != nil {
+		return Checkpoint{}, h.txOpenErr("restore")
 	}
 	if _, err := h.lookup(id); err != nil {
 		return Checkpoint{}, err
@@ -58,6 +71,9 @@ func (h *History) Undo() (Checkpoint, error) {
 	if err := h.finishPending(); err != nil {
 		return Checkpoint{}, err
 	}
+	if h.idx.Tx != nil {
+		return Checkpoint{}, h.txOpenErr("undo")
+	}
 	if _, _, err := h.checkpoint(CauseWatcher, "changes found before undo"); err != nil {
 		return Checkpoint{}, err
 	}
@@ -66,6 +82,9 @@ func (h *History) Undo() (Checkpoint, error) {
 		return Checkpoint{}, fmt.Errorf("nothing to undo: the history has no checkpoint yet: %w", errdefs.ErrFailedPrecondition)
 	}
 	if cur.Parent == "" {
+		if h.idx.Compacted > 0 {
+			return Checkpoint{}, fmt.Errorf("nothing to undo: checkpoint %s is the oldest left in the history (%d older ones were compacted to keep it within its size budget): %w", cur.ID, h.idx.Compacted, errdefs.ErrFailedPrecondition)
+		}
 		return Checkpoint{}, fmt.Errorf("nothing to undo: checkpoint %s is the first in the history: %w", cur.ID, errdefs.ErrFailedPrecondition)
 	}
 	return h.run(journal{Op: opUndo, Target: cur.Parent, Seq: h.idx.Seq}, h.lastScan)
@@ -78,6 +97,9 @@ func (h *History) Redo() (Checkpoint, error) {
 	defer h.mu.Unlock()
 	if err := h.finishPending(); err != nil {
 		return Checkpoint{}, err
+	}
+	if h.idx.Tx != nil {
+		return Checkpoint{}, h.txOpenErr("redo")
 	}
 	if _, _, err := h.checkpoint(CauseWatcher, "changes found before redo"); err != nil {
 		return Checkpoint{}, err
@@ -94,26 +116,55 @@ func (h *History) Redo() (Checkpoint, error) {
 // run applies j: journal, restore the files, record, drop the journal. have is the tree the
 // workspace was just scanned as, so that subtrees already in the target state are skipped
 // whole; "" (after a crash, when the workspace is in an unknown state) checks everything.
+// A failure leaves the journal and the index as they were on disk, so that finishing the
+// operation later starts from the same record.
 func (h *History) run(j journal, have string) (Checkpoint, error) {
 	jp := filepath.Join(h.dir, journalFile)
 	if err := writeJSON(jp, j); err != nil {
 		return Checkpoint{}, fmt.Errorf("%s: could not start (the workspace is untouched): %w", j.Op, err)
 	}
-	c, err := h.apply(j, have)
+	saved := h.idx
+	saved.Checkpoints, saved.Redo = slices.Clone(h.idx.Checkpoints), slices.Clone(h.idx.Redo)
+	c, err := h.applyStepped(j, have)
 	if err != nil {
 		// The workspace may be half-restored: nothing else may touch it or the history
-		// until this restore is finished (see finishPending).
+		// until this operation is finished (see finishPending).
+		h.idx = saved
+		h.reindex()
 		h.unfinished = &j
 		return Checkpoint{}, err
 	}
 	h.unfinished = nil
+	if err := h.step(); err != nil { // a crash after the index was written
+		h.unfinished = &j
+		return Checkpoint{}, err
+	}
 	if err := os.Remove(jp); err != nil {
 		return c, storeErr("remove journal", err)
 	}
-	return c, syncDir(h.dir)
+	if err := syncDir(h.dir); err != nil {
+		return c, err
+	}
+	return c, h.enforceBudget()
+}
+
+// applyStepped is apply after a crash point: the journal is written, nothing else is done.
+func (h *History) applyStepped(j journal, have string) (Checkpoint, error) {
+	if err := h.step(); err != nil {
+		return Checkpoint{}, err
+	}
+	return h.apply(j, have)
 }
 
 func (h *History) apply(j journal, have string) (Checkpoint, error) {
+	switch j.Op {
+	case opCommit:
+		return h.applyCommit(j)
+	case opRollback:
+		return h.applyRollback(j, have)
+	case opImport:
+		return h.applyImport(j, have)
+	}
 	target, err := h.lookup(j.Target)
 	if err != nil {
 		return Checkpoint{}, err
@@ -161,23 +212,61 @@ func (h *History) finishPending() error {
 	}
 	j := *h.unfinished
 	if _, err := h.run(j, ""); err != nil {
-		return fmt.Errorf("an earlier %s to checkpoint %s stopped partway and still cannot finish; fix the cause and retry: %w", j.Op, j.Target, err)
+		return fmt.Errorf("an earlier %s stopped partway and still cannot finish; fix the cause and retry: %w", describeOp(j), err)
 	}
 	return nil
 }
 
-// recover finishes a restore a crash interrupted.
+// recover finishes an operation a crash interrupted (a restore, a commit or a rollback), then
+// rolls back a transaction left open, and says what it did in h.recovered.
 func (h *History) recover() error {
 	var j journal
 	found, err := readJSON(filepath.Join(h.dir, journalFile), &j)
-	if err != nil || !found {
+	if err != nil {
 		return err
 	}
-	if _, err := h.run(j, ""); err != nil {
-		return fmt.Errorf("finish interrupted %s to checkpoint %s: %w", j.Op, j.Target, err)
+	var did []string
+	if found {
+		c, err := h.run(j, "")
+		if err != nil {
+			return fmt.Errorf("finish interrupted %s: %w", describeOp(j), err)
+		}
+		did = append(did, recoveredMessage(j, c))
 	}
-	h.recovered = fmt.Sprintf("finished an interrupted %s to checkpoint %s: the workspace is wholly that checkpoint's state", j.Op, j.Target)
+	if h.idx.Tx != nil {
+		msg, err := h.rollbackLeftOpen()
+		if err != nil {
+			return err
+		}
+		did = append(did, msg)
+	}
+	h.recovered = strings.Join(did, "; ")
 	return nil
+}
+
+func describeOp(j journal) string {
+	switch j.Op {
+	case opCommit, opRollback:
+		return j.Op + " of transaction " + j.Tx
+	}
+	return j.Op + " to checkpoint " + j.Target
+}
+
+// recoveredMessage says which state an operation finished by recovery left the workspace
+// in: the old (a rollback) or the new (a restore, a commit).
+func recoveredMessage(j journal, c Checkpoint) string {
+	switch j.Op {
+	case opCommit:
+		if c.Transaction == j.Tx {
+			return fmt.Sprintf("finished an interrupted commit of transaction %s: the workspace is wholly its committed state, checkpoint %s", j.Tx, c.ID)
+		}
+		return fmt.Sprintf("finished an interrupted commit of transaction %s, which changed nothing: the workspace is wholly checkpoint %s", j.Tx, c.ID)
+	case opImport:
+		return fmt.Sprintf("finished an interrupted import: the history is the imported one and the workspace is wholly its checkpoint %s", c.ID)
+	case opRollback:
+		return fmt.Sprintf("finished an interrupted rollback of transaction %s: the workspace is wholly its state at the transaction's start (checkpoint %s)", j.Tx, j.Target)
+	}
+	return fmt.Sprintf("finished an interrupted %s to checkpoint %s: the workspace is wholly that checkpoint's state", j.Op, j.Target)
 }
 
 // restoreDir makes directory dir (workspace path rel) hold exactly tree sum. have is the

@@ -2455,7 +2455,12 @@ type CheckpointInfo struct {
 	// changed counts the paths that differ from parent.
 	Changed uint32 `protobuf:"varint,6,opt,name=changed,proto3" json:"changed,omitempty"`
 	// restores is, for cause "restore", the checkpoint whose state was restored.
-	Restores      string `protobuf:"bytes,7,opt,name=restores,proto3" json:"restores,omitempty"`
+	Restores string `protobuf:"bytes,7,opt,name=restores,proto3" json:"restores,omitempty"`
+	// transaction is, for cause "transaction", the transaction whose work this is.
+	Transaction string `protobuf:"bytes,8,opt,name=transaction,proto3" json:"transaction,omitempty"`
+	// compacted is, on the oldest checkpoint kept, how many older ones the history's size
+	// budget dropped.
+	Compacted     uint32 `protobuf:"varint,9,opt,name=compacted,proto3" json:"compacted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2539,6 +2544,381 @@ func (x *CheckpointInfo) GetRestores() string {
 	return ""
 }
 
+func (x *CheckpointInfo) GetTransaction() string {
+	if x != nil {
+		return x.Transaction
+	}
+	return ""
+}
+
+func (x *CheckpointInfo) GetCompacted() uint32 {
+	if x != nil {
+		return x.Compacted
+	}
+	return 0
+}
+
+// TransactionInfo is an open transaction.
+type TransactionInfo struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Id      string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Message string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// base is the checkpoint the workspace was at when it began.
+	Base          string `protobuf:"bytes,3,opt,name=base,proto3" json:"base,omitempty"`
+	TimeUnixNano  int64  `protobuf:"varint,4,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransactionInfo) Reset() {
+	*x = TransactionInfo{}
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransactionInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransactionInfo) ProtoMessage() {}
+
+func (x *TransactionInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransactionInfo.ProtoReflect.Descriptor instead.
+func (*TransactionInfo) Descriptor() ([]byte, []int) {
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *TransactionInfo) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *TransactionInfo) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *TransactionInfo) GetBase() string {
+	if x != nil {
+		return x.Base
+	}
+	return ""
+}
+
+func (x *TransactionInfo) GetTimeUnixNano() int64 {
+	if x != nil {
+		return x.TimeUnixNano
+	}
+	return 0
+}
+
+type BeginRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Message       string                 `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BeginRequest) Reset() {
+	*x = BeginRequest{}
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BeginRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BeginRequest) ProtoMessage() {}
+
+func (x *BeginRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BeginRequest.ProtoReflect.Descriptor instead.
+func (*BeginRequest) Descriptor() ([]byte, []int) {
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *BeginRequest) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+type BeginResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Transaction   *TransactionInfo       `protobuf:"bytes,1,opt,name=transaction,proto3" json:"transaction,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BeginResponse) Reset() {
+	*x = BeginResponse{}
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BeginResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BeginResponse) ProtoMessage() {}
+
+func (x *BeginResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BeginResponse.ProtoReflect.Descriptor instead.
+func (*BeginResponse) Descriptor() ([]byte, []int) {
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *BeginResponse) GetTransaction() *TransactionInfo {
+	if x != nil {
+		return x.Transaction
+	}
+	return nil
+}
+
+type CommitRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitRequest) Reset() {
+	*x = CommitRequest{}
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitRequest) ProtoMessage() {}
+
+func (x *CommitRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitRequest.ProtoReflect.Descriptor instead.
+func (*CommitRequest) Descriptor() ([]byte, []int) {
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{42}
+}
+
+type CommitResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// checkpoint is the transaction's checkpoint, or the current one when created is false
+	// (the transaction changed nothing).
+	Checkpoint    *CheckpointInfo  `protobuf:"bytes,1,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	Created       bool             `protobuf:"varint,2,opt,name=created,proto3" json:"created,omitempty"`
+	Transaction   *TransactionInfo `protobuf:"bytes,3,opt,name=transaction,proto3" json:"transaction,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitResponse) Reset() {
+	*x = CommitResponse{}
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitResponse) ProtoMessage() {}
+
+func (x *CommitResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitResponse.ProtoReflect.Descriptor instead.
+func (*CommitResponse) Descriptor() ([]byte, []int) {
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *CommitResponse) GetCheckpoint() *CheckpointInfo {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return nil
+}
+
+func (x *CommitResponse) GetCreated() bool {
+	if x != nil {
+		return x.Created
+	}
+	return false
+}
+
+func (x *CommitResponse) GetTransaction() *TransactionInfo {
+	if x != nil {
+		return x.Transaction
+	}
+	return nil
+}
+
+type RollbackRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RollbackRequest) Reset() {
+	*x = RollbackRequest{}
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RollbackRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RollbackRequest) ProtoMessage() {}
+
+func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RollbackRequest.ProtoReflect.Descriptor instead.
+func (*RollbackRequest) Descriptor() ([]byte, []int) {
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{44}
+}
+
+type RollbackResponse struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Transaction *TransactionInfo       `protobuf:"bytes,1,opt,name=transaction,proto3" json:"transaction,omitempty"`
+	// current is the checkpoint the workspace is at again.
+	Current       string `protobuf:"bytes,2,opt,name=current,proto3" json:"current,omitempty"`
+	AppRestarted  bool   `protobuf:"varint,3,opt,name=app_restarted,json=appRestarted,proto3" json:"app_restarted,omitempty"`
+	AppNote       string `protobuf:"bytes,4,opt,name=app_note,json=appNote,proto3" json:"app_note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RollbackResponse) Reset() {
+	*x = RollbackResponse{}
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RollbackResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RollbackResponse) ProtoMessage() {}
+
+func (x *RollbackResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RollbackResponse.ProtoReflect.Descriptor instead.
+func (*RollbackResponse) Descriptor() ([]byte, []int) {
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *RollbackResponse) GetTransaction() *TransactionInfo {
+	if x != nil {
+		return x.Transaction
+	}
+	return nil
+}
+
+func (x *RollbackResponse) GetCurrent() string {
+	if x != nil {
+		return x.Current
+	}
+	return ""
+}
+
+func (x *RollbackResponse) GetAppRestarted() bool {
+	if x != nil {
+		return x.AppRestarted
+	}
+	return false
+}
+
+func (x *RollbackResponse) GetAppNote() string {
+	if x != nil {
+		return x.AppNote
+	}
+	return ""
+}
+
 type CheckpointRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Message       string                 `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
@@ -2548,7 +2928,7 @@ type CheckpointRequest struct {
 
 func (x *CheckpointRequest) Reset() {
 	*x = CheckpointRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[39]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2560,7 +2940,7 @@ func (x *CheckpointRequest) String() string {
 func (*CheckpointRequest) ProtoMessage() {}
 
 func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[39]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2573,7 +2953,7 @@ func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointRequest.ProtoReflect.Descriptor instead.
 func (*CheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{39}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *CheckpointRequest) GetMessage() string {
@@ -2594,7 +2974,7 @@ type CheckpointResponse struct {
 
 func (x *CheckpointResponse) Reset() {
 	*x = CheckpointResponse{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[40]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2606,7 +2986,7 @@ func (x *CheckpointResponse) String() string {
 func (*CheckpointResponse) ProtoMessage() {}
 
 func (x *CheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[40]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2619,7 +2999,7 @@ func (x *CheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointResponse.ProtoReflect.Descriptor instead.
 func (*CheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{40}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *CheckpointResponse) GetCheckpoint() *CheckpointInfo {
@@ -2644,7 +3024,7 @@ type HistoryListRequest struct {
 
 func (x *HistoryListRequest) Reset() {
 	*x = HistoryListRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[41]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2656,7 +3036,7 @@ func (x *HistoryListRequest) String() string {
 func (*HistoryListRequest) ProtoMessage() {}
 
 func (x *HistoryListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[41]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2669,7 +3049,7 @@ func (x *HistoryListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryListRequest.ProtoReflect.Descriptor instead.
 func (*HistoryListRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{41}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{48}
 }
 
 type HistoryListResponse struct {
@@ -2677,14 +3057,20 @@ type HistoryListResponse struct {
 	// checkpoints is the timeline, newest first.
 	Checkpoints []*CheckpointInfo `protobuf:"bytes,1,rep,name=checkpoints,proto3" json:"checkpoints,omitempty"`
 	// current is the checkpoint the workspace is at for undo; empty before the first.
-	Current       string `protobuf:"bytes,2,opt,name=current,proto3" json:"current,omitempty"`
+	Current string `protobuf:"bytes,2,opt,name=current,proto3" json:"current,omitempty"`
+	// transaction is the open transaction, if any.
+	Transaction *TransactionInfo `protobuf:"bytes,3,opt,name=transaction,proto3" json:"transaction,omitempty"`
+	// store_bytes is what the history's blobs take; past budget_bytes its oldest checkpoints
+	// are compacted (0: no budget).
+	StoreBytes    int64 `protobuf:"varint,4,opt,name=store_bytes,json=storeBytes,proto3" json:"store_bytes,omitempty"`
+	BudgetBytes   int64 `protobuf:"varint,5,opt,name=budget_bytes,json=budgetBytes,proto3" json:"budget_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HistoryListResponse) Reset() {
 	*x = HistoryListResponse{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[42]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2696,7 +3082,7 @@ func (x *HistoryListResponse) String() string {
 func (*HistoryListResponse) ProtoMessage() {}
 
 func (x *HistoryListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[42]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2709,7 +3095,7 @@ func (x *HistoryListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryListResponse.ProtoReflect.Descriptor instead.
 func (*HistoryListResponse) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{42}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *HistoryListResponse) GetCheckpoints() []*CheckpointInfo {
@@ -2726,6 +3112,27 @@ func (x *HistoryListResponse) GetCurrent() string {
 	return ""
 }
 
+func (x *HistoryListResponse) GetTransaction() *TransactionInfo {
+	if x != nil {
+		return x.Transaction
+	}
+	return nil
+}
+
+func (x *HistoryListResponse) GetStoreBytes() int64 {
+	if x != nil {
+		return x.StoreBytes
+	}
+	return 0
+}
+
+func (x *HistoryListResponse) GetBudgetBytes() int64 {
+	if x != nil {
+		return x.BudgetBytes
+	}
+	return 0
+}
+
 type UndoRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2734,7 +3141,7 @@ type UndoRequest struct {
 
 func (x *UndoRequest) Reset() {
 	*x = UndoRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[43]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2746,7 +3153,7 @@ func (x *UndoRequest) String() string {
 func (*UndoRequest) ProtoMessage() {}
 
 func (x *UndoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[43]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2759,7 +3166,7 @@ func (x *UndoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UndoRequest.ProtoReflect.Descriptor instead.
 func (*UndoRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{43}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{50}
 }
 
 type RedoRequest struct {
@@ -2770,7 +3177,7 @@ type RedoRequest struct {
 
 func (x *RedoRequest) Reset() {
 	*x = RedoRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[44]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2782,7 +3189,7 @@ func (x *RedoRequest) String() string {
 func (*RedoRequest) ProtoMessage() {}
 
 func (x *RedoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[44]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2795,7 +3202,7 @@ func (x *RedoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedoRequest.ProtoReflect.Descriptor instead.
 func (*RedoRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{44}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{51}
 }
 
 type RestoreRequest struct {
@@ -2807,7 +3214,7 @@ type RestoreRequest struct {
 
 func (x *RestoreRequest) Reset() {
 	*x = RestoreRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[45]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2819,7 +3226,7 @@ func (x *RestoreRequest) String() string {
 func (*RestoreRequest) ProtoMessage() {}
 
 func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[45]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2832,7 +3239,7 @@ func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreRequest.ProtoReflect.Descriptor instead.
 func (*RestoreRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{45}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *RestoreRequest) GetCheckpoint() string {
@@ -2858,7 +3265,7 @@ type RestoreResponse struct {
 
 func (x *RestoreResponse) Reset() {
 	*x = RestoreResponse{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[46]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2870,7 +3277,7 @@ func (x *RestoreResponse) String() string {
 func (*RestoreResponse) ProtoMessage() {}
 
 func (x *RestoreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[46]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2883,7 +3290,7 @@ func (x *RestoreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreResponse.ProtoReflect.Descriptor instead.
 func (*RestoreResponse) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{46}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *RestoreResponse) GetCheckpoint() *CheckpointInfo {
@@ -2914,6 +3321,130 @@ func (x *RestoreResponse) GetAppNote() string {
 	return ""
 }
 
+type ExportRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportRequest) Reset() {
+	*x = ExportRequest{}
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportRequest) ProtoMessage() {}
+
+func (x *ExportRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
+func (*ExportRequest) Descriptor() ([]byte, []int) {
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{54}
+}
+
+type ExportChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportChunk) Reset() {
+	*x = ExportChunk{}
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportChunk) ProtoMessage() {}
+
+func (x *ExportChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportChunk.ProtoReflect.Descriptor instead.
+func (*ExportChunk) Descriptor() ([]byte, []int) {
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *ExportChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+type ImportChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportChunk) Reset() {
+	*x = ImportChunk{}
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportChunk) ProtoMessage() {}
+
+func (x *ImportChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportChunk.ProtoReflect.Descriptor instead.
+func (*ImportChunk) Descriptor() ([]byte, []int) {
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *ImportChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 type DiffRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	From          string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
@@ -2924,7 +3455,7 @@ type DiffRequest struct {
 
 func (x *DiffRequest) Reset() {
 	*x = DiffRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[47]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2936,7 +3467,7 @@ func (x *DiffRequest) String() string {
 func (*DiffRequest) ProtoMessage() {}
 
 func (x *DiffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[47]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2949,7 +3480,7 @@ func (x *DiffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRequest.ProtoReflect.Descriptor instead.
 func (*DiffRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{47}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *DiffRequest) GetFrom() string {
@@ -2977,7 +3508,7 @@ type DiffResponse struct {
 
 func (x *DiffResponse) Reset() {
 	*x = DiffResponse{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[48]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2989,7 +3520,7 @@ func (x *DiffResponse) String() string {
 func (*DiffResponse) ProtoMessage() {}
 
 func (x *DiffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[48]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3002,7 +3533,7 @@ func (x *DiffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffResponse.ProtoReflect.Descriptor instead.
 func (*DiffResponse) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{48}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *DiffResponse) GetAdded() []string {
@@ -3186,7 +3717,7 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"closeWrite\"C\n" +
 	"\x0fForwardResponse\x12\x1c\n" +
 	"\tconnected\x18\x01 \x01(\bR\tconnected\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data\"\xc4\x01\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"\x84\x02\n" +
 	"\x0eCheckpointInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06parent\x18\x02 \x01(\tR\x06parent\x12$\n" +
@@ -3194,7 +3725,31 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"\x05cause\x18\x04 \x01(\tR\x05cause\x12\x18\n" +
 	"\amessage\x18\x05 \x01(\tR\amessage\x12\x18\n" +
 	"\achanged\x18\x06 \x01(\rR\achanged\x12\x1a\n" +
-	"\brestores\x18\a \x01(\tR\brestores\"-\n" +
+	"\brestores\x18\a \x01(\tR\brestores\x12 \n" +
+	"\vtransaction\x18\b \x01(\tR\vtransaction\x12\x1c\n" +
+	"\tcompacted\x18\t \x01(\rR\tcompacted\"u\n" +
+	"\x0fTransactionInfo\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12\x12\n" +
+	"\x04base\x18\x03 \x01(\tR\x04base\x12$\n" +
+	"\x0etime_unix_nano\x18\x04 \x01(\x03R\ftimeUnixNano\"(\n" +
+	"\fBeginRequest\x12\x18\n" +
+	"\amessage\x18\x01 \x01(\tR\amessage\"T\n" +
+	"\rBeginResponse\x12C\n" +
+	"\vtransaction\x18\x01 \x01(\v2!.paddock.agent.v1.TransactionInfoR\vtransaction\"\x0f\n" +
+	"\rCommitRequest\"\xb1\x01\n" +
+	"\x0eCommitResponse\x12@\n" +
+	"\n" +
+	"checkpoint\x18\x01 \x01(\v2 .paddock.agent.v1.CheckpointInfoR\n" +
+	"checkpoint\x12\x18\n" +
+	"\acreated\x18\x02 \x01(\bR\acreated\x12C\n" +
+	"\vtransaction\x18\x03 \x01(\v2!.paddock.agent.v1.TransactionInfoR\vtransaction\"\x11\n" +
+	"\x0fRollbackRequest\"\xb1\x01\n" +
+	"\x10RollbackResponse\x12C\n" +
+	"\vtransaction\x18\x01 \x01(\v2!.paddock.agent.v1.TransactionInfoR\vtransaction\x12\x18\n" +
+	"\acurrent\x18\x02 \x01(\tR\acurrent\x12#\n" +
+	"\rapp_restarted\x18\x03 \x01(\bR\fappRestarted\x12\x19\n" +
+	"\bapp_note\x18\x04 \x01(\tR\aappNote\"-\n" +
 	"\x11CheckpointRequest\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\"p\n" +
 	"\x12CheckpointResponse\x12@\n" +
@@ -3202,10 +3757,14 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"checkpoint\x18\x01 \x01(\v2 .paddock.agent.v1.CheckpointInfoR\n" +
 	"checkpoint\x12\x18\n" +
 	"\acreated\x18\x02 \x01(\bR\acreated\"\x14\n" +
-	"\x12HistoryListRequest\"s\n" +
+	"\x12HistoryListRequest\"\xfc\x01\n" +
 	"\x13HistoryListResponse\x12B\n" +
 	"\vcheckpoints\x18\x01 \x03(\v2 .paddock.agent.v1.CheckpointInfoR\vcheckpoints\x12\x18\n" +
-	"\acurrent\x18\x02 \x01(\tR\acurrent\"\r\n" +
+	"\acurrent\x18\x02 \x01(\tR\acurrent\x12C\n" +
+	"\vtransaction\x18\x03 \x01(\v2!.paddock.agent.v1.TransactionInfoR\vtransaction\x12\x1f\n" +
+	"\vstore_bytes\x18\x04 \x01(\x03R\n" +
+	"storeBytes\x12!\n" +
+	"\fbudget_bytes\x18\x05 \x01(\x03R\vbudgetBytes\"\r\n" +
 	"\vUndoRequest\"\r\n" +
 	"\vRedoRequest\"0\n" +
 	"\x0eRestoreRequest\x12\x1e\n" +
@@ -3218,7 +3777,12 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"checkpoint\x12\x18\n" +
 	"\acurrent\x18\x02 \x01(\tR\acurrent\x12#\n" +
 	"\rapp_restarted\x18\x03 \x01(\bR\fappRestarted\x12\x19\n" +
-	"\bapp_note\x18\x04 \x01(\tR\aappNote\"1\n" +
+	"\bapp_note\x18\x04 \x01(\tR\aappNote\"\x0f\n" +
+	"\rExportRequest\"!\n" +
+	"\vExportChunk\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"!\n" +
+	"\vImportChunk\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"1\n" +
 	"\vDiffRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\tR\x02to\"X\n" +
@@ -3268,7 +3832,7 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"\x03App\x12\x1c.paddock.agent.v1.AppRequest\x1a\x1b.paddock.agent.v1.AppStatus2\xac\x01\n" +
 	"\x03Net\x12R\n" +
 	"\aForward\x12 .paddock.agent.v1.ForwardRequest\x1a!.paddock.agent.v1.ForwardResponse(\x010\x01\x12Q\n" +
-	"\x06Accept\x12 .paddock.agent.v1.ForwardRequest\x1a!.paddock.agent.v1.ForwardResponse(\x010\x012\xe2\x03\n" +
+	"\x06Accept\x12 .paddock.agent.v1.ForwardRequest\x1a!.paddock.agent.v1.ForwardResponse(\x010\x012\xe6\x06\n" +
 	"\aHistory\x12W\n" +
 	"\n" +
 	"Checkpoint\x12#.paddock.agent.v1.CheckpointRequest\x1a$.paddock.agent.v1.CheckpointResponse\x12S\n" +
@@ -3276,7 +3840,12 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"\x04Undo\x12\x1d.paddock.agent.v1.UndoRequest\x1a!.paddock.agent.v1.RestoreResponse\x12H\n" +
 	"\x04Redo\x12\x1d.paddock.agent.v1.RedoRequest\x1a!.paddock.agent.v1.RestoreResponse\x12N\n" +
 	"\aRestore\x12 .paddock.agent.v1.RestoreRequest\x1a!.paddock.agent.v1.RestoreResponse\x12E\n" +
-	"\x04Diff\x12\x1d.paddock.agent.v1.DiffRequest\x1a\x1e.paddock.agent.v1.DiffResponseB<Z:github.com/paddockhq/paddock/internal/wire/agentv1;agentv1b\x06proto3"
+	"\x04Diff\x12\x1d.paddock.agent.v1.DiffRequest\x1a\x1e.paddock.agent.v1.DiffResponse\x12H\n" +
+	"\x05Begin\x12\x1e.paddock.agent.v1.BeginRequest\x1a\x1f.paddock.agent.v1.BeginResponse\x12K\n" +
+	"\x06Commit\x12\x1f.paddock.agent.v1.CommitRequest\x1a .paddock.agent.v1.CommitResponse\x12Q\n" +
+	"\bRollback\x12!.paddock.agent.v1.RollbackRequest\x1a\".paddock.agent.v1.RollbackResponse\x12J\n" +
+	"\x06Export\x12\x1f.paddock.agent.v1.ExportRequest\x1a\x1d.paddock.agent.v1.ExportChunk0\x01\x12L\n" +
+	"\x06Import\x12\x1d.paddock.agent.v1.ImportChunk\x1a!.paddock.agent.v1.RestoreResponse(\x01B<Z:github.com/paddockhq/paddock/internal/wire/agentv1;agentv1b\x06proto3"
 
 var (
 	file_paddock_agent_v1_agent_proto_rawDescOnce sync.Once
@@ -3291,7 +3860,7 @@ func file_paddock_agent_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_paddock_agent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_paddock_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
+var file_paddock_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
 var file_paddock_agent_v1_agent_proto_goTypes = []any{
 	(Stream)(0),                 // 0: paddock.agent.v1.Stream
 	(FileType)(0),               // 1: paddock.agent.v1.FileType
@@ -3335,16 +3904,26 @@ var file_paddock_agent_v1_agent_proto_goTypes = []any{
 	(*ForwardRequest)(nil),      // 39: paddock.agent.v1.ForwardRequest
 	(*ForwardResponse)(nil),     // 40: paddock.agent.v1.ForwardResponse
 	(*CheckpointInfo)(nil),      // 41: paddock.agent.v1.CheckpointInfo
-	(*CheckpointRequest)(nil),   // 42: paddock.agent.v1.CheckpointRequest
-	(*CheckpointResponse)(nil),  // 43: paddock.agent.v1.CheckpointResponse
-	(*HistoryListRequest)(nil),  // 44: paddock.agent.v1.HistoryListRequest
-	(*HistoryListResponse)(nil), // 45: paddock.agent.v1.HistoryListResponse
-	(*UndoRequest)(nil),         // 46: paddock.agent.v1.UndoRequest
-	(*RedoRequest)(nil),         // 47: paddock.agent.v1.RedoRequest
-	(*RestoreRequest)(nil),      // 48: paddock.agent.v1.RestoreRequest
-	(*RestoreResponse)(nil),     // 49: paddock.agent.v1.RestoreResponse
-	(*DiffRequest)(nil),         // 50: paddock.agent.v1.DiffRequest
-	(*DiffResponse)(nil),        // 51: paddock.agent.v1.DiffResponse
+	(*TransactionInfo)(nil),     // 42: paddock.agent.v1.TransactionInfo
+	(*BeginRequest)(nil),        // 43: paddock.agent.v1.BeginRequest
+	(*BeginResponse)(nil),       // 44: paddock.agent.v1.BeginResponse
+	(*CommitRequest)(nil),       // 45: paddock.agent.v1.CommitRequest
+	(*CommitResponse)(nil),      // 46: paddock.agent.v1.CommitResponse
+	(*RollbackRequest)(nil),     // 47: paddock.agent.v1.RollbackRequest
+	(*RollbackResponse)(nil),    // 48: paddock.agent.v1.RollbackResponse
+	(*CheckpointRequest)(nil),   // 49: paddock.agent.v1.CheckpointRequest
+	(*CheckpointResponse)(nil),  // 50: paddock.agent.v1.CheckpointResponse
+	(*HistoryListRequest)(nil),  // 51: paddock.agent.v1.HistoryListRequest
+	(*HistoryListResponse)(nil), // 52: paddock.agent.v1.HistoryListResponse
+	(*UndoRequest)(nil),         // 53: paddock.agent.v1.UndoRequest
+	(*RedoRequest)(nil),         // 54: paddock.agent.v1.RedoRequest
+	(*RestoreRequest)(nil),      // 55: paddock.agent.v1.RestoreRequest
+	(*RestoreResponse)(nil),     // 56: paddock.agent.v1.RestoreResponse
+	(*ExportRequest)(nil),       // 57: paddock.agent.v1.ExportRequest
+	(*ExportChunk)(nil),         // 58: paddock.agent.v1.ExportChunk
+	(*ImportChunk)(nil),         // 59: paddock.agent.v1.ImportChunk
+	(*DiffRequest)(nil),         // 60: paddock.agent.v1.DiffRequest
+	(*DiffResponse)(nil),        // 61: paddock.agent.v1.DiffResponse
 }
 var file_paddock_agent_v1_agent_proto_depIdxs = []int32{
 	4,  // 0: paddock.agent.v1.StartRequest.tty:type_name -> paddock.agent.v1.TTYSize
@@ -3360,66 +3939,81 @@ var file_paddock_agent_v1_agent_proto_depIdxs = []int32{
 	25, // 10: paddock.agent.v1.ListFilesResponse.entries:type_name -> paddock.agent.v1.FileInfo
 	2,  // 11: paddock.agent.v1.FileEvent.kind:type_name -> paddock.agent.v1.FileEventKind
 	9,  // 12: paddock.agent.v1.AppStatus.last_exit:type_name -> paddock.agent.v1.ExitStatus
-	41, // 13: paddock.agent.v1.CheckpointResponse.checkpoint:type_name -> paddock.agent.v1.CheckpointInfo
-	41, // 14: paddock.agent.v1.HistoryListResponse.checkpoints:type_name -> paddock.agent.v1.CheckpointInfo
-	41, // 15: paddock.agent.v1.RestoreResponse.checkpoint:type_name -> paddock.agent.v1.CheckpointInfo
-	3,  // 16: paddock.agent.v1.Process.Start:input_type -> paddock.agent.v1.StartRequest
-	5,  // 17: paddock.agent.v1.Process.Attach:input_type -> paddock.agent.v1.AttachRequest
-	10, // 18: paddock.agent.v1.Process.Execute:input_type -> paddock.agent.v1.ExecuteRequest
-	12, // 19: paddock.agent.v1.Process.WriteStdin:input_type -> paddock.agent.v1.WriteStdinRequest
-	14, // 20: paddock.agent.v1.Process.SendSignal:input_type -> paddock.agent.v1.SendSignalRequest
-	16, // 21: paddock.agent.v1.Process.ResizeTTY:input_type -> paddock.agent.v1.ResizeTTYRequest
-	18, // 22: paddock.agent.v1.Process.Wait:input_type -> paddock.agent.v1.WaitRequest
-	19, // 23: paddock.agent.v1.Process.List:input_type -> paddock.agent.v1.ListRequest
-	22, // 24: paddock.agent.v1.Files.Read:input_type -> paddock.agent.v1.ReadRequest
-	24, // 25: paddock.agent.v1.Files.Write:input_type -> paddock.agent.v1.WriteRequest
-	26, // 26: paddock.agent.v1.Files.Stat:input_type -> paddock.agent.v1.StatRequest
-	27, // 27: paddock.agent.v1.Files.List:input_type -> paddock.agent.v1.ListFilesRequest
-	29, // 28: paddock.agent.v1.Files.Mkdir:input_type -> paddock.agent.v1.MkdirRequest
-	30, // 29: paddock.agent.v1.Files.Move:input_type -> paddock.agent.v1.MoveRequest
-	31, // 30: paddock.agent.v1.Files.Remove:input_type -> paddock.agent.v1.RemoveRequest
-	33, // 31: paddock.agent.v1.Files.Watch:input_type -> paddock.agent.v1.WatchRequest
-	37, // 32: paddock.agent.v1.Agent.Info:input_type -> paddock.agent.v1.InfoRequest
-	35, // 33: paddock.agent.v1.Agent.App:input_type -> paddock.agent.v1.AppRequest
-	39, // 34: paddock.agent.v1.Net.Forward:input_type -> paddock.agent.v1.ForwardRequest
-	39, // 35: paddock.agent.v1.Net.Accept:input_type -> paddock.agent.v1.ForwardRequest
-	42, // 36: paddock.agent.v1.History.Checkpoint:input_type -> paddock.agent.v1.CheckpointRequest
-	44, // 37: paddock.agent.v1.History.List:input_type -> paddock.agent.v1.HistoryListRequest
-	46, // 38: paddock.agent.v1.History.Undo:input_type -> paddock.agent.v1.UndoRequest
-	47, // 39: paddock.agent.v1.History.Redo:input_type -> paddock.agent.v1.RedoRequest
-	48, // 40: paddock.agent.v1.History.Restore:input_type -> paddock.agent.v1.RestoreRequest
-	50, // 41: paddock.agent.v1.History.Diff:input_type -> paddock.agent.v1.DiffRequest
-	6,  // 42: paddock.agent.v1.Process.Start:output_type -> paddock.agent.v1.ProcessEvent
-	6,  // 43: paddock.agent.v1.Process.Attach:output_type -> paddock.agent.v1.ProcessEvent
-	11, // 44: paddock.agent.v1.Process.Execute:output_type -> paddock.agent.v1.ExecuteResponse
-	13, // 45: paddock.agent.v1.Process.WriteStdin:output_type -> paddock.agent.v1.WriteStdinResponse
-	15, // 46: paddock.agent.v1.Process.SendSignal:output_type -> paddock.agent.v1.SendSignalResponse
-	17, // 47: paddock.agent.v1.Process.ResizeTTY:output_type -> paddock.agent.v1.ResizeTTYResponse
-	9,  // 48: paddock.agent.v1.Process.Wait:output_type -> paddock.agent.v1.ExitStatus
-	21, // 49: paddock.agent.v1.Process.List:output_type -> paddock.agent.v1.ListResponse
-	23, // 50: paddock.agent.v1.Files.Read:output_type -> paddock.agent.v1.FileChunk
-	25, // 51: paddock.agent.v1.Files.Write:output_type -> paddock.agent.v1.FileInfo
-	25, // 52: paddock.agent.v1.Files.Stat:output_type -> paddock.agent.v1.FileInfo
-	28, // 53: paddock.agent.v1.Files.List:output_type -> paddock.agent.v1.ListFilesResponse
-	25, // 54: paddock.agent.v1.Files.Mkdir:output_type -> paddock.agent.v1.FileInfo
-	25, // 55: paddock.agent.v1.Files.Move:output_type -> paddock.agent.v1.FileInfo
-	32, // 56: paddock.agent.v1.Files.Remove:output_type -> paddock.agent.v1.RemoveResponse
-	34, // 57: paddock.agent.v1.Files.Watch:output_type -> paddock.agent.v1.FileEvent
-	38, // 58: paddock.agent.v1.Agent.Info:output_type -> paddock.agent.v1.InfoResponse
-	36, // 59: paddock.agent.v1.Agent.App:output_type -> paddock.agent.v1.AppStatus
-	40, // 60: paddock.agent.v1.Net.Forward:output_type -> paddock.agent.v1.ForwardResponse
-	40, // 61: paddock.agent.v1.Net.Accept:output_type -> paddock.agent.v1.ForwardResponse
-	43, // 62: paddock.agent.v1.History.Checkpoint:output_type -> paddock.agent.v1.CheckpointResponse
-	45, // 63: paddock.agent.v1.History.List:output_type -> paddock.agent.v1.HistoryListResponse
-	49, // 64: paddock.agent.v1.History.Undo:output_type -> paddock.agent.v1.RestoreResponse
-	49, // 65: paddock.agent.v1.History.Redo:output_type -> paddock.agent.v1.RestoreResponse
-	49, // 66: paddock.agent.v1.History.Restore:output_type -> paddock.agent.v1.RestoreResponse
-	51, // 67: paddock.agent.v1.History.Diff:output_type -> paddock.agent.v1.DiffResponse
-	42, // [42:68] is the sub-list for method output_type
-	16, // [16:42] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	42, // 13: paddock.agent.v1.BeginResponse.transaction:type_name -> paddock.agent.v1.TransactionInfo
+	41, // 14: paddock.agent.v1.CommitResponse.checkpoint:type_name -> paddock.agent.v1.CheckpointInfo
+	42, // 15: paddock.agent.v1.CommitResponse.transaction:type_name -> paddock.agent.v1.TransactionInfo
+	42, // 16: paddock.agent.v1.RollbackResponse.transaction:type_name -> paddock.agent.v1.TransactionInfo
+	41, // 17: paddock.agent.v1.CheckpointResponse.checkpoint:type_name -> paddock.agent.v1.CheckpointInfo
+	41, // 18: paddock.agent.v1.HistoryListResponse.checkpoints:type_name -> paddock.agent.v1.CheckpointInfo
+	42, // 19: paddock.agent.v1.HistoryListResponse.transaction:type_name -> paddock.agent.v1.TransactionInfo
+	41, // 20: paddock.agent.v1.RestoreResponse.checkpoint:type_name -> paddock.agent.v1.CheckpointInfo
+	3,  // 21: paddock.agent.v1.Process.Start:input_type -> paddock.agent.v1.StartRequest
+	5,  // 22: paddock.agent.v1.Process.Attach:input_type -> paddock.agent.v1.AttachRequest
+	10, // 23: paddock.agent.v1.Process.Execute:input_type -> paddock.agent.v1.ExecuteRequest
+	12, // 24: paddock.agent.v1.Process.WriteStdin:input_type -> paddock.agent.v1.WriteStdinRequest
+	14, // 25: paddock.agent.v1.Process.SendSignal:input_type -> paddock.agent.v1.SendSignalRequest
+	16, // 26: paddock.agent.v1.Process.ResizeTTY:input_type -> paddock.agent.v1.ResizeTTYRequest
+	18, // 27: paddock.agent.v1.Process.Wait:input_type -> paddock.agent.v1.WaitRequest
+	19, // 28: paddock.agent.v1.Process.List:input_type -> paddock.agent.v1.ListRequest
+	22, // 29: paddock.agent.v1.Files.Read:input_type -> paddock.agent.v1.ReadRequest
+	24, // 30: paddock.agent.v1.Files.Write:input_type -> paddock.agent.v1.WriteRequest
+	26, // 31: paddock.agent.v1.Files.Stat:input_type -> paddock.agent.v1.StatRequest
+	27, // 32: paddock.agent.v1.Files.List:input_type -> paddock.agent.v1.ListFilesRequest
+	29, // 33: paddock.agent.v1.Files.Mkdir:input_type -> paddock.agent.v1.MkdirRequest
+	30, // 34: paddock.agent.v1.Files.Move:input_type -> paddock.agent.v1.MoveRequest
+	31, // 35: paddock.agent.v1.Files.Remove:input_type -> paddock.agent.v1.RemoveRequest
+	33, // 36: paddock.agent.v1.Files.Watch:input_type -> paddock.agent.v1.WatchRequest
+	37, // 37: paddock.agent.v1.Agent.Info:input_type -> paddock.agent.v1.InfoRequest
+	35, // 38: paddock.agent.v1.Agent.App:input_type -> paddock.agent.v1.AppRequest
+	39, // 39: paddock.agent.v1.Net.Forward:input_type -> paddock.agent.v1.ForwardRequest
+	39, // 40: paddock.agent.v1.Net.Accept:input_type -> paddock.agent.v1.ForwardRequest
+	49, // 41: paddock.agent.v1.History.Checkpoint:input_type -> paddock.agent.v1.CheckpointRequest
+	51, // 42: paddock.agent.v1.History.List:input_type -> paddock.agent.v1.HistoryListRequest
+	53, // 43: paddock.agent.v1.History.Undo:input_type -> paddock.agent.v1.UndoRequest
+	54, // 44: paddock.agent.v1.History.Redo:input_type -> paddock.agent.v1.RedoRequest
+	55, // 45: paddock.agent.v1.History.Restore:input_type -> paddock.agent.v1.RestoreRequest
+	60, // 46: paddock.agent.v1.History.Diff:input_type -> paddock.agent.v1.DiffRequest
+	43, // 47: paddock.agent.v1.History.Begin:input_type -> paddock.agent.v1.BeginRequest
+	45, // 48: paddock.agent.v1.History.Commit:input_type -> paddock.agent.v1.CommitRequest
+	47, // 49: paddock.agent.v1.History.Rollback:input_type -> paddock.agent.v1.RollbackRequest
+	57, // 50: paddock.agent.v1.History.Export:input_type -> paddock.agent.v1.ExportRequest
+	59, // 51: paddock.agent.v1.History.Import:input_type -> paddock.agent.v1.ImportChunk
+	6,  // 52: paddock.agent.v1.Process.Start:output_type -> paddock.agent.v1.ProcessEvent
+	6,  // 53: paddock.agent.v1.Process.Attach:output_type -> paddock.agent.v1.ProcessEvent
+	11, // 54: paddock.agent.v1.Process.Execute:output_type -> paddock.agent.v1.ExecuteResponse
+	13, // 55: paddock.agent.v1.Process.WriteStdin:output_type -> paddock.agent.v1.WriteStdinResponse
+	15, // 56: paddock.agent.v1.Process.SendSignal:output_type -> paddock.agent.v1.SendSignalResponse
+	17, // 57: paddock.agent.v1.Process.ResizeTTY:output_type -> paddock.agent.v1.ResizeTTYResponse
+	9,  // 58: paddock.agent.v1.Process.Wait:output_type -> paddock.agent.v1.ExitStatus
+	21, // 59: paddock.agent.v1.Process.List:output_type -> paddock.agent.v1.ListResponse
+	23, // 60: paddock.agent.v1.Files.Read:output_type -> paddock.agent.v1.FileChunk
+	25, // 61: paddock.agent.v1.Files.Write:output_type -> paddock.agent.v1.FileInfo
+	25, // 62: paddock.agent.v1.Files.Stat:output_type -> paddock.agent.v1.FileInfo
+	28, // 63: paddock.agent.v1.Files.List:output_type -> paddock.agent.v1.ListFilesResponse
+	25, // 64: paddock.agent.v1.Files.Mkdir:output_type -> paddock.agent.v1.FileInfo
+	25, // 65: paddock.agent.v1.Files.Move:output_type -> paddock.agent.v1.FileInfo
+	32, // 66: paddock.agent.v1.Files.Remove:output_type -> paddock.agent.v1.RemoveResponse
+	34, // 67: paddock.agent.v1.Files.Watch:output_type -> paddock.agent.v1.FileEvent
+	38, // 68: paddock.agent.v1.Agent.Info:output_type -> paddock.agent.v1.InfoResponse
+	36, // 69: paddock.agent.v1.Agent.App:output_type -> paddock.agent.v1.AppStatus
+	40, // 70: paddock.agent.v1.Net.Forward:output_type -> paddock.agent.v1.ForwardResponse
+	40, // 71: paddock.agent.v1.Net.Accept:output_type -> paddock.agent.v1.ForwardResponse
+	50, // 72: paddock.agent.v1.History.Checkpoint:output_type -> paddock.agent.v1.CheckpointResponse
+	52, // 73: paddock.agent.v1.History.List:output_type -> paddock.agent.v1.HistoryListResponse
+	56, // 74: paddock.agent.v1.History.Undo:output_type -> paddock.agent.v1.RestoreResponse
+	56, // 75: paddock.agent.v1.History.Redo:output_type -> paddock.agent.v1.RestoreResponse
+	56, // 76: paddock.agent.v1.History.Restore:output_type -> paddock.agent.v1.RestoreResponse
+	61, // 77: paddock.agent.v1.History.Diff:output_type -> paddock.agent.v1.DiffResponse
+	44, // 78: paddock.agent.v1.History.Begin:output_type -> paddock.agent.v1.BeginResponse
+	46, // 79: paddock.agent.v1.History.Commit:output_type -> paddock.agent.v1.CommitResponse
+	48, // 80: paddock.agent.v1.History.Rollback:output_type -> paddock.agent.v1.RollbackResponse
+	58, // 81: paddock.agent.v1.History.Export:output_type -> paddock.agent.v1.ExportChunk
+	56, // 82: paddock.agent.v1.History.Import:output_type -> paddock.agent.v1.RestoreResponse
+	52, // [52:83] is the sub-list for method output_type
+	21, // [21:52] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_paddock_agent_v1_agent_proto_init() }
@@ -3438,7 +4032,7 @@ func file_paddock_agent_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_paddock_agent_v1_agent_proto_rawDesc), len(file_paddock_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   49,
+			NumMessages:   59,
 			NumExtensions: 0,
 			NumServices:   5,
 		},

@@ -1129,6 +1129,11 @@ const (
 	History_Redo_FullMethodName       = "/paddock.agent.v1.History/Redo"
 	History_Restore_FullMethodName    = "/paddock.agent.v1.History/Restore"
 	History_Diff_FullMethodName       = "/paddock.agent.v1.History/Diff"
+	History_Begin_FullMethodName      = "/paddock.agent.v1.History/Begin"
+	History_Commit_FullMethodName     = "/paddock.agent.v1.History/Commit"
+	History_Rollback_FullMethodName   = "/paddock.agent.v1.History/Rollback"
+	History_Export_FullMethodName     = "/paddock.agent.v1.History/Export"
+	History_Import_FullMethodName     = "/paddock.agent.v1.History/Import"
 )
 
 // HistoryClient is the client API for History service.
@@ -1160,6 +1165,26 @@ type HistoryClient interface {
 	Restore(ctx context.Context, in *RestoreRequest, opts ...grpc.CallOption) (*RestoreResponse, error)
 	// Diff lists the paths that differ from one checkpoint to another.
 	Diff(ctx context.Context, in *DiffRequest, opts ...grpc.CallOption) (*DiffResponse, error)
+	// Begin opens a transaction for a multi-step change. While it is open the agent's own
+	// checkpoints are suppressed (the commit records the work as one), and Checkpoint, Undo,
+	// Redo, Restore and another Begin are FAILED_PRECONDITION naming it. A transaction still
+	// open when the agent restarts is rolled back.
+	Begin(ctx context.Context, in *BeginRequest, opts ...grpc.CallOption) (*BeginResponse, error)
+	// Commit closes the open transaction with one checkpoint of cause "transaction" (none when
+	// it changed nothing). FAILED_PRECONDITION when no transaction is open.
+	Commit(ctx context.Context, in *CommitRequest, opts ...grpc.CallOption) (*CommitResponse, error)
+	// Rollback restores the workspace exactly to its state at Begin, whoever changed it since,
+	// and restarts the supervised app. FAILED_PRECONDITION when no transaction is open.
+	Rollback(ctx context.Context, in *RollbackRequest, opts ...grpc.CallOption) (*RollbackResponse, error)
+	// Export streams the whole history as one self-checking file (package history's export
+	// format) that Import takes on another host. FAILED_PRECONDITION while a transaction is
+	// open.
+	Export(ctx context.Context, in *ExportRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportChunk], error)
+	// Import replaces an empty history (a new sandbox's) with an export and restores the
+	// workspace to its current checkpoint, then restarts the app. INVALID_ARGUMENT names what
+	// is wrong with a corrupt or truncated export (nothing is changed then);
+	// FAILED_PRECONDITION when the history is not empty.
+	Import(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[ImportChunk, RestoreResponse], error)
 }
 
 type historyClient struct {
@@ -1230,6 +1255,68 @@ func (c *historyClient) Diff(ctx context.Context, in *DiffRequest, opts ...grpc.
 	return out, nil
 }
 
+func (c *historyClient) Begin(ctx context.Context, in *BeginRequest, opts ...grpc.CallOption) (*BeginResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BeginResponse)
+	err := c.cc.Invoke(ctx, History_Begin_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *historyClient) Commit(ctx context.Context, in *CommitRequest, opts ...grpc.CallOption) (*CommitResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CommitResponse)
+	err := c.cc.Invoke(ctx, History_Commit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *historyClient) Rollback(ctx context.Context, in *RollbackRequest, opts ...grpc.CallOption) (*RollbackResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RollbackResponse)
+	err := c.cc.Invoke(ctx, History_Rollback_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *historyClient) Export(ctx context.Context, in *ExportRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &History_ServiceDesc.Streams[0], History_Export_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ExportRequest, ExportChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type History_ExportClient = grpc.ServerStreamingClient[ExportChunk]
+
+func (c *historyClient) Import(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[ImportChunk, RestoreResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &History_ServiceDesc.Streams[1], History_Import_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ImportChunk, RestoreResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type History_ImportClient = grpc.ClientStreamingClient[ImportChunk, RestoreResponse]
+
 // HistoryServer is the server API for History service.
 // All implementations must embed UnimplementedHistoryServer
 // for forward compatibility.
@@ -1259,6 +1346,26 @@ type HistoryServer interface {
 	Restore(context.Context, *RestoreRequest) (*RestoreResponse, error)
 	// Diff lists the paths that differ from one checkpoint to another.
 	Diff(context.Context, *DiffRequest) (*DiffResponse, error)
+	// Begin opens a transaction for a multi-step change. While it is open the agent's own
+	// checkpoints are suppressed (the commit records the work as one), and Checkpoint, Undo,
+	// Redo, Restore and another Begin are FAILED_PRECONDITION naming it. A transaction still
+	// open when the agent restarts is rolled back.
+	Begin(context.Context, *BeginRequest) (*BeginResponse, error)
+	// Commit closes the open transaction with one checkpoint of cause "transaction" (none when
+	// it changed nothing). FAILED_PRECONDITION when no transaction is open.
+	Commit(context.Context, *CommitRequest) (*CommitResponse, error)
+	// Rollback restores the workspace exactly to its state at Begin, whoever changed it since,
+	// and restarts the supervised app. FAILED_PRECONDITION when no transaction is open.
+	Rollback(context.Context, *RollbackRequest) (*RollbackResponse, error)
+	// Export streams the whole history as one self-checking file (package history's export
+	// format) that Import takes on another host. FAILED_PRECONDITION while a transaction is
+	// open.
+	Export(*ExportRequest, grpc.ServerStreamingServer[ExportChunk]) error
+	// Import replaces an empty history (a new sandbox's) with an export and restores the
+	// workspace to its current checkpoint, then restarts the app. INVALID_ARGUMENT names what
+	// is wrong with a corrupt or truncated export (nothing is changed then);
+	// FAILED_PRECONDITION when the history is not empty.
+	Import(grpc.ClientStreamingServer[ImportChunk, RestoreResponse]) error
 	mustEmbedUnimplementedHistoryServer()
 }
 
@@ -1286,6 +1393,21 @@ func (UnimplementedHistoryServer) Restore(context.Context, *RestoreRequest) (*Re
 }
 func (UnimplementedHistoryServer) Diff(context.Context, *DiffRequest) (*DiffResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Diff not implemented")
+}
+func (UnimplementedHistoryServer) Begin(context.Context, *BeginRequest) (*BeginResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Begin not implemented")
+}
+func (UnimplementedHistoryServer) Commit(context.Context, *CommitRequest) (*CommitResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Commit not implemented")
+}
+func (UnimplementedHistoryServer) Rollback(context.Context, *RollbackRequest) (*RollbackResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Rollback not implemented")
+}
+func (UnimplementedHistoryServer) Export(*ExportRequest, grpc.ServerStreamingServer[ExportChunk]) error {
+	return status.Error(codes.Unimplemented, "method Export not implemented")
+}
+func (UnimplementedHistoryServer) Import(grpc.ClientStreamingServer[ImportChunk, RestoreResponse]) error {
+	return status.Error(codes.Unimplemented, "method Import not implemented")
 }
 func (UnimplementedHistoryServer) mustEmbedUnimplementedHistoryServer() {}
 func (UnimplementedHistoryServer) testEmbeddedByValue()                 {}
@@ -1416,6 +1538,78 @@ func _History_Diff_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
+func _History_Begin_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BeginRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HistoryServer).Begin(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: History_Begin_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HistoryServer).Begin(ctx, req.(*BeginRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _History_Commit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CommitRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HistoryServer).Commit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: History_Commit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HistoryServer).Commit(ctx, req.(*CommitRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _History_Rollback_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RollbackRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HistoryServer).Rollback(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: History_Rollback_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HistoryServer).Rollback(ctx, req.(*RollbackRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _History_Export_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ExportRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(HistoryServer).Export(m, &grpc.GenericServerStream[ExportRequest, ExportChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type History_ExportServer = grpc.ServerStreamingServer[ExportChunk]
+
+func _History_Import_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(HistoryServer).Import(&grpc.GenericServerStream[ImportChunk, RestoreResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type History_ImportServer = grpc.ClientStreamingServer[ImportChunk, RestoreResponse]
+
 // History_ServiceDesc is the grpc.ServiceDesc for History service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1447,7 +1641,30 @@ var History_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Diff",
 			Handler:    _History_Diff_Handler,
 		},
+		{
+			MethodName: "Begin",
+			Handler:    _History_Begin_Handler,
+		},
+		{
+			MethodName: "Commit",
+			Handler:    _History_Commit_Handler,
+		},
+		{
+			MethodName: "Rollback",
+			Handler:    _History_Rollback_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Export",
+			Handler:       _History_Export_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Import",
+			Handler:       _History_Import_Handler,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "paddock/agent/v1/agent.proto",
 }
