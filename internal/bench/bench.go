@@ -25,6 +25,9 @@ import (
 type Options struct {
 	// N is how many samples each latency takes, after Warmup discarded rounds.
 	N, Warmup int
+	// Quick shrinks what does not scale with N (the history benchmark's 500 MB workspace):
+	// the harness's own test sets it.
+	Quick bool
 	// StreamN is how many times the streaming benchmark moves StreamBytes.
 	StreamN     int
 	StreamBytes int64
@@ -72,6 +75,7 @@ func Run(ctx context.Context, e *Env, o Options) (*Report, error) {
 		{"promotion under load", e.PromoteTable},
 		{"secrets broker", e.BrokerTable},
 		{"provider gateway", func(ctx context.Context, o Options) (*Table, error) { return GatewayTTFBTable(ctx, o.N*10) }},
+		{"workspace history", e.HistoryTable},
 	} {
 		if o.Only != "" && !strings.Contains(b.name, o.Only) {
 			continue

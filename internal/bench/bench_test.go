@@ -28,15 +28,15 @@ func newEnv(t testing.TB) *Env {
 // is known to work without taking its minutes.
 func TestRunOnce(t *testing.T) {
 	e := newEnv(t)
-	o := Options{N: 1, StreamN: 1, StreamBytes: 8 << 20, Sandboxes: 1, Idle: 10 * time.Millisecond,
+	o := Options{N: 1, Quick: true, StreamN: 1, StreamBytes: 8 << 20, Sandboxes: 1, Idle: 10 * time.Millisecond,
 		ProxyClients: 2, ProxyRound: 200 * time.Millisecond, ProxyRounds: 1, EchoN: 20, EchoBytes: 32,
 		PromoteRounds: 1, PromoteFor: time.Second, PromoteEvery: 250 * time.Millisecond}
 	r, err := Run(context.Background(), e, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Tables) != 9 {
-		t.Fatalf("%d tables, want 9", len(r.Tables))
+	if len(r.Tables) != 10 {
+		t.Fatalf("%d tables, want 10", len(r.Tables))
 	}
 	for _, tb := range r.Tables {
 		for _, row := range tb.Rows {
