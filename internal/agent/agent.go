@@ -161,7 +161,7 @@ func Run(ctx context.Context, env *wire.Envelope, lis net.Listener, confine Conf
 	nets := newNetService(env.Tier)
 	if nets.refused == "" {
 		var stop func()
-		nets.services, stop = startServices(env.Env, log)
+		nets.services, stop = startServices(env.Env, env.HostPorts, log)
 		defer stop()
 	}
 	var app *supervisor

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -52,19 +54,26 @@ type services struct {
 
 // startServices listens at the addresses of serviceVars in env until stop is called,
 // which returns once everything it started has ended. Failing to listen is not fatal to
-// the agent: the sandbox runs without that service, and Accept says why.
-func startServices(env []string, log *slog.Logger) (hs *hostServices, stop func()) {
+// the agent: the sandbox runs without that service, and Accept says why. Ports in
+// hostPorts are left alone: the host listens there itself, in the sandbox's network
+// namespace (the envelope's HostPorts).
+func startServices(env []string, hostPorts []uint32, log *slog.Logger) (hs *hostServices, stop func()) {
 	hs = &hostServices{ports: map[uint32]*services{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	var listeners []net.Listener
 	var why []string
+	hosted := 0
 	for _, v := range serviceVars {
 		raw := lookupEnv(env, v)
 		if raw == "" {
 			continue
 		}
 		addr, err := ServicesAddr(v, raw)
+		if err == nil && hostListens(addr, hostPorts) {
+			hosted++
+			continue
+		}
 		var lis net.Listener
 		if err == nil {
 			lis, err = net.Listen("tcp", addr)
@@ -82,6 +91,8 @@ func startServices(env []string, log *slog.Logger) (hs *hostServices, stop func(
 	switch {
 	case len(why) > 0:
 		hs.unavailable = "the host's services cannot be served in this sandbox: " + strings.Join(why, "; ")
+	case len(hs.ports) == 0 && hosted > 0:
+		hs.unavailable = "the host listens for its services in this sandbox's network namespace itself: the agent relays nothing"
 	case len(hs.ports) == 0:
 		hs.unavailable = "this sandbox has no host services (" + ServicesEnv + " is not set)"
 	}
@@ -92,6 +103,16 @@ func startServices(env []string, log *slog.Logger) (hs *hostServices, stop func(
 		}
 		wg.Wait()
 	}
+}
+
+// hostListens reports whether addr's port is one of hostPorts.
+func hostListens(addr string, hostPorts []uint32) bool {
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	port, err := strconv.ParseUint(p, 10, 16)
+	return err == nil && slices.Contains(hostPorts, uint32(port))
 }
 
 // ServicesAddr is the host:port of a services URL, which must be plain http on a loopback

@@ -58,14 +58,16 @@ func (e *Env) StartControlPlane(ctx context.Context, log *slog.Logger) (cp *Cont
 		s.Close()
 		return nil, err
 	}
-	cp = &ControlPlane{URL: "http://" + lis.Addr().String(), Server: s, Client: newLoadClient(),
+	started := &ControlPlane{URL: "http://" + lis.Addr().String(), Server: s, Client: newLoadClient(),
 		http: &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}}
-	go cp.http.Serve(lis)
+	go started.http.Serve(lis)
 	defer func() {
 		if err != nil {
-			cp.Close()
+			// Not cp: a failed return has already set it to nil.
+			started.Close()
 		}
 	}()
+	cp = started
 	if err := cp.signUp(ctx, benchUser); err != nil {
 		return nil, err
 	}

@@ -78,3 +78,60 @@ func TestDenialsAreAuditedAtABoundedRate(t *testing.T) {
 		t.Fatal("a quiet sandbox's denial was not audited")
 	}
 }
+
+// fixedSecrets has every secret set to one value.
+type fixedSecrets string
+
+func (f fixedSecrets) Reveal(context.Context, string, string) ([]byte, error) { return []byte(f), nil }
+
+// A grant's lease row is written after the answer (with others, within leaseDelay), but no
+// one can tell: a renew or a revoke right after the grant finds it, the sandbox's stop
+// revokes it, and Close writes what is still queued.
+func TestLeasesWrittenLaterAreNeverMissed(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "p.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.Update(ctx, func(tx *store.Tx) error {
+		_, err := tx.CreateUser(ctx, store.User{ID: "u1", Username: "alice", Role: "user", PasswordHash: "x", CreatedAt: time.Now()}, nil)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := ParsePolicy([]byte("capabilities:\n  gh: {secrets: [github_token]}\n"), "policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := fleetTable{"sb-aaaaaaaaaa": {UserID: "u1", Username: "alice", Running: true}}
+	b, err := New(st, sb, fixedSecrets("v"), p, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		g, err := b.Resolve(ctx, "sb-aaaaaaaaaa", "gh")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Renew(ctx, "sb-aaaaaaaaaa", g.LeaseID); err != nil {
+			t.Fatalf("renew right after the grant: %v", err)
+		}
+	}
+	g, err := b.Resolve(ctx, "sb-aaaaaaaaaa", "gh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.RevokeSandbox(ctx, "sb-aaaaaaaaaa", "the sandbox stopped")
+	if _, err := b.Renew(ctx, "sb-aaaaaaaaaa", g.LeaseID); !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "revoked") {
+		t.Fatalf("renew of a lease revoked with its sandbox: %v", err)
+	}
+	last, err := b.Resolve(ctx, "sb-aaaaaaaaaa", "gh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	if l, err := st.Lease(ctx, last.LeaseID); err != nil || l.SandboxID != "sb-aaaaaaaaaa" || l.SecretName != "github_token" {
+		t.Fatalf("a lease granted just before Close: %+v, %v", l, err)
+	}
+}

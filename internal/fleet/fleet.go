@@ -88,7 +88,7 @@ type Fleet struct {
 
 	// serve starts the host's services for a running sandbox (see SetServices); stops
 	// holds what ends them, by sandbox ID.
-	serve func(rec store.Sandbox, conn *grpc.ClientConn) (stop func())
+	serve func(rec store.Sandbox, sb *runner.Sandbox) (stop func())
 	stops map[string]func()
 }
 
@@ -114,14 +114,14 @@ func New(st *store.Store, run Runner, cfg Config, reg prometheus.Registerer, log
 		st: st, run: run, cfg: cfg, log: log, now: time.Now, m: m,
 		running: map[string]*runner.Sandbox{}, recs: map[string]store.Sandbox{}, roles: map[string]store.Roles{}, locks: map[string]*sync.Mutex{},
 		onGone: func(string) {}, onSwap: func(string, int64) {},
-		serve: func(store.Sandbox, *grpc.ClientConn) func() { return func() {} }, stops: map[string]func(){},
+		serve: func(store.Sandbox, *runner.Sandbox) func() { return func() {} }, stops: map[string]func(){},
 	}, nil
 }
 
 // SetServices sets what the fleet calls when it starts holding a running sandbox (started,
-// or adopted after a restart): serve starts the host's services for it on its channel and
+// or adopted after a restart): serve starts the host's services for it (sb.Listen) and
 // returns what stops them, which the fleet calls when it stops holding the sandbox.
-func (f *Fleet) SetServices(serve func(rec store.Sandbox, conn *grpc.ClientConn) (stop func())) {
+func (f *Fleet) SetServices(serve func(rec store.Sandbox, sb *runner.Sandbox) (stop func())) {
 	f.serve = serve
 }
 
@@ -154,7 +154,7 @@ func (f *Fleet) handle(id string) *runner.Sandbox {
 // serves, together.
 func (f *Fleet) setRunning(rec store.Sandbox, sb *runner.Sandbox) {
 	rec.State, rec.Error = api.StateRunning, ""
-	stop := f.serve(rec, sb.Conn())
+	stop := f.serve(rec, sb)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.running[rec.ID], f.recs[rec.ID], f.stops[rec.ID] = sb, rec, stop

@@ -42,7 +42,7 @@ func (r *Runner) Adopt(ctx context.Context, rec Record) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	cs, err := rt.Adopt(ctx, rec.ID, filepath.Join(r.cfg.StateDir, "sandboxes", rec.ID))
+	cs, err := rt.Adopt(ctx, rec.ID, filepath.Join(r.cfg.StateDir, "sandboxes", rec.ID), r.cfg.HostPorts)
 	if err != nil {
 		return nil, err
 	}

@@ -50,6 +50,11 @@ type Config struct {
 	Limits Limits `yaml:"limits"`
 	// MaxLimits caps what any request may ask for.
 	MaxLimits Limits `yaml:"max_limits"`
+	// HostPorts are ports of every sandbox's loopback where the host serves (the control
+	// plane's services): set by the control plane, not by configuration. Where the tier
+	// allows it (container under runc) the host listens there itself, in the sandbox's
+	// network namespace (Sandbox.Listener); elsewhere the agent relays them.
+	HostPorts []int `yaml:"-"`
 }
 
 // UserConfig narrows the global configuration for one user.

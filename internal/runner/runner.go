@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	"github.com/paddockhq/paddock/internal/sandbox/container"
 	"github.com/paddockhq/paddock/internal/sandbox/microvm"
 	"github.com/paddockhq/paddock/internal/sandbox/process"
+	"github.com/paddockhq/paddock/internal/tunnel"
 	"github.com/paddockhq/paddock/internal/wire"
 )
 
@@ -91,6 +93,38 @@ func (s *Sandbox) Cgroup() string { return s.backend.Cgroup() }
 
 // Conn is the channel to the sandbox's agent.
 func (s *Sandbox) Conn() *grpc.ClientConn { return s.backend.Conn() }
+
+// hostNet is what a backend that shares its network namespace with the host provides
+// (the container tier under runc).
+type hostNet interface {
+	Listener(port int) net.Listener
+	Dial(ctx context.Context, port int) (net.Conn, error)
+}
+
+// Listen returns a listener whose connections come from the sandbox's processes connecting
+// to port on their own loopback, and only from them: the host's own listener in the
+// sandbox's network namespace when it made one there (Config.HostPorts), else the agent's
+// relay over the channel, which keeps idle connections ready. Every connection accepted
+// is this sandbox's, whatever it sends.
+func (s *Sandbox) Listen(port, idle int, log *slog.Logger) net.Listener {
+	if hn, ok := s.backend.(hostNet); ok {
+		if l := hn.Listener(port); l != nil {
+			return l
+		}
+	}
+	return tunnel.Listen(s.Conn(), port, idle, log)
+}
+
+// DialPort connects to port on the sandbox's loopback: directly where the host shares the
+// sandbox's network namespace, else through the agent's channel.
+func (s *Sandbox) DialPort(ctx context.Context, port int) (net.Conn, error) {
+	if hn, ok := s.backend.(hostNet); ok {
+		if c, err := hn.Dial(ctx, port); !errors.Is(err, errdefs.ErrUnavailable) {
+			return c, err
+		}
+	}
+	return tunnel.Dial(ctx, s.Conn(), port)
+}
 
 // OOMKills counts processes the sandbox's memory limit has killed.
 func (s *Sandbox) OOMKills() (uint64, error) { return s.backend.OOMKills() }
@@ -165,7 +199,7 @@ func (r *Runner) start(ctx context.Context, spec Spec, sb *Sandbox, agentBin str
 		}
 		cfg := container.Config{
 			ID: sb.ID, Dir: dir, Workspace: sb.Workspace, History: sb.History, Agent: agentBin, UID: uid, GID: gid,
-			Env: containerEnv(spec.Env), Main: main, Limits: sb.Limits.container(),
+			Env: containerEnv(spec.Env), Main: main, Limits: sb.Limits.container(), HostPorts: r.cfg.HostPorts,
 		}
 		return rt.Start(ctx, cfg)
 	case wire.TierProcess:

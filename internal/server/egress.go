@@ -5,14 +5,12 @@ import (
 	"fmt"
 	"os"
 
-	"google.golang.org/grpc"
-
 	"github.com/paddockhq/paddock/internal/agent"
 	"github.com/paddockhq/paddock/internal/egress"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/policy"
+	"github.com/paddockhq/paddock/internal/runner"
 	"github.com/paddockhq/paddock/internal/store"
-	"github.com/paddockhq/paddock/internal/tunnel"
 )
 
 // EgressPort is where a process in a sandbox finds the egress proxy, when a network policy
@@ -57,12 +55,12 @@ func (s *Server) initEgress(pol *policy.Policy, opts egress.Options) {
 	s.egress = egress.New(opts)
 }
 
-// serveEgress serves the egress proxy to one sandbox on connections relayed by its agent.
-func (s *Server) serveEgress(rec store.Sandbox, conn *grpc.ClientConn) (stop func()) {
+// serveEgress serves the egress proxy to one sandbox on connections only it can make.
+func (s *Server) serveEgress(rec store.Sandbox, sb *runner.Sandbox) (stop func()) {
 	if s.egress == nil {
 		return func() {}
 	}
-	l := tunnel.Listen(conn, EgressPort, servicesIdle, s.log.With("sandbox", rec.ID))
+	l := sb.Listen(EgressPort, servicesIdle, s.log.With("sandbox", rec.ID))
 	go func() { _ = s.egress.ServeSandbox(l, egress.Sandbox{ID: rec.ID}) }()
 	return func() { l.Close() }
 }

@@ -35,7 +35,6 @@ import (
 	"github.com/paddockhq/paddock/internal/sandbox/container"
 	"github.com/paddockhq/paddock/internal/secrets"
 	"github.com/paddockhq/paddock/internal/store"
-	"github.com/paddockhq/paddock/internal/tunnel"
 	"github.com/paddockhq/paddock/internal/web"
 	"github.com/paddockhq/paddock/internal/wire"
 )
@@ -119,7 +118,6 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 	}
 	s.auth = auth.New(s.st, append(aopts, opts.AuthOptions...)...)
 	s.web = web.New(web.Options{Auth: s.auth, Log: s.log})
-	s.runner = runner.New(cfg.Runner, s.log)
 	app := store.App{Command: cfg.App.Command, Port: cfg.App.Port, Build: cfg.App.Build}
 	if len(app.Command) == 0 {
 		app = store.App{Command: welcome.Command(container.AgentPath, 8080), Port: 8080, Build: "welcome"}
@@ -133,9 +131,15 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 		return err
 	}
 	env := append([]string{agent.ServicesEnv + "=" + servicesURL}, gatewayEnv(cfg.Gateway, servicesURL)...)
+	if s.servicesPort, err = servicesPort(servicesURL); err != nil {
+		return err
+	}
+	cfg.Runner.HostPorts = []int{s.servicesPort}
 	if netPolicy != nil {
 		env = append(env, egressEnv()...)
+		cfg.Runner.HostPorts = append(cfg.Runner.HostPorts, EgressPort)
 	}
+	s.runner = runner.New(cfg.Runner, s.log)
 	s.fleet, err = fleet.New(s.st, s.runner, fleet.Config{
 		Tier: cfg.Runner.Tier, Runtime: cfg.Runtime, Memory: cfg.SandboxMemory, Quota: cfg.Quota, App: app,
 		Env: env,
@@ -267,8 +271,9 @@ func tierName(t wire.Tier) string {
 	return string(wire.TierContainer)
 }
 
-// router adapts the fleet to the proxy: the owner of a role, reached through a tunnel
-// over the sandbox's agent channel (never a host port another sandbox could reach).
+// router adapts the fleet to the proxy: the owner of a role, reached on its own loopback,
+// directly in its network namespace where the host shares it (runc) or else through a
+// tunnel over the sandbox's agent channel; never a host port another sandbox could reach.
 type router struct{ f *fleet.Fleet }
 
 func (r router) Route(ctx context.Context, userID, role string) (proxy.Target, int64, error) {
@@ -276,9 +281,9 @@ func (r router) Route(ctx context.Context, userID, role string) (proxy.Target, i
 	if err != nil {
 		return proxy.Target{}, 0, err
 	}
-	conn, port := o.Conn, o.Sandbox.App.Port
+	h, port := o.Handle, o.Sandbox.App.Port
 	return proxy.Target{
 		SandboxID: o.Sandbox.ID, Role: role, Build: o.Sandbox.App.Build,
-		Dial: func(ctx context.Context) (net.Conn, error) { return tunnel.Dial(ctx, conn, port) },
+		Dial: func(ctx context.Context) (net.Conn, error) { return h.DialPort(ctx, port) },
 	}, o.Generation, nil
 }

@@ -11,16 +11,15 @@ import (
 	"time"
 
 	"golang.org/x/net/netutil"
-	"google.golang.org/grpc"
 
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/broker"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
 	"github.com/paddockhq/paddock/internal/gateway"
+	"github.com/paddockhq/paddock/internal/runner"
 	"github.com/paddockhq/paddock/internal/secrets"
 	"github.com/paddockhq/paddock/internal/store"
-	"github.com/paddockhq/paddock/internal/tunnel"
 )
 
 // DefaultServicesURL is where a process in a sandbox reaches the host's services (the
@@ -40,13 +39,7 @@ const (
 // initServices makes the broker and has the fleet serve the host's services to every
 // sandbox it runs. Call it before the fleet recovers sandboxes.
 func (s *Server) initServices() error {
-	u, err := url.Parse(s.cfg.ServicesURL)
-	if err != nil {
-		return fmt.Errorf("services_url: %w", err)
-	}
-	if s.servicesPort, err = strconv.Atoi(u.Port()); err != nil {
-		return fmt.Errorf("services_url %q: no port: %w", u, errdefs.ErrInvalidArgument)
-	}
+	var err error
 	var policy *broker.Policy
 	if s.cfg.BrokerPolicy != "" {
 		if policy, err = broker.LoadPolicy(s.cfg.BrokerPolicy); err != nil {
@@ -74,11 +67,25 @@ func (s *Server) initServices() error {
 	return nil
 }
 
-// serveServices serves the host's services to one sandbox, on connections relayed by its
-// agent: every request on them is that sandbox's, whatever it says.
-func (s *Server) serveServices(rec store.Sandbox, conn *grpc.ClientConn) (stop func()) {
+// servicesPort is the port of services_url (which Config.check has validated).
+func servicesPort(raw string) (int, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return 0, fmt.Errorf("services_url: %w", err)
+	}
+	p, err := strconv.Atoi(u.Port())
+	if err != nil {
+		return 0, fmt.Errorf("services_url %q: no port: %w", u, errdefs.ErrInvalidArgument)
+	}
+	return p, nil
+}
+
+// serveServices serves the host's services to one sandbox, on connections that only its
+// processes can make (see runner.Sandbox.Listen): every request on them is that sandbox's,
+// whatever it says.
+func (s *Server) serveServices(rec store.Sandbox, sb *runner.Sandbox) (stop func()) {
 	log := s.log.With("sandbox", rec.ID)
-	l := tunnel.Listen(conn, s.servicesPort, servicesIdle, log)
+	l := sb.Listen(s.servicesPort, servicesIdle, log)
 	hs := &http.Server{
 		Handler:           s.services,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -88,7 +95,7 @@ func (s *Server) serveServices(rec store.Sandbox, conn *grpc.ClientConn) (stop f
 		ConnContext:       func(ctx context.Context, _ net.Conn) context.Context { return broker.WithSandbox(ctx, rec.ID) },
 	}
 	go func() { _ = hs.Serve(netutil.LimitListener(l, servicesConns)) }()
-	stopEgress := s.serveEgress(rec, conn)
+	stopEgress := s.serveEgress(rec, sb)
 	return func() {
 		stopEgress()
 		hs.Close()

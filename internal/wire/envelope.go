@@ -55,6 +55,10 @@ type Envelope struct {
 	// their past. Empty means no history: the tiers where the agent shares its user with
 	// the commands (process) or where the runner has no such directory to give (microvm).
 	HistoryDir string `json:"history_dir,omitempty"`
+	// HostPorts are ports of the sandbox's loopback where the host listens itself, in the
+	// sandbox's network namespace (the container tier under runc): the agent does not
+	// listen or relay there.
+	HostPorts []uint32 `json:"host_ports,omitempty"`
 }
 
 // User is a numeric user and group.

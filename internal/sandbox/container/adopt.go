@@ -20,7 +20,11 @@ import (
 // pidfd, and dials the agent's socket again. Only runc's listening channel can be dialled
 // again; runsc's channel is one connection that died with the process that held it (see
 // channel.go), so its sandboxes cannot be adopted and are reaped instead.
-func (rt *Runtime) Adopt(ctx context.Context, id, dir string) (*Sandbox, error) {
+//
+// hostPorts are the Config.HostPorts it was started with: under runc the host listens on
+// them again in the sandbox's network namespace. Failing to is logged, not fatal: the
+// sandbox runs on without those services.
+func (rt *Runtime) Adopt(ctx context.Context, id, dir string, hostPorts []int) (*Sandbox, error) {
 	if rt.connected {
 		return nil, fmt.Errorf("sandbox %s: a %s sandbox's channel was one connection, gone with the previous control plane: %w", id, rt.Name, errdefs.ErrUnavailable)
 	}
@@ -49,6 +53,13 @@ func (rt *Runtime) Adopt(ctx context.Context, id, dir string) (*Sandbox, error) 
 	if sb.conn, err = sandbox.Dial(filepath.Join(dir, "agent.sock")); err != nil {
 		unix.Close(pidfd)
 		return nil, err
+	}
+	if !rt.userKernel && len(hostPorts) > 0 {
+		hn, err := adoptHostNet(st.Pid, pidfd, hostPorts)
+		if err != nil {
+			rt.Log.Warn("adopted sandbox: the host's services may be unavailable in it", "sandbox", id, "err", err)
+		}
+		sb.net = hn
 	}
 	return sb, nil
 }

@@ -141,6 +141,13 @@ type Config struct {
 	Env      []string
 	Main     *wire.Command
 	Limits   Limits
+	// HostPorts are ports of the sandbox's loopback where the host listens itself (the
+	// host's services). Under runc the host makes the sandbox's network namespace and
+	// binds them there before the container starts (Sandbox.Listener), and the agent is
+	// told to leave them alone; under runsc they are left to the agent's relay. With
+	// none, runc makes the namespace as before, and Sandbox.Dial is unavailable (the
+	// caller goes through the agent): `paddock run` pays nothing for what it does not use.
+	HostPorts []int
 }
 
 // Sandbox is a running container.
@@ -154,6 +161,8 @@ type Sandbox struct {
 	closeChannel func()
 	// init is a pidfd on the container's first process (the agent), or -1.
 	init int
+	// net is the host's hold on the sandbox's network namespace (runc only), or nil.
+	net *hostNet
 }
 
 // Start creates and starts the container, and returns once the agent's process runs. The
@@ -172,7 +181,15 @@ func (sb *Sandbox) start(ctx context.Context, cfg Config) error {
 	if err := os.MkdirAll(filepath.Join(cfg.Dir, "bundle"), 0o700); err != nil {
 		return fmt.Errorf("sandbox dir: %w", err)
 	}
-	if err := rt.writeBundle(cfg, sb.cgroup); err != nil {
+	netnsPath := ""
+	if !rt.userKernel && len(cfg.HostPorts) > 0 {
+		hn, err := newHostNet(cfg.HostPorts)
+		if err != nil {
+			return fmt.Errorf("the sandbox's network: %w", err)
+		}
+		sb.net, netnsPath = hn, hn.ns.Path()
+	}
+	if err := rt.writeBundle(cfg, sb.cgroup, netnsPath); err != nil {
 		return fmt.Errorf("bundle: %w", err)
 	}
 	ch, err := rt.openChannel(cfg.Dir)
@@ -188,6 +205,11 @@ func (sb *Sandbox) start(ctx context.Context, cfg Config) error {
 	if cfg.History != "" {
 		env.HistoryDir = HistoryPath
 	}
+	if sb.net != nil {
+		for p := range sb.net.listeners {
+			env.HostPorts = append(env.HostPorts, uint32(p))
+		}
+	}
 	if err := rt.run(ctx, cfg, ch.sandboxEnd, env); err != nil {
 		return err
 	}
@@ -198,9 +220,21 @@ func (sb *Sandbox) start(ctx context.Context, cfg Config) error {
 	return err
 }
 
-func (rt *Runtime) writeBundle(cfg Config, cgroup string) error {
+// writeBundle writes the sandbox's bundle; netnsPath, when set, is the network namespace
+// the container joins instead of making its own.
+func (rt *Runtime) writeBundle(cfg Config, cgroup, netnsPath string) error {
 	args := append([]string{AgentPath}, rt.agentArgs...)
-	return writeBundle(cfg, filepath.Join(cfg.Dir, "bundle"), cgroup, rt.userKernel, func(p *specs.Process) { p.Args = args })
+	return writeBundle(cfg, filepath.Join(cfg.Dir, "bundle"), cgroup, rt.userKernel, func(s *specs.Spec) {
+		s.Process.Args = args
+		if netnsPath == "" {
+			return
+		}
+		for i, ns := range s.Linux.Namespaces {
+			if ns.Type == specs.NetworkNamespace {
+				s.Linux.Namespaces[i].Path = netnsPath
+			}
+		}
+	})
 }
 
 // WriteBundle writes the OCI bundle paddock runs under runc for cfg into dir, with args as
@@ -208,14 +242,15 @@ func (rt *Runtime) writeBundle(cfg Config, cgroup string) error {
 // user, no capabilities). Benchmarks use it to run exactly paddock's container under a
 // bare runtime.
 func WriteBundle(cfg Config, dir, cgroup string, args []string) error {
-	return writeBundle(cfg, dir, cgroup, false, func(p *specs.Process) {
+	return writeBundle(cfg, dir, cgroup, false, func(s *specs.Spec) {
+		p := s.Process
 		p.Args = args
 		p.User = specs.User{UID: cfg.UID, GID: cfg.GID, AdditionalGids: []uint32{cfg.GID}}
 		p.Capabilities = &specs.LinuxCapabilities{}
 	})
 }
 
-func writeBundle(cfg Config, dir, cgroup string, userKernel bool, process func(*specs.Process)) error {
+func writeBundle(cfg Config, dir, cgroup string, userKernel bool, edit func(*specs.Spec)) error {
 	b := bundleSpec{
 		id: cfg.ID, hostname: "sandbox", uid: cfg.UID, gid: cfg.GID, workspace: cfg.Workspace,
 		history: cfg.History, agent: cfg.Agent, env: cfg.Env, limits: cfg.Limits, cgroup: cgroup, swap: swapAccounted(),
@@ -228,7 +263,7 @@ func writeBundle(cfg Config, dir, cgroup string, userKernel bool, process func(*
 	if err != nil {
 		return err
 	}
-	process(spec.Process)
+	edit(spec)
 	return writeJSON(filepath.Join(dir, "config.json"), spec)
 }
 
@@ -317,6 +352,10 @@ func (sb *Sandbox) Destroy(ctx context.Context) error {
 	}
 	if sb.closeChannel != nil {
 		sb.closeChannel()
+	}
+	if sb.net != nil {
+		sb.net.close()
+		sb.net = nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
