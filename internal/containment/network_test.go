@@ -7,6 +7,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/paddockhq/paddock/internal/runner"
+	"github.com/paddockhq/paddock/internal/testenv"
 )
 
 // countingListener accepts and drops connections, counting them: a connection that
@@ -22,6 +25,11 @@ func listen(t *testing.T, network, addr string) *countingListener {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return count(t, l)
+}
+
+// count accepts (and closes) l's connections, counting them.
+func count(t *testing.T, l net.Listener) *countingListener {
 	c := &countingListener{l: l}
 	t.Cleanup(func() { l.Close() })
 	go func() {
@@ -143,6 +151,42 @@ func TestNetwork(t *testing.T) {
 	}
 	if n := abstract.settle(1); n != 1 {
 		t.Errorf("ESCAPE?: the host's abstract socket accepted %d connections, want the host control's 1", n)
+	}
+}
+
+// A sandbox whose network namespace the host made, to listen in it for its services
+// (runc, runner.Config.HostPorts), is as closed as any: loopback alone, no route, the
+// host's own loopback out of reach. The host's port in it cannot be taken over, neither
+// by binding the same address nor the wildcard, with or without SO_REUSEADDR and
+// SO_REUSEPORT, so that no process of the sandbox can stand in for the host's services.
+func TestHostMadeNamespace(t *testing.T) {
+	h := newHarness(t)
+	const port = "4750"
+	h.cfg.HostPorts = []int{4750}
+	h.r = runner.New(h.cfg, testenv.Logger(t))
+	hostLo := listen(t, "tcp", "127.0.0.1:0")
+	b := h.newBox(t, boxOpts{})
+	services := count(t, b.sb.Listen(4750, 2, testenv.Logger(t)))
+	loAddr := "127.0.0.1:" + hostLo.port()
+	runChecks(t, b, []check{
+		{p: probe{Name: "network interfaces", Op: "read", Args: []string{"/proc/net/dev"}}, want: onlyLoopback},
+		{p: probe{Name: "IPv4 routes", Op: "read", Args: []string{"/proc/net/route"}}, want: func(t *testing.T, r result) {
+			if lines := strings.Split(strings.TrimSpace(r.Out), "\n"); !r.OK || len(lines) != 1 {
+				t.Errorf("ESCAPE: want no IPv4 route at all (the header line alone): %s", r)
+			}
+		}},
+		{p: probe{Name: "dial the host's services (control)", Op: "dial", Args: []string{"tcp", "127.0.0.1:" + port}}, want: allowed},
+		{p: probe{Name: "listen on the host's services address", Op: "listen", Args: []string{"127.0.0.1:" + port}}, want: denied("EADDRINUSE")},
+		{p: probe{Name: "listen on the wildcard at the services port", Op: "listen", Args: []string{"0.0.0.0:" + port}}, want: denied("EADDRINUSE")},
+		{p: probe{Name: "listen on another port (control)", Op: "listen", Args: []string{"127.0.0.1:4751"}}, want: allowed},
+		{p: probe{Name: "dial the host's loopback listener", Op: "dial", Args: []string{"tcp", loAddr}}, want: denied("ECONNREFUSED")},
+		{p: probe{Name: "dial the host's services again (control)", Op: "dial", Args: []string{"tcp", "127.0.0.1:" + port}}, want: allowed},
+	})
+	if n := services.settle(2); n != 2 {
+		t.Errorf("the host's services listener accepted %d connections, want the sandbox's 2", n)
+	}
+	if n := hostLo.settle(1); n != 0 {
+		t.Errorf("ESCAPE: the host's loopback listener accepted %d connections from the sandbox", n)
 	}
 }
 

@@ -160,6 +160,7 @@ var ops = map[string]func(args []string) (string, error){
 	"socket":        opSocket,
 	"io-uring":      opIOUring,
 	"dial":          opDial,
+	"listen":        opListen,
 	"udp-send":      opUDPSend,
 	"kill":          opKill,
 	"prlimit":       opPrlimit,
@@ -376,6 +377,22 @@ func opDial(a []string) (string, error) {
 	defer c.Close()
 	_, _ = c.Write([]byte("probe\n"))
 	return c.RemoteAddr().String(), nil
+}
+
+// opListen binds and listens on a TCP address (then lets go of it), with SO_REUSEADDR as
+// Go sets it, and SO_REUSEPORT too: the two ways to share a port someone else holds.
+func opListen(a []string) (string, error) {
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1) })
+		return errors.Join(err, serr)
+	}}
+	l, err := lc.Listen(context.Background(), "tcp", a[0])
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
 }
 
 func opUDPSend(a []string) (string, error) {
