@@ -113,6 +113,17 @@ installed_qemu=$(dpkg-query -W -f='${Version}' qemu-system-x86 2>/dev/null || ec
 [ "$installed_qemu" = "$QEMU_DEB_VERSION" ] || log "note: qemu-system-x86 is $installed_qemu, tested with $QEMU_DEB_VERSION"
 log "qemu: $(qemu-system-x86_64 --version | head -1)"
 
+# /dev/kvm as Debian's udev rule makes it (root:kvm, 0660), where no udev ran (a container
+# or a minimal VM leaves it root's, 0600): the microvm tier's QEMU runs unprivileged and
+# reaches KVM through the device's group alone. Whether KVM then works is decided at run
+# time by a trial guest (microvm.DetectAccel), not by the device's presence.
+if [ -c /dev/kvm ] && [ "$(id -u)" = 0 ]; then
+	getent group kvm >/dev/null || groupadd --system kvm
+	if [ "$(stat -c %G:%a /dev/kvm)" != "kvm:660" ]; then
+		chgrp kvm /dev/kvm && chmod 0660 /dev/kvm && log "/dev/kvm: root:kvm 0660, as Debian's udev rule makes it"
+	fi
+fi
+
 guest_dir="$PADDOCK_PREFIX/guest"
 existing_kernel=$(ls "$guest_dir"/boot/vmlinuz-* 2>/dev/null | tail -1 || true)
 if [ -n "$existing_kernel" ]; then

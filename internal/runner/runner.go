@@ -14,7 +14,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -30,6 +32,11 @@ import (
 type Runner struct {
 	cfg Config
 	log *slog.Logger
+
+	// accel is the microVM tier's accelerator, decided by the first microVM start (see
+	// microvmAccel).
+	accelMu sync.Mutex
+	accel   *microvm.Probe
 }
 
 // New returns a Runner for cfg.
@@ -215,12 +222,29 @@ func (r *Runner) start(ctx context.Context, spec Spec, sb *Sandbox, agentBin str
 		}
 		cfg := microvm.Config{
 			ID: sb.ID, Dir: dir, Workspace: sb.Workspace, Agent: agentBin, UID: uid, GID: gid,
-			Env: containerEnv(spec.Env), Main: main, Install: in,
+			Env: containerEnv(spec.Env), Main: main, Install: in, Accel: r.microvmAccel(ctx, in, agentBin, uid, gid),
 			Limits: microvm.Limits{MemoryBytes: int64(sb.Limits.Memory), CPUs: sb.Limits.CPUs, Pids: sb.Limits.cgroupPids(), TmpBytes: int64(sb.Limits.Tmp)},
 		}
 		return microvm.Start(ctx, cfg)
 	}
 	return nil, fmt.Errorf("tier %s: %w", sb.Tier, errdefs.ErrUnavailable)
+}
+
+// microvmAccel decides, once per Runner (and once per boot of the host, through
+// microvm.DetectAccel's cache in the state directory), whether guests run under KVM, and
+// logs what it decided and why.
+func (r *Runner) microvmAccel(ctx context.Context, in microvm.Install, agentBin string, uid, gid uint32) microvm.Accel {
+	r.accelMu.Lock()
+	defer r.accelMu.Unlock()
+	if r.accel == nil {
+		p := microvm.DetectAccel(ctx, in, agentBin, r.cfg.StateDir, uid, gid)
+		r.log.Info("microvm accelerator", "accel", p.Accel, "reason", p.Reason, "cached", p.Cached, "took", p.Took.Round(time.Millisecond))
+		if ctx.Err() != nil {
+			return p.Accel // the caller gave up: decide again next time
+		}
+		r.accel = &p
+	}
+	return r.accel.Accel
 }
 
 // sandboxDir makes <state_dir>/sandboxes/<id>. The directories on the way are 0711:

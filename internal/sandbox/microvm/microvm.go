@@ -21,7 +21,8 @@
 // attack surface this tier adds; QEMU runs with the confinement listed above so that an
 // escape lands in an unprivileged, network-less process in a cgroup. Under TCG (here:
 // /dev/kvm exists but nested guests hang) the guest's CPU is emulated, which is slow but
-// removes KVM from the surface.
+// removes KVM from the surface. KVM is used only where DetectAccel's trial guest booted
+// under it (QEMU then also gets /dev/kvm's group, and nothing else).
 package microvm
 
 import (
@@ -129,6 +130,9 @@ type Config struct {
 	Install Install
 	// BootTimeout bounds boot to the agent's announcement (0: DefaultBootTimeout).
 	BootTimeout time.Duration
+	// Accel is how the guest's CPU runs: AccelTCG unless DetectAccel found KVM working
+	// ("" is TCG).
+	Accel Accel
 }
 
 // Sandbox is a running microVM.
@@ -222,10 +226,13 @@ func qemuArgs(cfg Config, vmDir, initrd string, mem int64, vcpus int) []string {
 		}
 		return []string{"-fsdev", fsdev, "-device", fmt.Sprintf("virtio-9p-device,fsdev=%s,mount_tag=%s", id, tag)}
 	}
+	accel, cpu := fmt.Sprintf("tcg,tb-size=%d", tbSizeMiB), "max"
+	if cfg.Accel == AccelKVM {
+		accel, cpu = "kvm", "host"
+	}
 	args := []string{
 		"-M", "microvm,x-option-roms=off,isa-serial=on,rtc=on,pit=on,pic=on",
-		"-accel", fmt.Sprintf("tcg,tb-size=%d", tbSizeMiB),
-		"-cpu", "max",
+		"-accel", accel, "-cpu", cpu,
 		"-m", strconv.FormatInt(mem>>20, 10) + "M",
 		"-smp", strconv.Itoa(vcpus),
 		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot", "-S",
@@ -302,11 +309,21 @@ func (sb *Sandbox) startQEMU(cfg Config, args []string) error {
 	cmd.Env = []string{}
 	cmd.Dir = sb.vmDir
 	cmd.Stdout, cmd.Stderr = logf, logf
+	// Under KVM, QEMU (unprivileged) opens /dev/kvm through the device's group, and gets
+	// no other supplementary group.
+	groups := []uint32{}
+	if cfg.Accel == AccelKVM {
+		kvm, err := kvmGroup()
+		if err != nil {
+			return err
+		}
+		groups = append(groups, kvm)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Setsid:     true,
 		Pdeathsig:  syscall.SIGKILL,
 		Cloneflags: syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS,
-		Credential: &syscall.Credential{Uid: cfg.UID, Gid: cfg.GID, Groups: []uint32{}},
+		Credential: &syscall.Credential{Uid: cfg.UID, Gid: cfg.GID, Groups: groups},
 	}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start qemu: %w", err)

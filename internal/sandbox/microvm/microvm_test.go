@@ -147,3 +147,43 @@ func assertNothingLeft(t *testing.T, cfg runner.Config) {
 		}
 	}
 }
+
+// DetectAccel never trusts /dev/kvm's existence: it decides from a trial guest (or from
+// why none could run), says why, answers from its cache for the rest of the boot, and
+// believes no cache from another boot.
+func TestDetectAccel(t *testing.T) {
+	in := requireMicroVM(t)
+	cfg := testenv.Config(t)
+	dir := cfg.StateDir // where the runner keeps it: traversable by QEMU's unprivileged user
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	// A cache from another boot of the host: not believed.
+	stale := `{"key":"another-boot|` + in.QEMU + `|` + in.Kernel + `","accel":"kvm","reason":"stale"}`
+	if err := os.WriteFile(filepath.Join(dir, "microvm-accel.json"), []byte(stale), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	p := microvm.DetectAccel(context.Background(), in, cfg.Agent, dir, 1000, 1000)
+	took := time.Since(start)
+	t.Logf("accel %s after %s: %s", p.Accel, took.Round(time.Millisecond), p.Reason)
+	if p.Accel != microvm.AccelKVM && p.Accel != microvm.AccelTCG || p.Cached || p.Reason == "stale" {
+		t.Fatalf("probe %+v: want kvm or tcg decided now, not the stale cache", p)
+	}
+	if !strings.Contains(strings.ToLower(p.Reason), "kvm") {
+		t.Errorf("the reason does not say what about KVM decided: %q", p.Reason)
+	}
+	if took > microvm.KVMProbeTimeout+10*time.Second {
+		t.Errorf("the probe took %s, over its %s bound", took, microvm.KVMProbeTimeout)
+	}
+	again := microvm.DetectAccel(context.Background(), in, cfg.Agent, dir, 1000, 1000)
+	if !again.Cached || again.Accel != p.Accel || again.Reason != p.Reason {
+		t.Fatalf("second probe %+v, want the first's answer from the cache", again)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "kvm-probe-*")); len(left) > 0 {
+		t.Errorf("the trial guest left %v", left)
+	}
+	if cg, _ := filepath.Glob("/sys/fs/cgroup/*/paddock/kvmprobe-*"); len(cg) > 0 {
+		t.Errorf("the trial guest left cgroups %v", cg)
+	}
+}
