@@ -76,6 +76,7 @@ func Run(ctx context.Context, e *Env, o Options) (*Report, error) {
 		{"secrets broker", e.BrokerTable},
 		{"provider gateway", func(ctx context.Context, o Options) (*Table, error) { return GatewayTTFBTable(ctx, o.N*10) }},
 		{"workspace history", e.HistoryTable},
+		{"microvm boot", e.MicroVMTable},
 	} {
 		if o.Only != "" && !strings.Contains(b.name, o.Only) {
 			continue

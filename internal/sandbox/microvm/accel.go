@@ -79,6 +79,9 @@ func probeKVM(ctx context.Context, in Install, agentBin, dir string, uid, gid ui
 		return Probe{Accel: AccelTCG, Reason: err.Error()}
 	}
 	id := "kvmprobe-" + randHex(4)
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		return Probe{Accel: AccelTCG, Reason: "no room for the trial guest: " + err.Error()}
+	}
 	base, err := os.MkdirTemp(dir, "kvm-probe-")
 	if err != nil {
 		return Probe{Accel: AccelTCG, Reason: "no room for the trial guest: " + err.Error()}
