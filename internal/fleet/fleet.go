@@ -24,8 +24,8 @@ import (
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/runner"
 	"github.com/paddockhq/paddock/internal/store"
-	"github.com/paddockhq/paddock/internal/tunnel"
 	"github.com/paddockhq/paddock/internal/wire"
+	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
 )
 
 // Runner is what the fleet needs of the runner.
@@ -288,7 +288,7 @@ func (f *Fleet) start(ctx context.Context, c Caller, rec store.Sandbox) (store.S
 		f.log.Warn("sandbox failed to start", "sandbox", rec.ID, "user", rec.Username, "err", err)
 	} else {
 		f.setRunning(rec, sb)
-		if werr := waitApp(ctx, sb.Conn(), rec.App.Port); werr != nil {
+		if werr := waitApp(ctx, sb, rec.App.Port); werr != nil {
 			// It runs, and its agent answers: the app may come up later, or the user
 			// fixes it with exec. Requests meanwhile get the proxy's 502.
 			f.log.Warn("sandbox app not answering", "sandbox", rec.ID, "port", rec.App.Port, "err", werr)
@@ -317,14 +317,21 @@ func (f *Fleet) revive(ctx context.Context, c Caller, rec store.Sandbox) (store.
 const appWait = 15 * time.Second
 
 // waitApp waits until the app accepts a connection on its port inside the sandbox, so that
-// a sandbox reported running serves its first request rather than a 502.
-func waitApp(ctx context.Context, conn *grpc.ClientConn, port int) error {
+// a sandbox reported running serves its first request rather than a 502. It gives up early
+// when the app has exited before it listened (the agent is backing off before starting it
+// again): a broken app should not hold its sandbox's start for appWait, and the error says
+// how it ended.
+func waitApp(ctx context.Context, sb *runner.Sandbox, port int) error {
 	ctx, cancel := context.WithTimeout(ctx, appWait)
 	defer cancel()
+	agent := pb.NewAgentClient(sb.Conn())
 	for delay := 5 * time.Millisecond; ; delay = min(2*delay, 100*time.Millisecond) {
-		c, err := tunnel.Dial(ctx, conn, port)
+		c, err := sb.DialPort(ctx, port)
 		if err == nil {
 			return c.Close()
+		}
+		if st, aerr := agent.App(ctx, &pb.AppRequest{}); aerr == nil && st.GetState() == appBackoff {
+			return fmt.Errorf("the app exited before it listened on port %d (%s); the agent starts it again with backoff", port, exitText(st.GetLastExit()))
 		}
 		select {
 		case <-ctx.Done():
@@ -332,6 +339,21 @@ func waitApp(ctx context.Context, conn *grpc.ClientConn, port int) error {
 		case <-time.After(delay):
 		}
 	}
+}
+
+// appBackoff is the state of a supervised app that exited and waits to start again.
+const appBackoff = "backoff"
+
+func exitText(e *pb.ExitStatus) string {
+	switch {
+	case e == nil:
+		return "no exit status"
+	case e.GetError() != "":
+		return e.GetError()
+	case e.GetSignal() != 0:
+		return fmt.Sprintf("killed by signal %d", e.GetSignal())
+	}
+	return fmt.Sprintf("exit status %d", e.GetExitCode())
 }
 
 // spec is the runner's request for a recorded sandbox.

@@ -55,6 +55,7 @@ func (s *Server) routeTable() map[Route]apiHandler {
 		{"GET", "/api/v1/sandboxes/{id}/policy"}:                        s.getPolicy,
 		{"PUT", "/api/v1/sandboxes/{id}/policy"}:                        s.putPolicy,
 		{"DELETE", "/api/v1/sandboxes/{id}/policy"}:                     s.deletePolicy,
+		{"GET", "/api/v1/sandboxes/{id}/app"}:                           s.appStatus,
 		{"GET", "/api/v1/sandboxes/{id}/history"}:                       s.history,
 		{"POST", "/api/v1/sandboxes/{id}/history/checkpoints"}:          s.createCheckpoint,
 		{"POST", "/api/v1/sandboxes/{id}/history/undo"}:                 s.undo,

@@ -1,0 +1,50 @@
+package server_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/servertest"
+)
+
+// A sandbox's app is reported as its agent sees it: a crashing app shows as backoff with
+// how it ended and what it printed, and does not hold its sandbox's start for the whole
+// wait for an app to listen; a healthy one shows as running; another user's is not found.
+func TestAppStatus(t *testing.T) {
+	e := servertest.Start(t)
+	alice, bob := e.Register(t, "alice"), e.Register(t, "bob")
+
+	start := time.Now()
+	var broken api.Sandbox
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "broken",
+		App: api.Template{Command: []string{"sh", "-c", "echo boom; exit 3"}, Port: 8080}}), http.StatusCreated, &broken)
+	if took := time.Since(start); took > 8*time.Second {
+		t.Errorf("creating a sandbox whose app crashes took %s: the start waited out the app's listen timeout", took)
+	}
+	var st api.AppStatus
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		st = api.AppStatus{}
+		servertest.Decode(t, alice.DoToken("GET", "/api/v1/sandboxes/"+broken.ID+"/app", nil), http.StatusOK, &st)
+		if st.State == "backoff" && st.LastExit != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("app of a crashing sandbox: %+v, want backoff with its last exit", st)
+		}
+	}
+	if st.LastExit.ExitCode != 3 || !strings.Contains(st.LastOutput, "boom") || st.NextStart == nil {
+		t.Errorf("crashed app: %+v (exit %+v), want exit 3, its output, and when it starts again", st, st.LastExit)
+	}
+
+	var ok api.Sandbox
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "ok"}), http.StatusCreated, &ok)
+	var healthy api.AppStatus
+	servertest.Decode(t, alice.DoToken("GET", "/api/v1/sandboxes/"+ok.ID+"/app", nil), http.StatusOK, &healthy)
+	if healthy.State != "running" || healthy.LastExit != nil || healthy.Restarts != 0 {
+		t.Errorf("healthy app: %+v, want running, never exited", healthy)
+	}
+	servertest.Decode(t, bob.DoToken("GET", "/api/v1/sandboxes/"+ok.ID+"/app", nil), http.StatusNotFound, nil)
+}
