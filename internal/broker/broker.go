@@ -20,6 +20,8 @@ package broker
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -71,7 +73,7 @@ type Broker struct {
 
 // New returns a Broker deciding by p (nil: deny everything).
 func New(st *store.Store, sb Sandboxes, sec Secrets, p *Policy, reg prometheus.Registerer, log *slog.Logger) (*Broker, error) {
-	b := &Broker{st: st, sandboxes: sb, secrets: sec, log: log, now: time.Now, commits: newCommitter(st, log),
+	b := &Broker{st: st, sandboxes: sb, secrets: sec, log: log, now: time.Now, commits: newCommitter(st),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "paddock_broker_decisions_total",
 			Help: "Decisions of the secrets broker, by action (resolve, renew, revoke) and outcome (allow, deny).",
@@ -164,16 +166,31 @@ func (b *Broker) Resolve(ctx context.Context, sandboxID, capability string) (Gra
 		return Grant{}, b.deny(ctx, id, sandboxID, d, fmt.Errorf("capability %s: the user has set none of its secrets (%v): %w", capability, c.Secrets, errdefs.ErrFailedPrecondition))
 	}
 	now := b.now()
-	g := Grant{LeaseID: "ls-" + store.NewID(), Capability: capability, Secret: secret, Value: value, ExpiresAt: now.Add(c.ttl())}
+	g := Grant{LeaseID: newLeaseID(now), Capability: capability, Secret: secret, Value: value, ExpiresAt: now.Add(c.ttl())}
 	d.allow, d.leaseID, d.reason = true, g.LeaseID, "granted "+secret+" for "+c.ttl().String()
-	err = b.commits.write(func(tx *store.Tx) error { return tx.AppendAudit(ctx, b.audit(id, sandboxID, d, now)) })
+	err = b.commits.write(func(tx *store.Tx) error {
+		if err := tx.CreateLease(ctx, store.Lease{ID: g.LeaseID, UserID: id.UserID, SandboxID: sandboxID,
+			Capability: capability, SecretName: secret, IssuedAt: now, ExpiresAt: g.ExpiresAt}); err != nil {
+			return err
+		}
+		return tx.AppendAudit(ctx, b.audit(id, sandboxID, d, now))
+	})
 	if err != nil {
-		return Grant{}, fmt.Errorf("capability %s: record the grant: %w", capability, err)
+		return Grant{}, fmt.Errorf("capability %s: record the lease: %w", capability, err)
 	}
-	b.commits.later(store.Lease{ID: g.LeaseID, UserID: id.UserID, SandboxID: sandboxID,
-		Capability: capability, SecretName: secret, IssuedAt: now, ExpiresAt: g.ExpiresAt})
 	b.decisions.WithLabelValues(d.action, "allow").Inc()
 	return g, nil
+}
+
+// newLeaseID is ls- and 32 hex digits: the grant's time in milliseconds (12 digits), then 80
+// random bits. Time first keeps the leases table's primary key appending at its end, so a
+// batch of new leases writes a few pages rather than one random page each. A lease ID is
+// not a credential (only the sandbox it was granted to may use it), so 80 random bits are
+// plenty to keep IDs from colliding.
+func newLeaseID(now time.Time) string {
+	var b [10]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("ls-%012x%s", uint64(now.UnixMilli())&(1<<48-1), hex.EncodeToString(b[:]))
 }
 
 // leaseID is the shape of a lease ID; anything else is refused before a look-up.
@@ -239,9 +256,7 @@ func (b *Broker) Revoke(ctx context.Context, sandboxID, lease string) error {
 func (b *Broker) RevokeSandbox(ctx context.Context, sandboxID, reason string) {
 	var n int
 	suppressed := b.denials.forget(sandboxID)
-	// Leases granted a moment ago are revoked too: their rows go first.
-	err := b.commits.flushLeases()
-	err = errors.Join(err, b.commits.write(func(tx *store.Tx) error {
+	err := b.commits.write(func(tx *store.Tx) error {
 		if suppressed > 0 {
 			// The sandbox is gone: its owner is no longer at hand, the sandbox is named.
 			if err := tx.AppendAudit(ctx, suppressedEvent("", sandboxID, suppressed, b.now())); err != nil {
@@ -255,7 +270,7 @@ func (b *Broker) RevokeSandbox(ctx context.Context, sandboxID, reason string) {
 		}
 		return tx.AppendAudit(ctx, store.AuditEvent{At: b.now(), Action: "broker.revoke_sandbox", Target: sandboxID,
 			Detail: map[string]any{"sandbox_id": sandboxID, "leases": n, "reason": reason}})
-	}))
+	})
 	if err != nil {
 		b.log.Warn("revoke the leases of a stopped sandbox", "sandbox", sandboxID, "err", err)
 	}
@@ -270,9 +285,6 @@ func (b *Broker) lease(ctx context.Context, sandboxID, lease string) (Identity, 
 	}
 	if !leaseID.MatchString(lease) {
 		return id, store.Lease{}, fmt.Errorf("lease ID %q: want ls- and 32 hex digits: %w", lease, errdefs.ErrInvalidArgument)
-	}
-	if err := b.commits.flushLeases(); err != nil {
-		return id, store.Lease{}, fmt.Errorf("lease %s: %w", lease, err)
 	}
 	l, err := b.st.Lease(ctx, lease)
 	switch {

@@ -84,10 +84,10 @@ type fixedSecrets string
 
 func (f fixedSecrets) Reveal(context.Context, string, string) ([]byte, error) { return []byte(f), nil }
 
-// A grant's lease row is written after the answer (with others, within leaseDelay), but no
-// one can tell: a renew or a revoke right after the grant finds it, the sandbox's stop
-// revokes it, and Close writes what is still queued.
-func TestLeasesWrittenLaterAreNeverMissed(t *testing.T) {
+// A lease stands from its grant: a renew right after it works, the sandbox's stop revokes
+// it, and lease IDs are in the order they were granted (so that the leases table's key
+// appends), each still of the documented shape.
+func TestLeasesStandFromTheGrant(t *testing.T) {
 	ctx := context.Background()
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "p.db"))
 	if err != nil {
@@ -109,11 +109,16 @@ func TestLeasesWrittenLaterAreNeverMissed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	prev := ""
 	for range 20 {
 		g, err := b.Resolve(ctx, "sb-aaaaaaaaaa", "gh")
 		if err != nil {
 			t.Fatal(err)
 		}
+		if !leaseID.MatchString(g.LeaseID) || g.LeaseID[:15] < prev {
+			t.Fatalf("lease ID %s after %s: want ls- and 32 hex digits, time first", g.LeaseID, prev)
+		}
+		prev = g.LeaseID[:15]
 		if _, err := b.Renew(ctx, "sb-aaaaaaaaaa", g.LeaseID); err != nil {
 			t.Fatalf("renew right after the grant: %v", err)
 		}

@@ -60,6 +60,8 @@ type Secrets struct {
 	// seen is the newest key version of the database that ring was reconciled with: a
 	// newer one means another process rotated, and the key file is read again.
 	seen int
+
+	rows rowCache // sealed rows Get read lately
 }
 
 // Open checks the keyring in keys against the database and returns the store. On a first
@@ -249,6 +251,7 @@ func (s *Secrets) Put(ctx context.Context, userID, name string, value []byte) (I
 		return Info{}, fmt.Errorf("secret %q: the value is %d bytes, over the limit of %d (64 KiB): %w", name, len(value), MaxValueSize, errdefs.ErrInvalidArgument)
 	}
 	var info Info
+	defer s.rows.drop(userID, name)
 	err := s.st.Update(ctx, func(tx *store.Tx) error {
 		ring, err := s.current(ctx, tx)
 		if err != nil {
@@ -310,9 +313,14 @@ func (s *Secrets) Get(ctx context.Context, userID, name string) (Value, Info, er
 	if err := ValidateName(name); err != nil {
 		return Value{}, Info{}, err
 	}
-	row, err := s.st.Secret(ctx, userID, name)
-	if err != nil {
-		return Value{}, Info{}, err
+	now := time.Now()
+	row, gen, ok := s.rows.get(userID, name, now)
+	if !ok {
+		var err error
+		if row, err = s.st.Secret(ctx, userID, name); err != nil {
+			return Value{}, Info{}, err
+		}
+		s.rows.put(row, gen, now)
 	}
 	ring, err := s.ringWith(ctx, name, row.KeyVersion)
 	if err != nil {
@@ -320,6 +328,7 @@ func (s *Secrets) Get(ctx context.Context, userID, name string) (Value, Info, er
 	}
 	pt, err := ring.open(row.KeyVersion, row.Nonce, row.Ciphertext, secretAD(userID, name, row.Version))
 	if err != nil {
+		s.rows.drop(userID, name)
 		return Value{}, Info{}, dataLoss(row)
 	}
 	if row.KeyVersion != ring.primary {
@@ -331,6 +340,7 @@ func (s *Secrets) Get(ctx context.Context, userID, name string) (Value, Info, er
 // reencrypt moves row under ring's primary key, unless a put came first. A failure only
 // costs a later retry, so it is logged, not returned.
 func (s *Secrets) reencrypt(ctx context.Context, ring *keyring, row store.SecretRow, pt []byte) {
+	defer s.rows.drop(row.UserID, row.Name)
 	from := row.KeyVersion
 	row.KeyVersion = ring.primary
 	row.Nonce, row.Ciphertext = ring.seal(ring.primary, secretAD(row.UserID, row.Name, row.Version), pt)
@@ -359,6 +369,7 @@ func (s *Secrets) Delete(ctx context.Context, userID, name string) error {
 	if err := ValidateName(name); err != nil {
 		return err
 	}
+	defer s.rows.drop(userID, name)
 	return s.st.Update(ctx, func(tx *store.Tx) error {
 		row, err := tx.Secret(ctx, userID, name)
 		if err != nil {
@@ -387,6 +398,7 @@ func (s *Secrets) RotateKey(ctx context.Context) (Rotation, error) {
 	}
 	var rot Rotation
 	var next *keyring
+	defer s.rows.clear()
 	err := s.st.Update(ctx, func(tx *store.Tx) error {
 		checks, usage, err := keyState(ctx, tx)
 		if err != nil {
