@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/paddockhq/paddock/internal/agent"
+	"github.com/paddockhq/paddock/internal/sandbox/container"
 	"github.com/paddockhq/paddock/internal/errdefs"
 )
 
@@ -108,6 +109,10 @@ func buildInitramfs(dst, agentBin, modulesDir string, user guestUser) error {
 	c.dir("root", 0o700)
 	c.entry("dev/console", sIFCHR|0o600, 5, 1, nil)
 	c.file("init", 0o755, initBin)
+	// The agent also where a container has it, so that the same commands (the welcome
+	// app, `paddock-agent secret get`) run in every tier.
+	c.dir(path.Dir(strings.TrimPrefix(container.AgentPath, "/")), 0o755)
+	c.symlink(strings.TrimPrefix(container.AgentPath, "/"), "/init")
 	var order []string
 	for _, m := range mods {
 		data, err := os.ReadFile(m.path)
