@@ -201,6 +201,7 @@ func Run(ctx context.Context, env *wire.Envelope, lis net.Listener, confine Conf
 	hctx, stopHistory := context.WithCancel(ctx)
 	var reconciling sync.WaitGroup
 	defer func() { stopHistory(); reconciling.Wait() }()
+	hist.stopping = hctx.Done()
 	hist.start(hctx, &reconciling)
 	srv := grpc.NewServer(ServerOptions()...)
 	pb.RegisterProcessServer(srv, &processService{m: m, hist: hist, ctx: hctx})

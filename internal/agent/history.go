@@ -29,9 +29,14 @@ const (
 )
 
 // reconcileEvery is how often the agent checkpoints changes made by any process (cause
-// "watcher"). A scan re-hashes only what changed (the stat cache), so it costs one fstatat
-// per workspace entry. A variable for tests.
-var reconcileEvery = 3 * time.Second
+// "watcher"). With the history's inotify watcher such a scan reads only the directories
+// that changed; fullReconcileEvery, a walk of the whole workspace (one fstatat per entry)
+// picks up what inotify does not report (writes through mmap or a hard link from
+// elsewhere). Variables for tests.
+var (
+	reconcileEvery     = 3 * time.Second
+	fullReconcileEvery = 60 * time.Second
+)
 
 // historyBudget bounds a sandbox's history store: past it, the oldest checkpoints are
 // compacted (see history.WithBudget). A constant for now: enough for hundreds of checkpoints
@@ -55,6 +60,13 @@ type historyService struct {
 	app         *supervisor // nil without a supervised app
 	hasMain     bool        // a main command runs, supervised or not
 	log         *slog.Logger
+
+	// events tells subscribers what happens to the history (history_events.go); compacted
+	// is how many checkpoints the budget had dropped when it last looked.
+	events    *eventHub
+	compacted int
+	// stopping ends Events streams when the agent stops (set by Run).
+	stopping <-chan struct{}
 }
 
 var _ pb.HistoryServer = (*historyService)(nil)
@@ -63,7 +75,7 @@ var _ pb.HistoryServer = (*historyService)(nil)
 // store. A store that cannot be opened leaves the agent serving, without history: the
 // sandbox is still usable, and every History call says why.
 func openHistory(env *wire.Envelope, owner identity.User, log *slog.Logger) *historyService {
-	s := &historyService{log: log, hasMain: env.Main != nil}
+	s := &historyService{log: log, hasMain: env.Main != nil, events: newEventHub()}
 	switch {
 	case env.Tier == wire.TierProcess:
 		s.unavailable = HistoryProcessTierReason
@@ -81,7 +93,7 @@ func openHistory(env *wire.Envelope, owner identity.User, log *slog.Logger) *his
 		log.Error("history unavailable", "err", err)
 		return s
 	}
-	opts := []history.Option{history.WithBudget(historyBudget)}
+	opts := []history.Option{history.WithBudget(historyBudget), history.WithWatcher()}
 	if owner != (identity.User{}) {
 		opts = append(opts, history.WithOwner(int(owner.UID), int(owner.GID)))
 	}
@@ -93,8 +105,10 @@ func openHistory(env *wire.Envelope, owner identity.User, log *slog.Logger) *his
 	}
 	if r := h.Recovered(); r != "" {
 		log.Warn("history recovered", "what", r)
+		s.events.publish(&pb.HistoryEvent{Kind: EventRecovery, Note: r})
 	}
 	s.h = h
+	s.compacted = oldestCompacted(h)
 	return s
 }
 
@@ -130,15 +144,36 @@ func (s *historyService) start(ctx context.Context, wg *sync.WaitGroup) {
 		s.mu.Unlock()
 		t := time.NewTicker(reconcileEvery)
 		defer t.Stop()
+		full := time.NewTicker(fullReconcileEvery)
+		defer full.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
 				s.record(history.CauseWatcher, "")
+			case <-full.C:
+				s.reconcile()
 			}
 		}
 	})
+}
+
+// reconcile checkpoints whatever changed, found by a walk of the whole workspace.
+func (s *historyService) reconcile() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.h == nil {
+		return
+	}
+	c, created, err := s.h.Reconcile("")
+	if err != nil {
+		s.log.Warn("reconcile", "err", err)
+		return
+	}
+	if created {
+		s.publishCheckpoint(c)
+	}
 }
 
 // record checkpoints the workspace after a change by cause. A failure is logged, not
@@ -162,6 +197,7 @@ func (s *historyService) checkpointLocked(cause, message string) {
 	}
 	if created {
 		s.log.Debug("checkpoint", "id", c.ID, "cause", cause, "changed", c.Changed)
+		s.publishCheckpoint(c)
 	}
 }
 
@@ -200,6 +236,9 @@ func (s *historyService) Checkpoint(_ context.Context, req *pb.CheckpointRequest
 	if err != nil {
 		return nil, errdefs.ToGRPC(err)
 	}
+	if created {
+		s.publishCheckpoint(c)
+	}
 	return &pb.CheckpointResponse{Checkpoint: checkpointInfo(c), Created: created}, nil
 }
 
@@ -228,11 +267,11 @@ func (s *historyService) List(context.Context, *pb.HistoryListRequest) (*pb.Hist
 }
 
 func (s *historyService) Undo(context.Context, *pb.UndoRequest) (*pb.RestoreResponse, error) {
-	return s.restore((*history.History).Undo)
+	return s.restore(EventUndo, (*history.History).Undo)
 }
 
 func (s *historyService) Redo(context.Context, *pb.RedoRequest) (*pb.RestoreResponse, error) {
-	return s.restore((*history.History).Redo)
+	return s.restore(EventRedo, (*history.History).Redo)
 }
 
 func (s *historyService) Restore(_ context.Context, req *pb.RestoreRequest) (*pb.RestoreResponse, error) {
@@ -240,12 +279,12 @@ func (s *historyService) Restore(_ context.Context, req *pb.RestoreRequest) (*pb
 	if id == "" {
 		return nil, errdefs.ToGRPC(fmt.Errorf("checkpoint is required: name the checkpoint to restore: %w", errdefs.ErrInvalidArgument))
 	}
-	return s.restore(func(h *history.History) (history.Checkpoint, error) { return h.Restore(id) })
+	return s.restore(EventRestore, func(h *history.History) (history.Checkpoint, error) { return h.Restore(id) })
 }
 
 // restore runs a restore, then restarts the app on the restored files. Neither depends on
 // the app's state: a crashed or crash-looping app is restarted all the same.
-func (s *historyService) restore(op func(*history.History) (history.Checkpoint, error)) (*pb.RestoreResponse, error) {
+func (s *historyService) restore(name string, op func(*history.History) (history.Checkpoint, error)) (*pb.RestoreResponse, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h, err := s.open()
@@ -260,6 +299,7 @@ func (s *historyService) restore(op func(*history.History) (history.Checkpoint, 
 	if cur, ok := h.Current(); ok {
 		resp.Current = cur.ID
 	}
+	s.publishRestore(name, c, resp.Current)
 	resp.AppRestarted, resp.AppNote = s.restartApp()
 	s.log.Info("workspace restored", "checkpoint", c.ID, "restores", c.Restores, "app_restarted", resp.AppRestarted)
 	return resp, nil
@@ -287,10 +327,15 @@ func (s *historyService) Begin(_ context.Context, req *pb.BeginRequest) (*pb.Beg
 	if err != nil {
 		return nil, err
 	}
+	before, _ := h.Current()
 	tx, err := h.Begin(req.GetMessage())
 	if err != nil {
 		return nil, errdefs.ToGRPC(err)
 	}
+	if c, ok := h.Current(); ok && c.ID != before.ID { // changes found before it
+		s.publishCheckpoint(c)
+	}
+	s.publishTx(EventBegin, tx, nil, false, tx.Base)
 	s.log.Info("transaction begun", "tx", tx.ID, "base", tx.Base)
 	return &pb.BeginResponse{Transaction: txInfo(tx)}, nil
 }
@@ -307,6 +352,7 @@ func (s *historyService) Commit(context.Context, *pb.CommitRequest) (*pb.CommitR
 	if err != nil {
 		return nil, errdefs.ToGRPC(err)
 	}
+	s.publishTx(EventCommit, tx, &c, created, c.ID)
 	s.log.Info("transaction committed", "tx", tx.ID, "checkpoint", c.ID, "created", created)
 	return &pb.CommitResponse{Checkpoint: checkpointInfo(c), Created: created, Transaction: txInfo(tx)}, nil
 }
@@ -325,6 +371,7 @@ func (s *historyService) Rollback(context.Context, *pb.RollbackRequest) (*pb.Rol
 		return nil, errdefs.ToGRPC(err)
 	}
 	resp := &pb.RollbackResponse{Transaction: txInfo(tx), Current: c.ID}
+	s.publishTx(EventRollback, tx, nil, false, c.ID)
 	resp.AppRestarted, resp.AppNote = s.restartApp()
 	s.log.Info("transaction rolled back", "tx", tx.ID, "checkpoint", c.ID, "app_restarted", resp.AppRestarted)
 	return resp, nil
@@ -377,6 +424,7 @@ func (s *historyService) Import(stream grpc.ClientStreamingServer[pb.ImportChunk
 		return errdefs.ToGRPC(err)
 	}
 	resp := &pb.RestoreResponse{Checkpoint: checkpointInfo(c), Current: c.ID}
+	s.publishImport(c)
 	resp.AppRestarted, resp.AppNote = s.restartApp()
 	s.log.Info("history imported", "checkpoint", c.ID, "app_restarted", resp.AppRestarted)
 	return stream.SendAndClose(resp)

@@ -200,7 +200,10 @@ func TestHistoryWatcherPicksUpAnyChange(t *testing.T) {
 // TestUndoRestartsCrashLoopingApp: the app fails at once on the current files; undo still
 // works, and the app runs again on the restored ones.
 func TestUndoRestartsCrashLoopingApp(t *testing.T) {
-	shortBackoff(t, time.Second, 30*time.Second, 10*time.Second)
+	// The app's first start fails (no v yet); its second, after this backoff, must find the
+	// bad v: the backoff is long enough for both writes below even on a loaded machine (at
+	// 1 s the second start sometimes came between them and found the good one).
+	shortBackoff(t, 5*time.Second, 30*time.Second, 10*time.Second)
 	log := filepath.Join(t.TempDir(), "runs")
 	// The app appends what it found to a log outside the workspace, then fails on "bad".
 	app := &wire.Command{Argv: []string{"sh", "-c", `cat v >> ` + log + `; echo >> ` + log + `; test "$(cat v)" = good && exec sleep 1000; exit 1`}, Restart: true}

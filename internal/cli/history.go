@@ -31,7 +31,7 @@ func newHistoryCommands() []*cobra.Command {
 }
 
 func newHistoryCommand() *cobra.Command {
-	return &cobra.Command{
+	c := &cobra.Command{
 		Use:   "history ID",
 		Short: "show the timeline of a sandbox's workspace, newest first",
 		Long:  "history shows the checkpoints of a sandbox's workspace, newest first; * marks the one\nundo starts from.\n\n" + historyHelp,
@@ -47,6 +47,8 @@ func newHistoryCommand() *cobra.Command {
 			})
 		},
 	}
+	c.AddCommand(newHistoryExportCommand(), newHistoryImportCommand())
+	return c
 }
 
 // printHistory writes the timeline as a table; * marks the current checkpoint.

@@ -3,6 +3,8 @@ package cli_test
 import (
 	"bytes"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -102,4 +104,50 @@ func TestTxCommands(t *testing.T) {
 	}
 	wantFailure(t, "", "no transaction is open", "tx", "commit", sb.ID)
 	wantFailure(t, "", "give a subcommand", "tx")
+}
+
+// paddock history export and import, to a file and through standard output, against a
+// real server and two sandboxes.
+func TestHistoryExportImportCommands(t *testing.T) {
+	e := servertest.Start(t)
+	alice := e.Register(t, "alice")
+	signedOut(t)
+	t.Setenv("PADDOCK_SERVER", e.URL)
+	t.Setenv("PADDOCK_TOKEN", alice.Token)
+	var from, to api.Sandbox
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "from"}), http.StatusCreated, &from)
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "to"}), http.StatusCreated, &to)
+	mustRemote(t, "", "sandbox", "exec", from.ID, "--", "sh", "-c", "echo one > notes.txt")
+	mustRemote(t, "", "sandbox", "exec", from.ID, "--", "sh", "-c", "echo two > notes.txt")
+	mustRemote(t, "", "history", to.ID) // its first checkpoint is in
+
+	file := filepath.Join(t.TempDir(), "from.history")
+	mustRemote(t, "", "history", "export", from.ID, "-o", file)
+	data, err := os.ReadFile(file)
+	if err != nil || len(data) == 0 {
+		t.Fatalf("export to %s: %d bytes, %v", file, len(data), err)
+	}
+	if leftover, _ := filepath.Glob(filepath.Join(filepath.Dir(file), ".*.partial")); len(leftover) != 0 {
+		t.Errorf("export left %v behind", leftover)
+	}
+	if out := mustRemote(t, "", "history", "export", from.ID, "-o", "-"); len(out) == 0 {
+		t.Error("export to standard output wrote nothing")
+	}
+
+	wantFailure(t, "not an export", "unusable", "history", "import", to.ID, "-")
+	out := mustRemote(t, "", "history", "import", to.ID, file)
+	if !regexp.MustCompile(`^` + to.ID + `: history imported; workspace at checkpoint \d+; `).MatchString(out) {
+		t.Errorf("import: %q", out)
+	}
+	if got := mustRemote(t, "", "sandbox", "exec", to.ID, "--", "cat", "notes.txt"); got != "two\n" {
+		t.Errorf("imported notes.txt %q", got)
+	}
+	mustRemote(t, "", "undo", to.ID)
+	if got := mustRemote(t, "", "sandbox", "exec", to.ID, "--", "cat", "notes.txt"); got != "one\n" {
+		t.Errorf("undo after import: notes.txt %q", got)
+	}
+
+	wantFailure(t, string(data), "not empty", "history", "import", from.ID, "-")
+	wantFailure(t, "", "no such file", "history", "import", to.ID, filepath.Join(t.TempDir(), "missing"))
+	wantFailure(t, "", "want ID and FILE", "history", "import", to.ID)
 }

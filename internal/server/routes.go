@@ -67,6 +67,7 @@ func (s *Server) routeTable() map[Route]apiHandler {
 		{"POST", "/api/v1/sandboxes/{id}/history/transaction/rollback"}: s.rollbackTransaction,
 		{"GET", "/api/v1/sandboxes/{id}/history/export"}:                s.exportHistory,
 		{"POST", "/api/v1/sandboxes/{id}/history/import"}:               s.importHistory,
+		{"GET", "/api/v1/sandboxes/{id}/history/events"}:                s.historyEvents,
 		{"GET", "/api/v1/roles"}:                                        s.roles,
 		{"POST", "/api/v1/promote"}:                                     s.promote,
 		{"GET", "/api/v1/tokens"}:                                       s.listTokens,

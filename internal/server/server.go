@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -61,6 +62,9 @@ type Server struct {
 	egress       *egress.Proxy // nil without a network policy
 	// pol finds the policy in force for a sandbox (policy.go).
 	pol *policies
+	// historyFollowers counts the running sandboxes whose history events are followed
+	// (history_events.go), so that a test sees none is left behind.
+	historyFollowers atomic.Int64
 }
 
 // Options are what tests change; the zero value is production.

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -61,6 +62,10 @@ func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]AuditEvent, err
 	if err != nil {
 		return nil, fmt.Errorf("list audit events: %w", mapErr(err))
 	}
+	return scanAudit(rows)
+}
+
+func scanAudit(rows *sql.Rows) ([]AuditEvent, error) {
 	defer rows.Close()
 	var out []AuditEvent
 	for rows.Next() {
@@ -80,3 +85,29 @@ func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]AuditEvent, err
 }
 
 func isNotFound(err error) bool { return errors.Is(err, errdefs.ErrNotFound) }
+
+// TargetFilter selects the events about one target, oldest first, for a reader that
+// follows them with a cursor.
+type TargetFilter struct {
+	Target       string
+	ActionPrefix string // e.g. "history."; empty matches every action
+	After        int64  // only events with a greater ID
+	Limit        int    // default 100
+}
+
+// ListTarget returns the events about f.Target after f.After, oldest first.
+func (s *Store) ListTarget(ctx context.Context, f TargetFilter) ([]AuditEvent, error) {
+	if f.Target == "" {
+		return nil, fmt.Errorf("list events: no target: %w", errdefs.ErrInvalidArgument)
+	}
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT id, at, actor_user_id, action, target, detail FROM audit_events
+		WHERE target = ? AND id > ? AND substr(action, 1, ?) = ? ORDER BY id LIMIT ?`,
+		f.Target, f.After, len(f.ActionPrefix), f.ActionPrefix, f.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("list events of %s: %w", f.Target, mapErr(err))
+	}
+	return scanAudit(rows)
+}

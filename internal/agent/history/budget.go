@@ -189,6 +189,9 @@ func (h *History) compact() error {
 		}
 	}
 	clear(h.trees)
+	// The trees the last scan kept for unchanged directories may be among the blobs
+	// collected below: the next scan walks everything.
+	h.dirs = nil
 	h.size = total
 	for _, b := range blobs {
 		if !gone[b.sum] {

@@ -388,7 +388,7 @@ func (h *History) Import(r io.Reader) (Checkpoint, error) {
 	if h.idx.Tx != nil {
 		return Checkpoint{}, h.txOpenErr("import")
 	}
-	if _, _, err := h.checkpoint(CauseWatcher, "changes found before import"); err != nil {
+	if _, _, err := h.checkpoint(CauseWatcher, "changes found before import", false); err != nil {
 		return Checkpoint{}, err
 	}
 	if n := len(h.idx.Checkpoints); n > 1 {
@@ -455,7 +455,7 @@ func (h *History) applyImport(j journal, have string) (Checkpoint, error) {
 		c, _ := h.get(h.idx.Pos)
 		return c, nil
 	}
-	if err := h.restoreDir(h.ws, ".", j.Tree, have); err != nil {
+	if err := h.restoreTree(j.Tree, have); err != nil {
 		return Checkpoint{}, fmt.Errorf("import: restore the workspace to checkpoint %s: %w (the journal will finish it when the history is next opened)", j.Target, err)
 	}
 	_, sc, err := h.scan()

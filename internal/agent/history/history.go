@@ -38,12 +38,26 @@
 //     first change, lets Open finish a restore interrupted by a crash (roll forward).
 //   - The stat cache trusts ctime, which code in the sandbox cannot set, and does not trust
 //     files changed within racyWindow of a scan.
+//   - The watcher (WithWatcher) adds each watch through /proc/self/fd of the directory just
+//     opened and checked, never by path, and only ever narrows what a scan reads: anything
+//     it cannot account for (an overflowed queue, a directory at two paths, a directory
+//     moved out and back) makes the scan read that subtree, or everything, again. Code in
+//     the sandbox that floods it only makes checkpoints walk.
 //
 // Costs. A checkpoint walks the whole workspace (one fstatat per entry, no reads of
 // unchanged files) and stores the changed files plus one tree blob per directory on the
 // path to them; a directory with very many entries makes every change under it store its
-// whole (large) tree again. A restore skips subtrees the pre-restore scan found already in
-// the target state.
+// whole (large) tree again. With WithWatcher, Checkpoint reads again only the directories
+// an inotify watcher saw change and those above them, keeping every other directory's tree
+// from the last scan, so that it costs what changed; Reconcile, and the checkpoints taken
+// before a restore or a transaction, still walk everything (see watcher for what inotify
+// misses). A restore skips subtrees the pre-restore scan found already in the target
+// state, writes files without an fsync each and makes them durable with one syncfs of the
+// workspace's file system before it is recorded (see restoreTree for why a crash still
+// ends wholly old or wholly new), and puts the stat of every file it wrote into the stat
+// cache, so that the scan that records it reads none of them back. A large file whose
+// stat changed but whose size did not is hashed before it is copied, and not copied if
+// its blob exists.
 //
 // Transactions (Begin, Commit, Rollback; see Transaction) group a multi-step change into
 // one checkpoint or none; commit and rollback are journaled like a restore. A size budget
@@ -56,7 +70,11 @@
 // workspace directory itself. Compaction drops whole checkpoints; it does not merge them.
 // Import takes only an empty history. A store whose index is corrupt fails to open (ErrDataLoss)
 // rather than serving what is still readable. A sandbox racing a scan (swapping a directory
-// for a link mid-walk) makes that checkpoint fail rather than record a guess.
+// for a link mid-walk) makes that checkpoint fail rather than record a guess. The watcher
+// has no debouncing and is read only when a checkpoint starts (a burst of over 16,384
+// events between two checkpoints overflows the kernel's queue and costs a full walk); it
+// cannot see writes through mmap or a hard link from elsewhere until the next full walk;
+// and the stat cache file is still rewritten whole when an incremental scan changes it.
 package history
 
 import (
@@ -140,6 +158,20 @@ type History struct {
 	trees    map[string][]entry
 	pending  map[string][]byte // trees of the last scan, maybe not stored yet
 	lastScan string            // the tree the last scan found
+	// syncer holds the file systems the running restore wrote to; syncs counts the
+	// syncfs calls restores made (tests).
+	syncer fsSyncer
+	syncs  int
+	// hashed is how many files the last scan read and hashed (tests).
+	hashed int
+	// watch, with WithWatcher, reports which directories changed (nil without it, or when
+	// inotify could not be had: every scan then walks everything). dirs is every
+	// directory's state as the last scan left it, nil when the next scan must walk
+	// everything. scans counts full and incremental scans (tests).
+	watch     *watcher
+	wantWatch bool
+	dirs      map[string]dirState
+	scans     struct{ full, incremental int }
 	// crashAfter, when positive, makes the restore fail after that many workspace changes
 	// (tests of crash recovery).
 	crashAfter int
@@ -170,6 +202,24 @@ func WithOwner(uid, gid int) Option {
 	return func(h *History) { h.owner = &owner{uid, gid} }
 }
 
+// WithWatcher makes Checkpoint read again only the directories an inotify watcher saw
+// change since the last scan (and those above them), instead of walking the whole
+// workspace: a checkpoint then costs what changed. It falls back to a full walk whenever
+// the watcher may have missed something (its queue overflowed, a watch could not be
+// added). inotify does not see every change (see watcher), so a caller should still call
+// Reconcile, which always walks everything, now and then. Without inotify, every
+// checkpoint walks the workspace, as without this option.
+func WithWatcher() Option {
+	return func(h *History) { h.wantWatch = true }
+}
+
+// Watching says whether the next Checkpoint will read only what the watcher saw change.
+func (h *History) Watching() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.watch != nil && h.watch.healthy && h.dirs != nil
+}
+
 // Open opens the history of workspace kept in dir, creating the store if needed, and
 // finishes a restore a crash interrupted (see Recovered). dir must be outside the workspace
 // and out of reach of the sandbox's processes; the caller guarantees that.
@@ -182,6 +232,10 @@ func Open(workspace, dir string, opts ...Option) (*History, error) {
 		trees: map[string][]entry{}}
 	for _, o := range opts {
 		o(h)
+	}
+	if h.wantWatch {
+		// Without inotify (no instance left, a kernel without it), checkpoints walk.
+		h.watch, _ = newWatcher()
 	}
 	if err := h.open(); err != nil {
 		h.Close()
@@ -230,6 +284,7 @@ func (h *History) Close() error {
 		h.lock.Close()
 		h.lock = nil
 	}
+	h.watch.close()
 	return h.ws.Close()
 }
 
@@ -304,15 +359,42 @@ func (h *History) Checkpoint(cause, message string) (Checkpoint, bool, error) {
 		cur, _ := h.get(h.idx.Pos)
 		return cur, false, nil
 	}
-	c, created, err := h.checkpoint(cause, message)
+	c, created, err := h.checkpoint(cause, message, true)
 	if err == nil && created {
 		err = h.enforceBudget()
 	}
 	return c, created, err
 }
 
-func (h *History) checkpoint(cause, message string) (Checkpoint, bool, error) {
-	tree, sc, err := h.scan()
+// Reconcile is Checkpoint(CauseWatcher, message) after a walk of the whole workspace,
+// whatever the watcher reports: it picks up the changes inotify does not see (writes
+// through mmap or through a hard link from elsewhere; see WithWatcher).
+func (h *History) Reconcile(message string) (Checkpoint, bool, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.finishPending(); err != nil {
+		return Checkpoint{}, false, err
+	}
+	if h.idx.Tx != nil {
+		cur, _ := h.get(h.idx.Pos)
+		return cur, false, nil
+	}
+	c, created, err := h.checkpoint(CauseWatcher, message, false)
+	if err == nil && created {
+		err = h.enforceBudget()
+	}
+	return c, created, err
+}
+
+// checkpoint records the workspace if it changed. incremental lets the scan read only
+// what the watcher saw change; the checkpoints taken before a restore or a transaction
+// walk everything, since what they miss would be overwritten unrecorded.
+func (h *History) checkpoint(cause, message string, incremental bool) (Checkpoint, bool, error) {
+	scan := h.scan
+	if incremental {
+		scan = h.scanChanged
+	}
+	tree, sc, err := scan()
 	if err != nil {
 		return Checkpoint{}, false, err
 	}
@@ -339,19 +421,66 @@ func (h *History) checkpoint(cause, message string) (Checkpoint, bool, error) {
 }
 
 // scan walks the workspace and returns its tree's hash, with the scanner holding the new
-// trees and stat cache.
+// trees and stat cache. With a watcher, it (re)watches every directory as it reads it.
 func (h *History) scan() (string, *scanner, error) {
 	sc := &scanner{blobs: h.blobs, oldCache: h.cache, newCache: map[string]statEntry{},
 		trees: map[string][]byte{}, cutoff: h.now().Add(-racyWindow).UnixNano()}
-	tree, err := sc.scanDir(h.ws, ".")
-	h.pending, h.lastScan = sc.trees, tree
+	var old map[int32]string
+	if h.watch != nil {
+		old = h.watch.restart()
+		sc.watch, sc.dirs = h.watch, map[string]dirState{}
+	}
+	h.scans.full++
+	tree, err := sc.scanDir(h.ws, ".", true)
+	h.pending, h.lastScan, h.hashed, h.dirs = sc.trees, tree, sc.hashed, nil
 	h.size += sc.newBytes
+	if h.watch != nil {
+		h.watch.finish(old)
+		if err == nil {
+			h.dirs = sc.dirs
+		}
+	}
 	return tree, sc, err
+}
+
+// scanChanged is scan, reading only the directories the watcher saw change and those
+// above them when it can vouch for every other one (see watcher); else it walks.
+func (h *History) scanChanged() (string, *scanner, error) {
+	if h.watch == nil || h.dirs == nil {
+		return h.scan()
+	}
+	dirty, ok := h.watch.take()
+	if !ok {
+		return h.scan()
+	}
+	h.scans.incremental++
+	sc := &scanner{blobs: h.blobs, oldCache: h.cache, newCache: h.cache, inPlace: true,
+		trees: map[string][]byte{}, cutoff: h.now().Add(-racyWindow).UnixNano(),
+		watch: h.watch, rescan: ancestors(dirty), prevDirs: h.dirs, dirs: h.dirs}
+	if len(dirty) == 0 {
+		h.hashed = 0
+		return h.lastScan, sc, nil
+	}
+	tree, err := sc.scanDir(h.ws, ".", false)
+	h.hashed = sc.hashed
+	h.size += sc.newBytes
+	if err != nil {
+		// What was marked dirty is lost with the error: the next scan walks everything.
+		h.dirs = nil
+		return tree, sc, err
+	}
+	// Trees of earlier scans not yet stored stay pending: this tree may reach them.
+	if h.pending == nil {
+		h.pending = map[string][]byte{}
+	}
+	maps.Copy(h.pending, sc.trees)
+	h.lastScan = tree
+	return tree, sc, nil
 }
 
 // record writes sc's trees and appends a checkpoint of tree, without saving the index.
 func (h *History) record(tree string, sc *scanner, cause, message, restores string) (Checkpoint, error) {
-	for _, data := range sc.trees {
+	for _, data := range h.pending { // the scan's trees, and any earlier scan's they reuse
 		_, n, err := h.blobs.put(data)
 		if err != nil {
 			return Checkpoint{}, fmt.Errorf("checkpoint (the workspace is untouched): %w", err)
@@ -376,6 +505,7 @@ func (h *History) record(tree string, sc *scanner, cause, message, restores stri
 	if err := h.saveCache(sc); err != nil {
 		return Checkpoint{}, err
 	}
+	h.pending = nil // stored
 	h.idx.Seq++
 	c.ID = strconv.Itoa(h.idx.Seq)
 	h.idx.Checkpoints = append(h.idx.Checkpoints, c)
@@ -387,7 +517,12 @@ func (h *History) record(tree string, sc *scanner, cause, message, restores stri
 // crash only costs re-hashing (a stale entry still names the content that had that stat),
 // and a torn one decodes as corrupt and is dropped.
 func (h *History) saveCache(sc *scanner) error {
-	if maps.Equal(h.cache, sc.newCache) {
+	if sc.inPlace {
+		if !sc.cacheChanged {
+			return nil
+		}
+		sc.cacheChanged = false
+	} else if maps.Equal(h.cache, sc.newCache) {
 		return nil
 	}
 	h.cache = sc.newCache

@@ -58,7 +58,7 @@ func (h *History) Restore(id string) (Checkpoint, error) {
 	if _, err := h.lookup(id); err != nil {
 		return Checkpoint{}, err
 	}
-	if _, _, err := h.checkpoint(CauseWatcher, "changes found before restore"); err != nil {
+	if _, _, err := h.checkpoint(CauseWatcher, "changes found before restore", false); err != nil {
 		return Checkpoint{}, err
 	}
 	return h.run(journal{Op: opRestore, Target: id, Seq: h.idx.Seq}, h.lastScan)
@@ -74,7 +74,7 @@ func (h *History) Undo() (Checkpoint, error) {
 	if h.idx.Tx != nil {
 		return Checkpoint{}, h.txOpenErr("undo")
 	}
-	if _, _, err := h.checkpoint(CauseWatcher, "changes found before undo"); err != nil {
+	if _, _, err := h.checkpoint(CauseWatcher, "changes found before undo", false); err != nil {
 		return Checkpoint{}, err
 	}
 	cur, ok := h.get(h.idx.Pos)
@@ -101,7 +101,7 @@ func (h *History) Redo() (Checkpoint, error) {
 	if h.idx.Tx != nil {
 		return Checkpoint{}, h.txOpenErr("redo")
 	}
-	if _, _, err := h.checkpoint(CauseWatcher, "changes found before redo"); err != nil {
+	if _, _, err := h.checkpoint(CauseWatcher, "changes found before redo", false); err != nil {
 		return Checkpoint{}, err
 	}
 	if len(h.idx.Redo) == 0 {
@@ -173,7 +173,7 @@ func (h *History) apply(j journal, have string) (Checkpoint, error) {
 		c := h.idx.Checkpoints[len(h.idx.Checkpoints)-1]
 		return c, nil
 	}
-	if err := h.restoreDir(h.ws, ".", target.Tree, have); err != nil {
+	if err := h.restoreTree(target.Tree, have); err != nil {
 		return Checkpoint{}, fmt.Errorf("%s to checkpoint %s: %w (the journal will finish it when the history is next opened)", j.Op, j.Target, err)
 	}
 	tree, sc, err := h.scan()
@@ -349,7 +349,19 @@ func (h *History) restoreEntry(dir *os.Root, rel string, e entry, have string) e
 				return nil // unchanged since the last scan
 			}
 		}
-		return h.replace(dir, rel, e, fi, exists, func(tmp string) error { return h.writeTemp(dir, tmp, e) })
+		var written *os.File
+		err := h.replace(dir, rel, e, fi, exists, func(tmp string) error {
+			var err error
+			written, err = h.writeTemp(dir, tmp, e)
+			return err
+		})
+		if written != nil {
+			if err == nil {
+				h.rememberWritten(rel, written, e.Hash)
+			}
+			written.Close()
+		}
+		return err
 	}
 	return fmt.Errorf("checkpoint entry %q has unknown kind %q: %w", rel, e.Kind, errdefs.ErrDataLoss)
 }
@@ -386,6 +398,9 @@ func (h *History) restoreSubdir(dir *os.Root, rel string, e entry, fi fs.FileInf
 		return wsErr("open directory", rel, err)
 	}
 	defer sub.Close()
+	if err := h.syncer.note(sub, st.Dev); err != nil {
+		return wsErr("open directory", rel, err)
+	}
 	if created && h.owner != nil {
 		// Through the directory just opened and checked, not its name, which the sandbox
 		// could have swapped meanwhile.
@@ -441,35 +456,46 @@ func (h *History) replace(dir *os.Root, rel string, e entry, fi fs.FileInfo, exi
 	return nil
 }
 
-// writeTemp writes blob e.Hash as tmp with e's mode and mtime, durably.
-func (h *History) writeTemp(dir *os.Root, tmp string, e entry) error {
+// writeTemp writes blob e.Hash as tmp with e's mode and mtime, and returns it still open
+// (so that its stat can be taken once it has its name); the caller closes it, even on
+// error. It does not fsync: restoreTree syncs the whole file system once, at the end.
+func (h *History) writeTemp(dir *os.Root, tmp string, e entry) (*os.File, error) {
 	src, err := h.blobs.open(e.Hash)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer src.Close()
 	f, err := dir.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return wsErr("create", tmp, err)
+		return nil, wsErr("create", tmp, err)
 	}
-	defer f.Close()
 	if h.owner != nil {
 		// Before Chmod: a chown clears setuid and setgid bits.
 		if err := f.Chown(h.owner.uid, h.owner.gid); err != nil {
-			return wsErr("chown", tmp, err)
+			return f, wsErr("chown", tmp, err)
 		}
 	}
 	if _, err := io.Copy(f, src); err != nil {
-		return fmt.Errorf("restore file: %w", kindOf(err))
+		return f, fmt.Errorf("restore file: %w", kindOf(err))
 	}
 	if err := f.Chmod(e.Mode); err != nil {
-		return wsErr("chmod", tmp, err)
-	}
-	if err := f.Sync(); err != nil {
-		return wsErr("sync", tmp, err)
+		return f, wsErr("chmod", tmp, err)
 	}
 	t := time.Unix(0, e.Mtime)
-	return dir.Chtimes(tmp, t, t)
+	return f, dir.Chtimes(tmp, t, t)
+}
+
+// rememberWritten puts a file restore just wrote into the stat cache, from the fstat of the
+// file it wrote (taken after the rename, which changes its ctime), so that the scan that
+// records the restore does not read back and hash every file again: a restored file is a
+// new inode that no earlier scan saw. The scan still keeps such an entry only once it is
+// out of the racy window, like any other.
+func (h *History) rememberWritten(rel string, f *os.File, sum string) {
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return // only a cache: the scan hashes the file instead
+	}
+	h.cache[rel] = statEntry{Key: keyOf(fi), Hash: sum}
 }
 
 func jsonUnmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }

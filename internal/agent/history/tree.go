@@ -2,6 +2,8 @@ package history
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -74,15 +76,40 @@ type scanner struct {
 	trees    map[string][]byte // new tree blobs, written only if the checkpoint is kept
 	cutoff   int64             // files with ctime/mtime after this are racy
 	newBytes int64             // bytes of new content blobs
+	hashed   int               // files read and hashed
+
+	// watch, when set, gets a watch on every directory the scan reads.
+	watch *watcher
+	// rescan, for a scan of what the watcher saw change, is the directories to read again
+	// (the dirty ones and those above them); every other directory whose (dev, ino) is
+	// the last scan's and whose watch is intact keeps its tree from prevDirs. nil: read
+	// everything.
+	rescan   map[string]bool
+	prevDirs map[string]dirState
+	// dirs is every directory's state as this scan found it, for the next scan.
+	dirs map[string]dirState
+	// inPlace: newCache is oldCache, updated in place (a scan of a few directories keeps
+	// every other entry); cacheChanged says whether it was.
+	inPlace, cacheChanged bool
+}
+
+// dirState is what a scan learnt of one directory: its tree, and which directory it was.
+type dirState struct {
+	hash     string
+	dev, ino uint64
 }
 
 // scanDir builds the tree of the directory dir (workspace path rel) and returns its hash.
-func (s *scanner) scanDir(dir *os.Root, rel string) (string, error) {
+// full says that no directory under it may keep its last tree (see rescan).
+func (s *scanner) scanDir(dir *os.Root, rel string, full bool) (string, error) {
 	d, err := dir.Open(".")
 	if err != nil {
 		return "", wsErr("read directory", rel, err)
 	}
 	defer d.Close()
+	if s.watch != nil { // before the readdir: a change is either read or reported
+		s.watch.add(rel, int(d.Fd()))
+	}
 	names, err := d.Readdirnames(-1)
 	if err != nil {
 		return "", wsErr("read directory", rel, err)
@@ -91,7 +118,7 @@ func (s *scanner) scanDir(dir *os.Root, rel string) (string, error) {
 	dirfd := int(d.Fd())
 	entries := make([]entry, 0, len(names))
 	for _, name := range names {
-		e, ok, err := s.scanEntry(dir, dirfd, rel, name)
+		e, ok, err := s.scanEntry(dir, dirfd, rel, name, full)
 		if err != nil {
 			return "", err
 		}
@@ -111,7 +138,7 @@ func (s *scanner) scanDir(dir *os.Root, rel string) (string, error) {
 // scanEntry records one name, with one fstatat on the open directory that never follows a
 // symlink. Symlinks are recorded as links; FIFOs, sockets and devices are skipped (ok
 // false): they are not content and opening one could hang or have side effects.
-func (s *scanner) scanEntry(dir *os.Root, dirfd int, parent, name string) (entry, bool, error) {
+func (s *scanner) scanEntry(dir *os.Root, dirfd int, parent, name string, full bool) (entry, bool, error) {
 	rel := path.Join(parent, name)
 	var st unix.Stat_t
 	err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
@@ -131,13 +158,24 @@ func (s *scanner) scanEntry(dir *os.Root, dirfd int, parent, name string) (entry
 		}
 		return entry{Name: name, Kind: kindLink, Target: target}, true, nil
 	case unix.S_IFDIR:
+		e.Kind = kindDir
+		prev, known := s.prevDirs[rel]
+		same := known && prev.dev == st.Dev && prev.ino == st.Ino && s.watch != nil && s.watch.watching(rel)
+		if s.rescan != nil && !full && !s.rescan[rel] && same {
+			e.Hash = prev.hash // nothing under it changed since it was last read
+			return e, true, nil
+		}
 		sub, err := openSubdir(dir, name, st.Dev, st.Ino)
 		if err != nil {
 			return entry{}, false, wsErr("open directory", rel, err)
 		}
 		defer sub.Close()
-		e.Kind = kindDir
-		e.Hash, err = s.scanDir(sub, rel)
+		// A directory read again that is not the one last read here, or that no event
+		// marked, is new to the watcher: everything under it is read.
+		e.Hash, err = s.scanDir(sub, rel, full || !same || !s.rescan[rel])
+		if err == nil && s.dirs != nil {
+			s.dirs[rel] = dirState{hash: e.Hash, dev: st.Dev, ino: st.Ino}
+		}
 		return e, err == nil, err
 	case unix.S_IFREG:
 		e.Kind = kindFile
@@ -200,15 +238,19 @@ func (s *scanner) scanFile(dir *os.Root, rel, name string, e entry, key statKey)
 	if !ofi.Mode().IsRegular() {
 		return entry{}, false, nil
 	}
+	s.hashed++
 	head, err := io.ReadAll(io.LimitReader(f, smallFile+1))
 	if err != nil {
 		return entry{}, false, wsErr("read", rel, err)
 	}
 	var sum string
 	var n int64
-	if len(head) <= smallFile {
+	switch {
+	case len(head) <= smallFile:
 		sum, n, err = s.blobs.put(head)
-	} else {
+	case s.likelyStored(rel, ofi.Size()):
+		sum, n, err = s.putLarge(f, head)
+	default:
 		sum, n, err = s.blobs.putFrom(io.MultiReader(bytes.NewReader(head), f))
 	}
 	if err != nil {
@@ -221,11 +263,45 @@ func (s *scanner) scanFile(dir *os.Root, rel, name string, e entry, key statKey)
 	return e, true, nil
 }
 
+// likelyStored guesses that a large file's content is already a blob: the last scan saw
+// a file of the same size at the same path (a file touched, chmod'ed, or restored as a new
+// inode). Then it is cheaper to hash it first and copy it into the store only if that
+// blob is missing than to stream all of it into store/tmp and throw the copy away.
+func (s *scanner) likelyStored(rel string, size int64) bool {
+	c, ok := s.oldCache[rel]
+	return ok && c.Key.Size == size
+}
+
+// putLarge hashes the rest of f after head and, if no blob has that hash, reads f again
+// from the start into a new blob (putFrom, which hashes what it copies: if the file
+// changed in between, the blob is its new content under its own hash).
+func (s *scanner) putLarge(f *os.File, head []byte) (string, int64, error) {
+	h := sha256.New()
+	h.Write(head)
+	if _, err := io.Copy(h, f); err != nil {
+		return "", 0, fmt.Errorf("read: %w", kindOf(err))
+	}
+	if sum := hex.EncodeToString(h.Sum(nil)); s.blobs.has(sum) {
+		return sum, 0, nil
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return "", 0, fmt.Errorf("read: %w", kindOf(err))
+	}
+	return s.blobs.putFrom(f)
+}
+
 func (s *scanner) remember(rel string, key statKey, sum string) {
 	if key.Mtime >= s.cutoff || key.Ctime >= s.cutoff {
 		return
 	}
-	s.newCache[rel] = statEntry{Key: key, Hash: sum}
+	e := statEntry{Key: key, Hash: sum}
+	if s.inPlace {
+		if s.newCache[rel] == e {
+			return
+		}
+		s.cacheChanged = true
+	}
+	s.newCache[rel] = e
 }
 
 func keyOf(fi fs.FileInfo) statKey {

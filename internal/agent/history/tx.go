@@ -50,7 +50,7 @@ func (h *History) Begin(message string) (Transaction, error) {
 	if h.idx.Tx != nil {
 		return Transaction{}, h.txOpenErr("begin another")
 	}
-	if _, _, err := h.checkpoint(CauseWatcher, "changes found before a transaction"); err != nil {
+	if _, _, err := h.checkpoint(CauseWatcher, "changes found before a transaction", false); err != nil {
 		return Transaction{}, err
 	}
 	// The scan's trees are stored only when it made a checkpoint; Rollback needs them.
@@ -180,7 +180,7 @@ func (h *History) applyRollback(j journal, have string) (Checkpoint, error) {
 		c, _ := h.get(h.idx.Pos)
 		return c, nil
 	}
-	if err := h.restoreDir(h.ws, ".", j.Tree, have); err != nil {
+	if err := h.restoreTree(j.Tree, have); err != nil {
 		return Checkpoint{}, fmt.Errorf("rollback of %s: %w (the journal will finish it when the history is next opened)", j.Tx, err)
 	}
 	// The scan refreshes the stat cache, so that the next checkpoint does not re-hash what

@@ -14,8 +14,8 @@ import (
 	"strings"
 
 	"github.com/paddockhq/paddock/internal/agent"
-	"github.com/paddockhq/paddock/internal/sandbox/container"
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/sandbox/container"
 )
 
 // guestModules are the kernel modules the guest needs and Debian builds as modules: the

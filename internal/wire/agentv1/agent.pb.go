@@ -3557,6 +3557,213 @@ func (x *DiffResponse) GetRemoved() []string {
 	return nil
 }
 
+type HistoryEventsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// epoch and after resume a subscription: the epoch of the last event seen and its seq.
+	Epoch         string `protobuf:"bytes,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	After         uint64 `protobuf:"varint,2,opt,name=after,proto3" json:"after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HistoryEventsRequest) Reset() {
+	*x = HistoryEventsRequest{}
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryEventsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryEventsRequest) ProtoMessage() {}
+
+func (x *HistoryEventsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryEventsRequest.ProtoReflect.Descriptor instead.
+func (*HistoryEventsRequest) Descriptor() ([]byte, []int) {
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *HistoryEventsRequest) GetEpoch() string {
+	if x != nil {
+		return x.Epoch
+	}
+	return ""
+}
+
+func (x *HistoryEventsRequest) GetAfter() uint64 {
+	if x != nil {
+		return x.After
+	}
+	return 0
+}
+
+// HistoryEvent is one thing that happened to the workspace's history.
+type HistoryEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// epoch names this run of the agent; seq counts its events from 1.
+	Epoch        string `protobuf:"bytes,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Seq          uint64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	TimeUnixNano int64  `protobuf:"varint,3,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
+	// kind is "checkpoint", "restore", "begin", "commit", "rollback", "import",
+	// "compaction" or "recovery".
+	Kind string `protobuf:"bytes,4,opt,name=kind,proto3" json:"kind,omitempty"`
+	// op is, for kind "restore", "undo", "redo" or "restore".
+	Op string `protobuf:"bytes,5,opt,name=op,proto3" json:"op,omitempty"`
+	// checkpoint is the checkpoint created ("checkpoint", "restore", "commit", "import").
+	Checkpoint *CheckpointInfo `protobuf:"bytes,6,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	// transaction is the transaction begun, committed or rolled back.
+	Transaction *TransactionInfo `protobuf:"bytes,7,opt,name=transaction,proto3" json:"transaction,omitempty"`
+	// created is, for "commit", whether the transaction made a checkpoint.
+	Created bool `protobuf:"varint,8,opt,name=created,proto3" json:"created,omitempty"`
+	// current is the checkpoint the workspace is at afterwards.
+	Current string `protobuf:"bytes,9,opt,name=current,proto3" json:"current,omitempty"`
+	// compacted is, for "compaction", how many checkpoints this compaction dropped, and
+	// compacted_total how many the budget has dropped in all.
+	Compacted      uint32 `protobuf:"varint,10,opt,name=compacted,proto3" json:"compacted,omitempty"`
+	CompactedTotal uint32 `protobuf:"varint,11,opt,name=compacted_total,json=compactedTotal,proto3" json:"compacted_total,omitempty"`
+	// note is, for "recovery", what recovery at open did.
+	Note string `protobuf:"bytes,12,opt,name=note,proto3" json:"note,omitempty"`
+	// lost counts the events this subscriber missed just before this one (its buffer was
+	// full, or the agent no longer held them).
+	Lost          uint64 `protobuf:"varint,13,opt,name=lost,proto3" json:"lost,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HistoryEvent) Reset() {
+	*x = HistoryEvent{}
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryEvent) ProtoMessage() {}
+
+func (x *HistoryEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryEvent.ProtoReflect.Descriptor instead.
+func (*HistoryEvent) Descriptor() ([]byte, []int) {
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *HistoryEvent) GetEpoch() string {
+	if x != nil {
+		return x.Epoch
+	}
+	return ""
+}
+
+func (x *HistoryEvent) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *HistoryEvent) GetTimeUnixNano() int64 {
+	if x != nil {
+		return x.TimeUnixNano
+	}
+	return 0
+}
+
+func (x *HistoryEvent) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *HistoryEvent) GetOp() string {
+	if x != nil {
+		return x.Op
+	}
+	return ""
+}
+
+func (x *HistoryEvent) GetCheckpoint() *CheckpointInfo {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return nil
+}
+
+func (x *HistoryEvent) GetTransaction() *TransactionInfo {
+	if x != nil {
+		return x.Transaction
+	}
+	return nil
+}
+
+func (x *HistoryEvent) GetCreated() bool {
+	if x != nil {
+		return x.Created
+	}
+	return false
+}
+
+func (x *HistoryEvent) GetCurrent() string {
+	if x != nil {
+		return x.Current
+	}
+	return ""
+}
+
+func (x *HistoryEvent) GetCompacted() uint32 {
+	if x != nil {
+		return x.Compacted
+	}
+	return 0
+}
+
+func (x *HistoryEvent) GetCompactedTotal() uint32 {
+	if x != nil {
+		return x.CompactedTotal
+	}
+	return 0
+}
+
+func (x *HistoryEvent) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+func (x *HistoryEvent) GetLost() uint64 {
+	if x != nil {
+		return x.Lost
+	}
+	return 0
+}
+
 var File_paddock_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_paddock_agent_v1_agent_proto_rawDesc = "" +
@@ -3789,7 +3996,27 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"\fDiffResponse\x12\x14\n" +
 	"\x05added\x18\x01 \x03(\tR\x05added\x12\x18\n" +
 	"\achanged\x18\x02 \x03(\tR\achanged\x12\x18\n" +
-	"\aremoved\x18\x03 \x03(\tR\aremoved*F\n" +
+	"\aremoved\x18\x03 \x03(\tR\aremoved\"B\n" +
+	"\x14HistoryEventsRequest\x12\x14\n" +
+	"\x05epoch\x18\x01 \x01(\tR\x05epoch\x12\x14\n" +
+	"\x05after\x18\x02 \x01(\x04R\x05after\"\xaa\x03\n" +
+	"\fHistoryEvent\x12\x14\n" +
+	"\x05epoch\x18\x01 \x01(\tR\x05epoch\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12$\n" +
+	"\x0etime_unix_nano\x18\x03 \x01(\x03R\ftimeUnixNano\x12\x12\n" +
+	"\x04kind\x18\x04 \x01(\tR\x04kind\x12\x0e\n" +
+	"\x02op\x18\x05 \x01(\tR\x02op\x12@\n" +
+	"\n" +
+	"checkpoint\x18\x06 \x01(\v2 .paddock.agent.v1.CheckpointInfoR\n" +
+	"checkpoint\x12C\n" +
+	"\vtransaction\x18\a \x01(\v2!.paddock.agent.v1.TransactionInfoR\vtransaction\x12\x18\n" +
+	"\acreated\x18\b \x01(\bR\acreated\x12\x18\n" +
+	"\acurrent\x18\t \x01(\tR\acurrent\x12\x1c\n" +
+	"\tcompacted\x18\n" +
+	" \x01(\rR\tcompacted\x12'\n" +
+	"\x0fcompacted_total\x18\v \x01(\rR\x0ecompactedTotal\x12\x12\n" +
+	"\x04note\x18\f \x01(\tR\x04note\x12\x12\n" +
+	"\x04lost\x18\r \x01(\x04R\x04lost*F\n" +
 	"\x06Stream\x12\x16\n" +
 	"\x12STREAM_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSTREAM_STDOUT\x10\x01\x12\x11\n" +
@@ -3832,7 +4059,7 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"\x03App\x12\x1c.paddock.agent.v1.AppRequest\x1a\x1b.paddock.agent.v1.AppStatus2\xac\x01\n" +
 	"\x03Net\x12R\n" +
 	"\aForward\x12 .paddock.agent.v1.ForwardRequest\x1a!.paddock.agent.v1.ForwardResponse(\x010\x01\x12Q\n" +
-	"\x06Accept\x12 .paddock.agent.v1.ForwardRequest\x1a!.paddock.agent.v1.ForwardResponse(\x010\x012\xe6\x06\n" +
+	"\x06Accept\x12 .paddock.agent.v1.ForwardRequest\x1a!.paddock.agent.v1.ForwardResponse(\x010\x012\xba\a\n" +
 	"\aHistory\x12W\n" +
 	"\n" +
 	"Checkpoint\x12#.paddock.agent.v1.CheckpointRequest\x1a$.paddock.agent.v1.CheckpointResponse\x12S\n" +
@@ -3845,7 +4072,8 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"\x06Commit\x12\x1f.paddock.agent.v1.CommitRequest\x1a .paddock.agent.v1.CommitResponse\x12Q\n" +
 	"\bRollback\x12!.paddock.agent.v1.RollbackRequest\x1a\".paddock.agent.v1.RollbackResponse\x12J\n" +
 	"\x06Export\x12\x1f.paddock.agent.v1.ExportRequest\x1a\x1d.paddock.agent.v1.ExportChunk0\x01\x12L\n" +
-	"\x06Import\x12\x1d.paddock.agent.v1.ImportChunk\x1a!.paddock.agent.v1.RestoreResponse(\x01B<Z:github.com/paddockhq/paddock/internal/wire/agentv1;agentv1b\x06proto3"
+	"\x06Import\x12\x1d.paddock.agent.v1.ImportChunk\x1a!.paddock.agent.v1.RestoreResponse(\x01\x12R\n" +
+	"\x06Events\x12&.paddock.agent.v1.HistoryEventsRequest\x1a\x1e.paddock.agent.v1.HistoryEvent0\x01B<Z:github.com/paddockhq/paddock/internal/wire/agentv1;agentv1b\x06proto3"
 
 var (
 	file_paddock_agent_v1_agent_proto_rawDescOnce sync.Once
@@ -3860,70 +4088,72 @@ func file_paddock_agent_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_paddock_agent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_paddock_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
+var file_paddock_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
 var file_paddock_agent_v1_agent_proto_goTypes = []any{
-	(Stream)(0),                 // 0: paddock.agent.v1.Stream
-	(FileType)(0),               // 1: paddock.agent.v1.FileType
-	(FileEventKind)(0),          // 2: paddock.agent.v1.FileEventKind
-	(*StartRequest)(nil),        // 3: paddock.agent.v1.StartRequest
-	(*TTYSize)(nil),             // 4: paddock.agent.v1.TTYSize
-	(*AttachRequest)(nil),       // 5: paddock.agent.v1.AttachRequest
-	(*ProcessEvent)(nil),        // 6: paddock.agent.v1.ProcessEvent
-	(*Started)(nil),             // 7: paddock.agent.v1.Started
-	(*Output)(nil),              // 8: paddock.agent.v1.Output
-	(*ExitStatus)(nil),          // 9: paddock.agent.v1.ExitStatus
-	(*ExecuteRequest)(nil),      // 10: paddock.agent.v1.ExecuteRequest
-	(*ExecuteResponse)(nil),     // 11: paddock.agent.v1.ExecuteResponse
-	(*WriteStdinRequest)(nil),   // 12: paddock.agent.v1.WriteStdinRequest
-	(*WriteStdinResponse)(nil),  // 13: paddock.agent.v1.WriteStdinResponse
-	(*SendSignalRequest)(nil),   // 14: paddock.agent.v1.SendSignalRequest
-	(*SendSignalResponse)(nil),  // 15: paddock.agent.v1.SendSignalResponse
-	(*ResizeTTYRequest)(nil),    // 16: paddock.agent.v1.ResizeTTYRequest
-	(*ResizeTTYResponse)(nil),   // 17: paddock.agent.v1.ResizeTTYResponse
-	(*WaitRequest)(nil),         // 18: paddock.agent.v1.WaitRequest
-	(*ListRequest)(nil),         // 19: paddock.agent.v1.ListRequest
-	(*SessionInfo)(nil),         // 20: paddock.agent.v1.SessionInfo
-	(*ListResponse)(nil),        // 21: paddock.agent.v1.ListResponse
-	(*ReadRequest)(nil),         // 22: paddock.agent.v1.ReadRequest
-	(*FileChunk)(nil),           // 23: paddock.agent.v1.FileChunk
-	(*WriteRequest)(nil),        // 24: paddock.agent.v1.WriteRequest
-	(*FileInfo)(nil),            // 25: paddock.agent.v1.FileInfo
-	(*StatRequest)(nil),         // 26: paddock.agent.v1.StatRequest
-	(*ListFilesRequest)(nil),    // 27: paddock.agent.v1.ListFilesRequest
-	(*ListFilesResponse)(nil),   // 28: paddock.agent.v1.ListFilesResponse
-	(*MkdirRequest)(nil),        // 29: paddock.agent.v1.MkdirRequest
-	(*MoveRequest)(nil),         // 30: paddock.agent.v1.MoveRequest
-	(*RemoveRequest)(nil),       // 31: paddock.agent.v1.RemoveRequest
-	(*RemoveResponse)(nil),      // 32: paddock.agent.v1.RemoveResponse
-	(*WatchRequest)(nil),        // 33: paddock.agent.v1.WatchRequest
-	(*FileEvent)(nil),           // 34: paddock.agent.v1.FileEvent
-	(*AppRequest)(nil),          // 35: paddock.agent.v1.AppRequest
-	(*AppStatus)(nil),           // 36: paddock.agent.v1.AppStatus
-	(*InfoRequest)(nil),         // 37: paddock.agent.v1.InfoRequest
-	(*InfoResponse)(nil),        // 38: paddock.agent.v1.InfoResponse
-	(*ForwardRequest)(nil),      // 39: paddock.agent.v1.ForwardRequest
-	(*ForwardResponse)(nil),     // 40: paddock.agent.v1.ForwardResponse
-	(*CheckpointInfo)(nil),      // 41: paddock.agent.v1.CheckpointInfo
-	(*TransactionInfo)(nil),     // 42: paddock.agent.v1.TransactionInfo
-	(*BeginRequest)(nil),        // 43: paddock.agent.v1.BeginRequest
-	(*BeginResponse)(nil),       // 44: paddock.agent.v1.BeginResponse
-	(*CommitRequest)(nil),       // 45: paddock.agent.v1.CommitRequest
-	(*CommitResponse)(nil),      // 46: paddock.agent.v1.CommitResponse
-	(*RollbackRequest)(nil),     // 47: paddock.agent.v1.RollbackRequest
-	(*RollbackResponse)(nil),    // 48: paddock.agent.v1.RollbackResponse
-	(*CheckpointRequest)(nil),   // 49: paddock.agent.v1.CheckpointRequest
-	(*CheckpointResponse)(nil),  // 50: paddock.agent.v1.CheckpointResponse
-	(*HistoryListRequest)(nil),  // 51: paddock.agent.v1.HistoryListRequest
-	(*HistoryListResponse)(nil), // 52: paddock.agent.v1.HistoryListResponse
-	(*UndoRequest)(nil),         // 53: paddock.agent.v1.UndoRequest
-	(*RedoRequest)(nil),         // 54: paddock.agent.v1.RedoRequest
-	(*RestoreRequest)(nil),      // 55: paddock.agent.v1.RestoreRequest
-	(*RestoreResponse)(nil),     // 56: paddock.agent.v1.RestoreResponse
-	(*ExportRequest)(nil),       // 57: paddock.agent.v1.ExportRequest
-	(*ExportChunk)(nil),         // 58: paddock.agent.v1.ExportChunk
-	(*ImportChunk)(nil),         // 59: paddock.agent.v1.ImportChunk
-	(*DiffRequest)(nil),         // 60: paddock.agent.v1.DiffRequest
-	(*DiffResponse)(nil),        // 61: paddock.agent.v1.DiffResponse
+	(Stream)(0),                  // 0: paddock.agent.v1.Stream
+	(FileType)(0),                // 1: paddock.agent.v1.FileType
+	(FileEventKind)(0),           // 2: paddock.agent.v1.FileEventKind
+	(*StartRequest)(nil),         // 3: paddock.agent.v1.StartRequest
+	(*TTYSize)(nil),              // 4: paddock.agent.v1.TTYSize
+	(*AttachRequest)(nil),        // 5: paddock.agent.v1.AttachRequest
+	(*ProcessEvent)(nil),         // 6: paddock.agent.v1.ProcessEvent
+	(*Started)(nil),              // 7: paddock.agent.v1.Started
+	(*Output)(nil),               // 8: paddock.agent.v1.Output
+	(*ExitStatus)(nil),           // 9: paddock.agent.v1.ExitStatus
+	(*ExecuteRequest)(nil),       // 10: paddock.agent.v1.ExecuteRequest
+	(*ExecuteResponse)(nil),      // 11: paddock.agent.v1.ExecuteResponse
+	(*WriteStdinRequest)(nil),    // 12: paddock.agent.v1.WriteStdinRequest
+	(*WriteStdinResponse)(nil),   // 13: paddock.agent.v1.WriteStdinResponse
+	(*SendSignalRequest)(nil),    // 14: paddock.agent.v1.SendSignalRequest
+	(*SendSignalResponse)(nil),   // 15: paddock.agent.v1.SendSignalResponse
+	(*ResizeTTYRequest)(nil),     // 16: paddock.agent.v1.ResizeTTYRequest
+	(*ResizeTTYResponse)(nil),    // 17: paddock.agent.v1.ResizeTTYResponse
+	(*WaitRequest)(nil),          // 18: paddock.agent.v1.WaitRequest
+	(*ListRequest)(nil),          // 19: paddock.agent.v1.ListRequest
+	(*SessionInfo)(nil),          // 20: paddock.agent.v1.SessionInfo
+	(*ListResponse)(nil),         // 21: paddock.agent.v1.ListResponse
+	(*ReadRequest)(nil),          // 22: paddock.agent.v1.ReadRequest
+	(*FileChunk)(nil),            // 23: paddock.agent.v1.FileChunk
+	(*WriteRequest)(nil),         // 24: paddock.agent.v1.WriteRequest
+	(*FileInfo)(nil),             // 25: paddock.agent.v1.FileInfo
+	(*StatRequest)(nil),          // 26: paddock.agent.v1.StatRequest
+	(*ListFilesRequest)(nil),     // 27: paddock.agent.v1.ListFilesRequest
+	(*ListFilesResponse)(nil),    // 28: paddock.agent.v1.ListFilesResponse
+	(*MkdirRequest)(nil),         // 29: paddock.agent.v1.MkdirRequest
+	(*MoveRequest)(nil),          // 30: paddock.agent.v1.MoveRequest
+	(*RemoveRequest)(nil),        // 31: paddock.agent.v1.RemoveRequest
+	(*RemoveResponse)(nil),       // 32: paddock.agent.v1.RemoveResponse
+	(*WatchRequest)(nil),         // 33: paddock.agent.v1.WatchRequest
+	(*FileEvent)(nil),            // 34: paddock.agent.v1.FileEvent
+	(*AppRequest)(nil),           // 35: paddock.agent.v1.AppRequest
+	(*AppStatus)(nil),            // 36: paddock.agent.v1.AppStatus
+	(*InfoRequest)(nil),          // 37: paddock.agent.v1.InfoRequest
+	(*InfoResponse)(nil),         // 38: paddock.agent.v1.InfoResponse
+	(*ForwardRequest)(nil),       // 39: paddock.agent.v1.ForwardRequest
+	(*ForwardResponse)(nil),      // 40: paddock.agent.v1.ForwardResponse
+	(*CheckpointInfo)(nil),       // 41: paddock.agent.v1.CheckpointInfo
+	(*TransactionInfo)(nil),      // 42: paddock.agent.v1.TransactionInfo
+	(*BeginRequest)(nil),         // 43: paddock.agent.v1.BeginRequest
+	(*BeginResponse)(nil),        // 44: paddock.agent.v1.BeginResponse
+	(*CommitRequest)(nil),        // 45: paddock.agent.v1.CommitRequest
+	(*CommitResponse)(nil),       // 46: paddock.agent.v1.CommitResponse
+	(*RollbackRequest)(nil),      // 47: paddock.agent.v1.RollbackRequest
+	(*RollbackResponse)(nil),     // 48: paddock.agent.v1.RollbackResponse
+	(*CheckpointRequest)(nil),    // 49: paddock.agent.v1.CheckpointRequest
+	(*CheckpointResponse)(nil),   // 50: paddock.agent.v1.CheckpointResponse
+	(*HistoryListRequest)(nil),   // 51: paddock.agent.v1.HistoryListRequest
+	(*HistoryListResponse)(nil),  // 52: paddock.agent.v1.HistoryListResponse
+	(*UndoRequest)(nil),          // 53: paddock.agent.v1.UndoRequest
+	(*RedoRequest)(nil),          // 54: paddock.agent.v1.RedoRequest
+	(*RestoreRequest)(nil),       // 55: paddock.agent.v1.RestoreRequest
+	(*RestoreResponse)(nil),      // 56: paddock.agent.v1.RestoreResponse
+	(*ExportRequest)(nil),        // 57: paddock.agent.v1.ExportRequest
+	(*ExportChunk)(nil),          // 58: paddock.agent.v1.ExportChunk
+	(*ImportChunk)(nil),          // 59: paddock.agent.v1.ImportChunk
+	(*DiffRequest)(nil),          // 60: paddock.agent.v1.DiffRequest
+	(*DiffResponse)(nil),         // 61: paddock.agent.v1.DiffResponse
+	(*HistoryEventsRequest)(nil), // 62: paddock.agent.v1.HistoryEventsRequest
+	(*HistoryEvent)(nil),         // 63: paddock.agent.v1.HistoryEvent
 }
 var file_paddock_agent_v1_agent_proto_depIdxs = []int32{
 	4,  // 0: paddock.agent.v1.StartRequest.tty:type_name -> paddock.agent.v1.TTYSize
@@ -3947,73 +4177,77 @@ var file_paddock_agent_v1_agent_proto_depIdxs = []int32{
 	41, // 18: paddock.agent.v1.HistoryListResponse.checkpoints:type_name -> paddock.agent.v1.CheckpointInfo
 	42, // 19: paddock.agent.v1.HistoryListResponse.transaction:type_name -> paddock.agent.v1.TransactionInfo
 	41, // 20: paddock.agent.v1.RestoreResponse.checkpoint:type_name -> paddock.agent.v1.CheckpointInfo
-	3,  // 21: paddock.agent.v1.Process.Start:input_type -> paddock.agent.v1.StartRequest
-	5,  // 22: paddock.agent.v1.Process.Attach:input_type -> paddock.agent.v1.AttachRequest
-	10, // 23: paddock.agent.v1.Process.Execute:input_type -> paddock.agent.v1.ExecuteRequest
-	12, // 24: paddock.agent.v1.Process.WriteStdin:input_type -> paddock.agent.v1.WriteStdinRequest
-	14, // 25: paddock.agent.v1.Process.SendSignal:input_type -> paddock.agent.v1.SendSignalRequest
-	16, // 26: paddock.agent.v1.Process.ResizeTTY:input_type -> paddock.agent.v1.ResizeTTYRequest
-	18, // 27: paddock.agent.v1.Process.Wait:input_type -> paddock.agent.v1.WaitRequest
-	19, // 28: paddock.agent.v1.Process.List:input_type -> paddock.agent.v1.ListRequest
-	22, // 29: paddock.agent.v1.Files.Read:input_type -> paddock.agent.v1.ReadRequest
-	24, // 30: paddock.agent.v1.Files.Write:input_type -> paddock.agent.v1.WriteRequest
-	26, // 31: paddock.agent.v1.Files.Stat:input_type -> paddock.agent.v1.StatRequest
-	27, // 32: paddock.agent.v1.Files.List:input_type -> paddock.agent.v1.ListFilesRequest
-	29, // 33: paddock.agent.v1.Files.Mkdir:input_type -> paddock.agent.v1.MkdirRequest
-	30, // 34: paddock.agent.v1.Files.Move:input_type -> paddock.agent.v1.MoveRequest
-	31, // 35: paddock.agent.v1.Files.Remove:input_type -> paddock.agent.v1.RemoveRequest
-	33, // 36: paddock.agent.v1.Files.Watch:input_type -> paddock.agent.v1.WatchRequest
-	37, // 37: paddock.agent.v1.Agent.Info:input_type -> paddock.agent.v1.InfoRequest
-	35, // 38: paddock.agent.v1.Agent.App:input_type -> paddock.agent.v1.AppRequest
-	39, // 39: paddock.agent.v1.Net.Forward:input_type -> paddock.agent.v1.ForwardRequest
-	39, // 40: paddock.agent.v1.Net.Accept:input_type -> paddock.agent.v1.ForwardRequest
-	49, // 41: paddock.agent.v1.History.Checkpoint:input_type -> paddock.agent.v1.CheckpointRequest
-	51, // 42: paddock.agent.v1.History.List:input_type -> paddock.agent.v1.HistoryListRequest
-	53, // 43: paddock.agent.v1.History.Undo:input_type -> paddock.agent.v1.UndoRequest
-	54, // 44: paddock.agent.v1.History.Redo:input_type -> paddock.agent.v1.RedoRequest
-	55, // 45: paddock.agent.v1.History.Restore:input_type -> paddock.agent.v1.RestoreRequest
-	60, // 46: paddock.agent.v1.History.Diff:input_type -> paddock.agent.v1.DiffRequest
-	43, // 47: paddock.agent.v1.History.Begin:input_type -> paddock.agent.v1.BeginRequest
-	45, // 48: paddock.agent.v1.History.Commit:input_type -> paddock.agent.v1.CommitRequest
-	47, // 49: paddock.agent.v1.History.Rollback:input_type -> paddock.agent.v1.RollbackRequest
-	57, // 50: paddock.agent.v1.History.Export:input_type -> paddock.agent.v1.ExportRequest
-	59, // 51: paddock.agent.v1.History.Import:input_type -> paddock.agent.v1.ImportChunk
-	6,  // 52: paddock.agent.v1.Process.Start:output_type -> paddock.agent.v1.ProcessEvent
-	6,  // 53: paddock.agent.v1.Process.Attach:output_type -> paddock.agent.v1.ProcessEvent
-	11, // 54: paddock.agent.v1.Process.Execute:output_type -> paddock.agent.v1.ExecuteResponse
-	13, // 55: paddock.agent.v1.Process.WriteStdin:output_type -> paddock.agent.v1.WriteStdinResponse
-	15, // 56: paddock.agent.v1.Process.SendSignal:output_type -> paddock.agent.v1.SendSignalResponse
-	17, // 57: paddock.agent.v1.Process.ResizeTTY:output_type -> paddock.agent.v1.ResizeTTYResponse
-	9,  // 58: paddock.agent.v1.Process.Wait:output_type -> paddock.agent.v1.ExitStatus
-	21, // 59: paddock.agent.v1.Process.List:output_type -> paddock.agent.v1.ListResponse
-	23, // 60: paddock.agent.v1.Files.Read:output_type -> paddock.agent.v1.FileChunk
-	25, // 61: paddock.agent.v1.Files.Write:output_type -> paddock.agent.v1.FileInfo
-	25, // 62: paddock.agent.v1.Files.Stat:output_type -> paddock.agent.v1.FileInfo
-	28, // 63: paddock.agent.v1.Files.List:output_type -> paddock.agent.v1.ListFilesResponse
-	25, // 64: paddock.agent.v1.Files.Mkdir:output_type -> paddock.agent.v1.FileInfo
-	25, // 65: paddock.agent.v1.Files.Move:output_type -> paddock.agent.v1.FileInfo
-	32, // 66: paddock.agent.v1.Files.Remove:output_type -> paddock.agent.v1.RemoveResponse
-	34, // 67: paddock.agent.v1.Files.Watch:output_type -> paddock.agent.v1.FileEvent
-	38, // 68: paddock.agent.v1.Agent.Info:output_type -> paddock.agent.v1.InfoResponse
-	36, // 69: paddock.agent.v1.Agent.App:output_type -> paddock.agent.v1.AppStatus
-	40, // 70: paddock.agent.v1.Net.Forward:output_type -> paddock.agent.v1.ForwardResponse
-	40, // 71: paddock.agent.v1.Net.Accept:output_type -> paddock.agent.v1.ForwardResponse
-	50, // 72: paddock.agent.v1.History.Checkpoint:output_type -> paddock.agent.v1.CheckpointResponse
-	52, // 73: paddock.agent.v1.History.List:output_type -> paddock.agent.v1.HistoryListResponse
-	56, // 74: paddock.agent.v1.History.Undo:output_type -> paddock.agent.v1.RestoreResponse
-	56, // 75: paddock.agent.v1.History.Redo:output_type -> paddock.agent.v1.RestoreResponse
-	56, // 76: paddock.agent.v1.History.Restore:output_type -> paddock.agent.v1.RestoreResponse
-	61, // 77: paddock.agent.v1.History.Diff:output_type -> paddock.agent.v1.DiffResponse
-	44, // 78: paddock.agent.v1.History.Begin:output_type -> paddock.agent.v1.BeginResponse
-	46, // 79: paddock.agent.v1.History.Commit:output_type -> paddock.agent.v1.CommitResponse
-	48, // 80: paddock.agent.v1.History.Rollback:output_type -> paddock.agent.v1.RollbackResponse
-	58, // 81: paddock.agent.v1.History.Export:output_type -> paddock.agent.v1.ExportChunk
-	56, // 82: paddock.agent.v1.History.Import:output_type -> paddock.agent.v1.RestoreResponse
-	52, // [52:83] is the sub-list for method output_type
-	21, // [21:52] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	41, // 21: paddock.agent.v1.HistoryEvent.checkpoint:type_name -> paddock.agent.v1.CheckpointInfo
+	42, // 22: paddock.agent.v1.HistoryEvent.transaction:type_name -> paddock.agent.v1.TransactionInfo
+	3,  // 23: paddock.agent.v1.Process.Start:input_type -> paddock.agent.v1.StartRequest
+	5,  // 24: paddock.agent.v1.Process.Attach:input_type -> paddock.agent.v1.AttachRequest
+	10, // 25: paddock.agent.v1.Process.Execute:input_type -> paddock.agent.v1.ExecuteRequest
+	12, // 26: paddock.agent.v1.Process.WriteStdin:input_type -> paddock.agent.v1.WriteStdinRequest
+	14, // 27: paddock.agent.v1.Process.SendSignal:input_type -> paddock.agent.v1.SendSignalRequest
+	16, // 28: paddock.agent.v1.Process.ResizeTTY:input_type -> paddock.agent.v1.ResizeTTYRequest
+	18, // 29: paddock.agent.v1.Process.Wait:input_type -> paddock.agent.v1.WaitRequest
+	19, // 30: paddock.agent.v1.Process.List:input_type -> paddock.agent.v1.ListRequest
+	22, // 31: paddock.agent.v1.Files.Read:input_type -> paddock.agent.v1.ReadRequest
+	24, // 32: paddock.agent.v1.Files.Write:input_type -> paddock.agent.v1.WriteRequest
+	26, // 33: paddock.agent.v1.Files.Stat:input_type -> paddock.agent.v1.StatRequest
+	27, // 34: paddock.agent.v1.Files.List:input_type -> paddock.agent.v1.ListFilesRequest
+	29, // 35: paddock.agent.v1.Files.Mkdir:input_type -> paddock.agent.v1.MkdirRequest
+	30, // 36: paddock.agent.v1.Files.Move:input_type -> paddock.agent.v1.MoveRequest
+	31, // 37: paddock.agent.v1.Files.Remove:input_type -> paddock.agent.v1.RemoveRequest
+	33, // 38: paddock.agent.v1.Files.Watch:input_type -> paddock.agent.v1.WatchRequest
+	37, // 39: paddock.agent.v1.Agent.Info:input_type -> paddock.agent.v1.InfoRequest
+	35, // 40: paddock.agent.v1.Agent.App:input_type -> paddock.agent.v1.AppRequest
+	39, // 41: paddock.agent.v1.Net.Forward:input_type -> paddock.agent.v1.ForwardRequest
+	39, // 42: paddock.agent.v1.Net.Accept:input_type -> paddock.agent.v1.ForwardRequest
+	49, // 43: paddock.agent.v1.History.Checkpoint:input_type -> paddock.agent.v1.CheckpointRequest
+	51, // 44: paddock.agent.v1.History.List:input_type -> paddock.agent.v1.HistoryListRequest
+	53, // 45: paddock.agent.v1.History.Undo:input_type -> paddock.agent.v1.UndoRequest
+	54, // 46: paddock.agent.v1.History.Redo:input_type -> paddock.agent.v1.RedoRequest
+	55, // 47: paddock.agent.v1.History.Restore:input_type -> paddock.agent.v1.RestoreRequest
+	60, // 48: paddock.agent.v1.History.Diff:input_type -> paddock.agent.v1.DiffRequest
+	43, // 49: paddock.agent.v1.History.Begin:input_type -> paddock.agent.v1.BeginRequest
+	45, // 50: paddock.agent.v1.History.Commit:input_type -> paddock.agent.v1.CommitRequest
+	47, // 51: paddock.agent.v1.History.Rollback:input_type -> paddock.agent.v1.RollbackRequest
+	57, // 52: paddock.agent.v1.History.Export:input_type -> paddock.agent.v1.ExportRequest
+	59, // 53: paddock.agent.v1.History.Import:input_type -> paddock.agent.v1.ImportChunk
+	62, // 54: paddock.agent.v1.History.Events:input_type -> paddock.agent.v1.HistoryEventsRequest
+	6,  // 55: paddock.agent.v1.Process.Start:output_type -> paddock.agent.v1.ProcessEvent
+	6,  // 56: paddock.agent.v1.Process.Attach:output_type -> paddock.agent.v1.ProcessEvent
+	11, // 57: paddock.agent.v1.Process.Execute:output_type -> paddock.agent.v1.ExecuteResponse
+	13, // 58: paddock.agent.v1.Process.WriteStdin:output_type -> paddock.agent.v1.WriteStdinResponse
+	15, // 59: paddock.agent.v1.Process.SendSignal:output_type -> paddock.agent.v1.SendSignalResponse
+	17, // 60: paddock.agent.v1.Process.ResizeTTY:output_type -> paddock.agent.v1.ResizeTTYResponse
+	9,  // 61: paddock.agent.v1.Process.Wait:output_type -> paddock.agent.v1.ExitStatus
+	21, // 62: paddock.agent.v1.Process.List:output_type -> paddock.agent.v1.ListResponse
+	23, // 63: paddock.agent.v1.Files.Read:output_type -> paddock.agent.v1.FileChunk
+	25, // 64: paddock.agent.v1.Files.Write:output_type -> paddock.agent.v1.FileInfo
+	25, // 65: paddock.agent.v1.Files.Stat:output_type -> paddock.agent.v1.FileInfo
+	28, // 66: paddock.agent.v1.Files.List:output_type -> paddock.agent.v1.ListFilesResponse
+	25, // 67: paddock.agent.v1.Files.Mkdir:output_type -> paddock.agent.v1.FileInfo
+	25, // 68: paddock.agent.v1.Files.Move:output_type -> paddock.agent.v1.FileInfo
+	32, // 69: paddock.agent.v1.Files.Remove:output_type -> paddock.agent.v1.RemoveResponse
+	34, // 70: paddock.agent.v1.Files.Watch:output_type -> paddock.agent.v1.FileEvent
+	38, // 71: paddock.agent.v1.Agent.Info:output_type -> paddock.agent.v1.InfoResponse
+	36, // 72: paddock.agent.v1.Agent.App:output_type -> paddock.agent.v1.AppStatus
+	40, // 73: paddock.agent.v1.Net.Forward:output_type -> paddock.agent.v1.ForwardResponse
+	40, // 74: paddock.agent.v1.Net.Accept:output_type -> paddock.agent.v1.ForwardResponse
+	50, // 75: paddock.agent.v1.History.Checkpoint:output_type -> paddock.agent.v1.CheckpointResponse
+	52, // 76: paddock.agent.v1.History.List:output_type -> paddock.agent.v1.HistoryListResponse
+	56, // 77: paddock.agent.v1.History.Undo:output_type -> paddock.agent.v1.RestoreResponse
+	56, // 78: paddock.agent.v1.History.Redo:output_type -> paddock.agent.v1.RestoreResponse
+	56, // 79: paddock.agent.v1.History.Restore:output_type -> paddock.agent.v1.RestoreResponse
+	61, // 80: paddock.agent.v1.History.Diff:output_type -> paddock.agent.v1.DiffResponse
+	44, // 81: paddock.agent.v1.History.Begin:output_type -> paddock.agent.v1.BeginResponse
+	46, // 82: paddock.agent.v1.History.Commit:output_type -> paddock.agent.v1.CommitResponse
+	48, // 83: paddock.agent.v1.History.Rollback:output_type -> paddock.agent.v1.RollbackResponse
+	58, // 84: paddock.agent.v1.History.Export:output_type -> paddock.agent.v1.ExportChunk
+	56, // 85: paddock.agent.v1.History.Import:output_type -> paddock.agent.v1.RestoreResponse
+	63, // 86: paddock.agent.v1.History.Events:output_type -> paddock.agent.v1.HistoryEvent
+	55, // [55:87] is the sub-list for method output_type
+	23, // [23:55] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_paddock_agent_v1_agent_proto_init() }
@@ -4032,7 +4266,7 @@ func file_paddock_agent_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_paddock_agent_v1_agent_proto_rawDesc), len(file_paddock_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   59,
+			NumMessages:   61,
 			NumExtensions: 0,
 			NumServices:   5,
 		},

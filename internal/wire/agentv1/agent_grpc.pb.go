@@ -1134,6 +1134,7 @@ const (
 	History_Rollback_FullMethodName   = "/paddock.agent.v1.History/Rollback"
 	History_Export_FullMethodName     = "/paddock.agent.v1.History/Export"
 	History_Import_FullMethodName     = "/paddock.agent.v1.History/Import"
+	History_Events_FullMethodName     = "/paddock.agent.v1.History/Events"
 )
 
 // HistoryClient is the client API for History service.
@@ -1185,6 +1186,17 @@ type HistoryClient interface {
 	// is wrong with a corrupt or truncated export (nothing is changed then);
 	// FAILED_PRECONDITION when the history is not empty.
 	Import(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[ImportChunk, RestoreResponse], error)
+	// Events streams the timeline as it happens: checkpoints created (by any cause),
+	// restores (undo, redo, restore), transactions begun, committed and rolled back, imports,
+	// compactions and a recovery at open. It carries what happened, never file contents; the
+	// files stay the truth, and the control plane records these in its event store. Each
+	// subscriber has a bounded buffer: one that reads too slowly loses events (the next one
+	// it gets says how many in lost) and never holds history up. Events carry the agent's
+	// epoch and a sequence number: a subscriber that comes back with the epoch and the last
+	// seq it saw gets what it missed while the agent still holds it; without them it gets
+	// the events no subscriber has seen yet (those since the agent started, a recovery among
+	// them), then live ones. UNAVAILABLE where history is.
+	Events(ctx context.Context, in *HistoryEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[HistoryEvent], error)
 }
 
 type historyClient struct {
@@ -1317,6 +1329,25 @@ func (c *historyClient) Import(ctx context.Context, opts ...grpc.CallOption) (gr
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type History_ImportClient = grpc.ClientStreamingClient[ImportChunk, RestoreResponse]
 
+func (c *historyClient) Events(ctx context.Context, in *HistoryEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[HistoryEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &History_ServiceDesc.Streams[2], History_Events_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[HistoryEventsRequest, HistoryEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type History_EventsClient = grpc.ServerStreamingClient[HistoryEvent]
+
 // HistoryServer is the server API for History service.
 // All implementations must embed UnimplementedHistoryServer
 // for forward compatibility.
@@ -1366,6 +1397,17 @@ type HistoryServer interface {
 	// is wrong with a corrupt or truncated export (nothing is changed then);
 	// FAILED_PRECONDITION when the history is not empty.
 	Import(grpc.ClientStreamingServer[ImportChunk, RestoreResponse]) error
+	// Events streams the timeline as it happens: checkpoints created (by any cause),
+	// restores (undo, redo, restore), transactions begun, committed and rolled back, imports,
+	// compactions and a recovery at open. It carries what happened, never file contents; the
+	// files stay the truth, and the control plane records these in its event store. Each
+	// subscriber has a bounded buffer: one that reads too slowly loses events (the next one
+	// it gets says how many in lost) and never holds history up. Events carry the agent's
+	// epoch and a sequence number: a subscriber that comes back with the epoch and the last
+	// seq it saw gets what it missed while the agent still holds it; without them it gets
+	// the events no subscriber has seen yet (those since the agent started, a recovery among
+	// them), then live ones. UNAVAILABLE where history is.
+	Events(*HistoryEventsRequest, grpc.ServerStreamingServer[HistoryEvent]) error
 	mustEmbedUnimplementedHistoryServer()
 }
 
@@ -1408,6 +1450,9 @@ func (UnimplementedHistoryServer) Export(*ExportRequest, grpc.ServerStreamingSer
 }
 func (UnimplementedHistoryServer) Import(grpc.ClientStreamingServer[ImportChunk, RestoreResponse]) error {
 	return status.Error(codes.Unimplemented, "method Import not implemented")
+}
+func (UnimplementedHistoryServer) Events(*HistoryEventsRequest, grpc.ServerStreamingServer[HistoryEvent]) error {
+	return status.Error(codes.Unimplemented, "method Events not implemented")
 }
 func (UnimplementedHistoryServer) mustEmbedUnimplementedHistoryServer() {}
 func (UnimplementedHistoryServer) testEmbeddedByValue()                 {}
@@ -1610,6 +1655,17 @@ func _History_Import_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type History_ImportServer = grpc.ClientStreamingServer[ImportChunk, RestoreResponse]
 
+func _History_Events_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(HistoryEventsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(HistoryServer).Events(m, &grpc.GenericServerStream[HistoryEventsRequest, HistoryEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type History_EventsServer = grpc.ServerStreamingServer[HistoryEvent]
+
 // History_ServiceDesc is the grpc.ServiceDesc for History service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1664,6 +1720,11 @@ var History_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "Import",
 			Handler:       _History_Import_Handler,
 			ClientStreams: true,
+		},
+		{
+			StreamName:    "Events",
+			Handler:       _History_Events_Handler,
+			ServerStreams: true,
 		},
 	},
 	Metadata: "paddock/agent/v1/agent.proto",
