@@ -27,12 +27,22 @@ type historyAgent struct {
 
 func startHistoryAgent(t *testing.T, tier wire.Tier, main *wire.Command) historyAgent {
 	t.Helper()
+	return startHistoryAgentWith(t, tier, main, nil)
+}
+
+// startHistoryAgentWith is startHistoryAgent with prepare run on the workspace and the
+// store before the agent starts (nil: nothing), to start it on a store with a past.
+func startHistoryAgentWith(t *testing.T, tier wire.Tier, main *wire.Command, prepare func(ws, store string)) historyAgent {
+	t.Helper()
 	dir := t.TempDir()
 	a := historyAgent{ws: filepath.Join(dir, "ws"), store: filepath.Join(dir, "history")}
 	for _, d := range []string{a.ws, a.store} {
 		if err := os.Mkdir(d, 0o700); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if prepare != nil {
+		prepare(a.ws, a.store)
 	}
 	sock := filepath.Join(dir, "agent.sock")
 	lis, err := net.Listen("unix", sock)
@@ -208,6 +218,9 @@ func TestUndoRestartsCrashLoopingApp(t *testing.T) {
 	// The app appends what it found to a log outside the workspace, then fails on "bad".
 	app := &wire.Command{Argv: []string{"sh", "-c", `cat v >> ` + log + `; echo >> ` + log + `; test "$(cat v)" = good && exec sleep 1000; exit 1`}, Restart: true}
 	a := startHistoryAgent(t, wire.TierContainer, app)
+	// The first run must have failed (no v) before v exists: on a loaded machine the app
+	// sometimes started only after the write of "good", and then never failed.
+	waitApp(t, a.conn, func(s *pb.AppStatus) bool { return s.State == appBackoff && s.Restarts == 0 })
 	a.writeFile(t, "v", "good")
 	a.writeFile(t, "v", "bad")
 	waitApp(t, a.conn, func(s *pb.AppStatus) bool { return s.State == appBackoff && s.Restarts >= 1 })

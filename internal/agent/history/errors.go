@@ -35,8 +35,13 @@ func kindOf(err error) error {
 	return err
 }
 
-// storeErr reports a failure of the history store itself (not of the workspace).
+// storeErr reports a failure of the history store itself (not of the workspace). A full
+// store is said plainly, without the host path of the blob that did not fit: the user's
+// remedy is to free space on the store's disk (or lower the budget), not to look at a file.
 func storeErr(op string, err error) error {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return fmt.Errorf("history store is full (no space left on its disk; free some or lower the history budget): %s: %w", op, kindOf(stripPath(err)))
+	}
 	return fmt.Errorf("history store: %s: %w", op, kindOf(err))
 }
 

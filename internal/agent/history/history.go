@@ -32,7 +32,9 @@
 //     another file of the same directory under its name.
 //   - Each file is hashed while it is copied into the store, so a blob's bytes are exactly
 //     what its hash names even if the file changes as we read it. Blobs are verified against
-//     their hash on every read; a corrupt blob fails with ErrDataLoss.
+//     their hash on every read; a corrupt blob fails with ErrDataLoss. A restore that meets
+//     one puts the workspace back as it started (journaled too) rather than leave it for
+//     a roll forward that could never finish, so the rest of the history stays usable.
 //   - Restore writes each file as a temp file in its own directory, then renames it over the
 //     name, so no file is ever half-written; a journal in the store, written before the
 //     first change, lets Open finish a restore interrupted by a crash (roll forward).

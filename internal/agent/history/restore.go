@@ -22,6 +22,10 @@ const (
 	opRestore = "restore"
 	opUndo    = "undo"
 	opRedo    = "redo"
+	// opAbort puts the workspace back to Tree, the state a restore started from, after the
+	// restore found a blob it needs corrupt: rolling forward could never finish, and would
+	// leave every later operation refused.
+	opAbort = "abort"
 )
 
 // journal is written before a restore changes the workspace and removed once the restore
@@ -127,11 +131,17 @@ func (h *History) run(j journal, have string) (Checkpoint, error) {
 	saved.Checkpoints, saved.Redo = slices.Clone(h.idx.Checkpoints), slices.Clone(h.idx.Redo)
 	c, err := h.applyStepped(j, have)
 	if err != nil {
-		// The workspace may be half-restored: nothing else may touch it or the history
-		// until this operation is finished (see finishPending).
 		h.idx = saved
 		h.reindex()
+		if back, ok := h.abortable(j, err); ok {
+			return Checkpoint{}, h.abort(j, back, err)
+		}
+		// The workspace may be half-restored: nothing else may touch it or the history
+		// until this operation is finished (see finishPending).
 		h.unfinished = &j
+		if isRestoreOp(j.Op) {
+			err = fmt.Errorf("%w (the workspace is partly restored: the journal finishes it on the next history call, or when the history is next opened)", err)
+		}
 		return Checkpoint{}, err
 	}
 	h.unfinished = nil
@@ -146,6 +156,47 @@ func (h *History) run(j journal, have string) (Checkpoint, error) {
 		return c, err
 	}
 	return c, h.enforceBudget()
+}
+
+func isRestoreOp(op string) bool { return op == opRestore || op == opUndo || op == opRedo }
+
+// abortable says whether a failed restore should be taken back rather than finished later,
+// and to which tree: when a blob it needs is corrupt or missing (ErrDataLoss), retrying
+// cannot succeed. Every restore checkpoints the workspace first, so the state it started
+// from is the current position's tree, whose blobs were just read or written.
+func (h *History) abortable(j journal, err error) (string, bool) {
+	if !isRestoreOp(j.Op) || !errors.Is(err, errdefs.ErrDataLoss) || h.idx.Seq != j.Seq {
+		return "", false
+	}
+	cur, ok := h.get(h.idx.Pos)
+	return cur.Tree, ok
+}
+
+// abort puts the workspace back to tree back after restore j failed with cause, journaled like
+// any restore (a crash halfway finishes the abort on Open), and records nothing: the
+// position stays where it was. If putting it back fails too, that is left pending like any
+// failed restore.
+func (h *History) abort(j journal, back string, cause error) error {
+	a := journal{Op: opAbort, Target: j.Target, Seq: h.idx.Seq, Tree: back}
+	if _, err := h.run(a, ""); err != nil {
+		return fmt.Errorf("%s to checkpoint %s failed (%w) and putting the workspace back failed too: %w", j.Op, j.Target, cause, err)
+	}
+	return takenBack{fmt.Errorf("%s to checkpoint %s refused, the workspace is as it was before it: %w", j.Op, j.Target, cause)}
+}
+
+// takenBack marks the error of a restore that abort took back: the operation failed, but
+// the workspace and the history are whole, so recovery at Open may go on.
+type takenBack struct{ error }
+
+func (e takenBack) Unwrap() error { return e.error }
+
+// applyAbort restores the tree a refused restore started from; the index does not change.
+func (h *History) applyAbort(j journal) (Checkpoint, error) {
+	if err := h.restoreTree(j.Tree, ""); err != nil {
+		return Checkpoint{}, fmt.Errorf("put the workspace back after a refused restore to checkpoint %s: %w", j.Target, err)
+	}
+	cur, _ := h.get(h.idx.Pos)
+	return cur, nil
 }
 
 // applyStepped is apply after a crash point: the journal is written, nothing else is done.
@@ -164,6 +215,8 @@ func (h *History) apply(j journal, have string) (Checkpoint, error) {
 		return h.applyRollback(j, have)
 	case opImport:
 		return h.applyImport(j, have)
+	case opAbort:
+		return h.applyAbort(j)
 	}
 	target, err := h.lookup(j.Target)
 	if err != nil {
@@ -174,7 +227,7 @@ func (h *History) apply(j journal, have string) (Checkpoint, error) {
 		return c, nil
 	}
 	if err := h.restoreTree(target.Tree, have); err != nil {
-		return Checkpoint{}, fmt.Errorf("%s to checkpoint %s: %w (the journal will finish it when the history is next opened)", j.Op, j.Target, err)
+		return Checkpoint{}, fmt.Errorf("%s to checkpoint %s: %w", j.Op, j.Target, err)
 	}
 	tree, sc, err := h.scan()
 	if err != nil {
@@ -228,10 +281,15 @@ func (h *History) recover() error {
 	var did []string
 	if found {
 		c, err := h.run(j, "")
-		if err != nil {
+		var back takenBack
+		switch {
+		case errors.As(err, &back):
+			did = append(did, fmt.Sprintf("could not finish an interrupted %s, so put the workspace back as it was before it: %v", describeOp(j), err))
+		case err != nil:
 			return fmt.Errorf("finish interrupted %s: %w", describeOp(j), err)
+		default:
+			did = append(did, recoveredMessage(j, c))
 		}
-		did = append(did, recoveredMessage(j, c))
 	}
 	if h.idx.Tx != nil {
 		msg, err := h.rollbackLeftOpen()
@@ -248,6 +306,8 @@ func describeOp(j journal) string {
 	switch j.Op {
 	case opCommit, opRollback:
 		return j.Op + " of transaction " + j.Tx
+	case opAbort:
+		return "putting the workspace back after a refused restore to checkpoint " + j.Target
 	}
 	return j.Op + " to checkpoint " + j.Target
 }
@@ -261,6 +321,8 @@ func recoveredMessage(j journal, c Checkpoint) string {
 			return fmt.Sprintf("finished an interrupted commit of transaction %s: the workspace is wholly its committed state, checkpoint %s", j.Tx, c.ID)
 		}
 		return fmt.Sprintf("finished an interrupted commit of transaction %s, which changed nothing: the workspace is wholly checkpoint %s", j.Tx, c.ID)
+	case opAbort:
+		return fmt.Sprintf("finished putting the workspace back after a restore to checkpoint %s was refused for a corrupt history store: the workspace is wholly its state before that restore (checkpoint %s)", j.Target, c.ID)
 	case opImport:
 		return fmt.Sprintf("finished an interrupted import: the history is the imported one and the workspace is wholly its checkpoint %s", c.ID)
 	case opRollback:
@@ -476,7 +538,13 @@ func (h *History) writeTemp(dir *os.Root, tmp string, e entry) (*os.File, error)
 		}
 	}
 	if _, err := io.Copy(f, src); err != nil {
-		return f, fmt.Errorf("restore file: %w", kindOf(err))
+		if errors.Is(err, errdefs.ErrDataLoss) { // the blob, not the workspace; it names itself
+			return f, err
+		}
+		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+			return f, fmt.Errorf("restore %q: the workspace's disk is full (no space left; free some and retry): %w", e.Name, kindOf(stripPath(err)))
+		}
+		return f, wsErr("restore", e.Name, err)
 	}
 	if err := f.Chmod(e.Mode); err != nil {
 		return f, wsErr("chmod", tmp, err)

@@ -79,13 +79,32 @@ func (s blobStore) putFrom(r io.Reader) (string, int64, error) {
 		return "", 0, storeErr("create blob", err)
 	}
 	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(tmp, h), r)
+	w := &blobWriter{f: tmp}
+	n, err := io.Copy(io.MultiWriter(w, h), r)
 	if err != nil {
 		tmp.Close()
 		os.Remove(tmp.Name())
+		if w.err != nil { // the store's side failed (a full disk), not the source
+			return "", 0, storeErr("write blob", w.err)
+		}
 		return "", 0, fmt.Errorf("copy into history: %w", kindOf(err))
 	}
 	return s.commit(tmp, hex.EncodeToString(h.Sum(nil)), n)
+}
+
+// blobWriter remembers a write error, so putFrom can tell a store that failed (ENOSPC:
+// say the store is full) from a source that failed (a workspace file that went away).
+type blobWriter struct {
+	f   *os.File
+	err error
+}
+
+func (w *blobWriter) Write(p []byte) (int, error) {
+	n, err := w.f.Write(p)
+	if err != nil {
+		w.err = err
+	}
+	return n, err
 }
 
 // commit makes a written temp blob durable under its hash: fsync, then rename, so a blob
