@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock/internal/agent/welcome"
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/sandbox/container"
 	"github.com/paddockhq/paddock/internal/servertest"
@@ -360,5 +361,69 @@ func TestHistoryExportImport(t *testing.T) {
 	}
 	if e := servertest.ErrorOf(t, alice.DoToken("POST", "/api/v1/sandboxes/"+from.ID+"/history/import", bytes.NewReader(data)), http.StatusConflict); !strings.Contains(e.Message, "not empty") {
 		t.Errorf("import into a used history: %+v", e)
+	}
+}
+
+// The app killed by the sandbox's own limits, as a container enforces them: the kernel's
+// OOM killer under the memory limit, and a fork bomb under the pids limit. Each time the
+// agent still answers, undo restores the files, and the app runs again on them.
+func TestUndoAfterTheAppHitsItsLimits(t *testing.T) {
+	e := servertest.Start(t)
+	alice := e.Register(t, "alice")
+	for _, tc := range []struct{ name, bad string }{
+		// The app itself doubles a string until the memory cgroup's OOM killer ends it.
+		{"oom", `exec awk 'BEGIN { s = "x"; while (1) s = s s }'`},
+		// Every fork past the pids limit fails; the shells left spin until killed.
+		{"fork bomb", "b() { b | b & }; b; sleep 5"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// On any v but "bad" the app is the welcome page (it listens, so the sandbox's
+			// start does not wait for it); on "bad" it runs into its limit.
+			app := `test "$(cat v 2>/dev/null)" = bad || exec ` + strings.Join(welcome.Command(container.AgentPath, 8080), " ") + `; ` + tc.bad + `; exit 7`
+			var sb api.Sandbox
+			servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{
+				Limits: api.Limits{Memory: "96M", Pids: 64},
+				App:    api.Template{Command: []string{"sh", "-c", app}, Port: 8080}}), http.StatusCreated, &sb)
+			putFile(t, alice, sb.ID, "v", "good")
+			putFile(t, alice, sb.ID, "v", "bad")
+			// The app read v when it started; undo and redo restart it, on the bad file.
+			restoreOp(t, alice, sb.ID, "undo", nil)
+			restoreOp(t, alice, sb.ID, "redo", nil)
+			// Wait for its run on the bad file to end: killed (9) or given up (7), not the
+			// SIGTERM of a restart.
+			var st api.AppStatus
+			for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+				st = api.AppStatus{}
+				servertest.Decode(t, alice.DoToken("GET", "/api/v1/sandboxes/"+sb.ID+"/app", nil), http.StatusOK, &st)
+				if e := st.LastExit; e != nil && (e.Signal == 9 || e.ExitCode == 7 || e.ExitCode == 137) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the app on the bad file never ended: %+v", st)
+				}
+			}
+			t.Logf("%s: the app ended %+v", tc.name, *st.LastExit)
+			if tc.name == "oom" && st.LastExit.Signal != 9 && st.LastExit.ExitCode != 137 {
+				t.Errorf("the app under a memory bomb ended %+v, want killed (SIGKILL by the OOM killer)", *st.LastExit)
+			}
+			// The agent answers, undo restores the good file, and the app runs on it.
+			u := restoreOp(t, alice, sb.ID, "undo", nil)
+			if got := fileContent(t, alice, sb.ID, "v"); got != "good" || !u.AppRestarted {
+				t.Fatalf("undo after the app hit its limit: v = %q, %+v", got, u)
+			}
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+				st = api.AppStatus{}
+				servertest.Decode(t, alice.DoToken("GET", "/api/v1/sandboxes/"+sb.ID+"/app", nil), http.StatusOK, &st)
+				if st.State == "running" && time.Since(st.Since) > time.Second {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the app did not run again on the restored file: %+v", st)
+				}
+			}
+			if res := execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{"true"}}); res.ExitCode != 0 {
+				t.Fatalf("exec after the app hit its limit: %+v", res)
+			}
+		})
 	}
 }
