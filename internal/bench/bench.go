@@ -77,6 +77,7 @@ func Run(ctx context.Context, e *Env, o Options) (*Report, error) {
 		{"provider gateway", func(ctx context.Context, o Options) (*Table, error) { return GatewayTTFBTable(ctx, o.N*10) }},
 		{"workspace history", e.HistoryTable},
 		{"microvm boot", e.MicroVMTable},
+		{"execution kernel", e.KernelTable},
 	} {
 		if o.Only != "" && !strings.Contains(b.name, o.Only) {
 			continue

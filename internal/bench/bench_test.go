@@ -35,8 +35,8 @@ func TestRunOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Tables) != 11 {
-		t.Fatalf("%d tables, want 11", len(r.Tables))
+	if len(r.Tables) != 12 {
+		t.Fatalf("%d tables, want 12", len(r.Tables))
 	}
 	for _, tb := range r.Tables {
 		for _, row := range tb.Rows {
