@@ -67,6 +67,23 @@ type historyService struct {
 	compacted int
 	// stopping ends Events streams when the agent stops (set by Run).
 	stopping <-chan struct{}
+	// first is closed once the first checkpoint (the workspace as the agent found it) is
+	// taken, or at once without a store. A change through the agent waits for it
+	// (afterFirst), so that the change is recorded as a checkpoint of its own instead of
+	// being folded into that first one by a scan that happened to run after it.
+	first     chan struct{}
+	firstOnce sync.Once
+}
+
+// firstDone closes first.
+func (s *historyService) firstDone() { s.firstOnce.Do(func() { close(s.first) }) }
+
+// afterFirst waits until the first checkpoint is taken (or ctx ends).
+func (s *historyService) afterFirst(ctx context.Context) {
+	select {
+	case <-s.first:
+	case <-ctx.Done():
+	}
 }
 
 var _ pb.HistoryServer = (*historyService)(nil)
@@ -75,7 +92,7 @@ var _ pb.HistoryServer = (*historyService)(nil)
 // store. A store that cannot be opened leaves the agent serving, without history: the
 // sandbox is still usable, and every History call says why.
 func openHistory(env *wire.Envelope, owner identity.User, log *slog.Logger) *historyService {
-	s := &historyService{log: log, hasMain: env.Main != nil, events: newEventHub()}
+	s := &historyService{log: log, hasMain: env.Main != nil, events: newEventHub(), first: make(chan struct{})}
 	switch {
 	case env.Tier == wire.TierProcess:
 		s.unavailable = HistoryProcessTierReason
@@ -136,12 +153,14 @@ func checkPrivate(dir string) error {
 // The lock is taken before start returns, so that no other checkpoint comes first.
 func (s *historyService) start(ctx context.Context, wg *sync.WaitGroup) {
 	if s.h == nil {
+		s.firstDone()
 		return
 	}
 	s.mu.Lock()
 	wg.Go(func() {
 		s.checkpointLocked(history.CauseWatcher, "the workspace as the agent found it")
 		s.mu.Unlock()
+		s.firstDone()
 		t := time.NewTicker(reconcileEvery)
 		defer t.Stop()
 		full := time.NewTicker(fullReconcileEvery)
@@ -517,6 +536,7 @@ func (w *heldWrite) SendAndClose(info *pb.FileInfo) error {
 }
 
 func (f *recordedFiles) Write(stream grpc.ClientStreamingServer[pb.WriteRequest, pb.FileInfo]) error {
+	f.hist.afterFirst(stream.Context())
 	held := &heldWrite{ClientStreamingServer: stream}
 	if err := f.Service.Write(held); err != nil {
 		return err
@@ -529,6 +549,7 @@ func (f *recordedFiles) Write(stream grpc.ClientStreamingServer[pb.WriteRequest,
 }
 
 func (f *recordedFiles) Mkdir(ctx context.Context, req *pb.MkdirRequest) (*pb.FileInfo, error) {
+	f.hist.afterFirst(ctx)
 	info, err := f.Service.Mkdir(ctx, req)
 	if err == nil {
 		f.hist.record(history.CauseAgentWrite, "mkdir "+info.GetPath())
@@ -537,6 +558,7 @@ func (f *recordedFiles) Mkdir(ctx context.Context, req *pb.MkdirRequest) (*pb.Fi
 }
 
 func (f *recordedFiles) Move(ctx context.Context, req *pb.MoveRequest) (*pb.FileInfo, error) {
+	f.hist.afterFirst(ctx)
 	info, err := f.Service.Move(ctx, req)
 	if err == nil {
 		f.hist.record(history.CauseAgentWrite, "move "+req.GetFrom()+" to "+info.GetPath())
@@ -545,6 +567,7 @@ func (f *recordedFiles) Move(ctx context.Context, req *pb.MoveRequest) (*pb.File
 }
 
 func (f *recordedFiles) Remove(ctx context.Context, req *pb.RemoveRequest) (*pb.RemoveResponse, error) {
+	f.hist.afterFirst(ctx)
 	resp, err := f.Service.Remove(ctx, req)
 	if err == nil {
 		f.hist.record(history.CauseAgentWrite, "remove "+req.GetPath())

@@ -56,6 +56,9 @@ func (p *processService) Start(req *pb.StartRequest, stream pb.Process_StartServ
 		return errdefs.ToGRPC(err)
 	}
 	spec.ID = req.GetSessionId()
+	if p.hist != nil {
+		p.hist.afterFirst(stream.Context()) // see historyService.first
+	}
 	s, err := p.m.Start(spec)
 	if err != nil {
 		return errdefs.ToGRPC(err)
@@ -108,6 +111,9 @@ func (p *processService) Execute(ctx context.Context, req *pb.ExecuteRequest) (*
 	spec, err := startSpec(req.GetArgv(), req.GetEnv(), req.GetAddEnv(), req.GetCwd(), nil)
 	if err != nil {
 		return nil, errdefs.ToGRPC(err)
+	}
+	if p.hist != nil {
+		p.hist.afterFirst(ctx) // see historyService.first
 	}
 	limit, err := outputLimit(req.GetMaxOutputBytes())
 	if err != nil {

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/paddockhq/paddock/internal/agent"
@@ -49,12 +51,16 @@ func (o *OneConn) Close() {
 
 // DialConn is a gRPC client over one's connection: its first dial gets it, any later one
 // fails. Idleness is off: gRPC would otherwise drop the connection after 30 minutes
-// without RPCs, and could not get it back.
+// without RPCs, and could not get it back; so is the handshake's timeout.
 func DialConn(one *OneConn) (*grpc.ClientConn, error) {
 	opts := append(agent.DialOptions(),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(one.take),
 		grpc.WithIdleTimeout(0),
+		// The HTTP/2 handshake on the one connection must not be given up on a timer:
+		// gRPC's default (20 s for the agent's preface) closes the connection, and there
+		// is no other. A microVM under TCG on a loaded host can be that slow to answer.
+		grpc.WithConnectParams(grpc.ConnectParams{MinConnectTimeout: 10 * time.Minute, Backoff: backoff.DefaultConfig}),
 	)
 	conn, err := grpc.NewClient("passthrough:///paddock-agent", opts...)
 	if err != nil {
