@@ -242,8 +242,8 @@ func (s *historyService) open() (*history.History, error) {
 }
 
 func (s *historyService) Checkpoint(_ context.Context, req *pb.CheckpointRequest) (*pb.CheckpointResponse, error) {
-	if len(req.GetMessage()) > maxMessage {
-		return nil, errdefs.ToGRPC(fmt.Errorf("message is %d bytes, over %d: %w", len(req.GetMessage()), maxMessage, errdefs.ErrInvalidArgument))
+	if err := checkMessage(req.GetMessage()); err != nil {
+		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -261,8 +261,16 @@ func (s *historyService) Checkpoint(_ context.Context, req *pb.CheckpointRequest
 	return &pb.CheckpointResponse{Checkpoint: checkpointInfo(c), Created: created}, nil
 }
 
-// maxMessage bounds a checkpoint's message from a caller.
+// maxMessage bounds a checkpoint's or a transaction's message from a caller.
 const maxMessage = 4096
+
+// checkMessage refuses a caller's message over maxMessage.
+func checkMessage(m string) error {
+	if len(m) > maxMessage {
+		return errdefs.ToGRPC(fmt.Errorf("message is %d bytes, over %d: %w", len(m), maxMessage, errdefs.ErrInvalidArgument))
+	}
+	return nil
+}
 
 func (s *historyService) List(context.Context, *pb.HistoryListRequest) (*pb.HistoryListResponse, error) {
 	s.mu.Lock()
@@ -337,8 +345,8 @@ func (s *historyService) restartApp() (bool, string) {
 }
 
 func (s *historyService) Begin(_ context.Context, req *pb.BeginRequest) (*pb.BeginResponse, error) {
-	if len(req.GetMessage()) > maxMessage {
-		return nil, errdefs.ToGRPC(fmt.Errorf("message is %d bytes, over %d: %w", len(req.GetMessage()), maxMessage, errdefs.ErrInvalidArgument))
+	if err := checkMessage(req.GetMessage()); err != nil {
+		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -67,18 +67,23 @@ func readIdleMemory(cgroup string) (IdleMemory, error) {
 	}
 	status := readFile(fmt.Sprintf("/proc/%d/status", pid))
 	m.AgentRSS, m.AgentAnon, m.AgentFile = kB(status, "VmRSS"), kB(status, "RssAnon"), kB(status, "RssFile")
+	m.Cgroup, m.CgroupAnon, m.CgroupFile, err = cgroupMemory(cgroup)
+	return m, err
+}
+
+// cgroupMemory is a cgroup's memory charge and its anonymous and page-cache parts, from
+// memory.current and memory.stat (v2) or memory.usage_in_bytes and memory.stat (v1).
+func cgroupMemory(cgroup string) (charge, anon, file int64, err error) {
 	if cgroups.DetectMode() == cgroups.V2 {
 		dir := filepath.Join("/sys/fs/cgroup", cgroup)
-		m.Cgroup, err = readInt(filepath.Join(dir, "memory.current"))
+		charge, err = readInt(filepath.Join(dir, "memory.current"))
 		stat := readFile(filepath.Join(dir, "memory.stat"))
-		m.CgroupAnon, m.CgroupFile = statValue(stat, "anon"), statValue(stat, "file")
-		return m, err
+		return charge, statValue(stat, "anon"), statValue(stat, "file"), err
 	}
 	dir := filepath.Join("/sys/fs/cgroup/memory", cgroup)
-	m.Cgroup, err = readInt(filepath.Join(dir, "memory.usage_in_bytes"))
+	charge, err = readInt(filepath.Join(dir, "memory.usage_in_bytes"))
 	stat := readFile(filepath.Join(dir, "memory.stat"))
-	m.CgroupAnon, m.CgroupFile = statValue(stat, "total_rss"), statValue(stat, "total_cache")
-	return m, err
+	return charge, statValue(stat, "total_rss"), statValue(stat, "total_cache"), err
 }
 
 // agentPid finds the agent among the cgroup's processes (an idle sandbox holds nothing else).

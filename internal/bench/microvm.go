@@ -59,11 +59,7 @@ func qemuMemory(cgroup string) (rss, charge int64, err error) {
 	if rss == 0 {
 		return 0, 0, fmt.Errorf("no QEMU among the processes %v of cgroup %s", pids, cgroup)
 	}
-	if cgroups.DetectMode() == cgroups.V2 {
-		charge, err = readInt(filepath.Join("/sys/fs/cgroup", cgroup, "memory.current"))
-	} else {
-		charge, err = readInt(filepath.Join("/sys/fs/cgroup/memory", cgroup, "memory.usage_in_bytes"))
-	}
+	charge, _, _, err = cgroupMemory(cgroup)
 	return rss, charge, err
 }
 
