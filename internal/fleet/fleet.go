@@ -79,6 +79,10 @@ type Fleet struct {
 	mu      sync.Mutex
 	running map[string]*runner.Sandbox // by sandbox ID
 	recs    map[string]store.Sandbox   // records of running role owners, for Owner's fast path
+	// starting holds the sandboxes start is still waiting on (their app not yet
+	// listening): Owner's fast path skips them, so a proxied request that arrives then
+	// queues on the sandbox's lock behind start instead of meeting a refused port.
+	starting map[string]bool
 	roles   map[string]store.Roles     // by user ID; a cache of the store's roles
 	locks   map[string]*sync.Mutex     // one per sandbox ID and per "user:ID"
 
@@ -112,7 +116,7 @@ func New(st *store.Store, run Runner, cfg Config, reg prometheus.Registerer, log
 	}
 	return &Fleet{
 		st: st, run: run, cfg: cfg, log: log, now: time.Now, m: m,
-		running: map[string]*runner.Sandbox{}, recs: map[string]store.Sandbox{}, roles: map[string]store.Roles{}, locks: map[string]*sync.Mutex{},
+		running: map[string]*runner.Sandbox{}, recs: map[string]store.Sandbox{}, starting: map[string]bool{}, roles: map[string]store.Roles{}, locks: map[string]*sync.Mutex{},
 		onGone: func(string) {}, onSwap: func(string, int64) {},
 		serve: func(store.Sandbox, *runner.Sandbox) func() { return func() {} }, stops: map[string]func(){},
 	}, nil
@@ -151,13 +155,23 @@ func (f *Fleet) handle(id string) *runner.Sandbox {
 }
 
 // setRunning records that rec runs as sb: the handle and the record Owner's fast path
-// serves, together.
-func (f *Fleet) setRunning(rec store.Sandbox, sb *runner.Sandbox) {
+// serves, together. A starting sandbox stays off that path until started says so.
+func (f *Fleet) setRunning(rec store.Sandbox, sb *runner.Sandbox, starting bool) {
 	rec.State, rec.Error = api.StateRunning, ""
 	stop := f.serve(rec, sb)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.running[rec.ID], f.recs[rec.ID], f.stops[rec.ID] = sb, rec, stop
+	if starting {
+		f.starting[rec.ID] = true
+	}
+}
+
+// started puts sandbox id on Owner's fast path.
+func (f *Fleet) started(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.starting, id)
 }
 
 // clearRunning forgets sandbox id's handle and record, and stops its services.
@@ -167,6 +181,7 @@ func (f *Fleet) clearRunning(id string) {
 	delete(f.running, id)
 	delete(f.recs, id)
 	delete(f.stops, id)
+	delete(f.starting, id)
 	f.mu.Unlock()
 	if stop != nil {
 		stop()
@@ -287,12 +302,13 @@ func (f *Fleet) start(ctx context.Context, c Caller, rec store.Sandbox) (store.S
 		state, why = api.StateFailed, err.Error()
 		f.log.Warn("sandbox failed to start", "sandbox", rec.ID, "user", rec.Username, "err", err)
 	} else {
-		f.setRunning(rec, sb)
+		f.setRunning(rec, sb, true)
 		if werr := waitApp(ctx, sb, rec.App.Port); werr != nil {
 			// It runs, and its agent answers: the app may come up later, or the user
 			// fixes it with exec. Requests meanwhile get the proxy's 502.
 			f.log.Warn("sandbox app not answering", "sandbox", rec.ID, "port", rec.App.Port, "err", werr)
 		}
+		f.started(rec.ID)
 		f.log.Info("sandbox running", "sandbox", rec.ID, "user", rec.Username, "tier", sb.Tier, "took", time.Since(began))
 	}
 	if uerr := f.setState(ctx, c, rec.ID, "sandbox.start", state, why); uerr != nil {
@@ -502,7 +518,7 @@ func (f *Fleet) Recover(ctx context.Context) error {
 		sys := Caller{UserID: ""}
 		sb, err := f.run.Adopt(ctx, f.record(rec))
 		if err == nil {
-			f.setRunning(rec, sb)
+			f.setRunning(rec, sb, false)
 			adopted++
 			continue
 		}

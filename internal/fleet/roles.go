@@ -60,7 +60,7 @@ func (f *Fleet) cachedOwner(userID, role string) (Owner, bool) {
 		id = r.DevID
 	}
 	h := f.running[id]
-	if h == nil {
+	if h == nil || f.starting[id] {
 		return Owner{}, false
 	}
 	rec, ok := f.recs[id]

@@ -1,12 +1,16 @@
 package server_test
 
 import (
+	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock/internal/agent/welcome"
 	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/sandbox/container"
+	"github.com/paddockhq/paddock/internal/server"
 	"github.com/paddockhq/paddock/internal/servertest"
 )
 
@@ -47,4 +51,33 @@ func TestAppStatus(t *testing.T) {
 		t.Errorf("healthy app: %+v, want running, never exited", healthy)
 	}
 	servertest.Decode(t, bob.DoToken("GET", "/api/v1/sandboxes/"+ok.ID+"/app", nil), http.StatusNotFound, nil)
+}
+
+// A proxied request that arrives while its role's sandbox is starting waits for the app
+// to listen, like the request that started it, rather than meeting a refused port: a
+// browser's first page and its favicon race exactly so (TestBrowserNewcomer once got a
+// 502 this way).
+func TestProxyWaitsForAStartingApp(t *testing.T) {
+	slow := "sleep 1.5; exec " + strings.Join(welcome.Command(container.AgentPath, 8080), " ")
+	e := servertest.Start(t, func(c *server.Config) {
+		c.App = server.AppConfig{Command: []string{"sh", "-c", slow}, Port: 8080, Build: "slow"}
+	})
+	alice := e.Register(t, "alice")
+	codes := make(chan int, 3)
+	for i := range 3 {
+		go func() {
+			// The first request makes and starts the live sandbox; the later ones arrive
+			// while it waits for the app.
+			time.Sleep(time.Duration(i) * 400 * time.Millisecond)
+			resp := alice.Do("GET", "/", nil)
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			codes <- resp.StatusCode
+		}()
+	}
+	for range 3 {
+		if code := <-codes; code != http.StatusOK {
+			t.Errorf("a request during the live sandbox's start got %d, want 200 once the app listens", code)
+		}
+	}
 }
