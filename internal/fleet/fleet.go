@@ -83,8 +83,8 @@ type Fleet struct {
 	// listening): Owner's fast path skips them, so a proxied request that arrives then
 	// queues on the sandbox's lock behind start instead of meeting a refused port.
 	starting map[string]bool
-	roles   map[string]store.Roles     // by user ID; a cache of the store's roles
-	locks   map[string]*sync.Mutex     // one per sandbox ID and per "user:ID"
+	roles    map[string]store.Roles // by user ID; a cache of the store's roles
+	locks    map[string]*sync.Mutex // one per sandbox ID and per "user:ID"
 
 	// onGone and onSwap tell the proxy to drop connections (see SetHooks).
 	onGone func(sandboxID string)

@@ -70,6 +70,8 @@ type Spec struct {
 	// whenever it exits, with backoff (wire.Command.Restart), and Agent.App reports it.
 	// Off, Main runs once and the sandbox is done when it exits.
 	RestartMain bool
+	// CapabilityKeys is the agent's capability keyring (wire.Envelope.CapabilityKeys).
+	CapabilityKeys string
 }
 
 // Sandbox is a running sandbox.
@@ -207,12 +209,13 @@ func (r *Runner) start(ctx context.Context, spec Spec, sb *Sandbox, agentBin str
 		cfg := container.Config{
 			ID: sb.ID, Dir: dir, Workspace: sb.Workspace, History: sb.History, Agent: agentBin, UID: uid, GID: gid,
 			Env: containerEnv(spec.Env), Main: main, Limits: sb.Limits.container(), HostPorts: r.cfg.HostPorts,
+			CapabilityKeys: spec.CapabilityKeys,
 		}
 		return rt.Start(ctx, cfg)
 	case wire.TierProcess:
 		cfg := process.Config{
 			ID: sb.ID, Dir: dir, Workspace: sb.Workspace, Agent: agentBin, UID: uid, GID: gid,
-			Env: spec.Env, Main: main, Limits: sb.Limits.cgroup(),
+			Env: spec.Env, Main: main, Limits: sb.Limits.cgroup(), CapabilityKeys: spec.CapabilityKeys,
 		}
 		return process.Start(ctx, cfg, r.log)
 	case wire.TierMicroVM:
@@ -223,7 +226,8 @@ func (r *Runner) start(ctx context.Context, spec Spec, sb *Sandbox, agentBin str
 		cfg := microvm.Config{
 			ID: sb.ID, Dir: dir, Workspace: sb.Workspace, Agent: agentBin, UID: uid, GID: gid,
 			Env: containerEnv(spec.Env), Main: main, Install: in, Accel: r.microvmAccel(ctx, in, agentBin, uid, gid),
-			Limits: microvm.Limits{MemoryBytes: int64(sb.Limits.Memory), CPUs: sb.Limits.CPUs, Pids: sb.Limits.cgroupPids(), TmpBytes: int64(sb.Limits.Tmp)},
+			CapabilityKeys: spec.CapabilityKeys,
+			Limits:         microvm.Limits{MemoryBytes: int64(sb.Limits.Memory), CPUs: sb.Limits.CPUs, Pids: sb.Limits.cgroupPids(), TmpBytes: int64(sb.Limits.Tmp)},
 		}
 		return microvm.Start(ctx, cfg)
 	}

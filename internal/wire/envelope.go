@@ -59,6 +59,11 @@ type Envelope struct {
 	// sandbox's network namespace (the container tier under runc): the agent does not
 	// listen or relay there.
 	HostPorts []uint32 `json:"host_ports,omitempty"`
+	// CapabilityKeys is the agent's capability keyring (capability.Keyring.Export of the
+	// keyring ForAgent derives for "sandbox:<id>"): with it the agent verifies the
+	// Agent-audience tokens that file and exec requests carry. Empty: the agent refuses
+	// every request that carries one. The keys sign only this sandbox's agent tokens.
+	CapabilityKeys string `json:"capability_keys,omitempty"`
 }
 
 // User is a numeric user and group.

@@ -148,6 +148,8 @@ type Config struct {
 	// none, runc makes the namespace as before, and Sandbox.Dial is unavailable (the
 	// caller goes through the agent): `paddock run` pays nothing for what it does not use.
 	HostPorts []int
+	// CapabilityKeys is the agent's capability keyring (wire.Envelope.CapabilityKeys).
+	CapabilityKeys string
 }
 
 // Sandbox is a running container.
@@ -201,6 +203,7 @@ func (sb *Sandbox) start(ctx context.Context, cfg Config) error {
 	env := &wire.Envelope{
 		Version: wire.EnvelopeVersion, SandboxID: cfg.ID, Tier: wire.TierContainer, Workspace: WorkspacePath,
 		ListenFD: sandbox.AgentListenFD, Env: cfg.Env, Main: cfg.Main, RunAs: &wire.User{UID: cfg.UID, GID: cfg.GID},
+		CapabilityKeys: cfg.CapabilityKeys,
 	}
 	if cfg.History != "" {
 		env.HistoryDir = HistoryPath

@@ -133,6 +133,8 @@ type Config struct {
 	// Accel is how the guest's CPU runs: AccelTCG unless DetectAccel found KVM working
 	// ("" is TCG).
 	Accel Accel
+	// CapabilityKeys is the agent's capability keyring (wire.Envelope.CapabilityKeys).
+	CapabilityKeys string
 }
 
 // Sandbox is a running microVM.
@@ -409,7 +411,8 @@ func envelope(cfg Config) *wire.Envelope {
 		// required and unused in this tier.
 		ListenFD: sandbox.AgentListenFD,
 		Env:      cfg.Env, Main: cfg.Main,
-		RunAs: &wire.User{UID: cfg.UID, GID: cfg.GID},
+		RunAs:          &wire.User{UID: cfg.UID, GID: cfg.GID},
+		CapabilityKeys: cfg.CapabilityKeys,
 	}
 }
 

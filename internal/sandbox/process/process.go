@@ -39,6 +39,8 @@ type Config struct {
 	Env    []string
 	Main   *wire.Command
 	Limits cgroups.Limits
+	// CapabilityKeys is the agent's capability keyring (wire.Envelope.CapabilityKeys).
+	CapabilityKeys string
 }
 
 // readOnly are the host paths a process-tier sandbox may read and execute.
@@ -116,7 +118,8 @@ func envelope(cfg Config, tmp string) *wire.Envelope {
 	return &wire.Envelope{
 		Version: wire.EnvelopeVersion, SandboxID: cfg.ID, Tier: wire.TierProcess, Workspace: cfg.Workspace,
 		ListenFD: sandbox.AgentListenFD, Env: env, Main: cfg.Main,
-		Process: &wire.ProcessConfinement{TempDir: tmp, ReadOnly: ro, MaxOpenFiles: 4096},
+		Process:        &wire.ProcessConfinement{TempDir: tmp, ReadOnly: ro, MaxOpenFiles: 4096},
+		CapabilityKeys: cfg.CapabilityKeys,
 	}
 }
 

@@ -208,7 +208,12 @@ type StartRequest struct {
 	SessionId string `protobuf:"bytes,5,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// add_env adds env to the agent's default environment (later entries win) instead of
 	// replacing it.
-	AddEnv        bool `protobuf:"varint,6,opt,name=add_env,json=addEnv,proto3" json:"add_env,omitempty"`
+	AddEnv bool `protobuf:"varint,6,opt,name=add_env,json=addEnv,proto3" json:"add_env,omitempty"`
+	// capability, when set, is an Agent-audience capability token (package capability)
+	// the request acts under: the agent verifies it with its own keyring against what it
+	// really touches (the path with symlinks resolved, the program run) and refuses the
+	// request outside it. Empty: the control plane decided on its own.
+	Capability    string `protobuf:"bytes,15,opt,name=capability,proto3" json:"capability,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -283,6 +288,13 @@ func (x *StartRequest) GetAddEnv() bool {
 		return x.AddEnv
 	}
 	return false
+}
+
+func (x *StartRequest) GetCapability() string {
+	if x != nil {
+		return x.Capability
+	}
+	return ""
 }
 
 type TTYSize struct {
@@ -694,7 +706,12 @@ type ExecuteRequest struct {
 	// max_output_bytes bounds stdout and stderr each; 0 means 1 MiB.
 	MaxOutputBytes uint64 `protobuf:"varint,6,opt,name=max_output_bytes,json=maxOutputBytes,proto3" json:"max_output_bytes,omitempty"`
 	// add_env: as in StartRequest.
-	AddEnv        bool `protobuf:"varint,7,opt,name=add_env,json=addEnv,proto3" json:"add_env,omitempty"`
+	AddEnv bool `protobuf:"varint,7,opt,name=add_env,json=addEnv,proto3" json:"add_env,omitempty"`
+	// capability, when set, is an Agent-audience capability token (package capability)
+	// the request acts under: the agent verifies it with its own keyring against what it
+	// really touches (the path with symlinks resolved, the program run) and refuses the
+	// request outside it. Empty: the control plane decided on its own.
+	Capability    string `protobuf:"bytes,15,opt,name=capability,proto3" json:"capability,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -776,6 +793,13 @@ func (x *ExecuteRequest) GetAddEnv() bool {
 		return x.AddEnv
 	}
 	return false
+}
+
+func (x *ExecuteRequest) GetCapability() string {
+	if x != nil {
+		return x.Capability
+	}
+	return ""
 }
 
 type ExecuteResponse struct {
@@ -1349,7 +1373,12 @@ type ReadRequest struct {
 	Path   string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
 	Offset uint64                 `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
 	// length 0 reads to the end of the file.
-	Length        uint64 `protobuf:"varint,3,opt,name=length,proto3" json:"length,omitempty"`
+	Length uint64 `protobuf:"varint,3,opt,name=length,proto3" json:"length,omitempty"`
+	// capability, when set, is an Agent-audience capability token (package capability)
+	// the request acts under: the agent verifies it with its own keyring against what it
+	// really touches (the path with symlinks resolved, the program run) and refuses the
+	// request outside it. Empty: the control plane decided on its own.
+	Capability    string `protobuf:"bytes,15,opt,name=capability,proto3" json:"capability,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1403,6 +1432,13 @@ func (x *ReadRequest) GetLength() uint64 {
 		return x.Length
 	}
 	return 0
+}
+
+func (x *ReadRequest) GetCapability() string {
+	if x != nil {
+		return x.Capability
+	}
+	return ""
 }
 
 type FileChunk struct {
@@ -1459,12 +1495,17 @@ func (x *FileChunk) GetOffset() uint64 {
 
 type WriteRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// path and mode are read from the first message only.
+	// path, mode and capability are read from the first message only.
 	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
 	Mode uint32 `protobuf:"varint,2,opt,name=mode,proto3" json:"mode,omitempty"`
 	Data []byte `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
 	// make_parents creates missing parent directories.
-	MakeParents   bool `protobuf:"varint,4,opt,name=make_parents,json=makeParents,proto3" json:"make_parents,omitempty"`
+	MakeParents bool `protobuf:"varint,4,opt,name=make_parents,json=makeParents,proto3" json:"make_parents,omitempty"`
+	// capability, when set, is an Agent-audience capability token (package capability)
+	// the request acts under: the agent verifies it with its own keyring against what it
+	// really touches (the path with symlinks resolved, the program run) and refuses the
+	// request outside it. Empty: the control plane decided on its own.
+	Capability    string `protobuf:"bytes,15,opt,name=capability,proto3" json:"capability,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1525,6 +1566,13 @@ func (x *WriteRequest) GetMakeParents() bool {
 		return x.MakeParents
 	}
 	return false
+}
+
+func (x *WriteRequest) GetCapability() string {
+	if x != nil {
+		return x.Capability
+	}
+	return ""
 }
 
 type FileInfo struct {
@@ -1661,7 +1709,12 @@ type ListFilesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
 	// depth 0 or 1 lists the directory's entries; 2 also their children; and so on.
-	Depth         uint32 `protobuf:"varint,2,opt,name=depth,proto3" json:"depth,omitempty"`
+	Depth uint32 `protobuf:"varint,2,opt,name=depth,proto3" json:"depth,omitempty"`
+	// capability, when set, is an Agent-audience capability token (package capability)
+	// the request acts under: the agent verifies it with its own keyring against what it
+	// really touches (the path with symlinks resolved, the program run) and refuses the
+	// request outside it. Empty: the control plane decided on its own.
+	Capability    string `protobuf:"bytes,15,opt,name=capability,proto3" json:"capability,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1710,6 +1763,13 @@ func (x *ListFilesRequest) GetDepth() uint32 {
 	return 0
 }
 
+func (x *ListFilesRequest) GetCapability() string {
+	if x != nil {
+		return x.Capability
+	}
+	return ""
+}
+
 type ListFilesResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Entries       []*FileInfo            `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
@@ -1755,10 +1815,15 @@ func (x *ListFilesResponse) GetEntries() []*FileInfo {
 }
 
 type MkdirRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
-	Parents       bool                   `protobuf:"varint,2,opt,name=parents,proto3" json:"parents,omitempty"`
-	Mode          uint32                 `protobuf:"varint,3,opt,name=mode,proto3" json:"mode,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Path    string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Parents bool                   `protobuf:"varint,2,opt,name=parents,proto3" json:"parents,omitempty"`
+	Mode    uint32                 `protobuf:"varint,3,opt,name=mode,proto3" json:"mode,omitempty"`
+	// capability, when set, is an Agent-audience capability token (package capability)
+	// the request acts under: the agent verifies it with its own keyring against what it
+	// really touches (the path with symlinks resolved, the program run) and refuses the
+	// request outside it. Empty: the control plane decided on its own.
+	Capability    string `protobuf:"bytes,15,opt,name=capability,proto3" json:"capability,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1814,11 +1879,23 @@ func (x *MkdirRequest) GetMode() uint32 {
 	return 0
 }
 
+func (x *MkdirRequest) GetCapability() string {
+	if x != nil {
+		return x.Capability
+	}
+	return ""
+}
+
 type MoveRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	From          string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
-	To            string                 `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
-	Overwrite     bool                   `protobuf:"varint,3,opt,name=overwrite,proto3" json:"overwrite,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	From      string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	To        string                 `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
+	Overwrite bool                   `protobuf:"varint,3,opt,name=overwrite,proto3" json:"overwrite,omitempty"`
+	// capability, when set, is an Agent-audience capability token (package capability)
+	// the request acts under: the agent verifies it with its own keyring against what it
+	// really touches (the path with symlinks resolved, the program run) and refuses the
+	// request outside it. Empty: the control plane decided on its own.
+	Capability    string `protobuf:"bytes,15,opt,name=capability,proto3" json:"capability,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1874,10 +1951,22 @@ func (x *MoveRequest) GetOverwrite() bool {
 	return false
 }
 
+func (x *MoveRequest) GetCapability() string {
+	if x != nil {
+		return x.Capability
+	}
+	return ""
+}
+
 type RemoveRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
-	Recursive     bool                   `protobuf:"varint,2,opt,name=recursive,proto3" json:"recursive,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Path      string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Recursive bool                   `protobuf:"varint,2,opt,name=recursive,proto3" json:"recursive,omitempty"`
+	// capability, when set, is an Agent-audience capability token (package capability)
+	// the request acts under: the agent verifies it with its own keyring against what it
+	// really touches (the path with symlinks resolved, the program run) and refuses the
+	// request outside it. Empty: the control plane decided on its own.
+	Capability    string `protobuf:"bytes,15,opt,name=capability,proto3" json:"capability,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1924,6 +2013,13 @@ func (x *RemoveRequest) GetRecursive() bool {
 		return x.Recursive
 	}
 	return false
+}
+
+func (x *RemoveRequest) GetCapability() string {
+	if x != nil {
+		return x.Capability
+	}
+	return ""
 }
 
 type RemoveResponse struct {
@@ -3768,7 +3864,7 @@ var File_paddock_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x1cpaddock/agent/v1/agent.proto\x12\x10paddock.agent.v1\"\xab\x01\n" +
+	"\x1cpaddock/agent/v1/agent.proto\x12\x10paddock.agent.v1\"\xcb\x01\n" +
 	"\fStartRequest\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\tR\x04argv\x12\x10\n" +
 	"\x03env\x18\x02 \x03(\tR\x03env\x12\x10\n" +
@@ -3776,7 +3872,10 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"\x03tty\x18\x04 \x01(\v2\x19.paddock.agent.v1.TTYSizeR\x03tty\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x05 \x01(\tR\tsessionId\x12\x17\n" +
-	"\aadd_env\x18\x06 \x01(\bR\x06addEnv\"1\n" +
+	"\aadd_env\x18\x06 \x01(\bR\x06addEnv\x12\x1e\n" +
+	"\n" +
+	"capability\x18\x0f \x01(\tR\n" +
+	"capability\"1\n" +
 	"\aTTYSize\x12\x12\n" +
 	"\x04rows\x18\x01 \x01(\rR\x04rows\x12\x12\n" +
 	"\x04cols\x18\x02 \x01(\rR\x04cols\"F\n" +
@@ -3804,7 +3903,7 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
 	"\texit_code\x18\x02 \x01(\x05R\bexitCode\x12\x16\n" +
 	"\x06signal\x18\x03 \x01(\x05R\x06signal\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error\"\xc0\x01\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"\xe0\x01\n" +
 	"\x0eExecuteRequest\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\tR\x04argv\x12\x10\n" +
 	"\x03env\x18\x02 \x03(\tR\x03env\x12\x10\n" +
@@ -3813,7 +3912,10 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
 	"timeout_ms\x18\x05 \x01(\x04R\ttimeoutMs\x12(\n" +
 	"\x10max_output_bytes\x18\x06 \x01(\x04R\x0emaxOutputBytes\x12\x17\n" +
-	"\aadd_env\x18\a \x01(\bR\x06addEnv\"\xea\x01\n" +
+	"\aadd_env\x18\a \x01(\bR\x06addEnv\x12\x1e\n" +
+	"\n" +
+	"capability\x18\x0f \x01(\tR\n" +
+	"capability\"\xea\x01\n" +
 	"\x0fExecuteResponse\x124\n" +
 	"\x06status\x18\x01 \x01(\v2\x1c.paddock.agent.v1.ExitStatusR\x06status\x12\x16\n" +
 	"\x06stdout\x18\x02 \x01(\fR\x06stdout\x12\x16\n" +
@@ -3850,19 +3952,25 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"\x04exit\x18\x05 \x01(\v2\x1c.paddock.agent.v1.ExitStatusR\x04exit\x12\x10\n" +
 	"\x03tty\x18\x06 \x01(\bR\x03tty\"I\n" +
 	"\fListResponse\x129\n" +
-	"\bsessions\x18\x01 \x03(\v2\x1d.paddock.agent.v1.SessionInfoR\bsessions\"Q\n" +
+	"\bsessions\x18\x01 \x03(\v2\x1d.paddock.agent.v1.SessionInfoR\bsessions\"q\n" +
 	"\vReadRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x04R\x06offset\x12\x16\n" +
-	"\x06length\x18\x03 \x01(\x04R\x06length\"7\n" +
+	"\x06length\x18\x03 \x01(\x04R\x06length\x12\x1e\n" +
+	"\n" +
+	"capability\x18\x0f \x01(\tR\n" +
+	"capability\"7\n" +
 	"\tFileChunk\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x16\n" +
-	"\x06offset\x18\x02 \x01(\x04R\x06offset\"m\n" +
+	"\x06offset\x18\x02 \x01(\x04R\x06offset\"\x8d\x01\n" +
 	"\fWriteRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04mode\x18\x02 \x01(\rR\x04mode\x12\x12\n" +
 	"\x04data\x18\x03 \x01(\fR\x04data\x12!\n" +
-	"\fmake_parents\x18\x04 \x01(\bR\vmakeParents\"\xbf\x01\n" +
+	"\fmake_parents\x18\x04 \x01(\bR\vmakeParents\x12\x1e\n" +
+	"\n" +
+	"capability\x18\x0f \x01(\tR\n" +
+	"capability\"\xbf\x01\n" +
 	"\bFileInfo\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12.\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x1a.paddock.agent.v1.FileTypeR\x04type\x12\x12\n" +
@@ -3872,23 +3980,35 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"\vlink_target\x18\x06 \x01(\tR\n" +
 	"linkTarget\"!\n" +
 	"\vStatRequest\x12\x12\n" +
-	"\x04path\x18\x01 \x01(\tR\x04path\"<\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\"\\\n" +
 	"\x10ListFilesRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x14\n" +
-	"\x05depth\x18\x02 \x01(\rR\x05depth\"I\n" +
+	"\x05depth\x18\x02 \x01(\rR\x05depth\x12\x1e\n" +
+	"\n" +
+	"capability\x18\x0f \x01(\tR\n" +
+	"capability\"I\n" +
 	"\x11ListFilesResponse\x124\n" +
-	"\aentries\x18\x01 \x03(\v2\x1a.paddock.agent.v1.FileInfoR\aentries\"P\n" +
+	"\aentries\x18\x01 \x03(\v2\x1a.paddock.agent.v1.FileInfoR\aentries\"p\n" +
 	"\fMkdirRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
 	"\aparents\x18\x02 \x01(\bR\aparents\x12\x12\n" +
-	"\x04mode\x18\x03 \x01(\rR\x04mode\"O\n" +
+	"\x04mode\x18\x03 \x01(\rR\x04mode\x12\x1e\n" +
+	"\n" +
+	"capability\x18\x0f \x01(\tR\n" +
+	"capability\"o\n" +
 	"\vMoveRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\tR\x02to\x12\x1c\n" +
-	"\toverwrite\x18\x03 \x01(\bR\toverwrite\"A\n" +
+	"\toverwrite\x18\x03 \x01(\bR\toverwrite\x12\x1e\n" +
+	"\n" +
+	"capability\x18\x0f \x01(\tR\n" +
+	"capability\"a\n" +
 	"\rRemoveRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1c\n" +
-	"\trecursive\x18\x02 \x01(\bR\trecursive\"\x10\n" +
+	"\trecursive\x18\x02 \x01(\bR\trecursive\x12\x1e\n" +
+	"\n" +
+	"capability\x18\x0f \x01(\tR\n" +
+	"capability\"\x10\n" +
 	"\x0eRemoveResponse\"@\n" +
 	"\fWatchRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1c\n" +
