@@ -114,11 +114,23 @@ func (h *Handle) Dial(ctx context.Context, addr string) (net.Conn, error) {
 	return c, err
 }
 
-// do runs fn on a thread inside the namespace.
+// do runs fn on a thread inside the namespace. The descriptor is used under
+// RawConn.Control, which holds it open: a Close racing a Dial waits for setns to be done
+// instead of letting the number be closed and reused — by another sandbox's namespace,
+// say — between the read and the call. After Close, do fails.
 func (h *Handle) do(fn func() error) error {
+	rc, err := h.f.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("enter the sandbox's network namespace: %w", err)
+	}
 	return onThread(func() error {
-		if err := unix.Setns(int(h.f.Fd()), unix.CLONE_NEWNET); err != nil {
-			return fmt.Errorf("enter the sandbox's network namespace: %w", err)
+		var serr error
+		if err := rc.Control(func(fd uintptr) { serr = unix.Setns(int(fd), unix.CLONE_NEWNET) }); err != nil {
+			// The only way Control fails on an open file's: it was closed.
+			return fmt.Errorf("enter the sandbox's network namespace: %v: %w", err, os.ErrClosed)
+		}
+		if serr != nil {
+			return fmt.Errorf("enter the sandbox's network namespace: %w", serr)
 		}
 		return fn()
 	})

@@ -145,3 +145,39 @@ func TestOpenRefusesWhatIsNotANetworkNamespace(t *testing.T) {
 	}
 	h.Close()
 }
+
+// Close may race Dial and Listen (a sandbox destroyed while the proxy dials it): each
+// either works in the namespace or fails, never runs elsewhere, and after Close every
+// call fails. Run with -race, this is also the check that the descriptor is not read
+// while it is being closed.
+func TestCloseRacesDial(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("making a network namespace needs root (CAP_SYS_ADMIN); run the tests as root")
+	}
+	for range 20 {
+		h, err := New()
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := h.Listen("127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for range 5 {
+				if c, err := h.Dial(context.Background(), addr); err == nil {
+					c.Close()
+				}
+			}
+		}()
+		h.Close()
+		<-done
+		l.Close()
+		if _, err := h.Dial(context.Background(), addr); err == nil || !errors.Is(err, os.ErrClosed) {
+			t.Fatalf("Dial after Close: %v, want an error saying the namespace is closed", err)
+		}
+	}
+}

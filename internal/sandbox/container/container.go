@@ -357,8 +357,7 @@ func (sb *Sandbox) Destroy(ctx context.Context) error {
 		sb.closeChannel()
 	}
 	if sb.net != nil {
-		sb.net.close()
-		sb.net = nil
+		sb.net.close() // not set to nil: Dial and Listener may be reading it
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

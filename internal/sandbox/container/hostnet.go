@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -22,9 +23,12 @@ import (
 // sandbox's app, which may ask the broker for a secret as it starts, never finds the
 // port closed. Under runsc the namespace's loopback is not the sandbox's (gVisor has its
 // own network stack), so there is no hostNet and the agent relays.
+// It is set when the sandbox starts (or is adopted) and never changed after, so Dial and
+// Listener read it without a lock while Destroy closes it.
 type hostNet struct {
 	ns        *netns.Handle
 	listeners map[int]*net.TCPListener
+	closeOnce sync.Once
 }
 
 // newHostNet makes a namespace with listeners on ports.
@@ -74,11 +78,14 @@ func (hn *hostNet) listen(ports []int) error {
 	return errors.Join(errs...)
 }
 
+// close closes the listeners and the namespace's handle, once; a Dial after it fails.
 func (hn *hostNet) close() {
-	for _, l := range hn.listeners {
-		l.Close()
-	}
-	hn.ns.Close()
+	hn.closeOnce.Do(func() {
+		for _, l := range hn.listeners {
+			l.Close()
+		}
+		hn.ns.Close()
+	})
 }
 
 // Listener is the host's listener on port of the sandbox's loopback, or nil when the host
