@@ -45,6 +45,10 @@ type Options struct {
 	// PromoteRounds rounds of PromoteFor each promote the user every PromoteEvery under load.
 	PromoteRounds            int
 	PromoteFor, PromoteEvery time.Duration
+	// EgressRounds rounds each download EgressBytes from inside a sandbox through the egress
+	// proxy and directly, over HTTPS and plain HTTP.
+	EgressRounds int
+	EgressBytes  int64
 	// Only, when set, runs only the benchmarks whose name contains it.
 	Only string
 	// Progress, when set, gets a line as each benchmark starts.
@@ -55,7 +59,8 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{N: 30, Warmup: 2, StreamN: 5, StreamBytes: 1 << 30, Sandboxes: 5, Idle: time.Second,
 		ProxyClients: 8, ProxyRound: 3 * time.Second, ProxyRounds: 5, EchoN: 2000, EchoBytes: 32,
-		PromoteRounds: 2, PromoteFor: 5 * time.Second, PromoteEvery: 250 * time.Millisecond}
+		PromoteRounds: 2, PromoteFor: 5 * time.Second, PromoteEvery: 250 * time.Millisecond,
+		EgressRounds: 15, EgressBytes: 256 << 20}
 }
 
 // Run runs every benchmark in e.
@@ -78,6 +83,7 @@ func Run(ctx context.Context, e *Env, o Options) (*Report, error) {
 		{"workspace history", e.HistoryTable},
 		{"microvm boot", e.MicroVMTable},
 		{"execution kernel", e.KernelTable},
+		{"egress download", e.EgressTable},
 	} {
 		if o.Only != "" && !strings.Contains(b.name, o.Only) {
 			continue

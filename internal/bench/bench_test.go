@@ -30,13 +30,13 @@ func TestRunOnce(t *testing.T) {
 	e := newEnv(t)
 	o := Options{N: 1, Quick: true, StreamN: 1, StreamBytes: 8 << 20, Sandboxes: 1, Idle: 10 * time.Millisecond,
 		ProxyClients: 2, ProxyRound: 200 * time.Millisecond, ProxyRounds: 1, EchoN: 20, EchoBytes: 32,
-		PromoteRounds: 1, PromoteFor: time.Second, PromoteEvery: 250 * time.Millisecond}
+		PromoteRounds: 1, PromoteFor: time.Second, PromoteEvery: 250 * time.Millisecond, EgressRounds: 1, EgressBytes: 8 << 20}
 	r, err := Run(context.Background(), e, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Tables) != 12 {
-		t.Fatalf("%d tables, want 12", len(r.Tables))
+	if len(r.Tables) != 13 {
+		t.Fatalf("%d tables, want 13", len(r.Tables))
 	}
 	for _, tb := range r.Tables {
 		for _, row := range tb.Rows {
@@ -47,7 +47,7 @@ func TestRunOnce(t *testing.T) {
 	}
 	var md bytes.Buffer
 	r.WriteMarkdown(&md)
-	for _, want := range []string{"make bench", "| measurement |", "≤ 1.5× runc run", "≥ 500 MB/s", "≤ 15 MiB", "≥ 0.8× direct", "≤ 1 ms", "Promotion under load", "≥ 5,000/s", "provider gateway"} {
+	for _, want := range []string{"make bench", "| measurement |", "≤ 1.5× runc run", "≥ 500 MB/s", "≤ 15 MiB", "≥ 0.8× direct", "≤ 1 ms", "Promotion under load", "≥ 5,000/s", "provider gateway", "egress proxy"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("report lacks %q", want)
 		}

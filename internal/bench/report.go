@@ -19,7 +19,7 @@ type Table struct {
 // Row is one measurement.
 type Row struct {
 	Name string
-	// Unit is "ms", "MB/s", "req/s", "MiB" or "count".
+	// Unit is "ms", "MB/s", "MiB/s", "req/s", "MiB" or "count".
 	Unit string
 	Summary
 	// Ratio compares the row's median with its baseline's ("" for none).
@@ -54,7 +54,7 @@ func yesNo(ok bool) string {
 
 func format(v float64, unit string) string {
 	switch {
-	case unit == "MB/s" || unit == "req/s":
+	case unit == "MB/s" || unit == "MiB/s" || unit == "req/s":
 		return fmt.Sprintf("%.0f %s", v, unit)
 	case unit == "count":
 		return fmt.Sprintf("%.0f", v)

@@ -40,12 +40,14 @@ func run() error {
 	flag.IntVar(&o.PromoteRounds, "promote-rounds", o.PromoteRounds, "rounds of promotion under load")
 	flag.DurationVar(&o.PromoteFor, "promote-for", o.PromoteFor, "how long each promotion round lasts")
 	flag.DurationVar(&o.PromoteEvery, "promote-every", o.PromoteEvery, "time between promotions")
+	flag.IntVar(&o.EgressRounds, "egress-rounds", o.EgressRounds, "rounds of the egress proxy's downloads")
+	flag.Int64Var(&o.EgressBytes, "egress-bytes", o.EgressBytes, "bytes each of the egress proxy's downloads moves")
 	flag.StringVar(&o.Only, "only", "", "run only the benchmarks whose name contains this (e.g. proxy)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the harness's process (which hosts the proxy benchmarks' control plane) to this file")
 	flag.Parse()
 	if o.N < 1 || o.StreamN < 1 || o.Sandboxes < 1 || o.StreamBytes < 1 || o.ProxyClients < 1 || o.ProxyRounds < 1 ||
-		o.EchoN < 1 || o.PromoteRounds < 1 || o.ProxyRound <= 0 || o.PromoteFor <= 0 || o.PromoteEvery <= 0 {
-		return fmt.Errorf("-n, -stream-n, -sandboxes, -stream-bytes, -proxy-clients, -proxy-rounds, -echo-n and -promote-rounds must be at least 1, and durations positive")
+		o.EchoN < 1 || o.PromoteRounds < 1 || o.EgressRounds < 1 || o.EgressBytes < 1 || o.ProxyRound <= 0 || o.PromoteFor <= 0 || o.PromoteEvery <= 0 {
+		return fmt.Errorf("-n, -stream-n, -sandboxes, -stream-bytes, -proxy-clients, -proxy-rounds, -echo-n, -promote-rounds, -egress-rounds and -egress-bytes must be at least 1, and durations positive")
 	}
 	o.Progress = os.Stderr
 
