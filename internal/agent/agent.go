@@ -19,9 +19,11 @@
 // run with the sandbox user's filesystem identity (see package identity), so the file API
 // is never more powerful than the user. The agent is also non-dumpable, so nothing can read
 // its memory or environment through /proc. Its clients are trusted: only the host holds
-// the other end of the channel. In the process tier the agent confines itself
-// (Landlock, seccomp, rlimits) before it starts anything, and refuses sessions other than
-// the main command, and port forwarding: without a network namespace of its own, the
+// the other end of the channel, and a request may be bounded further by the capability
+// token it carries (capability.go), which the agent verifies against what only it can
+// know: the file a path really leads to and the programs a command line really runs. In
+// the process tier the agent confines itself (Landlock, seccomp, rlimits) before it starts
+// anything, and refuses sessions other than the main command, and port forwarding: without a network namespace of its own, the
 // sandbox's loopback there is the host's. In the microvm tier the agent is the guest's init (VMInit): it sets up
 // the guest, then serves on the VM's virtio-serial port, and the guest kernel is the
 // boundary.
@@ -136,6 +138,10 @@ func Run(ctx context.Context, env *wire.Envelope, lis net.Listener, confine Conf
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("make agent non-dumpable: %w", err)
 	}
+	caps, err := newCapabilities(env, log)
+	if err != nil {
+		return err
+	}
 	if env.Tier == wire.TierProcess {
 		if confine == nil {
 			return errors.New("process tier: no confinement available in this build")
@@ -193,6 +199,7 @@ func Run(ctx context.Context, env *wire.Envelope, lis net.Listener, confine Conf
 		return fmt.Errorf("open workspace: %w", err)
 	}
 	fs.ActAs(user)
+	fs.GuardWith(caps)
 	defer fs.Close()
 	hist := openHistory(env, user, log)
 	hist.app = app
@@ -204,7 +211,7 @@ func Run(ctx context.Context, env *wire.Envelope, lis net.Listener, confine Conf
 	hist.stopping = hctx.Done()
 	hist.start(hctx, &reconciling)
 	srv := grpc.NewServer(ServerOptions()...)
-	pb.RegisterProcessServer(srv, &processService{m: m, hist: hist, ctx: hctx})
+	pb.RegisterProcessServer(srv, &processService{m: m, hist: hist, ctx: hctx, caps: caps})
 	pb.RegisterFilesServer(srv, &recordedFiles{Service: fs, hist: hist})
 	pb.RegisterAgentServer(srv, &agentService{info: info, app: app})
 	pb.RegisterNetServer(srv, nets)

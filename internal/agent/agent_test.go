@@ -38,6 +38,13 @@ func startAgentTier(t testing.TB, tier wire.Tier, main *wire.Command) (*grpc.Cli
 // startAgentEnv is startAgentTier with env added to the sandbox's environment.
 func startAgentEnv(t testing.TB, tier wire.Tier, main *wire.Command, vars ...string) (*grpc.ClientConn, string) {
 	t.Helper()
+	return startAgentWith(t, tier, main, func(env *wire.Envelope) { env.Env = append(env.Env, vars...) })
+}
+
+// startAgentWith is startAgentTier with the envelope adjusted by edit before the agent
+// starts.
+func startAgentWith(t testing.TB, tier wire.Tier, main *wire.Command, edit func(*wire.Envelope)) (*grpc.ClientConn, string) {
+	t.Helper()
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "agent.sock")
 	lis, err := net.Listen("unix", sock)
@@ -49,7 +56,8 @@ func startAgentEnv(t testing.TB, tier wire.Tier, main *wire.Command, vars ...str
 		t.Fatal(err)
 	}
 	env := &wire.Envelope{Version: wire.EnvelopeVersion, SandboxID: "sb-test", Tier: tier, Workspace: ws, ListenFD: 3,
-		Env: append([]string{"PATH=/usr/bin:/bin"}, vars...), Main: main}
+		Env: []string{"PATH=/usr/bin:/bin"}, Main: main}
+	edit(env)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	noConfine := func(*wire.Envelope) error { return nil }

@@ -34,6 +34,8 @@ type processService struct {
 	hist *historyService
 	// ctx is the agent's: a session still running when it ends is not waited for.
 	ctx context.Context
+	// caps verifies the capability token a request carries.
+	caps *capabilities
 }
 
 // recordExit checkpoints the workspace once s has exited.
@@ -53,6 +55,9 @@ var _ pb.ProcessServer = (*processService)(nil)
 func (p *processService) Start(req *pb.StartRequest, stream pb.Process_StartServer) error {
 	spec, err := startSpec(req.GetArgv(), req.GetEnv(), req.GetAddEnv(), req.GetCwd(), req.GetTty())
 	if err != nil {
+		return errdefs.ToGRPC(err)
+	}
+	if err := p.allowExec(stream.Context(), req.GetCapability(), spec); err != nil {
 		return errdefs.ToGRPC(err)
 	}
 	spec.ID = req.GetSessionId()
@@ -112,6 +117,9 @@ func (p *processService) Execute(ctx context.Context, req *pb.ExecuteRequest) (*
 	if err != nil {
 		return nil, errdefs.ToGRPC(err)
 	}
+	if err := p.allowExec(ctx, req.GetCapability(), spec); err != nil {
+		return nil, errdefs.ToGRPC(err)
+	}
 	if p.hist != nil {
 		p.hist.afterFirst(ctx) // see historyService.first
 	}
@@ -131,6 +139,14 @@ func (p *processService) Execute(ctx context.Context, req *pb.ExecuteRequest) (*
 		p.hist.record(history.CauseExec, execMessage(spec.Argv))
 	}
 	return resp, errdefs.ToGRPC(err)
+}
+
+// allowExec verifies the capability token a request carries, if any, for running spec.
+func (p *processService) allowExec(ctx context.Context, token string, spec session.Spec) error {
+	if token == "" {
+		return nil
+	}
+	return p.caps.allowExec(ctx, token, spec.Argv, spec.Env)
 }
 
 func outputLimit(n uint64) (int, error) {

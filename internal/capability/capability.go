@@ -112,6 +112,30 @@ func (m *Minter) claims(c Claims) (*token, error) {
 	return t, nil
 }
 
+// Reissue mints for audience aud a token with d's claims and every one of d's caveats, in
+// order, expiring at until if that is earlier than the claims' expiry: the same grant,
+// never wider, checked by another verifier. d is what Verify or Admit returned for a
+// token this minter's keyring signed. The control plane reissues a request's token for
+// the agent, which then checks it against what the request really touches.
+func (m *Minter) Reissue(d Decision, aud Audience, until time.Time) (string, error) {
+	c := d.Claims
+	c.ID, c.KeyID, c.Audience = "", 0, aud
+	if !until.IsZero() && until.Before(c.Constraints.Expiry) {
+		c.Constraints.Expiry = until
+	}
+	t, err := m.Mint(c)
+	if err != nil {
+		return "", err
+	}
+	enc := t.encoded
+	for _, cv := range d.Caveats {
+		if enc, err = Attenuate(enc, cv); err != nil {
+			return "", err
+		}
+	}
+	return enc, nil
+}
+
 // claims is t's minted claims in the exported form.
 func (t *token) claims() Claims {
 	s := &t.scopes[0]
@@ -215,15 +239,8 @@ func (v *Verifier) Verify(ctx context.Context, token string, req Request) (Decis
 		return Decision{}, err
 	}
 	id := t.idString()
-	revoked, rerr := v.revoked.Revoked(ctx, id)
-	switch {
-	case rerr != nil:
-		return Decision{}, &Error{Reason: ReasonRevocationCheck, Caveat: -1, kind: errdefs.ErrUnavailable, cause: rerr,
-			msg: "capability " + id + ": the revocation list could not be checked: " + rerr.Error()}
-	case revoked:
-		return Decision{}, denied(ReasonRevoked, id, -1, "revoked")
-	case req.Subject != t.subject:
-		return Decision{}, denied(ReasonSubject, id, -1, "minted for %s, not %s", t.subject, quote(req.Subject))
+	if err := v.admit(ctx, t, id, req.Subject); err != nil {
+		return Decision{}, err
 	}
 	now := req.Now
 	if now.IsZero() {
@@ -232,11 +249,56 @@ func (v *Verifier) Verify(ctx context.Context, token string, req Request) (Decis
 	if err := t.allows(id, r, now.Unix()); err != nil {
 		return Decision{}, err
 	}
+	return t.decision(), nil
+}
+
+// Admit checks everything about token that does not depend on a request: its signature,
+// its audience, that it is not revoked, that it is subject's, and that now is within every
+// validity window. A caller that takes tokens as credentials admits one when the request
+// arrives, before it knows what the request will touch, and then verifies each thing it
+// touches with Verify. now zero means time.Now().
+func (v *Verifier) Admit(ctx context.Context, token, subject string, now time.Time) (Decision, error) {
+	if subject == "" {
+		return Decision{}, badRequest("no subject")
+	}
+	t, err := v.authenticate(token)
+	if err != nil {
+		return Decision{}, err
+	}
+	id := t.idString()
+	if err := v.admit(ctx, t, id, subject); err != nil {
+		return Decision{}, err
+	}
+	if now.IsZero() {
+		now = time.Now()
+	}
+	if err := t.valid(id, now.Unix()); err != nil {
+		return Decision{}, err
+	}
+	return t.decision(), nil
+}
+
+// admit refuses a revoked token and another subject's.
+func (v *Verifier) admit(ctx context.Context, t *token, id, subject string) error {
+	revoked, rerr := v.revoked.Revoked(ctx, id)
+	switch {
+	case rerr != nil:
+		return &Error{Reason: ReasonRevocationCheck, Caveat: -1, kind: errdefs.ErrUnavailable, cause: rerr,
+			msg: "capability " + id + ": the revocation list could not be checked: " + rerr.Error()}
+	case revoked:
+		return denied(ReasonRevoked, id, -1, "revoked")
+	case subject != t.subject:
+		return denied(ReasonSubject, id, -1, "minted for %s, not %s", t.subject, quote(subject))
+	}
+	return nil
+}
+
+func (t *token) decision() Decision {
 	d := Decision{Claims: t.claims(), Caveats: make([]Caveat, 0, len(t.scopes)-1)}
 	for i := range t.scopes[1:] {
 		d.Caveats = append(d.Caveats, t.scopes[1+i].caveat())
 	}
-	return d, nil
+	return d
 }
 
 // authenticate decodes token and checks its signature chain, in constant time.
@@ -288,14 +350,8 @@ func (req *Request) parse() (request, error) {
 // allows applies every scope to r, one check at a time across all scopes, so that the
 // more basic refusal is the one reported (an expired token, rather than its resource).
 func (t *token) allows(id string, r request, now int64) error {
-	for i := range t.scopes {
-		s := &t.scopes[i]
-		if s.notBefore != 0 && now < s.notBefore {
-			return denied(ReasonNotYetValid, id, i, "not valid before %s", unixTime(s.notBefore))
-		}
-		if s.expiry != 0 && now >= s.expiry {
-			return denied(ReasonExpired, id, i, "expired at %s", unixTime(s.expiry))
-		}
+	if err := t.valid(id, now); err != nil {
+		return err
 	}
 	for i := range t.scopes {
 		if s := &t.scopes[i]; s.res.kind != 0 && !s.res.covers(r.res) {
@@ -317,6 +373,20 @@ func (t *token) allows(id string, r request, now int64) error {
 			if err := extensionAllowed(r.res, s.exts); err != "" {
 				return denied(ReasonExtension, id, i, "%s (allowed: %s)", err, strings.Join(s.exts, " "))
 			}
+		}
+	}
+	return nil
+}
+
+// valid refuses a token outside any scope's validity window at now.
+func (t *token) valid(id string, now int64) error {
+	for i := range t.scopes {
+		s := &t.scopes[i]
+		if s.notBefore != 0 && now < s.notBefore {
+			return denied(ReasonNotYetValid, id, i, "not valid before %s", unixTime(s.notBefore))
+		}
+		if s.expiry != 0 && now >= s.expiry {
+			return denied(ReasonExpired, id, i, "expired at %s", unixTime(s.expiry))
 		}
 	}
 	return nil

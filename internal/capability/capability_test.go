@@ -796,3 +796,97 @@ func withScopeByte(t *testing.T, tok string, set byte) string {
 	b[2+24+subjectLen] |= set
 	return encodeBody(b)
 }
+
+// Admit refuses what Verify would refuse whatever the request (a bad signature, another
+// audience, a revoked token, another subject, outside the validity window) and nothing
+// else: a token admitted for one request may still be refused for what it touches.
+func TestAdmit(t *testing.T) {
+	keys := testKeyring(t)
+	m := NewMinter(keys)
+	revoked := NewMemoryRevocationList()
+	v := NewVerifier(keys, revoked)
+	ctx := context.Background()
+	tok := mint(t, m, srcClaims())
+	narrow := attenuate(t, tok.Encoded(), Caveat{Resource: "file:/workspace/src/ui"})
+	d, err := v.Admit(ctx, narrow, "sandbox:sb-abc", t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Claims.ID != tok.Claims.ID || len(d.Caveats) != 1 || d.Caveats[0].Resource != "file:/workspace/src/ui" {
+		t.Errorf("admitted %+v, want the token's claims and its one caveat", d)
+	}
+	agentTok := mint(t, m, Claims{Audience: Agent, Subject: "sandbox:sb-abc", Resource: "exec:*", Actions: []Action{Exec}, Constraints: Constraints{Expiry: t0.Add(time.Hour)}})
+	short := attenuate(t, tok.Encoded(), Caveat{Constraints: Constraints{Expiry: t0.Add(time.Minute)}})
+	for _, tc := range []struct {
+		name, token, subject string
+		at                   time.Time
+		want                 Reason
+	}{
+		{"another subject", narrow, "sandbox:sb-other", t0, ReasonSubject},
+		{"tampered", narrow[:len(narrow)-2] + "AA", "sandbox:sb-abc", t0, ReasonBadSignature},
+		{"agent audience", agentTok.Encoded(), "sandbox:sb-abc", t0, ReasonAudience},
+		{"expired by its caveat", short, "sandbox:sb-abc", t0.Add(2 * time.Minute), ReasonExpired},
+		{"not yet valid", narrow, "sandbox:sb-abc", t0.Add(-2 * time.Hour), ReasonNotYetValid},
+	} {
+		_, err := v.Admit(ctx, tc.token, tc.subject, tc.at)
+		var ce *Error
+		if !errors.As(err, &ce) || ce.Reason != tc.want {
+			t.Errorf("%s: Admit = %v, want reason %s", tc.name, err, tc.want)
+		}
+	}
+	if err := revoked.Revoke(tok.Claims.ID); err != nil {
+		t.Fatal(err)
+	}
+	var ce *Error
+	if _, err := v.Admit(ctx, narrow, "sandbox:sb-abc", t0); !errors.As(err, &ce) || ce.Reason != ReasonRevoked {
+		t.Errorf("revoked: Admit = %v, want revoked", err)
+	}
+}
+
+// A reissued token grants exactly what the admitted one did — its caveats included — to
+// the other audience, and no longer than asked.
+func TestReissue(t *testing.T) {
+	keys := testKeyring(t)
+	m := NewMinter(keys)
+	ctx := context.Background()
+	tok := attenuate(t, mint(t, m, srcClaims()).Encoded(), Caveat{Resource: "file:/workspace/src/ui", Actions: []Action{Write}})
+	d, err := NewVerifier(keys, nil).Admit(ctx, tok, "sandbox:sb-abc", t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	re, err := m.Reissue(d, Agent, t0.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentKeys, err := keys.ForAgent("sandbox:sb-abc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	av := NewVerifier(agentKeys, nil)
+	req := func(res string, a Action, at time.Time) error {
+		_, err := av.Verify(ctx, re, Request{Subject: "sandbox:sb-abc", Resource: res, Action: a, Size: 10, Now: at})
+		return err
+	}
+	if err := req("file:/workspace/src/ui/a.ts", Write, t0); err != nil {
+		t.Errorf("the grant itself: %v", err)
+	}
+	for _, tc := range []struct {
+		name, res string
+		a         Action
+		at        time.Time
+		want      Reason
+	}{
+		{"outside the caveat's resource", "file:/workspace/src/a.ts", Write, t0, ReasonResource},
+		{"an action the caveat took away", "file:/workspace/src/ui/a.ts", Read, t0, ReasonAction},
+		{"an extension the claims do not allow", "file:/workspace/src/ui/a.go", Write, t0, ReasonExtension},
+		{"after the reissue's expiry", "file:/workspace/src/ui/a.ts", Write, t0.Add(2 * time.Minute), ReasonExpired},
+	} {
+		var ce *Error
+		if err := req(tc.res, tc.a, tc.at); !errors.As(err, &ce) || ce.Reason != tc.want {
+			t.Errorf("%s: %v, want reason %s", tc.name, err, tc.want)
+		}
+	}
+	if _, err := NewVerifier(keys, nil).Admit(ctx, re, "sandbox:sb-abc", t0); err == nil {
+		t.Error("the control plane admitted the agent's reissued token")
+	}
+}

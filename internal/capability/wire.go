@@ -14,6 +14,12 @@ import (
 // prefix starts every token: "pdk" and the wire format's version.
 const prefix = "pdk1."
 
+// IsToken says whether s is shaped as a capability token of any format version ("pdk"
+// and a digit), as opposed to an API token ("pdk_…"): for a caller that takes both as
+// bearer credentials to route s to the right verifier, which then says what is wrong
+// with it.
+func IsToken(s string) bool { return len(s) > 3 && s[:3] == "pdk" && s[3] >= '0' && s[3] <= '9' }
+
 const (
 	formatVersion = 1 // the first byte of the claims record
 	caveatKind    = 1 // the first byte of a caveat record: a first-party restriction

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/paddockhq/paddock/internal/capability"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
 )
 
@@ -30,7 +31,14 @@ func TestEnvironment(t *testing.T) {
 
 	h := newHarness(t)
 	visible := "visible-" + randHex(12)
-	b := h.newBox(t, boxOpts{env: []string{"PADDOCK_VISIBLE=" + visible}})
+	// The agent's capability keys come in its envelope; its commands must not find them
+	// (they would mint tokens the agent accepts).
+	caps, err := capability.NewKeyring(1, map[uint32]capability.RootKey{1: capability.NewRootKey()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := h.newBox(t, boxOpts{env: []string{"PADDOCK_VISIBLE=" + visible}, capabilities: caps})
+	agentKey := agentKeyOf(t, caps, b.sb.ID)
 	if err := os.WriteFile(filepath.Join(b.ws, "marker.txt"), []byte(visible), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -62,6 +70,8 @@ func TestEnvironment(t *testing.T) {
 			}
 		}},
 		{p: probe{Name: "search the sandbox's files for the visible marker (control)", Op: "grep-tree", Args: grep(visible)}, want: outContains("/workspace/marker.txt")},
+		{p: probe{Name: "scan /proc/*/environ and cmdline for the agent's capability key", Op: "scan-proc", Args: []string{mask(agentKey)}}, want: denied()},
+		{p: probe{Name: "search the sandbox's files for the agent's capability key", Op: "grep-tree", Args: grep(agentKey)}, want: denied()},
 	}
 	runChecks(t, b, checks)
 
@@ -87,4 +97,21 @@ func TestEnvironment(t *testing.T) {
 			}
 		}
 	})
+}
+
+// agentKeyOf is the key (as the keyring's export writes it) that the agent of sandbox id
+// holds: what must not be found inside.
+func agentKeyOf(t *testing.T, caps *capability.Keyring, id string) string {
+	t.Helper()
+	k, err := caps.ForAgent("sandbox:" + id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(k.Export())) {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "key" {
+			return f[2]
+		}
+	}
+	t.Fatal("CONTROL FAILED: no key in the agent's keyring export")
+	return ""
 }

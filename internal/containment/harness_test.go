@@ -21,6 +21,7 @@ import (
 
 	mrand "math/rand/v2"
 
+	"github.com/paddockhq/paddock/internal/capability"
 	"github.com/paddockhq/paddock/internal/runner"
 	"github.com/paddockhq/paddock/internal/testenv"
 	"github.com/paddockhq/paddock/internal/wire"
@@ -73,6 +74,9 @@ type boxOpts struct {
 	// persistent makes a persistent sandbox (as the control plane does: its workspace and
 	// history are paddock's own), removed with its workspace at the end.
 	persistent bool
+	// capabilities, when set, is a control plane's capability keyring: the sandbox's agent
+	// gets the keyring derived from it for the sandbox, as the control plane gives it.
+	capabilities *capability.Keyring
 }
 
 // newBox creates a sandbox and registers its destruction, with a check that nothing of it
@@ -90,6 +94,16 @@ func (h *harness) newBox(t *testing.T, o boxOpts) *box {
 	} else if !o.defaultWorkspace {
 		uid = nextUID()
 		spec.Workspace = newWorkspace(t, uid)
+	}
+	if o.capabilities != nil {
+		if spec.ID == "" {
+			spec.ID = runner.NewID()
+		}
+		agentKeys, err := o.capabilities.ForAgent("sandbox:" + spec.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec.CapabilityKeys = string(agentKeys.Export())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -1,8 +1,9 @@
 // Package egress is the host-side HTTP forward proxy through which a sandbox whose policy
 // says network.default: deny reaches the hosts its policy allows, and nothing else. The
-// sandbox has an empty network namespace; its only way out is this proxy, reached through
-// a Unix socket bind-mounted into it (the runner bridges it to a loopback port inside and
-// sets HTTP_PROXY and HTTPS_PROXY). The proxy is a library: [Proxy.ServeSandbox] serves one
+// sandbox has a network namespace with loopback only; its only way out is this proxy, on
+// 127.0.0.1:3128 inside it, where HTTP_PROXY and HTTPS_PROXY point: the control plane
+// listens there itself under runc (in the namespace it made for the sandbox), and the
+// sandbox's agent relays the port over its channel under runsc and in a microVM. The proxy is a library: [Proxy.ServeSandbox] serves one
 // sandbox on any net.Listener, and the listener a connection arrived on is the only thing
 // that says which sandbox it came from.
 //

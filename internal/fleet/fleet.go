@@ -65,6 +65,9 @@ type Config struct {
 	// Env is added to every sandbox's environment after its own ("K=V"): where the host's
 	// services are, for one.
 	Env []string
+	// AgentKeys returns the capability keyring the agent of sandbox id gets in its
+	// envelope (runner.Spec.CapabilityKeys); nil gives none.
+	AgentKeys func(id string) string
 }
 
 // Fleet manages sandboxes. It is safe for concurrent use.
@@ -385,8 +388,16 @@ func (f *Fleet) spec(rec store.Sandbox) runner.Spec {
 		Env:    env, Main: rec.App.Command,
 		// The app is supervised: the agent restarts it when it exits, with backoff, so a
 		// crash costs the user a moment of 502s, not their sandbox.
-		RestartMain: true,
+		RestartMain:    true,
+		CapabilityKeys: f.agentKeys(rec.ID),
 	}
+}
+
+func (f *Fleet) agentKeys(id string) string {
+	if f.cfg.AgentKeys == nil {
+		return ""
+	}
+	return f.cfg.AgentKeys(id)
 }
 
 func (f *Fleet) record(rec store.Sandbox) runner.Record {

@@ -129,6 +129,10 @@
 // [Policy.ShellEnv] decides the environment an exec adds: BASH_FUNC_name%% (a function
 // that replaces a command) and prompt variables holding a substitution are undecidable.
 //
+// [Programs] lists, by the same scan and without a policy, the programs an argv runs
+// (builtins a shell runs itself left out), for the exec: resources of a capability token,
+// and refuses what the shell rules call undecidable.
+//
 // An allow prefix is a list of literal words: a command is allowed when its first words
 // are exactly the prefix's (program by base name, shells being one): "npm run" allows
 // npm run build, not npm install; "go" allows go test, not gofmt. Every command must

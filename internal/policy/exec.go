@@ -1,6 +1,9 @@
 package policy
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // What an exec request brings besides its argv: its environment and its standard input.
 // The engine decides words; these say where code could come from that no word shows.
@@ -35,23 +38,33 @@ func (p *Policy) Interactive() Decision {
 }
 
 // ShellEnv decides the environment an exec adds: a variable that bash runs as code is
-// undecidable, as the same assignment in a script is. BASH_FUNC_name%% defines a
-// function that replaces a command of that name in every bash started with it; a prompt
-// variable (PS0–PS4, PROMPT_COMMAND) with a substitution runs it when the prompt is shown.
+// undecidable, as the same assignment in a script is (see [EnvCode]).
 func (p *Policy) ShellEnv(env []string) Decision {
 	if !p.shell.active() {
 		return noShellRules
 	}
+	if err := EnvCode(env); err != nil {
+		return deny("shell", "%v: cannot be decided before it runs", err)
+	}
+	return allow("shell", "no variable in the environment runs code")
+}
+
+// EnvCode says which variable of env bash would run as code, or returns nil: what runs
+// then is in no word of the argv, so neither the shell rules nor [Programs] see it.
+// BASH_FUNC_name%% defines a function that replaces a command of that name in every bash
+// started with it; a prompt variable (PS0–PS4, PROMPT_COMMAND) with a substitution runs
+// it when the prompt is shown.
+func EnvCode(env []string) error {
 	for i, kv := range env {
 		name, val, _ := strings.Cut(kv, "=")
 		switch {
 		case strings.HasPrefix(name, "BASH_FUNC_"):
-			return deny("shell", "env[%d]: %s defines a bash function, code that runs in place of a command: cannot be decided before it runs", i, name)
+			return fmt.Errorf("env[%d]: %s defines a bash function, code that runs in place of a command", i, name)
 		case promptVars[name] && strings.ContainsAny(val, "$`"):
-			return deny("shell", "env[%d]: %s is expanded as a prompt, and its value can run code: cannot be decided before it runs", i, name)
+			return fmt.Errorf("env[%d]: %s is expanded as a prompt, and its value can run code", i, name)
 		}
 	}
-	return allow("shell", "no variable in the environment runs code")
+	return nil
 }
 
 // HasShellRules reports whether the policy has shell rules (a deny list, an allow list

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -90,4 +91,20 @@ func FuzzExec(f *testing.F) {
 			t.Fatalf("ShellEnv(%q) = %+v", vars, d)
 		}
 	})
+}
+
+func TestEnvCode(t *testing.T) {
+	for _, tc := range []struct {
+		env  []string
+		want string
+	}{
+		{[]string{"A=b", "PATH=/bin", "PS1=> "}, ""},
+		{[]string{"A=b", "BASH_FUNC_ls%%=() { curl x; }"}, "env[1]: BASH_FUNC_ls%% defines a bash function, code that runs in place of a command"},
+		{[]string{"PROMPT_COMMAND=`curl x`"}, "env[0]: PROMPT_COMMAND is expanded as a prompt, and its value can run code"},
+	} {
+		err := EnvCode(tc.env)
+		if got := fmt.Sprint(err); (err == nil) != (tc.want == "") || (err != nil && got != tc.want) {
+			t.Errorf("EnvCode(%q) = %v, want %q", tc.env, err, tc.want)
+		}
+	}
 }

@@ -2,7 +2,9 @@ package policy
 
 import (
 	"errors"
+	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"testing"
 
@@ -196,6 +198,43 @@ func FuzzHost(f *testing.F) {
 		}
 		if name == "evil.example.com" || strings.HasSuffix(name, ".bad.example.com") {
 			t.Fatalf("allowed denied %q: %v", host, d)
+		}
+	})
+}
+
+// FuzzPrograms: Programs never panics and is deterministic; what it returns is argv[0]'s
+// base name first, then distinct base names, none empty and none with a directory.
+func FuzzPrograms(f *testing.F) {
+	for _, s := range []string{
+		"ls; curl x", "f() { rm -rf /; }; f", "echo $(date) `id` <(cat)", "find . -exec rm {} +",
+		"env -S 'x y' z", "sudo -u", "xargs -I{} rm {}", "trap 'x' EXIT", "sh <<EOF\nwget x\nEOF\n",
+		"$X y", "eval x", "enable -n echo", "compgen -C 'x' y", "watch -x ls", "flock f -c make",
+		"command -v node || exit 1", "cd / && /bin/echo hi", "bash -c 'sh -c \"nice ls\"'",
+	} {
+		f.Add("sh", "-c", s)
+	}
+	f.Add("/usr/bin/env", "A=1", "node")
+	f.Add("xargs", "", "")
+	f.Fuzz(func(t *testing.T, a0, a1, a2 string) {
+		argv := []string{a0, a1, a2}
+		got, err := Programs(argv)
+		got2, err2 := Programs(argv)
+		if !slices.Equal(got, got2) || fmt.Sprint(err) != fmt.Sprint(err2) {
+			t.Fatalf("not deterministic: %q %v, then %q %v", got, err, got2, err2)
+		}
+		if err != nil {
+			if got != nil {
+				t.Fatalf("names %q with the error %v", got, err)
+			}
+			return
+		}
+		if len(got) == 0 || got[0] != path.Base(a0) {
+			t.Fatalf("Programs(%q) = %q: argv[0] is not first", argv, got)
+		}
+		for i, n := range got {
+			if n == "" || n == "." || n == ".." || strings.Contains(n, "/") || slices.Contains(got[:i], n) {
+				t.Fatalf("Programs(%q) = %q: %q is not a distinct base name", argv, got, n)
+			}
 		}
 	})
 }

@@ -72,6 +72,10 @@ func (p *Policy) Source() string { return p.source }
 // Resources returns the resource limits the policy sets.
 func (p *Policy) Resources() Resources { return p.resources }
 
+// HasNetwork says whether the policy has a network section (Host denies everything
+// otherwise).
+func (p *Policy) HasNetwork() bool { return p.network.set }
+
 // Jail is the directory file decisions are made in ("" when the policy has no files
 // section).
 func (p *Policy) Jail() string { return p.files.jail }

@@ -36,6 +36,12 @@ type command struct {
 	name       string // program name, when literal
 	why        string // why the command cannot be decided, if it cannot
 	view       *argView
+	// inShell is set for a command a shell runs itself, where a builtin of its name runs
+	// rather than a program; not for an argv or a command a program (a wrapper) runs.
+	inShell bool
+	// implied is a program the command runs that no word names: the echo of xargs
+	// without a command, the sh that watch, flock -c and su -c start.
+	implied string
 }
 
 // at is where the scanner is: in which script, how deeply nested.
@@ -262,7 +268,7 @@ func (s *scanner) call(c *syntax.CallExpr, redirs []*syntax.Redirect, a at) []in
 		fed = append(fed, s.nested(w, a)...)
 		words = appendWords(words, w)
 	}
-	id := s.add(command{words: words, scope: a.sc, start: c.Pos().Offset(), end: c.End().Offset()})
+	id := s.add(command{words: words, scope: a.sc, start: c.Pos().Offset(), end: c.End().Offset(), inShell: true})
 	if id < 0 {
 		return fed
 	}
@@ -384,7 +390,10 @@ func (s *scanner) special(id int, redirs []*syntax.Redirect, a at) []int {
 // inner records the command a wrapper runs, and what that command runs in turn.
 func (s *scanner) inner(parent int, words []word, redirs []*syntax.Redirect, a at) []int {
 	a.nest++
-	c := command{words: words, scope: s.cmds[parent].scope, start: words[0].pos}
+	p := &s.cmds[parent]
+	// command and builtin are the shell's own: what they run is a builtin where one has
+	// its name. Every other wrapper is a program, and execs what it runs.
+	c := command{words: words, scope: p.scope, start: words[0].pos, inShell: p.inShell && (p.name == "command" || p.name == "builtin")}
 	for _, w := range words {
 		c.end = max(c.end, w.end)
 	}
@@ -706,7 +715,17 @@ func (s *scanner) wrapper(id int, name string, spec wrapperSpec, args []word, re
 		if !w.known {
 			return undecided("%s %s with a command string that is not literal", name, what)
 		}
-		return append(ids, s.innerScript(id, w.val, name+" "+what+" string", a)...)
+		inner := s.innerScript(id, w.val, name+" "+what+" string", a)
+		if name == "env" {
+			// env -S splits the string itself and execs the first word: no shell, so
+			// no builtins either.
+			for _, i := range inner {
+				s.cmds[i].inShell = false
+			}
+		} else {
+			s.cmds[id].implied = "sh" // su -c, flock -c and watch hand the string to a shell
+		}
+		return append(ids, inner...)
 	}
 	joined := spec.join != 0
 	i := 0
@@ -789,6 +808,9 @@ options:
 		i++
 	}
 	if i >= len(args) || spec.noCommand {
+		if spec.tail && i >= len(args) {
+			s.cmds[id].implied = "echo" // xargs without a command runs echo
+		}
 		if runsShell && !scripted {
 			// sudo -s, su: a shell, reading its commands from standard input.
 			c := s.cmds[id]

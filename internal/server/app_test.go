@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -63,21 +64,25 @@ func TestProxyWaitsForAStartingApp(t *testing.T) {
 		c.App = server.AppConfig{Command: []string{"sh", "-c", slow}, Port: 8080, Build: "slow"}
 	})
 	alice := e.Register(t, "alice")
-	codes := make(chan int, 3)
+	answers := make(chan string, 3)
 	for i := range 3 {
 		go func() {
 			// The first request makes and starts the live sandbox; the later ones arrive
 			// while it waits for the app.
 			time.Sleep(time.Duration(i) * 400 * time.Millisecond)
 			resp := alice.Do("GET", "/", nil)
-			_, _ = io.Copy(io.Discard, resp.Body)
+			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			codes <- resp.StatusCode
+			if resp.StatusCode != http.StatusOK {
+				answers <- fmt.Sprintf("request %d: %d %s", i, resp.StatusCode, body)
+				return
+			}
+			answers <- ""
 		}()
 	}
 	for range 3 {
-		if code := <-codes; code != http.StatusOK {
-			t.Errorf("a request during the live sandbox's start got %d, want 200 once the app listens", code)
+		if a := <-answers; a != "" {
+			t.Errorf("during the live sandbox's start, %s; want 200 once the app listens", a)
 		}
 	}
 }

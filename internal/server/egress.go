@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/paddockhq/paddock/internal/agent"
 	"github.com/paddockhq/paddock/internal/egress"
@@ -14,13 +15,15 @@ import (
 )
 
 // EgressPort is where a process in a sandbox finds the egress proxy, when a network policy
-// allows some hosts: 127.0.0.1:3128 on the sandbox's own loopback, relayed by the agent to
+// allows some hosts: 127.0.0.1:3128 on the sandbox's own loopback. Under runc the control
+// plane listens there itself, in the network namespace it made for the sandbox
+// (runner.Config.HostPorts); under runsc and in a microVM the agent relays the port to
 // the control plane over the sandbox's channel (as the host's services are).
 //
-// The issue sketched a Unix socket bind-mounted into the sandbox; the channel does the
-// same job (the proxy knows the sandbox by the channel a connection arrived on, and the
-// sandbox has no other route out) and works unchanged under gVisor and in a microVM,
-// where a host socket cannot be bind-mounted.
+// The issue sketched a Unix socket bind-mounted into the sandbox; both ways do the same
+// job (the proxy knows the sandbox by the listener or channel a connection arrived on,
+// and the sandbox has no other route out), and the relay works under gVisor and in a
+// microVM, where a host socket cannot be bind-mounted.
 const EgressPort = 3128
 
 // egressEnv points HTTP clients in a sandbox at the egress proxy. NO_PROXY keeps the
@@ -52,7 +55,7 @@ func (s *Server) initEgress(pol *policy.Policy, opts egress.Options) {
 		return
 	}
 	opts.Decider, opts.Log, opts.Registerer, opts.Audit = pol, s.log, s.reg, s.egressAudit
-	s.egress = egress.New(opts)
+	s.egress, s.netPolicy = egress.New(opts), pol
 }
 
 // serveEgress serves the egress proxy to one sandbox on connections only it can make.
@@ -61,8 +64,44 @@ func (s *Server) serveEgress(rec store.Sandbox, sb *runner.Sandbox) (stop func()
 		return func() {}
 	}
 	l := sb.Listen(EgressPort, servicesIdle, s.log.With("sandbox", rec.ID))
-	go func() { _ = s.egress.ServeSandbox(l, egress.Sandbox{ID: rec.ID}) }()
+	go func() {
+		_ = s.egress.ServeSandbox(l, egress.Sandbox{ID: rec.ID, Decider: sandboxNetwork{s: s, id: rec.ID, ceiling: s.netPolicy}})
+	}()
 	return func() { l.Close() }
+}
+
+// sandboxNetwork decides the hosts one sandbox may reach: the server's network_policy
+// first — the operator's ceiling, which nothing a user attaches can lift — and then, when
+// the policy in force for the sandbox (its own, its owner's, the default) has a network
+// section, that section too. Deny wins. The sandbox's policy is looked up at every
+// connection, so attaching or detaching one takes effect at the next connection.
+type sandboxNetwork struct {
+	s       *Server
+	id      string
+	ceiling *policy.Policy
+}
+
+func (n sandboxNetwork) Host(host string) policy.Decision {
+	d := n.ceiling.Host(host)
+	if !d.Allow {
+		return d
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rec, ok := n.s.fleet.RunningRecord(n.id)
+	if !ok {
+		return policy.Decision{Rule: "network", Reason: "the sandbox is not running"}
+	}
+	in, err := n.s.pol.forSandbox(ctx, rec)
+	if err != nil {
+		return policy.Decision{Rule: "network", Reason: "the sandbox's policy could not be read: " + err.Error()}
+	}
+	if in.pol == nil || !in.pol.HasNetwork() {
+		return d
+	}
+	sd := in.pol.Host(host)
+	sd.Rule = in.source + " policy " + sd.Rule
+	return sd
 }
 
 // egressAudit records the proxy's decisions (a refusal, an exchange opened) as events of

@@ -36,15 +36,15 @@ func (loopbackResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.
 	return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
 }
 
-// A sandbox under a network policy reaches an allowed host through the egress proxy, is
-// refused a denied one with the rule and the reason, and has no route at all for a
-// program that ignores the proxy; every decision is an event of the user's.
-func TestEgressFromSandbox(t *testing.T) {
+// startEgress starts a server whose network_policy allows *.allowed.test but
+// bad.allowed.test, with a loopback upstream on the returned port standing for every host.
+func startEgress(t *testing.T) (*servertest.Env, uint16) {
+	t.Helper()
 	testenv.RequireRoot(t)
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "upstream saw %s %s", r.Host, r.URL.Path)
 	}))
-	defer upstream.Close()
+	t.Cleanup(upstream.Close)
 	_, portText, _ := net.SplitHostPort(upstream.Listener.Addr().String())
 	var port uint16
 	fmt.Sscan(portText, &port)
@@ -59,6 +59,52 @@ func TestEgressFromSandbox(t *testing.T) {
 		Egress: egress.Options{Resolver: loopbackResolver{}, HTTPPorts: []uint16{port}, ConnectPorts: []uint16{port},
 			UnsafeAllowAddrs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, DialTimeout: 5 * time.Second},
 	})
+	return e, port
+}
+
+// A sandbox's own policy narrows what the server's network_policy allows it, from the
+// next connection on, and never widens it: a host the operator denies stays denied
+// whatever the sandbox's policy lists.
+func TestEgressSandboxPolicyNarrows(t *testing.T) {
+	e, port := startEgress(t)
+	alice := e.Register(t, "alice")
+	var sb api.Sandbox
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "net"}), http.StatusCreated, &sb)
+	get := func(host string) string {
+		t.Helper()
+		res := execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{"sh", "-c", fmt.Sprintf("curl -sS -m 10 -w ' %%{http_code}' http://%s:%d/", host, port)}})
+		return string(res.Stdout)
+	}
+	if out := get("two.allowed.test"); !strings.HasSuffix(out, " 200") {
+		t.Fatalf("before the sandbox's policy: %q, want 200", out)
+	}
+	attach := func(text string) {
+		t.Helper()
+		servertest.Decode(t, putPolicy(t, alice, sb.ID, "application/yaml", text), http.StatusOK, nil)
+	}
+	attach("network:\n  default: deny\n  allow: [one.allowed.test, bad.allowed.test, elsewhere.test]\n")
+	if out := get("one.allowed.test"); !strings.HasSuffix(out, " 200") {
+		t.Errorf("a host both allow: %q, want 200", out)
+	}
+	if out := get("two.allowed.test"); !strings.HasSuffix(out, " 403") || !strings.Contains(out, "sandbox policy network.default") {
+		t.Errorf("a host the sandbox's policy leaves out: %q, want 403 naming the sandbox's rule", out)
+	}
+	for _, host := range []string{"bad.allowed.test", "elsewhere.test"} {
+		if out := get(host); !strings.HasSuffix(out, " 403") || strings.Contains(out, "sandbox policy") {
+			t.Errorf("%s, which the server's policy denies: %q, want 403 by the server's rule", host, out)
+		}
+	}
+	servertest.Decode(t, alice.DoToken("DELETE", "/api/v1/sandboxes/"+sb.ID+"/policy", nil), http.StatusNoContent, nil)
+	if out := get("two.allowed.test"); !strings.HasSuffix(out, " 200") {
+		t.Errorf("after the policy was detached: %q, want 200", out)
+	}
+}
+
+// A sandbox under a network policy reaches an allowed host through the egress proxy, is
+// refused a denied one with the rule and the reason, and has no route at all for a
+// program that ignores the proxy; every decision is an event of the user's.
+func TestEgressFromSandbox(t *testing.T) {
+	e, port := startEgress(t)
 	alice := e.Register(t, "alice")
 	var sb api.Sandbox
 	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "net"}), http.StatusCreated, &sb)

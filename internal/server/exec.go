@@ -65,6 +65,10 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, c fleet.Caller) er
 			return in.denied(d)
 		}
 	}
+	capTok, err := s.capabilityExec(r.Context(), req.Argv, req.Env)
+	if err != nil {
+		return err
+	}
 	s.audit(r.Context(), c, "sandbox.exec", r.PathValue("id"), req.Argv, in, d)
 	if t := in.timeout(); t > 0 {
 		timeout = min(timeout, t)
@@ -74,7 +78,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, c fleet.Caller) er
 	defer cancel()
 	res, err := pb.NewProcessClient(conn).Execute(ctx, &pb.ExecuteRequest{
 		Argv: req.Argv, Env: req.Env, AddEnv: true, Cwd: req.Cwd, Stdin: req.Stdin,
-		TimeoutMs: uint64(timeout.Milliseconds()), MaxOutputBytes: uint64(output),
+		TimeoutMs: uint64(timeout.Milliseconds()), MaxOutputBytes: uint64(output), Capability: capTok,
 	})
 	if err != nil {
 		return fmt.Errorf("exec in sandbox %s: %w", r.PathValue("id"), errdefs.FromGRPC(err))
@@ -137,16 +141,17 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, c fleet.Call
 		// why, and a close with its own code. Nothing reached the sandbox.
 		if d = in.stream(start.Argv, start.Env); !d.Allow {
 			s.audit(ctx, c, "sandbox.exec_stream_denied", r.PathValue("id"), start.Argv, in, d)
-			msg := in.denied(d).Error()
-			if b, err := json.Marshal(api.StreamExit{Type: "exit", ExitCode: 126, Error: msg}); err == nil {
-				_ = ws.Write(ctx, websocket.MessageText, b)
-			}
-			ws.Close(api.ClosePermissionDenied, truncateReason(msg))
+			s.refuseStream(ctx, ws, in.denied(d).Error())
 			return errResponded
 		}
 	}
+	capTok, err := s.capabilityExec(ctx, start.Argv, start.Env)
+	if err != nil {
+		s.refuseStream(ctx, ws, err.Error())
+		return errResponded
+	}
 	s.audit(ctx, c, "sandbox.exec_stream", r.PathValue("id"), start.Argv, in, d)
-	req := &pb.StartRequest{Argv: start.Argv, Env: start.Env, AddEnv: true, Cwd: start.Cwd}
+	req := &pb.StartRequest{Argv: start.Argv, Env: start.Env, AddEnv: true, Cwd: start.Cwd, Capability: capTok}
 	if start.TTY != nil {
 		req.Tty = &pb.TTYSize{Rows: start.TTY.Rows, Cols: start.TTY.Cols}
 	}
@@ -270,6 +275,15 @@ func exitOf(e *pb.ExitStatus) api.StreamExit {
 // arguments, which the reason quotes, may carry secrets a user typed.
 func (s *Server) audit(ctx context.Context, c fleet.Caller, action, sandboxID string, argv []string, in inForce, d policy.Decision) {
 	s.event(ctx, c.UserID, action, policyDetail(map[string]any{"sandbox": sandboxID, "program": argv[0]}, in, d))
+}
+
+// refuseStream ends a stream whose command was refused before anything reached the
+// sandbox: an exit that says why, and a close with its own code.
+func (s *Server) refuseStream(ctx context.Context, ws *websocket.Conn, msg string) {
+	if b, err := json.Marshal(api.StreamExit{Type: "exit", ExitCode: 126, Error: msg}); err == nil {
+		_ = ws.Write(ctx, websocket.MessageText, b)
+	}
+	ws.Close(api.ClosePermissionDenied, truncateReason(msg))
 }
 
 // truncateReason keeps a close reason within the 123 bytes a close frame allows.

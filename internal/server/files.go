@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/capability"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
 	"github.com/paddockhq/paddock/internal/policy"
@@ -27,6 +28,16 @@ func (s *Server) decideFileOp(r *http.Request, c fleet.Caller, op policy.Op, p s
 		return err
 	}
 	return s.decideFile(r.Context(), c, r.PathValue("id"), in, op, p, size)
+}
+
+// decideWrite decides a write that has grown to size bytes: by the policy, and by the
+// capability the request acts under.
+func (s *Server) decideWrite(ctx context.Context, c fleet.Caller, id string, in inForce, p string, size int64) error {
+	if err := s.decideFile(ctx, c, id, in, policy.Write, p, size); err != nil {
+		return err
+	}
+	_, err := s.capabilityFile(ctx, p, capability.Write, size)
+	return err
 }
 
 // Files go through the agent's jailed file API: paths are relative to the workspace (a
@@ -53,7 +64,11 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request, c fleet.Calle
 	if err := s.decideFileOp(r, c, policy.Read, p, 0); err != nil {
 		return err
 	}
-	res, err := pb.NewFilesClient(conn).List(r.Context(), &pb.ListFilesRequest{Path: p})
+	capTok, err := s.capabilityFile(r.Context(), p, capability.Read, 0)
+	if err != nil {
+		return err
+	}
+	res, err := pb.NewFilesClient(conn).List(r.Context(), &pb.ListFilesRequest{Path: p, Capability: capTok})
 	if err != nil {
 		return fmt.Errorf("list %s: %w", p, errdefs.FromGRPC(err))
 	}
@@ -84,7 +99,12 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request, c fleet.Caller
 	if err := s.decideFileOp(r, c, policy.Read, p, 0); err != nil {
 		return err
 	}
-	stream, err := pb.NewFilesClient(conn).Read(r.Context(), &pb.ReadRequest{Path: p})
+	// The size is the agent's to check: it knows the file's.
+	capTok, err := s.capabilityFile(r.Context(), p, capability.Read, 0)
+	if err != nil {
+		return err
+	}
+	stream, err := pb.NewFilesClient(conn).Read(r.Context(), &pb.ReadRequest{Path: p, Capability: capTok})
 	if err != nil {
 		return fmt.Errorf("read %s: %w", p, errdefs.FromGRPC(err))
 	}
@@ -139,6 +159,11 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request, c fleet.Calle
 	if err := s.decideFile(r.Context(), c, r.PathValue("id"), in, policy.Write, p, decided); err != nil {
 		return err
 	}
+	capTok, err := s.capabilityFile(r.Context(), p, capability.Write, decided)
+	if err != nil {
+		return err
+	}
+	held := capTok != ""
 	// A body that breaks off cancels the write, and the agent discards the partial file
 	// instead of committing it.
 	ctx, cancel := context.WithCancel(r.Context())
@@ -153,8 +178,8 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request, c fleet.Calle
 	var total int64
 	for {
 		n, rerr := body.Read(buf)
-		if total += int64(n); total > decided && in.pol != nil {
-			if err := s.decideFile(r.Context(), c, r.PathValue("id"), in, policy.Write, p, total); err != nil {
+		if total += int64(n); total > decided && (in.pol != nil || held) {
+			if err := s.decideWrite(r.Context(), c, r.PathValue("id"), in, p, total); err != nil {
 				cancel()
 				return err
 			}
@@ -163,7 +188,7 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request, c fleet.Calle
 		if n > 0 || first {
 			msg := &pb.WriteRequest{Data: buf[:n]}
 			if first {
-				msg.Path, msg.Mode, msg.MakeParents = p, uint32(mode), true
+				msg.Path, msg.Mode, msg.MakeParents, msg.Capability = p, uint32(mode), true, capTok
 				first = false
 			}
 			if err := stream.Send(msg); err != nil {

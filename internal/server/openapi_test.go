@@ -96,7 +96,8 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"CheckpointResult": api.CheckpointResult{}, "RestoreRequest": api.RestoreRequest{}, "RestoreResult": api.RestoreResult{},
 		"HistoryDiff": api.HistoryDiff{}, "Transaction": api.Transaction{}, "BeginRequest": api.BeginRequest{},
 		"CommitResult": api.CommitResult{}, "RollbackResult": api.RollbackResult{},
-		"SandboxPolicy": api.SandboxPolicy{},
+		"SandboxPolicy":     api.SandboxPolicy{},
+		"CapabilityRequest": api.CapabilityRequest{}, "Capability": api.Capability{}, "CapabilityList": api.CapabilityList{},
 	}
 	for name, v := range types {
 		schema, ok := doc.Components.Schemas[name]

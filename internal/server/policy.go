@@ -333,16 +333,26 @@ func (s *Server) decideFile(ctx context.Context, c fleet.Caller, id string, in i
 	if in.pol == nil {
 		return nil
 	}
-	rel, err := files.Resolve(p)
+	abs, err := workspacePath(p)
 	if err != nil {
-		return err // the agent would refuse it the same way
+		return err
 	}
-	d := in.pol.File(op, path.Join(container.WorkspacePath, rel), size)
+	d := in.pol.File(op, abs, size)
 	if d.Allow {
 		return nil
 	}
 	s.event(ctx, c.UserID, "sandbox.file_denied", map[string]any{"sandbox": id, "op": op.String(), "path": p, "policy": in.source, "rule": d.Rule})
 	return in.denied(d)
+}
+
+// workspacePath is the API path p (relative to the workspace; see filePath) as the
+// sandbox sees it, under /workspace: what policies and capabilities name.
+func workspacePath(p string) (string, error) {
+	rel, err := files.Resolve(p)
+	if err != nil {
+		return "", err // the agent would refuse it the same way
+	}
+	return path.Join(container.WorkspacePath, rel), nil
 }
 
 // policyDetail adds the decision to an audit event's detail when a policy is in force.

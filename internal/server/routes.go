@@ -56,6 +56,9 @@ func (s *Server) routeTable() map[Route]apiHandler {
 		{"PUT", "/api/v1/sandboxes/{id}/policy"}:                        s.putPolicy,
 		{"DELETE", "/api/v1/sandboxes/{id}/policy"}:                     s.deletePolicy,
 		{"GET", "/api/v1/sandboxes/{id}/app"}:                           s.appStatus,
+		{"GET", "/api/v1/sandboxes/{id}/capabilities"}:                  s.listCapabilities,
+		{"POST", "/api/v1/sandboxes/{id}/capabilities"}:                 s.mintCapability,
+		{"DELETE", "/api/v1/sandboxes/{id}/capabilities/{cap}"}:         s.revokeCapability,
 		{"GET", "/api/v1/sandboxes/{id}/history"}:                       s.history,
 		{"POST", "/api/v1/sandboxes/{id}/history/checkpoints"}:          s.createCheckpoint,
 		{"POST", "/api/v1/sandboxes/{id}/history/undo"}:                 s.undo,
@@ -90,7 +93,7 @@ func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	s.web.Register(mux)
 	for rt, h := range s.routeTable() {
-		mux.Handle(rt.Method+" "+rt.Pattern, s.api(h))
+		mux.Handle(rt.Method+" "+rt.Pattern, s.api(rt, h))
 	}
 	// What no route matched under the control plane's own prefixes is answered here (404
 	// or 405), never proxied: a secret PUT with a wrong method must not reach a sandbox.
@@ -105,10 +108,15 @@ func (s *Server) routes() http.Handler {
 	return s.instrument(mux)
 }
 
-// api authenticates a request (session cookie or bearer token), applies CSRF protection to
-// state-changing requests made with a cookie, and runs h.
-func (s *Server) api(h apiHandler) http.Handler {
+// api authenticates a request (session cookie, API token, or a capability token on the
+// routes that take one), applies CSRF protection to state-changing requests made with a
+// cookie, and runs h, route rt's handler.
+func (s *Server) api(rt Route, h apiHandler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if tok, ok := capabilityBearer(r); ok {
+			s.serveCapability(w, r, rt, h, tok)
+			return
+		}
 		c, err := s.web.Identify(r)
 		if err != nil {
 			api.WriteError(w, s.log, err)

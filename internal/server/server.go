@@ -31,6 +31,7 @@ import (
 	"github.com/paddockhq/paddock/internal/broker"
 	"github.com/paddockhq/paddock/internal/egress"
 	"github.com/paddockhq/paddock/internal/fleet"
+	"github.com/paddockhq/paddock/internal/policy"
 	"github.com/paddockhq/paddock/internal/proxy"
 	"github.com/paddockhq/paddock/internal/runner"
 	"github.com/paddockhq/paddock/internal/sandbox/container"
@@ -59,9 +60,12 @@ type Server struct {
 	broker       *broker.Broker
 	services     http.Handler
 	servicesPort int
-	egress       *egress.Proxy // nil without a network policy
+	egress       *egress.Proxy  // nil without a network policy
+	netPolicy    *policy.Policy // the server's network_policy, the ceiling of every sandbox's
 	// pol finds the policy in force for a sandbox (policy.go).
 	pol *policies
+	// caps mints and checks capability tokens (capabilities.go).
+	caps *capabilities
 	// historyFollowers counts the running sandboxes whose history events are followed
 	// (history_events.go), so that a test sees none is left behind.
 	historyFollowers atomic.Int64
@@ -129,6 +133,9 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 	if s.pol, err = newPolicies(cfg, s.st, s.log); err != nil {
 		return err
 	}
+	if s.caps, err = newCapabilities(cfg.Runner.DataDir, s.st); err != nil {
+		return err
+	}
 	servicesURL := cfg.ServicesURL
 	netPolicy, err := loadNetworkPolicy(cfg.NetworkPolicy)
 	if err != nil {
@@ -146,7 +153,7 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 	s.runner = runner.New(cfg.Runner, s.log)
 	s.fleet, err = fleet.New(s.st, s.runner, fleet.Config{
 		Tier: cfg.Runner.Tier, Runtime: cfg.Runtime, Memory: cfg.SandboxMemory, Quota: cfg.Quota, App: app,
-		Env: env,
+		Env: env, AgentKeys: s.caps.agentKeys,
 	}, s.reg, s.log)
 	if err != nil {
 		return err

@@ -20,6 +20,16 @@
 //     cannot hang or trick the agent.
 //   - Sizes, listings and watches are capped so a hostile tree cannot exhaust the agent.
 //   - Error messages name the path as the caller gave it, never the workspace's host path.
+//   - A request may carry a capability token (package capability), which bounds it further:
+//     the [Guard] the agent installs verifies it on where the request really acts, in the
+//     sandbox's view (/workspace/…). That is taken from the kernel's account of what was
+//     opened (/proc/self/fd of the descriptor): the file read or the directory listed; for
+//     a file written, made, moved or removed, the directory it is in, opened once and acted
+//     in, and its name. So a symlink from a granted directory into another gains nothing,
+//     and neither does one swapped in while the request runs. A directory renamed between
+//     the check and the system call carries the request with it; Write verifies again
+//     just before its rename, Mkdir and make_parents verify where the directories will be
+//     before making any.
 //
 // Paths: "/src/a.go", "src/a.go" and "/workspace/src/a.go" (the sandbox's view) all name
 // src/a.go in the workspace; "", "/" and "/workspace" name the workspace itself. Paths we
@@ -31,6 +41,7 @@ package files
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -64,9 +75,13 @@ type Service struct {
 	agentv1.UnimplementedFilesServer
 
 	root *os.Root
-	log  *slog.Logger
+	// top is the workspace directory open, to tell where in it an open file is (where).
+	top *os.File
+	log *slog.Logger
 	// user is whose filesystem identity every operation runs with (see ActAs).
 	user identity.User
+	// guard verifies the capability tokens requests carry (see GuardWith); nil refuses them.
+	guard Guard
 
 	// Limits, fields so that tests can lower them.
 	maxWrite   int64
@@ -83,11 +98,17 @@ func New(workspace string, log *slog.Logger) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open workspace: %w", err)
 	}
+	top, err := root.Open(".")
+	if err != nil {
+		root.Close()
+		return nil, fmt.Errorf("open workspace: %w", err)
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Service{
 		root:       root,
+		top:        top,
 		log:        log,
 		maxWrite:   MaxWriteBytes,
 		maxList:    MaxListEntries,
@@ -105,7 +126,7 @@ func (s *Service) do(f func() error) error { return errdefs.ToGRPC(identity.Do(s
 
 // Close releases the workspace root; calls in flight or made afterwards fail.
 func (s *Service) Close() error {
-	return s.root.Close()
+	return errors.Join(s.top.Close(), s.root.Close())
 }
 
 // Read streams a regular file, or the range [offset, offset+length) of it (length 0: to
@@ -147,26 +168,26 @@ func (s *Service) List(ctx context.Context, req *agentv1.ListFilesRequest) (*age
 
 // Mkdir creates a directory (mode default 0755, set exactly), and its parents when asked.
 // An existing directory is AlreadyExists unless parents is set, as with mkdir -p.
-func (s *Service) Mkdir(_ context.Context, req *agentv1.MkdirRequest) (*agentv1.FileInfo, error) {
+func (s *Service) Mkdir(ctx context.Context, req *agentv1.MkdirRequest) (*agentv1.FileInfo, error) {
 	var info *agentv1.FileInfo
-	err := s.do(func() (err error) { info, err = s.mkdir(req); return err })
+	err := s.do(func() (err error) { info, err = s.mkdir(ctx, req); return err })
 	return info, err
 }
 
 // Move renames a file, directory or symlink inside the workspace. An existing target is
 // AlreadyExists unless overwrite is set, checked atomically by the kernel
 // (RENAME_NOREPLACE). The workspace itself can be neither moved nor replaced.
-func (s *Service) Move(_ context.Context, req *agentv1.MoveRequest) (*agentv1.FileInfo, error) {
+func (s *Service) Move(ctx context.Context, req *agentv1.MoveRequest) (*agentv1.FileInfo, error) {
 	var info *agentv1.FileInfo
-	err := s.do(func() (err error) { info, err = s.move(req); return err })
+	err := s.do(func() (err error) { info, err = s.move(ctx, req); return err })
 	return info, err
 }
 
 // Remove deletes a file, a symlink (never its target) or a directory; a non-empty
 // directory needs recursive (FailedPrecondition otherwise). The workspace itself cannot be
 // removed.
-func (s *Service) Remove(_ context.Context, req *agentv1.RemoveRequest) (*agentv1.RemoveResponse, error) {
-	if err := s.do(func() error { return s.remove(req) }); err != nil {
+func (s *Service) Remove(ctx context.Context, req *agentv1.RemoveRequest) (*agentv1.RemoveResponse, error) {
+	if err := s.do(func() error { return s.remove(ctx, req) }); err != nil {
 		return nil, err
 	}
 	return &agentv1.RemoveResponse{}, nil

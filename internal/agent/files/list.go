@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/paddockhq/paddock/internal/capability"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/wire/agentv1"
 )
@@ -49,6 +50,13 @@ func (s *Service) list(ctx context.Context, req *agentv1.ListFilesRequest) (*age
 		return nil, err
 	}
 	defer dir.Close()
+	if token := req.GetCapability(); token != "" {
+		// The entries are under the directory, and symlinks among them are not followed:
+		// a grant of the directory covers them.
+		if _, err := s.allowIn(ctx, token, "list", p, capability.Read, dir, ".", 0); err != nil {
+			return nil, err
+		}
+	}
 	l := &lister{ctx: ctx, max: s.maxList}
 	if err := l.walk(dir, rel, min(max(req.GetDepth(), 1), MaxListDepth)); err != nil {
 		return nil, s.fsError("list", p, err)

@@ -1,6 +1,7 @@
 package files
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,11 +12,12 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/paddockhq/paddock/internal/capability"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/wire/agentv1"
 )
 
-func (s *Service) mkdir(req *agentv1.MkdirRequest) (*agentv1.FileInfo, error) {
+func (s *Service) mkdir(ctx context.Context, req *agentv1.MkdirRequest) (*agentv1.FileInfo, error) {
 	p := req.GetPath()
 	rel, err := resolve(p)
 	if err != nil {
@@ -25,23 +27,54 @@ func (s *Service) mkdir(req *agentv1.MkdirRequest) (*agentv1.FileInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mkdir %q: %w", p, err)
 	}
-	err = s.root.Mkdir(rel, mode.Perm())
-	if req.GetParents() && errors.Is(err, fs.ErrNotExist) {
-		err = s.root.MkdirAll(rel, mode.Perm())
+	token := req.GetCapability()
+	if req.GetParents() {
+		if err := s.mkdirParents(ctx, token, p, rel, mode.Perm()); err != nil {
+			return nil, err
+		}
 	}
+	// The directory is made in its parent, opened once: what the token is verified on is
+	// where it is made, whatever is swapped for a symlink meanwhile.
+	dir, err := s.root.OpenRoot(path.Dir(rel))
+	if err != nil {
+		return nil, s.fsError("mkdir", p, err)
+	}
+	defer dir.Close()
+	name := path.Base(rel)
+	if token != "" {
+		if _, err := s.allowIn(ctx, token, "mkdir", p, capability.Write, dir, name, 0); err != nil {
+			return nil, err
+		}
+	}
+	err = dir.Mkdir(name, mode.Perm())
 	if req.GetParents() && errors.Is(err, fs.ErrExist) {
-		return s.existingDir(p, rel)
+		return s.existingDir(p, dir, name, rel)
 	}
 	if err != nil {
 		return nil, s.fsError("mkdir", p, err)
 	}
-	return s.chmodDir(p, rel, mode)
+	return s.chmodDir(p, dir, name, rel, mode)
+}
+
+// mkdirParents makes rel's missing parents, as mkdir -p does. Under a capability token
+// the directory is verified first, where its deepest existing ancestor is and the rest
+// below it, so that a refused request makes nothing.
+func (s *Service) mkdirParents(ctx context.Context, token, p, rel string, perm fs.FileMode) error {
+	if token != "" {
+		if err := s.allowNew(ctx, token, "mkdir", p, capability.Write, rel); err != nil {
+			return err
+		}
+	}
+	if err := s.root.MkdirAll(path.Dir(rel), perm); err != nil {
+		return s.parentsError("mkdir", p, err)
+	}
+	return nil
 }
 
 // existingDir is Mkdir's answer when, with parents, the directory is already there: like
 // mkdir -p, success, leaving its mode alone; but a file in the way is an error.
-func (s *Service) existingDir(p, rel string) (*agentv1.FileInfo, error) {
-	fi, err := s.root.Lstat(rel)
+func (s *Service) existingDir(p string, dir *os.Root, name, rel string) (*agentv1.FileInfo, error) {
+	fi, err := dir.Lstat(name)
 	if err != nil {
 		return nil, s.fsError("mkdir", p, err)
 	}
@@ -54,8 +87,8 @@ func (s *Service) existingDir(p, rel string) (*agentv1.FileInfo, error) {
 // chmodDir gives a directory we just created exactly the requested mode: mkdir's mode is
 // cut by the umask and cannot carry setgid or sticky. It goes through a descriptor so a
 // swap cannot redirect it.
-func (s *Service) chmodDir(p, rel string, mode fs.FileMode) (*agentv1.FileInfo, error) {
-	f, err := s.root.OpenFile(rel, os.O_RDONLY|syscall.O_DIRECTORY, 0)
+func (s *Service) chmodDir(p string, dir *os.Root, name, rel string, mode fs.FileMode) (*agentv1.FileInfo, error) {
+	f, err := dir.OpenFile(name, os.O_RDONLY|syscall.O_DIRECTORY, 0)
 	if err != nil {
 		return nil, s.fsError("mkdir", p, err)
 	}
@@ -70,7 +103,7 @@ func (s *Service) chmodDir(p, rel string, mode fs.FileMode) (*agentv1.FileInfo, 
 	return infoOf(rel, fi, ""), nil
 }
 
-func (s *Service) move(req *agentv1.MoveRequest) (*agentv1.FileInfo, error) {
+func (s *Service) move(ctx context.Context, req *agentv1.MoveRequest) (*agentv1.FileInfo, error) {
 	from, to, err := resolveMove(req)
 	if err != nil {
 		return nil, err
@@ -79,8 +112,9 @@ func (s *Service) move(req *agentv1.MoveRequest) (*agentv1.FileInfo, error) {
 	if !req.GetOverwrite() {
 		flags = unix.RENAME_NOREPLACE
 	}
-	if err := s.renameat(from, to, flags); err != nil {
-		return nil, s.fsError("move "+strconv.Quote(req.GetFrom())+" to", req.GetTo(), err)
+	op := "move " + strconv.Quote(req.GetFrom()) + " to"
+	if err := s.renameat(ctx, req.GetCapability(), op, req.GetTo(), from, to, flags); err != nil {
+		return nil, s.fsError(op, req.GetTo(), err)
 	}
 	info, err := describe(s.root, to, to)
 	if err != nil {
@@ -106,8 +140,9 @@ func resolveMove(req *agentv1.MoveRequest) (from, to string, err error) {
 // renameat renames between the two parent directories, each opened through the root. The
 // names are single components and rename never follows a final symlink, so neither end can
 // leave the workspace; RENAME_NOREPLACE makes "unless it exists" atomic, which os.Root's
-// Rename cannot.
-func (s *Service) renameat(from, to string, flags uint) error {
+// Rename cannot. A capability token is verified on the opened directories: delete on
+// from's place, write on to's.
+func (s *Service) renameat(ctx context.Context, token, op, p, from, to string, flags uint) error {
 	fromDir, err := s.openDir(path.Dir(from))
 	if err != nil {
 		return err
@@ -118,6 +153,14 @@ func (s *Service) renameat(from, to string, flags uint) error {
 		return err
 	}
 	defer toDir.Close()
+	if token != "" {
+		if err := s.allowAt(ctx, token, op, p, capability.Delete, fromDir, path.Base(from)); err != nil {
+			return err
+		}
+		if err := s.allowAt(ctx, token, op, p, capability.Write, toDir, path.Base(to)); err != nil {
+			return err
+		}
+	}
 	err = unix.Renameat2(int(fromDir.Fd()), path.Base(from), int(toDir.Fd()), path.Base(to), flags)
 	return os.NewSyscallError("renameat2", err)
 }
@@ -126,7 +169,7 @@ func (s *Service) openDir(rel string) (*os.File, error) {
 	return s.root.OpenFile(rel, os.O_RDONLY|syscall.O_DIRECTORY, 0)
 }
 
-func (s *Service) remove(req *agentv1.RemoveRequest) error {
+func (s *Service) remove(ctx context.Context, req *agentv1.RemoveRequest) error {
 	p := req.GetPath()
 	rel, err := resolve(p)
 	if err != nil {
@@ -135,12 +178,25 @@ func (s *Service) remove(req *agentv1.RemoveRequest) error {
 	if rel == "." {
 		return fmt.Errorf("remove %q: the workspace itself cannot be removed: %w", p, errdefs.ErrInvalidArgument)
 	}
-	if !req.GetRecursive() {
-		return s.fsError("remove", p, s.root.Remove(rel))
-	}
-	// RemoveAll succeeds on a missing path; the caller should hear that nothing was there.
-	if _, err := s.root.Lstat(rel); err != nil {
+	// Removed from its parent, opened once: a capability token is verified on where that
+	// parent is, whatever is swapped for a symlink meanwhile.
+	dir, err := s.root.OpenRoot(path.Dir(rel))
+	if err != nil {
 		return s.fsError("remove", p, err)
 	}
-	return s.fsError("remove", p, s.root.RemoveAll(rel))
+	defer dir.Close()
+	name := path.Base(rel)
+	if token := req.GetCapability(); token != "" {
+		if _, err := s.allowIn(ctx, token, "remove", p, capability.Delete, dir, name, 0); err != nil {
+			return err
+		}
+	}
+	if !req.GetRecursive() {
+		return s.fsError("remove", p, dir.Remove(name))
+	}
+	// RemoveAll succeeds on a missing path; the caller should hear that nothing was there.
+	if _, err := dir.Lstat(name); err != nil {
+		return s.fsError("remove", p, err)
+	}
+	return s.fsError("remove", p, dir.RemoveAll(name))
 }

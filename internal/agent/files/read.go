@@ -9,6 +9,7 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/paddockhq/paddock/internal/capability"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/wire/agentv1"
 )
@@ -24,8 +25,29 @@ func (s *Service) read(ctx context.Context, req *agentv1.ReadRequest, send func(
 	}
 	defer f.Close()
 	off := int64(req.GetOffset())
-	r := io.NewSectionReader(f, off, readLength(off, req.GetLength()))
+	n := readLength(off, req.GetLength())
+	if token := req.GetCapability(); token != "" {
+		if n, err = s.allowRead(ctx, token, p, f, off, n); err != nil {
+			return err
+		}
+	}
+	r := io.NewSectionReader(f, off, n)
 	return s.fsError("read", p, sendChunks(ctx, r, off, send))
+}
+
+// allowRead verifies token for reading the file f is open on, and returns how many bytes
+// from off it allows: those the file holds now, at most n. The read stops there, so that
+// a file that grows meanwhile sends no more than was verified.
+func (s *Service) allowRead(ctx context.Context, token, p string, f *os.File, off, n int64) (int64, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, s.fsError("read", p, err)
+	}
+	n = min(n, max(fi.Size()-off, 0))
+	if err := s.allowFile(ctx, token, "read", p, capability.Read, f, n); err != nil {
+		return 0, err
+	}
+	return n, nil
 }
 
 // sendChunks sends r in chunks of ChunkSize, each a fresh buffer since gRPC may still hold

@@ -1,6 +1,7 @@
 package files
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -12,6 +13,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/paddockhq/paddock/internal/capability"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/wire/agentv1"
 )
@@ -34,17 +36,23 @@ func (s *Service) write(stream writeStream) (*agentv1.FileInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("write %q: %w", first.GetPath(), err)
 	}
-	dir, rel, err := s.writeTarget(first)
+	var g *writeGrant
+	if token := first.GetCapability(); token != "" {
+		g = &writeGrant{s: s, ctx: stream.Context(), token: token, p: first.GetPath()}
+	}
+	dir, rel, err := s.writeTarget(first, g)
 	if err != nil {
 		return nil, err
 	}
 	defer dir.Close()
-	return s.writeInto(stream, first, dir, rel, mode)
+	return s.writeInto(stream, first, dir, rel, mode, g)
 }
 
 // writeTarget opens the directory the file goes into as a root of its own, so the temp file
 // and the final rename both happen in the directory we checked, whatever is renamed meanwhile.
-func (s *Service) writeTarget(first *agentv1.WriteRequest) (dir *os.Root, rel string, err error) {
+// Under a capability token (g) the file's place in that directory is verified before
+// anything is written, and before parents are made, where they would be made.
+func (s *Service) writeTarget(first *agentv1.WriteRequest, g *writeGrant) (dir *os.Root, rel string, err error) {
 	p := first.GetPath()
 	if rel, err = resolve(p); err != nil {
 		return nil, "", err
@@ -53,8 +61,13 @@ func (s *Service) writeTarget(first *agentv1.WriteRequest) (dir *os.Root, rel st
 		return nil, "", fmt.Errorf("write %q: is the workspace directory: %w", p, errdefs.ErrInvalidArgument)
 	}
 	if first.GetMakeParents() {
+		if g != nil {
+			if err := s.allowNew(g.ctx, g.token, "write", p, capability.Write, rel); err != nil {
+				return nil, "", err
+			}
+		}
 		if err := s.root.MkdirAll(path.Dir(rel), 0o755); err != nil {
-			return nil, "", s.parentsError(p, err)
+			return nil, "", s.parentsError("write", p, err)
 		}
 	}
 	dir, err = s.root.OpenRoot(path.Dir(rel))
@@ -65,44 +78,89 @@ func (s *Service) writeTarget(first *agentv1.WriteRequest) (dir *os.Root, rel st
 		dir.Close()
 		return nil, "", fmt.Errorf("write %q: is a directory: %w", p, errdefs.ErrInvalidArgument)
 	}
+	if g != nil {
+		g.dir, g.name = dir, path.Base(rel)
+		if err := g.allow(0); err != nil {
+			dir.Close()
+			return nil, "", err
+		}
+	}
 	return dir, rel, nil
 }
 
-// parentsError reports a failed MkdirAll of a written file's parents. os.Root says a file
-// in the way "exists"; to the caller, whose file does not, a parent is not a directory.
-func (s *Service) parentsError(p string, err error) error {
-	if errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("write %q: a parent is not a directory: %w", p, errdefs.ErrFailedPrecondition)
+// writeGrant is the capability check of a Write that carries a token: verified at the
+// first message with size 0, again as soon as the data passes the token's max_size, and
+// with the final size just before the file is renamed into place, each time on where
+// the directory it goes into is then. A refusal leaves the temp file to be discarded and
+// whatever was at the path as it was.
+type writeGrant struct {
+	s       *Service
+	ctx     context.Context
+	token   string
+	p       string   // the caller's path, for errors
+	dir     *os.Root // the directory the file goes into
+	name    string
+	maxSize int64 // the token's smallest max_size, from the last check; 0 for none
+}
+
+// allow verifies the write of size bytes.
+func (g *writeGrant) allow(size int64) error {
+	maxSize, err := g.s.allowIn(g.ctx, g.token, "write", g.p, capability.Write, g.dir, g.name, size)
+	if err != nil {
+		return err
 	}
-	return s.fsError("write", p, err)
+	g.maxSize = maxSize
+	return nil
+}
+
+// parentsError reports a failed MkdirAll of the parents of what op makes. os.Root says a
+// file in the way "exists"; to the caller, whose file does not, a parent is not a directory.
+func (s *Service) parentsError(op, p string, err error) error {
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("%s %q: a parent is not a directory: %w", op, p, errdefs.ErrFailedPrecondition)
+	}
+	return s.fsError(op, p, err)
 }
 
 // writeInto streams the data into a temp file in dir and renames it into place at rel.
-func (s *Service) writeInto(stream writeStream, first *agentv1.WriteRequest, dir *os.Root, rel string, mode fs.FileMode) (*agentv1.FileInfo, error) {
+func (s *Service) writeInto(stream writeStream, first *agentv1.WriteRequest, dir *os.Root, rel string, mode fs.FileMode, g *writeGrant) (*agentv1.FileInfo, error) {
 	p := first.GetPath()
 	tmp, err := createTemp(dir)
 	if err != nil {
 		return nil, s.fsError("write", p, err)
 	}
 	defer tmp.discard()
-	if err := s.copyStream(stream, first.GetData(), tmp.f, p); err != nil {
+	if err := s.copyStream(stream, first.GetData(), tmp.f, p, g); err != nil {
 		return nil, err
 	}
-	fi, err := tmp.commit(path.Base(rel), mode)
+	fi, err := tmp.finish(mode)
 	if err != nil {
+		return nil, s.fsError("write", p, err)
+	}
+	if g != nil {
+		if err := g.allow(fi.Size()); err != nil {
+			return nil, err
+		}
+	}
+	if err := tmp.rename(path.Base(rel)); err != nil {
 		return nil, s.fsError("write", p, err)
 	}
 	return infoOf(rel, fi, ""), nil
 }
 
 // copyStream writes data and then every later message's data to f, refusing to grow past
-// the write limit.
-func (s *Service) copyStream(stream writeStream, data []byte, f *os.File, p string) error {
+// the write limit, or past the max_size of the capability token g (nil: none).
+func (s *Service) copyStream(stream writeStream, data []byte, f *os.File, p string, g *writeGrant) error {
 	var total int64
 	for {
 		total += int64(len(data))
 		if total > s.maxWrite {
 			return fmt.Errorf("write %q: larger than %d bytes: %w", p, s.maxWrite, errdefs.ErrLimitExceeded)
+		}
+		if g != nil && g.maxSize > 0 && total > g.maxSize {
+			if err := g.allow(total); err != nil {
+				return err
+			}
 		}
 		if _, err := f.Write(data); err != nil {
 			return s.fsError("write", p, err)
@@ -139,9 +197,9 @@ func createTemp(dir *os.Root) (*tempFile, error) {
 	return &tempFile{dir: dir, name: name, f: f}, nil
 }
 
-// commit sets the final mode on the descriptor (exactly, whatever the umask), flushes, and
-// renames the file over base: readers see the old file or the new one, never a part.
-func (t *tempFile) commit(base string, mode fs.FileMode) (fs.FileInfo, error) {
+// finish sets the final mode on the descriptor (exactly, whatever the umask), flushes and
+// closes the file, and describes it.
+func (t *tempFile) finish(mode fs.FileMode) (fs.FileInfo, error) {
 	if err := t.f.Chmod(mode); err != nil {
 		return nil, err
 	}
@@ -152,14 +210,17 @@ func (t *tempFile) commit(base string, mode fs.FileMode) (fs.FileInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := t.f.Close(); err != nil {
-		return nil, err
-	}
+	return fi, t.f.Close()
+}
+
+// rename puts the finished file in place over base: readers see the old file or the new
+// one, never a part.
+func (t *tempFile) rename(base string) error {
 	if err := t.dir.Rename(t.name, base); err != nil {
-		return nil, err
+		return err
 	}
 	t.committed = true
-	return fi, nil
+	return nil
 }
 
 // discard removes the temp file unless it was committed; it runs on every way out of a

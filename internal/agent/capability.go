@@ -1,0 +1,120 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/paddockhq/paddock/internal/agent/files"
+	"github.com/paddockhq/paddock/internal/capability"
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/policy"
+	"github.com/paddockhq/paddock/internal/wire"
+)
+
+// capabilities verifies the Agent-audience capability tokens that file and exec requests
+// carry (package capability). The control plane verifies a ControlPlane token at its API
+// and forwards, for the request made under it, an Agent token of the same claims and
+// caveats; the agent verifies that one against what only it can know: the file a path
+// really leads to inside the workspace (package files, through Guard), and the programs
+// a command line really runs. A request without a token is not checked here: the control
+// plane decided on it alone.
+type capabilities struct {
+	// verifier holds the agent's keyring; nil when the envelope brought none, and then
+	// every request that carries a token is refused.
+	verifier *capability.Verifier
+	// subject is "sandbox:<id>": every request arrives on this sandbox's channel, so this
+	// is who asks, whatever the token says.
+	subject string
+	log     *slog.Logger
+}
+
+var _ files.Guard = (*capabilities)(nil)
+
+// newCapabilities reads the keyring of env. It must be an agent's keyring, and this
+// sandbox's: a control plane's keyring holds root keys, which mint any token for any
+// sandbox and must never be inside one.
+func newCapabilities(env *wire.Envelope, log *slog.Logger) (*capabilities, error) {
+	c := &capabilities{subject: "sandbox:" + env.SandboxID, log: log}
+	if env.CapabilityKeys == "" {
+		return c, nil
+	}
+	keys, err := capability.ParseKeyring([]byte(env.CapabilityKeys))
+	if err != nil {
+		return nil, fmt.Errorf("capability keys: %w", err)
+	}
+	switch keys.Agent() {
+	case c.subject:
+	case "":
+		return nil, fmt.Errorf("capability keys: the envelope holds the control plane's root keys, not a keyring derived for %s (Keyring.ForAgent): %w", c.subject, errdefs.ErrInvalidArgument)
+	default:
+		return nil, fmt.Errorf("capability keys: the keyring is for %s, not %s: %w", keys.Agent(), c.subject, errdefs.ErrInvalidArgument)
+	}
+	// The revocation list stays empty: nothing tells the agent of a revocation. The
+	// control plane checks revocation before it forwards a token, and forwards
+	// short-lived ones, so a revoked token is dead here within minutes.
+	c.verifier = capability.NewVerifier(keys, nil)
+	log.Info("verifying capability tokens", "subject", c.subject, "keyring", keys)
+	return c, nil
+}
+
+// errNoKeyring refuses a token on an agent that cannot verify one.
+var errNoKeyring = fmt.Errorf("the request carries a capability token, and this agent holds no capability keyring to verify it: %w", errdefs.ErrFailedPrecondition)
+
+// verify decides req, made by this sandbox, under token.
+func (c *capabilities) verify(ctx context.Context, token string, req capability.Request) (capability.Decision, error) {
+	if c.verifier == nil {
+		return capability.Decision{}, errNoKeyring
+	}
+	req.Subject = c.subject
+	d, err := c.verifier.Verify(ctx, token, req)
+	if err != nil {
+		c.log.Info("capability refused", "resource", req.Resource, "action", req.Action, "err", err)
+	}
+	return d, err
+}
+
+// Allow implements files.Guard: token must allow action on the file at path, which the
+// files service found with symlinks resolved.
+func (c *capabilities) Allow(ctx context.Context, token string, action capability.Action, path string, size int64) (int64, error) {
+	d, err := c.verify(ctx, token, capability.Request{Resource: "file:" + path, Action: action, Size: size})
+	if err != nil {
+		return 0, err
+	}
+	return smallestMaxSize(d), nil
+}
+
+// smallestMaxSize is the max_size that decides: the smallest of the claims' and the
+// caveats', 0 when none sets one.
+func smallestMaxSize(d capability.Decision) int64 {
+	m := d.Claims.Constraints.MaxSize
+	for _, cv := range d.Caveats {
+		if s := cv.Constraints.MaxSize; s != 0 && (m == 0 || s < m) {
+			m = s
+		}
+	}
+	return m
+}
+
+// allowExec verifies token for running argv with the request's env: exec of every
+// program argv runs (policy.Programs: argv[0], and what sh -c strings, wrappers and
+// pipelines in it run). A command line whose programs cannot be known from its text, or
+// whose environment holds code bash would run (BASH_FUNC_…), is refused.
+func (c *capabilities) allowExec(ctx context.Context, token string, argv, env []string) error {
+	if c.verifier == nil {
+		return errNoKeyring
+	}
+	progs, err := policy.Programs(argv)
+	if err != nil {
+		return fmt.Errorf("exec under a capability token: %v: %w", err, errdefs.ErrPermissionDenied)
+	}
+	if err := policy.EnvCode(env); err != nil {
+		return fmt.Errorf("exec under a capability token: %v: what it runs is in no word of the command line: %w", err, errdefs.ErrPermissionDenied)
+	}
+	for _, p := range progs {
+		if _, err := c.verify(ctx, token, capability.Request{Resource: "exec:" + p, Action: capability.Exec}); err != nil {
+			return fmt.Errorf("exec %s: %w", p, err)
+		}
+	}
+	return nil
+}
