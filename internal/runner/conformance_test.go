@@ -20,18 +20,23 @@ import (
 	"github.com/paddockhq/paddock/internal/runner"
 	"github.com/paddockhq/paddock/internal/testenv"
 	"github.com/paddockhq/paddock/internal/wire"
+	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
 )
 
-// tiers lists the tiers (and the container tier's runtimes) under test with what differs
+// tierCase is a tier (and the container tier's runtime) under test with what differs
 // between them.
-var tiers = []struct {
+type tierCase struct {
 	name     string
 	tier     wire.Tier
 	runtime  string // OCI runtime of the container tier
 	insecure bool
 	// inContainer is set when the workspace appears at /workspace.
 	inContainer bool
-}{
+}
+
+// tiers are the tiers under test; conformance_microvm_test.go adds the microVM tier under
+// the microvm build tag.
+var tiers = []tierCase{
 	{"container", wire.TierContainer, "runc", false, true},
 	{"container-runsc", wire.TierContainer, "runsc", false, true},
 	{"process", wire.TierProcess, "", true, false},
@@ -212,8 +217,13 @@ func TestLimits(t *testing.T) {
 			}
 		})
 		t.Run("memory", func(t *testing.T) {
-			spec := h.spec("sh", "-c", `x=$(head -c 200000000 /dev/zero | tr '\0' a); echo survived`)
-			spec.Limits.Memory = 64 << 20
+			// A microVM's limit is its guest's RAM, which must hold a kernel too.
+			limit, bomb := runner.Size(64<<20), 200000000
+			if h.tier == wire.TierMicroVM {
+				limit, bomb = 160<<20, 600000000
+			}
+			spec := h.spec("sh", "-c", fmt.Sprintf(`x=$(head -c %d /dev/zero | tr '\0' a); echo survived`, bomb))
+			spec.Limits.Memory = limit
 			o := h.run(spec, "")
 			if !o.res.OOM || o.res.ExitCode() != 137 || strings.Contains(o.stdout, "survived") {
 				t.Fatalf("memory bomb: OOM %v exit %d stdout %q", o.res.OOM, o.res.ExitCode(), o.stdout)
@@ -228,6 +238,12 @@ func TestLimits(t *testing.T) {
 			}
 		})
 		t.Run("cpu", func(t *testing.T) {
+			if h.tier == wire.TierMicroVM {
+				// The guest's own accounting charges a throttled vCPU's lost time to
+				// whatever ran on it: the host's count of QEMU's CPU time says it.
+				qemuCPUUnderQuota(t, h)
+				return
+			}
 			// Two busy loops for a second of wall time under a quarter CPU: the cgroup
 			// must hold them to about a quarter second of CPU time.
 			spec := h.spec("sh", "-c", `(while :; do :; done) & (while :; do :; done) & sleep 1; kill $(jobs -p); cat /proc/self/stat >/dev/null; times`)
@@ -239,6 +255,64 @@ func TestLimits(t *testing.T) {
 			}
 		})
 	})
+}
+
+// qemuCPUUnderQuota runs two busy loops for two seconds in a microVM under a quarter CPU
+// and checks what QEMU's processes used meanwhile: about a quarter of the host's time.
+func qemuCPUUnderQuota(t *testing.T, h *harness) {
+	spec := h.spec("sleep", "60")
+	spec.Limits.CPUs = 0.25
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sb, err := h.r.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Destroy(context.Background())
+	before, began := cgroupCPU(t, sb.Cgroup()), time.Now()
+	res, err := pb.NewProcessClient(sb.Conn()).Execute(ctx, &pb.ExecuteRequest{
+		Argv: []string{"sh", "-c", `(while :; do :; done) & a=$!; (while :; do :; done) & b=$!; sleep 2; kill $a $b`}})
+	if err != nil || res.GetStatus().GetExitCode() != 0 {
+		t.Fatalf("busy loops: %v %+v", err, res)
+	}
+	// The guest's two seconds take longer on the host's clock when its vCPU is throttled:
+	// the share of the host's time is what the quota holds.
+	used, wall := cgroupCPU(t, sb.Cgroup())-before, time.Since(began)
+	if share := used.Seconds() / wall.Seconds(); share > 0.4 {
+		t.Fatalf("QEMU used %s of CPU in %s (%.2f CPUs) of busy loops under --cpus 0.25", used, wall.Round(time.Millisecond), share)
+	}
+	t.Logf("QEMU used %s of CPU in %s of busy loops under --cpus 0.25", used, wall.Round(time.Millisecond))
+}
+
+// cgroupCPU is the CPU time the processes of the host's cgroup (QEMU) have used, from
+// their /proc/PID/stat: these hosts have no cpuacct controller in the sandbox's cgroup.
+func cgroupCPU(t *testing.T, group string) time.Duration {
+	t.Helper()
+	procs, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/memory", group, "cgroup.procs"))
+	if err != nil {
+		procs, err = os.ReadFile(filepath.Join("/sys/fs/cgroup", group, "cgroup.procs"))
+	}
+	if err != nil {
+		t.Fatalf("the sandbox's processes: %v", err)
+	}
+	var ticks int64
+	for _, pid := range strings.Fields(string(procs)) {
+		b, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+		if err != nil {
+			continue // gone
+		}
+		// The fields after the command's name, which is in parentheses: utime and stime are
+		// the 12th and 13th of them.
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		for _, v := range f[11:13] {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatalf("/proc/%s/stat: %v", pid, err)
+			}
+			ticks += n
+		}
+	}
+	return time.Duration(ticks) * (time.Second / 100) // USER_HZ
 }
 
 // childCPU sums the children's user and system time from the shell's `times` output.
