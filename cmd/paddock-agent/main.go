@@ -4,7 +4,9 @@
 // guest and serves on the VM's virtio-serial port instead. `paddock-agent welcome` runs the
 // default app of a new sandbox instead (package welcome). It is built static
 // (CGO_ENABLED=0) so that it runs in any root filesystem. `paddock-agent secret get NAME`,
-// run by a process in the sandbox, asks the secrets broker for a capability.
+// run by a process in the sandbox, asks the secrets broker for a capability. With
+// --exec-limited it is the trampoline through which the agent starts a command under the
+// sandbox's file size limit (session.ExecLimited).
 package main
 
 import (
@@ -16,11 +18,18 @@ import (
 	"syscall"
 
 	"github.com/paddockhq/paddock/internal/agent"
+	"github.com/paddockhq/paddock/internal/agent/session"
 	"github.com/paddockhq/paddock/internal/agent/welcome"
 	"github.com/paddockhq/paddock/internal/brokerclient"
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == session.LimitedExecFlag {
+		// The trampoline of a command under the sandbox's limits: nothing else runs first.
+		code, err := session.ExecLimited(os.Args[2:])
+		fmt.Fprintf(os.Stderr, "paddock-agent: %v\n", err)
+		os.Exit(code)
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

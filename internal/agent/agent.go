@@ -43,6 +43,8 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -142,6 +144,11 @@ func Run(ctx context.Context, env *wire.Envelope, lis net.Listener, confine Conf
 	if err != nil {
 		return err
 	}
+	if p := env.Process; p != nil && env.FileSizeLimit > 0 && (p.MaxFileSize == 0 || p.MaxFileSize > env.FileSizeLimit) {
+		// The process tier's agent shares its user with its commands and keeps no history:
+		// the file size limit is its own, which they inherit.
+		p.MaxFileSize = env.FileSizeLimit
+	}
 	if env.Tier == wire.TierProcess {
 		if confine == nil {
 			return errors.New("process tier: no confinement available in this build")
@@ -162,6 +169,15 @@ func Run(ctx context.Context, env *wire.Envelope, lis net.Listener, confine Conf
 	if env.RunAs != nil {
 		user = identity.User{UID: env.RunAs.UID, GID: env.RunAs.GID}
 		m.RunAs(user.UID, user.GID)
+	}
+	if env.FileSizeLimit > 0 && env.Process == nil {
+		self, err := os.Executable()
+		if err == nil {
+			err = m.LimitFileSize(env.FileSizeLimit, self)
+		}
+		if err != nil {
+			return fmt.Errorf("file size limit: %w", err)
+		}
 	}
 	// The host's services are up before the app starts, so that it can use them at once.
 	nets := newNetService(env.Tier)
@@ -213,7 +229,7 @@ func Run(ctx context.Context, env *wire.Envelope, lis net.Listener, confine Conf
 	srv := grpc.NewServer(ServerOptions()...)
 	pb.RegisterProcessServer(srv, &processService{m: m, hist: hist, ctx: hctx, caps: caps})
 	pb.RegisterFilesServer(srv, &recordedFiles{Service: fs, hist: hist})
-	pb.RegisterAgentServer(srv, &agentService{info: info, app: app})
+	pb.RegisterAgentServer(srv, &agentService{info: info, app: app, ownKernel: env.Tier == wire.TierMicroVM})
 	pb.RegisterNetServer(srv, nets)
 	pb.RegisterHistoryServer(srv, hist)
 	go func() {
@@ -284,10 +300,33 @@ type agentService struct {
 	pb.UnimplementedAgentServer
 	info *pb.InfoResponse
 	app  *supervisor // nil without a supervised app
+	// ownKernel is set where the sandbox's kernel is its own (a microVM's guest): its
+	// counters are the sandbox's, not the host's.
+	ownKernel bool
 }
 
 func (a *agentService) Info(context.Context, *pb.InfoRequest) (*pb.InfoResponse, error) {
-	return a.info, nil
+	if !a.ownKernel {
+		return a.info, nil
+	}
+	i := a.info
+	return &pb.InfoResponse{SandboxId: i.SandboxId, Tier: i.Tier, AgentVersion: i.AgentVersion, SessionsAvailable: i.SessionsAvailable,
+		SessionsUnavailableReason: i.SessionsUnavailableReason, Workspace: i.Workspace, KernelOomKills: kernelOOMKills()}, nil
+}
+
+// kernelOOMKills reads the kernel's count of OOM kills since boot; 0 when it cannot.
+func kernelOOMKills() uint64 {
+	b, err := os.ReadFile("/proc/vmstat")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+			n, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	return 0
 }
 
 func (a *agentService) App(context.Context, *pb.AppRequest) (*pb.AppStatus, error) {

@@ -188,6 +188,14 @@ type Limits struct {
 	MemoryBytes int64   `json:"memory_bytes,omitempty"`
 	CPUs        float64 `json:"cpus,omitempty"`
 	Pids        int64   `json:"pids,omitempty"`
+	// Tmp sizes the sandbox's /tmp, a tmpfs whose pages count as its memory (requests);
+	// TmpBytes is that size in bytes (responses). Unset: the runner's default (1GiB).
+	Tmp      string `json:"tmp,omitempty"`
+	TmpBytes int64  `json:"tmp_bytes,omitempty"`
+	// FileSize is the largest file a command in the sandbox may write, RLIMIT_FSIZE
+	// (requests); FileSizeBytes is that size in bytes (responses). Unset: no limit.
+	FileSize      string `json:"file_size,omitempty"`
+	FileSizeBytes int64  `json:"file_size_bytes,omitempty"`
 }
 
 // CreateSandboxRequest is POST /api/v1/sandboxes. Every field is optional.
@@ -237,9 +245,30 @@ type ExecResult struct {
 	StdoutTruncated bool   `json:"stdout_truncated,omitempty"`
 	StderrTruncated bool   `json:"stderr_truncated,omitempty"`
 	TimedOut        bool   `json:"timed_out,omitempty"`
-	// Error says why the command could not start (exit code 126 or 127).
+	// Limit names the limit that ended or hurt the command, if one did: LimitTimeout,
+	// LimitMemory, LimitPids or LimitFileSize.
+	Limit string `json:"limit,omitempty"`
+	// Error says why the command could not start (exit code 126 or 127), or, with Limit,
+	// which limit it met and its value.
 	Error string `json:"error,omitempty"`
 }
+
+// The limits ExecResult.Limit and StreamExit.Limit name. Memory and pids are the
+// sandbox's, counted by its cgroup for the whole sandbox while the command ran: what
+// else runs in it at the same time (its app, another exec) can meet them too.
+const (
+	// LimitTimeout: the command outlived the exec's timeout or the policy's
+	// resources.timeout, and was killed.
+	LimitTimeout = "timeout"
+	// LimitMemory: the sandbox's memory limit was hit and the kernel killed a process
+	// (the command, or one it started: a command may carry on, even exit 0).
+	LimitMemory = "memory"
+	// LimitPids: the sandbox's process limit refused a fork (or a new thread).
+	LimitPids = "pids"
+	// LimitFileSize: the command wrote past the sandbox's file size limit and SIGXFSZ
+	// ended it.
+	LimitFileSize = "file_size"
+)
 
 // FileInfo describes a file in a sandbox's workspace.
 type FileInfo struct {

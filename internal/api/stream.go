@@ -62,5 +62,7 @@ type StreamExit struct {
 	Type     string `json:"type"` // "exit"
 	ExitCode int    `json:"exit_code"`
 	Signal   int    `json:"signal,omitempty"`
-	Error    string `json:"error,omitempty"`
+	// Limit and Error are as in ExecResult.
+	Limit string `json:"limit,omitempty"`
+	Error string `json:"error,omitempty"`
 }

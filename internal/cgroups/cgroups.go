@@ -1,6 +1,6 @@
 // Package cgroups puts sandbox processes in a Linux control group, limits the group's memory,
-// CPU and process count, reads what the kernel did to it (OOM kills), and kills everything in
-// it.
+// CPU and process count, reads what the kernel did to it (OOM kills, refused forks), and
+// kills everything in it.
 //
 // Both cgroup versions exist because hosts differ. Production hosts run the unified hierarchy
 // (cgroup v2: /sys/fs/cgroup is cgroup2fs, one directory per group). Others, including the
@@ -222,6 +222,42 @@ func (g *Group) OOMKills() (uint64, error) {
 		return g.oomKillsV1()
 	}
 	return g.oomKillsV2()
+}
+
+// ForksRefused returns how many forks (and new threads) a pids limit has refused to
+// processes in the group and its descendants. A count that grew while a command ran says
+// the command, or something beside it, met the limit. Kernels without the count (before
+// 4.3 on v1) give errdefs.ErrUnavailable.
+//
+// The count is the "max" line of pids.events, which v1, and v2 before Linux 6.13, keep
+// in the cgroup of the process whose fork failed, so it is summed over the subtree. Since
+// 6.13 v2's pids.events counts where the limit was and up the tree instead; its old,
+// local count is pids.events.local, summed the same way.
+func (g *Group) ForksRefused() (uint64, error) {
+	dir, file := g.dirs[0], "pids.events"
+	if g.mode == V1 {
+		dir = g.controller("pids")
+	} else if exists(dir, "pids.events.local") {
+		file = "pids.events.local"
+	}
+	dirs, err := subtree(dir)
+	if err != nil {
+		return 0, g.wrap(err)
+	}
+	var total uint64
+	for _, d := range dirs {
+		n, err := readKeyed(d, file, "max")
+		switch {
+		case errors.Is(err, fs.ErrNotExist) && d != dir:
+			continue // removed meanwhile
+		case errors.Is(err, fs.ErrNotExist):
+			return 0, fmt.Errorf("cgroup %s: no %s (kernel before 4.3, or no pids controller): %w", g.path, file, errdefs.ErrUnavailable)
+		case err != nil:
+			return 0, g.wrap(err)
+		}
+		total += n
+	}
+	return total, nil
 }
 
 // MemoryLimit returns the group's memory limit in bytes; 0 means unlimited.

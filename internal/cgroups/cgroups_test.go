@@ -305,6 +305,14 @@ func TestPidsLimitStopsForks(t *testing.T) {
 	if !eventually(10*time.Second, refused) {
 		t.Fatalf("no fork was refused in 10s; shell output: %q", readOutput(t, out))
 	}
+	// ForksRefused reads the same count, through Load as the control plane does.
+	loaded, err := Load(g.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := loaded.ForksRefused(); err != nil || n == 0 {
+		t.Errorf("ForksRefused() after refused forks = %d, %v; want at least 1", n, err)
+	}
 	if s := readOutput(t, out); !strings.Contains(s, "fork") && !strings.Contains(s, "temporarily unavailable") {
 		t.Errorf("shell did not report a failed fork; output: %q", s)
 	}
@@ -455,6 +463,9 @@ func TestLoad(t *testing.T) {
 	}
 	if n, err := loaded.OOMKills(); err != nil || n != 0 {
 		t.Errorf("OOMKills() of a fresh group = %d, %v; want 0", n, err)
+	}
+	if n, err := loaded.ForksRefused(); err != nil || n != 0 {
+		t.Errorf("ForksRefused() of a fresh group = %d, %v; want 0", n, err)
 	}
 	if pids, err := loaded.Pids(); err != nil || len(pids) != 0 {
 		t.Errorf("Pids() of a fresh group = %v, %v; want none", pids, err)

@@ -104,9 +104,18 @@ func TestV2Files(t *testing.T) {
 		"paddock/a/memory.max":       "33554432\n",
 		"paddock/a/cgroup.procs":     "10\n12\n",
 		"paddock/a/sub/cgroup.procs": "11\n",
+		"paddock/a/pids.events":      "max 4\n",
+		"paddock/a/sub/pids.events":  "max 3\n",
 		"paddock/b/memory.events":    "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n",
 		"paddock/b/memory.max":       "max\n",
 		"paddock/b/cgroup.procs":     "",
+		// Linux 6.13 on: pids.events is hierarchical (and counts where the limit was); the
+		// local count is pids.events.local.
+		"paddock/b/pids.events":           "max 9\n",
+		"paddock/b/pids.events.local":     "max 1\n",
+		"paddock/b/sub/pids.events":       "max 9\n",
+		"paddock/b/sub/pids.events.local": "max 8\n",
+		"paddock/c/cgroup.procs":          "",
 	})
 
 	if _, err := load(V2, root, "/paddock/missing"); !errors.Is(err, errdefs.ErrNotFound) {
@@ -135,6 +144,19 @@ func TestV2Files(t *testing.T) {
 	}
 	if m, err := b.MemoryLimit(); err != nil || m != 0 {
 		t.Errorf("MemoryLimit() of memory.max=max = %d, %v; want 0 (unlimited)", m, err)
+	}
+	if n, err := a.ForksRefused(); err != nil || n != 7 {
+		t.Errorf("ForksRefused() = %d, %v; want 7 (counted where the fork failed, so descendants add up)", n, err)
+	}
+	if n, err := b.ForksRefused(); err != nil || n != 9 {
+		t.Errorf("ForksRefused() with pids.events.local = %d, %v; want 9, the local counts summed", n, err)
+	}
+	c, err := load(V2, root, "/paddock/c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ForksRefused(); !errors.Is(err, errdefs.ErrUnavailable) {
+		t.Errorf("ForksRefused() without pids.events = %v, want ErrUnavailable", err)
 	}
 }
 
@@ -204,6 +226,8 @@ func TestV1Files(t *testing.T) {
 		"memory/paddock/a/sub/memory.oom_control": "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n",
 		"memory/paddock/a/sub/cgroup.procs":       "6\n",
 		"pids/paddock/a/cgroup.procs":             "5\n7\n",
+		"pids/paddock/a/pids.events":              "max 2\n",
+		"pids/paddock/a/sub/pids.events":          "max 1\n",
 		"memory/paddock/b/memory.oom_control":     "oom_kill_disable 0\nunder_oom 0\n",
 		"memory/paddock/b/memory.limit_in_bytes":  "16777216\n",
 	})
@@ -223,6 +247,9 @@ func TestV1Files(t *testing.T) {
 	}
 	if m, err := a.MemoryLimit(); err != nil || m != 0 {
 		t.Errorf("MemoryLimit() of the v1 unlimited value = %d, %v; want 0", m, err)
+	}
+	if n, err := a.ForksRefused(); err != nil || n != 3 {
+		t.Errorf("ForksRefused() = %d, %v; want 3 (v1 counts per cgroup)", n, err)
 	}
 	if pids, err := a.Pids(); err != nil || !slices.Equal(pids, []int{5, 6, 7}) {
 		t.Errorf("Pids() = %v, %v; want [5 6 7] (every hierarchy, with descendants)", pids, err)

@@ -237,6 +237,16 @@ func (f *Fleet) List(ctx context.Context, c Caller, all bool) ([]store.Sandbox, 
 
 // Conn is the channel to a running sandbox's agent, for exec and files.
 func (f *Fleet) Conn(ctx context.Context, c Caller, id string) (*grpc.ClientConn, error) {
+	h, err := f.Handle(ctx, c, id)
+	if err != nil {
+		return nil, err
+	}
+	return h.Conn(), nil
+}
+
+// Handle is a running sandbox, for exec: its channel, the limits it runs under and what
+// they did (OOM kills, refused forks).
+func (f *Fleet) Handle(ctx context.Context, c Caller, id string) (*runner.Sandbox, error) {
 	if _, err := f.Get(ctx, c, id); err != nil {
 		return nil, err
 	}
@@ -244,7 +254,7 @@ func (f *Fleet) Conn(ctx context.Context, c Caller, id string) (*grpc.ClientConn
 	if h == nil {
 		return nil, fmt.Errorf("sandbox %s is not running: start it first: %w", id, errdefs.ErrFailedPrecondition)
 	}
-	return h.Conn(), nil
+	return h, nil
 }
 
 // Create records a new sandbox for c and starts it. A sandbox that fails to start is kept
@@ -384,13 +394,19 @@ func (f *Fleet) spec(rec store.Sandbox) runner.Spec {
 	env = append(env, f.cfg.Env...)
 	return runner.Spec{
 		ID: rec.ID, Persistent: true, User: runnerUser(rec.Username), Tier: wire.Tier(rec.Tier), Runtime: rec.Runtime,
-		Limits: runner.Limits{Memory: runner.Size(rec.MemoryBytes), CPUs: rec.CPUs, Pids: rec.Pids},
+		Limits: limitsOf(rec),
 		Env:    env, Main: rec.App.Command,
 		// The app is supervised: the agent restarts it when it exits, with backoff, so a
 		// crash costs the user a moment of 502s, not their sandbox.
 		RestartMain:    true,
 		CapabilityKeys: f.agentKeys(rec.ID),
 	}
+}
+
+// limitsOf is a recorded sandbox's limits, as the runner takes them.
+func limitsOf(rec store.Sandbox) runner.Limits {
+	return runner.Limits{Memory: runner.Size(rec.MemoryBytes), CPUs: rec.CPUs, Pids: rec.Pids,
+		Tmp: runner.Size(rec.TmpBytes), FileSize: runner.Size(rec.FileSizeBytes)}
 }
 
 func (f *Fleet) agentKeys(id string) string {
@@ -403,7 +419,7 @@ func (f *Fleet) agentKeys(id string) string {
 func (f *Fleet) record(rec store.Sandbox) runner.Record {
 	return runner.Record{
 		ID: rec.ID, User: runnerUser(rec.Username), Tier: wire.Tier(rec.Tier), Runtime: rec.Runtime,
-		Limits: runner.Limits{Memory: runner.Size(rec.MemoryBytes), CPUs: rec.CPUs, Pids: rec.Pids},
+		Limits: limitsOf(rec),
 	}
 }
 

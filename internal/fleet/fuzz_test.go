@@ -20,6 +20,7 @@ func FuzzCreateRequest(f *testing.F) {
 		`{"app":{"command":["node","server.js"],"port":3000,"build":"v1"},"env":["A=1"]}`,
 		`{"name":"-x"}`, `{"limits":{"memory":"1e30G"}}`, `{"app":{"command":[""],"port":1}}`, `{"env":["=x"]}`,
 		`{"tier":"process"}`, `{"limits":{"memory_bytes":5}}`, `{"app":{"command":["a\u0000b"],"port":80}}`,
+		`{"limits":{"tmp":"64M","file_size":"1G"}}`, `{"limits":{"tmp":"-1","file_size_bytes":3}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -39,7 +40,8 @@ func FuzzCreateRequest(f *testing.F) {
 			}
 			return
 		}
-		if checkName(rec.Name) != nil || len(rec.App.Command) == 0 || rec.App.Port < 1 || rec.App.Port > 65535 || rec.MemoryBytes <= 0 {
+		if checkName(rec.Name) != nil || len(rec.App.Command) == 0 || rec.App.Port < 1 || rec.App.Port > 65535 || rec.MemoryBytes <= 0 ||
+			rec.TmpBytes < 0 || rec.FileSizeBytes < 0 {
 			t.Fatalf("accepted an invalid record: %+v", rec)
 		}
 	})

@@ -9,11 +9,12 @@ import (
 	"github.com/paddockhq/paddock/internal/store"
 )
 
-// ApplyLimits records l as sandbox id's memory, CPU and pids limits (a zero field keeps
-// the sandbox's own), within the user's memory quota, and runs also in the same
-// transaction, so that a policy and the limits it sets are attached together or not at
-// all. The limits are the runner's from the sandbox's next start: a running sandbox keeps
-// the cgroup it was made with until it is restarted.
+// ApplyLimits records l as sandbox id's memory, CPU, pids, tmp and file size limits (a
+// zero field keeps the sandbox's own), within the user's memory quota, and runs also in
+// the same transaction, so that a policy and the limits it sets are attached together or
+// not at all. The limits are the runner's from the sandbox's next start: a running
+// sandbox keeps the cgroup, /tmp and file size limit it was made with until it is
+// restarted.
 func (f *Fleet) ApplyLimits(ctx context.Context, c Caller, id string, l runner.Limits, also func(tx *store.Tx) error) (store.Sandbox, error) {
 	rec, unlock, err := f.acquire(ctx, c, id)
 	if err != nil {
@@ -30,10 +31,16 @@ func (f *Fleet) ApplyLimits(ctx context.Context, c Caller, id string, l runner.L
 	if l.Pids > 0 {
 		next.Pids = l.Pids
 	}
-	if err := (runner.Limits{Memory: runner.Size(next.MemoryBytes), CPUs: next.CPUs, Pids: next.Pids}).Validate("resources."); err != nil {
+	if l.Tmp > 0 {
+		next.TmpBytes = int64(l.Tmp)
+	}
+	if l.FileSize > 0 {
+		next.FileSizeBytes = int64(l.FileSize)
+	}
+	if err := limitsOf(next).Validate("resources."); err != nil {
 		return rec, err
 	}
-	changed := next.MemoryBytes != rec.MemoryBytes || next.CPUs != rec.CPUs || next.Pids != rec.Pids
+	changed := limitsOf(next) != limitsOf(rec)
 	err = f.st.Update(ctx, func(tx *store.Tx) error {
 		if changed {
 			u, err := tx.UserUsage(ctx, rec.UserID)
@@ -44,11 +51,12 @@ func (f *Fleet) ApplyLimits(ctx context.Context, c Caller, id string, l runner.L
 				return fmt.Errorf("quota: with resources.memory %s, %s's sandboxes would take %s of memory, over the %s allowed: %w",
 					runner.Size(next.MemoryBytes), rec.Username, runner.Size(total), f.cfg.Quota.Memory, errdefs.ErrLimitExceeded)
 			}
-			if err := tx.SetSandboxLimits(ctx, id, next.MemoryBytes, next.CPUs, next.Pids, f.now()); err != nil {
+			if err := tx.SetSandboxLimits(ctx, next, f.now()); err != nil {
 				return err
 			}
 			if err := tx.AppendAudit(ctx, f.event(c, "sandbox.limits", id, map[string]any{
-				"memory_bytes": next.MemoryBytes, "cpus": next.CPUs, "pids": next.Pids})); err != nil {
+				"memory_bytes": next.MemoryBytes, "cpus": next.CPUs, "pids": next.Pids,
+				"tmp_bytes": next.TmpBytes, "file_size_bytes": next.FileSizeBytes})); err != nil {
 				return err
 			}
 		}

@@ -95,8 +95,32 @@ func limits(rec *store.Sandbox, l api.Limits, defaultMemory runner.Size) error {
 	if l.Pids < 0 {
 		return invalid("limits.pids", "%d is negative", l.Pids)
 	}
-	rec.MemoryBytes, rec.CPUs, rec.Pids = int64(mem), l.CPUs, l.Pids
-	return (runner.Limits{Memory: mem, CPUs: l.CPUs, Pids: l.Pids}).Validate("limits.")
+	if l.TmpBytes != 0 || l.FileSizeBytes != 0 {
+		return invalid("limits", "tmp_bytes and file_size_bytes are read-only; give limits.tmp and limits.file_size as sizes like 64M")
+	}
+	tmp, err := optionalSize("limits.tmp", l.Tmp)
+	if err != nil {
+		return err
+	}
+	fsize, err := optionalSize("limits.file_size", l.FileSize)
+	if err != nil {
+		return err
+	}
+	rec.MemoryBytes, rec.CPUs, rec.Pids, rec.TmpBytes, rec.FileSizeBytes = int64(mem), l.CPUs, l.Pids, int64(tmp), int64(fsize)
+	return limitsOf(*rec).Validate("limits.")
+}
+
+// optionalSize reads a size a request may leave out ("" is 0, not set); one it gives
+// must be positive.
+func optionalSize(field, s string) (runner.Size, error) {
+	if s == "" {
+		return 0, nil
+	}
+	v, err := runner.ParseSize(s)
+	if err != nil || v <= 0 {
+		return 0, invalid(field, "%q is not a size like 64M or 1GiB", s)
+	}
+	return v, nil
 }
 
 func checkApp(a store.App) error {

@@ -16,7 +16,7 @@
 //	  default: deny
 //	  allow: ["registry.npmjs.org", "*.example.com"]
 //	  deny: ["evil.example.com"]
-//	resources: {memory: 1GiB, cpus: 2, pids: 512, timeout: 10m}
+//	resources: {memory: 1GiB, cpus: 2, pids: 512, timeout: 10m, tmp: 256MiB, file_size: 1GiB}
 //
 // Every decision is a [Decision]: allowed or not, the rule that decided
 // ("shell.deny[1]", "files.jail", "network.default") and a reason a person can read.
@@ -186,8 +186,12 @@
 // # Resources
 //
 // resources sets memory (a size: 512M, 1GiB, 1048576; units are binary, so 100MB is
-// 100MiB, as everywhere in paddock), cpus (fractional), pids and timeout (a Go duration),
-// exposed as [Resources] by [Policy.Resources]; applying them is the runner's job.
+// 100MiB, as everywhere in paddock), cpus (fractional), pids, timeout (a Go duration),
+// tmp (the size of the sandbox's /tmp, a tmpfs whose pages count as its memory) and
+// file_size (the largest file a command may write: RLIMIT_FSIZE, so a write past it fails
+// and SIGXFSZ ends the process that made it; files.max_file_size is the file API's own,
+// separate bound), exposed as [Resources] by [Policy.Resources]; applying them is the
+// runner's job.
 //
 // # Loading
 //

@@ -21,6 +21,7 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte("network: {default: allow, allow: [a.com]}"))
 	f.Add([]byte("a: &x [*x]"))
 	f.Add([]byte("resources: {memory: 1e400, cpus: .inf, pids: 0x10, timeout: 1h}"))
+	f.Add([]byte("resources: {tmp: 0.5k, file_size: 1e400}"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := Load(data, "fuzz.yaml")
 		if err != nil {

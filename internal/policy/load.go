@@ -258,7 +258,7 @@ func (l *loader) list(n *yaml.Node, field string) ([]item, error) {
 }
 
 func (l *loader) resources(n *yaml.Node, r *Resources) error {
-	return l.mapping(n, "resources", []string{"memory", "cpus", "pids", "timeout"}, func(key string, _, v *yaml.Node) error {
+	return l.mapping(n, "resources", []string{"memory", "cpus", "pids", "timeout", "tmp", "file_size"}, func(key string, _, v *yaml.Node) error {
 		field := "resources." + key
 		if v.Kind != yaml.ScalarNode {
 			return l.errf(v, field, "want a single value, got %s", describe(v))
@@ -300,6 +300,24 @@ func (l *loader) resources(n *yaml.Node, r *Resources) error {
 				return l.errf(v, field, "%q is not a positive duration like 30s, 10m or 1h30m", v.Value)
 			}
 			r.Timeout = d
+		case "tmp":
+			size, err := l.size(v, field)
+			if err != nil {
+				return err
+			}
+			if size == 0 {
+				return l.errf(v, field, "0B would make /tmp unlimited, not empty; give a size like 64MiB")
+			}
+			r.Tmp = size
+		case "file_size":
+			size, err := l.size(v, field)
+			if err != nil {
+				return err
+			}
+			if size == 0 {
+				return l.errf(v, field, "0B would forbid writing any file; leave file_size out for no limit")
+			}
+			r.FileSize = size
 		}
 		return nil
 	})

@@ -28,11 +28,13 @@ resources:
   cpus: 2
   pids: 512
   timeout: 10m
+  tmp: 256M
+  file_size: 1MiB
 `
 
 func TestLoadExample(t *testing.T) {
 	p := mustLoad(t, example)
-	want := Resources{Memory: 1 << 30, CPUs: 2, Pids: 512, Timeout: 10 * time.Minute}
+	want := Resources{Memory: 1 << 30, CPUs: 2, Pids: 512, Timeout: 10 * time.Minute, Tmp: 256 << 20, FileSize: 1 << 20}
 	if got := p.Resources(); got != want {
 		t.Errorf("Resources() = %+v, want %+v", got, want)
 	}
@@ -42,7 +44,7 @@ func TestLoadExample(t *testing.T) {
 	const summary = "shell: 3 deny patterns, 3 allowed prefixes; " +
 		"files: jail /workspace, 2 deny_write patterns, extensions .ts .tsx .css, max file size 100MiB; " +
 		"network: default deny, 3 allowed hosts, 1 denied host; " +
-		"resources: memory 1GiB, cpus 2, pids 512, timeout 10m0s"
+		"resources: memory 1GiB, cpus 2, pids 512, timeout 10m0s, tmp 256MiB, file_size 1MiB"
 	if got := p.Summary(); got != summary {
 		t.Errorf("Summary() =\n%s\nwant\n%s", got, summary)
 	}
@@ -103,6 +105,13 @@ func TestLoadErrors(t *testing.T) {
 		{"timeout without unit", "resources:\n  timeout: 10\n", `:2: resources.timeout: want a duration with a unit like 30s or 10m, got the number 10`},
 		{"timeout bad", "resources:\n  timeout: soon\n", `:2: resources.timeout: "soon" is not a positive duration`},
 		{"timeout negative", "resources:\n  timeout: -1m\n", `is not a positive duration`},
+		{"tmp not a size", "resources:\n  memory: 1G\n  tmp: lots\n", `:3: resources.tmp: "lots" is not a size`},
+		{"tmp zero", "resources:\n  tmp: 0\n", `:2: resources.tmp: 0B would make /tmp unlimited`},
+		{"tmp a list", "resources:\n  tmp: [1M]\n", `:2: resources.tmp: want a single value, got a list`},
+		{"file_size negative", "resources:\n  file_size: -1\n", `:2: resources.file_size: "-1" is not a size`},
+		{"file_size zero", "resources:\n  file_size: 0k\n", `:2: resources.file_size: 0B would forbid writing any file`},
+		{"file_size a bool", "resources:\n  file_size: true\n", `:2: resources.file_size: want a size like 512M or 1GiB, got`},
+		{"file_size too large", "resources:\n  file_size: 9000000T\n", `:2: resources.file_size: size "9000000T" is too large`},
 		{"yaml syntax", "shell:\n  deny: [\"rm\"\nfiles: {}\n", `not valid YAML`},
 		{"tab indentation", "shell:\n\tdeny: []\n", `:2: not valid YAML: found character that cannot start any token`},
 		{"two documents", "shell: {}\n---\nfiles: {}\n", `more than one YAML document`},

@@ -54,6 +54,12 @@ type Resources struct {
 	Pids int64
 	// Timeout is the wall-clock limit.
 	Timeout time.Duration
+	// Tmp is the size of the sandbox's /tmp (a tmpfs, whose pages count as its memory)
+	// in bytes.
+	Tmp int64
+	// FileSize is the largest file a command may write, in bytes (RLIMIT_FSIZE): a write
+	// past it fails, and the process that made it gets SIGXFSZ, which ends it.
+	FileSize int64
 }
 
 // Policy is a loaded policy file. It is immutable and safe for concurrent use; the zero
@@ -102,6 +108,12 @@ func (r Resources) summary() string {
 	}
 	if r.Timeout != 0 {
 		s = append(s, "timeout "+r.Timeout.String())
+	}
+	if r.Tmp != 0 {
+		s = append(s, "tmp "+formatSize(r.Tmp))
+	}
+	if r.FileSize != 0 {
+		s = append(s, "file_size "+formatSize(r.FileSize))
 	}
 	if len(s) == 0 {
 		return ""

@@ -73,6 +73,9 @@ type Limits struct {
 	Timeout time.Duration `yaml:"timeout"`
 	// Tmp sizes the sandbox's /tmp.
 	Tmp Size `yaml:"tmp"`
+	// FileSize is the largest file a command in the sandbox may write (RLIMIT_FSIZE, set
+	// by the agent on every process it starts, not on itself).
+	FileSize Size `yaml:"file_size"`
 }
 
 // Size is a byte count written like 512M, 1.5GiB or 1048576.
@@ -136,6 +139,8 @@ func (l Limits) Validate(prefix string) error {
 		return invalidField(prefix+"timeout", "must not be negative")
 	case l.Tmp < 0:
 		return invalidField(prefix+"tmp", "must not be negative")
+	case l.FileSize < 0:
+		return invalidField(prefix+"file_size", "must not be negative")
 	}
 	return nil
 }
@@ -152,6 +157,8 @@ func (l Limits) Over(max Limits) error {
 		return limitField("pids", "%d is over the maximum %d", l.Pids, max.Pids)
 	case over(float64(l.Timeout), float64(max.Timeout)):
 		return limitField("timeout", "%s is over the maximum %s", l.Timeout, max.Timeout)
+	case over(float64(l.FileSize), float64(max.FileSize)):
+		return limitField("file_size", "%s is over the maximum %s", l.FileSize, max.FileSize)
 	}
 	return nil
 }
@@ -172,6 +179,9 @@ func (l Limits) Or(d Limits) Limits {
 	}
 	if l.Tmp == 0 {
 		l.Tmp = d.Tmp
+	}
+	if l.FileSize == 0 {
+		l.FileSize = d.FileSize
 	}
 	return l
 }

@@ -61,6 +61,7 @@ func TestLimitsValidate(t *testing.T) {
 	}{
 		{Limits{Memory: -1}, "memory"}, {Limits{Memory: 1 << 10}, "memory"}, {Limits{CPUs: -1}, "cpus"},
 		{Limits{CPUs: 0.001}, "cpus"}, {Limits{Pids: 2}, "pids"}, {Limits{Timeout: -time.Second}, "timeout"}, {Limits{Tmp: -1}, "tmp"},
+		{Limits{FileSize: -1}, "file_size"},
 	}
 	for _, tt := range bad {
 		err := tt.l.Validate("--")
@@ -75,8 +76,11 @@ func TestLimitsValidate(t *testing.T) {
 	if err := (Limits{Memory: 1 << 30}).Over(max); err == nil || !strings.HasPrefix(err.Error(), "pids") {
 		t.Errorf("unset pids under a max must count as over: %v", err)
 	}
-	got := Limits{CPUs: 2}.Or(Limits{CPUs: 1, Memory: 5 << 20})
-	if got.CPUs != 2 || got.Memory != 5<<20 {
+	if err := (Limits{Memory: 1 << 30, Pids: 10}).Over(Limits{FileSize: 1 << 20}); err == nil || !strings.HasPrefix(err.Error(), "file_size") {
+		t.Errorf("no file size limit under a max must count as over: %v", err)
+	}
+	got := Limits{CPUs: 2}.Or(Limits{CPUs: 1, Memory: 5 << 20, FileSize: 1 << 20})
+	if got.CPUs != 2 || got.Memory != 5<<20 || got.FileSize != 1<<20 {
 		t.Errorf("Or = %+v", got)
 	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/paddockhq/paddock/internal/cgroups"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/sandbox/container"
 	"github.com/paddockhq/paddock/internal/sandbox/microvm"
@@ -138,6 +139,17 @@ func (s *Sandbox) DialPort(ctx context.Context, port int) (net.Conn, error) {
 // OOMKills counts processes the sandbox's memory limit has killed.
 func (s *Sandbox) OOMKills() (uint64, error) { return s.backend.OOMKills() }
 
+// ForksRefused counts the forks the sandbox's pids limit has refused
+// (cgroups.Group.ForksRefused). In the microvm tier the cgroup holds QEMU, and the guest's
+// own processes are not counted.
+func (s *Sandbox) ForksRefused() (uint64, error) {
+	g, err := cgroups.Load(s.Cgroup())
+	if err != nil {
+		return 0, err
+	}
+	return g.ForksRefused()
+}
+
 // Destroy kills everything in the sandbox and removes what the runner made for it.
 func (s *Sandbox) Destroy(ctx context.Context) error {
 	err := s.backend.Destroy(ctx)
@@ -209,13 +221,14 @@ func (r *Runner) start(ctx context.Context, spec Spec, sb *Sandbox, agentBin str
 		cfg := container.Config{
 			ID: sb.ID, Dir: dir, Workspace: sb.Workspace, History: sb.History, Agent: agentBin, UID: uid, GID: gid,
 			Env: containerEnv(spec.Env), Main: main, Limits: sb.Limits.container(), HostPorts: r.cfg.HostPorts,
-			CapabilityKeys: spec.CapabilityKeys,
+			CapabilityKeys: spec.CapabilityKeys, FileSizeLimit: int64(sb.Limits.FileSize),
 		}
 		return rt.Start(ctx, cfg)
 	case wire.TierProcess:
 		cfg := process.Config{
 			ID: sb.ID, Dir: dir, Workspace: sb.Workspace, Agent: agentBin, UID: uid, GID: gid,
 			Env: spec.Env, Main: main, Limits: sb.Limits.cgroup(), CapabilityKeys: spec.CapabilityKeys,
+			FileSizeLimit: int64(sb.Limits.FileSize),
 		}
 		return process.Start(ctx, cfg, r.log)
 	case wire.TierMicroVM:
@@ -226,8 +239,8 @@ func (r *Runner) start(ctx context.Context, spec Spec, sb *Sandbox, agentBin str
 		cfg := microvm.Config{
 			ID: sb.ID, Dir: dir, Workspace: sb.Workspace, Agent: agentBin, UID: uid, GID: gid,
 			Env: containerEnv(spec.Env), Main: main, Install: in, Accel: r.microvmAccel(ctx, in, agentBin, uid, gid),
-			CapabilityKeys: spec.CapabilityKeys,
-			Limits:         microvm.Limits{MemoryBytes: int64(sb.Limits.Memory), CPUs: sb.Limits.CPUs, Pids: sb.Limits.cgroupPids(), TmpBytes: int64(sb.Limits.Tmp)},
+			CapabilityKeys: spec.CapabilityKeys, FileSizeLimit: int64(sb.Limits.FileSize),
+			Limits: microvm.Limits{MemoryBytes: int64(sb.Limits.Memory), CPUs: sb.Limits.CPUs, Pids: sb.Limits.cgroupPids(), TmpBytes: int64(sb.Limits.Tmp)},
 		}
 		return microvm.Start(ctx, cfg)
 	}

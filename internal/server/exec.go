@@ -2,11 +2,13 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -50,7 +52,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, c fleet.Caller) er
 	if output == 0 {
 		output = defaultExecOutput
 	}
-	conn, err := s.fleet.Conn(r.Context(), c, r.PathValue("id"))
+	sb, err := s.fleet.Handle(r.Context(), c, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -70,13 +72,15 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, c fleet.Caller) er
 		return err
 	}
 	s.audit(r.Context(), c, "sandbox.exec", r.PathValue("id"), req.Argv, in, d)
-	if t := in.timeout(); t > 0 {
-		timeout = min(timeout, t)
+	timeoutBy := "the exec's timeout"
+	if t := in.timeout(); t > 0 && t <= timeout {
+		timeout, timeoutBy = t, "the policy's timeout"
 	}
 	// The agent enforces the timeout; the RPC gets a little longer to report it.
 	ctx, cancel := context.WithTimeout(r.Context(), timeout+5*time.Second)
 	defer cancel()
-	res, err := pb.NewProcessClient(conn).Execute(ctx, &pb.ExecuteRequest{
+	before := countLimits(sb)
+	res, err := pb.NewProcessClient(sb.Conn()).Execute(ctx, &pb.ExecuteRequest{
 		Argv: req.Argv, Env: req.Env, AddEnv: true, Cwd: req.Cwd, Stdin: req.Stdin,
 		TimeoutMs: uint64(timeout.Milliseconds()), MaxOutputBytes: uint64(output), Capability: capTok,
 	})
@@ -84,11 +88,16 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, c fleet.Caller) er
 		return fmt.Errorf("exec in sandbox %s: %w", r.PathValue("id"), errdefs.FromGRPC(err))
 	}
 	st := res.GetStatus()
-	api.WriteJSON(w, http.StatusOK, api.ExecResult{
+	out := api.ExecResult{
 		ExitCode: int(st.GetExitCode()), Signal: int(st.GetSignal()), Error: st.GetError(),
 		Stdout: nonNil(res.Stdout), Stderr: nonNil(res.Stderr),
 		StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated, TimedOut: res.TimedOut,
-	})
+	}
+	end := commandEnd{signal: out.Signal, timedOut: out.TimedOut, timeout: fmt.Sprintf("%s (%s)", timeoutBy, timeout)}
+	var msg string
+	out.Limit, msg = limitHit(end, before, countLimits(sb), sb.Limits)
+	out.Error = cmp.Or(out.Error, msg)
+	api.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -115,7 +124,7 @@ func checkCommand(argv, env []string) error {
 // protocol is in internal/api/stream.go). Origin is checked by websocket.Accept: a page of
 // another origin cannot open a shell with the user's cookie.
 func (s *Server) execStream(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {
-	conn, err := s.fleet.Conn(r.Context(), c, r.PathValue("id"))
+	sb, err := s.fleet.Handle(r.Context(), c, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -155,9 +164,20 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, c fleet.Call
 	if start.TTY != nil {
 		req.Tty = &pb.TTYSize{Rows: start.TTY.Rows, Cols: start.TTY.Cols}
 	}
-	pc := pb.NewProcessClient(conn)
+	pc := pb.NewProcessClient(sb.Conn())
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	before := countLimits(sb)
+	var timedOut atomic.Bool
+	// exit is the stream's exit message: how the command ended, and the limit it met.
+	exit := func(e *pb.ExitStatus) api.StreamExit {
+		x := exitOf(e)
+		end := commandEnd{signal: x.Signal, timedOut: timedOut.Load(), timeout: fmt.Sprintf("the policy's timeout (%s)", in.timeout())}
+		var msg string
+		x.Limit, msg = limitHit(end, before, countLimits(sb), sb.Limits)
+		x.Error = cmp.Or(x.Error, msg)
+		return x
+	}
 	events, err := pc.Start(ctx, req)
 	if err != nil {
 		s.endStream(ctx, ws, api.StreamExit{Type: "exit", ExitCode: 127, Error: errdefs.FromGRPC(err).Error()})
@@ -170,12 +190,13 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, c fleet.Call
 	}
 	session := first.GetStarted().GetSessionId()
 	if ex := first.GetExited(); ex != nil {
-		s.endStream(ctx, ws, exitOf(ex))
+		s.endStream(ctx, ws, exit(ex))
 		return errResponded
 	}
 	if t := in.timeout(); t > 0 {
 		// The policy's wall-clock limit: the session is killed, and ends as killed.
 		kill := time.AfterFunc(t, func() {
+			timedOut.Store(true)
 			_, _ = pc.SendSignal(context.WithoutCancel(ctx), &pb.SendSignalRequest{SessionId: session, Signal: 9})
 		})
 		defer kill.Stop()
@@ -206,7 +227,7 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, c fleet.Call
 				return errResponded
 			}
 		case *pb.ProcessEvent_Exited:
-			s.endStream(ctx, ws, exitOf(e.Exited))
+			s.endStream(ctx, ws, exit(e.Exited))
 			return errResponded
 		}
 	}

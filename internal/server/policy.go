@@ -192,6 +192,10 @@ func withinMax(r policy.Resources, max runner.Limits) error {
 		return over("pids", fmt.Sprint(r.Pids), fmt.Sprint(max.Pids))
 	case max.Timeout > 0 && r.Timeout > max.Timeout:
 		return over("timeout", r.Timeout.String(), max.Timeout.String())
+	case max.Tmp > 0 && r.Tmp > int64(max.Tmp):
+		return over("tmp", runner.Size(r.Tmp).String(), max.Tmp.String())
+	case max.FileSize > 0 && r.FileSize > int64(max.FileSize):
+		return over("file_size", runner.Size(r.FileSize).String(), max.FileSize.String())
 	}
 	return nil
 }
@@ -253,6 +257,23 @@ func policyLimits(l *api.Limits, r policy.Resources) error {
 		} else if l.Pids > r.Pids {
 			return over("pids", fmt.Sprint(l.Pids), fmt.Sprint(r.Pids))
 		}
+	}
+	if err := policySize(&l.Tmp, r.Tmp, "tmp", over); err != nil {
+		return err
+	}
+	return policySize(&l.FileSize, r.FileSize, "file_size", over)
+}
+
+// policySize makes a size limit of a create request (*l) the policy's (r, 0: none) when
+// the request gives none, and refuses one over it.
+func policySize(l *string, r int64, field string, over func(field, got, limit string) error) error {
+	if r <= 0 {
+		return nil
+	}
+	if *l == "" {
+		*l = runner.Size(r).String()
+	} else if v, err := runner.ParseSize(*l); err == nil && int64(v) > r {
+		return over(field, v.String(), runner.Size(r).String())
 	}
 	return nil
 }
@@ -402,7 +423,7 @@ func (s *Server) putPolicy(w http.ResponseWriter, r *http.Request, c fleet.Calle
 	}
 	now := time.Now()
 	res := p.Resources()
-	rec, err = s.fleet.ApplyLimits(r.Context(), c, rec.ID, runner.Limits{Memory: runner.Size(res.Memory), CPUs: res.CPUs, Pids: res.Pids}, func(tx *store.Tx) error {
+	rec, err = s.fleet.ApplyLimits(r.Context(), c, rec.ID, resourceLimits(res), func(tx *store.Tx) error {
 		if err := tx.PutSandboxPolicy(r.Context(), store.SandboxPolicy{SandboxID: rec.ID, Text: string(text), UpdatedBy: c.UserID, UpdatedAt: now}); err != nil {
 			return err
 		}
@@ -485,9 +506,14 @@ func readPolicyBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	return b, nil
 }
 
+// resourceLimits are the runner's limits a policy's resources set; the timeout is not
+// among them: it bounds each exec, where the policy in force is read (inForce.timeout).
+func resourceLimits(r policy.Resources) runner.Limits {
+	return runner.Limits{Memory: runner.Size(r.Memory), CPUs: r.CPUs, Pids: r.Pids, Tmp: runner.Size(r.Tmp), FileSize: runner.Size(r.FileSize)}
+}
+
 func apiPolicy(rec store.Sandbox, in inForce) api.SandboxPolicy {
-	out := api.SandboxPolicy{Sandbox: rec.ID, Source: in.source, Policy: in.text,
-		Limits: api.Limits{MemoryBytes: rec.MemoryBytes, CPUs: rec.CPUs, Pids: rec.Pids}}
+	out := api.SandboxPolicy{Sandbox: rec.ID, Source: in.source, Policy: in.text, Limits: apiLimits(rec)}
 	if in.pol != nil {
 		out.Summary = in.pol.Summary()
 	}

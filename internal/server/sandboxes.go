@@ -154,8 +154,13 @@ func toAPI(sb store.Sandbox, role string) api.Sandbox {
 	return api.Sandbox{
 		ID: sb.ID, Owner: sb.UserID, OwnerName: sb.Username, Name: sb.Name, Role: role,
 		Tier: sb.Tier, Runtime: sb.Runtime, State: sb.State, Error: sb.Error,
-		Limits: api.Limits{MemoryBytes: sb.MemoryBytes, CPUs: sb.CPUs, Pids: sb.Pids},
+		Limits: apiLimits(sb),
 		App:    api.Template{Command: sb.App.Command, Port: sb.App.Port, Build: sb.App.Build},
 		Env:    sb.Env, CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt,
 	}
+}
+
+// apiLimits are a recorded sandbox's limits as a response gives them: in bytes.
+func apiLimits(sb store.Sandbox) api.Limits {
+	return api.Limits{MemoryBytes: sb.MemoryBytes, CPUs: sb.CPUs, Pids: sb.Pids, TmpBytes: sb.TmpBytes, FileSizeBytes: sb.FileSizeBytes}
 }

@@ -96,3 +96,30 @@ func TestRolesSwapAndDeleteClearsPointer(t *testing.T) {
 		t.Errorf("AllRoles = %v", all)
 	}
 }
+
+func TestSandboxLimitsRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	alice := mustUser(t, s, "alice")
+	now := time.Now()
+	sb := Sandbox{ID: "sb-a1", UserID: alice.ID, Name: "one", Tier: "container", State: "stopped",
+		MemoryBytes: 64 << 20, Pids: 32, TmpBytes: 8 << 20, FileSizeBytes: 1 << 20, CreatedAt: now, UpdatedAt: now}
+	if err := s.Update(ctx, func(tx *Tx) error { return tx.CreateSandbox(ctx, sb) }); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.SandboxByID(ctx, sb.ID); err != nil || got.TmpBytes != 8<<20 || got.FileSizeBytes != 1<<20 || got.Pids != 32 {
+		t.Fatalf("SandboxByID = %+v, %v; want tmp 8MiB, file size 1MiB, pids 32", got, err)
+	}
+	sb.MemoryBytes, sb.CPUs, sb.Pids, sb.TmpBytes, sb.FileSizeBytes = 128<<20, 0.5, 64, 16<<20, 2<<20
+	if err := s.Update(ctx, func(tx *Tx) error { return tx.SetSandboxLimits(ctx, sb, now) }); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.SandboxByID(ctx, sb.ID)
+	if err != nil || got.MemoryBytes != 128<<20 || got.CPUs != 0.5 || got.Pids != 64 || got.TmpBytes != 16<<20 || got.FileSizeBytes != 2<<20 {
+		t.Fatalf("after SetSandboxLimits: %+v, %v", got, err)
+	}
+	err = s.Update(ctx, func(tx *Tx) error { return tx.SetSandboxLimits(ctx, Sandbox{ID: "sb-missing"}, now) })
+	if !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("SetSandboxLimits of a missing sandbox = %v, want ErrNotFound", err)
+	}
+}

@@ -64,6 +64,11 @@ type Envelope struct {
 	// Agent-audience tokens that file and exec requests carry. Empty: the agent refuses
 	// every request that carries one. The keys sign only this sandbox's agent tokens.
 	CapabilityKeys string `json:"capability_keys,omitempty"`
+	// FileSizeLimit is RLIMIT_FSIZE in bytes for every process the agent starts (the
+	// main command, sessions, execs), set before the command's first instruction; 0
+	// leaves it unset. The agent does not take it on itself: it writes the workspace's
+	// history. A write past it fails, and SIGXFSZ ends the process that made it.
+	FileSizeLimit int64 `json:"file_size_limit,omitempty"`
 }
 
 // User is a numeric user and group.
@@ -127,6 +132,8 @@ func (e *Envelope) Validate() error {
 		return invalid("history_dir", "%q is inside the workspace, where the sandbox's commands could rewrite it", e.HistoryDir)
 	case e.HistoryDir != "" && e.RunAs == nil:
 		return invalid("history_dir", "needs run_as: without a user of their own, the commands could rewrite the history")
+	case e.FileSizeLimit < 0:
+		return invalid("file_size_limit", "is %d, must be 0 (no limit) or positive", e.FileSizeLimit)
 	}
 	if err := validEnv("env", e.Env); err != nil {
 		return err

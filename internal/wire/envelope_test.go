@@ -22,6 +22,8 @@ func validEnvelope() *Envelope {
 		Main:       &Command{Argv: []string{"sh", "-c", "echo hi"}, Cwd: "/workspace"},
 		RunAs:      &User{UID: 1000, GID: 1000},
 		HistoryDir: "/.paddock/history",
+		// set, so that the round trip covers it
+		FileSizeLimit: 1 << 20,
 	}
 }
 
@@ -67,6 +69,7 @@ func TestEnvelopeRejects(t *testing.T) {
 		{"history in the workspace", func(e *Envelope) { e.HistoryDir = "/workspace/.history" }, "history_dir"},
 		{"history is the workspace", func(e *Envelope) { e.HistoryDir = "/workspace/" }, "history_dir"},
 		{"history without run_as", func(e *Envelope) { e.RunAs = nil }, "history_dir"},
+		{"negative file size limit", func(e *Envelope) { e.FileSizeLimit = -1 }, "file_size_limit"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

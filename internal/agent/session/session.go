@@ -93,7 +93,11 @@ type Manager struct {
 	// runAs, when set, is the user commands run as (see RunAs).
 	runAs *syscall.Credential
 
-	mu       sync.Mutex // guards the fields below; held across fork (see package doc)
+	mu sync.Mutex // guards the fields below; held across fork (see package doc)
+	// fileSize, when set, is the RLIMIT_FSIZE of every command, which starts through the
+	// trampoline self (see LimitFileSize).
+	fileSize int64
+	self     string
 	sessions map[string]*Session
 	exited   []*Session // exited sessions, oldest first
 	byPID    map[int]*Session
@@ -163,7 +167,7 @@ func (m *Manager) start(spec Spec, replaceDone bool) (*Session, error) {
 	}
 	s := newSession(id, spec)
 	m.sessions[id] = s
-	if err := s.spawn(m.prepare(spec), m.runAs); err != nil {
+	if err := s.spawn(m.prepare(spec).limited(m.self, m.fileSize), m.runAs); err != nil {
 		s.failed(err)
 		m.retire(s)
 		return s, nil

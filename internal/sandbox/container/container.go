@@ -150,6 +150,8 @@ type Config struct {
 	HostPorts []int
 	// CapabilityKeys is the agent's capability keyring (wire.Envelope.CapabilityKeys).
 	CapabilityKeys string
+	// FileSizeLimit is RLIMIT_FSIZE for the sandbox's commands (wire.Envelope.FileSizeLimit).
+	FileSizeLimit int64
 }
 
 // Sandbox is a running container.
@@ -203,7 +205,7 @@ func (sb *Sandbox) start(ctx context.Context, cfg Config) error {
 	env := &wire.Envelope{
 		Version: wire.EnvelopeVersion, SandboxID: cfg.ID, Tier: wire.TierContainer, Workspace: WorkspacePath,
 		ListenFD: sandbox.AgentListenFD, Env: cfg.Env, Main: cfg.Main, RunAs: &wire.User{UID: cfg.UID, GID: cfg.GID},
-		CapabilityKeys: cfg.CapabilityKeys,
+		CapabilityKeys: cfg.CapabilityKeys, FileSizeLimit: cfg.FileSizeLimit,
 	}
 	if cfg.History != "" {
 		env.HistoryDir = HistoryPath

@@ -47,6 +47,7 @@ import (
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/sandbox"
 	"github.com/paddockhq/paddock/internal/wire"
+	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
 )
 
 // Defaults and bounds of a guest.
@@ -135,6 +136,8 @@ type Config struct {
 	Accel Accel
 	// CapabilityKeys is the agent's capability keyring (wire.Envelope.CapabilityKeys).
 	CapabilityKeys string
+	// FileSizeLimit is RLIMIT_FSIZE for the sandbox's commands (wire.Envelope.FileSizeLimit).
+	FileSizeLimit int64
 }
 
 // Sandbox is a running microVM.
@@ -343,9 +346,16 @@ func (sb *Sandbox) startQEMU(cfg Config, args []string) error {
 // the guest run.
 func (sb *Sandbox) boot(deadline time.Time) (net.Conn, error) {
 	qmpSock := filepath.Join(sb.vmDir, "qmp.sock")
+	// QEMU binds the socket, then listens on it: a dial in between is refused, so a
+	// socket that exists is not yet one that answers (a load-dependent failure once).
 	for {
-		if _, err := os.Stat(qmpSock); err == nil {
+		c, err := net.Dial("unix", qmpSock)
+		if err == nil {
+			c.Close()
 			break
+		}
+		if !errors.Is(err, os.ErrNotExist) && !errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, fmt.Errorf("qemu control socket: %w: %s", err, sb.qemuLog())
 		}
 		select {
 		case <-sb.exited:
@@ -412,7 +422,7 @@ func envelope(cfg Config) *wire.Envelope {
 		ListenFD: sandbox.AgentListenFD,
 		Env:      cfg.Env, Main: cfg.Main,
 		RunAs:          &wire.User{UID: cfg.UID, GID: cfg.GID},
-		CapabilityKeys: cfg.CapabilityKeys,
+		CapabilityKeys: cfg.CapabilityKeys, FileSizeLimit: cfg.FileSizeLimit,
 	}
 }
 
@@ -445,13 +455,28 @@ func tail(path string, n int) string {
 // Conn is the channel to the sandbox's agent.
 func (sb *Sandbox) Conn() *grpc.ClientConn { return sb.conn }
 
-// OOMKills counts processes the host cgroup's memory limit killed (QEMU itself). What the
-// guest kernel kills for lack of guest RAM is not counted here.
+// OOMKills counts the processes a memory limit killed: QEMU itself by the host cgroup's,
+// and — the usual case, the guest's RAM being the sandbox's memory limit — the guest
+// kernel's OOM kills, which its agent reports (Info's kernel_oom_kills). An agent that
+// does not answer within a second leaves the guest's part out.
 func (sb *Sandbox) OOMKills() (uint64, error) {
-	if sb.group == nil {
-		return 0, nil
+	var host uint64
+	if sb.group != nil {
+		var err error
+		if host, err = sb.group.OOMKills(); err != nil {
+			return 0, err
+		}
 	}
-	return sb.group.OOMKills()
+	if sb.conn == nil {
+		return host, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	info, err := pb.NewAgentClient(sb.conn).Info(ctx, &pb.InfoRequest{})
+	if err != nil {
+		return host, nil // the agent is gone (QEMU killed, say): the host's count says it
+	}
+	return host + info.GetKernelOomKills(), nil
 }
 
 // LastError is the last error the agent logged on the guest console.

@@ -41,6 +41,8 @@ type Config struct {
 	Limits cgroups.Limits
 	// CapabilityKeys is the agent's capability keyring (wire.Envelope.CapabilityKeys).
 	CapabilityKeys string
+	// FileSizeLimit is RLIMIT_FSIZE for the sandbox's commands (wire.Envelope.FileSizeLimit).
+	FileSizeLimit int64
 }
 
 // readOnly are the host paths a process-tier sandbox may read and execute.
@@ -119,7 +121,7 @@ func envelope(cfg Config, tmp string) *wire.Envelope {
 		Version: wire.EnvelopeVersion, SandboxID: cfg.ID, Tier: wire.TierProcess, Workspace: cfg.Workspace,
 		ListenFD: sandbox.AgentListenFD, Env: env, Main: cfg.Main,
 		Process:        &wire.ProcessConfinement{TempDir: tmp, ReadOnly: ro, MaxOpenFiles: 4096},
-		CapabilityKeys: cfg.CapabilityKeys,
+		CapabilityKeys: cfg.CapabilityKeys, FileSizeLimit: cfg.FileSizeLimit,
 	}
 }
 

@@ -2344,8 +2344,13 @@ type InfoResponse struct {
 	SessionsAvailable         bool   `protobuf:"varint,4,opt,name=sessions_available,json=sessionsAvailable,proto3" json:"sessions_available,omitempty"`
 	SessionsUnavailableReason string `protobuf:"bytes,5,opt,name=sessions_unavailable_reason,json=sessionsUnavailableReason,proto3" json:"sessions_unavailable_reason,omitempty"`
 	Workspace                 string `protobuf:"bytes,6,opt,name=workspace,proto3" json:"workspace,omitempty"`
-	unknownFields             protoimpl.UnknownFields
-	sizeCache                 protoimpl.SizeCache
+	// kernel_oom_kills counts the processes the kernel's OOM killer ended since boot
+	// (/proc/vmstat oom_kill), where the sandbox has a kernel of its own (the microvm tier):
+	// there the memory limit is the guest's RAM, and the host's cgroup sees none of those
+	// kills. 0 in the other tiers, whose kernel is the host's.
+	KernelOomKills uint64 `protobuf:"varint,7,opt,name=kernel_oom_kills,json=kernelOomKills,proto3" json:"kernel_oom_kills,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *InfoResponse) Reset() {
@@ -2418,6 +2423,13 @@ func (x *InfoResponse) GetWorkspace() string {
 		return x.Workspace
 	}
 	return ""
+}
+
+func (x *InfoResponse) GetKernelOomKills() uint64 {
+	if x != nil {
+		return x.KernelOomKills
+	}
+	return 0
 }
 
 type ForwardRequest struct {
@@ -4028,7 +4040,7 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"\x14next_start_unix_nano\x18\x06 \x01(\x03R\x11nextStartUnixNano\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\a \x01(\tR\tsessionId\"\r\n" +
-	"\vInfoRequest\"\xf3\x01\n" +
+	"\vInfoRequest\"\x9d\x02\n" +
 	"\fInfoResponse\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x12\n" +
@@ -4036,7 +4048,8 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"\ragent_version\x18\x03 \x01(\tR\fagentVersion\x12-\n" +
 	"\x12sessions_available\x18\x04 \x01(\bR\x11sessionsAvailable\x12>\n" +
 	"\x1bsessions_unavailable_reason\x18\x05 \x01(\tR\x19sessionsUnavailableReason\x12\x1c\n" +
-	"\tworkspace\x18\x06 \x01(\tR\tworkspace\"Y\n" +
+	"\tworkspace\x18\x06 \x01(\tR\tworkspace\x12(\n" +
+	"\x10kernel_oom_kills\x18\a \x01(\x04R\x0ekernelOomKills\"Y\n" +
 	"\x0eForwardRequest\x12\x12\n" +
 	"\x04port\x18\x01 \x01(\rR\x04port\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x1f\n" +

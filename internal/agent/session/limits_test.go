@@ -1,0 +1,102 @@
+package session
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestMain lets the test binary be its own trampoline, as paddock-agent is in a sandbox.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == LimitedExecFlag {
+		code, err := ExecLimited(os.Args[2:])
+		fmt.Fprintf(os.Stderr, "paddock-agent: %v\n", err)
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
+func limitedManager(t *testing.T, n int64) *Manager {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newManager(t)
+	if err := m.LimitFileSize(n, self); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestFileSizeLimit: under LimitFileSize(1MiB) a command that writes 4MiB is ended by
+// SIGXFSZ with 1MiB written, its limit is 1MiB soft and hard from its first instruction
+// (the shell reads it before running anything), and the agent's own limit is untouched.
+// The same write with no limit succeeds: it is the limit that stopped it.
+func TestFileSizeLimit(t *testing.T) {
+	var before unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_FSIZE, &before); err != nil {
+		t.Fatal(err)
+	}
+	dd := []string{"dd", "if=/dev/zero", "of=big", "bs=1M", "count=4"}
+	t.Run("limited", func(t *testing.T) {
+		m := limitedManager(t, 1<<20)
+		st := wait(t, start(t, m, dd...))
+		if st.Signal != int(syscall.SIGXFSZ) {
+			t.Errorf("dd of 4MiB under a 1MiB limit: %+v, want killed by SIGXFSZ (%d)", st, syscall.SIGXFSZ)
+		}
+		if fi, err := os.Stat(filepath.Join(m.workspace, "big")); err != nil || fi.Size() > 1<<20 {
+			t.Errorf("the file: %v, %v; want at most 1MiB", fi.Size(), err)
+		}
+		// ulimit -f counts 512-byte blocks in dash and bash alike.
+		out, _, _ := collect(t, start(t, m, "sh", "-c", "ulimit -S -f; ulimit -H -f; echo $PWD"))
+		if want := "2048\n2048\n" + m.workspace + "\n"; out != want {
+			t.Errorf("soft, hard limit and cwd in the command: %q, want %q", out, want)
+		}
+		var after unix.Rlimit
+		if err := unix.Getrlimit(unix.RLIMIT_FSIZE, &after); err != nil || after != before {
+			t.Errorf("the agent's own RLIMIT_FSIZE went from %+v to %+v (%v)", before, after, err)
+		}
+	})
+	t.Run("trampoline failures", func(t *testing.T) {
+		m := limitedManager(t, 1<<20)
+		if st := wait(t, start(t, m, "no-such-command")); st.Code != 127 || st.Err == "" {
+			t.Errorf("a missing command: %+v, want 127 with the reason, before any trampoline", st)
+		}
+		// The trampoline runs in a child: it sets the limit before it tries the exec.
+		self, _ := os.Executable()
+		m.fileSize = 0 // (one Manager at a time: each reaps every child of the process)
+		for _, tt := range []struct {
+			args []string
+			code int
+			says string
+		}{
+			{[]string{"1048576", "/nonexistent/cmd", "cmd"}, 127, "/nonexistent/cmd: no such file or directory"},
+			{[]string{"-5", "/bin/true", "true"}, 126, `file size "-5" is not a positive byte count`},
+			{[]string{"1048576"}, 126, "want FSIZE PATH ARGV0"},
+		} {
+			s := start(t, m, append([]string{self, LimitedExecFlag}, tt.args...)...)
+			_, stderr, _ := collect(t, s)
+			if st := wait(t, s); st.Code != tt.code || !strings.Contains(stderr, tt.says) {
+				t.Errorf("trampoline %q: %+v, stderr %q; want exit %d saying %q", tt.args, st, stderr, tt.code, tt.says)
+			}
+		}
+		if err := m.LimitFileSize(0, "/bin/x"); err == nil {
+			t.Error("LimitFileSize(0) was accepted")
+		}
+		if err := m.LimitFileSize(1, "agent"); err == nil {
+			t.Error("LimitFileSize with a relative binary was accepted")
+		}
+	})
+	t.Run("unlimited (control)", func(t *testing.T) {
+		m := newManager(t)
+		if st := wait(t, start(t, m, dd...)); st != (ExitStatus{}) {
+			t.Errorf("CONTROL FAILED: dd of 4MiB without a limit: %+v, want success", st)
+		}
+	})
+}
