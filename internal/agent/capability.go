@@ -2,8 +2,10 @@ package agent
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/paddockhq/paddock/internal/agent/files"
 	"github.com/paddockhq/paddock/internal/capability"
@@ -27,6 +29,37 @@ type capabilities struct {
 	// is who asks, whatever the token says.
 	subject string
 	log     *slog.Logger
+	// policies are the policies requests carried, loaded, by the hash of their text.
+	policies policyCache
+}
+
+// policyCache keeps the last few policies requests carried, loaded: a sandbox has one
+// policy in force at a time, so a handful covers a change of policy mid-flight.
+type policyCache struct {
+	mu sync.Mutex
+	m  map[[sha256.Size]byte]*policy.Policy
+}
+
+// load returns the policy of text, loading it on first sight. One that does not load
+// refuses the request: the control plane sends only policies that loaded there, so this
+// agent reads them differently (an older agent), and deciding without them would let
+// through what the operator denied.
+func (pc *policyCache) load(text string) (*policy.Policy, error) {
+	key := sha256.Sum256([]byte(text))
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if p, ok := pc.m[key]; ok {
+		return p, nil
+	}
+	p, err := policy.Load([]byte(text), "policy")
+	if err != nil {
+		return nil, fmt.Errorf("the sandbox's policy does not load in this agent: %v: %w", err, errdefs.ErrFailedPrecondition)
+	}
+	if pc.m == nil || len(pc.m) >= 8 {
+		pc.m = map[[sha256.Size]byte]*policy.Policy{}
+	}
+	pc.m[key] = p
+	return p, nil
 }
 
 var _ files.Guard = (*capabilities)(nil)
@@ -74,14 +107,32 @@ func (c *capabilities) verify(ctx context.Context, token string, req capability.
 	return d, err
 }
 
-// Allow implements files.Guard: token must allow action on the file at path, which the
-// files service found with symlinks resolved.
-func (c *capabilities) Allow(ctx context.Context, token string, action capability.Action, path string, size int64) (int64, error) {
-	d, err := c.verify(ctx, token, capability.Request{Resource: "file:" + path, Action: action, Size: size})
-	if err != nil {
-		return 0, err
+// Allow implements files.Guard: the grant's token must allow action, and its policy's
+// file rules op, on the file at path, which the files service found with symlinks
+// resolved.
+func (c *capabilities) Allow(ctx context.Context, g files.Grant, action capability.Action, op policy.Op, path string, size int64) (int64, error) {
+	var maxSize int64
+	if g.Token != "" {
+		d, err := c.verify(ctx, g.Token, capability.Request{Resource: "file:" + path, Action: action, Size: size})
+		if err != nil {
+			return 0, err
+		}
+		maxSize = smallestMaxSize(d)
 	}
-	return smallestMaxSize(d), nil
+	if g.Policy != "" {
+		p, err := c.policies.load(g.Policy)
+		if err != nil {
+			return 0, err
+		}
+		if d := p.File(op, path, size); !d.Allow {
+			c.log.Info("policy refused a file operation", "path", path, "op", op, "rule", d.Rule)
+			return 0, fmt.Errorf("denied by the sandbox's policy where the path leads (%s), rule %s: %s: %w", path, d.Rule, d.Reason, errdefs.ErrPermissionDenied)
+		}
+		if m := p.MaxFileSize(); m > 0 && op != policy.Read && (maxSize == 0 || m < maxSize) {
+			maxSize = m
+		}
+	}
+	return maxSize, nil
 }
 
 // smallestMaxSize is the max_size that decides: the smallest of the claims' and the

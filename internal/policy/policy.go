@@ -82,6 +82,10 @@ func (p *Policy) Resources() Resources { return p.resources }
 // otherwise).
 func (p *Policy) HasNetwork() bool { return p.network.set }
 
+// MaxFileSize is files.max_file_size in bytes, 0 when the policy has none: a writer
+// that knows it can stop as soon as a file passes it.
+func (p *Policy) MaxFileSize() int64 { return p.files.maxSize }
+
 // Jail is the directory file decisions are made in ("" when the policy has no files
 // section).
 func (p *Policy) Jail() string { return p.files.jail }

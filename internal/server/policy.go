@@ -69,6 +69,17 @@ func (in inForce) denied(d policy.Decision) error {
 	return fmt.Errorf("denied by %s, rule %s: %s: %w", whose, d.Rule, d.Reason, errdefs.ErrPermissionDenied)
 }
 
+// fileRules is the policy's text for the agent to apply to the path a file request
+// really reaches (agentv1's policy fields), or "" when it has no file rules: the control
+// plane decides on the path as named, which a symlink in the workspace can lead
+// elsewhere; the agent decides again on where it leads.
+func (in inForce) fileRules() string {
+	if in.pol == nil || in.pol.Jail() == "" {
+		return ""
+	}
+	return in.text
+}
+
 // timeout is the policy's wall-clock limit on one command (0: none).
 func (in inForce) timeout() time.Duration {
 	if in.pol == nil {

@@ -15,17 +15,38 @@ import (
 
 	"github.com/paddockhq/paddock/internal/capability"
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/policy"
 )
 
-// Guard verifies the capability token a request carries (package capability) against
-// the file the request really acts on. The agent's guard holds its keyring; a request
-// without a token is not shown to it.
+// Grant is what a request carries that limits it beyond the workspace: a capability
+// token, the policy in force (its YAML), or both. Both are decided on the file the
+// request really acts on.
+type Grant struct {
+	Token  string
+	Policy string
+}
+
+// Set says whether the grant limits anything.
+func (g Grant) Set() bool { return g.Token != "" || g.Policy != "" }
+
+// grantOf is what a request message carries.
+func grantOf(m interface {
+	GetCapability() string
+	GetPolicy() string
+}) Grant {
+	return Grant{Token: m.GetCapability(), Policy: m.GetPolicy()}
+}
+
+// Guard verifies the grant a request carries against the file the request really acts
+// on. The agent's guard holds its keyring and loads policies; a request without a grant
+// is not shown to it.
 type Guard interface {
-	// Allow returns nil when token allows action on path — where the file is in the
-	// sandbox's view, /workspace and below, symlinks resolved — for size bytes, or the
-	// refusal. maxSize is the smallest max_size of the token and its caveats, 0 for none:
-	// a write stops as soon as it passes it.
-	Allow(ctx context.Context, token string, action capability.Action, path string, size int64) (maxSize int64, err error)
+	// Allow returns nil when g allows action (op, in the policy's terms) on path — where
+	// the file is in the sandbox's view, /workspace and below, symlinks resolved — for
+	// size bytes, or the refusal. maxSize is the smallest max_size of the token, its
+	// caveats and the policy's max_file_size, 0 for none: a write stops as soon as it
+	// passes it.
+	Allow(ctx context.Context, g Grant, action capability.Action, op policy.Op, path string, size int64) (maxSize int64, err error)
 }
 
 // GuardWith makes every later request that carries a capability token be verified by g
@@ -34,43 +55,57 @@ func (s *Service) GuardWith(g Guard) { s.guard = g }
 
 // allow verifies token for action on the file at where, for the operation op on the
 // caller's path p; the refusal names both.
-func (s *Service) allow(ctx context.Context, token, op, p string, action capability.Action, where string, size int64) (int64, error) {
+func (s *Service) allow(ctx context.Context, g Grant, op, p string, action capability.Action, where string, size int64) (int64, error) {
 	if s.guard == nil {
-		return 0, fmt.Errorf("%s %q: the request carries a capability token, and this service verifies none: %w", op, p, errdefs.ErrFailedPrecondition)
+		return 0, fmt.Errorf("%s %q: the request carries a capability token or a policy, and this service verifies none: %w", op, p, errdefs.ErrFailedPrecondition)
 	}
-	maxSize, err := s.guard.Allow(ctx, token, action, where, size)
+	maxSize, err := s.guard.Allow(ctx, g, action, policyOp(op, action), where, size)
 	if err != nil {
 		return 0, fmt.Errorf("%s %q: %w", op, p, err)
 	}
 	return maxSize, nil
 }
 
+// policyOp is the policy's name for what op does with action: a new directory is a
+// mkdir (deny_write applies to it, extensions and sizes do not).
+func policyOp(op string, action capability.Action) policy.Op {
+	switch {
+	case op == "mkdir":
+		return policy.Mkdir
+	case action == capability.Read:
+		return policy.Read
+	case action == capability.Delete:
+		return policy.Delete
+	}
+	return policy.Write
+}
+
 // allowIn is allow on the entry name of the directory dir.
-func (s *Service) allowIn(ctx context.Context, token, op, p string, action capability.Action, dir *os.Root, name string, size int64) (int64, error) {
+func (s *Service) allowIn(ctx context.Context, g Grant, op, p string, action capability.Action, dir *os.Root, name string, size int64) (int64, error) {
 	where, err := s.whereIn(dir, name)
 	if err != nil {
 		return 0, s.whereError(op, p, err)
 	}
-	return s.allow(ctx, token, op, p, action, where, size)
+	return s.allow(ctx, g, op, p, action, where, size)
 }
 
 // allowAt is allowIn for a directory open as a file.
-func (s *Service) allowAt(ctx context.Context, token, op, p string, action capability.Action, dir *os.File, name string) error {
+func (s *Service) allowAt(ctx context.Context, g Grant, op, p string, action capability.Action, dir *os.File, name string) error {
 	where, err := s.whereAt(dir, name)
 	if err != nil {
 		return s.whereError(op, p, err)
 	}
-	_, err = s.allow(ctx, token, op, p, action, where, 0)
+	_, err = s.allow(ctx, g, op, p, action, where, 0)
 	return err
 }
 
 // allowFile is allow on the file or directory f is open on.
-func (s *Service) allowFile(ctx context.Context, token, op, p string, action capability.Action, f *os.File, size int64) error {
+func (s *Service) allowFile(ctx context.Context, g Grant, op, p string, action capability.Action, f *os.File, size int64) error {
 	where, err := s.where(f)
 	if err != nil {
 		return s.whereError(op, p, err)
 	}
-	_, err = s.allow(ctx, token, op, p, action, where, size)
+	_, err = s.allow(ctx, g, op, p, action, where, size)
 	return err
 }
 
@@ -84,12 +119,12 @@ func (s *Service) whereError(op, p string, err error) error {
 }
 
 // allowNew is allow on rel, which may not exist yet, nor its parents (see whereNew).
-func (s *Service) allowNew(ctx context.Context, token, op, p string, action capability.Action, rel string) error {
+func (s *Service) allowNew(ctx context.Context, g Grant, op, p string, action capability.Action, rel string) error {
 	where, err := s.whereNew(rel)
 	if err != nil {
 		return s.whereError(op, p, err)
 	}
-	_, err = s.allow(ctx, token, op, p, action, where, 0)
+	_, err = s.allow(ctx, g, op, p, action, where, 0)
 	return err
 }
 

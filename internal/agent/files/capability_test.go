@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"testing"
 
 	"google.golang.org/grpc/codes"
 
 	"github.com/paddockhq/paddock/internal/capability"
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/policy"
 	"github.com/paddockhq/paddock/internal/wire/agentv1"
 )
 
@@ -57,13 +59,14 @@ func TestTokenWithoutGuard(t *testing.T) {
 // refuseAll is a Guard that refuses everything, and counts what it was asked.
 type refuseAll struct{ asked []string }
 
-func (g *refuseAll) Allow(_ context.Context, _ string, action capability.Action, path string, _ int64) (int64, error) {
-	g.asked = append(g.asked, string(action)+" "+path)
+func (g *refuseAll) Allow(_ context.Context, gr Grant, action capability.Action, op policy.Op, path string, _ int64) (int64, error) {
+	g.asked = append(g.asked, string(action)+" "+op.String()+" "+path+" "+gr.Token+gr.Policy)
 	return 0, errdefs.ErrPermissionDenied
 }
 
-// TestGuardSeesOnlyTokens: a request without a token is not shown to the guard.
-func TestGuardSeesOnlyTokens(t *testing.T) {
+// TestGuardSeesOnlyGrants: a request with neither a token nor a policy is not shown to
+// the guard; one with either is, with the policy's name for the operation.
+func TestGuardSeesOnlyGrants(t *testing.T) {
 	g := &refuseAll{}
 	e := newEnv(t, func(s *Service) { s.GuardWith(g) })
 	e.plant(t, "f")
@@ -71,7 +74,9 @@ func TestGuardSeesOnlyTokens(t *testing.T) {
 	must(t, err)
 	_, err = e.c.Mkdir(ctxT(t), &agentv1.MkdirRequest{Path: "d2", Capability: "pdk1.x"})
 	e.wantCode(t, err, codes.PermissionDenied)
-	if len(g.asked) != 1 || g.asked[0] != "write /workspace/d2" {
-		t.Fatalf("the guard was asked %q", g.asked)
+	_, err = e.c.Remove(ctxT(t), &agentv1.RemoveRequest{Path: "f", Policy: "files: {}"})
+	e.wantCode(t, err, codes.PermissionDenied)
+	if want := []string{"write mkdir /workspace/d2 pdk1.x", "delete delete /workspace/f files: {}"}; !slices.Equal(g.asked, want) {
+		t.Fatalf("the guard was asked %q, want %q", g.asked, want)
 	}
 }

@@ -50,10 +50,10 @@ func (s *Service) list(ctx context.Context, req *agentv1.ListFilesRequest) (*age
 		return nil, err
 	}
 	defer dir.Close()
-	if token := req.GetCapability(); token != "" {
+	if g := grantOf(req); g.Set() {
 		// The entries are under the directory, and symlinks among them are not followed:
 		// a grant of the directory covers them.
-		if _, err := s.allowIn(ctx, token, "list", p, capability.Read, dir, ".", 0); err != nil {
+		if _, err := s.allowIn(ctx, g, "list", p, capability.Read, dir, ".", 0); err != nil {
 			return nil, err
 		}
 	}

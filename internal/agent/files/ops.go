@@ -27,9 +27,9 @@ func (s *Service) mkdir(ctx context.Context, req *agentv1.MkdirRequest) (*agentv
 	if err != nil {
 		return nil, fmt.Errorf("mkdir %q: %w", p, err)
 	}
-	token := req.GetCapability()
+	g := grantOf(req)
 	if req.GetParents() {
-		if err := s.mkdirParents(ctx, token, p, rel, mode.Perm()); err != nil {
+		if err := s.mkdirParents(ctx, g, p, rel, mode.Perm()); err != nil {
 			return nil, err
 		}
 	}
@@ -41,8 +41,8 @@ func (s *Service) mkdir(ctx context.Context, req *agentv1.MkdirRequest) (*agentv
 	}
 	defer dir.Close()
 	name := path.Base(rel)
-	if token != "" {
-		if _, err := s.allowIn(ctx, token, "mkdir", p, capability.Write, dir, name, 0); err != nil {
+	if g.Set() {
+		if _, err := s.allowIn(ctx, g, "mkdir", p, capability.Write, dir, name, 0); err != nil {
 			return nil, err
 		}
 	}
@@ -59,9 +59,9 @@ func (s *Service) mkdir(ctx context.Context, req *agentv1.MkdirRequest) (*agentv
 // mkdirParents makes rel's missing parents, as mkdir -p does. Under a capability token
 // the directory is verified first, where its deepest existing ancestor is and the rest
 // below it, so that a refused request makes nothing.
-func (s *Service) mkdirParents(ctx context.Context, token, p, rel string, perm fs.FileMode) error {
-	if token != "" {
-		if err := s.allowNew(ctx, token, "mkdir", p, capability.Write, rel); err != nil {
+func (s *Service) mkdirParents(ctx context.Context, g Grant, p, rel string, perm fs.FileMode) error {
+	if g.Set() {
+		if err := s.allowNew(ctx, g, "mkdir", p, capability.Write, rel); err != nil {
 			return err
 		}
 	}
@@ -113,7 +113,7 @@ func (s *Service) move(ctx context.Context, req *agentv1.MoveRequest) (*agentv1.
 		flags = unix.RENAME_NOREPLACE
 	}
 	op := "move " + strconv.Quote(req.GetFrom()) + " to"
-	if err := s.renameat(ctx, req.GetCapability(), op, req.GetTo(), from, to, flags); err != nil {
+	if err := s.renameat(ctx, grantOf(req), op, req.GetTo(), from, to, flags); err != nil {
 		return nil, s.fsError(op, req.GetTo(), err)
 	}
 	info, err := describe(s.root, to, to)
@@ -142,7 +142,7 @@ func resolveMove(req *agentv1.MoveRequest) (from, to string, err error) {
 // leave the workspace; RENAME_NOREPLACE makes "unless it exists" atomic, which os.Root's
 // Rename cannot. A capability token is verified on the opened directories: delete on
 // from's place, write on to's.
-func (s *Service) renameat(ctx context.Context, token, op, p, from, to string, flags uint) error {
+func (s *Service) renameat(ctx context.Context, g Grant, op, p, from, to string, flags uint) error {
 	fromDir, err := s.openDir(path.Dir(from))
 	if err != nil {
 		return err
@@ -153,11 +153,11 @@ func (s *Service) renameat(ctx context.Context, token, op, p, from, to string, f
 		return err
 	}
 	defer toDir.Close()
-	if token != "" {
-		if err := s.allowAt(ctx, token, op, p, capability.Delete, fromDir, path.Base(from)); err != nil {
+	if g.Set() {
+		if err := s.allowAt(ctx, g, op, p, capability.Delete, fromDir, path.Base(from)); err != nil {
 			return err
 		}
-		if err := s.allowAt(ctx, token, op, p, capability.Write, toDir, path.Base(to)); err != nil {
+		if err := s.allowAt(ctx, g, op, p, capability.Write, toDir, path.Base(to)); err != nil {
 			return err
 		}
 	}
@@ -186,8 +186,8 @@ func (s *Service) remove(ctx context.Context, req *agentv1.RemoveRequest) error 
 	}
 	defer dir.Close()
 	name := path.Base(rel)
-	if token := req.GetCapability(); token != "" {
-		if _, err := s.allowIn(ctx, token, "remove", p, capability.Delete, dir, name, 0); err != nil {
+	if g := grantOf(req); g.Set() {
+		if _, err := s.allowIn(ctx, g, "remove", p, capability.Delete, dir, name, 0); err != nil {
 			return err
 		}
 	}

@@ -26,8 +26,8 @@ func (s *Service) read(ctx context.Context, req *agentv1.ReadRequest, send func(
 	defer f.Close()
 	off := int64(req.GetOffset())
 	n := readLength(off, req.GetLength())
-	if token := req.GetCapability(); token != "" {
-		if n, err = s.allowRead(ctx, token, p, f, off, n); err != nil {
+	if g := grantOf(req); g.Set() {
+		if n, err = s.allowRead(ctx, g, p, f, off, n); err != nil {
 			return err
 		}
 	}
@@ -38,13 +38,13 @@ func (s *Service) read(ctx context.Context, req *agentv1.ReadRequest, send func(
 // allowRead verifies token for reading the file f is open on, and returns how many bytes
 // from off it allows: those the file holds now, at most n. The read stops there, so that
 // a file that grows meanwhile sends no more than was verified.
-func (s *Service) allowRead(ctx context.Context, token, p string, f *os.File, off, n int64) (int64, error) {
+func (s *Service) allowRead(ctx context.Context, g Grant, p string, f *os.File, off, n int64) (int64, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return 0, s.fsError("read", p, err)
 	}
 	n = min(n, max(fi.Size()-off, 0))
-	if err := s.allowFile(ctx, token, "read", p, capability.Read, f, n); err != nil {
+	if err := s.allowFile(ctx, g, "read", p, capability.Read, f, n); err != nil {
 		return 0, err
 	}
 	return n, nil

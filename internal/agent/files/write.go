@@ -37,8 +37,8 @@ func (s *Service) write(stream writeStream) (*agentv1.FileInfo, error) {
 		return nil, fmt.Errorf("write %q: %w", first.GetPath(), err)
 	}
 	var g *writeGrant
-	if token := first.GetCapability(); token != "" {
-		g = &writeGrant{s: s, ctx: stream.Context(), token: token, p: first.GetPath()}
+	if grant := grantOf(first); grant.Set() {
+		g = &writeGrant{s: s, ctx: stream.Context(), grant: grant, p: first.GetPath()}
 	}
 	dir, rel, err := s.writeTarget(first, g)
 	if err != nil {
@@ -62,7 +62,7 @@ func (s *Service) writeTarget(first *agentv1.WriteRequest, g *writeGrant) (dir *
 	}
 	if first.GetMakeParents() {
 		if g != nil {
-			if err := s.allowNew(g.ctx, g.token, "write", p, capability.Write, rel); err != nil {
+			if err := s.allowNew(g.ctx, g.grant, "write", p, capability.Write, rel); err != nil {
 				return nil, "", err
 			}
 		}
@@ -96,7 +96,7 @@ func (s *Service) writeTarget(first *agentv1.WriteRequest, g *writeGrant) (dir *
 type writeGrant struct {
 	s       *Service
 	ctx     context.Context
-	token   string
+	grant   Grant
 	p       string   // the caller's path, for errors
 	dir     *os.Root // the directory the file goes into
 	name    string
@@ -105,7 +105,7 @@ type writeGrant struct {
 
 // allow verifies the write of size bytes.
 func (g *writeGrant) allow(size int64) error {
-	maxSize, err := g.s.allowIn(g.ctx, g.token, "write", g.p, capability.Write, g.dir, g.name, size)
+	maxSize, err := g.s.allowIn(g.ctx, g.grant, "write", g.p, capability.Write, g.dir, g.name, size)
 	if err != nil {
 		return err
 	}

@@ -1378,7 +1378,13 @@ type ReadRequest struct {
 	// the request acts under: the agent verifies it with its own keyring against what it
 	// really touches (the path with symlinks resolved, the program run) and refuses the
 	// request outside it. Empty: the control plane decided on its own.
-	Capability    string `protobuf:"bytes,15,opt,name=capability,proto3" json:"capability,omitempty"`
+	Capability string `protobuf:"bytes,15,opt,name=capability,proto3" json:"capability,omitempty"`
+	// policy, when set, is the policy in force for the sandbox (its YAML, package policy),
+	// whose file rules the agent applies to what the request really touches — the path
+	// with symlinks resolved inside the workspace, as for capability — after the control
+	// plane applied them to the path as named. A policy that does not load refuses the
+	// request.
+	Policy        string `protobuf:"bytes,16,opt,name=policy,proto3" json:"policy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1441,6 +1447,13 @@ func (x *ReadRequest) GetCapability() string {
 	return ""
 }
 
+func (x *ReadRequest) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
+}
+
 type FileChunk struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
@@ -1495,7 +1508,7 @@ func (x *FileChunk) GetOffset() uint64 {
 
 type WriteRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// path, mode and capability are read from the first message only.
+	// path, mode, capability and policy are read from the first message only.
 	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
 	Mode uint32 `protobuf:"varint,2,opt,name=mode,proto3" json:"mode,omitempty"`
 	Data []byte `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
@@ -1505,7 +1518,13 @@ type WriteRequest struct {
 	// the request acts under: the agent verifies it with its own keyring against what it
 	// really touches (the path with symlinks resolved, the program run) and refuses the
 	// request outside it. Empty: the control plane decided on its own.
-	Capability    string `protobuf:"bytes,15,opt,name=capability,proto3" json:"capability,omitempty"`
+	Capability string `protobuf:"bytes,15,opt,name=capability,proto3" json:"capability,omitempty"`
+	// policy, when set, is the policy in force for the sandbox (its YAML, package policy),
+	// whose file rules the agent applies to what the request really touches — the path
+	// with symlinks resolved inside the workspace, as for capability — after the control
+	// plane applied them to the path as named. A policy that does not load refuses the
+	// request.
+	Policy        string `protobuf:"bytes,16,opt,name=policy,proto3" json:"policy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1571,6 +1590,13 @@ func (x *WriteRequest) GetMakeParents() bool {
 func (x *WriteRequest) GetCapability() string {
 	if x != nil {
 		return x.Capability
+	}
+	return ""
+}
+
+func (x *WriteRequest) GetPolicy() string {
+	if x != nil {
+		return x.Policy
 	}
 	return ""
 }
@@ -1714,7 +1740,13 @@ type ListFilesRequest struct {
 	// the request acts under: the agent verifies it with its own keyring against what it
 	// really touches (the path with symlinks resolved, the program run) and refuses the
 	// request outside it. Empty: the control plane decided on its own.
-	Capability    string `protobuf:"bytes,15,opt,name=capability,proto3" json:"capability,omitempty"`
+	Capability string `protobuf:"bytes,15,opt,name=capability,proto3" json:"capability,omitempty"`
+	// policy, when set, is the policy in force for the sandbox (its YAML, package policy),
+	// whose file rules the agent applies to what the request really touches — the path
+	// with symlinks resolved inside the workspace, as for capability — after the control
+	// plane applied them to the path as named. A policy that does not load refuses the
+	// request.
+	Policy        string `protobuf:"bytes,16,opt,name=policy,proto3" json:"policy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1766,6 +1798,13 @@ func (x *ListFilesRequest) GetDepth() uint32 {
 func (x *ListFilesRequest) GetCapability() string {
 	if x != nil {
 		return x.Capability
+	}
+	return ""
+}
+
+func (x *ListFilesRequest) GetPolicy() string {
+	if x != nil {
+		return x.Policy
 	}
 	return ""
 }
@@ -1823,7 +1862,13 @@ type MkdirRequest struct {
 	// the request acts under: the agent verifies it with its own keyring against what it
 	// really touches (the path with symlinks resolved, the program run) and refuses the
 	// request outside it. Empty: the control plane decided on its own.
-	Capability    string `protobuf:"bytes,15,opt,name=capability,proto3" json:"capability,omitempty"`
+	Capability string `protobuf:"bytes,15,opt,name=capability,proto3" json:"capability,omitempty"`
+	// policy, when set, is the policy in force for the sandbox (its YAML, package policy),
+	// whose file rules the agent applies to what the request really touches — the path
+	// with symlinks resolved inside the workspace, as for capability — after the control
+	// plane applied them to the path as named. A policy that does not load refuses the
+	// request.
+	Policy        string `protobuf:"bytes,16,opt,name=policy,proto3" json:"policy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1886,6 +1931,13 @@ func (x *MkdirRequest) GetCapability() string {
 	return ""
 }
 
+func (x *MkdirRequest) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
+}
+
 type MoveRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	From      string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
@@ -1895,7 +1947,13 @@ type MoveRequest struct {
 	// the request acts under: the agent verifies it with its own keyring against what it
 	// really touches (the path with symlinks resolved, the program run) and refuses the
 	// request outside it. Empty: the control plane decided on its own.
-	Capability    string `protobuf:"bytes,15,opt,name=capability,proto3" json:"capability,omitempty"`
+	Capability string `protobuf:"bytes,15,opt,name=capability,proto3" json:"capability,omitempty"`
+	// policy, when set, is the policy in force for the sandbox (its YAML, package policy),
+	// whose file rules the agent applies to what the request really touches — the path
+	// with symlinks resolved inside the workspace, as for capability — after the control
+	// plane applied them to the path as named. A policy that does not load refuses the
+	// request.
+	Policy        string `protobuf:"bytes,16,opt,name=policy,proto3" json:"policy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1958,6 +2016,13 @@ func (x *MoveRequest) GetCapability() string {
 	return ""
 }
 
+func (x *MoveRequest) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
+}
+
 type RemoveRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Path      string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
@@ -1966,7 +2031,13 @@ type RemoveRequest struct {
 	// the request acts under: the agent verifies it with its own keyring against what it
 	// really touches (the path with symlinks resolved, the program run) and refuses the
 	// request outside it. Empty: the control plane decided on its own.
-	Capability    string `protobuf:"bytes,15,opt,name=capability,proto3" json:"capability,omitempty"`
+	Capability string `protobuf:"bytes,15,opt,name=capability,proto3" json:"capability,omitempty"`
+	// policy, when set, is the policy in force for the sandbox (its YAML, package policy),
+	// whose file rules the agent applies to what the request really touches — the path
+	// with symlinks resolved inside the workspace, as for capability — after the control
+	// plane applied them to the path as named. A policy that does not load refuses the
+	// request.
+	Policy        string `protobuf:"bytes,16,opt,name=policy,proto3" json:"policy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2018,6 +2089,13 @@ func (x *RemoveRequest) GetRecursive() bool {
 func (x *RemoveRequest) GetCapability() string {
 	if x != nil {
 		return x.Capability
+	}
+	return ""
+}
+
+func (x *RemoveRequest) GetPolicy() string {
+	if x != nil {
+		return x.Policy
 	}
 	return ""
 }
@@ -3964,17 +4042,18 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"\x04exit\x18\x05 \x01(\v2\x1c.paddock.agent.v1.ExitStatusR\x04exit\x12\x10\n" +
 	"\x03tty\x18\x06 \x01(\bR\x03tty\"I\n" +
 	"\fListResponse\x129\n" +
-	"\bsessions\x18\x01 \x03(\v2\x1d.paddock.agent.v1.SessionInfoR\bsessions\"q\n" +
+	"\bsessions\x18\x01 \x03(\v2\x1d.paddock.agent.v1.SessionInfoR\bsessions\"\x89\x01\n" +
 	"\vReadRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x04R\x06offset\x12\x16\n" +
 	"\x06length\x18\x03 \x01(\x04R\x06length\x12\x1e\n" +
 	"\n" +
 	"capability\x18\x0f \x01(\tR\n" +
-	"capability\"7\n" +
+	"capability\x12\x16\n" +
+	"\x06policy\x18\x10 \x01(\tR\x06policy\"7\n" +
 	"\tFileChunk\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x16\n" +
-	"\x06offset\x18\x02 \x01(\x04R\x06offset\"\x8d\x01\n" +
+	"\x06offset\x18\x02 \x01(\x04R\x06offset\"\xa5\x01\n" +
 	"\fWriteRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04mode\x18\x02 \x01(\rR\x04mode\x12\x12\n" +
@@ -3982,7 +4061,8 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"\fmake_parents\x18\x04 \x01(\bR\vmakeParents\x12\x1e\n" +
 	"\n" +
 	"capability\x18\x0f \x01(\tR\n" +
-	"capability\"\xbf\x01\n" +
+	"capability\x12\x16\n" +
+	"\x06policy\x18\x10 \x01(\tR\x06policy\"\xbf\x01\n" +
 	"\bFileInfo\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12.\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x1a.paddock.agent.v1.FileTypeR\x04type\x12\x12\n" +
@@ -3992,35 +4072,39 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"\vlink_target\x18\x06 \x01(\tR\n" +
 	"linkTarget\"!\n" +
 	"\vStatRequest\x12\x12\n" +
-	"\x04path\x18\x01 \x01(\tR\x04path\"\\\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\"t\n" +
 	"\x10ListFilesRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x14\n" +
 	"\x05depth\x18\x02 \x01(\rR\x05depth\x12\x1e\n" +
 	"\n" +
 	"capability\x18\x0f \x01(\tR\n" +
-	"capability\"I\n" +
+	"capability\x12\x16\n" +
+	"\x06policy\x18\x10 \x01(\tR\x06policy\"I\n" +
 	"\x11ListFilesResponse\x124\n" +
-	"\aentries\x18\x01 \x03(\v2\x1a.paddock.agent.v1.FileInfoR\aentries\"p\n" +
+	"\aentries\x18\x01 \x03(\v2\x1a.paddock.agent.v1.FileInfoR\aentries\"\x88\x01\n" +
 	"\fMkdirRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
 	"\aparents\x18\x02 \x01(\bR\aparents\x12\x12\n" +
 	"\x04mode\x18\x03 \x01(\rR\x04mode\x12\x1e\n" +
 	"\n" +
 	"capability\x18\x0f \x01(\tR\n" +
-	"capability\"o\n" +
+	"capability\x12\x16\n" +
+	"\x06policy\x18\x10 \x01(\tR\x06policy\"\x87\x01\n" +
 	"\vMoveRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\tR\x02to\x12\x1c\n" +
 	"\toverwrite\x18\x03 \x01(\bR\toverwrite\x12\x1e\n" +
 	"\n" +
 	"capability\x18\x0f \x01(\tR\n" +
-	"capability\"a\n" +
+	"capability\x12\x16\n" +
+	"\x06policy\x18\x10 \x01(\tR\x06policy\"y\n" +
 	"\rRemoveRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1c\n" +
 	"\trecursive\x18\x02 \x01(\bR\trecursive\x12\x1e\n" +
 	"\n" +
 	"capability\x18\x0f \x01(\tR\n" +
-	"capability\"\x10\n" +
+	"capability\x12\x16\n" +
+	"\x06policy\x18\x10 \x01(\tR\x06policy\"\x10\n" +
 	"\x0eRemoveResponse\"@\n" +
 	"\fWatchRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1c\n" +
