@@ -286,6 +286,26 @@ type FileList struct {
 	Entries []FileInfo `json:"entries"`
 }
 
+// FileMkdirRequest is POST /api/v1/sandboxes/{id}/files/mkdir's body. Paths name the
+// workspace, as the file routes' ?path= does.
+type FileMkdirRequest struct {
+	Path string `json:"path"`
+	// Parents makes missing parents and accepts an existing directory, as mkdir -p.
+	Parents bool `json:"parents,omitempty"`
+	// Mode is the directory's octal permission ("755", the default; setgid and sticky
+	// too, as "2775"), set exactly: the sandbox's umask does not cut it.
+	Mode string `json:"mode,omitempty"`
+}
+
+// FileMoveRequest is POST /api/v1/sandboxes/{id}/files/move's body.
+type FileMoveRequest struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+	// Overwrite replaces what is at To (a file, or an empty directory when From is
+	// one); without it an existing To is a conflict.
+	Overwrite bool `json:"overwrite,omitempty"`
+}
+
 // Event is one entry of the event log (GET /api/v1/events).
 type Event struct {
 	ID     int64          `json:"id"`

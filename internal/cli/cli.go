@@ -47,9 +47,9 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // message is an error as one line for a user: the taxonomy suffix that %w left at the end
 // ("…: invalid argument") is dropped, since the text before it already says what happened.
 //
-// A server's "not found" (*client.Error) is the exception: its message is only the
-// thing that was not found ("sandbox sb-…"), so the words are put back. A 401 says how
-// to sign in.
+// A server's "not found" and "already exists" (*client.Error) are the exception: they
+// are the message's point ("sandbox sb-…", `mkdir "src"`), as the server keeps them, so
+// the words are put back. A 401 says how to sign in.
 func message(err error) string {
 	msg := err.Error()
 	for _, kind := range []error{errdefs.ErrInvalidArgument, errdefs.ErrNotFound, errdefs.ErrUnavailable, errdefs.ErrPermissionDenied, errdefs.ErrLimitExceeded, errdefs.ErrFailedPrecondition, errdefs.ErrAlreadyExists, errdefs.ErrUnauthenticated, errdefs.ErrDeadlineExceeded, errdefs.ErrDataLoss} {
@@ -58,8 +58,12 @@ func message(err error) string {
 		}
 	}
 	var serverErr *client.Error
-	if errors.As(err, &serverErr) && errors.Is(err, errdefs.ErrNotFound) && !strings.Contains(msg, "not found") {
-		msg += ": not found"
+	if errors.As(err, &serverErr) {
+		for _, kind := range []error{errdefs.ErrNotFound, errdefs.ErrAlreadyExists} {
+			if errors.Is(err, kind) && !strings.Contains(msg, kind.Error()) {
+				msg += ": " + kind.Error()
+			}
+		}
 	}
 	var lf loginFailed
 	if errors.Is(err, errdefs.ErrUnauthenticated) && !errors.As(err, &lf) && !strings.Contains(msg, "paddock login") {

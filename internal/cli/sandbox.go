@@ -31,7 +31,7 @@ func newSandboxCommand(code *int) *cobra.Command {
 		newLifecycleCommand("stop", "stop a sandbox, keeping its workspace", (*client.Client).Stop),
 		newLifecycleCommand("start", "start a stopped sandbox", (*client.Client).Start),
 		newLifecycleCommand("restart", "stop and start a sandbox", (*client.Client).Restart),
-		newExecCommand(code), newShellCommand(code), newSandboxPolicyCommand(), newSandboxAppCommand(), newCapabilityCommand())
+		newExecCommand(code), newShellCommand(code), newFilesCommand(), newSandboxPolicyCommand(), newSandboxAppCommand(), newCapabilityCommand())
 	return c
 }
 

@@ -152,11 +152,14 @@ func makeCapabilityKeys(file string) (*capability.Keyring, error) {
 // capabilityRoutes are the routes a capability token may be used on: a sandbox's exec
 // and files. Every other route needs a session or an API token.
 var capabilityRoutes = map[Route]bool{
-	{"POST", "/api/v1/sandboxes/{id}/exec"}:         true,
-	{"GET", "/api/v1/sandboxes/{id}/exec/stream"}:   true,
-	{"GET", "/api/v1/sandboxes/{id}/files/list"}:    true,
-	{"GET", "/api/v1/sandboxes/{id}/files/content"}: true,
-	{"PUT", "/api/v1/sandboxes/{id}/files/content"}: true,
+	{"POST", "/api/v1/sandboxes/{id}/exec"}:            true,
+	{"GET", "/api/v1/sandboxes/{id}/exec/stream"}:      true,
+	{"GET", "/api/v1/sandboxes/{id}/files/list"}:       true,
+	{"GET", "/api/v1/sandboxes/{id}/files/content"}:    true,
+	{"PUT", "/api/v1/sandboxes/{id}/files/content"}:    true,
+	{"DELETE", "/api/v1/sandboxes/{id}/files/content"}: true,
+	{"POST", "/api/v1/sandboxes/{id}/files/mkdir"}:     true,
+	{"POST", "/api/v1/sandboxes/{id}/files/move"}:      true,
 }
 
 // capabilityBearer returns the capability token r carries as its bearer credential.
@@ -244,6 +247,24 @@ func (s *Server) capabilityFile(ctx context.Context, p string, action capability
 		return "", err
 	}
 	return s.underCapability(ctx, capability.Request{Resource: "file:" + abs, Action: action, Size: size})
+}
+
+// capabilityMove checks a move from the API path from to the API path to: delete on
+// from, write on to. The one token reissued carries both to the agent.
+func (s *Server) capabilityMove(ctx context.Context, from, to string) (string, error) {
+	if heldCapabilityOf(ctx) == nil {
+		return "", nil
+	}
+	src, err := workspacePath(from)
+	if err != nil {
+		return "", err
+	}
+	dst, err := workspacePath(to)
+	if err != nil {
+		return "", err
+	}
+	return s.underCapability(ctx, capability.Request{Resource: "file:" + src, Action: capability.Delete},
+		capability.Request{Resource: "file:" + dst, Action: capability.Write})
 }
 
 // capabilityExec checks that the request's capability allows every program argv runs

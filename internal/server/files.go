@@ -8,8 +8,10 @@ import (
 	"net/http"
 	"path"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/paddockhq/paddock/internal/agent/files"
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/capability"
 	"github.com/paddockhq/paddock/internal/errdefs"
@@ -213,5 +215,190 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request, c fleet.Calle
 	}
 	s.event(r.Context(), c.UserID, "sandbox.file_write", map[string]any{"sandbox": r.PathValue("id"), "path": info.Path, "size": info.Size, "policy": in.source})
 	api.WriteJSON(w, http.StatusOK, fileInfo(info))
+	return nil
+}
+
+// maxFileOpBody bounds a mkdir or move request: two paths of at most PATH_MAX, escaped.
+const maxFileOpBody = 64 << 10
+
+// missingField is the error of a request body without a field it needs.
+func missingField(name, example string) error {
+	return fmt.Errorf("%s: give a path in the workspace, e.g. %q: %w", name, example, errdefs.ErrInvalidArgument)
+}
+
+// dirMode parses a mkdir's octal mode: permission bits, setgid and sticky. "" is the
+// agent's default (755); 0 cannot be asked for, as the agent takes it for the default.
+func dirMode(m string) (uint32, error) {
+	if m == "" {
+		return 0, nil
+	}
+	mode, err := strconv.ParseUint(m, 8, 32)
+	if err != nil || mode == 0 || mode&^0o3777 != 0 {
+		return 0, fmt.Errorf("mode %q: want an octal permission from 1 to 3777, like 755 (2000 is setgid, 1000 sticky): %w", m, errdefs.ErrInvalidArgument)
+	}
+	return uint32(mode), nil
+}
+
+// makeDir makes a directory. The policy decides it as a Mkdir (deny_write applies,
+// allowed_extensions and max_file_size do not); a capability must grant write on it.
+func (s *Server) makeDir(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {
+	var req api.FileMkdirRequest
+	if err := api.DecodeJSON(w, r, &req, maxFileOpBody); err != nil {
+		return err
+	}
+	if req.Path == "" {
+		return missingField("path", "src/pkg")
+	}
+	mode, err := dirMode(req.Mode)
+	if err != nil {
+		return err
+	}
+	conn, err := s.fleet.Conn(r.Context(), c, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	in, err := s.policyOf(r.Context(), c, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	if err := s.decideFile(r.Context(), c, r.PathValue("id"), in, policy.Mkdir, req.Path, 0); err != nil {
+		return err
+	}
+	capTok, err := s.capabilityFile(r.Context(), req.Path, capability.Write, 0)
+	if err != nil {
+		return err
+	}
+	info, err := pb.NewFilesClient(conn).Mkdir(r.Context(), &pb.MkdirRequest{Path: req.Path, Parents: req.Parents, Mode: mode, Capability: capTok})
+	if err != nil {
+		return fmt.Errorf("mkdir %s: %w", req.Path, errdefs.FromGRPC(err))
+	}
+	s.event(r.Context(), c.UserID, "sandbox.file_mkdir", map[string]any{"sandbox": r.PathValue("id"), "path": info.Path, "parents": req.Parents, "policy": in.source})
+	api.WriteJSON(w, http.StatusOK, fileInfo(info))
+	return nil
+}
+
+// moveFile renames a file or directory inside the workspace and answers where it is now.
+// A capability must grant delete on from and write on to; the agent checks both again
+// on the directories it really renames between.
+//
+// The policy decides from as a Delete: the name leaves its place, so deny_write
+// protects it, and a directory holding a path an anchored pattern protects cannot be
+// moved away (moving .git is refused under .git/hooks/**). It decides to by what
+// arrives there, as the agent reports from just before the move: a file (or a symlink)
+// is created at to (Create: deny_write, allowed_extensions, max_file_size at its size),
+// and a directory brings a whole tree, so to is decided as a Delete is, which refuses a
+// place where any path under it would be protected (moving a directory to .git is
+// refused under .git/hooks/**); extensions and sizes do not apply to a directory, as for
+// a mkdir. Code in the sandbox that swaps from between that report and the rename could
+// slip past these two rules, but such code writes the workspace directly anyway: the
+// policy bounds what the API is asked to do.
+func (s *Server) moveFile(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {
+	var req api.FileMoveRequest
+	if err := api.DecodeJSON(w, r, &req, maxFileOpBody); err != nil {
+		return err
+	}
+	switch {
+	case req.From == "":
+		return missingField("from", "src/old.go")
+	case req.To == "":
+		return missingField("to", "src/new.go")
+	}
+	if err := checkMove(req.From, req.To); err != nil {
+		return err
+	}
+	conn, err := s.fleet.Conn(r.Context(), c, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	in, err := s.policyOf(r.Context(), c, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	id, fc := r.PathValue("id"), pb.NewFilesClient(conn)
+	if err := s.decideFile(r.Context(), c, id, in, policy.Delete, req.From, 0); err != nil {
+		return fmt.Errorf("move %s to %s: %w", req.From, req.To, err)
+	}
+	capTok, err := s.capabilityMove(r.Context(), req.From, req.To)
+	if err != nil {
+		return err
+	}
+	if in.pol != nil {
+		src, err := fc.Stat(r.Context(), &pb.StatRequest{Path: req.From})
+		if err != nil {
+			return fmt.Errorf("move %s: %w", req.From, errdefs.FromGRPC(err))
+		}
+		op, size := policy.Create, int64(src.Size)
+		if src.Type == pb.FileType_FILE_TYPE_DIR {
+			op, size = policy.Delete, 0
+		}
+		if err := s.decideFile(r.Context(), c, id, in, op, req.To, size); err != nil {
+			return fmt.Errorf("move %s to %s: %w", req.From, req.To, err)
+		}
+	}
+	info, err := fc.Move(r.Context(), &pb.MoveRequest{From: req.From, To: req.To, Overwrite: req.Overwrite, Capability: capTok})
+	if err != nil {
+		return fmt.Errorf("move %s to %s: %w", req.From, req.To, errdefs.FromGRPC(err))
+	}
+	from, _ := files.Resolve(req.From) // the agent took it: it resolves
+	s.event(r.Context(), c.UserID, "sandbox.file_move", map[string]any{"sandbox": id, "from": from, "to": info.Path, "overwrite": req.Overwrite, "policy": in.source})
+	api.WriteJSON(w, http.StatusOK, fileInfo(info))
+	return nil
+}
+
+// checkMove refuses a move that cannot be made, lexically: to the same path, or of a
+// directory into itself (the kernel's EINVAL, which would not say why). Paths that do
+// not resolve are left to the checks that follow, which say why.
+func checkMove(from, to string) error {
+	f, err := files.Resolve(from)
+	if err != nil {
+		return nil
+	}
+	t, err := files.Resolve(to)
+	switch {
+	case err != nil:
+		return nil
+	case f == t:
+		return fmt.Errorf("from %q and to %q both name %s: a move needs two different paths: %w", from, to, f, errdefs.ErrInvalidArgument)
+	case f != "." && strings.HasPrefix(t, f+"/"):
+		return fmt.Errorf("to %q is inside from %q: nothing can be moved into itself: %w", to, from, errdefs.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// removeFile deletes a file, a symlink (never its target) or, with recursive=true, a
+// directory and what it holds. The policy decides it as a Delete; a capability must
+// grant delete on it.
+func (s *Server) removeFile(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {
+	p, err := filePath(r)
+	if err != nil {
+		return err
+	}
+	recursive := false
+	if v := r.URL.Query().Get("recursive"); v != "" {
+		if recursive, err = strconv.ParseBool(v); err != nil {
+			return invalidQuery("recursive", v, "true or false")
+		}
+	}
+	conn, err := s.fleet.Conn(r.Context(), c, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	in, err := s.policyOf(r.Context(), c, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	if err := s.decideFile(r.Context(), c, r.PathValue("id"), in, policy.Delete, p, 0); err != nil {
+		return err
+	}
+	capTok, err := s.capabilityFile(r.Context(), p, capability.Delete, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := pb.NewFilesClient(conn).Remove(r.Context(), &pb.RemoveRequest{Path: p, Recursive: recursive, Capability: capTok}); err != nil {
+		return fmt.Errorf("remove %s: %w", p, errdefs.FromGRPC(err))
+	}
+	rel, _ := files.Resolve(p) // the agent took it: it resolves
+	s.event(r.Context(), c.UserID, "sandbox.file_remove", map[string]any{"sandbox": r.PathValue("id"), "path": rel, "recursive": recursive, "policy": in.source})
+	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

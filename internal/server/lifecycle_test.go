@@ -131,8 +131,13 @@ func TestOwnershipOnEveryRoute(t *testing.T) {
 		}
 		n++
 		var body any
-		if r.Method == "POST" && strings.HasSuffix(r.Pattern, "/exec") {
+		switch {
+		case r.Method == "POST" && strings.HasSuffix(r.Pattern, "/exec"):
 			body = api.ExecRequest{Argv: []string{"cat", "/etc/hostname"}}
+		case r.Method == "POST" && strings.HasSuffix(r.Pattern, "/files/mkdir"):
+			body = api.FileMkdirRequest{Path: "x"}
+		case r.Method == "POST" && strings.HasSuffix(r.Pattern, "/files/move"):
+			body = api.FileMoveRequest{From: "x", To: "y"}
 		}
 		for _, id := range []string{sb.ID, missing} {
 			path := strings.Replace(r.Pattern, "{id}", id, 1) + "?path=x"
