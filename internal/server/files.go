@@ -23,13 +23,15 @@ import (
 // maxUpload bounds one file written through the API.
 const maxUpload = 1 << 30
 
-// decideFileOp decides op on path p of the request's sandbox under the policy in force.
-func (s *Server) decideFileOp(r *http.Request, c fleet.Caller, op policy.Op, p string, size int64) error {
+// decideFileOp decides op on path p of the request's sandbox under the policy in force,
+// and returns that policy (its file rules go to the agent, which decides them again where
+// the path really leads).
+func (s *Server) decideFileOp(r *http.Request, c fleet.Caller, op policy.Op, p string, size int64) (inForce, error) {
 	in, err := s.policyOf(r.Context(), c, r.PathValue("id"))
 	if err != nil {
-		return err
+		return in, err
 	}
-	return s.decideFile(r.Context(), c, r.PathValue("id"), in, op, p, size)
+	return in, s.decideFile(r.Context(), c, r.PathValue("id"), in, op, p, size)
 }
 
 // decideWrite decides a write that has grown to size bytes: by the policy, and by the
@@ -63,14 +65,15 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request, c fleet.Calle
 	if err != nil {
 		return err
 	}
-	if err := s.decideFileOp(r, c, policy.Read, p, 0); err != nil {
+	in, err := s.decideFileOp(r, c, policy.Read, p, 0)
+	if err != nil {
 		return err
 	}
 	capTok, err := s.capabilityFile(r.Context(), p, capability.Read, 0)
 	if err != nil {
 		return err
 	}
-	res, err := pb.NewFilesClient(conn).List(r.Context(), &pb.ListFilesRequest{Path: p, Capability: capTok})
+	res, err := pb.NewFilesClient(conn).List(r.Context(), &pb.ListFilesRequest{Path: p, Capability: capTok, Policy: in.fileRules()})
 	if err != nil {
 		return fmt.Errorf("list %s: %w", p, errdefs.FromGRPC(err))
 	}
@@ -98,7 +101,8 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request, c fleet.Caller
 	if err != nil {
 		return err
 	}
-	if err := s.decideFileOp(r, c, policy.Read, p, 0); err != nil {
+	in, err := s.decideFileOp(r, c, policy.Read, p, 0)
+	if err != nil {
 		return err
 	}
 	// The size is the agent's to check: it knows the file's.
@@ -106,7 +110,7 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request, c fleet.Caller
 	if err != nil {
 		return err
 	}
-	stream, err := pb.NewFilesClient(conn).Read(r.Context(), &pb.ReadRequest{Path: p, Capability: capTok})
+	stream, err := pb.NewFilesClient(conn).Read(r.Context(), &pb.ReadRequest{Path: p, Capability: capTok, Policy: in.fileRules()})
 	if err != nil {
 		return fmt.Errorf("read %s: %w", p, errdefs.FromGRPC(err))
 	}
@@ -190,7 +194,7 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request, c fleet.Calle
 		if n > 0 || first {
 			msg := &pb.WriteRequest{Data: buf[:n]}
 			if first {
-				msg.Path, msg.Mode, msg.MakeParents, msg.Capability = p, uint32(mode), true, capTok
+				msg.Path, msg.Mode, msg.MakeParents, msg.Capability, msg.Policy = p, uint32(mode), true, capTok, in.fileRules()
 				first = false
 			}
 			if err := stream.Send(msg); err != nil {
@@ -268,7 +272,7 @@ func (s *Server) makeDir(w http.ResponseWriter, r *http.Request, c fleet.Caller)
 	if err != nil {
 		return err
 	}
-	info, err := pb.NewFilesClient(conn).Mkdir(r.Context(), &pb.MkdirRequest{Path: req.Path, Parents: req.Parents, Mode: mode, Capability: capTok})
+	info, err := pb.NewFilesClient(conn).Mkdir(r.Context(), &pb.MkdirRequest{Path: req.Path, Parents: req.Parents, Mode: mode, Capability: capTok, Policy: in.fileRules()})
 	if err != nil {
 		return fmt.Errorf("mkdir %s: %w", req.Path, errdefs.FromGRPC(err))
 	}
@@ -335,7 +339,7 @@ func (s *Server) moveFile(w http.ResponseWriter, r *http.Request, c fleet.Caller
 			return fmt.Errorf("move %s to %s: %w", req.From, req.To, err)
 		}
 	}
-	info, err := fc.Move(r.Context(), &pb.MoveRequest{From: req.From, To: req.To, Overwrite: req.Overwrite, Capability: capTok})
+	info, err := fc.Move(r.Context(), &pb.MoveRequest{From: req.From, To: req.To, Overwrite: req.Overwrite, Capability: capTok, Policy: in.fileRules()})
 	if err != nil {
 		return fmt.Errorf("move %s to %s: %w", req.From, req.To, errdefs.FromGRPC(err))
 	}
@@ -394,7 +398,7 @@ func (s *Server) removeFile(w http.ResponseWriter, r *http.Request, c fleet.Call
 	if err != nil {
 		return err
 	}
-	if _, err := pb.NewFilesClient(conn).Remove(r.Context(), &pb.RemoveRequest{Path: p, Recursive: recursive, Capability: capTok}); err != nil {
+	if _, err := pb.NewFilesClient(conn).Remove(r.Context(), &pb.RemoveRequest{Path: p, Recursive: recursive, Capability: capTok, Policy: in.fileRules()}); err != nil {
 		return fmt.Errorf("remove %s: %w", p, errdefs.FromGRPC(err))
 	}
 	rel, _ := files.Resolve(p) // the agent took it: it resolves

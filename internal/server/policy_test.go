@@ -412,3 +412,38 @@ func (r *slowReader) Read(p []byte) (int, error) {
 	r.n++
 	return copy(p, r.chunks[r.n-1]), nil
 }
+
+// File rules hold where a path really leads: a symlink planted in the workspace from an
+// allowed directory into a protected one gets no write, mkdir, move or removal past
+// deny_write. The control plane allows the path as named; the sandbox's agent, given the
+// policy with the request, refuses it where it leads.
+func TestPolicyFileRulesFollowSymlinks(t *testing.T) {
+	e := servertest.Start(t)
+	alice := e.Register(t, "alice")
+	var sb api.Sandbox
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "links"}), http.StatusCreated, &sb)
+	execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{"sh", "-c", "mkdir -p /workspace/secret /workspace/src && echo keep > /workspace/secret/keep && ln -s ../secret /workspace/src/link"}})
+	servertest.Decode(t, putPolicy(t, alice, sb.ID, "application/yaml", "files:\n  jail: /workspace\n  deny_write: [\"secret/**\"]\n"), http.StatusOK, nil)
+	base := "/api/v1/sandboxes/" + sb.ID + "/files/"
+	const why = "where the path leads (/workspace/secret/"
+	for _, tc := range []struct {
+		name string
+		resp *http.Response
+	}{
+		{"write", alice.DoToken("PUT", base+"content?path=src/link/planted", strings.NewReader("x"))},
+		{"mkdir", alice.DoToken("POST", base+"mkdir", api.FileMkdirRequest{Path: "src/link/d"})},
+		{"move", alice.DoToken("POST", base+"move", api.FileMoveRequest{From: "src/link/keep", To: "src/keep"})},
+		{"remove", alice.DoToken("DELETE", base+"content?path=src/link/keep", nil)},
+	} {
+		e := servertest.ErrorOf(t, tc.resp, http.StatusForbidden)
+		if !strings.Contains(e.Message, why) || !strings.Contains(e.Message, "files.deny_write[0]") {
+			t.Errorf("%s through the link: %q, want the agent's refusal naming where it leads and the rule", tc.name, e.Message)
+		}
+	}
+	res := execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{"ls", "/workspace/secret", "/workspace/src"}})
+	if got := string(res.Stdout); got != "/workspace/secret:\nkeep\n\n/workspace/src:\nlink\n" {
+		t.Errorf("after the refusals the workspace holds:\n%s", got)
+	}
+	// The same write to the allowed directory itself goes through.
+	servertest.Decode(t, alice.DoToken("PUT", base+"content?path=src/ok", strings.NewReader("x")), http.StatusOK, nil)
+}

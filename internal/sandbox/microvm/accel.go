@@ -36,6 +36,8 @@ type Probe struct {
 	Took time.Duration `json:"-"`
 	// Cached says the decision was read from an earlier probe of this boot.
 	Cached bool `json:"-"`
+	// Trial names the trial guest ("kvmprobe-…", its cgroup's name), when one was started.
+	Trial string `json:"-"`
 }
 
 // KVMProbeTimeout bounds the trial guest under KVM: a guest that has not announced its agent
@@ -79,6 +81,13 @@ func probeKVM(ctx context.Context, in Install, agentBin, dir string, uid, gid ui
 		return Probe{Accel: AccelTCG, Reason: err.Error()}
 	}
 	id := "kvmprobe-" + randHex(4)
+	p := probeTrial(ctx, in, agentBin, dir, uid, gid, id)
+	p.Trial = id
+	return p
+}
+
+// probeTrial boots the trial guest id under KVM and says what came of it.
+func probeTrial(ctx context.Context, in Install, agentBin, dir string, uid, gid uint32, id string) Probe {
 	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return Probe{Accel: AccelTCG, Reason: "no room for the trial guest: " + err.Error()}
 	}
