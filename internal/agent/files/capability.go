@@ -56,10 +56,15 @@ func (s *Service) GuardWith(g Guard) { s.guard = g }
 // allow verifies token for action on the file at where, for the operation op on the
 // caller's path p; the refusal names both.
 func (s *Service) allow(ctx context.Context, g Grant, op, p string, action capability.Action, where string, size int64) (int64, error) {
+	return s.allowAs(ctx, g, op, p, action, policyOp(op, action), where, size)
+}
+
+// allowAs is allow with the policy's operation given, where the action does not say it.
+func (s *Service) allowAs(ctx context.Context, g Grant, op, p string, action capability.Action, pop policy.Op, where string, size int64) (int64, error) {
 	if s.guard == nil {
 		return 0, fmt.Errorf("%s %q: the request carries a capability token or a policy, and this service verifies none: %w", op, p, errdefs.ErrFailedPrecondition)
 	}
-	maxSize, err := s.guard.Allow(ctx, g, action, policyOp(op, action), where, size)
+	maxSize, err := s.guard.Allow(ctx, g, action, pop, where, size)
 	if err != nil {
 		return 0, fmt.Errorf("%s %q: %w", op, p, err)
 	}
@@ -89,13 +94,13 @@ func (s *Service) allowIn(ctx context.Context, g Grant, op, p string, action cap
 	return s.allow(ctx, g, op, p, action, where, size)
 }
 
-// allowAt is allowIn for a directory open as a file.
-func (s *Service) allowAt(ctx context.Context, g Grant, op, p string, action capability.Action, dir *os.File, name string) error {
+// allowAt is allowIn for a directory open as a file, with the policy's operation given.
+func (s *Service) allowAt(ctx context.Context, g Grant, op, p string, action capability.Action, pop policy.Op, dir *os.File, name string) error {
 	where, err := s.whereAt(dir, name)
 	if err != nil {
 		return s.whereError(op, p, err)
 	}
-	_, err = s.allow(ctx, g, op, p, action, where, 0)
+	_, err = s.allowAs(ctx, g, op, p, action, pop, where, 0)
 	return err
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/paddockhq/paddock/internal/capability"
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/policy"
 	"github.com/paddockhq/paddock/internal/wire/agentv1"
 )
 
@@ -154,10 +155,17 @@ func (s *Service) renameat(ctx context.Context, g Grant, op, p, from, to string,
 	}
 	defer toDir.Close()
 	if g.Set() {
-		if err := s.allowAt(ctx, g, op, p, capability.Delete, fromDir, path.Base(from)); err != nil {
+		if err := s.allowAt(ctx, g, op, p, capability.Delete, policy.Delete, fromDir, path.Base(from)); err != nil {
 			return err
 		}
-		if err := s.allowAt(ctx, g, op, p, capability.Write, toDir, path.Base(to)); err != nil {
+		// What arrives at to: a file is written there; a directory is made there, as
+		// far as the policy goes (deny_write applies, extensions and sizes do not).
+		arrives := policy.Write
+		var st unix.Stat_t
+		if unix.Fstatat(int(fromDir.Fd()), path.Base(from), &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			arrives = policy.Mkdir
+		}
+		if err := s.allowAt(ctx, g, op, p, capability.Write, arrives, toDir, path.Base(to)); err != nil {
 			return err
 		}
 	}
