@@ -66,8 +66,15 @@ func newSupervisor(m *session.Manager, spec session.Spec, log *slog.Logger) *sup
 // run starts the app and keeps restarting it until ctx ends.
 func (s *supervisor) run(ctx context.Context) {
 	delay := s.backoffMin
-	for {
-		s.set(func(st *pb.AppStatus) { st.State, st.NextStartUnixNano = appStarting, 0 })
+	for first := true; ; first = false {
+		// One change of state: a client never sees the count of the new run with the
+		// state of the last (backoff), which reads as "restarted and failed again".
+		s.set(func(st *pb.AppStatus) {
+			st.State, st.NextStartUnixNano = appStarting, 0
+			if !first {
+				st.Restarts++
+			}
+		})
 		started := time.Now()
 		sess, err := s.start()
 		if err != nil {
@@ -98,7 +105,6 @@ func (s *supervisor) run(ctx context.Context) {
 			// of a crash loop.
 			delay = s.backoffMin
 		}
-		s.set(func(st *pb.AppStatus) { st.Restarts++ })
 	}
 }
 
