@@ -42,6 +42,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -58,6 +59,10 @@ import (
 	"github.com/paddockhq/paddock/internal/wire"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
 )
+
+// settleAfter is how long after it starts serving the agent returns its start-up heap to
+// the kernel.
+const settleAfter = 500 * time.Millisecond
 
 // Version is the agent's version, reported by Info.
 var Version = "dev"
@@ -237,6 +242,12 @@ func Run(ctx context.Context, env *wire.Envelope, lis net.Listener, confine Conf
 		stopWithin(srv, 2*time.Second)
 	}()
 	log.Info("agent serving", "sandbox", env.SandboxID, "tier", env.Tier, "version", Version)
+	// Start-up (reading the envelope, the history's first walk, package initialisation)
+	// leaves heap behind that the agent will not use again; hand it back once the agent
+	// has settled, rather than after the minutes the background scavenger takes. Idle
+	// sandboxes are most of a host's sandboxes, and the agent is all of an idle one's memory.
+	settle := time.AfterFunc(settleAfter, debug.FreeOSMemory)
+	defer settle.Stop()
 	return srv.Serve(lis)
 }
 

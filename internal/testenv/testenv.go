@@ -40,12 +40,12 @@ func build() {
 	if buildErr = os.Chmod(binDir, 0o755); buildErr != nil { // the sandbox user execs the agent
 		return
 	}
-	for _, b := range []struct{ name, pkg, cgo string }{
-		{"paddock-agent", "./cmd/paddock-agent", "0"},
-		{"paddock", "./cmd/paddock", ""},
+	for _, b := range []struct{ name, pkg, cgo, tags string }{
+		{"paddock-agent", "./cmd/paddock-agent", "0", "grpcnotrace"}, // as the Makefile builds it
+		{"paddock", "./cmd/paddock", "", ""},
 	} {
 		out := filepath.Join(binDir, b.name)
-		cmd := exec.Command("go", "build", "-o", out, b.pkg)
+		cmd := exec.Command("go", "build", "-tags", b.tags, "-o", out, b.pkg)
 		cmd.Dir = moduleRoot()
 		cmd.Env = append(os.Environ(), "CGO_ENABLED="+b.cgo)
 		if b.cgo == "" {

@@ -3,11 +3,12 @@ package welcome
 import (
 	"encoding/json"
 	"fmt"
-	"html/template"
+	"html"
 	"io"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/coder/websocket"
@@ -77,7 +78,8 @@ func (i Info) api(w http.ResponseWriter, r *http.Request) {
 func (i Info) page(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	_ = pageTemplate.Execute(w, i.view(r))
+	v := i.view(r)
+	_, _ = io.WriteString(w, pageFields(v.Sandbox, v.Role, v.Hostname, v.Kernel, v.StartedAt).Replace(pageHTML))
 }
 
 // echo sends every WebSocket message back as it came, text or binary.
@@ -193,7 +195,16 @@ func (p *pattern) Read(b []byte) (int, error) {
 	return len(b), nil
 }
 
-var pageTemplate = template.Must(template.New("page").Parse(`<!doctype html>
+// pageFields fills pageHTML's {{…}} fields, HTML-escaped: every one is text in an
+// element. (Not html/template: parsing a template when the package loads costs every
+// sandbox's idle agent, which carries this app, a share of its memory.)
+func pageFields(sandbox, role, hostname, kernel, started string) *strings.Replacer {
+	e := html.EscapeString
+	return strings.NewReplacer("{{.Sandbox}}", e(sandbox), "{{.Role}}", e(role), "{{.Hostname}}", e(hostname),
+		"{{.Kernel}}", e(kernel), "{{.StartedAt}}", e(started))
+}
+
+const pageHTML = `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -231,4 +242,4 @@ Run your own app on the sandbox's port to replace it.</p>
 </script>
 </body>
 </html>
-`))
+`
