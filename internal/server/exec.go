@@ -85,7 +85,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, c fleet.Caller) er
 		TimeoutMs: uint64(timeout.Milliseconds()), MaxOutputBytes: uint64(output), Capability: capTok,
 	})
 	if err != nil {
-		return fmt.Errorf("exec in sandbox %s: %w", r.PathValue("id"), errdefs.FromGRPC(err))
+		return fmt.Errorf("exec in sandbox %s: %w", r.PathValue("id"), s.fromAgent(r, c, "sandbox.exec_denied", map[string]any{"program": req.Argv[0]}, err))
 	}
 	st := res.GetStatus()
 	out := api.ExecResult{

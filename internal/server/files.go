@@ -44,6 +44,19 @@ func (s *Server) decideWrite(ctx context.Context, c fleet.Caller, id string, in 
 	return err
 }
 
+// fromAgent is the agent's error for a request, in the taxonomy; a refusal the agent
+// made itself (a capability token, or the policy's file rules where the path really
+// leads) is recorded as action, with the operation and the path, like the control
+// plane's own refusals.
+func (s *Server) fromAgent(r *http.Request, c fleet.Caller, action string, detail map[string]any, err error) error {
+	err = errdefs.FromGRPC(err)
+	if errors.Is(err, errdefs.ErrPermissionDenied) {
+		detail["sandbox"], detail["by"], detail["error"] = r.PathValue("id"), "agent", err.Error()
+		s.event(r.Context(), c.UserID, action, detail)
+	}
+	return err
+}
+
 // Files go through the agent's jailed file API: paths are relative to the workspace (a
 // leading "/workspace/" or "/" is accepted), and the agent refuses anything that would
 // leave it, symlinks included.
@@ -75,7 +88,7 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request, c fleet.Calle
 	}
 	res, err := pb.NewFilesClient(conn).List(r.Context(), &pb.ListFilesRequest{Path: p, Capability: capTok, Policy: in.fileRules()})
 	if err != nil {
-		return fmt.Errorf("list %s: %w", p, errdefs.FromGRPC(err))
+		return fmt.Errorf("list %s: %w", p, s.fromAgent(r, c, "sandbox.file_denied", map[string]any{"op": "list", "path": p}, err))
 	}
 	out := api.FileList{Path: p, Entries: []api.FileInfo{}}
 	for _, e := range res.Entries {
@@ -112,13 +125,13 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request, c fleet.Caller
 	}
 	stream, err := pb.NewFilesClient(conn).Read(r.Context(), &pb.ReadRequest{Path: p, Capability: capTok, Policy: in.fileRules()})
 	if err != nil {
-		return fmt.Errorf("read %s: %w", p, errdefs.FromGRPC(err))
+		return fmt.Errorf("read %s: %w", p, s.fromAgent(r, c, "sandbox.file_denied", map[string]any{"op": "read", "path": p}, err))
 	}
 	// The first chunk (or the error) comes before any header is written, so that a missing
 	// file is a 404, not a 200 with an empty body.
 	first, err := stream.Recv()
 	if err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("read %s: %w", p, errdefs.FromGRPC(err))
+		return fmt.Errorf("read %s: %w", p, s.fromAgent(r, c, "sandbox.file_denied", map[string]any{"op": "read", "path": p}, err))
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/octet-stream")
@@ -215,7 +228,7 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request, c fleet.Calle
 	}
 	info, err := stream.CloseAndRecv()
 	if err != nil {
-		return fmt.Errorf("write %s: %w", p, errdefs.FromGRPC(err))
+		return fmt.Errorf("write %s: %w", p, s.fromAgent(r, c, "sandbox.file_denied", map[string]any{"op": "write", "path": p}, err))
 	}
 	s.event(r.Context(), c.UserID, "sandbox.file_write", map[string]any{"sandbox": r.PathValue("id"), "path": info.Path, "size": info.Size, "policy": in.source})
 	api.WriteJSON(w, http.StatusOK, fileInfo(info))
@@ -274,7 +287,7 @@ func (s *Server) makeDir(w http.ResponseWriter, r *http.Request, c fleet.Caller)
 	}
 	info, err := pb.NewFilesClient(conn).Mkdir(r.Context(), &pb.MkdirRequest{Path: req.Path, Parents: req.Parents, Mode: mode, Capability: capTok, Policy: in.fileRules()})
 	if err != nil {
-		return fmt.Errorf("mkdir %s: %w", req.Path, errdefs.FromGRPC(err))
+		return fmt.Errorf("mkdir %s: %w", req.Path, s.fromAgent(r, c, "sandbox.file_denied", map[string]any{"op": "mkdir", "path": req.Path}, err))
 	}
 	s.event(r.Context(), c.UserID, "sandbox.file_mkdir", map[string]any{"sandbox": r.PathValue("id"), "path": info.Path, "parents": req.Parents, "policy": in.source})
 	api.WriteJSON(w, http.StatusOK, fileInfo(info))
@@ -341,7 +354,7 @@ func (s *Server) moveFile(w http.ResponseWriter, r *http.Request, c fleet.Caller
 	}
 	info, err := fc.Move(r.Context(), &pb.MoveRequest{From: req.From, To: req.To, Overwrite: req.Overwrite, Capability: capTok, Policy: in.fileRules()})
 	if err != nil {
-		return fmt.Errorf("move %s to %s: %w", req.From, req.To, errdefs.FromGRPC(err))
+		return fmt.Errorf("move %s to %s: %w", req.From, req.To, s.fromAgent(r, c, "sandbox.file_denied", map[string]any{"op": "move", "path": req.To}, err))
 	}
 	from, _ := files.Resolve(req.From) // the agent took it: it resolves
 	s.event(r.Context(), c.UserID, "sandbox.file_move", map[string]any{"sandbox": id, "from": from, "to": info.Path, "overwrite": req.Overwrite, "policy": in.source})
@@ -399,7 +412,7 @@ func (s *Server) removeFile(w http.ResponseWriter, r *http.Request, c fleet.Call
 		return err
 	}
 	if _, err := pb.NewFilesClient(conn).Remove(r.Context(), &pb.RemoveRequest{Path: p, Recursive: recursive, Capability: capTok, Policy: in.fileRules()}); err != nil {
-		return fmt.Errorf("remove %s: %w", p, errdefs.FromGRPC(err))
+		return fmt.Errorf("remove %s: %w", p, s.fromAgent(r, c, "sandbox.file_denied", map[string]any{"op": "remove", "path": p}, err))
 	}
 	rel, _ := files.Resolve(p) // the agent took it: it resolves
 	s.event(r.Context(), c.UserID, "sandbox.file_remove", map[string]any{"sandbox": r.PathValue("id"), "path": rel, "recursive": recursive, "policy": in.source})

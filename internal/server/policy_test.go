@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -446,4 +447,16 @@ func TestPolicyFileRulesFollowSymlinks(t *testing.T) {
 	}
 	// The same write to the allowed directory itself goes through.
 	servertest.Decode(t, alice.DoToken("PUT", base+"content?path=src/ok", strings.NewReader("x")), http.StatusOK, nil)
+	// Each of the agent's refusals is an event, as the control plane's are.
+	var evs api.EventList
+	servertest.Decode(t, alice.DoToken("GET", "/api/v1/events?action=sandbox.file_denied&limit=100", nil), http.StatusOK, &evs)
+	ops := map[string]bool{}
+	for _, ev := range evs.Events {
+		if ev.Detail["by"] == "agent" && strings.Contains(fmt.Sprint(ev.Detail["error"]), "files.deny_write[0]") {
+			ops[fmt.Sprint(ev.Detail["op"])] = true
+		}
+	}
+	if len(ops) != 4 {
+		t.Errorf("the agent's refusals recorded for %v, want write, mkdir, move and remove", ops)
+	}
 }
