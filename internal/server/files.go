@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/paddockhq/paddock/internal/agent/files"
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/capability"
@@ -23,15 +25,34 @@ import (
 // maxUpload bounds one file written through the API.
 const maxUpload = 1 << 30
 
-// decideFileOp decides op on path p of the request's sandbox under the policy in force,
-// and returns that policy (its file rules go to the agent, which decides them again where
-// the path really leads).
-func (s *Server) decideFileOp(r *http.Request, c fleet.Caller, op policy.Op, p string, size int64) (inForce, error) {
-	in, err := s.policyOf(r.Context(), c, r.PathValue("id"))
-	if err != nil {
-		return in, err
+// fileOp is what a file route has settled before it asks the agent.
+type fileOp struct {
+	conn *grpc.ClientConn
+	// in is the policy in force: its file rules go to the agent, which decides them again
+	// where the path really leads.
+	in inForce
+	// capTok is the request's capability reissued for the agent ("" without one).
+	capTok string
+}
+
+// prepareFileOp reaches the request's sandbox (another user's is not found), decides op
+// on the API path p for size bytes under the policy in force, and checks the request's
+// capability for action on it.
+func (s *Server) prepareFileOp(r *http.Request, c fleet.Caller, op policy.Op, action capability.Action, p string, size int64) (fileOp, error) {
+	var f fileOp
+	var err error
+	id := r.PathValue("id")
+	if f.conn, err = s.fleet.Conn(r.Context(), c, id); err != nil {
+		return f, err
 	}
-	return in, s.decideFile(r.Context(), c, r.PathValue("id"), in, op, p, size)
+	if f.in, err = s.policyOf(r.Context(), c, id); err != nil {
+		return f, err
+	}
+	if err = s.decideFile(r.Context(), c, id, f.in, op, p, size); err != nil {
+		return f, err
+	}
+	f.capTok, err = s.capabilityFile(r.Context(), p, action, size)
+	return f, err
 }
 
 // decideWrite decides a write that has grown to size bytes: by the policy, and by the
@@ -74,19 +95,11 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request, c fleet.Calle
 	if p == "" {
 		p = "."
 	}
-	conn, err := s.fleet.Conn(r.Context(), c, r.PathValue("id"))
+	f, err := s.prepareFileOp(r, c, policy.Read, capability.Read, p, 0)
 	if err != nil {
 		return err
 	}
-	in, err := s.decideFileOp(r, c, policy.Read, p, 0)
-	if err != nil {
-		return err
-	}
-	capTok, err := s.capabilityFile(r.Context(), p, capability.Read, 0)
-	if err != nil {
-		return err
-	}
-	res, err := pb.NewFilesClient(conn).List(r.Context(), &pb.ListFilesRequest{Path: p, Capability: capTok, Policy: in.fileRules()})
+	res, err := pb.NewFilesClient(f.conn).List(r.Context(), &pb.ListFilesRequest{Path: p, Capability: f.capTok, Policy: f.in.fileRules()})
 	if err != nil {
 		return fmt.Errorf("list %s: %w", p, s.fromAgent(r, c, "sandbox.file_denied", map[string]any{"op": "list", "path": p}, err))
 	}
@@ -110,20 +123,12 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request, c fleet.Caller
 	if err != nil {
 		return err
 	}
-	conn, err := s.fleet.Conn(r.Context(), c, r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	in, err := s.decideFileOp(r, c, policy.Read, p, 0)
-	if err != nil {
-		return err
-	}
 	// The size is the agent's to check: it knows the file's.
-	capTok, err := s.capabilityFile(r.Context(), p, capability.Read, 0)
+	f, err := s.prepareFileOp(r, c, policy.Read, capability.Read, p, 0)
 	if err != nil {
 		return err
 	}
-	stream, err := pb.NewFilesClient(conn).Read(r.Context(), &pb.ReadRequest{Path: p, Capability: capTok, Policy: in.fileRules()})
+	stream, err := pb.NewFilesClient(f.conn).Read(r.Context(), &pb.ReadRequest{Path: p, Capability: f.capTok, Policy: f.in.fileRules()})
 	if err != nil {
 		return fmt.Errorf("read %s: %w", p, s.fromAgent(r, c, "sandbox.file_denied", map[string]any{"op": "read", "path": p}, err))
 	}
@@ -163,25 +168,15 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request, c fleet.Calle
 			return invalidQuery("mode", m, "an octal permission like 644")
 		}
 	}
-	conn, err := s.fleet.Conn(r.Context(), c, r.PathValue("id"))
-	if err != nil {
-		return err
-	}
 	// The policy decides on the size the body says it has (a chunked body starts at 0),
 	// and again on every chunk that takes it past that: a body that grows past
 	// files.max_file_size is refused there, and nothing of it is kept.
-	in, err := s.policyOf(r.Context(), c, r.PathValue("id"))
-	if err != nil {
-		return err
-	}
 	decided := max(r.ContentLength, 0)
-	if err := s.decideFile(r.Context(), c, r.PathValue("id"), in, policy.Write, p, decided); err != nil {
-		return err
-	}
-	capTok, err := s.capabilityFile(r.Context(), p, capability.Write, decided)
+	f, err := s.prepareFileOp(r, c, policy.Write, capability.Write, p, decided)
 	if err != nil {
 		return err
 	}
+	conn, in, capTok := f.conn, f.in, f.capTok
 	held := capTok != ""
 	// A body that breaks off cancels the write, and the agent discards the partial file
 	// instead of committing it.
@@ -270,26 +265,15 @@ func (s *Server) makeDir(w http.ResponseWriter, r *http.Request, c fleet.Caller)
 	if err != nil {
 		return err
 	}
-	conn, err := s.fleet.Conn(r.Context(), c, r.PathValue("id"))
+	f, err := s.prepareFileOp(r, c, policy.Mkdir, capability.Write, req.Path, 0)
 	if err != nil {
 		return err
 	}
-	in, err := s.policyOf(r.Context(), c, r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	if err := s.decideFile(r.Context(), c, r.PathValue("id"), in, policy.Mkdir, req.Path, 0); err != nil {
-		return err
-	}
-	capTok, err := s.capabilityFile(r.Context(), req.Path, capability.Write, 0)
-	if err != nil {
-		return err
-	}
-	info, err := pb.NewFilesClient(conn).Mkdir(r.Context(), &pb.MkdirRequest{Path: req.Path, Parents: req.Parents, Mode: mode, Capability: capTok, Policy: in.fileRules()})
+	info, err := pb.NewFilesClient(f.conn).Mkdir(r.Context(), &pb.MkdirRequest{Path: req.Path, Parents: req.Parents, Mode: mode, Capability: f.capTok, Policy: f.in.fileRules()})
 	if err != nil {
 		return fmt.Errorf("mkdir %s: %w", req.Path, s.fromAgent(r, c, "sandbox.file_denied", map[string]any{"op": "mkdir", "path": req.Path}, err))
 	}
-	s.event(r.Context(), c.UserID, "sandbox.file_mkdir", map[string]any{"sandbox": r.PathValue("id"), "path": info.Path, "parents": req.Parents, "policy": in.source})
+	s.event(r.Context(), c.UserID, "sandbox.file_mkdir", map[string]any{"sandbox": r.PathValue("id"), "path": info.Path, "parents": req.Parents, "policy": f.in.source})
 	api.WriteJSON(w, http.StatusOK, fileInfo(info))
 	return nil
 }
@@ -396,26 +380,15 @@ func (s *Server) removeFile(w http.ResponseWriter, r *http.Request, c fleet.Call
 			return invalidQuery("recursive", v, "true or false")
 		}
 	}
-	conn, err := s.fleet.Conn(r.Context(), c, r.PathValue("id"))
+	f, err := s.prepareFileOp(r, c, policy.Delete, capability.Delete, p, 0)
 	if err != nil {
 		return err
 	}
-	in, err := s.policyOf(r.Context(), c, r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	if err := s.decideFile(r.Context(), c, r.PathValue("id"), in, policy.Delete, p, 0); err != nil {
-		return err
-	}
-	capTok, err := s.capabilityFile(r.Context(), p, capability.Delete, 0)
-	if err != nil {
-		return err
-	}
-	if _, err := pb.NewFilesClient(conn).Remove(r.Context(), &pb.RemoveRequest{Path: p, Recursive: recursive, Capability: capTok, Policy: in.fileRules()}); err != nil {
+	if _, err := pb.NewFilesClient(f.conn).Remove(r.Context(), &pb.RemoveRequest{Path: p, Recursive: recursive, Capability: f.capTok, Policy: f.in.fileRules()}); err != nil {
 		return fmt.Errorf("remove %s: %w", p, s.fromAgent(r, c, "sandbox.file_denied", map[string]any{"op": "remove", "path": p}, err))
 	}
 	rel, _ := files.Resolve(p) // the agent took it: it resolves
-	s.event(r.Context(), c.UserID, "sandbox.file_remove", map[string]any{"sandbox": r.PathValue("id"), "path": rel, "recursive": recursive, "policy": in.source})
+	s.event(r.Context(), c.UserID, "sandbox.file_remove", map[string]any{"sandbox": r.PathValue("id"), "path": rel, "recursive": recursive, "policy": f.in.source})
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
