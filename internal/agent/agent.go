@@ -6,8 +6,8 @@
 // Process, Files, Agent, Net and History services of proto/paddock/agent/v1 on that socket.
 //
 // History (see history.go and package history) checkpoints the workspace after the file
-// API changes it, at the end of every exec, and every few seconds for changes made by any
-// process; undo, redo and restore rewrite the workspace in place and restart the app. Its
+// API changes it, at the end of every exec, and once changes made by any process settle
+// (debounced, see watchLoop); undo, redo and restore rewrite the workspace in place and restart the app. Its
 // store is a directory the runner mounts outside the workspace, root's and 0700, so that the
 // sandbox user's commands can neither read nor rewrite it; the process and microvm tiers
 // have no such directory, and their History service says so (UNAVAILABLE).

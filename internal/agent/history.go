@@ -28,12 +28,18 @@ const (
 	historyNoStoreReason     = "workspace history is unavailable: this sandbox was started without a history store"
 )
 
-// reconcileEvery is how often the agent checkpoints changes made by any process (cause
-// "watcher"). With the history's inotify watcher such a scan reads only the directories
-// that changed; fullReconcileEvery, a walk of the whole workspace (one fstatat per entry)
-// picks up what inotify does not report (writes through mmap or a hard link from
-// elsewhere). Variables for tests.
+// How the agent checkpoints changes made by any process (cause "watcher"), debounced: the
+// history's inotify watcher wakes it at the first change no checkpoint has recorded, and it
+// checkpoints once the workspace has seen no further change for settleFor, or
+// reconcileEvery after that first change if changes keep coming (a build that writes for a
+// minute makes a checkpoint every reconcileEvery, not one at the end, nor one per file).
+// Such a checkpoint reads only the directories that changed. Without a watcher that can
+// vouch for every directory (no inotify, a watch that could not be added) the agent
+// checkpoints every reconcileEvery instead. Every fullReconcileEvery a walk of the whole
+// workspace (one fstatat per entry) picks up what inotify does not report (writes through
+// mmap or a hard link from elsewhere). Variables for tests.
 var (
+	settleFor          = 500 * time.Millisecond
 	reconcileEvery     = 3 * time.Second
 	fullReconcileEvery = 60 * time.Second
 )
@@ -149,33 +155,85 @@ func checkPrivate(dir string) error {
 }
 
 // start takes the first checkpoint (the workspace as the agent found it, which undo of
-// the first change goes back to) and then reconciles every reconcileEvery until ctx ends.
-// The lock is taken before start returns, so that no other checkpoint comes first.
+// the first change goes back to) and then checkpoints the changes of any process
+// (watchLoop) until ctx ends. The lock is taken before start returns, so that no other
+// checkpoint comes first.
 func (s *historyService) start(ctx context.Context, wg *sync.WaitGroup) {
 	if s.h == nil {
 		s.firstDone()
 		return
 	}
 	s.mu.Lock()
+	h := s.h
 	wg.Go(func() {
 		s.checkpointLocked(history.CauseWatcher, "the workspace as the agent found it")
 		s.mu.Unlock()
 		s.firstDone()
-		t := time.NewTicker(reconcileEvery)
-		defer t.Stop()
-		full := time.NewTicker(fullReconcileEvery)
-		defer full.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				s.record(history.CauseWatcher, "")
-			case <-full.C:
-				s.reconcile()
-			}
-		}
+		s.watchLoop(ctx, h)
 	})
+}
+
+// watchLoop checkpoints what any process changes in the workspace, debounced (see
+// settleFor), and walks it whole every fullReconcileEvery.
+func (s *historyService) watchLoop(ctx context.Context, h *history.History) {
+	lastFull := time.Now()
+	for ctx.Err() == nil {
+		wctx, cancel := context.WithTimeout(ctx, reconcileEvery)
+		err := h.WaitChange(wctx)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err == nil:
+			settle(ctx, h)
+			s.record(history.CauseWatcher, "")
+		case errors.Is(err, context.DeadlineExceeded):
+			// Quiet for reconcileEvery. A watcher that could not watch every directory
+			// would not have woken us for a change in the others: look.
+			if !h.Watching() {
+				s.record(history.CauseWatcher, "")
+			}
+		default: // no watcher (ErrNoWatcher), or it failed: check on the period
+			if !sleepCtx(ctx, reconcileEvery) {
+				return
+			}
+			s.record(history.CauseWatcher, "")
+		}
+		if time.Since(lastFull) >= fullReconcileEvery {
+			s.reconcile()
+			lastFull = time.Now()
+		}
+	}
+}
+
+// settle returns once the workspace has seen no change for settleFor, or reconcileEvery
+// after it was called, or when ctx ends.
+func settle(ctx context.Context, h *history.History) {
+	deadline := time.Now().Add(reconcileEvery)
+	seen := h.Activity()
+	for {
+		wait := min(settleFor, time.Until(deadline))
+		if wait <= 0 || !sleepCtx(ctx, wait) {
+			return
+		}
+		now := h.Activity()
+		if now == seen {
+			return
+		}
+		seen = now
+	}
+}
+
+// sleepCtx sleeps for d, or until ctx ends (false).
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // reconcile checkpoints whatever changed, found by a walk of the whole workspace.

@@ -2,10 +2,12 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -180,30 +182,126 @@ func TestHistoryCheckpointsUndoRedoRestore(t *testing.T) {
 	}
 }
 
+// setWatchTiming sets the debouncing of watcher checkpoints for one test.
+func setWatchTiming(t *testing.T, settle, every time.Duration) {
+	oldSettle, oldEvery := settleFor, reconcileEvery
+	settleFor, reconcileEvery = settle, every
+	t.Cleanup(func() { settleFor, reconcileEvery = oldSettle, oldEvery })
+}
+
+// waitCheckpoints waits until the history holds n checkpoints and returns them, newest
+// first.
+func (a historyAgent) waitCheckpoints(t *testing.T, n int, within time.Duration) []*pb.CheckpointInfo {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		l := a.list(t)
+		if len(l.Checkpoints) >= n {
+			return l.Checkpoints
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d checkpoints after %v, want %d: %v", len(l.Checkpoints), within, n, l.Checkpoints)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestHistoryWatcherPicksUpAnyChange: a change by any process is checkpointed soon after
+// it, woken by the watcher, not by the period (set far longer than the test waits).
 func TestHistoryWatcherPicksUpAnyChange(t *testing.T) {
-	old := reconcileEvery
-	reconcileEvery = 50 * time.Millisecond
-	t.Cleanup(func() { reconcileEvery = old })
+	setWatchTiming(t, 50*time.Millisecond, time.Minute)
 	a := startHistoryAgent(t, wire.TierContainer, nil)
 	a.list(t) // waits for the checkpoint of the workspace at start
 	if err := os.WriteFile(filepath.Join(a.ws, "edited"), []byte("by hand"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		l := a.list(t)
-		if c := l.Checkpoints[0]; c.Cause == "watcher" && c.Changed == 1 && len(l.Checkpoints) == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no watcher checkpoint of the change: %v", l.Checkpoints)
-		}
-		time.Sleep(20 * time.Millisecond)
+	l := a.waitCheckpoints(t, 2, 10*time.Second)
+	if c := l[0]; c.Cause != "watcher" || c.Changed != 1 {
+		t.Fatalf("newest checkpoint %+v, want the watcher's of one file", c)
 	}
 	// Quiet workspace, quiet history.
 	time.Sleep(300 * time.Millisecond)
 	if n := len(a.list(t).Checkpoints); n != 2 {
 		t.Fatalf("%d checkpoints of an unchanged workspace, want 2", n)
+	}
+}
+
+// TestHistoryWatcherDebounces: a burst of changes with short gaps between them is one
+// checkpoint, taken once the workspace is quiet; changes that never stop are still
+// checkpointed every reconcileEvery.
+func TestHistoryWatcherDebounces(t *testing.T) {
+	setWatchTiming(t, 600*time.Millisecond, time.Minute)
+	a := startHistoryAgent(t, wire.TierContainer, nil)
+	a.list(t)
+	for i := range 6 {
+		if err := os.WriteFile(filepath.Join(a.ws, fmt.Sprintf("burst-%d", i)), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(60 * time.Millisecond)
+	}
+	l := a.waitCheckpoints(t, 2, 10*time.Second)
+	time.Sleep(900 * time.Millisecond) // a checkpoint per write would have shown by now
+	if l = a.list(t).Checkpoints; len(l) != 2 || l[0].Changed != 6 {
+		t.Fatalf("checkpoints after a burst of 6 writes: %v, want one of all 6", l)
+	}
+}
+
+// TestHistoryWatcherCheckpointsAWriterThatNeverStops: a process that never pauses for
+// settleFor still has its changes checkpointed, every reconcileEvery.
+func TestHistoryWatcherCheckpointsAWriterThatNeverStops(t *testing.T) {
+	setWatchTiming(t, 600*time.Millisecond, 400*time.Millisecond)
+	a := startHistoryAgent(t, wire.TierContainer, nil)
+	a.list(t)
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ctx.Err() == nil; i++ {
+			os.WriteFile(filepath.Join(a.ws, "log"), []byte(strconv.Itoa(i)), 0o644)
+			time.Sleep(30 * time.Millisecond)
+		}
+	}()
+	a.waitCheckpoints(t, 4, 10*time.Second)
+	stop()
+	<-done
+}
+
+// TestStreamedExecCheckpointedBeforeItsExit: a streamed command's checkpoint is taken
+// before its exit is reported (to Start's stream and to Wait), so that a caller who reads
+// the history next finds it, as after Execute.
+func TestStreamedExecCheckpointedBeforeItsExit(t *testing.T) {
+	setWatchTiming(t, time.Minute, time.Hour) // only the exec's own checkpoint can record it
+	testHookBeforeExecRecord = func() { time.Sleep(200 * time.Millisecond) }
+	t.Cleanup(func() { testHookBeforeExecRecord = nil })
+	a := startHistoryAgent(t, wire.TierContainer, nil)
+	a.list(t)
+	pc := pb.NewProcessClient(a.conn)
+	for i, argv := range [][]string{
+		{"sh", "-c", "echo one > streamed.txt"},
+		{"sh", "-c", "echo two > streamed.txt"},
+	} {
+		st, err := pc.Start(ctx(t), &pb.StartRequest{Argv: argv, SessionId: fmt.Sprintf("s%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		exited := false
+		for !exited {
+			ev, err := st.Recv()
+			if err != nil {
+				t.Fatalf("stream ended before the exit: %v", err)
+			}
+			exited = ev.GetExited() != nil
+		}
+		if i == 1 {
+			// The second is also waited for with Wait, which must hold its answer too.
+			if _, err := pc.Wait(ctx(t), &pb.WaitRequest{SessionId: "s1"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l := a.list(t).Checkpoints
+		if len(l) != 2+i || l[0].Cause != "exec" {
+			t.Fatalf("history right after exit %d: %v, want the exec's checkpoint on top", i, l)
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -36,6 +37,13 @@ type processService struct {
 	ctx context.Context
 	// caps verifies the capability token a request carries.
 	caps *capabilities
+
+	// recording holds, by session ID, a channel closed once the checkpoint of that
+	// session's end is taken; the entry goes once it is closed. An exit is reported (to
+	// Start, Attach and Wait) only after it, so that a caller who reads the history next
+	// finds the checkpoint, as after Execute.
+	mu        sync.Mutex
+	recording map[string]chan struct{}
 }
 
 // recordExit checkpoints the workspace once s has exited.
@@ -43,11 +51,50 @@ func (p *processService) recordExit(s *session.Session, argv []string) {
 	if p.hist == nil {
 		return
 	}
+	done := make(chan struct{})
+	p.mu.Lock()
+	if p.recording == nil {
+		p.recording = map[string]chan struct{}{}
+	}
+	p.recording[s.ID] = done
+	p.mu.Unlock()
 	go func() {
+		defer func() {
+			p.mu.Lock()
+			delete(p.recording, s.ID)
+			p.mu.Unlock()
+			close(done)
+		}()
 		if _, err := s.Wait(p.ctx); err == nil {
+			if testHookBeforeExecRecord != nil {
+				testHookBeforeExecRecord()
+			}
 			p.hist.record(history.CauseExec, execMessage(argv))
 		}
 	}()
+}
+
+// testHookBeforeExecRecord, when set, runs between a streamed session's exit and its
+// checkpoint (tests widen that window with it).
+var testHookBeforeExecRecord func()
+
+// waitExit waits for s to exit and for the checkpoint of its end, if one is being taken.
+func (p *processService) waitExit(ctx context.Context, s *session.Session) (session.ExitStatus, error) {
+	st, err := s.Wait(ctx)
+	if err != nil {
+		return st, err
+	}
+	p.mu.Lock()
+	done := p.recording[s.ID]
+	p.mu.Unlock()
+	if done != nil {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return st, ctx.Err()
+		}
+	}
+	return st, nil
 }
 
 var _ pb.ProcessServer = (*processService)(nil)
@@ -69,7 +116,7 @@ func (p *processService) Start(req *pb.StartRequest, stream pb.Process_StartServ
 		return errdefs.ToGRPC(err)
 	}
 	p.recordExit(s, spec.Argv)
-	return streamSession(stream.Context(), s, 0, stream.Send)
+	return p.streamSession(stream.Context(), s, 0, stream.Send)
 }
 
 func (p *processService) Attach(req *pb.AttachRequest, stream pb.Process_AttachServer) error {
@@ -77,12 +124,12 @@ func (p *processService) Attach(req *pb.AttachRequest, stream pb.Process_AttachS
 	if err != nil {
 		return errdefs.ToGRPC(err)
 	}
-	return streamSession(stream.Context(), s, req.GetOffset(), stream.Send)
+	return p.streamSession(stream.Context(), s, req.GetOffset(), stream.Send)
 }
 
 // streamSession sends Started, the output from offset, and Exited; it returns early, with
 // the session still running, when the caller goes away.
-func streamSession(ctx context.Context, s *session.Session, offset uint64, send func(*pb.ProcessEvent) error) error {
+func (p *processService) streamSession(ctx context.Context, s *session.Session, offset uint64, send func(*pb.ProcessEvent) error) error {
 	r := s.Attach(offset)
 	defer r.Close()
 	if err := send(&pb.ProcessEvent{Event: &pb.ProcessEvent_Started{Started: &pb.Started{SessionId: s.ID, Pid: int32(s.PID)}}}); err != nil {
@@ -101,7 +148,7 @@ func streamSession(ctx context.Context, s *session.Session, offset uint64, send 
 			return err
 		}
 	}
-	st, err := s.Wait(ctx)
+	st, err := p.waitExit(ctx, s)
 	if err != nil {
 		return errdefs.ToGRPC(err)
 	}
@@ -252,7 +299,7 @@ func (p *processService) Wait(ctx context.Context, req *pb.WaitRequest) (*pb.Exi
 	if err != nil {
 		return nil, errdefs.ToGRPC(err)
 	}
-	st, err := s.Wait(ctx)
+	st, err := p.waitExit(ctx, s)
 	if err != nil {
 		return nil, errdefs.ToGRPC(err)
 	}

@@ -16,8 +16,8 @@ import (
 
 // historyHelp is what the history commands share in their help.
 const historyHelp = `The sandbox's agent checkpoints its workspace by itself: after every change through
-the file API (cause agent-write), at the end of every exec (exec), and every few seconds
-for changes made by any process (watcher). Undo, redo and restore rewrite the workspace in
+the file API (cause agent-write), at the end of every exec (exec), and once changes made
+by any process settle (watcher: half a second without a change, or 3 s into a burst). Undo, redo and restore rewrite the workspace in
 place, record what they did (restore), and restart the sandbox's app on the restored
 files, whether it was running, crashed or crash-looping. The sandbox must be running, in
 the container tier.`

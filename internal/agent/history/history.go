@@ -72,11 +72,12 @@
 // workspace directory itself. Compaction drops whole checkpoints; it does not merge them.
 // Import takes only an empty history. A store whose index is corrupt fails to open (ErrDataLoss)
 // rather than serving what is still readable. A sandbox racing a scan (swapping a directory
-// for a link mid-walk) makes that checkpoint fail rather than record a guess. The watcher
-// has no debouncing and is read only when a checkpoint starts (a burst of over 16,384
-// events between two checkpoints overflows the kernel's queue and costs a full walk); it
-// cannot see writes through mmap or a hard link from elsewhere until the next full walk;
-// and the stat cache file is still rewritten whole when an incremental scan changes it.
+// for a link mid-walk) makes that checkpoint fail rather than record a guess. The watcher's
+// queue is read only by Checkpoint and Activity (a burst of over 16,384 events between two
+// reads overflows the kernel's queue and costs a full walk); it cannot see writes through
+// mmap or a hard link from elsewhere until the next full walk; and the stat cache file is
+// still rewritten whole when an incremental scan changes it. Debouncing is the caller's
+// (WaitChange and Activity give it what it needs; the agent's watchLoop does it).
 package history
 
 import (

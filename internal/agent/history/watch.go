@@ -1,12 +1,15 @@
 package history
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"path"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -16,9 +19,10 @@ import (
 // is either seen by the scan's readdir or reported after it), keyed by the directory's
 // workspace path.
 //
-// It is read synchronously, under the History's lock, at the start of each scan: a change
-// is queued by the kernel before the system call that made it returns, so a checkpoint
-// taken after a write always sees it. No goroutine reads it meanwhile: the kernel's
+// It is read synchronously, under the History's lock, at the start of each scan (and by
+// Activity): a change is queued by the kernel before the system call that made it returns,
+// so a checkpoint taken after a write always sees it. No goroutine reads it meanwhile
+// (WaitChange only waits for it to be readable): the kernel's
 // queue holds max_queued_events (16,384 by default), and past that IN_Q_OVERFLOW makes
 // the next checkpoint a full walk, as does anything else the watcher cannot account for
 // (a watch that cannot be added, the workspace itself moved, a directory seen at two
@@ -30,7 +34,12 @@ import (
 // directory of the name used). Restore, undo, redo, transactions and Reconcile always walk
 // the whole workspace.
 type watcher struct {
-	fd      int
+	fd int
+	// file holds fd for the runtime's poller, so that wait can block until events are
+	// queued without reading them (and without a thread); closing it wakes a waiter.
+	file *os.File
+	// seen counts the events read so far: it grows while the workspace keeps changing.
+	seen    uint64
 	wds     map[int32]string // watch descriptor → the workspace path of its directory
 	paths   map[string]int32
 	dirty   map[string]bool // directories whose entries may have changed
@@ -48,15 +57,40 @@ func newWatcher() (*watcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("watch the workspace: inotify: %w", kindOf(err))
 	}
-	return &watcher{fd: fd, wds: map[int32]string{}, paths: map[string]int32{},
-		dirty: map[string]bool{}, buf: make([]byte, 64<<10)}, nil
+	return &watcher{fd: fd, file: os.NewFile(uintptr(fd), "inotify"), wds: map[int32]string{},
+		paths: map[string]int32{}, dirty: map[string]bool{}, buf: make([]byte, 64<<10)}, nil
 }
 
 func (w *watcher) close() {
 	if w != nil && w.fd >= 0 {
-		unix.Close(w.fd)
+		w.file.Close()
 		w.fd = -1
 	}
+}
+
+// waitQueued blocks until the kernel has an event queued on f (an inotify instance opened
+// non-blocking), ctx ends or f is closed. It reads nothing: the events stay for drain.
+func waitQueued(ctx context.Context, f *os.File) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	if err := f.SetReadDeadline(time.Time{}); err != nil {
+		return err
+	}
+	stop := context.AfterFunc(ctx, func() { f.SetReadDeadline(time.Unix(1, 0)) })
+	defer stop()
+	err = rc.Read(func(fd uintptr) bool {
+		// The poller reports edges: ask the kernel whether events are already queued, and
+		// wait for the next edge only when none is.
+		p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(p, 0)
+		return err != nil && !errors.Is(err, unix.EINTR) || n > 0
+	})
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
 }
 
 // add watches directory rel, open as dirfd. The watch goes through /proc/self/fd, which
@@ -147,6 +181,7 @@ func (w *watcher) parse(b []byte) {
 		}
 		name := strings.TrimRight(string(b[unix.SizeofInotifyEvent:end]), "\x00")
 		b = b[end:]
+		w.seen++
 		w.event(wd, mask, name)
 	}
 }
@@ -219,4 +254,41 @@ func ancestors(dirty map[string]bool) map[string]bool {
 		}
 	}
 	return out
+}
+
+// ErrNoWatcher is WaitChange's answer when the History has no inotify watcher to wait on
+// (opened without WithWatcher, or inotify could not be had): the caller must poll.
+var ErrNoWatcher = errors.New("history has no workspace watcher")
+
+// WaitChange blocks until a change to the workspace has been seen that no checkpoint has
+// recorded yet, or ctx ends (ctx.Err()). It returns at once when such a change was
+// already read (by Activity), and ErrNoWatcher without a watcher. A change it reports may
+// turn out to be nothing a checkpoint records (a file written with what it held).
+func (h *History) WaitChange(ctx context.Context) error {
+	h.mu.Lock()
+	w := h.watch
+	if w == nil || w.fd < 0 {
+		h.mu.Unlock()
+		return ErrNoWatcher
+	}
+	pending := len(w.dirty) > 0
+	f := w.file
+	h.mu.Unlock()
+	if pending {
+		return nil
+	}
+	return waitQueued(ctx, f)
+}
+
+// Activity reads the events the watcher has queued and returns how many it has read since
+// the History was opened: a caller that sees the count still growing knows the workspace
+// is still changing (see the agent's debouncing). 0 without a watcher.
+func (h *History) Activity() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.watch == nil || h.watch.fd < 0 {
+		return 0
+	}
+	h.watch.drain()
+	return h.watch.seen
 }

@@ -1,6 +1,8 @@
 package history
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
@@ -290,5 +292,61 @@ func TestWithoutWatcherWalks(t *testing.T) {
 	mustCheckpoint(t, h, "2")
 	if h.scans.incremental != 0 {
 		t.Errorf("%d incremental scans without a watcher", h.scans.incremental)
+	}
+}
+
+// TestWaitChange: WaitChange wakes at a change no checkpoint has recorded, waits while
+// there is none, wakes a waiter when the History closes, and says so without a watcher.
+func TestWaitChange(t *testing.T) {
+	ws := t.TempDir()
+	h, err := Open(ws, t.TempDir(), WithWatcher())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := h.Checkpoint(CauseManual, "start"); err != nil {
+		t.Fatal(err)
+	}
+	quiet := func() {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		if err := h.WaitChange(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("WaitChange on a quiet workspace: %v, want the deadline", err)
+		}
+	}
+	quiet()
+	n := h.Activity()
+	write(t, ws, "a", "1", 0o644)
+	if err := h.WaitChange(context.Background()); err != nil {
+		t.Fatalf("WaitChange after a write: %v", err)
+	}
+	if m := h.Activity(); m <= n {
+		t.Fatalf("Activity %d after a write, was %d: want it to grow", m, n)
+	}
+	// Read by Activity, not yet checkpointed: still a change to wait for.
+	if err := h.WaitChange(context.Background()); err != nil {
+		t.Fatalf("WaitChange after Activity read the change: %v", err)
+	}
+	if _, created, err := h.Checkpoint(CauseWatcher, ""); err != nil || !created {
+		t.Fatalf("checkpoint: %v %v", created, err)
+	}
+	quiet()
+
+	done := make(chan error)
+	go func() { done <- h.WaitChange(context.Background()) }()
+	time.Sleep(50 * time.Millisecond)
+	h.Close()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("WaitChange reported a change when the History closed")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("WaitChange still waits after Close")
+	}
+
+	plain := open(t, t.TempDir(), t.TempDir())
+	if err := plain.WaitChange(context.Background()); !errors.Is(err, ErrNoWatcher) {
+		t.Fatalf("WaitChange without a watcher: %v, want ErrNoWatcher", err)
 	}
 }
