@@ -21,10 +21,11 @@
 // behave: what they send is parsed for usage with bounded memory, never buffered whole,
 // and a provider that echoes the key in a header or an error body has it removed.
 //
-// What it does not do yet: budgets live in memory ([MemoryLedger]: a restart resets
-// them); the budget is checked when a request starts, so requests already under way can
-// take a user past it; an OpenAI stream that the client abandons before its last chunk
-// (which carries the usage) is not counted; only GET and POST are forwarded.
+// What it does not do yet: the budget is checked when a request starts, so requests
+// already under way can take a user past it; an answer that does not reach its end is
+// charged an estimate (see estimate), not what the provider bills; only GET and POST are
+// forwarded. Budgets live in the Ledger given in Options (the control plane keeps them in
+// its store; the default, [MemoryLedger], loses them at a restart).
 package gateway
 
 import (
@@ -82,6 +83,10 @@ type Usage struct {
 	Model        string
 	InputTokens  int64
 	OutputTokens int64
+	// Estimated is set when the answer did not reach its end (the client left, or the
+	// provider broke off) before the provider said what it used: the counts are then the
+	// gateway's estimate (see estimate), so that leaving early is not a way around budgets.
+	Estimated bool
 }
 
 // Options configure a [Gateway]. The zero value works.
@@ -285,6 +290,7 @@ func (g *Gateway) forward(w *statusWriter, r *http.Request, p *provider, c Calle
 		return ref
 	}
 	info, body := inspect(p.kind, body)
+	info.bodyBytes = len(body)
 	if ref := g.admit(r.Context(), p, c); ref != nil {
 		return ref
 	}
@@ -302,6 +308,11 @@ func (g *Gateway) forward(w *statusWriter, r *http.Request, p *provider, c Calle
 	sent := time.Now()
 	res, err := g.client.Do(out)
 	if err != nil {
+		if r.Context().Err() != nil {
+			// The client left before the answer began: the provider may well have read
+			// the prompt (and, unstreamed, generated the answer) all the same.
+			g.account(r.Context(), p, c, info.model, estimate(tokens{}, info, 0), true)
+		}
 		return g.unreachable(r, p, c, err)
 	}
 	defer res.Body.Close()
@@ -356,8 +367,9 @@ func inMiB(n int64) string {
 
 // requestInfo is what the gateway reads from a request body.
 type requestInfo struct {
-	model  string
-	stream bool
+	model     string
+	stream    bool
+	bodyBytes int // as sent upstream
 }
 
 // inspect reads the model and stream flag of a JSON request body. For an OpenAI stream it
@@ -526,6 +538,7 @@ func (g *Gateway) relay(w *statusWriter, r *http.Request, res *http.Response, p 
 	buf := copyBuffers.Get().(*[32 << 10]byte)
 	defer copyBuffers.Put(buf)
 	var readErr, writeErr error
+	complete := false
 	for {
 		n, err := res.Body.Read(buf[:])
 		if n > 0 {
@@ -540,14 +553,20 @@ func (g *Gateway) relay(w *statusWriter, r *http.Request, res *http.Response, p 
 			if err != io.EOF {
 				readErr = err
 			}
+			complete = err == io.EOF && writeErr == nil
 			break
 		}
 	}
 	var t tokens
+	var events int64
 	if m != nil {
-		t = m.tokens()
+		t, events = m.tokens(), m.events()
 	}
-	g.account(r.Context(), p, c, info.model, t)
+	if complete {
+		g.account(r.Context(), p, c, info.model, t, false)
+	} else {
+		g.account(r.Context(), p, c, info.model, estimate(t, info, events), true)
+	}
 	g.log.Debug("gateway: request", "provider", p.name, "user", c.UserID, "sandbox", c.SandboxID,
 		"method", r.Method, "path", clip(r.URL.Path), "model", info.model, "stream", info.stream,
 		"status", res.StatusCode, "input_tokens", t.in, "output_tokens", t.out)
@@ -564,6 +583,20 @@ func (g *Gateway) relay(w *statusWriter, r *http.Request, res *http.Response, p 
 type meter interface {
 	io.Writer
 	tokens() tokens
+	// events counts the server-sent events that carried data (0 for other answers).
+	events() int64
+}
+
+// estimate is what an answer that did not reach its end is charged: the provider's own
+// counts so far (an Anthropic stream gives the input at its start), but at least a token
+// for every 4 bytes of the request as sent (the prompt, with its JSON around it) and a
+// token for every streamed event the client was sent (OpenAI and Anthropic stream about a
+// token per delta). Without it a client could read an answer and leave just before the
+// last chunk, the one that carries the usage, and spend without limit.
+func estimate(t tokens, info requestInfo, events int64) tokens {
+	t.in = max(t.in, int64(info.bodyBytes+3)/4)
+	t.out = max(t.out, events)
+	return t
 }
 
 // newMeter picks the parser for an answer's content type: server-sent events or JSON.
@@ -579,8 +612,9 @@ func newMeter(contentType string) meter {
 	return nil
 }
 
-// account counts what an answer used: metrics, the ledger, the Usage sink.
-func (g *Gateway) account(ctx context.Context, p *provider, c Caller, model string, t tokens) {
+// account counts what an answer used (estimated, or as the provider said): metrics, the
+// ledger, the Usage sink.
+func (g *Gateway) account(ctx context.Context, p *provider, c Caller, model string, t tokens, estimated bool) {
 	if t.in == 0 && t.out == 0 {
 		return
 	}
@@ -590,7 +624,7 @@ func (g *Gateway) account(ctx context.Context, p *provider, c Caller, model stri
 		g.log.Error("gateway: recording tokens in the ledger", "provider", p.name, "user", c.UserID, "tokens", t.total(), "err", err)
 	}
 	if g.usage != nil {
-		g.usage(ctx, Usage{Caller: c, Provider: p.name, Model: model, InputTokens: t.in, OutputTokens: t.out})
+		g.usage(ctx, Usage{Caller: c, Provider: p.name, Model: model, InputTokens: t.in, OutputTokens: t.out, Estimated: estimated})
 	}
 }
 

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -613,6 +614,50 @@ func TestRedirectNotFollowed(t *testing.T) {
 	}
 	if len(stolen) > 0 {
 		t.Fatalf("the gateway followed a redirect: %q", stolen)
+	}
+}
+
+// A client that reads a stream and leaves before its last chunk (the one that carries the
+// usage) is still charged: an estimate, marked as one, which counts against the budget.
+func TestAbandonedStreamIsCharged(t *testing.T) {
+	for _, kind := range kinds {
+		t.Run(kind, func(t *testing.T) {
+			var ledger *MemoryLedger
+			h := newHarness(t, func(c *Config, o *Options) {
+				ledger = NewMemoryLedger(o.Now)
+				o.Ledger = ledger
+			})
+			fp := h.provider(kind)
+			fp.hold = make(chan struct{}) // the provider sends one event, then waits
+			defer close(fp.hold)
+			body := completionBody(kind, true)
+			ctx, cancel := context.WithCancel(context.Background())
+			req, _ := http.NewRequestWithContext(ctx, "POST", h.base(alice)+completionPath(kind), strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			br := bufio.NewReader(res.Body)
+			for {
+				line, err := br.ReadString('\n')
+				if err != nil {
+					t.Fatalf("stream ended before its first event: %v", err)
+				}
+				if strings.HasPrefix(line, "data:") {
+					break
+				}
+			}
+			cancel() // the client leaves with the answer under way
+			res.Body.Close()
+			u := h.nextUsage()
+			if !u.Estimated || u.OutputTokens < 1 || u.InputTokens < int64(len(body)/4) {
+				t.Fatalf("usage of an abandoned stream %+v, want an estimate of at least %d in and 1 out", u, len(body)/4)
+			}
+			if n, _ := ledger.Spent(context.Background(), alice.UserID, kind); n != u.InputTokens+u.OutputTokens {
+				t.Fatalf("ledger holds %d, want the estimate's %d", n, u.InputTokens+u.OutputTokens)
+			}
+		})
 	}
 }
 

@@ -98,6 +98,8 @@ func (s *usageScanner) Write(p []byte) (int, error) {
 
 func (s *usageScanner) tokens() tokens { return s.tok }
 
+func (s *usageScanner) events() int64 { return 0 }
+
 func (s *usageScanner) feed(p []byte) {
 	capFrom := 0 // where in p the capture's bytes not yet kept begin
 	for i := 0; i < len(p); i++ {
@@ -205,9 +207,10 @@ type sseParser struct {
 	fieldLen  int
 	fieldLong bool
 	isData    bool
-	skipSpace bool // the byte after "data:" is a space to drop
-	dataLines int  // data lines so far in this event
-	lastCR    bool // the previous byte ended a line with CR; an LF now is part of it
+	skipSpace bool  // the byte after "data:" is a space to drop
+	dataLines int   // data lines so far in this event
+	nEvents   int64 // events with data, ended so far
+	lastCR    bool  // the previous byte ended a line with CR; an LF now is part of it
 }
 
 var lf = []byte{'\n'}
@@ -227,6 +230,8 @@ func (p *sseParser) Write(b []byte) (int, error) {
 }
 
 func (p *sseParser) tokens() tokens { return p.scan.tok }
+
+func (p *sseParser) events() int64 { return p.nEvents }
 
 func (p *sseParser) feed(b []byte) {
 	for i := 0; i < len(b); i++ {
@@ -303,6 +308,7 @@ func (p *sseParser) endLine() {
 	case lineStart: // an empty line: the event is complete
 		if p.dataLines > 0 {
 			p.scan.reset()
+			p.nEvents++
 		}
 		p.dataLines = 0
 	case inField: // a field name alone ("data") has an empty value

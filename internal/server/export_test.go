@@ -1,4 +1,14 @@
 package server
 
+import (
+	"context"
+	"time"
+)
+
 // HistoryFollowers is how many sandboxes' history events are followed now.
 func (s *Server) HistoryFollowers() int64 { return s.historyFollowers.Load() }
+
+// GatewaySpent is what the gateway's ledger holds for userID on provider today.
+func (s *Server) GatewaySpent(userID, provider string) (int64, error) {
+	return s.st.Usage(context.Background(), userID, provider, utcMidnight(time.Now()))
+}

@@ -81,6 +81,10 @@ func TestGatewayFromSandbox(t *testing.T) {
 	if found == nil || found["sandbox_id"] != sb.ID || found["input_tokens"] != 12.0 || found["output_tokens"] != 5.0 {
 		t.Fatalf("usage event = %v", found)
 	}
+	// The day's count is in the store, where budgets survive a restart.
+	if n, err := e.Server.GatewaySpent(alice.User.ID, "openai"); err != nil || n != 17 {
+		t.Fatalf("ledger in the store: %d %v, want 17 tokens", n, err)
+	}
 	// The metrics carry counts, never a key.
 	resp, err := http.Get(e.URL + "/metrics")
 	if err != nil {

@@ -53,7 +53,8 @@ func (s *Server) initServices() error {
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", s.broker.Handler())
 	if len(s.cfg.Gateway.Providers) > 0 {
-		g, err := gateway.New(s.cfg.Gateway, gateway.Options{Log: s.log, Registerer: s.reg, Usage: s.gatewayUsage})
+		g, err := gateway.New(s.cfg.Gateway, gateway.Options{Log: s.log, Registerer: s.reg, Usage: s.gatewayUsage,
+			Ledger: newUsageLedger(s.st, nil)})
 		if err != nil {
 			return err
 		}
@@ -121,10 +122,14 @@ func (s *Server) gatewayCaller(next http.Handler) http.Handler {
 // gatewayUsage records a completion's tokens as an event of the user's, off the response's
 // path.
 func (s *Server) gatewayUsage(ctx context.Context, u gateway.Usage) {
-	go s.event(context.WithoutCancel(ctx), u.Caller.UserID, "gateway.usage", map[string]any{
+	detail := map[string]any{
 		"sandbox_id": u.Caller.SandboxID, "provider": u.Provider, "model": u.Model,
 		"input_tokens": u.InputTokens, "output_tokens": u.OutputTokens,
-	})
+	}
+	if u.Estimated {
+		detail["estimated"] = true // the answer did not reach its end: see gateway.Usage
+	}
+	go s.event(context.WithoutCancel(ctx), u.Caller.UserID, "gateway.usage", detail)
 }
 
 // gatewayEnv tells a sandbox's SDKs where the gateway's first OpenAI-style and

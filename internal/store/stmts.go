@@ -25,7 +25,7 @@ func newStmts(db *sql.DB, lazy bool) *stmts {
 }
 
 // hotWrites are the writer's statements prepared at Open.
-var hotWrites = []string{appendAuditSQL, createLeaseSQL}
+var hotWrites = []string{appendAuditSQL, createLeaseSQL, addUsageSQL}
 
 func (c *stmts) prepare(ctx context.Context, queries ...string) error {
 	for _, q := range queries {

@@ -1,0 +1,46 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// addUsageSQL adds tokens to a user's count for one provider and day, saturating at the
+// largest int64 rather than wrapping.
+const addUsageSQL = `INSERT INTO gateway_usage (user_id, provider, day, tokens) VALUES (?, ?, ?, ?)
+	ON CONFLICT (user_id, provider, day) DO UPDATE SET tokens =
+		CASE WHEN tokens > 9223372036854775807 - excluded.tokens THEN 9223372036854775807 ELSE tokens + excluded.tokens END`
+
+// AddUsage adds tokens (> 0) to what userID has spent on provider on day (a UTC midnight).
+func (tx *Tx) AddUsage(ctx context.Context, userID, provider string, day time.Time, tokens int64) error {
+	if _, err := tx.exec(ctx, addUsageSQL, userID, provider, day.Unix(), tokens); err != nil {
+		return fmt.Errorf("add %s's usage of %s: %w", userID, provider, mapErr(err))
+	}
+	return nil
+}
+
+// Usage returns the tokens userID has spent on provider on day (a UTC midnight); 0 when
+// there is no record.
+func (s *Store) Usage(ctx context.Context, userID, provider string, day time.Time) (int64, error) {
+	var n int64
+	err := s.queryRow(ctx, `SELECT tokens FROM gateway_usage WHERE user_id = ? AND provider = ? AND day = ?`,
+		userID, provider, day.Unix()).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read %s's usage of %s: %w", userID, provider, mapErr(err))
+	}
+	return n, nil
+}
+
+// PruneUsage deletes the usage of days before day.
+func (tx *Tx) PruneUsage(ctx context.Context, day time.Time) error {
+	if _, err := tx.tx.ExecContext(ctx, `DELETE FROM gateway_usage WHERE day < ?`, day.Unix()); err != nil {
+		return fmt.Errorf("prune gateway usage: %w", mapErr(err))
+	}
+	return nil
+}
