@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"regexp"
 	"slices"
 	"sort"
@@ -64,15 +63,6 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 
 // capabilityName is what a capability is called: also a path segment of the broker's API.
 var capabilityName = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
-
-// LoadPolicy reads a policy file.
-func LoadPolicy(path string) (*Policy, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("broker policy: %w: %w", err, errdefs.ErrNotFound)
-	}
-	return ParsePolicy(b, path)
-}
 
 // ParsePolicy parses and validates a policy; errors name the source and what is wrong.
 func ParsePolicy(b []byte, source string) (*Policy, error) {

@@ -58,6 +58,20 @@ func serve(c *cobra.Command, cfg server.Config, log *slog.Logger) error {
 		l.Close()
 		return err
 	}
+	// SIGHUP reads the policy files again (Server.Reload logs what changed or failed).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				_ = s.Reload(ctx)
+			}
+		}
+	}()
 	out := c.OutOrStdout()
 	s.Banner(out, l.Addr().String())
 	user, password, err := s.FirstAdmin(ctx)

@@ -37,25 +37,50 @@ func egressEnv() []string {
 	}
 }
 
-// loadNetworkPolicy reads the network policy file, if any.
-func loadNetworkPolicy(path string) (*policy.Policy, error) {
+// loadNetworkPolicy reads the network policy file, if any, and returns it with its text.
+func loadNetworkPolicy(path string) (*policy.Policy, string, error) {
 	if path == "" {
-		return nil, nil
+		return nil, "", nil
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("network_policy: %w: %w", err, errdefs.ErrNotFound)
+		return nil, "", fmt.Errorf("network_policy: %w: %w", err, errdefs.ErrNotFound)
 	}
-	return policy.Load(b, path)
+	p, err := policy.Load(b, path)
+	return p, string(b), err
 }
 
 // initEgress makes the egress proxy when a network policy is configured.
-func (s *Server) initEgress(pol *policy.Policy, opts egress.Options) {
+func (s *Server) initEgress(pol *policy.Policy, text string, opts egress.Options) {
 	if pol == nil {
 		return
 	}
-	opts.Decider, opts.Log, opts.Registerer, opts.Audit = pol, s.log, s.reg, s.egressAudit
-	s.egress, s.netPolicy = egress.New(opts), pol
+	s.netPolicy.Store(pol)
+	s.reloaded.network = text
+	opts.Decider, opts.Log, opts.Registerer, opts.Audit = netCeiling{s}, s.log, s.reg, s.egressAudit
+	s.egress = egress.New(opts)
+}
+
+// netCeiling decides by the server's network_policy as last loaded (see Reload).
+type netCeiling struct{ s *Server }
+
+func (c netCeiling) Host(host string) policy.Decision { return c.s.netPolicy.Load().Host(host) }
+
+// reloadNetworkPolicy reads network_policy again, when the server started with one (without
+// one, sandboxes have no route to the proxy, and a reload cannot give them one). One that
+// does not load leaves the last good one in force.
+func (s *Server) reloadNetworkPolicy() (changed bool, err error) {
+	if s.egress == nil || s.cfg.NetworkPolicy == "" {
+		return false, nil
+	}
+	p, text, err := loadNetworkPolicy(s.cfg.NetworkPolicy)
+	if err != nil {
+		return false, err
+	}
+	s.netPolicy.Store(p)
+	changed = text != s.reloaded.network
+	s.reloaded.network = text
+	return changed, nil
 }
 
 // serveEgress serves the egress proxy to one sandbox on connections only it can make.
@@ -65,7 +90,7 @@ func (s *Server) serveEgress(rec store.Sandbox, sb *runner.Sandbox) (stop func()
 	}
 	l := sb.Listen(EgressPort, servicesIdle, s.log.With("sandbox", rec.ID))
 	go func() {
-		_ = s.egress.ServeSandbox(l, egress.Sandbox{ID: rec.ID, Decider: sandboxNetwork{s: s, id: rec.ID, ceiling: s.netPolicy}})
+		_ = s.egress.ServeSandbox(l, egress.Sandbox{ID: rec.ID, Decider: sandboxNetwork{s: s, id: rec.ID}})
 	}()
 	return func() { l.Close() }
 }
@@ -74,15 +99,15 @@ func (s *Server) serveEgress(rec store.Sandbox, sb *runner.Sandbox) (stop func()
 // first — the operator's ceiling, which nothing a user attaches can lift — and then, when
 // the policy in force for the sandbox (its own, its owner's, the default) has a network
 // section, that section too. Deny wins. The sandbox's policy is looked up at every
-// connection, so attaching or detaching one takes effect at the next connection.
+// connection, so attaching or detaching one (or reloading network_policy) takes effect at
+// the next connection.
 type sandboxNetwork struct {
-	s       *Server
-	id      string
-	ceiling *policy.Policy
+	s  *Server
+	id string
 }
 
 func (n sandboxNetwork) Host(host string) policy.Decision {
-	d := n.ceiling.Host(host)
+	d := n.s.netPolicy.Load().Host(host)
 	if !d.Allow {
 		return d
 	}

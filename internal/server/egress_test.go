@@ -38,7 +38,7 @@ func (loopbackResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.
 
 // startEgress starts a server whose network_policy allows *.allowed.test but
 // bad.allowed.test, with a loopback upstream on the returned port standing for every host.
-func startEgress(t *testing.T) (*servertest.Env, uint16) {
+func startEgress(t *testing.T, edit ...func(*server.Config)) (*servertest.Env, uint16) {
 	t.Helper()
 	testenv.RequireRoot(t)
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -54,6 +54,9 @@ func startEgress(t *testing.T) (*servertest.Env, uint16) {
 		t.Fatal(err)
 	}
 	cfg := server.Config{Runner: testenv.Config(t), Listen: "127.0.0.1:0", NetworkPolicy: pol}
+	for _, e := range edit {
+		e(&cfg)
+	}
 	e := servertest.StartOpts(t, cfg, server.Options{
 		AuthOptions: servertest.CheapAuth(),
 		Egress: egress.Options{Resolver: loopbackResolver{}, HTTPPorts: []uint16{port}, ConnectPorts: []uint16{port},

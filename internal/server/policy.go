@@ -130,13 +130,14 @@ func (in inForce) stream(argv, env []string) policy.Decision {
 
 // policies finds the policy in force for a sandbox. It is safe for concurrent use.
 type policies struct {
-	st  *store.Store
-	log *slog.Logger
-	def inForce // source none when there is no default
-	dir string  // <users_dir>/policies
-	max runner.Limits
+	st   *store.Store
+	log  *slog.Logger
+	file string // the default policy's file ("" without one)
+	dir  string // <users_dir>/policies
+	max  runner.Limits
 
 	mu       sync.Mutex
+	def      inForce // source none when there is no default; the last good one (reloadDefault)
 	compiled map[[sha256.Size]byte]*policy.Policy
 	users    map[string]*userPolicy // by runner user name
 }
@@ -151,7 +152,7 @@ type userPolicy struct {
 
 func newPolicies(cfg Config, st *store.Store, log *slog.Logger) (*policies, error) {
 	ps := &policies{
-		st: st, log: log, def: inForce{source: api.PolicyNone},
+		st: st, log: log, def: inForce{source: api.PolicyNone}, file: cfg.Policy,
 		dir: filepath.Join(cfg.Runner.UsersDir, userPolicyDir), max: cfg.Runner.MaxLimits,
 		compiled: map[[sha256.Size]byte]*policy.Policy{}, users: map[string]*userPolicy{},
 	}
@@ -229,7 +230,31 @@ func (ps *policies) forSandbox(ctx context.Context, rec store.Sandbox) (inForce,
 	if err != nil || in.pol != nil {
 		return in, err
 	}
-	return ps.def, nil
+	return ps.defaultPolicy(), nil
+}
+
+// defaultPolicy is the server's default policy in force.
+func (ps *policies) defaultPolicy() inForce {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return ps.def
+}
+
+// reloadDefault reads the default policy's file again. One that does not load leaves the
+// last good one in force, and the error says why (with the line and field).
+func (ps *policies) reloadDefault() (changed bool, err error) {
+	if ps.file == "" {
+		return false, nil
+	}
+	p, text, err := loadPolicyFile(ps.file, ps.file, ps.max)
+	if err != nil {
+		return false, fmt.Errorf("policy: %w", err)
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	changed = text != ps.def.text
+	ps.def = inForce{pol: p, source: api.PolicyDefault, text: text}
+	return changed, nil
 }
 
 // forNew returns the policy in force for a sandbox username is about to create: theirs,
@@ -239,7 +264,7 @@ func (ps *policies) forNew(username string) (inForce, error) {
 	if err != nil || in.pol != nil {
 		return in, err
 	}
-	return ps.def, nil
+	return ps.defaultPolicy(), nil
 }
 
 // policyLimits makes a create request's limits the policy's resources: a limit the request

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -60,8 +61,12 @@ type Server struct {
 	broker       *broker.Broker
 	services     http.Handler
 	servicesPort int
-	egress       *egress.Proxy  // nil without a network policy
-	netPolicy    *policy.Policy // the server's network_policy, the ceiling of every sandbox's
+	egress       *egress.Proxy                 // nil without a network policy
+	netPolicy    atomic.Pointer[policy.Policy] // the server's network_policy, the ceiling of every sandbox's
+	// reloaded is the text of each policy file as last loaded, for Reload (reload.go) to
+	// tell a change; reloadMu serializes reloads.
+	reloadMu sync.Mutex
+	reloaded struct{ network, broker string }
 	// pol finds the policy in force for a sandbox (policy.go).
 	pol *policies
 	// caps mints and checks capability tokens (capabilities.go).
@@ -137,7 +142,7 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 		return err
 	}
 	servicesURL := cfg.ServicesURL
-	netPolicy, err := loadNetworkPolicy(cfg.NetworkPolicy)
+	netPolicy, netText, err := loadNetworkPolicy(cfg.NetworkPolicy)
 	if err != nil {
 		return err
 	}
@@ -167,7 +172,7 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 		return err
 	}
 	s.fleet.SetHooks(s.sandboxGone, s.proxy.OwnerChanged)
-	s.initEgress(netPolicy, opts.Egress)
+	s.initEgress(netPolicy, netText, opts.Egress)
 	if err := s.initServices(); err != nil {
 		return err
 	}

@@ -39,13 +39,11 @@ const (
 // initServices makes the broker and has the fleet serve the host's services to every
 // sandbox it runs. Call it before the fleet recovers sandboxes.
 func (s *Server) initServices() error {
-	var err error
-	var policy *broker.Policy
-	if s.cfg.BrokerPolicy != "" {
-		if policy, err = broker.LoadPolicy(s.cfg.BrokerPolicy); err != nil {
-			return err
-		}
+	policy, text, err := loadBrokerPolicy(s.cfg.BrokerPolicy)
+	if err != nil {
+		return err
 	}
+	s.reloaded.broker = text
 	s.broker, err = broker.New(s.st, brokerSandboxes{s.fleet}, brokerSecrets{s.secrets}, policy, s.reg, s.log)
 	if err != nil {
 		return err

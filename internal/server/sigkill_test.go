@@ -3,7 +3,6 @@ package server_test
 import (
 	"bufio"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -49,7 +48,8 @@ func (l *lockedBuffer) waitFor(s string) bool {
 }
 
 // startServe runs the real `paddock serve` binary on a free loopback port and waits until
-// it answers /healthz. It returns the base URL, the process, and what it printed.
+// it answers /healthz. It returns the base URL, the process, and what it printed (its
+// standard output, and its log on standard error).
 func startServe(t *testing.T, config string) (string, *exec.Cmd, *lockedBuffer) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -61,7 +61,7 @@ func startServe(t *testing.T, config string) (string, *exec.Cmd, *lockedBuffer) 
 	cmd := exec.Command(testenv.Binary(t, "paddock"), "serve", "--config", config, "--listen", addr)
 	out := &lockedBuffer{}
 	stdout, _ := cmd.StdoutPipe()
-	cmd.Stderr = io.Discard
+	cmd.Stderr = out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -136,5 +136,42 @@ func TestServeSurvivesSIGKILL(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || resp.Header.Get(api.HeaderSandbox) != roles.Live.ID {
 		t.Errorf("GET /api/info after SIGKILL: %d from %q", resp.StatusCode, resp.Header.Get(api.HeaderSandbox))
+	}
+}
+
+// SIGHUP makes `paddock serve` read its policy files again; a broken one is logged and
+// leaves the server serving with the last good version.
+func TestServeReloadsOnSIGHUP(t *testing.T) {
+	testenv.RequireRoot(t)
+	rc := testenv.Config(t)
+	dir := t.TempDir()
+	config, brk := filepath.Join(dir, "paddock.yaml"), filepath.Join(dir, "broker.yaml")
+	writeFile(t, brk, "capabilities:\n  github: {secrets: [github_token]}\n")
+	yaml := fmt.Sprintf("data_dir: %s\nstate_dir: %s\nagent: %s\nbroker_policy: %s\n", rc.DataDir, rc.StateDir, rc.Agent, brk)
+	writeFile(t, config, yaml)
+	url, cmd, out := startServe(t, config)
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	})
+	writeFile(t, brk, "capabilities:\n  gitlab: {secrets: [gitlab_token]}\n")
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	if !out.waitFor(`msg="reload: policy files read again" changed=[broker_policy]`) {
+		t.Fatalf("no reload after SIGHUP:\n%s", out)
+	}
+	writeFile(t, brk, "capabilities: [\n")
+	cmd.Process.Signal(syscall.SIGHUP)
+	if !out.waitFor("its last good version stays in force") {
+		t.Fatalf("a broken policy file was not reported at SIGHUP:\n%s", out)
+	}
+	resp, err := http.Get(url + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("/healthz after a failed reload: %d", resp.StatusCode)
 	}
 }
