@@ -40,7 +40,8 @@ func (e *Env) RuncRun(ctx context.Context) (t Timing, bundle time.Duration, err 
 }
 
 func (e *Env) writeBundle(id, dir string, args []string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	// 0711 as the runner's: the user namespace's root must reach the rootfs.
+	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return err
 	}
 	return container.WriteBundle(e.bundleConfig(id, dir), dir, "/paddock/"+id, args)

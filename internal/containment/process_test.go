@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/paddockhq/paddock/internal/sandbox/container"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
 )
 
@@ -243,5 +245,52 @@ func TestSandboxCannotChangeAgentLimits(t *testing.T) {
 	runChecks(t, b, checks)
 	if err := agentAnswers(b); err != nil {
 		t.Errorf("HOLE: after the probes above, the agent no longer answers: %v", err)
+	}
+}
+
+// TestUserNamespace: under runc the sandbox has a user namespace of its own. Seen from the
+// host, no process of the sandbox is the host's root, the agent included (it is
+// container.AgentHostID, which no host user has), and commands are the sandbox user's own
+// uid; seen from inside, the namespace maps nothing to the host's root, so no capability
+// the agent holds reaches anything the host's root owns.
+func TestUserNamespace(t *testing.T) {
+	h := newHarness(t)
+	b := h.newBox(t, boxOpts{})
+	b.mustExec(t, "sleep 30 & sleep 0.1")
+	procs, err := os.ReadFile(filepath.Join(pidsCgroupDir(t, b.sb.Cgroup()), "cgroup.procs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	uids := map[string]bool{}
+	for _, pid := range strings.Fields(string(procs)) {
+		status, err := os.ReadFile(filepath.Join("/proc", pid, "status"))
+		if err != nil {
+			continue // gone meanwhile
+		}
+		for line := range strings.Lines(string(status)) {
+			if f := strings.Fields(line); len(f) == 5 && f[0] == "Uid:" {
+				for _, u := range f[1:] {
+					uids[u] = true
+				}
+			}
+		}
+	}
+	agent, user := strconv.Itoa(container.AgentHostID), strconv.Itoa(int(b.uid))
+	if uids["0"] {
+		t.Errorf("ESCAPE: a process of the sandbox is the host's root (uids seen from the host: %v)", uids)
+	}
+	if !uids[agent] || !uids[user] {
+		t.Errorf("CONTROL FAILED: want the agent as %s and a command as %s, seen from the host: %v", agent, user, uids)
+	}
+	for _, f := range []string{"uid_map", "gid_map"} {
+		m := b.mustExec(t, "cat /proc/1/"+f)
+		for line := range strings.Lines(m) {
+			if g := strings.Fields(line); len(g) == 3 && g[1] == "0" {
+				t.Errorf("ESCAPE: the sandbox's %s maps %s to the host's root:\n%s", f, g[0], m)
+			}
+		}
+		if !strings.Contains(m, agent) {
+			t.Errorf("CONTROL FAILED: the sandbox's %s does not map its root to %s:\n%s", f, agent, m)
+		}
 	}
 }

@@ -46,6 +46,10 @@ type Config struct {
 	// so its files stay theirs.
 	SandboxUID uint32 `yaml:"sandbox_uid"`
 	SandboxGID uint32 `yaml:"sandbox_gid"`
+	// UserNamespace gives every runc sandbox a user namespace of its own (default true):
+	// its root, the agent, is then an unprivileged id on the host (container.AgentHostID)
+	// instead of the host's root. false is for hosts whose kernel refuses user namespaces.
+	UserNamespace *bool `yaml:"user_namespace"`
 	// Limits are the default resource limits of a sandbox.
 	Limits Limits `yaml:"limits"`
 	// MaxLimits caps what any request may ask for.
@@ -321,3 +325,6 @@ func decodeFile(path string, v any) error {
 	}
 	return nil
 }
+
+// UserNS says whether runc sandboxes get a user namespace (UserNamespace, default true).
+func (c Config) UserNS() bool { return c.UserNamespace == nil || *c.UserNamespace }

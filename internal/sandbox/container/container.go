@@ -2,7 +2,9 @@
 // types, run by an OCI runtime binary (runc; runsc for gVisor).
 //
 // Threat model: everything inside the container is hostile. The container gets its own pid,
-// mount, network (loopback only), ipc, uts and cgroup namespaces; a read-only root made of
+// mount, network (loopback only), ipc, uts and cgroup namespaces, and under runc a user
+// namespace (Config.UserNS) in which its root, the agent, is an unprivileged id on the host
+// (AgentHostID) and only the sandbox user keeps its own id; a read-only root made of
 // the host's /usr and a curated /etc; a non-root user with no capabilities and
 // no_new_privs; Docker's default seccomp allowlist less ptrace and io_uring; cgroup limits.
 // The agent's channel is a Unix socket created on the host and inherited by the agent as a
@@ -21,11 +23,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"syscall"
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -152,6 +157,10 @@ type Config struct {
 	CapabilityKeys string
 	// FileSizeLimit is RLIMIT_FSIZE for the sandbox's commands (wire.Envelope.FileSizeLimit).
 	FileSizeLimit int64
+	// UserNS gives the sandbox a user namespace of its own under runc: its root (the agent)
+	// is AgentHostID on the host instead of the host's root; History must then belong to
+	// AgentHostID. runsc ignores it (gVisor's kernel is the boundary there).
+	UserNS bool
 }
 
 // Sandbox is a running container.
@@ -182,7 +191,9 @@ func (rt *Runtime) Start(ctx context.Context, cfg Config) (*Sandbox, error) {
 
 func (sb *Sandbox) start(ctx context.Context, cfg Config) error {
 	rt := sb.rt
-	if err := os.MkdirAll(filepath.Join(cfg.Dir, "bundle"), 0o700); err != nil {
+	// 0711: a sandbox with a user namespace has runc set up its rootfs as the namespace's
+	// root, an unprivileged host id that must be able to reach the rootfs (not list it).
+	if err := os.MkdirAll(filepath.Join(cfg.Dir, "bundle"), 0o711); err != nil {
 		return fmt.Errorf("sandbox dir: %w", err)
 	}
 	netnsPath := ""
@@ -192,6 +203,11 @@ func (sb *Sandbox) start(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("the sandbox's network: %w", err)
 		}
 		sb.net, netnsPath = hn, hn.ns.Path()
+	}
+	if cfg.History != "" {
+		if err := ownHistory(cfg.History, userns(rt, cfg)); err != nil {
+			return fmt.Errorf("history store: %w", err)
+		}
 	}
 	if err := rt.writeBundle(cfg, sb.cgroup, netnsPath); err != nil {
 		return fmt.Errorf("bundle: %w", err)
@@ -221,6 +237,13 @@ func (sb *Sandbox) start(ctx context.Context, cfg Config) error {
 	if sb.init, err = openInit(filepath.Join(cfg.Dir, "init.pid")); err != nil {
 		return fmt.Errorf("%s run: the container's first process: %w", rt.Name, err)
 	}
+	if userns(rt, cfg) && canLowerOOMScore() {
+		// runc applies the spec's OOM score from inside the user namespace, where lowering
+		// it is not allowed: the host does it (see buildSpec for why the agent needs it).
+		if err := protectFromOOM(filepath.Join(cfg.Dir, "init.pid")); err != nil {
+			return fmt.Errorf("the agent's OOM score: %w", err)
+		}
+	}
 	sb.conn, err = ch.dial()
 	return err
 }
@@ -239,7 +262,46 @@ func (rt *Runtime) writeBundle(cfg Config, cgroup, netnsPath string) error {
 				s.Linux.Namespaces[i].Path = netnsPath
 			}
 		}
+		if userns(rt, cfg) {
+			hostMadeNetns(s)
+		}
 	})
+}
+
+// ownHistory gives the history store, and everything in it, to the sandbox's root as the
+// host sees it: AgentHostID with a user namespace, else the host's root. A store kept from
+// a start under the other setting (an upgrade, a changed runtime) changes hands whole;
+// one already right costs a stat.
+func ownHistory(dir string, userns bool) error {
+	id := 0
+	if userns {
+		id = AgentHostID
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) == id && int(st.Gid) == id {
+		return nil
+	}
+	return filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, id, id)
+	})
+}
+
+// userns says whether cfg's sandbox gets a user namespace (Config.UserNS; runc only).
+func userns(rt *Runtime, cfg Config) bool { return cfg.UserNS && !rt.userKernel }
+
+// protectFromOOM gives the process the pid file names the OOM score the spec asks for.
+func protectFromOOM(pidFile string) error {
+	pid, err := readPid(pidFile)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", pid), []byte(strconv.Itoa(agentOOMScore)), 0)
 }
 
 // WriteBundle writes the OCI bundle paddock runs under runc for cfg into dir, with args as
@@ -259,7 +321,7 @@ func writeBundle(cfg Config, dir, cgroup string, userKernel bool, edit func(*spe
 	b := bundleSpec{
 		id: cfg.ID, hostname: "sandbox", uid: cfg.UID, gid: cfg.GID, workspace: cfg.Workspace,
 		history: cfg.History, agent: cfg.Agent, env: cfg.Env, limits: cfg.Limits, cgroup: cgroup, swap: swapAccounted(),
-		userKernel: userKernel,
+		userKernel: userKernel, userns: !userKernel && cfg.UserNS,
 	}
 	if err := makeRootfs(filepath.Join(dir, "rootfs"), b); err != nil {
 		return fmt.Errorf("rootfs: %w", err)

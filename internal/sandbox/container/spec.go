@@ -78,6 +78,84 @@ type bundleSpec struct {
 	// the Gofer and the Sentry's stub processes, not the sandbox's own processes. Two
 	// limits then work differently (see buildSpec): the agent's OOM score, and pids.
 	userKernel bool
+	// userns: the sandbox gets a user namespace of its own (runc only; see idMappings):
+	// its root, the agent, is AgentHostID on the host, not the host's root.
+	userns bool
+}
+
+// AgentHostID is the host uid and gid of a container sandbox's root (its agent) when the
+// sandbox has a user namespace: an unprivileged id no host user or file has, so that a
+// process that broke out of the container as the agent would hold nothing on the host.
+// Inside, the agent is uid 0 with agentCaps, which reach only what the namespace maps
+// (its own files, and the sandbox user's). Every sandbox's agent shares it; they cannot
+// reach one another (separate pid namespaces, non-dumpable agents).
+const AgentHostID = 1 << 31
+
+// idmapWorkspace keeps a workspace that the host's root owns (paddock run --workspace of a
+// root's directory) usable as it was without a user namespace: the namespace would show
+// it as nobody's, which not even the agent could enter. An idmapped bind mount shows what
+// the host's root owns there as the namespace's root's (the agent's), and the sandbox
+// user's own files as its own; the sandbox user keeps only what the permissions give
+// "others", as before. It must never be shown as the sandbox user's: what a command wrote
+// would be stored as the host root's, setuid bit included.
+//
+// In an OCI mount's mappings ContainerID is the id on disk and HostID the id (in the host's
+// terms) it is shown as, which the container's own mappings then translate.
+// A workspace of any other owner needs none of this: commands run as its owner (the
+// runner's sandboxUser), whose id the namespace keeps.
+func idmapWorkspace(s *specs.Spec, b bundleSpec) {
+	var st unix.Stat_t
+	if err := unix.Stat(b.workspace, &st); err != nil || st.Uid != 0 || b.uid == 0 {
+		return
+	}
+	uids := []specs.LinuxIDMapping{{ContainerID: 0, HostID: AgentHostID, Size: 1}, {ContainerID: b.uid, HostID: b.uid, Size: 1}}
+	gids := []specs.LinuxIDMapping{{ContainerID: b.gid, HostID: b.gid, Size: 1}}
+	if st.Gid != b.gid {
+		gids = append(gids, specs.LinuxIDMapping{ContainerID: st.Gid, HostID: AgentHostID, Size: 1})
+	}
+	for i, m := range s.Mounts {
+		if m.Destination == WorkspacePath {
+			s.Mounts[i].Options = append(m.Options, "idmap")
+			s.Mounts[i].UIDMappings, s.Mounts[i].GIDMappings = uids, gids
+		}
+	}
+}
+
+// agentOOMScore keeps the agent out of the OOM killer's way in its own sandbox.
+const agentOOMScore = -998
+
+// hostMadeNetns adapts the mounts of a sandbox with a user namespace to a network namespace
+// the host made (Config.HostPorts): sysfs can be mounted only by a holder of CAP_SYS_ADMIN
+// over the network namespace's owner, the host's user namespace, which the sandbox's root
+// is not. /sys is then an empty read-only tmpfs: nothing of the host's sysfs (its network
+// interfaces, devices) is shown in its place. Programs that count CPUs fall back from
+// /sys/devices/system/cpu to /proc, as glibc's sysconf does.
+func hostMadeNetns(s *specs.Spec) {
+	for i, m := range s.Mounts {
+		if m.Destination == "/sys" {
+			s.Mounts[i] = specs.Mount{Destination: "/sys", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "noexec", "nodev", "ro", "size=4k", "mode=555"}}
+		}
+	}
+}
+
+// idMappings maps a sandbox's user namespace: its root to AgentHostID, id (the sandbox
+// user's uid or gid, which commands run as) to itself, so that the workspace's files, owned
+// by that id on the host, are the same user's inside; and every other id of 0-65535 (the
+// tty group that devpts uses, nobody) to AgentHostID+id, which nothing on the host owns.
+// An id of 0 is never kept (commands never run as the host's root).
+func idMappings(id uint32) []specs.LinuxIDMapping {
+	const size = 1 << 16
+	switch {
+	case id == 0:
+		return []specs.LinuxIDMapping{{ContainerID: 0, HostID: AgentHostID, Size: size}}
+	case id >= size:
+		return []specs.LinuxIDMapping{{ContainerID: 0, HostID: AgentHostID, Size: size}, {ContainerID: id, HostID: id, Size: 1}}
+	}
+	return []specs.LinuxIDMapping{
+		{ContainerID: 0, HostID: AgentHostID, Size: id},
+		{ContainerID: id, HostID: id, Size: 1},
+		{ContainerID: id + 1, HostID: AgentHostID + id + 1, Size: size - id - 1},
+	}
 }
 
 func buildSpec(b bundleSpec) (*specs.Spec, error) {
@@ -111,6 +189,11 @@ func buildSpec(b bundleSpec) (*specs.Spec, error) {
 			ReadonlyPaths: readonlyPaths,
 		},
 	}
+	if b.userns {
+		s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.UserNamespace})
+		s.Linux.UIDMappings, s.Linux.GIDMappings = idMappings(b.uid), idMappings(b.gid)
+		idmapWorkspace(s, b)
+	}
 	if b.userKernel {
 		gvisorLimits(s, b.limits)
 	} else if canLowerOOMScore() {
@@ -118,7 +201,7 @@ func buildSpec(b bundleSpec) (*specs.Spec, error) {
 		// are put back to 0 (see session.spawn). Lowering the score needs CAP_SYS_RESOURCE,
 		// which some hosts (and CI sandboxes) withhold: there the agent is not protected and
 		// an OOM that takes it down ends the sandbox, which is still reported as OOM.
-		s.Process.OOMScoreAdj = ptr(-998)
+		s.Process.OOMScoreAdj = ptr(agentOOMScore)
 	}
 	sc, err := seccomp.GetDefaultProfile(s)
 	if err != nil {

@@ -83,3 +83,61 @@ func TestHistoryMount(t *testing.T) {
 		t.Fatalf("HistoryPath %s is inside the workspace", HistoryPath)
 	}
 }
+
+// The user namespace's mappings: the namespace's root is AgentHostID, the sandbox user
+// keeps its own id, nothing maps to the host's root, no id is mapped twice on either side,
+// and the 65,536 ids below 65,536 are all mapped (devpts's tty group, nobody).
+func TestIDMappings(t *testing.T) {
+	for _, id := range []uint32{1000, 1, 65535, 400123, 0} {
+		m := idMappings(id)
+		inside, outside := map[uint32]bool{}, map[uint32]bool{}
+		var low uint32
+		for _, r := range m {
+			for i := range r.Size {
+				c, h := r.ContainerID+i, r.HostID+i
+				if inside[c] || outside[h] {
+					t.Fatalf("id %d: %v maps %d or %d twice", id, m, c, h)
+				}
+				inside[c], outside[h] = true, true
+				if c < 1<<16 {
+					low++
+				}
+			}
+			if r.HostID == 0 {
+				t.Errorf("id %d: %v maps to the host's root", id, m)
+			}
+		}
+		if m[0].ContainerID != 0 || m[0].HostID != AgentHostID {
+			t.Errorf("id %d: %v does not map the namespace's root to %d", id, m, AgentHostID)
+		}
+		if id != 0 && (!inside[id] || !outside[id]) {
+			t.Errorf("id %d: %v does not keep the sandbox user's id", id, m)
+		}
+		if low != 1<<16 {
+			t.Errorf("id %d: %v maps %d ids below 65536, want all", id, m, low)
+		}
+	}
+	b := bundleSpec{uid: 1000, gid: 1000, userns: true, workspace: t.TempDir()}
+	s, err := buildSpec(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(s.Linux.Namespaces, func(n specs.LinuxNamespace) bool { return n.Type == specs.UserNamespace }) {
+		t.Errorf("no user namespace in %v", s.Linux.Namespaces)
+	}
+	// A root-owned workspace is idmapped: the root's files shown as the agent's, never as
+	// the sandbox user's.
+	for _, m := range s.Mounts {
+		if m.Destination != WorkspacePath {
+			continue
+		}
+		if !slices.Contains(m.Options, "idmap") || len(m.UIDMappings) == 0 {
+			t.Fatalf("root-owned workspace mount %+v, want it idmapped", m)
+		}
+		for _, r := range m.UIDMappings {
+			if r.ContainerID == 0 && r.HostID != AgentHostID {
+				t.Errorf("the root's files in the workspace shown as %d, want the agent's %d", r.HostID, AgentHostID)
+			}
+		}
+	}
+}
