@@ -43,7 +43,8 @@ func (r *Runner) provision(spec Spec, sb *Sandbox) error {
 
 // makeHistory makes the directory of the sandbox's workspace history,
 // <workspace_root>/<user>/history/<id>: beside the workspaces, never inside one, root's and
-// 0700 (as is history/ itself), so that only the agent, the container's root, reaches it.
+// 0700 (as is history/ itself), so that only the agent, the container's root, reaches it
+// (with a user namespace the container package gives it to the agent's host id at start).
 // It is kept (and reused) as the workspace is, until RemoveWorkspace. Only persistent
 // sandboxes (the control plane's) have history: a one-shot sandbox's workspace is gone
 // when it ends, or is a directory of the user's (--workspace) that a first checkpoint

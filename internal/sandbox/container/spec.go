@@ -19,9 +19,9 @@ const (
 	agentDir      = "/.paddock"
 	AgentPath     = agentDir + "/paddock-agent"
 	// HistoryPath is where the workspace's history store is bound (Config.History): outside
-	// /workspace, in a directory the host made root's and 0700, so that only the agent (the
-	// container's root) reaches it and the sandbox user's commands cannot read or rewrite
-	// their past.
+	// /workspace, in a directory 0700 and the container's root's (the host's root, or
+	// AgentHostID with a user namespace: see ownHistory), so that only the agent reaches it
+	// and the sandbox user's commands cannot read or rewrite their past.
 	HistoryPath = agentDir + "/history"
 )
 
