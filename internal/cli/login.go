@@ -111,13 +111,15 @@ func askCredentials(c *cobra.Command, username *string, passwordStdin bool) (str
 		*username = line
 	}
 	if tty {
-		fmt.Fprint(prompt, "Password: ")
+		// Echo off before the prompt shows: whatever is typed (or pasted) as soon as it
+		// appears must not reach the screen.
 		restore, err := noEcho(fd)
 		if err != nil {
 			return "", fmt.Errorf("login: turning the terminal's echo off: %w", err)
 		}
 		defer fmt.Fprintln(prompt)
 		defer restore()
+		fmt.Fprint(prompt, "Password: ")
 	}
 	password, err := readLine(br)
 	if err != nil || password == "" {
