@@ -248,7 +248,11 @@ func Run(ctx context.Context, env *wire.Envelope, lis net.Listener, confine Conf
 	// sandboxes are most of a host's sandboxes, and the agent is all of an idle one's memory.
 	settle := time.AfterFunc(settleAfter, debug.FreeOSMemory)
 	defer settle.Stop()
-	return srv.Serve(lis)
+	err = srv.Serve(lis)
+	if errors.Is(err, grpc.ErrServerStopped) && ctx.Err() != nil {
+		return nil // told to stop before Serve began: a clean stop all the same
+	}
+	return err
 }
 
 // defaultEnv is the environment of commands that do not bring their own: the envelope's,
