@@ -106,6 +106,14 @@ func (m *Minter) claims(c Claims) (*token, error) {
 	if t.audience == 0 {
 		t.audience = ControlPlane
 	}
+	if t.audience == Agent && m.keys.agent == "" {
+		// An agent holds the keys derived from the keyring as it was when its sandbox
+		// started: after a rotation, the running ones lack the new primary. The oldest key
+		// is held by every agent started since it was added, so a rotation leaves running
+		// sandboxes working; dropping a key (after a leak) stops those that hold none of
+		// the remaining ones, which must then be restarted.
+		t.keyID = m.keys.Oldest()
+	}
 	if m.keys.agent != "" && (t.audience != Agent || t.subject != m.keys.agent) {
 		return nil, fmt.Errorf("an agent's keyring mints only Agent tokens of %s", m.keys.agent)
 	}

@@ -890,3 +890,66 @@ func TestReissue(t *testing.T) {
 		t.Error("the control plane admitted the agent's reissued token")
 	}
 }
+
+// A rotation adds a primary key that running agents, derived before it, do not hold: the
+// control plane's tokens for agents are signed under the oldest key, which they do, while
+// new tokens for callers are signed under the new primary. Dropping the old key after a
+// leak leaves the agents that hold only it refusing everything, as they must.
+func TestRotationKeepsRunningAgents(t *testing.T) {
+	ctx := context.Background()
+	before := testKeyring(t)
+	oldAgent, err := before.ForAgent("sandbox:sb-abc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotated, err := before.WithKey(before.NextID(), NewRootKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rotated.Primary() != 2 || rotated.Oldest() != 1 {
+		t.Fatalf("rotated keyring: primary %d, oldest %d; want 2 and 1", rotated.Primary(), rotated.Oldest())
+	}
+	newAgent, err := rotated.ForAgent("sandbox:sb-abc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reissue := func(keys *Keyring) string {
+		t.Helper()
+		tok := mint(t, NewMinter(keys), srcClaims())
+		d, err := NewVerifier(keys, nil).Admit(ctx, tok.Encoded(), "sandbox:sb-abc", t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tok.Claims.KeyID != keys.Primary() {
+			t.Errorf("a caller's token signed under key %d, want the primary %d", tok.Claims.KeyID, keys.Primary())
+		}
+		re, err := NewMinter(keys).Reissue(d, Agent, t0.Add(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return re
+	}
+	verifies := func(agent *Keyring, tok string) error {
+		_, err := NewVerifier(agent, nil).Verify(ctx, tok, Request{Subject: "sandbox:sb-abc", Resource: "file:/workspace/src/a.ts", Action: Write, Size: 1, Now: t0})
+		return err
+	}
+	re := reissue(rotated)
+	if err := verifies(oldAgent, re); err != nil {
+		t.Errorf("an agent started before the rotation refuses the reissued token: %v", err)
+	}
+	if err := verifies(newAgent, re); err != nil {
+		t.Errorf("an agent started after the rotation refuses the reissued token: %v", err)
+	}
+
+	dropped, err := NewKeyring(2, map[uint32]RootKey{2: RootKey{rotated.keys[2]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	re = reissue(dropped)
+	if err := verifies(oldAgent, re); err == nil {
+		t.Errorf("an agent that holds only the dropped key accepted a token")
+	}
+	if err := verifies(newAgent, re); err != nil {
+		t.Errorf("an agent that holds the remaining key refuses: %v", err)
+	}
+}

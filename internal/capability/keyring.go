@@ -150,6 +150,13 @@ const deriveLabel = "paddock capability key v1"
 // Primary is the key ID that signs new tokens.
 func (k *Keyring) Primary() uint32 { return k.primary }
 
+// Oldest is the keyring's lowest key ID: the key added first, since a rotation adds a
+// higher one (NextID). Agent tokens are signed under it (see Minter.Mint).
+func (k *Keyring) Oldest() uint32 { return slices.Min(slices.Collect(maps.Keys(k.keys))) }
+
+// NextID is the key ID a rotation gives its new key: one above the highest.
+func (k *Keyring) NextID() uint32 { return slices.Max(slices.Collect(maps.Keys(k.keys))) + 1 }
+
 // KeyIDs are the keyring's key IDs, in order.
 func (k *Keyring) KeyIDs() []uint32 { return slices.Sorted(maps.Keys(k.keys)) }
 

@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/paddockhq/paddock/internal/api"
@@ -48,25 +50,55 @@ const capabilityKeysFile = "capability.keys"
 const agentTokenTTL = time.Minute
 
 // capabilities holds the control plane's capability keyring and what mints and checks
-// tokens under it.
+// tokens under it. The keyring is read again at a reload (Server.Reload), after
+// `paddock sandbox capability rotate-key` added a key: a request uses the keyring in force
+// when it began.
 type capabilities struct {
+	file    string
+	revoked capability.RevocationList
+	state   atomic.Pointer[capabilityKeys]
+}
+
+// capabilityKeys is one version of the keyring, with its minter and verifier.
+type capabilityKeys struct {
 	keys   *capability.Keyring
 	mint   *capability.Minter
 	verify *capability.Verifier
 }
 
 func newCapabilities(dataDir string, st *store.Store) (*capabilities, error) {
-	keys, err := loadCapabilityKeys(filepath.Join(dataDir, capabilityKeysFile))
+	cs := &capabilities{file: filepath.Join(dataDir, capabilityKeysFile), revoked: storeRevocations{st}}
+	keys, err := loadCapabilityKeys(cs.file)
 	if err != nil {
 		return nil, err
 	}
-	return &capabilities{keys: keys, mint: capability.NewMinter(keys), verify: capability.NewVerifier(keys, storeRevocations{st})}, nil
+	cs.use(keys)
+	return cs, nil
+}
+
+func (cs *capabilities) use(keys *capability.Keyring) {
+	cs.state.Store(&capabilityKeys{keys: keys, mint: capability.NewMinter(keys), verify: capability.NewVerifier(keys, cs.revoked)})
+}
+
+// now is the keyring in force.
+func (cs *capabilities) now() *capabilityKeys { return cs.state.Load() }
+
+// reload reads the keyring file again; one that does not load leaves the last one in
+// force.
+func (cs *capabilities) reload() (changed bool, err error) {
+	keys, err := loadCapabilityKeys(cs.file)
+	if err != nil {
+		return false, err
+	}
+	old := cs.now().keys
+	cs.use(keys)
+	return old.Primary() != keys.Primary() || !slices.Equal(old.KeyIDs(), keys.KeyIDs()), nil
 }
 
 // agentKeys is the keyring the agent of sandbox id gets in its envelope: it verifies that
 // sandbox's agent tokens and nothing else.
 func (cs *capabilities) agentKeys(id string) string {
-	k, err := cs.keys.ForAgent(capabilitySubject(id))
+	k, err := cs.now().keys.ForAgent(capabilitySubject(id))
 	if err != nil {
 		return "" // not reached: sandbox IDs are valid subjects; the agent then refuses every token
 	}
@@ -125,9 +157,22 @@ func makeCapabilityKeys(file string) (*capability.Keyring, error) {
 	if err != nil {
 		return nil, err
 	}
+	err = writeCapabilityKeys(file, keys, func(tmp string) error { return os.Link(tmp, file) })
+	if errors.Is(err, os.ErrExist) {
+		return loadCapabilityKeys(file)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("capability keyring: write %s: %w", file, err)
+	}
+	return keys, nil
+}
+
+// writeCapabilityKeys writes keys to a new file (0600) beside file, syncs it and puts it in
+// place with install (a link for a first keyring, a rename for a rotated one).
+func writeCapabilityKeys(file string, keys *capability.Keyring, install func(tmp string) error) error {
 	tmp, err := os.CreateTemp(filepath.Dir(file), ".capability-keys-*") // 0600
 	if err != nil {
-		return nil, fmt.Errorf("capability keyring: %w", err)
+		return err
 	}
 	defer os.Remove(tmp.Name())
 	_, err = tmp.Write(keys.Export())
@@ -137,16 +182,43 @@ func makeCapabilityKeys(file string) (*capability.Keyring, error) {
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		err = os.Link(tmp.Name(), file)
-	}
-	if errors.Is(err, os.ErrExist) {
-		return loadCapabilityKeys(file)
-	}
 	if err != nil {
-		return nil, fmt.Errorf("capability keyring: write %s: %w", file, err)
+		return err
 	}
-	return keys, nil
+	return install(tmp.Name())
+}
+
+// CapabilityRotation is what RotateCapabilityKeys did.
+type CapabilityRotation struct {
+	File     string
+	From, To uint32   // the primary key ID before and after
+	Kept     []uint32 // the key IDs still there besides the new one
+}
+
+// RotateCapabilityKeys adds a new key to the capability keyring of cfg's server and makes
+// it primary: tokens minted from then on are signed under it, those minted before still
+// verify, and running sandboxes keep working (their agents' tokens are signed under the
+// oldest key, see capability.Minter.Mint). A running server uses the new key once it
+// reloads (SIGHUP). Dropping a key, after a leak, is deleting its "key N" line from the
+// file: tokens signed under it stop verifying, and sandboxes started before the key that
+// is then the oldest must be restarted.
+func RotateCapabilityKeys(cfg Config) (CapabilityRotation, error) {
+	file := filepath.Join(cfg.Runner.DataDir, capabilityKeysFile)
+	if _, err := os.Stat(file); err != nil {
+		return CapabilityRotation{}, fmt.Errorf("capability rotate-key: no capability keyring at %s: give the server's --data or --config: %w", file, errdefs.ErrNotFound)
+	}
+	keys, err := loadCapabilityKeys(file)
+	if err != nil {
+		return CapabilityRotation{}, err
+	}
+	rotated, err := keys.WithKey(keys.NextID(), capability.NewRootKey())
+	if err != nil {
+		return CapabilityRotation{}, fmt.Errorf("capability rotate-key: %w", err)
+	}
+	if err := writeCapabilityKeys(file, rotated, func(tmp string) error { return os.Rename(tmp, file) }); err != nil {
+		return CapabilityRotation{}, fmt.Errorf("capability rotate-key: write %s: %w", file, err)
+	}
+	return CapabilityRotation{File: file, From: keys.Primary(), To: rotated.Primary(), Kept: keys.KeyIDs()}, nil
 }
 
 // capabilityRoutes are the routes a capability token may be used on: a sandbox's exec
@@ -197,7 +269,7 @@ func (s *Server) serveCapability(w http.ResponseWriter, r *http.Request, rt Rout
 	}
 	id := r.PathValue("id")
 	subject := capabilitySubject(id)
-	d, err := s.caps.verify.Admit(r.Context(), token, subject, time.Time{})
+	d, err := s.caps.now().verify.Admit(r.Context(), token, subject, time.Time{})
 	if err != nil {
 		s.capabilityDenied(r.Context(), "", id, "", "", err)
 		api.WriteError(w, s.log, err)
@@ -228,12 +300,12 @@ func (s *Server) underCapability(ctx context.Context, reqs ...capability.Request
 	for _, req := range reqs {
 		req.Subject = h.subject
 		var err error
-		if d, err = s.caps.verify.Verify(ctx, h.token, req); err != nil {
+		if d, err = s.caps.now().verify.Verify(ctx, h.token, req); err != nil {
 			s.capabilityDenied(ctx, h.id, strings.TrimPrefix(h.subject, "sandbox:"), req.Resource, string(req.Action), err)
 			return "", err
 		}
 	}
-	return s.caps.mint.Reissue(d, capability.Agent, time.Now().Add(agentTokenTTL))
+	return s.caps.now().mint.Reissue(d, capability.Agent, time.Now().Add(agentTokenTTL))
 }
 
 // capabilityFile checks a file operation on the API path p (workspace-relative, as the
@@ -332,7 +404,7 @@ func (s *Server) mintCapability(w http.ResponseWriter, r *http.Request, c fleet.
 		actions[i] = capability.Action(a)
 	}
 	now := time.Now()
-	tok, err := s.caps.mint.Mint(capability.Claims{
+	tok, err := s.caps.now().mint.Mint(capability.Claims{
 		Subject: capabilitySubject(rec.ID), Resource: req.Resource, Actions: actions,
 		Constraints: capability.Constraints{MaxSize: req.MaxSize, AllowedExtensions: req.AllowedExtensions, Expiry: now.Add(time.Duration(ttl) * time.Second)},
 	})

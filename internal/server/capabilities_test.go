@@ -1,8 +1,10 @@
 package server_test
 
 import (
+	"context"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 
@@ -180,4 +182,78 @@ func TestMintCapabilityBadInput(t *testing.T) {
 			t.Errorf("%+v: %q, want it to name %q", tc.req, e.Message, tc.want)
 		}
 	}
+}
+
+// A key rotation (paddock sandbox capability rotate-key, then SIGHUP) keeps every token
+// and every running sandbox working: new tokens are signed under the new key, old ones
+// still verify, and a sandbox started before the rotation, whose agent lacks the new key,
+// still accepts what the control plane reissues for it. Dropping the old key (after a
+// leak) stops the tokens signed under it and the sandboxes that hold nothing newer.
+func TestCapabilityKeyRotation(t *testing.T) {
+	e := servertest.Start(t, func(c *server.Config) { c.Quota.Sandboxes = 3 })
+	alice := e.Register(t, "alice")
+	create := func(name string) string {
+		var sb api.Sandbox
+		servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: name}), http.StatusCreated, &sb)
+		return sb.ID
+	}
+	read := api.CapabilityRequest{Resource: "file:/workspace", Actions: []string{"read"}, TTLSeconds: 600}
+	list := func(token, id string) *http.Response {
+		return holder(alice, token).DoToken("GET", "/api/v1/sandboxes/"+id+"/files/list?path=.", nil)
+	}
+	works := func(what, token, id string) {
+		t.Helper()
+		resp := list(token, id)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("%s: %d %s", what, resp.StatusCode, body)
+		}
+	}
+	old := create("old")
+	before := mintCap(t, alice, old, read)
+	works("a token on a sandbox, before the rotation", before.Token, old)
+
+	rot, err := server.RotateCapabilityKeys(e.Config)
+	if err != nil || rot.From != 1 || rot.To != 2 {
+		t.Fatalf("rotate: %+v %v", rot, err)
+	}
+	if err := e.Server.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	after := mintCap(t, alice, old, read)
+	works("a token minted before the rotation", before.Token, old)
+	works("a token minted after the rotation, on a sandbox started before it", after.Token, old)
+	fresh := create("fresh")
+	works("a token minted after the rotation, on a sandbox started after it", mintCap(t, alice, fresh, read).Token, fresh)
+
+	// Drop key 1, as after a leak: keep only the "key 2" line.
+	file := rot.File
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []string
+	for line := range strings.Lines(string(b)) {
+		if !strings.HasPrefix(line, "key 1 ") {
+			kept = append(kept, line)
+		}
+	}
+	if err := os.WriteFile(file, []byte(strings.Join(kept, "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Server.Reload(context.Background()); err != nil {
+		t.Fatalf("reload without key 1: %v\n%s", err, strings.Join(kept, ""))
+	}
+	resp := list(before.Token, old)
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		t.Errorf("a token signed under the dropped key still works")
+	}
+	resp = list(after.Token, old)
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		t.Errorf("a sandbox that holds only the dropped key still accepts tokens")
+	}
+	works("a sandbox started after the rotation, once the old key is dropped", mintCap(t, alice, fresh, read).Token, fresh)
 }

@@ -11,7 +11,8 @@ import (
 )
 
 // Reload reads the server's policy files again — the default policy (`policy`), the
-// network ceiling (`network_policy`) and the broker's (`broker_policy`) — and puts each one
+// network ceiling (`network_policy`) and the broker's (`broker_policy`) — and its
+// capability keyring (after `paddock sandbox capability rotate-key`), and puts each one
 // that loads in force at once: for the next command, file operation, connection through
 // the egress proxy and broker request of every sandbox, running ones included. A file that
 // does not load leaves its last good version in force; the error names the file, line and
@@ -42,6 +43,8 @@ func (s *Server) Reload(ctx context.Context) error {
 	note("network_policy", ch, err)
 	ch, err = s.reloadBrokerPolicy()
 	note("broker_policy", ch, err)
+	ch, err = s.caps.reload()
+	note(capabilityKeysFile, ch, err)
 
 	err = errors.Join(errs...)
 	detail := map[string]any{"changed": changed, "failed": failed}
