@@ -71,7 +71,13 @@ func (s *fakeSandbox) handler() http.Handler {
 		w.Header().Set("X-Paddock-Sandbox", "spoofed")
 	})
 	mux.HandleFunc("/sse", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
+		// ?type= streams the same lines under another content type (a chunked NDJSON
+		// stream, say), which the proxy must not hold back either.
+		ct := "text/event-stream"
+		if t := r.URL.Query().Get("type"); t != "" {
+			ct = t
+		}
+		w.Header().Set("Content-Type", ct)
 		for i := range 5 {
 			fmt.Fprintf(w, "data: %d\n\n", i)
 			w.(http.Flusher).Flush()

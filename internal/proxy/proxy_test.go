@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -107,10 +108,17 @@ func TestRoleCookieSelectsDev(t *testing.T) {
 
 // TestSSEArrivesEventByEvent: the app writes event i+1 only after the client has read
 // event i, so any buffering in the proxy deadlocks and fails the test.
+// A chunked body of another type (an NDJSON stream) is held back no more than SSE.
 func TestSSEArrivesEventByEvent(t *testing.T) {
+	for _, ct := range []string{"text/event-stream", "application/x-ndjson"} {
+		t.Run(ct, func(t *testing.T) { testStreamArrivesEventByEvent(t, ct) })
+	}
+}
+
+func testStreamArrivesEventByEvent(t *testing.T, contentType string) {
 	h := newHarness(t, Options{})
-	res := get(t, newRequest(t, "GET", h.front.URL+"/sse"))
-	if ct := res.Header.Get("Content-Type"); ct != "text/event-stream" {
+	res := get(t, newRequest(t, "GET", h.front.URL+"/sse?type="+url.QueryEscape(contentType)))
+	if ct := res.Header.Get("Content-Type"); ct != contentType {
 		t.Fatalf("Content-Type = %q", ct)
 	}
 	lines := make(chan string)
