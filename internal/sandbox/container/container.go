@@ -270,8 +270,9 @@ func (rt *Runtime) writeBundle(cfg Config, cgroup, netnsPath string) error {
 
 // ownHistory gives the history store, and everything in it, to the sandbox's root as the
 // host sees it: AgentHostID with a user namespace, else the host's root. A store kept from
-// a start under the other setting (an upgrade, a changed runtime) changes hands whole;
-// one already right costs a stat.
+// a start under the other setting (an upgrade, a changed runtime) changes hands whole,
+// the directory itself last, so that one left half done by a crash is done again; one
+// already right costs a stat. Links are changed, never followed.
 func ownHistory(dir string, userns bool) error {
 	id := 0
 	if userns {
@@ -284,12 +285,16 @@ func ownHistory(dir string, userns bool) error {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) == id && int(st.Gid) == id {
 		return nil
 	}
-	return filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
-		if err != nil {
+	err = filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil || p == dir {
 			return err
 		}
 		return os.Lchown(p, id, id)
 	})
+	if err != nil {
+		return err
+	}
+	return os.Lchown(dir, id, id)
 }
 
 // userns says whether cfg's sandbox gets a user namespace (Config.UserNS; runc only).

@@ -1,11 +1,15 @@
 package container
 
 import (
+	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 )
 
 func rlimit(s *specs.Spec, typ string) *specs.POSIXRlimit {
@@ -138,6 +142,58 @@ func TestIDMappings(t *testing.T) {
 			if r.ContainerID == 0 && r.HostID != AgentHostID {
 				t.Errorf("the root's files in the workspace shown as %d, want the agent's %d", r.HostID, AgentHostID)
 			}
+		}
+	}
+}
+
+// ownHistory gives the whole store to the agent's host id (and back), changing links
+// without following them.
+func TestOwnHistory(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("chown needs root")
+	}
+	dir, outside := t.TempDir(), filepath.Join(t.TempDir(), "host-file")
+	for _, p := range []string{"objects/ab", "tmp"} {
+		if err := os.MkdirAll(filepath.Join(dir, p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "objects/ab/cd"), []byte("blob"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(outside, []byte("host"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	owners := func() map[string]uint32 {
+		m := map[string]uint32{}
+		filepath.WalkDir(dir, func(p string, _ fs.DirEntry, _ error) error {
+			var st unix.Stat_t
+			if unix.Lstat(p, &st) == nil {
+				m[p] = st.Uid
+			}
+			return nil
+		})
+		return m
+	}
+	for _, userns := range []bool{true, false} {
+		want := uint32(0)
+		if userns {
+			want = AgentHostID
+		}
+		if err := ownHistory(dir, userns); err != nil {
+			t.Fatal(err)
+		}
+		for p, uid := range owners() {
+			if uid != want {
+				t.Errorf("userns %v: %s belongs to %d, want %d", userns, p, uid, want)
+			}
+		}
+		var st unix.Stat_t
+		if err := unix.Stat(outside, &st); err != nil || st.Uid != 0 {
+			t.Fatalf("the file a link in the store points to changed hands (uid %d, %v)", st.Uid, err)
 		}
 	}
 }
