@@ -42,15 +42,12 @@ func build() {
 	}
 	for _, b := range []struct{ name, pkg, cgo, tags string }{
 		{"paddock-agent", "./cmd/paddock-agent", "0", "grpcnotrace"}, // as the Makefile builds it
-		{"paddock", "./cmd/paddock", "", ""},
+		{"paddock", "./cmd/paddock", "0", ""},
 	} {
 		out := filepath.Join(binDir, b.name)
 		cmd := exec.Command("go", "build", "-tags", b.tags, "-o", out, b.pkg)
 		cmd.Dir = moduleRoot()
 		cmd.Env = append(os.Environ(), "CGO_ENABLED="+b.cgo)
-		if b.cgo == "" {
-			cmd.Env = os.Environ()
-		}
 		if msg, err := cmd.CombinedOutput(); err != nil {
 			buildErr = &buildError{b.name, string(msg), err}
 			return
