@@ -276,8 +276,9 @@ Data: %[2]s (SQLite database paddock.db, workspaces in %[3]s). Sandboxes: %[4]s 
 Each user gets a live and a dev sandbox on first use; every page and WebSocket outside /login, /register,
 /recovery, /auth/, /api/v1/, /me/secrets, /healthz and /metrics is served by the user's sandbox, through this proxy.
 API: http://%[1]s/api/v1/ (api/openapi.yaml); metrics: /metrics; health: /healthz. Stop with Ctrl-C: sandboxes keep running and are adopted at the next start.
+SIGHUP (kill -HUP %[7]d) reads the policy files and the capability keyring again.
 Users' secrets (PUT /me/secrets/NAME) are encrypted with the key from the %[6]s: back it up apart from the database.
-`, addr, s.cfg.Runner.DataDir, s.cfg.Runner.WorkspaceRoot, tierName(s.cfg.Runner.Tier), s.cfg.Runner.StateDir, SecretsKeySource(s.cfg))
+`, addr, s.cfg.Runner.DataDir, s.cfg.Runner.WorkspaceRoot, tierName(s.cfg.Runner.Tier), s.cfg.Runner.StateDir, SecretsKeySource(s.cfg), os.Getpid())
 }
 
 func tierName(t wire.Tier) string {

@@ -154,6 +154,9 @@ func TestServeReloadsOnSIGHUP(t *testing.T) {
 		cmd.Process.Signal(syscall.SIGTERM)
 		cmd.Wait()
 	})
+	if !out.waitFor(fmt.Sprintf("kill -HUP %d", cmd.Process.Pid)) {
+		t.Errorf("the banner does not say how to reload:\n%s", out)
+	}
 	writeFile(t, brk, "capabilities:\n  gitlab: {secrets: [gitlab_token]}\n")
 	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
