@@ -373,3 +373,26 @@ func TestShellDeterministic(t *testing.T) {
 		}
 	}
 }
+
+// A glob in the command against a glob in a deny rule: denied when the rule's glob matches
+// the command's as written (so a rule denies its own text, and * meets every glob), not
+// when the two share no name. Found by FuzzShellRules: "0 */" did not deny itself.
+func TestShellGlobAgainstGlob(t *testing.T) {
+	p := mustLoad(t, "shell:\n  deny: [\"0 */\", \"cat *.txt\", \"rm *\"]\n")
+	for _, tc := range []struct {
+		script string
+		allow  bool
+		rule   string
+	}{
+		{"0 */", false, "shell.deny[0]"},
+		{"cat *.txt", false, "shell.deny[1]"},
+		{"cat a*.txt", false, "shell.deny[1]"},
+		{"cat *.go", true, "shell.deny"},
+		{"rm *.go", false, "shell.deny[2]"},
+	} {
+		d := p.ShellScript(tc.script)
+		if d.Allow != tc.allow || d.Rule != tc.rule {
+			t.Errorf("%q: %v, want allow=%v by %s", tc.script, d, tc.allow, tc.rule)
+		}
+	}
+}

@@ -183,7 +183,16 @@ func (p operand) matches(o word) bool {
 		if m, _ := path.Match(o.val, p.clean); m {
 			return true
 		}
-		return !p.glob && hasMeta(path.Base(o.val)) && path.Dir(path.Clean(o.val)) == p.clean
+		if p.glob {
+			// Both are globs: the command's could expand to a name the pattern's matches.
+			// Whether two globs meet is not decided here; the pattern matching the
+			// command's glob as written counts (a deny rule's own text is denied, and
+			// * meets every glob), two that share no name (*.go, *.txt) do not.
+			m1, _ := path.Match(p.value, o.val)
+			m2, _ := path.Match(p.value, path.Clean(o.val))
+			return m1 || m2
+		}
+		return hasMeta(path.Base(o.val)) && path.Dir(path.Clean(o.val)) == p.clean
 	}
 	if p.glob {
 		m1, _ := path.Match(p.value, o.val)
