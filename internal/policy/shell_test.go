@@ -395,4 +395,9 @@ func TestShellGlobAgainstGlob(t *testing.T) {
 			t.Errorf("%q: %v, want allow=%v by %s", tc.script, d, tc.allow, tc.rule)
 		}
 	}
+	// A glob with a quoted star: the same glob, whatever path.Match makes of its escapes.
+	q := mustLoad(t, "shell:\n  deny: [\"0 \\\"*\\\"*\"]\n")
+	if d := q.ShellScript(`0 "*"*`); d.Allow || d.Rule != "shell.deny[0]" {
+		t.Errorf(`0 "*"*: %v, want it denied by its own rule`, d)
+	}
 }

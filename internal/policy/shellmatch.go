@@ -185,9 +185,13 @@ func (p operand) matches(o word) bool {
 		}
 		if p.glob {
 			// Both are globs: the command's could expand to a name the pattern's matches.
-			// Whether two globs meet is not decided here; the pattern matching the
-			// command's glob as written counts (a deny rule's own text is denied, and
-			// * meets every glob), two that share no name (*.go, *.txt) do not.
+			// Whether two globs meet is not decided here; the same glob counts, and so
+			// does the pattern matching the command's glob as written (* meets every
+			// glob); two that share no name (*.go, *.txt) do not. A deny rule therefore
+			// always denies its own text.
+			if o.val == p.value || path.Clean(o.val) == p.clean {
+				return true
+			}
 			m1, _ := path.Match(p.value, o.val)
 			m2, _ := path.Match(p.value, path.Clean(o.val))
 			return m1 || m2
