@@ -3,12 +3,10 @@ package server
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/paddockhq/paddock/internal/agent"
 	"github.com/paddockhq/paddock/internal/egress"
-	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/policy"
 	"github.com/paddockhq/paddock/internal/runner"
 	"github.com/paddockhq/paddock/internal/store"
@@ -39,15 +37,7 @@ func egressEnv() []string {
 
 // loadNetworkPolicy reads the network policy file, if any, and returns it with its text.
 func loadNetworkPolicy(path string) (*policy.Policy, string, error) {
-	if path == "" {
-		return nil, "", nil
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, "", fmt.Errorf("network_policy: %w: %w", err, errdefs.ErrNotFound)
-	}
-	p, err := policy.Load(b, path)
-	return p, string(b), err
+	return readPolicyFile(path, "network_policy", policy.Load)
 }
 
 // initEgress makes the egress proxy when a network policy is configured.
@@ -78,9 +68,7 @@ func (s *Server) reloadNetworkPolicy() (changed bool, err error) {
 		return false, err
 	}
 	s.netPolicy.Store(p)
-	changed = text != s.reloaded.network
-	s.reloaded.network = text
-	return changed, nil
+	return swapText(&s.reloaded.network, text), nil
 }
 
 // serveEgress serves the egress proxy to one sandbox on connections only it can make.

@@ -58,17 +58,32 @@ func (s *Server) Reload(ctx context.Context) error {
 	return err
 }
 
-// loadBrokerPolicy reads the broker's policy file, if any, and returns it with its text.
-func loadBrokerPolicy(path string) (*broker.Policy, string, error) {
+// readPolicyFile reads the policy file at path, the setting what names, and parses it; it
+// returns the policy with its text (a reload tells a change by it). An empty path is no
+// policy: the zero T.
+func readPolicyFile[T any](path, what string, parse func(b []byte, source string) (T, error)) (T, string, error) {
+	var none T
 	if path == "" {
-		return nil, "", nil
+		return none, "", nil
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, "", fmt.Errorf("broker policy: %w: %w", err, errdefs.ErrNotFound)
+		return none, "", fmt.Errorf("%s: %w: %w", what, err, errdefs.ErrNotFound)
 	}
-	p, err := broker.ParsePolicy(b, path)
+	p, err := parse(b, path)
 	return p, string(b), err
+}
+
+// swapText makes *last text and says whether that changed it.
+func swapText(last *string, text string) bool {
+	changed := *last != text
+	*last = text
+	return changed
+}
+
+// loadBrokerPolicy reads the broker's policy file, if any, and returns it with its text.
+func loadBrokerPolicy(path string) (*broker.Policy, string, error) {
+	return readPolicyFile(path, "broker policy", broker.ParsePolicy)
 }
 
 // reloadBrokerPolicy reads broker_policy again; one that does not load leaves the last
@@ -82,7 +97,5 @@ func (s *Server) reloadBrokerPolicy() (changed bool, err error) {
 		return false, err
 	}
 	s.broker.SetPolicy(p)
-	changed = text != s.reloaded.broker
-	s.reloaded.broker = text
-	return changed, nil
+	return swapText(&s.reloaded.broker, text), nil
 }
