@@ -11,8 +11,9 @@ import (
 
 // usageLedger is the provider gateway's token ledger (gateway.Ledger) kept in the store,
 // so that a user's daily budget holds across restarts of the control plane. Today's counts
-// are cached: each is read from the store once a day, and every Add writes through (after
-// the answer it counts has been relayed, so never on a request's path to its first byte).
+// are cached: each is read from the store once a day, and every Add writes through and
+// caches the total the store returns (after the answer it counts has been relayed, so
+// never on a request's path to its first byte).
 // One mutex covers a count's read and every write, so that a read racing an Add cannot
 // cache a count that misses it.
 type usageLedger struct {
@@ -77,13 +78,15 @@ func (l *usageLedger) Add(ctx context.Context, userID, provider string, tokens i
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	day := l.rollover(ctx)
-	if err := l.st.Update(ctx, func(tx *store.Tx) error { return tx.AddUsage(ctx, userID, provider, day, tokens) }); err != nil {
+	var total int64
+	err := l.st.Update(ctx, func(tx *store.Tx) (err error) {
+		total, err = tx.AddUsage(ctx, userID, provider, day, tokens)
+		return err
+	})
+	if err != nil {
 		return err
 	}
-	k := usageKey{userID, provider}
-	if n, ok := l.spent[k]; ok {
-		l.spent[k] = satAdd(n, tokens)
-	}
+	l.spent[usageKey{userID, provider}] = total
 	return nil
 }
 
@@ -91,12 +94,4 @@ func (l *usageLedger) Add(ctx context.Context, userID, provider string, tokens i
 func utcMidnight(t time.Time) time.Time {
 	y, m, d := t.UTC().Date()
 	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
-}
-
-// satAdd adds non-negative counts without wrapping.
-func satAdd(a, b int64) int64 {
-	if a > 1<<63-1-b {
-		return 1<<63 - 1
-	}
-	return a + b
 }

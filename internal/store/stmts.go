@@ -55,14 +55,31 @@ func (c *stmts) get(ctx context.Context, query string) *sql.Stmt {
 
 // exec runs a cached statement in the transaction.
 func (tx *Tx) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	if tx.stmts == nil { // migrations
-		return tx.tx.ExecContext(ctx, query, args...)
+	if st := tx.stmt(ctx, query); st != nil {
+		return st.ExecContext(ctx, args...)
 	}
-	st := tx.stmts.get(ctx, query)
-	if st == nil {
-		return tx.tx.ExecContext(ctx, query, args...)
+	return tx.tx.ExecContext(ctx, query, args...)
+}
+
+// queryRow runs a cached statement that writes and returns a row (RETURNING) in the
+// transaction.
+func (tx *Tx) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	if st := tx.stmt(ctx, query); st != nil {
+		return st.QueryRowContext(ctx, args...)
 	}
-	return tx.tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+	return tx.tx.QueryRowContext(ctx, query, args...)
+}
+
+// stmt is query's prepared statement bound to the transaction, or nil (during migrations,
+// or when it is not prepared): then it runs unprepared.
+func (tx *Tx) stmt(ctx context.Context, query string) *sql.Stmt {
+	if tx.stmts == nil {
+		return nil
+	}
+	if st := tx.stmts.get(ctx, query); st != nil {
+		return tx.tx.StmtContext(ctx, st)
+	}
+	return nil
 }
 
 // queryRow runs a cached read-only statement. A statement that fails to prepare is run

@@ -12,14 +12,17 @@ import (
 // largest int64 rather than wrapping.
 const addUsageSQL = `INSERT INTO gateway_usage (user_id, provider, day, tokens) VALUES (?, ?, ?, ?)
 	ON CONFLICT (user_id, provider, day) DO UPDATE SET tokens =
-		CASE WHEN tokens > 9223372036854775807 - excluded.tokens THEN 9223372036854775807 ELSE tokens + excluded.tokens END`
+		CASE WHEN tokens > 9223372036854775807 - excluded.tokens THEN 9223372036854775807 ELSE tokens + excluded.tokens END
+	RETURNING tokens`
 
-// AddUsage adds tokens (> 0) to what userID has spent on provider on day (a UTC midnight).
-func (tx *Tx) AddUsage(ctx context.Context, userID, provider string, day time.Time, tokens int64) error {
-	if _, err := tx.exec(ctx, addUsageSQL, userID, provider, day.Unix(), tokens); err != nil {
-		return fmt.Errorf("add %s's usage of %s: %w", userID, provider, mapErr(err))
+// AddUsage adds tokens (> 0) to what userID has spent on provider on day (a UTC midnight),
+// and returns the day's new total.
+func (tx *Tx) AddUsage(ctx context.Context, userID, provider string, day time.Time, tokens int64) (int64, error) {
+	var total int64
+	if err := tx.queryRow(ctx, addUsageSQL, userID, provider, day.Unix(), tokens).Scan(&total); err != nil {
+		return 0, fmt.Errorf("add %s's usage of %s: %w", userID, provider, mapErr(err))
 	}
-	return nil
+	return total, nil
 }
 
 // Usage returns the tokens userID has spent on provider on day (a UTC midnight); 0 when
