@@ -234,13 +234,14 @@ func (sb *Sandbox) start(ctx context.Context, cfg Config) error {
 	if err := rt.run(ctx, cfg, ch.sandboxEnd, env); err != nil {
 		return err
 	}
-	if sb.init, err = openInit(filepath.Join(cfg.Dir, "init.pid")); err != nil {
+	var pid int
+	if sb.init, pid, err = openInit(filepath.Join(cfg.Dir, "init.pid")); err != nil {
 		return fmt.Errorf("%s run: the container's first process: %w", rt.Name, err)
 	}
 	if userns(rt, cfg) && canLowerOOMScore() {
 		// runc applies the spec's OOM score from inside the user namespace, where lowering
 		// it is not allowed: the host does it (see buildSpec for why the agent needs it).
-		if err := protectFromOOM(filepath.Join(cfg.Dir, "init.pid")); err != nil {
+		if err := protectFromOOM(pid); err != nil {
 			return fmt.Errorf("the agent's OOM score: %w", err)
 		}
 	}
@@ -300,12 +301,8 @@ func ownHistory(dir string, userns bool) error {
 // userns says whether cfg's sandbox gets a user namespace (Config.UserNS; runc only).
 func userns(rt *Runtime, cfg Config) bool { return cfg.UserNS && !rt.userKernel }
 
-// protectFromOOM gives the process the pid file names the OOM score the spec asks for.
-func protectFromOOM(pidFile string) error {
-	pid, err := readPid(pidFile)
-	if err != nil {
-		return err
-	}
+// protectFromOOM gives process pid the OOM score the spec asks for.
+func protectFromOOM(pid int) error {
 	return os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", pid), []byte(strconv.Itoa(agentOOMScore)), 0)
 }
 
@@ -366,14 +363,15 @@ func notExist(runtimeOutput []byte) bool {
 	return bytes.Contains(runtimeOutput, []byte("not exist"))
 }
 
-// openInit opens a pidfd on the process the runtime's pid file names. Through it Destroy
-// kills and awaits that very process, even if the pid is reused later.
-func openInit(pidFile string) (int, error) {
-	pid, err := readPid(pidFile)
-	if err != nil {
-		return -1, fmt.Errorf("pid file %s: %w", pidFile, err)
+// openInit opens a pidfd on the process the runtime's pid file names, and returns it with
+// the pid. Through the pidfd Destroy kills and awaits that very process, even if the pid
+// is reused later.
+func openInit(pidFile string) (pidfd, pid int, err error) {
+	if pid, err = readPid(pidFile); err != nil {
+		return -1, 0, fmt.Errorf("pid file %s: %w", pidFile, err)
 	}
-	return unix.PidfdOpen(pid, 0)
+	pidfd, err = unix.PidfdOpen(pid, 0)
+	return pidfd, pid, err
 }
 
 // killAndWait sends SIGKILL through a pidfd and waits until the process has exited.
