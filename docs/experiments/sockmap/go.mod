@@ -1,0 +1,8 @@
+module github.com/paddockhq/paddock/docs/experiments/sockmap
+
+go 1.26.0
+
+require (
+	github.com/cilium/ebpf v0.22.0
+	golang.org/x/sys v0.43.0
+)
