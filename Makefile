@@ -27,7 +27,8 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -tags '$(AGENTTAGS)' -ldflags '$(LDFLAGS)' -o bin/paddock-agent ./cmd/paddock-agent
 
 # test is the whole suite: vet, every package's tests with the race detector (privileged
-# ones run for real as root), the backend conformance suite on the microVM tier, and a
+# ones run for real as root), the containment suite a second time with its sandboxes under
+# runsc (gVisor) instead of runc, the backend conformance suite on the microVM tier, and a
 # short run of every fuzz target. The microvm tag adds that tier to the conformance suite
 # (internal/runner), a guest boot per test, about two minutes under TCG here; it runs on
 # its own after the rest, so that its guests do not share the 2 cores with the other
@@ -38,6 +39,7 @@ TESTTAGS ?= microvm
 test: setup build
 	$(GO) vet -tags '$(TESTTAGS)' ./...
 	$(GO) test -race -count=1 -timeout 30m ./...
+	$(GO) test -race -count=1 -timeout 10m ./internal/containment -args -runtime=runsc
 	$(GO) test -race -count=1 -tags '$(TESTTAGS)' -timeout 20m -run '/microvm' ./internal/runner
 	@$(MAKE) --no-print-directory fuzz
 

@@ -11,8 +11,10 @@
 #     uses it: the runner refuses any runc older than 1.2.8 / 1.3.3.
 #   - runsc (gVisor) ${RUNSC_VERSION}, built from gvisor.dev/gvisor's Go module (its `go` branch; gVisor
 #     publishes no semver tags there, so the pin is a pseudo-version) in a module of its own:
-#     gvisor cannot share a build with paddock's runtime-spec v1.3.0. It reports the pin as its
-#     version (`runsc --version`), which is how a second run knows to skip it.
+#     gvisor cannot share a build with paddock's runtime-spec v1.3.0, with the patches in
+#     scripts/patches/gvisor applied to the module's source (each says which upstream issue it
+#     fixes; drop one when the pin moves past its fix). It reports the pin and the patch level
+#     as its version (`runsc --version`), which is how a second run knows to skip it.
 #   - qemu-system-x86 ${QEMU_DEB_VERSION} from Debian (the microvm tier's VMM: `-M microvm`, TCG
 #     here, KVM where it works), without recommends.
 #   - the microvm tier's guest kernel: Debian's linux-image-${GUEST_KERNEL_ABI}
@@ -38,7 +40,7 @@ export PATH=/usr/local/go/bin:$PATH
 log() { printf 'setup: %s\n' "$*" >&2; }
 
 need_pkgs=()
-for p in libseccomp-dev pkg-config gcc strace chromium; do
+for p in libseccomp-dev pkg-config gcc strace chromium patch; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need_pkgs+=("$p")
 done
 if ((${#need_pkgs[@]})); then
@@ -51,17 +53,27 @@ if ((${#need_pkgs[@]})); then
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
 fi
 
-# go_install NAME MODULE VERSION PACKAGE CGO TAGS LDFLAGS builds PACKAGE at MODULE@VERSION
-# from the Go module proxy, in a throwaway module of its own (its dependencies never meet
-# paddock's), and installs it as $PADDOCK_PREFIX/bin/NAME.
+# go_install NAME MODULE VERSION PACKAGE CGO TAGS LDFLAGS [PATCHDIR] builds PACKAGE at
+# MODULE@VERSION from the Go module proxy, in a throwaway module of its own (its dependencies
+# never meet paddock's), and installs it as $PADDOCK_PREFIX/bin/NAME. With PATCHDIR, the
+# module's source is copied and each PATCHDIR/*.patch applied to it (patch -p1) first.
 go_install() {
-	local name=$1 module=$2 version=$3 pkg=$4 cgo=$5 tags=$6 ldflags=$7 work
+	local name=$1 module=$2 version=$3 pkg=$4 cgo=$5 tags=$6 ldflags=$7 patches=${8:-} work
 	work=$(mktemp -d)
 	if ! (
 		cd "$work"
 		go mod init "paddock.local/$name-build" >/dev/null 2>&1
 		go mod edit -require="$module@$version"
 		GOFLAGS=-mod=mod go mod download "$module"
+		if [ -n "$patches" ]; then
+			cp -R "$(GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' "$module")" src
+			chmod -R u+w src
+			for f in "$patches"/*.patch; do
+				log "applying $(basename "$f") to $module"
+				patch -p1 -s -d src <"$f"
+			done
+			go mod edit -replace="$module=./src"
+		fi
 		CGO_ENABLED=$cgo GOFLAGS=-mod=mod go build -trimpath -tags "$tags" -ldflags "$ldflags" -o "$name" "$pkg"
 	); then
 		rm -rf "$work"
@@ -80,13 +92,17 @@ if ! "$runc_bin" --version 2>/dev/null | grep -q "^runc version $RUNC_VERSION\$"
 fi
 log "runc: $("$runc_bin" --version | head -1) at $runc_bin"
 
+# The patch level goes up whenever scripts/patches/gvisor changes, so that a runsc built
+# without a patch is rebuilt.
+RUNSC_PATCHLEVEL=paddock.2
 runsc_bin="$PADDOCK_PREFIX/bin/runsc"
-if ! "$runsc_bin" --version 2>/dev/null | grep -q "^runsc version $RUNSC_VERSION\$"; then
+if ! "$runsc_bin" --version 2>/dev/null | grep -q "^runsc version $RUNSC_VERSION+$RUNSC_PATCHLEVEL\$"; then
 	log "building runsc (gVisor) $RUNSC_VERSION from the Go module proxy: this takes a few minutes (1.5 to 4 on 2 cores)"
 	# Static (no cgo), like gVisor's own release builds: runsc re-executes itself inside the
 	# sandbox's namespaces, where no host libraries are to be relied on.
 	go_install runsc gvisor.dev/gvisor "$RUNSC_VERSION" gvisor.dev/gvisor/runsc \
-		0 "" "-X gvisor.dev/gvisor/runsc/version.version=$RUNSC_VERSION"
+		0 "" "-X gvisor.dev/gvisor/runsc/version.version=$RUNSC_VERSION+$RUNSC_PATCHLEVEL" \
+		"$(cd "$(dirname "$0")" && pwd)/patches/gvisor"
 fi
 log "runsc: $("$runsc_bin" --version | head -1) at $runsc_bin"
 

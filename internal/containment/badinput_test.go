@@ -29,6 +29,9 @@ import (
 // their size. Each may cost the connection that carried it, nothing more: the agent answers
 // a fresh Execute afterwards, on the sandbox's own channel and on a new connection.
 func TestAgentSurvivesBadInput(t *testing.T) {
+	if underRunsc() {
+		t.Skip("runsc: the agent serves one connected socket, the control plane's, and there is no listening socket to send garbage on from a second connection; the agent's framing code is the one tested here under runc")
+	}
 	h := newHarness(t)
 	b := h.newBox(t, boxOpts{})
 	sock := filepath.Join(h.cfg.StateDir, "sandboxes", b.sb.ID, "agent.sock")

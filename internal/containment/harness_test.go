@@ -86,7 +86,7 @@ func (h *harness) newBox(t *testing.T, o boxOpts) *box {
 	if o.limits == (runner.Limits{}) {
 		o.limits = defaultLimits
 	}
-	spec := runner.Spec{User: "t", Tier: wire.TierContainer, Limits: o.limits, Env: o.env}
+	spec := runner.Spec{User: "t", Tier: wire.TierContainer, Runtime: *ociRuntime, Limits: o.limits, Env: o.env}
 	uid := h.cfg.SandboxUID
 	if o.persistent {
 		spec.ID, spec.Persistent = runner.NewID(), true
@@ -410,6 +410,9 @@ func (h *harness) traces(id string, uid uint32) []string {
 			found = append(found, p)
 		}
 	}
+	// runsc keeps its state in files named after the container and its sandbox.
+	runsc, _ := filepath.Glob(filepath.Join(h.cfg.StateDir, "runsc", "*"+id+"*"))
+	found = append(found, runsc...)
 	cgroups, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", "paddock", id))
 	if v2, err := os.Stat(filepath.Join("/sys/fs/cgroup/paddock", id)); err == nil && v2.IsDir() {
 		cgroups = append(cgroups, filepath.Join("/sys/fs/cgroup/paddock", id))

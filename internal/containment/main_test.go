@@ -3,10 +3,20 @@ package containment
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"flag"
 	"fmt"
 	"os"
 	"testing"
 )
+
+// ociRuntime is the OCI runtime the suite's sandboxes run under: runc (the default, what
+// `go test ./...` runs) or runsc (gVisor; `make test` runs the suite a second time with
+// `-args -runtime=runsc`). Where a probe's answer differs between the two, the check says
+// why beside it; where a test has nothing to test under one of them, it skips saying why.
+var ociRuntime = flag.String("runtime", "runc", "OCI runtime of the suite's sandboxes: runc or runsc")
+
+// underRunsc reports whether the sandboxes run on gVisor's kernel.
+func underRunsc() bool { return *ociRuntime == "runsc" }
 
 // hostCanaryName and hostCanaryValue are set in the test process's environment before any
 // sandbox starts: every runc and agent process the suite starts could inherit them, and

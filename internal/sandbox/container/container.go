@@ -126,10 +126,20 @@ func Runsc(binary, stateDir string, log *slog.Logger) *Runtime {
 	}
 }
 
+// runtimeEnv is the whole environment of the runtime's commands. Nothing of the host's own
+// (the control plane's environment may hold its configuration and credentials) is passed
+// on: under runsc the Sentry and the Gofer that serve the sandbox live as long as it does,
+// with the environment they were started with, and a sandbox that got into the Sentry
+// would read it there (internal/containment's TestEnvironment, run under runsc, found the
+// host's canary in them). The sandbox's own environment is the spec's, either way.
+var runtimeEnv = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+
 // command is the runtime's command line for args, with its global flags.
 func (rt *Runtime) command(ctx context.Context, args ...string) *exec.Cmd {
 	all := append(append([]string{"--root", rt.StateDir}, rt.Flags...), args...)
-	return exec.CommandContext(ctx, rt.Binary, all...)
+	cmd := exec.CommandContext(ctx, rt.Binary, all...)
+	cmd.Env = runtimeEnv
+	return cmd
 }
 
 // Config describes one container sandbox.
