@@ -45,6 +45,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 
 	"google.golang.org/grpc"
 
@@ -82,6 +83,10 @@ type Service struct {
 	user identity.User
 	// guard verifies the capability tokens requests carry (see GuardWith); nil refuses them.
 	guard Guard
+
+	// unjailed, set by tests, stands for kernelFollowsNoFollow's answer.
+	unjailed  error
+	offLogged sync.Once
 
 	// Limits, fields so that tests can lower them.
 	maxWrite   int64
@@ -121,8 +126,26 @@ func New(workspace string, log *slog.Logger) (*Service, error) {
 // user than the sandbox's commands.
 func (s *Service) ActAs(u identity.User) { s.user = u }
 
-// do runs an operation as s.user.
-func (s *Service) do(f func() error) error { return errdefs.ToGRPC(identity.Do(s.user, f)) }
+// do runs an operation as s.user, unless the kernel cannot keep the workspace's jail.
+func (s *Service) do(f func() error) error {
+	if err := s.jailHolds(); err != nil {
+		return errdefs.ToGRPC(err)
+	}
+	return errdefs.ToGRPC(identity.Do(s.user, f))
+}
+
+// jailHolds asks the kernel, at the first operation rather than at the agent's start (a
+// sandbox that never uses the file API pays nothing), whether os.Root's walk can hold.
+func (s *Service) jailHolds() error {
+	err := s.unjailed
+	if err == nil {
+		err = kernelFollowsNoFollow()
+	}
+	if err != nil {
+		s.offLogged.Do(func() { s.log.Error("file API off", "err", err) })
+	}
+	return err
+}
 
 // Close releases the workspace root; calls in flight or made afterwards fail.
 func (s *Service) Close() error {
