@@ -97,8 +97,20 @@ func testPath(t *testing.T) string {
 	return fmt.Sprintf("/paddock-test/%s-%s", strings.ReplaceAll(t.Name(), "/", "_"), rand.Text()[:10])
 }
 
-// newGroup creates a group with limits l that is killed and deleted when the test ends,
-// along with /paddock-test once no other test uses it.
+// TestMain removes /paddock-test, the parent of every test's group, once every test is
+// done. A test's own cleanup must not: another test running in parallel may be between
+// making the parent and making its group in it (TestMemoryLimitOOMKills once failed with
+// ENOENT that way).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	parents, _ := filepath.Glob("/sys/fs/cgroup/*/paddock-test")
+	for _, parent := range append(parents, "/sys/fs/cgroup/paddock-test") {
+		os.Remove(parent) // fails if a group is left, which the tests report themselves
+	}
+	os.Exit(code)
+}
+
+// newGroup creates a group with limits l that is killed and deleted when the test ends.
 func newGroup(t *testing.T, l Limits) *Group {
 	t.Helper()
 	g, err := Create(testPath(t), l)
@@ -117,9 +129,6 @@ func cleanup(t *testing.T, g *Group) {
 	}
 	if err := g.Delete(); err != nil {
 		t.Errorf("cleanup: %v", err)
-	}
-	for _, dir := range g.dirs {
-		os.Remove(filepath.Dir(dir)) // fails while other tests' groups remain; the last one wins
 	}
 }
 
