@@ -129,7 +129,8 @@ func (b *box) destroy(t *testing.T) {
 		if err := b.sb.Destroy(ctx); err != nil {
 			t.Errorf("destroy sandbox %s: %v", b.sb.ID, err)
 		}
-		b.h.assertNoLeftovers(t, b.sb.ID, b.uid)
+		hostUID, _ := b.sb.HostUser()
+		b.h.assertNoLeftovers(t, b.sb.ID, hostUID)
 	})
 }
 

@@ -252,52 +252,86 @@ func TestSandboxCannotChangeAgentLimits(t *testing.T) {
 	}
 }
 
-// TestUserNamespace: under runc the sandbox has a user namespace of its own. Seen from the
-// host, no process of the sandbox is the host's root, the agent included (it is
-// container.AgentHostID, which no host user has), and commands are the sandbox user's own
-// uid; seen from inside, the namespace maps nothing to the host's root, so no capability
-// the agent holds reaches anything the host's root owns.
+// TestUserNamespace: under runc each sandbox has a user namespace of its own, mapped onto a
+// range of host ids no other sandbox holds. Seen from the host, no process of the sandbox is
+// the host's root, the agent included (it is its range's first id, which no host user has),
+// and commands run as the sandbox user's id in that range, not as the host's user of the
+// same number; two sandboxes alive at once share no id at all. Seen from inside, the
+// namespace maps nothing to the host's root or outside the range, so no capability the
+// agent holds reaches anything the host's root, the host's users or another sandbox owns.
 func TestUserNamespace(t *testing.T) {
 	if underRunsc() {
 		t.Skip("runsc: the host sees gVisor's Sentry and Gofer, not the sandbox's processes, and runs them as root with a few capabilities in namespaces of their own; the sandbox's root is root only on gVisor's kernel")
 	}
 	h := newHarness(t)
-	b := h.newBox(t, boxOpts{})
-	b.mustExec(t, "sleep 30 & sleep 0.1")
-	procs, err := os.ReadFile(filepath.Join(pidsCgroupDir(t, b.sb.Cgroup()), "cgroup.procs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	uids := map[string]bool{}
-	for _, pid := range strings.Fields(string(procs)) {
-		status, err := os.ReadFile(filepath.Join("/proc", pid, "status"))
+	boxes := []*box{h.newBox(t, boxOpts{}), h.newBox(t, boxOpts{})}
+	var ranges [][2]uint64
+	for i, b := range boxes {
+		b.mustExec(t, "sleep 30 & sleep 0.1")
+		procs, err := os.ReadFile(filepath.Join(pidsCgroupDir(t, b.sb.Cgroup()), "cgroup.procs"))
 		if err != nil {
-			continue // gone meanwhile
+			t.Fatal(err)
 		}
-		for line := range strings.Lines(string(status)) {
-			if f := strings.Fields(line); len(f) == 5 && f[0] == "Uid:" {
-				for _, u := range f[1:] {
-					uids[u] = true
+		uids := map[string]bool{}
+		for _, pid := range strings.Fields(string(procs)) {
+			status, err := os.ReadFile(filepath.Join("/proc", pid, "status"))
+			if err != nil {
+				continue // gone meanwhile
+			}
+			for line := range strings.Lines(string(status)) {
+				if f := strings.Fields(line); len(f) == 5 && f[0] == "Uid:" {
+					for _, u := range f[1:] {
+						uids[u] = true
+					}
 				}
 			}
 		}
-	}
-	agent, user := strconv.Itoa(container.AgentHostID), strconv.Itoa(int(b.uid))
-	if uids["0"] {
-		t.Errorf("ESCAPE: a process of the sandbox is the host's root (uids seen from the host: %v)", uids)
-	}
-	if !uids[agent] || !uids[user] {
-		t.Errorf("CONTROL FAILED: want the agent as %s and a command as %s, seen from the host: %v", agent, user, uids)
-	}
-	for _, f := range []string{"uid_map", "gid_map"} {
-		m := b.mustExec(t, "cat /proc/1/"+f)
-		for line := range strings.Lines(m) {
-			if g := strings.Fields(line); len(g) == 3 && g[1] == "0" {
-				t.Errorf("ESCAPE: the sandbox's %s maps %s to the host's root:\n%s", f, g[0], m)
+		var lo, n uint64
+		for _, f := range []string{"uid_map", "gid_map"} {
+			m := b.mustExec(t, "cat /proc/1/"+f)
+			for line := range strings.Lines(m) {
+				g := strings.Fields(line)
+				if len(g) != 3 {
+					continue
+				}
+				inside, _ := strconv.ParseUint(g[0], 10, 32)
+				outside, _ := strconv.ParseUint(g[1], 10, 32)
+				size, _ := strconv.ParseUint(g[2], 10, 32)
+				if outside == 0 {
+					t.Errorf("ESCAPE: sandbox %d's %s maps %d to the host's root:\n%s", i, f, inside, m)
+				}
+				if inside == 0 {
+					lo = outside
+				}
+				n += size
 			}
+			if lo < container.AgentHostID+1<<16 || n > 1<<16 {
+				t.Errorf("CONTROL FAILED: sandbox %d's %s maps its root to %d and %d ids; want a range of its own past the first (%d), 65536 ids at most:\n%s", i, f, lo, n, container.AgentHostID+1<<16, m)
+			}
+			n = 0
 		}
-		if !strings.Contains(m, agent) {
-			t.Errorf("CONTROL FAILED: the sandbox's %s does not map its root to %s:\n%s", f, agent, m)
+		userID, _ := b.sb.HostUser()
+		agent, user := strconv.FormatUint(lo, 10), strconv.Itoa(int(userID))
+		if uids["0"] {
+			t.Errorf("ESCAPE: a process of sandbox %d is the host's root (uids seen from the host: %v)", i, uids)
 		}
+		if uids[strconv.Itoa(int(b.uid))] {
+			t.Errorf("ESCAPE: a process of sandbox %d runs as the host's uid %d, the one its workspace's files have on disk: %v", i, b.uid, uids)
+		}
+		if !uids[agent] || !uids[user] || uint64(userID) < lo || uint64(userID) >= lo+1<<16 {
+			t.Errorf("CONTROL FAILED: want sandbox %d's agent as %s and a command as %s, in its range, seen from the host: %v", i, agent, user, uids)
+		}
+		ranges = append(ranges, [2]uint64{lo, lo + 1<<16})
+	}
+	if a, b := ranges[0], ranges[1]; a[0] < b[1] && b[0] < a[1] {
+		t.Errorf("ESCAPE: two live sandboxes share host ids: %d-%d and %d-%d", a[0], a[1]-1, b[0], b[1]-1)
+	}
+	// Files keep their owner on disk: what a command writes in the workspace is the
+	// sandbox user's there, whatever range the sandbox holds.
+	b := boxes[0]
+	b.mustExec(t, "echo hi > /workspace/written-inside")
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(b.ws, "written-inside"), &st); err != nil || st.Uid != b.uid {
+		t.Errorf("a file a command wrote is owned by %d on disk (%v), want the sandbox user's %d", st.Uid, err, b.uid)
 	}
 }

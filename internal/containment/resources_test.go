@@ -27,7 +27,8 @@ func TestForkBomb(t *testing.T) {
 	if err := agentAnswers(b); err != nil { // the agent is up, not still runc's init
 		t.Fatal(err)
 	}
-	live := h.traces(b.sb.ID, b.uid)
+	hostUID, _ := b.sb.HostUser()
+	live := h.traces(b.sb.ID, hostUID)
 	t.Logf("a live sandbox on the host: %v", live)
 	// Under runsc the host sees gVisor's processes (named exe), not the agent.
 	agentSeen := "paddock-agent"

@@ -51,6 +51,7 @@ func (r *Runner) Adopt(ctx context.Context, rec Record) (*Sandbox, error) {
 		Workspace: filepath.Join(r.cfg.WorkspaceRoot, rec.User, "sandboxes", rec.ID),
 		History:   filepath.Join(r.cfg.WorkspaceRoot, rec.User, "history", rec.ID),
 	}
+	sb.uid, sb.gid = r.sandboxUser(sb.Workspace)
 	pctx, cancel := context.WithTimeout(ctx, adoptTimeout)
 	defer cancel()
 	if _, err := pb.NewAgentClient(sb.Conn()).Info(pctx, &pb.InfoRequest{}); err != nil {

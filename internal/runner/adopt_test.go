@@ -45,6 +45,11 @@ func TestAdoptRunningSandbox(t *testing.T) {
 	if err != nil || string(res.Stdout) != "kept\n" {
 		t.Fatalf("exec in adopted sandbox: %q, %v", res.GetStdout(), err)
 	}
+	// The adopted sandbox knows the host ids its range gave its commands.
+	wantUID, wantGID := sb.HostUser()
+	if uid, gid := got.HostUser(); uid != wantUID || gid != wantGID || (cfg.UserNS() && uid < 1<<31) {
+		t.Errorf("adopted sandbox's host user %d:%d, want %d:%d (from its own range)", uid, gid, wantUID, wantGID)
+	}
 	if err := got.Destroy(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -87,6 +87,8 @@ type Sandbox struct {
 	// History is the host directory of the workspace's history (persistent container
 	// sandboxes only; see makeHistory).
 	History string
+	// uid and gid are the sandbox user's, which its commands run as (sandboxUser).
+	uid, gid uint32
 }
 
 // backend is what a tier's sandbox gives the runner.
@@ -96,6 +98,22 @@ type backend interface {
 	Cgroup() string
 	LastError() string
 	Destroy(ctx context.Context) error
+}
+
+// hostIDs is what a backend whose sandbox user is another id on the host provides (the
+// container tier's user namespaces).
+type hostIDs interface {
+	HostIDs(uid, gid uint32) (uint32, uint32)
+}
+
+// HostUser is the host uid and gid the sandbox's commands run as, as the host's process
+// table and its files show them: the sandbox user's own, or under runc with a user
+// namespace the ids of the sandbox's own range (container.Config.UserNS).
+func (s *Sandbox) HostUser() (uid, gid uint32) {
+	if h, ok := s.backend.(hostIDs); ok {
+		return h.HostIDs(s.uid, s.gid)
+	}
+	return s.uid, s.gid
 }
 
 // Cgroup is the sandbox's cgroup path (as in /sys/fs/cgroup/<controller><path> on v1).
@@ -212,6 +230,7 @@ func (r *Runner) start(ctx context.Context, spec Spec, sb *Sandbox, agentBin str
 		main = nil
 	}
 	uid, gid := r.sandboxUser(sb.Workspace)
+	sb.uid, sb.gid = uid, gid
 	switch sb.Tier {
 	case wire.TierContainer:
 		rt, err := r.containerRuntime(spec.Runtime)

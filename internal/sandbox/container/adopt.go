@@ -49,7 +49,7 @@ func (rt *Runtime) Adopt(ctx context.Context, id, dir string, hostPorts []int) (
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %s: hold its first process: %w", id, err)
 	}
-	sb := &Sandbox{ID: id, rt: rt, dir: dir, cgroup: "/paddock/" + id, init: pidfd}
+	sb := &Sandbox{ID: id, rt: rt, dir: dir, cgroup: "/paddock/" + id, init: pidfd, idBase: heldIDRange(dir)}
 	if sb.conn, err = sandbox.Dial(filepath.Join(dir, "agent.sock")); err != nil {
 		unix.Close(pidfd)
 		return nil, err

@@ -167,10 +167,14 @@ type Config struct {
 	CapabilityKeys string
 	// FileSizeLimit is RLIMIT_FSIZE for the sandbox's commands (wire.Envelope.FileSizeLimit).
 	FileSizeLimit int64
-	// UserNS gives the sandbox a user namespace of its own under runc: its root (the agent)
-	// is AgentHostID on the host instead of the host's root; History must then belong to
-	// AgentHostID. runsc ignores it (gVisor's kernel is the boundary there).
+	// UserNS gives the sandbox a user namespace of its own under runc, mapped onto a range
+	// of host ids that no other sandbox holds (idrange.go): its root (the agent) is the
+	// range's first id instead of the host's root, and Start gives History to it. runsc
+	// ignores it (gVisor's kernel is the boundary there).
 	UserNS bool
+	// IDBase is the range's first id. Start claims a free range when it is zero; WriteBundle
+	// then uses the first range.
+	IDBase uint32
 }
 
 // Sandbox is a running container.
@@ -186,6 +190,8 @@ type Sandbox struct {
 	init int
 	// net is the host's hold on the sandbox's network namespace (runc only), or nil.
 	net *hostNet
+	// idBase is the first host id of the sandbox's range, or 0 without a user namespace.
+	idBase uint32
 }
 
 // Start creates and starts the container, and returns once the agent's process runs. The
@@ -214,8 +220,18 @@ func (sb *Sandbox) start(ctx context.Context, cfg Config) error {
 		}
 		sb.net, netnsPath = hn, hn.ns.Path()
 	}
+	if userns(rt, cfg) && cfg.IDBase == 0 {
+		base, err := claimIDRange(cfg.Dir)
+		if err != nil {
+			return fmt.Errorf("the sandbox's user namespace: %w", err)
+		}
+		cfg.IDBase = base
+	}
+	if userns(rt, cfg) {
+		sb.idBase = cfg.IDBase
+	}
 	if cfg.History != "" {
-		if err := ownHistory(cfg.History, userns(rt, cfg)); err != nil {
+		if err := ownHistory(cfg.History, sb.idBase); err != nil {
 			return fmt.Errorf("history store: %w", err)
 		}
 	}
@@ -280,15 +296,13 @@ func (rt *Runtime) writeBundle(cfg Config, cgroup, netnsPath string) error {
 }
 
 // ownHistory gives the history store, and everything in it, to the sandbox's root as the
-// host sees it: AgentHostID with a user namespace, else the host's root. A store kept from
-// a start under the other setting (an upgrade, a changed runtime) changes hands whole,
-// the directory itself last, so that one left half done by a crash is done again; one
-// already right costs a stat. Links are changed, never followed.
-func ownHistory(dir string, userns bool) error {
-	id := 0
-	if userns {
-		id = AgentHostID
-	}
+// host sees it: id, the first of the sandbox's range with a user namespace, else 0, the
+// host's root. A store kept from an earlier start under another range or setting (every
+// start claims a range anew; an upgrade, a changed runtime) changes hands whole, the
+// directory itself last, so that one left half done by a crash is done again; one already
+// right costs a stat. Links are changed, never followed.
+func ownHistory(dir string, base uint32) error {
+	id := int(base)
 	fi, err := os.Lstat(dir)
 	if err != nil {
 		return err
@@ -333,7 +347,10 @@ func writeBundle(cfg Config, dir, cgroup string, userKernel bool, edit func(*spe
 	b := bundleSpec{
 		id: cfg.ID, hostname: "sandbox", uid: cfg.UID, gid: cfg.GID, workspace: cfg.Workspace,
 		history: cfg.History, agent: cfg.Agent, env: cfg.Env, limits: cfg.Limits, cgroup: cgroup, swap: swapAccounted(),
-		userKernel: userKernel, userns: !userKernel && cfg.UserNS,
+		userKernel: userKernel, userns: !userKernel && cfg.UserNS, idBase: cfg.IDBase,
+	}
+	if b.idBase == 0 {
+		b.idBase = AgentHostID
 	}
 	if err := makeRootfs(filepath.Join(dir, "rootfs"), b); err != nil {
 		return fmt.Errorf("rootfs: %w", err)
@@ -416,6 +433,15 @@ func (sb *Sandbox) OOMKills() (uint64, error) {
 	return g.OOMKills()
 }
 
+// HostIDs are the host uid and gid its sandbox user's commands run as (the agent is the
+// range's first id): the ids' own under runsc or without a user namespace.
+func (sb *Sandbox) HostIDs(uid, gid uint32) (uint32, uint32) {
+	if sb.idBase == 0 {
+		return uid, gid
+	}
+	return sandboxHostID(sb.idBase, uid), sandboxHostID(sb.idBase, gid)
+}
+
 // Cgroup is the sandbox's cgroup path.
 func (sb *Sandbox) Cgroup() string { return sb.cgroup }
 
@@ -458,6 +484,7 @@ func (sb *Sandbox) Destroy(ctx context.Context) error {
 	if g, err := cgroups.Load(sb.cgroup); err == nil {
 		errs = append(errs, g.Kill(ctx), g.Delete())
 	}
+	releaseIDRange(sb.dir)
 	errs = append(errs, os.RemoveAll(sb.dir))
 	return errors.Join(errs...)
 }

@@ -19,8 +19,8 @@ const (
 	agentDir      = "/.paddock"
 	AgentPath     = agentDir + "/paddock-agent"
 	// HistoryPath is where the workspace's history store is bound (Config.History): outside
-	// /workspace, in a directory 0700 and the container's root's (the host's root, or
-	// AgentHostID with a user namespace: see ownHistory), so that only the agent reaches it
+	// /workspace, in a directory 0700 and the container's root's (the host's root, or the
+	// first id of the sandbox's range with a user namespace: see ownHistory), so that only the agent reaches it
 	// and the sandbox user's commands cannot read or rewrite their past.
 	HistoryPath = agentDir + "/history"
 )
@@ -78,40 +78,41 @@ type bundleSpec struct {
 	// the Gofer and the Sentry's stub processes, not the sandbox's own processes. Two
 	// limits then work differently (see buildSpec): the agent's OOM score, and pids.
 	userKernel bool
-	// userns: the sandbox gets a user namespace of its own (runc only; see idMappings):
-	// its root, the agent, is AgentHostID on the host, not the host's root.
+	// userns: the sandbox gets a user namespace of its own (runc only; see idMappings),
+	// mapped onto the host ids from idBase on: its root, the agent, is idBase on the host,
+	// not the host's root.
 	userns bool
+	idBase uint32
 }
 
-// AgentHostID is the host uid and gid of a container sandbox's root (its agent) when the
-// sandbox has a user namespace: an unprivileged id no host user or file has, so that a
-// process that broke out of the container as the agent would hold nothing on the host.
-// Inside, the agent is uid 0 with agentCaps, which reach only what the namespace maps
-// (its own files, and the sandbox user's). Every sandbox's agent shares it; they cannot
-// reach one another (separate pid namespaces, non-dumpable agents).
+// AgentHostID is where the host ids of sandboxes with a user namespace begin: the first
+// sandbox range's root (see idrange.go). Every id from it up is one no host user or file
+// has, so that a process that broke out of a container would hold nothing on the host.
+// Inside, the agent is uid 0 with agentCaps, which reach only what its namespace maps.
 const AgentHostID = 1 << 31
 
-// idmapWorkspace keeps a workspace that the host's root owns (paddock run --workspace of a
-// root's directory) usable as it was without a user namespace: the namespace would show
-// it as nobody's, which not even the agent could enter. An idmapped bind mount shows what
-// the host's root owns there as the namespace's root's (the agent's), and the sandbox
-// user's own files as its own; the sandbox user keeps only what the permissions give
-// "others", as before. It must never be shown as the sandbox user's: what a command wrote
-// would be stored as the host root's, setuid bit included.
+// idmapWorkspace shows the workspace's files under the ids the sandbox's namespace maps:
+// the sandbox user's own files (its id on disk) as its own, since that id is shown as the
+// sandbox's host id for it (sandboxHostID); and the host root's files as the namespace's
+// root's, the agent's. The agent needs that to create files there itself (history's
+// restore makes each file as root, then gives it to the sandbox user), and in a workspace
+// the host's root owns (paddock run --workspace of a root's directory) to enter it at all;
+// the sandbox user keeps only what the permissions give "others" there, as without a
+// namespace. The root's files must never be shown as the sandbox user's: what a command
+// wrote would be stored as the host root's, setuid bit included. What is on disk does not
+// change: a command's files are stored under the sandbox user's id, whatever range the
+// sandbox holds. Any other owner's files are shown as nobody's.
 //
 // In an OCI mount's mappings ContainerID is the id on disk and HostID the id (in the host's
 // terms) it is shown as, which the container's own mappings then translate.
-// A workspace of any other owner needs none of this: commands run as its owner (the
-// runner's sandboxUser), whose id the namespace keeps.
 func idmapWorkspace(s *specs.Spec, b bundleSpec) {
-	var st unix.Stat_t
-	if err := unix.Stat(b.workspace, &st); err != nil || st.Uid != 0 || b.uid == 0 {
-		return
+	uids := []specs.LinuxIDMapping{{ContainerID: b.uid, HostID: sandboxHostID(b.idBase, b.uid), Size: 1}}
+	gids := []specs.LinuxIDMapping{{ContainerID: b.gid, HostID: sandboxHostID(b.idBase, b.gid), Size: 1}}
+	if b.uid != 0 {
+		uids = append(uids, specs.LinuxIDMapping{ContainerID: 0, HostID: b.idBase, Size: 1})
 	}
-	uids := []specs.LinuxIDMapping{{ContainerID: 0, HostID: AgentHostID, Size: 1}, {ContainerID: b.uid, HostID: b.uid, Size: 1}}
-	gids := []specs.LinuxIDMapping{{ContainerID: b.gid, HostID: b.gid, Size: 1}}
-	if st.Gid != b.gid {
-		gids = append(gids, specs.LinuxIDMapping{ContainerID: st.Gid, HostID: AgentHostID, Size: 1})
+	if b.gid != 0 {
+		gids = append(gids, specs.LinuxIDMapping{ContainerID: 0, HostID: b.idBase, Size: 1})
 	}
 	for i, m := range s.Mounts {
 		if m.Destination == WorkspacePath {
@@ -138,23 +139,18 @@ func hostMadeNetns(s *specs.Spec) {
 	}
 }
 
-// idMappings maps a sandbox's user namespace: its root to AgentHostID, id (the sandbox
-// user's uid or gid, which commands run as) to itself, so that the workspace's files, owned
-// by that id on the host, are the same user's inside; and every other id of 0-65535 (the
-// tty group that devpts uses, nobody) to AgentHostID+id, which nothing on the host owns.
-// An id of 0 is never kept (commands never run as the host's root).
-func idMappings(id uint32) []specs.LinuxIDMapping {
-	const size = 1 << 16
-	switch {
-	case id == 0:
-		return []specs.LinuxIDMapping{{ContainerID: 0, HostID: AgentHostID, Size: size}}
-	case id >= size:
-		return []specs.LinuxIDMapping{{ContainerID: 0, HostID: AgentHostID, Size: size}, {ContainerID: id, HostID: id, Size: 1}}
+// idMappings maps a sandbox's user namespace onto its range of host ids, which begins at
+// base: every id of 0-65535 to base plus itself, so that its root, the agent, is base, and
+// the sandbox user (id, which commands run as) is sandboxHostID(base, id). A sandbox user
+// id past the range's end is mapped to its last id instead. Nothing maps to an id outside
+// the range, the host's root least of all.
+func idMappings(base, id uint32) []specs.LinuxIDMapping {
+	if id < idRangeSize-1 {
+		return []specs.LinuxIDMapping{{ContainerID: 0, HostID: base, Size: idRangeSize}}
 	}
 	return []specs.LinuxIDMapping{
-		{ContainerID: 0, HostID: AgentHostID, Size: id},
-		{ContainerID: id, HostID: id, Size: 1},
-		{ContainerID: id + 1, HostID: AgentHostID + id + 1, Size: size - id - 1},
+		{ContainerID: 0, HostID: base, Size: idRangeSize - 1},
+		{ContainerID: id, HostID: base + idRangeSize - 1, Size: 1},
 	}
 }
 
@@ -191,7 +187,7 @@ func buildSpec(b bundleSpec) (*specs.Spec, error) {
 	}
 	if b.userns {
 		s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.UserNamespace})
-		s.Linux.UIDMappings, s.Linux.GIDMappings = idMappings(b.uid), idMappings(b.gid)
+		s.Linux.UIDMappings, s.Linux.GIDMappings = idMappings(b.idBase, b.uid), idMappings(b.idBase, b.gid)
 		idmapWorkspace(s, b)
 	}
 	if b.userKernel {

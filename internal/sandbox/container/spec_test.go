@@ -88,12 +88,14 @@ func TestHistoryMount(t *testing.T) {
 	}
 }
 
-// The user namespace's mappings: the namespace's root is AgentHostID, the sandbox user
-// keeps its own id, nothing maps to the host's root, no id is mapped twice on either side,
-// and the 65,536 ids below 65,536 are all mapped (devpts's tty group, nobody).
+// The user namespace's mappings: every id of the namespace lands in the sandbox's own range
+// (the agent on its first id, the sandbox user on sandboxHostID), nothing maps to the host's
+// root or outside the range, no id is mapped twice on either side, and the ids below
+// 65,535 are all mapped (devpts's tty group, nobody), with the sandbox user's among them.
 func TestIDMappings(t *testing.T) {
-	for _, id := range []uint32{1000, 1, 65535, 400123, 0} {
-		m := idMappings(id)
+	base := rangeBase(7)
+	for _, id := range []uint32{1000, 1, 65534, 65535, 400123, 0} {
+		m := idMappings(base, id)
 		inside, outside := map[uint32]bool{}, map[uint32]bool{}
 		var low uint32
 		for _, r := range m {
@@ -103,44 +105,62 @@ func TestIDMappings(t *testing.T) {
 					t.Fatalf("id %d: %v maps %d or %d twice", id, m, c, h)
 				}
 				inside[c], outside[h] = true, true
-				if c < 1<<16 {
+				if c < idRangeSize-1 {
 					low++
 				}
+				if h < base || h >= base+idRangeSize {
+					t.Errorf("id %d: %v maps %d to %d, outside the range %d-%d", id, m, c, h, base, base+idRangeSize-1)
+				}
 			}
-			if r.HostID == 0 {
-				t.Errorf("id %d: %v maps to the host's root", id, m)
+		}
+		if m[0].ContainerID != 0 || m[0].HostID != base {
+			t.Errorf("id %d: %v does not map the namespace's root to %d", id, m, base)
+		}
+		if !inside[id] || !outside[sandboxHostID(base, id)] {
+			t.Errorf("id %d: %v does not map the sandbox user to %d", id, m, sandboxHostID(base, id))
+		}
+		if low != idRangeSize-1 {
+			t.Errorf("id %d: %v maps %d ids below 65535, want all", id, m, low)
+		}
+	}
+	if sandboxHostID(base, 1000) == sandboxHostID(rangeBase(8), 1000) || rangeBase(idRanges-1)+idRangeSize-1 >= 1<<32-1 {
+		t.Errorf("ranges overlap or reach (uid_t)-1")
+	}
+	// The workspace is idmapped whoever owns it: the sandbox user's files shown as its id in
+	// the range, and the root's files as the agent's, never as the sandbox user's.
+	for _, rootOwned := range []bool{true, false} {
+		ws := t.TempDir()
+		if !rootOwned {
+			if os.Geteuid() != 0 {
+				continue
+			}
+			if err := os.Chown(ws, 1000, 1000); err != nil {
+				t.Fatal(err)
 			}
 		}
-		if m[0].ContainerID != 0 || m[0].HostID != AgentHostID {
-			t.Errorf("id %d: %v does not map the namespace's root to %d", id, m, AgentHostID)
+		s, err := buildSpec(bundleSpec{uid: 1000, gid: 1000, userns: true, idBase: base, workspace: ws})
+		if err != nil {
+			t.Fatal(err)
 		}
-		if id != 0 && (!inside[id] || !outside[id]) {
-			t.Errorf("id %d: %v does not keep the sandbox user's id", id, m)
+		if !slices.ContainsFunc(s.Linux.Namespaces, func(n specs.LinuxNamespace) bool { return n.Type == specs.UserNamespace }) {
+			t.Errorf("no user namespace in %v", s.Linux.Namespaces)
 		}
-		if low != 1<<16 {
-			t.Errorf("id %d: %v maps %d ids below 65536, want all", id, m, low)
-		}
-	}
-	b := bundleSpec{uid: 1000, gid: 1000, userns: true, workspace: t.TempDir()}
-	s, err := buildSpec(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.ContainsFunc(s.Linux.Namespaces, func(n specs.LinuxNamespace) bool { return n.Type == specs.UserNamespace }) {
-		t.Errorf("no user namespace in %v", s.Linux.Namespaces)
-	}
-	// A root-owned workspace is idmapped: the root's files shown as the agent's, never as
-	// the sandbox user's.
-	for _, m := range s.Mounts {
-		if m.Destination != WorkspacePath {
-			continue
-		}
-		if !slices.Contains(m.Options, "idmap") || len(m.UIDMappings) == 0 {
-			t.Fatalf("root-owned workspace mount %+v, want it idmapped", m)
-		}
-		for _, r := range m.UIDMappings {
-			if r.ContainerID == 0 && r.HostID != AgentHostID {
-				t.Errorf("the root's files in the workspace shown as %d, want the agent's %d", r.HostID, AgentHostID)
+		for _, m := range s.Mounts {
+			if m.Destination != WorkspacePath {
+				continue
+			}
+			if !slices.Contains(m.Options, "idmap") || len(m.UIDMappings) == 0 || len(m.GIDMappings) == 0 {
+				t.Fatalf("workspace mount %+v (root-owned %v), want it idmapped", m, rootOwned)
+			}
+			shown := map[uint32]uint32{}
+			for _, r := range m.UIDMappings {
+				shown[r.ContainerID] = r.HostID
+			}
+			if shown[1000] != base+1000 {
+				t.Errorf("root-owned %v: the sandbox user's files shown as %d, want %d", rootOwned, shown[1000], base+1000)
+			}
+			if root, ok := shown[0]; !ok || root != base {
+				t.Errorf("root-owned %v: the root's files shown as %d (mapped %v), want the agent's %d", rootOwned, root, ok, base)
 			}
 		}
 	}
@@ -178,17 +198,13 @@ func TestOwnHistory(t *testing.T) {
 		})
 		return m
 	}
-	for _, userns := range []bool{true, false} {
-		want := uint32(0)
-		if userns {
-			want = AgentHostID
-		}
-		if err := ownHistory(dir, userns); err != nil {
+	for _, want := range []uint32{rangeBase(3), rangeBase(5), 0} {
+		if err := ownHistory(dir, want); err != nil {
 			t.Fatal(err)
 		}
 		for p, uid := range owners() {
 			if uid != want {
-				t.Errorf("userns %v: %s belongs to %d, want %d", userns, p, uid, want)
+				t.Errorf("%s belongs to %d, want %d", p, uid, want)
 			}
 		}
 		var st unix.Stat_t
