@@ -7,9 +7,11 @@ import "time"
 // routes only, within what it grants, for TTLSeconds.
 type CapabilityRequest struct {
 	// Resource is what the token is about: file:/workspace/… (a path and everything under
-	// it), exec:program (by name) or exec:*.
+	// it), exec:program (by name) or exec:*, or net:host (net:*.example.com for every name
+	// under it), which the egress proxy takes.
 	Resource string `json:"resource"`
-	// Actions are what it allows on Resource: read, write, delete (file:), exec (exec:).
+	// Actions are what it allows on Resource: read, write, delete (file:), exec (exec:),
+	// connect (net:).
 	Actions []string `json:"actions"`
 	// MaxSize, when set, caps the bytes of a file read or written under it.
 	MaxSize int64 `json:"max_size,omitempty"`

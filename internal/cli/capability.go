@@ -80,13 +80,15 @@ func newCapabilityMintCommand() *cobra.Command {
 	var ttl time.Duration
 	c := &cobra.Command{
 		Use:   "mint ID RESOURCE ACTION...",
-		Short: "mint a token for sandbox ID: RESOURCE is file:/workspace/… or exec:NAME or exec:*",
+		Short: "mint a token for sandbox ID: RESOURCE is file:/workspace/…, exec:NAME, exec:* or net:HOST",
 		Long: `mint prints the token on standard output, once: the server keeps only its ID. ACTIONs are
-read, write, delete (file:) or exec (exec:). Under an exec: token every program a command
-line runs must be granted, sh -c strings and pipelines included.
+read, write, delete (file:), exec (exec:) or connect (net:). Under an exec: token every
+program a command line runs must be granted, sh -c strings and pipelines included. A net:
+token goes to the egress proxy, as its user name: HTTPS_PROXY=http://TOKEN@127.0.0.1:3128.
 
   paddock sandbox capability mint sb-… file:/workspace/src read write --ext .ts --ext .tsx --ttl 30m
-  paddock sandbox capability mint sb-… exec:npm exec`,
+  paddock sandbox capability mint sb-… exec:npm exec
+  paddock sandbox capability mint sb-… net:registry.npmjs.org connect --ttl 10m`,
 		Args: minArgs(3, "ID RESOURCE ACTION..."),
 		RunE: func(c *cobra.Command, args []string) error {
 			req.Resource, req.Actions = args[1], args[2:]

@@ -82,6 +82,9 @@ type Options struct {
 	// Audit, when set, is called with every [Event], on the connection's goroutine: it
 	// should enqueue, not write through. Its context is never canceled.
 	Audit func(ctx context.Context, e Event)
+	// Capabilities verifies the capability tokens requests carry (see checkCapability);
+	// nil refuses every request that carries one.
+	Capabilities CapabilityVerifier
 	// ConnectPorts are the ports CONNECT may reach; nil is 443 only.
 	ConnectPorts []uint16
 	// HTTPPorts are the ports plain HTTP requests may reach; nil is 80 only.
@@ -119,6 +122,7 @@ type Proxy struct {
 	log      *slog.Logger
 	m        *metrics
 	audit    func(context.Context, Event)
+	caps     CapabilityVerifier
 	addrs    *addrPolicy
 
 	connectPorts, httpPorts    []uint16
@@ -141,7 +145,7 @@ type Proxy struct {
 // New returns a proxy configured by o. It serves nothing until Serve or ServeSandbox.
 func New(o Options) *Proxy {
 	p := &Proxy{
-		decider: o.Decider, resolver: o.Resolver, dialer: o.Dialer, log: o.Log, audit: o.Audit,
+		decider: o.Decider, resolver: o.Resolver, dialer: o.Dialer, log: o.Log, audit: o.Audit, caps: o.Capabilities,
 		addrs:        &addrPolicy{allow: o.UnsafeAllowAddrs},
 		connectPorts: o.ConnectPorts, httpPorts: o.HTTPPorts,
 		headerTimeout: o.HeaderTimeout, dialTimeout: o.DialTimeout, idleTimeout: o.IdleTimeout,
@@ -401,6 +405,9 @@ func (p *Proxy) open(ctx context.Context, x *exchange, t target, ports []uint16)
 	if !d.Allow {
 		return nil, &refusal{status: http.StatusForbidden, stage: StageDenied, rule: d.Rule,
 			reason: d.Reason, proxyStatus: "http_request_denied"}
+	}
+	if r := p.checkCapability(ctx, x, t.host); r != nil {
+		return nil, r
 	}
 	addrs, ref := p.resolve(ctx, t, d)
 	if ref != nil {

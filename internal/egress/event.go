@@ -53,6 +53,9 @@ type Event struct {
 	Addr netip.AddrPort
 	// ServerName is the TLS server name the tunnel's ClientHello asked for.
 	ServerName string
+	// Capability is the ID of the capability token the request carried and that allowed
+	// it (never the token).
+	Capability string
 	// BytesOut (sandbox to upstream) and BytesIn (upstream to sandbox) count bodies and
 	// tunnelled bytes, not the proxy's own request and response heads.
 	BytesOut, BytesIn int64

@@ -3,7 +3,9 @@ package egress
 import (
 	"bytes"
 	"crypto/tls"
+	"encoding/base64"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -92,4 +94,61 @@ func FuzzHost(f *testing.F) {
 			}
 		}
 	})
+}
+
+// FuzzProxyToken: whatever Proxy-Authorization values a sandbox sends, the token reader
+// never panics; a token it finds starts with the capability prefix and is one of the
+// values' credentials as sent (a Bearer credential, or a Basic user name or password),
+// never a mix of them; and it errs only when more than one value carries a token.
+func FuzzProxyToken(f *testing.F) {
+	b64 := func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+	f.Add("Bearer pdk1.AAAA", "")
+	f.Add("Basic "+b64("pdk1.AAAA:"), "")
+	f.Add("Basic "+b64(":pdk1.AAAA"), "Bearer pdk1.BBBB")
+	f.Add("Basic "+b64("user:secret"), "Negotiate abc")
+	f.Add("basic   "+b64("pdk1.x:pdk1.y"), "")
+	f.Add("Bearer", "Basic !!!")
+	f.Fuzz(func(t *testing.T, a, b string) {
+		var values []string
+		for _, v := range []string{a, b} {
+			if v != "" {
+				values = append(values, v)
+			}
+		}
+		token, err := proxyToken(values)
+		carrying := 0
+		for _, v := range values {
+			if credentialToken(v) != "" {
+				carrying++
+			}
+		}
+		switch {
+		case err != nil:
+			if carrying < 2 || token != "" {
+				t.Fatalf("error %v with %d values carrying a token (token %q)", err, carrying, token)
+			}
+		case token == "":
+			if carrying != 0 {
+				t.Fatalf("no token found in %q, but %d values carry one", values, carrying)
+			}
+		default:
+			if !strings.HasPrefix(token, capabilityPrefix) || carrying != 1 {
+				t.Fatalf("token %q from %q (%d values carry one)", token, values, carrying)
+			}
+			if !slices.ContainsFunc(values, func(v string) bool { return strings.Contains(v, token) || basicHolds(v, token) }) {
+				t.Fatalf("token %q is not a credential of %q", token, values)
+			}
+		}
+	})
+}
+
+// basicHolds reports whether v is Basic credentials whose user name or password is token.
+func basicHolds(v, token string) bool {
+	_, cred, _ := strings.Cut(strings.TrimSpace(v), " ")
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(cred))
+	if err != nil {
+		return false
+	}
+	user, pass, _ := strings.Cut(string(raw), ":")
+	return user == token || pass == token
 }

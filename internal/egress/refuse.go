@@ -25,6 +25,8 @@ type refusal struct {
 	reason string
 	// proxyStatus is the RFC 9209 error type sent in the Proxy-Status header.
 	proxyStatus string
+	// authenticate is a 407's Proxy-Authenticate challenge.
+	authenticate string
 }
 
 func deny(rule string, status int, proxyStatus, format string, args ...any) *refusal {
@@ -72,6 +74,9 @@ func writeRefusal(w io.Writer, r *refusal) {
 	b.WriteString("Content-Length: " + strconv.Itoa(len(body)) + "\r\n")
 	b.WriteString("Connection: close\r\n")
 	fmt.Fprintf(&b, "Proxy-Status: paddock-egress; error=%s; details=%s\r\n", r.proxyStatus, sfString(r.reason+" (rule "+r.rule+")"))
+	if r.authenticate != "" {
+		b.WriteString("Proxy-Authenticate: " + r.authenticate + "\r\n")
+	}
 	b.WriteString("\r\n")
 	b.WriteString(body)
 	_, _ = io.WriteString(w, b.String())

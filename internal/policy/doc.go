@@ -181,7 +181,10 @@
 // addresses (v4 or v6, bracketed or not) are decided by the lists only where listed
 // literally (after unmapping ::ffff:a.b.c.d); wildcards never match them; otherwise the
 // default applies. network.default is deny when not given, and default: allow with an
-// allow list is a contradiction rejected at load.
+// allow list is a contradiction rejected at load. network.require_capability: true makes
+// the egress proxy ask every connection for a net: capability token that allows its host
+// as well ([Policy.RequiresNetCapability]): the rules say what may ever be reached, the
+// tokens what may be now, for as long as they are valid and not revoked.
 //
 // # Resources
 //

@@ -78,6 +78,8 @@ func TestLoadErrors(t *testing.T) {
 		{"zero size", "files:\n  jail: /w\n  max_file_size: 0\n", `:3: files.max_file_size: must be more than 0`},
 		{"size is a list", "files:\n  jail: /w\n  max_file_size: [1]\n", `want a size like 512M or 1GiB, got a list`},
 		{"bad default", "network:\n  default: block\n", `:2: network.default: "block": want allow or deny`},
+		{"require_capability a string", "network:\n  default: deny\n  require_capability: \"yes\"\n", `:3: network.require_capability: want true or false, got the string "yes"`},
+		{"require_capability a list", "network:\n  require_capability: [true]\n", `:2: network.require_capability: want true or false, got a list`},
 		{"default allow with allow list", "network:\n  default: allow\n  allow:\n    - example.com\n", `:4: network.allow: with default: allow, an allow list decides nothing`},
 		{"allow list then default allow", "network:\n  allow: [example.com]\n  default: allow\n", `:2: network.allow: with default: allow`},
 		{"bare star host", "network:\n  allow: [\"*\"]\n", `network.allow[0]: "*": a bare * would match every host`},

@@ -14,6 +14,9 @@ type networkRules struct {
 	set          bool
 	allowDefault bool
 	allow, deny  []hostRule
+	// requireCapability: every connection must carry a net: capability token for its host
+	// (network.require_capability), on top of the rules.
+	requireCapability bool
 }
 
 // hostRule is one entry of network.allow or network.deny.
@@ -47,13 +50,23 @@ func (n *networkRules) summary() string {
 	if len(n.deny) > 0 {
 		s += ", " + plural(len(n.deny), "denied host", "denied hosts")
 	}
+	if n.requireCapability {
+		s += ", a net: capability required for every connection"
+	}
 	return s
 }
 
 func (l *loader) network(n *yaml.Node, r *networkRules) error {
 	var allowNode *yaml.Node
-	err := l.mapping(n, "network", []string{"default", "allow", "deny"}, func(key string, _, v *yaml.Node) error {
+	err := l.mapping(n, "network", []string{"default", "allow", "deny", "require_capability"}, func(key string, _, v *yaml.Node) error {
 		field := "network." + key
+		if key == "require_capability" {
+			if v.Kind != yaml.ScalarNode || v.Tag != "!!bool" {
+				return l.errf(v, field, "want true or false, got %s", describe(v))
+			}
+			r.requireCapability = strings.EqualFold(v.Value, "true")
+			return nil
+		}
 		if key == "default" {
 			def, err := l.str(v, field)
 			if err != nil {

@@ -98,3 +98,25 @@ func TestHostDefaults(t *testing.T) {
 		t.Errorf("Host = %v", d)
 	}
 }
+
+// network.require_capability is read as a YAML boolean, off unless given, and said in the
+// summary; it does not change what Host decides.
+func TestRequireCapability(t *testing.T) {
+	for policy, want := range map[string]bool{
+		"network: {allow: [example.com]}":                            false,
+		"network: {allow: [example.com], require_capability: false}": false,
+		"network: {allow: [example.com], require_capability: true}":  true,
+		"network: {allow: [example.com], require_capability: True}":  true,
+	} {
+		p := mustLoad(t, policy)
+		if got := p.RequiresNetCapability(); got != want {
+			t.Errorf("%q: RequiresNetCapability = %v, want %v", policy, got, want)
+		}
+		if got := strings.Contains(p.Summary(), "capability required"); got != want {
+			t.Errorf("%q: summary %q says a capability is required: %v, want %v", policy, p.Summary(), got, want)
+		}
+		if d := p.Host("example.com"); !d.Allow {
+			t.Errorf("%q: Host(example.com) = %v", policy, d)
+		}
+	}
+}

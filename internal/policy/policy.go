@@ -82,6 +82,11 @@ func (p *Policy) Resources() Resources { return p.resources }
 // otherwise).
 func (p *Policy) HasNetwork() bool { return p.network.set }
 
+// RequiresNetCapability is network.require_capability: whether every connection through
+// the egress proxy must carry a net: capability token that allows its host, besides being
+// allowed by the rules. A token can only narrow what the rules allow.
+func (p *Policy) RequiresNetCapability() bool { return p.network.requireCapability }
+
 // MaxFileSize is files.max_file_size in bytes, 0 when the policy has none: a writer
 // that knows it can stop as soon as a file passes it.
 func (p *Policy) MaxFileSize() int64 { return p.files.maxSize }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/internal/agent"
+	"github.com/paddockhq/paddock/internal/capability"
 	"github.com/paddockhq/paddock/internal/egress"
 	"github.com/paddockhq/paddock/internal/policy"
 	"github.com/paddockhq/paddock/internal/runner"
@@ -48,13 +49,31 @@ func (s *Server) initEgress(pol *policy.Policy, text string, opts egress.Options
 	s.netPolicy.Store(pol)
 	s.reloaded.network = text
 	opts.Decider, opts.Log, opts.Registerer, opts.Audit = netCeiling{s}, s.log, s.reg, s.egressAudit
+	opts.Capabilities = egressCapabilities{s.caps}
 	s.egress = egress.New(opts)
+}
+
+// egressCapabilities verifies the net: capability tokens requests to the egress proxy
+// carry, as the API verifies the others: under the keyring in force, against the
+// revocations in the store, for the sandbox the connection came from (its listener or
+// channel, never a field of the request). The sandbox's owner mints them
+// (POST /api/v1/sandboxes/{id}/capabilities with resource net:HOST and action connect).
+type egressCapabilities struct{ cs *capabilities }
+
+func (e egressCapabilities) VerifyConnect(ctx context.Context, sandbox, token, resource string) (string, error) {
+	d, err := e.cs.now().verify.Verify(ctx, token, capability.Request{Subject: capabilitySubject(sandbox), Resource: resource, Action: capability.Connect})
+	if err != nil {
+		return "", err
+	}
+	return d.Claims.ID, nil
 }
 
 // netCeiling decides by the server's network_policy as last loaded (see Reload).
 type netCeiling struct{ s *Server }
 
 func (c netCeiling) Host(host string) policy.Decision { return c.s.netPolicy.Load().Host(host) }
+
+func (c netCeiling) RequiresNetCapability() bool { return c.s.netPolicy.Load().RequiresNetCapability() }
 
 // reloadNetworkPolicy reads network_policy again, when the server started with one (without
 // one, sandboxes have no route to the proxy, and a reload cannot give them one). One that
@@ -92,6 +111,23 @@ func (s *Server) serveEgress(rec store.Sandbox, sb *runner.Sandbox) (stop func()
 type sandboxNetwork struct {
 	s  *Server
 	id string
+}
+
+// RequiresNetCapability is whether the server's network_policy or the policy in force for
+// the sandbox has network.require_capability: either may ask for tokens, neither can waive
+// the other's.
+func (n sandboxNetwork) RequiresNetCapability() bool {
+	if n.s.netPolicy.Load().RequiresNetCapability() {
+		return true
+	}
+	rec, ok := n.s.fleet.RunningRecord(n.id)
+	if !ok {
+		return true // Host refuses it anyway
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	in, err := n.s.pol.forSandbox(ctx, rec)
+	return err != nil || in.pol != nil && in.pol.HasNetwork() && in.pol.RequiresNetCapability()
 }
 
 func (n sandboxNetwork) Host(host string) policy.Decision {
@@ -132,6 +168,9 @@ func (s *Server) egressAudit(ctx context.Context, e egress.Event) {
 		"rule": e.Decision.Rule, "reason": e.Decision.Reason, "status": e.Status}
 	if e.Addr.IsValid() {
 		detail["addr"] = e.Addr.String()
+	}
+	if e.Capability != "" {
+		detail["capability"] = e.Capability
 	}
 	go s.event(context.WithoutCancel(ctx), rec.UserID, action, detail)
 }

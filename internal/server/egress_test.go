@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -190,4 +191,66 @@ func countActions(evs api.EventList, action string) int {
 		}
 	}
 	return n
+}
+
+// With network.require_capability in the server's network_policy, a sandbox reaches an
+// allowed host only with a net: capability its owner minted for it, given to the proxy as
+// its user name; without one it is asked for one (407), a token for another host or a
+// revoked one is refused (403, naming the token's ID, never the token), and the allowing
+// event names the token's ID.
+func TestEgressCapability(t *testing.T) {
+	pol := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(pol, []byte("network:\n  default: deny\n  allow: [\"*.allowed.test\"]\n  require_capability: true\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e, port := startEgress(t, func(c *server.Config) { c.NetworkPolicy = pol })
+	alice := e.Register(t, "alice")
+	var sb api.Sandbox
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "net"}), http.StatusCreated, &sb)
+	var tok api.Capability
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes/"+sb.ID+"/capabilities",
+		api.CapabilityRequest{Resource: "net:api.allowed.test", Actions: []string{"connect"}, TTLSeconds: 600}), http.StatusCreated, &tok)
+	if !strings.HasPrefix(tok.Token, "pdk1.") {
+		t.Fatalf("minted %+v, want a token", tok)
+	}
+	curl := func(proxy, host string) string {
+		t.Helper()
+		res := execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{"sh", "-c",
+			fmt.Sprintf("curl -sS -m 10 -x %s -w ' %%{http_code}' http://%s:%d/", proxy, host, port)}})
+		return string(res.Stdout)
+	}
+	withToken := "http://" + tok.Token + "@127.0.0.1:3128"
+	if out := curl(withToken, "api.allowed.test"); !strings.HasSuffix(out, " 200") {
+		t.Fatalf("with a token for the host: %q, want 200", out)
+	}
+	if out := curl("http://127.0.0.1:3128", "api.allowed.test"); !strings.HasSuffix(out, " 407") || !strings.Contains(out, "requires a net: capability token") {
+		t.Errorf("without a token: %q, want 407 asking for one", out)
+	}
+	if out := curl(withToken, "web.allowed.test"); !strings.HasSuffix(out, " 403") || !strings.Contains(out, tok.ID) || strings.Contains(out, tok.Token) {
+		t.Errorf("a token for another host: %q, want 403 naming capability %s", out, tok.ID)
+	}
+	servertest.Decode(t, alice.DoToken("DELETE", "/api/v1/sandboxes/"+sb.ID+"/capabilities/"+tok.ID, nil), http.StatusOK, nil)
+	if out := curl(withToken, "api.allowed.test"); !strings.HasSuffix(out, " 403") || !strings.Contains(out, "revoked") {
+		t.Errorf("a revoked token: %q, want 403 revoked", out)
+	}
+
+	var evs api.EventList
+	named := false
+	for range 50 { // the events are written off the connection's path
+		servertest.Decode(t, alice.DoToken("GET", "/api/v1/events?limit=1000", nil), http.StatusOK, &evs)
+		for _, ev := range evs.Events {
+			named = named || ev.Action == "egress.allow" && ev.Detail["capability"] == tok.ID
+		}
+		if named {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !named {
+		t.Errorf("no egress.allow event names capability %s", tok.ID)
+	}
+	raw, _ := json.Marshal(evs)
+	if strings.Contains(string(raw), tok.Token) {
+		t.Errorf("an event holds the token itself")
+	}
 }
