@@ -104,3 +104,33 @@ func TestBadSandboxIDs(t *testing.T) {
 		t.Errorf("persistent without ID: %v", err)
 	}
 }
+
+// A persistent sandbox started again gets the host id range it had (the one its history
+// store belongs to), so that its store need not change hands at every start.
+func TestRestartKeepsIDRange(t *testing.T) {
+	testenv.RequireRoot(t)
+	cfg := testenv.Config(t)
+	if !cfg.UserNS() {
+		t.Skip("user namespaces are off in this configuration")
+	}
+	r := runner.New(cfg, testenv.Logger(t))
+	id := runner.NewID()
+	var uids []uint32
+	for range 2 {
+		sb, err := r.Create(tctx(t), runner.Spec{ID: id, Persistent: true, User: "dave", Main: []string{"sleep", "600"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		uid, _ := sb.HostUser()
+		uids = append(uids, uid)
+		if err := sb.Destroy(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if uids[0] != uids[1] || uids[0] < 1<<31 {
+		t.Errorf("host uids across two starts: %v, want the same one, from a range", uids)
+	}
+	if err := r.RemoveWorkspace("dave", id); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -6,8 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/sandbox/container"
 	"github.com/paddockhq/paddock/internal/wire"
 )
 
@@ -60,11 +62,14 @@ func (r *Runner) makeHistory(userDir string, sb *Sandbox) error {
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("history: %w", err)
 	}
-	// Made by an older paddock or by hand: whatever it was, it is root's and private now.
+	// Made by an older paddock or by hand: whatever it was, it is private now, and root's
+	// unless an agent's (a range's first id, which the container package gave it at an
+	// earlier start, and asks for again so as not to give the whole store to another).
 	if err := os.Chmod(dir, 0o700); err != nil {
 		return fmt.Errorf("history: %w", err)
 	}
-	if os.Geteuid() == 0 {
+	var st syscall.Stat_t
+	if os.Geteuid() == 0 && (syscall.Lstat(dir, &st) != nil || !container.IsAgentHostID(st.Uid) || st.Gid != st.Uid) {
 		if err := os.Lchown(dir, 0, 0); err != nil {
 			return fmt.Errorf("history: %w", err)
 		}

@@ -220,14 +220,16 @@ func (sb *Sandbox) start(ctx context.Context, cfg Config) error {
 		}
 		sb.net, netnsPath = hn, hn.ns.Path()
 	}
-	if userns(rt, cfg) && cfg.IDBase == 0 {
-		base, err := claimIDRange(cfg.Dir)
-		if err != nil {
-			return fmt.Errorf("the sandbox's user namespace: %w", err)
-		}
-		cfg.IDBase = base
-	}
 	if userns(rt, cfg) {
+		if cfg.IDBase == 0 {
+			// A persistent sandbox asks for the range its history store already belongs
+			// to, so that a restart need not give the whole store to another.
+			base, err := claimIDRange(cfg.Dir, ownerOf(cfg.History))
+			if err != nil {
+				return fmt.Errorf("the sandbox's user namespace: %w", err)
+			}
+			cfg.IDBase = base
+		}
 		sb.idBase = cfg.IDBase
 	}
 	if cfg.History != "" {

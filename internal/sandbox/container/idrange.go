@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // Every runc sandbox with a user namespace gets a range of 65536 host ids of its own, so
@@ -36,20 +37,29 @@ var idRangeClaims = "/run/paddock-idranges"
 // Destroy, in this process or after an adoption, gives back the right one.
 const idRangeFile = "idrange"
 
+// IsAgentHostID reports whether id is the first id of a sandbox range: an agent's, as the
+// host sees it, under a user namespace.
+func IsAgentHostID(id uint32) bool {
+	return id >= idRangeBase && (id-idRangeBase)%idRangeSize == 0 && int((id-idRangeBase)/idRangeSize) < idRanges
+}
+
 // rangeBase is the first host id of range n.
 func rangeBase(n int) uint32 { return idRangeBase + uint32(n)*idRangeSize }
 
 // claimIDRange claims a free range for the sandbox whose directory is dir and records it
-// there. Range 0 is never claimed: before ranges were per sandbox every sandbox's agent was
+// there: the one starting at prefer when that is a range's first id and free, else any. Range 0 is never claimed: before ranges were per sandbox every sandbox's agent was
 // its first id (AgentHostID), and sandboxes of that time may still run, adopted by a newer
 // control plane. Ranges are tried from a random one on, so that concurrent claims rarely meet; a
 // claim whose sandbox directory is gone (a crash between a sandbox's end and its release)
 // is taken over.
-func claimIDRange(dir string) (uint32, error) {
+func claimIDRange(dir string, prefer uint32) (uint32, error) {
 	if err := os.MkdirAll(idRangeClaims, 0o700); err != nil {
 		return 0, fmt.Errorf("id ranges: %w", err)
 	}
 	start := rand.IntN(idRanges - 1)
+	if IsAgentHostID(prefer) && prefer != idRangeBase {
+		start = int((prefer-idRangeBase)/idRangeSize) - 1
+	}
 	for i := range idRanges - 1 {
 		n := 1 + (start+i)%(idRanges-1)
 		claim := filepath.Join(idRangeClaims, strconv.Itoa(n))
@@ -114,6 +124,15 @@ func releaseIDRange(dir string) {
 	if holder, err := os.ReadFile(claim); err == nil && string(holder) == dir {
 		os.Remove(claim)
 	}
+}
+
+// ownerOf is the uid that owns path, or 0 when there is none to read.
+func ownerOf(path string) uint32 {
+	var st syscall.Stat_t
+	if path == "" || syscall.Lstat(path, &st) != nil {
+		return 0
+	}
+	return st.Uid
 }
 
 // heldIDRange is the first id of the range the sandbox whose directory is dir holds, or 0

@@ -30,7 +30,7 @@ func TestClaimIDRange(t *testing.T) {
 	for i := range n {
 		dirs[i] = t.TempDir()
 		wg.Go(func() {
-			b, err := claimIDRange(dirs[i])
+			b, err := claimIDRange(dirs[i], 0)
 			if err != nil {
 				t.Error(err)
 			}
@@ -85,14 +85,33 @@ func TestStaleIDRangeTakenOver(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	b, err := claimIDRange(dir)
+	b, err := claimIDRange(dir, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if b != rangeBase(4242) {
 		t.Fatalf("claimed %d, want the stale range 4242 (%d)", b, rangeBase(4242))
 	}
-	if _, err := claimIDRange(t.TempDir()); err == nil {
+	if _, err := claimIDRange(t.TempDir(), 0); err == nil {
 		t.Fatal("a claim with every range held succeeded")
+	}
+}
+
+// A claim gets the range it prefers when that one is free (a restarted sandbox keeps the
+// range its history store belongs to), and another when it is held; a preference that is
+// not a range's first id past range 0 is no preference.
+func TestClaimIDRangePrefers(t *testing.T) {
+	withClaims(t)
+	want := rangeBase(77)
+	if b, err := claimIDRange(t.TempDir(), want); err != nil || b != want {
+		t.Fatalf("claim preferring %d: %d, %v", want, b, err)
+	}
+	if b, err := claimIDRange(t.TempDir(), want); err != nil || b == want {
+		t.Fatalf("claim preferring the held %d: %d, %v", want, b, err)
+	}
+	for _, prefer := range []uint32{1000, AgentHostID, want + 1, rangeBase(idRanges-1) + idRangeSize} {
+		if b, err := claimIDRange(t.TempDir(), prefer); err != nil || b == AgentHostID || (b-AgentHostID)%idRangeSize != 0 {
+			t.Errorf("claim preferring %d: %d, %v", prefer, b, err)
+		}
 	}
 }
