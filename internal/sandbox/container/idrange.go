@@ -64,8 +64,8 @@ func claimIDRange(dir string, prefer uint32) (uint32, error) {
 		n := 1 + (start+i)%(idRanges-1)
 		claim := filepath.Join(idRangeClaims, strconv.Itoa(n))
 		ok, err := createClaim(claim, dir)
-		if err == nil && !ok && staleClaim(claim) {
-			ok, err = createClaim(claim, dir)
+		if err == nil && !ok {
+			ok, err = takeOver(claim, dir)
 		}
 		if err != nil {
 			return 0, fmt.Errorf("id ranges: %w", err)
@@ -99,17 +99,30 @@ func createClaim(claim, dir string) (bool, error) {
 	return true, nil
 }
 
-// staleClaim removes claim if the sandbox directory it names is gone, and says whether it
-// did. A claim still being written (empty) is not stale.
-func staleClaim(claim string) bool {
+// takeOver claims claim for dir if the sandbox directory it names is gone. Takers hold
+// the claims directory's lock from reading the holder to writing theirs, so that two
+// never both take one claim; a plain claim (createClaim) needs no lock, since O_EXCL lets
+// only one make the file. A claim still being written (empty) is not stale.
+func takeOver(claim, dir string) (bool, error) {
+	d, err := os.Open(idRangeClaims)
+	if err != nil {
+		return false, err
+	}
+	defer d.Close()
+	if err := syscall.Flock(int(d.Fd()), syscall.LOCK_EX); err != nil {
+		return false, err
+	}
 	holder, err := os.ReadFile(claim)
 	if err != nil || len(holder) == 0 {
-		return false
+		return false, nil
 	}
 	if _, err := os.Stat(string(holder)); !errors.Is(err, fs.ErrNotExist) {
-		return false
+		return false, nil
 	}
-	return os.Remove(claim) == nil
+	if err := os.Remove(claim); err != nil {
+		return false, nil
+	}
+	return createClaim(claim, dir)
 }
 
 // releaseIDRange gives back the range the sandbox whose directory is dir holds, if the

@@ -115,3 +115,38 @@ func TestClaimIDRangePrefers(t *testing.T) {
 		}
 	}
 }
+
+// Claims that race to take over stale claims never end up holding one range twice.
+func TestConcurrentTakeOvers(t *testing.T) {
+	claims := withClaims(t)
+	if err := os.MkdirAll(claims, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	gone := filepath.Join(t.TempDir(), "gone")
+	for n := 1; n < idRanges; n++ {
+		if err := os.WriteFile(filepath.Join(claims, strconv.Itoa(n)), []byte(gone), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const n = 32
+	bases := make([]uint32, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		dir := t.TempDir()
+		wg.Go(func() {
+			b, err := claimIDRange(dir, rangeBase(5)) // all prefer one range: the worst case
+			if err != nil {
+				t.Error(err)
+			}
+			bases[i] = b
+		})
+	}
+	wg.Wait()
+	seen := map[uint32]bool{}
+	for _, b := range bases {
+		if seen[b] {
+			t.Fatalf("range %d taken over twice: %v", b, bases)
+		}
+		seen[b] = true
+	}
+}
