@@ -9,12 +9,12 @@ import (
 	"strings"
 )
 
-// CapabilityVerifier verifies a capability token for one connection: that it allows
-// connecting to host (a net: resource) for the sandbox the connection came from. It
-// returns the token's ID for the audit trail, or an error whose message says why not and
-// never holds the token itself.
+// CapabilityVerifier verifies a capability token for one connection: that it allows the
+// connect action on resource (net:HOST, net:[IPv6]) for the sandbox the connection came
+// from. It returns the token's ID for the audit trail, or an error whose message says why
+// not and never holds the token itself.
 type CapabilityVerifier interface {
-	VerifyConnect(ctx context.Context, sandbox, token, host string) (id string, err error)
+	VerifyConnect(ctx context.Context, sandbox, token, resource string) (id string, err error)
 }
 
 // capabilityRequirer is a Decider that may require a token on every connection;

@@ -39,6 +39,11 @@
 //  3. The [Decider] (a *policy.Policy) decides the host name, deny winning; an IP literal
 //     is decided like a name (the policy allows one only if it lists it literally).
 //     Names it denies are never resolved: DNS for unlisted names does not leave the host.
+//     Then the request's capability token, if it carries one (Proxy-Authorization: Bearer,
+//     or Basic with the token as the user name), must allow connecting to the host for
+//     this sandbox ([Options.Capabilities]; 403 naming the token's ID otherwise): a token
+//     only narrows what the policy allows. A Decider that requires one
+//     (network.require_capability) refuses a request without it with 407.
 //  4. The proxy resolves the name itself ([Options.Resolver]; the sandbox's DNS is never
 //     used) and refuses every address that is loopback, private (RFC 1918, fc00::/7),
 //     link-local, shared (CGNAT 100.64/10), unspecified, multicast, broadcast, reserved

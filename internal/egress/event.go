@@ -44,7 +44,7 @@ type Event struct {
 	Port uint16
 	// Decision is the outcome: the Decider's when it decided, or the proxy's own refusal,
 	// whose Rule starts with "egress." (egress.request, egress.host, egress.port,
-	// egress.address, egress.resolve, egress.dial, egress.tls).
+	// egress.capability, egress.address, egress.resolve, egress.dial, egress.tls).
 	Decision policy.Decision
 	// Status is the HTTP status the sandbox was given (200 for a tunnel); in a plain HTTP
 	// exchange's closed event, the upstream's.
