@@ -30,6 +30,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -383,7 +384,12 @@ func (rt *Runtime) run(ctx context.Context, cfg Config, channel *os.File, env *w
 	cmd := rt.command(ctx, args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr, cmd.ExtraFiles = stdin, logf, logf, []*os.File{channel}
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s run: %s: %w", rt.Name, sandbox.LastLogError(filepath.Join(cfg.Dir, "agent.log")), errdefs.ErrUnavailable)
+		why := sandbox.LastLogError(filepath.Join(cfg.Dir, "agent.log"))
+		if strings.Contains(why, "MOUNT_ATTR_IDMAP") {
+			why += "; paddock binds the workspace through an idmapped mount under a user namespace: give a workspace on a filesystem " +
+				"that supports one (ext4, xfs, btrfs; tmpfs since Linux 6.3), or set user_namespace: false in the runner's configuration"
+		}
+		return fmt.Errorf("%s run: %s: %w", rt.Name, why, errdefs.ErrUnavailable)
 	}
 	return nil
 }
