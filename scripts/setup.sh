@@ -60,19 +60,22 @@ fi
 go_install() {
 	local name=$1 module=$2 version=$3 pkg=$4 cgo=$5 tags=$6 ldflags=$7 patches=${8:-} work
 	work=$(mktemp -d)
+	# Every step ends the build on failure by itself: set -e does not reach inside a
+	# subshell whose status `if !` tests, and a patch that did not apply must not give a
+	# binary built without it.
 	if ! (
-		cd "$work"
-		go mod init "paddock.local/$name-build" >/dev/null 2>&1
-		go mod edit -require="$module@$version"
-		GOFLAGS=-mod=mod go mod download "$module"
+		cd "$work" || exit 1
+		go mod init "paddock.local/$name-build" >/dev/null 2>&1 || exit 1
+		go mod edit -require="$module@$version" || exit 1
+		GOFLAGS=-mod=mod go mod download "$module" || exit 1
 		if [ -n "$patches" ]; then
-			cp -R "$(GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' "$module")" src
-			chmod -R u+w src
+			src=$(GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' "$module") && [ -d "$src" ] || exit 1
+			cp -R "$src" src && chmod -R u+w src || exit 1
 			for f in "$patches"/*.patch; do
 				log "applying $(basename "$f") to $module"
-				patch -p1 -s -d src <"$f"
+				patch -p1 -s --forward -d src <"$f" || exit 1
 			done
-			go mod edit -replace="$module=./src"
+			go mod edit -replace="$module=./src" || exit 1
 		fi
 		CGO_ENABLED=$cgo GOFLAGS=-mod=mod go build -trimpath -tags "$tags" -ldflags "$ldflags" -o "$name" "$pkg"
 	); then
