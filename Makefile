@@ -28,8 +28,8 @@ build:
 
 # test is the whole suite: vet, every package's tests with the race detector (privileged
 # ones run for real as root), the containment suite a second time with its sandboxes under
-# runsc (gVisor) instead of runc, the backend conformance suite on the microVM tier, and a
-# short run of every fuzz target. The microvm tag adds that tier to the conformance suite
+# runsc (gVisor) instead of runc, the backend conformance suite and the containment
+# suite's guest probes on the microVM tier, and a short run of every fuzz target. The microvm tag adds that tier to the conformance suite
 # (internal/runner), a guest boot per test, about two minutes under TCG here; it runs on
 # its own after the rest, so that its guests do not share the 2 cores with the other
 # packages' microVM tests (under that load a guest's channel was once lost: see the
@@ -41,6 +41,7 @@ test: setup build
 	$(GO) test -race -count=1 -timeout 30m ./...
 	$(GO) test -race -count=1 -timeout 10m ./internal/containment -args -runtime=runsc
 	$(GO) test -race -count=1 -tags '$(TESTTAGS)' -timeout 20m -run '/microvm' ./internal/runner
+	$(GO) test -race -count=1 -tags '$(TESTTAGS)' -timeout 10m -run 'TestMicroVM' ./internal/containment
 	@$(MAKE) --no-print-directory fuzz
 
 unit:

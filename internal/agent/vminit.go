@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -117,6 +118,15 @@ func VMInit(ctx context.Context, log *slog.Logger) error {
 		return fmt.Errorf("bootstrap: tier %q in a microVM", env.Tier)
 	}
 	_ = unix.Sethostname([]byte(env.SandboxID))
+	// Nothing started from here on may gain privileges by exec: a setuid or file-capability
+	// binary (mounts are nosuid as well) would give the sandbox user the guest's root, and
+	// with it the agent's channel to the host. The agent needs none by exec: it starts
+	// commands as the sandbox user by dropping its own ids, which no_new_privs allows. The
+	// flag is each thread's, and a command is forked from whichever thread: it is set on
+	// all of them (AllThreadsSyscall; the agent is built without cgo).
+	if _, _, e := syscall.AllThreadsSyscall(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0); e != 0 {
+		return fmt.Errorf("no_new_privs: %w", e)
+	}
 	return Run(ctx, env, newOneConnListener(fileConn{port}), nil, log)
 }
 

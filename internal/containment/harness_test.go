@@ -77,6 +77,8 @@ type boxOpts struct {
 	// capabilities, when set, is a control plane's capability keyring: the sandbox's agent
 	// gets the keyring derived from it for the sandbox, as the control plane gives it.
 	capabilities *capability.Keyring
+	// tier is the sandbox's tier; zero is the container tier.
+	tier wire.Tier
 }
 
 // newBox creates a sandbox and registers its destruction, with a check that nothing of it
@@ -86,7 +88,13 @@ func (h *harness) newBox(t *testing.T, o boxOpts) *box {
 	if o.limits == (runner.Limits{}) {
 		o.limits = defaultLimits
 	}
-	spec := runner.Spec{User: "t", Tier: wire.TierContainer, Runtime: *ociRuntime, Limits: o.limits, Env: o.env}
+	if o.tier == "" {
+		o.tier = wire.TierContainer
+	}
+	spec := runner.Spec{User: "t", Tier: o.tier, Limits: o.limits, Env: o.env}
+	if o.tier == wire.TierContainer {
+		spec.Runtime = *ociRuntime
+	}
 	uid := h.cfg.SandboxUID
 	if o.persistent {
 		spec.ID, spec.Persistent = runner.NewID(), true
@@ -105,7 +113,7 @@ func (h *harness) newBox(t *testing.T, o boxOpts) *box {
 		}
 		spec.CapabilityKeys = string(agentKeys.Export())
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	sb, err := h.r.Create(ctx, spec)
 	if err != nil {
@@ -113,8 +121,8 @@ func (h *harness) newBox(t *testing.T, o boxOpts) *box {
 	}
 	b := &box{h: h, sb: sb, uid: uid, ws: sb.Workspace, pc: pb.NewProcessClient(sb.Conn())}
 	t.Cleanup(func() { b.destroy(t) })
-	if sb.Tier != wire.TierContainer {
-		t.Fatalf("asked for the container tier, got %s", sb.Tier)
+	if sb.Tier != o.tier {
+		t.Fatalf("asked for the %s tier, got %s", o.tier, sb.Tier)
 	}
 	installProbe(t, b.ws)
 	return b
