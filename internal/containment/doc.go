@@ -3,7 +3,8 @@
 // of its own outside its tests.
 //
 // It runs under runc by default and under runsc (gVisor) with `-args -runtime=runsc`;
-// `make test` runs both. Under runsc a few answers differ, because gVisor's kernel leaves
+// `make test` runs both, and TestMicroVM (build tag microvm) runs the probes that mean
+// something in a guest inside a microvm sandbox. Under runsc a few answers differ, because gVisor's kernel leaves
 // things out (no core_pattern, no readable namespace files, no class/net in its sysfs), and
 // three tests skip, saying why: what they check from the host (the user namespace's ids, the
 // host-made network namespace, garbage on a second connection to the agent) does not exist
