@@ -20,38 +20,59 @@ import (
 // have it. So the agent asks the kernel once, and on such a kernel its file API refuses
 // everything, rather than serve a jail it cannot keep.
 
-// kernelFollowsNoFollow is the answer, asked once per process.
-var kernelFollowsNoFollow = sync.OnceValue(func() error { return checkNoFollow(openNoFollowDir) })
+// kernelFollowsNoFollow is the kernel's answer: nil when it refuses as the walk needs, an
+// error saying why the file API is off otherwise. An answer is kept for the process's life;
+// a check that could not be made (no room in the temporary directory: a sandbox can fill
+// its /tmp) refuses the operation at hand and is made again at the next one, so the file
+// API never runs on a kernel it has not checked.
+func kernelFollowsNoFollow() error {
+	noFollow.mu.Lock()
+	defer noFollow.mu.Unlock()
+	if noFollow.known {
+		return noFollow.err
+	}
+	answered, err := checkNoFollow(openNoFollowDir)
+	noFollow.known, noFollow.err = answered, err
+	return err
+}
 
-// openNoFollowDir is the walk's own open of one component; tests replace it with a kernel
-// that follows.
-var openNoFollowDir = func(dirfd int, name string) (int, error) {
+var noFollow struct {
+	mu    sync.Mutex
+	known bool
+	err   error
+}
+
+// openNoFollowDir is the walk's own open of one component.
+func openNoFollowDir(dirfd int, name string) (int, error) {
 	return unix.Openat(dirfd, name, unix.O_NOFOLLOW|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 }
 
 // checkNoFollow makes a private directory with a symlink to itself in it and opens the
-// link as os.Root would: nil when the kernel refuses, else why the file API must not run.
-// A directory it cannot make (no writable temporary directory) is not held against the
-// kernel: the walk is then assumed to be Linux's.
-func checkNoFollow(open func(dirfd int, name string) (int, error)) error {
+// link with open, as os.Root would. answered is false when it could not get that far; err
+// then says so, and otherwise says why the file API must not run (nil: the kernel refused).
+func checkNoFollow(open func(dirfd int, name string) (int, error)) (answered bool, err error) {
+	cannot := func(err error) (bool, error) {
+		return false, fmt.Errorf("the file API checks that this sandbox's kernel keeps the workspace's jail before its first operation, and could not: %v: %w",
+			err, errdefs.ErrUnavailable)
+	}
 	dir, err := os.MkdirTemp("", "paddock-nofollow-")
 	if err != nil {
-		return nil
+		return cannot(err)
 	}
 	defer os.RemoveAll(dir)
 	if err := os.Symlink(".", filepath.Join(dir, "link")); err != nil {
-		return nil
+		return cannot(err)
 	}
 	d, err := unix.Open(dir, unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil
+		return cannot(err)
 	}
 	defer unix.Close(d)
 	fd, err := open(d, "link")
 	if err != nil {
-		return nil // refused (ENOTDIR on Linux), as the walk needs
+		return true, nil // refused (ENOTDIR on Linux), as the walk needs
 	}
 	unix.Close(fd)
-	return fmt.Errorf("this sandbox's kernel follows a symlink opened with O_NOFOLLOW|O_DIRECTORY, so the workspace's jail (os.Root) cannot hold; "+
+	return true, fmt.Errorf("this sandbox's kernel follows a symlink opened with O_NOFOLLOW|O_DIRECTORY, so the workspace's jail (os.Root) cannot hold; "+
 		"the file API is off (a runsc without the fix for gvisor.dev/issue/14786? use the one scripts/setup.sh builds): %w", errdefs.ErrFailedPrecondition)
 }

@@ -18,8 +18,18 @@ import (
 
 // TestKernelRefusesNoFollowDir: this kernel gives os.Root the refusal its walk relies on.
 func TestKernelRefusesNoFollowDir(t *testing.T) {
-	if err := checkNoFollow(openNoFollowDir); err != nil {
-		t.Fatalf("on this kernel: %v", err)
+	if answered, err := checkNoFollow(openNoFollowDir); !answered || err != nil {
+		t.Fatalf("on this kernel: answered %v, %v", answered, err)
+	}
+}
+
+// Where the check cannot be made (the temporary directory cannot take it), the operation
+// is refused, as unavailable, and the check is made again next time: never an unchecked
+// file API, never one off for good because /tmp was full once.
+func TestNoFollowCheckThatCannotBeMade(t *testing.T) {
+	t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "missing"))
+	if answered, err := checkNoFollow(openNoFollowDir); answered || !errors.Is(err, errdefs.ErrUnavailable) {
+		t.Fatalf("with no temporary directory: answered %v, %v; want an unavailable error", answered, err)
 	}
 }
 
@@ -31,8 +41,8 @@ func TestFileAPIOffWhereTheKernelFollows(t *testing.T) {
 	following := func(dirfd int, name string) (int, error) {
 		return unix.Openat(dirfd, name, unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	}
-	unjailed := checkNoFollow(following)
-	if !errors.Is(unjailed, errdefs.ErrFailedPrecondition) {
+	answered, unjailed := checkNoFollow(following)
+	if !answered || !errors.Is(unjailed, errdefs.ErrFailedPrecondition) {
 		t.Fatalf("a kernel that follows: got %v, want a FailedPrecondition", unjailed)
 	}
 	e := newEnv(t, func(s *Service) { s.unjailed = unjailed })
