@@ -17,18 +17,13 @@ type CapabilityVerifier interface {
 	VerifyConnect(ctx context.Context, sandbox, token, resource string) (id string, err error)
 }
 
-// capabilityRequirer is a Decider that may require a token on every connection;
-// *policy.Policy is one (network.require_capability).
-type capabilityRequirer interface {
-	RequiresNetCapability() bool
-}
-
 // proxyAuthRealm is what a 407 asks for.
 const proxyAuthRealm = `Basic realm="paddock egress: a net: capability token as the user name"`
 
 // checkCapability applies the capability the request carries, if any, to host: a token
 // that does not allow host refuses the request (a token only narrows what the policy
-// allows), and a policy that requires one refuses a request without. A request's token is
+// allows), and a decision that requires one (policy.Decision.RequireCapability) refuses a
+// request without. A request's token is
 // its Proxy-Authorization: "Bearer TOKEN", or Basic with the token as the user name,
 // which is what a client sends for HTTPS_PROXY=http://TOKEN@127.0.0.1:3128.
 func (p *Proxy) checkCapability(ctx context.Context, x *exchange, host string) *refusal {
@@ -37,7 +32,7 @@ func (p *Proxy) checkCapability(ctx context.Context, x *exchange, host string) *
 		return deny("egress.capability", http.StatusForbidden, "http_request_denied", "%s", err.Error())
 	}
 	if token == "" {
-		if r, ok := x.decider.(capabilityRequirer); ok && r.RequiresNetCapability() {
+		if x.ev.Decision.RequireCapability {
 			return &refusal{status: http.StatusProxyAuthRequired, stage: StageDenied, rule: "egress.capability",
 				reason: "this sandbox's network policy requires a net: capability token for every connection; give it as the proxy's user name " +
 					"(HTTPS_PROXY=http://TOKEN@127.0.0.1:3128) or as Proxy-Authorization: Bearer TOKEN",

@@ -42,8 +42,9 @@
 //     Then the request's capability token, if it carries one (Proxy-Authorization: Bearer,
 //     or Basic with the token as the user name), must allow connecting to the host for
 //     this sandbox ([Options.Capabilities]; 403 naming the token's ID otherwise): a token
-//     only narrows what the policy allows. A Decider that requires one
-//     (network.require_capability) refuses a request without it with 407.
+//     only narrows what the policy allows. A decision that requires one
+//     (policy.Decision.RequireCapability: network.require_capability) refuses a request
+//     without it with 407.
 //  4. The proxy resolves the name itself ([Options.Resolver]; the sandbox's DNS is never
 //     used) and refuses every address that is loopback, private (RFC 1918, fc00::/7),
 //     link-local, shared (CGNAT 100.64/10), unspecified, multicast, broadcast, reserved

@@ -183,7 +183,8 @@
 // default applies. network.default is deny when not given, and default: allow with an
 // allow list is a contradiction rejected at load. network.require_capability: true makes
 // the egress proxy ask every connection for a net: capability token that allows its host
-// as well ([Policy.RequiresNetCapability]): the rules say what may ever be reached, the
+// as well ([Policy.RequiresNetCapability]; a host decision that allows carries it, as
+// [Decision.RequireCapability]): the rules say what may ever be reached, the
 // tokens what may be now, for as long as they are valid and not revoked.
 //
 // # Resources

@@ -150,18 +150,24 @@ func (p *Policy) Host(host string) Decision {
 			return deny(fmt.Sprintf("network.deny[%d]", i), "%s matches %q", show, n.deny[i].src)
 		}
 	}
+	var d Decision
 	for i := range n.allow {
 		if n.allow[i].matches(name, ip) {
-			return allow(fmt.Sprintf("network.allow[%d]", i), "%s matches %q", show, n.allow[i].src)
+			d = allow(fmt.Sprintf("network.allow[%d]", i), "%s matches %q", show, n.allow[i].src)
+			break
 		}
 	}
 	switch {
+	case d.Allow:
 	case !n.set:
 		return deny("network.default", "%s: the policy has no network section, and the default is deny", show)
 	case n.allowDefault:
-		return allow("network.default", "%s is not listed, and the default is allow", show)
+		d = allow("network.default", "%s is not listed, and the default is allow", show)
+	default:
+		return deny("network.default", "%s is not on the allow list, and the default is deny", show)
 	}
-	return deny("network.default", "%s is not on the allow list, and the default is deny", show)
+	d.RequireCapability = n.requireCapability
+	return d
 }
 
 // normalizeHost returns a host's canonical name (lower case, no trailing dot, A-labels

@@ -19,6 +19,9 @@ type Decision struct {
 	Rule string
 	// Reason says in words why.
 	Reason string
+	// RequireCapability, on a host decision that allows, says that the policy also asks
+	// for a net: capability token that allows the host (network.require_capability).
+	RequireCapability bool
 }
 
 // String is the decision as one line: "deny shell.deny[0]: …".

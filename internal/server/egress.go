@@ -73,8 +73,6 @@ type netCeiling struct{ s *Server }
 
 func (c netCeiling) Host(host string) policy.Decision { return c.s.netPolicy.Load().Host(host) }
 
-func (c netCeiling) RequiresNetCapability() bool { return c.s.netPolicy.Load().RequiresNetCapability() }
-
 // reloadNetworkPolicy reads network_policy again, when the server started with one (without
 // one, sandboxes have no route to the proxy, and a reload cannot give them one). One that
 // does not load leaves the last good one in force.
@@ -113,23 +111,6 @@ type sandboxNetwork struct {
 	id string
 }
 
-// RequiresNetCapability is whether the server's network_policy or the policy in force for
-// the sandbox has network.require_capability: either may ask for tokens, neither can waive
-// the other's.
-func (n sandboxNetwork) RequiresNetCapability() bool {
-	if n.s.netPolicy.Load().RequiresNetCapability() {
-		return true
-	}
-	rec, ok := n.s.fleet.RunningRecord(n.id)
-	if !ok {
-		return true // Host refuses it anyway
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	in, err := n.s.pol.forSandbox(ctx, rec)
-	return err != nil || in.pol != nil && in.pol.HasNetwork() && in.pol.RequiresNetCapability()
-}
-
 func (n sandboxNetwork) Host(host string) policy.Decision {
 	d := n.s.netPolicy.Load().Host(host)
 	if !d.Allow {
@@ -150,6 +131,8 @@ func (n sandboxNetwork) Host(host string) policy.Decision {
 	}
 	sd := in.pol.Host(host)
 	sd.Rule = in.source + " policy " + sd.Rule
+	// Either policy may ask for a capability token; neither can waive the other's.
+	sd.RequireCapability = sd.Allow && (sd.RequireCapability || d.RequireCapability)
 	return sd
 }
 
