@@ -47,11 +47,12 @@ func IsAgentHostID(id uint32) bool {
 func rangeBase(n int) uint32 { return idRangeBase + uint32(n)*idRangeSize }
 
 // claimIDRange claims a free range for the sandbox whose directory is dir and records it
-// there: the one starting at prefer when that is a range's first id and free, else any. Range 0 is never claimed: before ranges were per sandbox every sandbox's agent was
-// its first id (AgentHostID), and sandboxes of that time may still run, adopted by a newer
-// control plane. Ranges are tried from a random one on, so that concurrent claims rarely meet; a
-// claim whose sandbox directory is gone (a crash between a sandbox's end and its release)
-// is taken over.
+// there: the one starting at prefer when that is a range's first id and free, else any.
+// Range 0 is never claimed: before ranges were per sandbox every sandbox's agent was its
+// first id (AgentHostID), and sandboxes of that time may still run, adopted by a newer
+// control plane. Ranges are tried from a random one on, so that concurrent claims rarely
+// meet; a claim whose sandbox directory is gone (a crash between a sandbox's end and its
+// release) is taken over.
 func claimIDRange(dir string, prefer uint32) (uint32, error) {
 	if err := os.MkdirAll(idRangeClaims, 0o700); err != nil {
 		return 0, fmt.Errorf("id ranges: %w", err)
@@ -129,11 +130,11 @@ func takeOver(claim, dir string) (bool, error) {
 // claim is still its own. Errors are ignored: a claim left behind is taken over once the
 // directory is gone.
 func releaseIDRange(dir string) {
-	n, err := os.ReadFile(filepath.Join(dir, idRangeFile))
-	if err != nil {
+	n, ok := heldRange(dir)
+	if !ok {
 		return
 	}
-	claim := filepath.Join(idRangeClaims, strings.TrimSpace(string(n)))
+	claim := filepath.Join(idRangeClaims, strconv.Itoa(n))
 	if holder, err := os.ReadFile(claim); err == nil && string(holder) == dir {
 		os.Remove(claim)
 	}
@@ -151,15 +152,21 @@ func ownerOf(path string) uint32 {
 // heldIDRange is the first id of the range the sandbox whose directory is dir holds, or 0
 // for none (started without a user namespace, or before ranges were per sandbox).
 func heldIDRange(dir string) uint32 {
-	b, err := os.ReadFile(filepath.Join(dir, idRangeFile))
-	if err != nil {
-		return 0
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || n < 0 || n >= idRanges {
+	n, ok := heldRange(dir)
+	if !ok {
 		return 0
 	}
 	return rangeBase(n)
+}
+
+// heldRange is the number of the range dir's idRangeFile records.
+func heldRange(dir string) (int, bool) {
+	b, err := os.ReadFile(filepath.Join(dir, idRangeFile))
+	if err != nil {
+		return 0, false
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	return n, err == nil && n > 0 && n < idRanges
 }
 
 // sandboxHostID is the host id a container id of a sandbox with a user namespace maps to
