@@ -3,7 +3,8 @@
 # Idempotent: each step checks what is there first. Run as root (it installs system packages).
 #
 # What it installs, and why:
-#   - Debian packages: libseccomp-dev (runc's seccomp support), pkg-config, strace (the
+#   - Debian packages: libseccomp-dev (runc's seccomp support), pkg-config, patch (the
+#     gVisor fixes below), strace (the
 #     containment suite tries to trace the agent with it), chromium (the browser tests of the
 #     control plane's pages drive it headless; see internal/browsertest).
 #   - runc ${RUNC_VERSION}, built from its Go module with seccomp support. Debian's runc 1.1.5
