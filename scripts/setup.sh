@@ -4,9 +4,9 @@
 #
 # What it installs, and why:
 #   - Debian packages: libseccomp-dev (runc's seccomp support), pkg-config, patch (the
-#     gVisor fixes below), strace (the
-#     containment suite tries to trace the agent with it), chromium (the browser tests of the
-#     control plane's pages drive it headless; see internal/browsertest).
+#     gVisor fixes below), strace (the containment suite tries to trace the agent with it),
+#     chromium (the browser tests of the control plane's pages drive it headless; see
+#     internal/browsertest).
 #   - runc ${RUNC_VERSION}, built from its Go module with seccomp support. Debian's runc 1.1.5
 #     predates the November 2025 escape fixes (CVE-2025-31133, -52565, -52881), so paddock never
 #     uses it: the runner refuses any runc older than 1.2.8 / 1.3.3.
