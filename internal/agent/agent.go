@@ -41,6 +41,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -174,6 +175,9 @@ func Run(ctx context.Context, env *wire.Envelope, lis net.Listener, confine Conf
 	if env.RunAs != nil {
 		user = identity.User{UID: env.RunAs.UID, GID: env.RunAs.GID}
 		m.RunAs(user.UID, user.GID)
+	}
+	if self, err := os.Executable(); err == nil && filepath.IsAbs(self) {
+		m.SetSelf(self)
 	}
 	if env.FileSizeLimit > 0 && env.Process == nil {
 		self, err := os.Executable()

@@ -1,13 +1,18 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"fmt"
 	"log/slog"
+	"os"
+	"path"
+	"strings"
 	"sync"
 
 	"github.com/paddockhq/paddock/internal/agent/files"
+	"github.com/paddockhq/paddock/internal/agent/session"
 	"github.com/paddockhq/paddock/internal/capability"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/policy"
@@ -169,3 +174,51 @@ func (c *capabilities) allowExec(ctx context.Context, token string, argv, env []
 	}
 	return nil
 }
+
+// anyProgram is a program name no grant names but exec:*: a token that allows it allows
+// every program.
+const anyProgram = "paddock-any-program"
+
+// execOnly is what a command under token may execute: the files of the programs its
+// command line runs, found as the session will find them (the sandbox's default PATH: a
+// gated exec cannot set PATH), with the interpreters they need (session.ExecClosure); nil
+// when the token grants every program (exec:*). A command line that names a program by a
+// path is refused unless that path leads to the file the grant means, the one PATH finds.
+// A kernel without Landlock cannot hold this, and the exec is refused.
+func (c *capabilities) execOnly(ctx context.Context, token string, m *session.Manager, spec *session.Spec) ([]string, error) {
+	if _, err := c.verifier.Verify(ctx, token, capability.Request{Subject: c.subject, Resource: "exec:" + anyProgram, Action: capability.Exec}); err == nil {
+		return nil, nil
+	}
+	if why := session.CanRestrictExec(); why != "" {
+		return nil, fmt.Errorf("exec under a capability token: %s; such an exec is refused here rather than run unlimited: %w", why, errdefs.ErrFailedPrecondition)
+	}
+	progs, err := policy.Programs(spec.Argv)
+	if err != nil {
+		return nil, fmt.Errorf("exec under a capability token: %v: %w", err, errdefs.ErrPermissionDenied)
+	}
+	files := make([]string, 0, len(progs))
+	for _, name := range progs {
+		if p, err := m.Resolve(name, ""); err == nil {
+			files = append(files, p)
+		}
+	}
+	if argv0 := spec.Argv[0]; strings.Contains(argv0, "/") {
+		got, err := m.Resolve(argv0, spec.Cwd)
+		want, werr := m.Resolve(path.Base(argv0), "")
+		if err == nil && werr == nil && !sameFile(got, want) || err == nil && werr != nil {
+			return nil, fmt.Errorf("exec %s under a capability token: the grant of %s is the program the sandbox's PATH finds (%s), not another file of that name: %w",
+				argv0, path.Base(argv0), cmp.Or(want, "none"), errdefs.ErrPermissionDenied)
+		}
+	}
+	return session.ExecClosure(files, m.DefaultPath())
+}
+
+func sameFile(a, b string) bool {
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	fb, err := os.Stat(b)
+	return err == nil && os.SameFile(fa, fb)
+}
+

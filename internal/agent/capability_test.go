@@ -460,7 +460,7 @@ func TestCapabilityExec(t *testing.T) {
 	wantRefused(t, err, "cannot tell what runs: the program name is not literal")
 	_, err = a.proc.Execute(ctx(t), &pb.ExecuteRequest{Argv: []string{"sh", "-c", "echo x"}, Capability: sh,
 		Env: []string{"PATH=/bin:/usr/bin", "BASH_FUNC_echo%%=() { curl x; }"}})
-	wantRefused(t, err, "BASH_FUNC_echo%% defines a bash function")
+	wantRefused(t, err, "env[0]: PATH is refused", "rule env.shell")
 
 	// Start asks the same.
 	s, err := a.proc.Start(ctx(t), &pb.StartRequest{Argv: []string{"cat"}, Capability: echo})

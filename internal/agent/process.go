@@ -14,6 +14,7 @@ import (
 	"github.com/paddockhq/paddock/internal/agent/history"
 	"github.com/paddockhq/paddock/internal/agent/session"
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/policy"
 	"github.com/paddockhq/paddock/internal/wire"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
 )
@@ -104,7 +105,7 @@ func (p *processService) Start(req *pb.StartRequest, stream pb.Process_StartServ
 	if err != nil {
 		return errdefs.ToGRPC(err)
 	}
-	if err := p.allowExec(stream.Context(), req.GetCapability(), spec); err != nil {
+	if err := p.allowExec(stream.Context(), req.GetCapability(), req.GetGate(), &spec); err != nil {
 		return errdefs.ToGRPC(err)
 	}
 	spec.ID = req.GetSessionId()
@@ -164,7 +165,7 @@ func (p *processService) Execute(ctx context.Context, req *pb.ExecuteRequest) (*
 	if err != nil {
 		return nil, errdefs.ToGRPC(err)
 	}
-	if err := p.allowExec(ctx, req.GetCapability(), spec); err != nil {
+	if err := p.allowExec(ctx, req.GetCapability(), req.GetGate(), &spec); err != nil {
 		return nil, errdefs.ToGRPC(err)
 	}
 	if p.hist != nil {
@@ -188,12 +189,34 @@ func (p *processService) Execute(ctx context.Context, req *pb.ExecuteRequest) (*
 	return resp, errdefs.ToGRPC(err)
 }
 
-// allowExec verifies the capability token a request carries, if any, for running spec.
-func (p *processService) allowExec(ctx context.Context, token string, spec session.Spec) error {
+// allowExec decides a gated exec: one under a capability token, or one whose programs a
+// policy limits (gate). Its environment must be within the allowlist (policy.GatedEnv:
+// the safe set, and under a policy the names it lists); under a token, every program the
+// command line runs must be granted, and spec is limited to executing those programs'
+// files (and the interpreters they need) unless the token grants every program.
+func (p *processService) allowExec(ctx context.Context, token string, gate *pb.ExecGate, spec *session.Spec) error {
+	if token == "" && gate == nil {
+		return nil
+	}
+	extra := gate.GetEnv()
+	if token != "" {
+		extra = nil
+	}
+	if err := policy.GatedEnv(spec.Env, extra); err != nil {
+		return fmt.Errorf("a gated exec: %v: %w", err, errdefs.ErrPermissionDenied)
+	}
 	if token == "" {
 		return nil
 	}
-	return p.caps.allowExec(ctx, token, spec.Argv, spec.Env)
+	if err := p.caps.allowExec(ctx, token, spec.Argv, spec.Env); err != nil {
+		return err
+	}
+	only, err := p.caps.execOnly(ctx, token, p.m, spec)
+	if err != nil {
+		return err
+	}
+	spec.ExecOnly = only
+	return nil
 }
 
 func outputLimit(n uint64) (int, error) {

@@ -7,6 +7,7 @@
 //	  deny: ["rm -rf /", "curl * | sh", "wget * | bash"]
 //	  allow_prefixes: ["go", "npm run", "git status"]
 //	  interactive: deny              # the default; allow lets terminals run undecided
+//	  env: ["APP_MODE", "MY_APP_*"]   # names an exec may set besides the safe set (GatedEnv)
 //	files:
 //	  jail: /workspace
 //	  deny_write: [".git/hooks/**", ".env"]
@@ -128,6 +129,12 @@
 // says shell.interactive: allow, since its commands cannot be decided before they run.
 // [Policy.ShellEnv] decides the environment an exec adds: BASH_FUNC_name%% (a function
 // that replaces a command) and prompt variables holding a substitution are undecidable.
+//
+// Under shell rules an exec's environment is an allowlist ([Policy.GatedEnv], [GatedEnv]):
+// terminal, colour and locale names, and those shell.env lists. Names that bring code into
+// a program that does not name it (the loader's, a shell's, an interpreter's, a tool's
+// configuration and helpers) are refused even when listed, and a policy that lists one
+// does not load.
 //
 // [Programs] lists, by the same scan and without a policy, the programs an argv runs
 // (builtins a shell runs itself left out), for the exec: resources of a capability token,

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -48,6 +49,22 @@ func (p *Policy) ShellEnv(env []string) Decision {
 	}
 	return allow("shell", "no variable in the environment runs code")
 }
+
+// GatedEnv decides the environment an exec adds under shell rules: only the safe set and
+// the names shell.env lists ([GatedEnv]).
+func (p *Policy) GatedEnv(env []string) Decision {
+	if !p.shell.active() {
+		return noShellRules
+	}
+	if err := GatedEnv(env, p.shell.env); err != nil {
+		e := err.(*EnvError)
+		return deny(e.Rule, "%v", err)
+	}
+	return allow("shell.env", "every variable the exec sets is allowed")
+}
+
+// EnvNames are the names shell.env lists.
+func (p *Policy) EnvNames() []string { return slices.Clone(p.shell.env) }
 
 // EnvCode says which variable of env bash would run as code, or returns nil: what runs
 // then is in no word of the argv, so neither the shell rules nor [Programs] see it.

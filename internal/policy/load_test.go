@@ -59,10 +59,10 @@ func TestLoadErrors(t *testing.T) {
 		want       string // the whole message after "policy.yaml"
 	}{
 		{"unknown top-level key", "shell: {}\nfile: {}\n", `:2: file: unknown field (the policy has shell, files, network, resources)`},
-		{"unknown nested key", "shell:\n  deny: []\n  allow: []\n", `:3: shell.allow: unknown field (shell has deny, allow_prefixes, interactive)`},
+		{"unknown nested key", "shell:\n  deny: []\n  allow: []\n", `:3: shell.allow: unknown field (shell has deny, allow_prefixes, interactive, env)`},
 		{"key twice", "network:\n  default: deny\n  default: allow\n", `:3: network.default: given twice`},
 		{"not a mapping", "- a\n", `:1: want a mapping with keys shell, files, network, resources, got a list`},
-		{"section not a mapping", "shell: [rm]\n", `:1: shell: want a mapping with keys deny, allow_prefixes, interactive, got a list`},
+		{"section not a mapping", "shell: [rm]\n", `:1: shell: want a mapping with keys deny, allow_prefixes, interactive, env, got a list`},
 		{"list is a string", "shell:\n  deny: rm -rf /\n", `:2: shell.deny: want a list of strings, got the string "rm -rf /"`},
 		{"item is a number", "network:\n  allow:\n    - example.com\n    - 42\n", `:4: network.allow[1]: want a string, got the number 42`},
 		{"item is a mapping", "shell:\n  deny:\n    - {rm: x}\n", `:3: shell.deny[0]: want a string, got a mapping`},

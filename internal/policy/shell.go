@@ -15,6 +15,8 @@ type shellRules struct {
 	prefixes []prefixRule
 	// interactive is shell.interactive: allow; see Policy.Interactive.
 	interactive bool
+	// env is shell.env: the names, besides the safe set, a gated exec may set (GatedEnv).
+	env []string
 }
 
 func (r *shellRules) active() bool { return len(r.deny) > 0 || len(r.prefixes) > 0 }
@@ -31,7 +33,10 @@ func (r *shellRules) summary() string {
 }
 
 func (l *loader) shell(n *yaml.Node, r *shellRules) error {
-	return l.mapping(n, "shell", []string{"deny", "allow_prefixes", "interactive"}, func(key string, _, v *yaml.Node) error {
+	return l.mapping(n, "shell", []string{"deny", "allow_prefixes", "interactive", "env"}, func(key string, _, v *yaml.Node) error {
+		if key == "env" {
+			return l.envNames(v, r)
+		}
 		if key == "interactive" {
 			s, err := l.str(v, "shell.interactive")
 			if err != nil || (s != "allow" && s != "deny") {
@@ -63,6 +68,21 @@ func (l *loader) shell(n *yaml.Node, r *shellRules) error {
 		}
 		return nil
 	})
+}
+
+// envNames reads shell.env.
+func (l *loader) envNames(n *yaml.Node, r *shellRules) error {
+	items, err := l.list(n, "shell.env")
+	if err != nil {
+		return err
+	}
+	for _, it := range items {
+		if err := checkEnvName(it.value); err != nil {
+			return l.errf(it.node, it.field, "%v", err)
+		}
+		r.env = append(r.env, it.value)
+	}
+	return nil
 }
 
 // CommandDecision is the decision on one simple command found in a script or argv.

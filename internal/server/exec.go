@@ -63,15 +63,18 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, c fleet.Caller) er
 	var d policy.Decision
 	if in.pol != nil {
 		if d = in.exec(req.Argv, req.Env, req.Stdin); !d.Allow {
-			s.audit(r.Context(), c, "sandbox.exec_denied", r.PathValue("id"), req.Argv, in, d)
+			s.audit(r.Context(), c, "sandbox.exec_denied", r.PathValue("id"), req.Argv, in, d, req.Env)
 			return in.denied(d)
 		}
+	}
+	if err := s.capabilityEnv(r.Context(), c, r.PathValue("id"), req.Argv, req.Env); err != nil {
+		return err
 	}
 	capTok, err := s.capabilityExec(r.Context(), req.Argv, req.Env)
 	if err != nil {
 		return err
 	}
-	s.audit(r.Context(), c, "sandbox.exec", r.PathValue("id"), req.Argv, in, d)
+	s.audit(r.Context(), c, "sandbox.exec", r.PathValue("id"), req.Argv, in, d, nil)
 	timeoutBy := "the exec's timeout"
 	if t := in.timeout(); t > 0 && t <= timeout {
 		timeout, timeoutBy = t, "the policy's timeout"
@@ -82,7 +85,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, c fleet.Caller) er
 	before := countLimits(sb)
 	res, err := pb.NewProcessClient(sb.Conn()).Execute(ctx, &pb.ExecuteRequest{
 		Argv: req.Argv, Env: req.Env, AddEnv: true, Cwd: req.Cwd, Stdin: req.Stdin,
-		TimeoutMs: uint64(timeout.Milliseconds()), MaxOutputBytes: uint64(output), Capability: capTok,
+		TimeoutMs: uint64(timeout.Milliseconds()), MaxOutputBytes: uint64(output), Capability: capTok, Gate: in.gate(),
 	})
 	if err != nil {
 		return fmt.Errorf("exec in sandbox %s: %w", r.PathValue("id"), s.fromAgent(r, c, "sandbox.exec_denied", map[string]any{"program": req.Argv[0]}, err))
@@ -149,18 +152,22 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, c fleet.Call
 		// The command is known only now, after the upgrade: a denial is an exit that says
 		// why, and a close with its own code. Nothing reached the sandbox.
 		if d = in.stream(start.Argv, start.Env); !d.Allow {
-			s.audit(ctx, c, "sandbox.exec_stream_denied", r.PathValue("id"), start.Argv, in, d)
+			s.audit(ctx, c, "sandbox.exec_stream_denied", r.PathValue("id"), start.Argv, in, d, start.Env)
 			s.refuseStream(ctx, ws, in.denied(d).Error())
 			return errResponded
 		}
 	}
-	capTok, err := s.capabilityExec(ctx, start.Argv, start.Env)
+	err = s.capabilityEnv(ctx, c, r.PathValue("id"), start.Argv, start.Env)
+	var capTok string
+	if err == nil {
+		capTok, err = s.capabilityExec(ctx, start.Argv, start.Env)
+	}
 	if err != nil {
 		s.refuseStream(ctx, ws, err.Error())
 		return errResponded
 	}
-	s.audit(ctx, c, "sandbox.exec_stream", r.PathValue("id"), start.Argv, in, d)
-	req := &pb.StartRequest{Argv: start.Argv, Env: start.Env, AddEnv: true, Cwd: start.Cwd, Capability: capTok}
+	s.audit(ctx, c, "sandbox.exec_stream", r.PathValue("id"), start.Argv, in, d, nil)
+	req := &pb.StartRequest{Argv: start.Argv, Env: start.Env, AddEnv: true, Cwd: start.Cwd, Capability: capTok, Gate: in.gate()}
 	if start.TTY != nil {
 		req.Tty = &pb.TTYSize{Rows: start.TTY.Rows, Cols: start.TTY.Cols}
 	}
@@ -293,9 +300,33 @@ func exitOf(e *pb.ExitStatus) api.StreamExit {
 
 // audit records a command run in a sandbox, or refused, with the policy's decision when
 // one is in force. Only the program's name and the rule are kept, never the reason: the
-// arguments, which the reason quotes, may carry secrets a user typed.
-func (s *Server) audit(ctx context.Context, c fleet.Caller, action, sandboxID string, argv []string, in inForce, d policy.Decision) {
-	s.event(ctx, c.UserID, action, policyDetail(map[string]any{"sandbox": sandboxID, "program": argv[0]}, in, d))
+// arguments, which the reason quotes, may carry secrets a user typed. An environment entry
+// refused is named by its name, never its value.
+func (s *Server) audit(ctx context.Context, c fleet.Caller, action, sandboxID string, argv []string, in inForce, d policy.Decision, env []string) {
+	detail := map[string]any{"sandbox": sandboxID, "program": argv[0]}
+	if in.pol != nil && !d.Allow {
+		var e *policy.EnvError
+		if errors.As(policy.GatedEnv(env, in.pol.EnvNames()), &e) && e.Rule == d.Rule {
+			detail["env"] = e.Name
+		}
+	}
+	s.event(ctx, c.UserID, action, policyDetail(detail, in, d))
+}
+
+// capabilityEnv refuses an env entry outside the allowlist of an exec under a capability
+// token (policy.GatedEnv: the safe set only), with an audit event that names the variable
+// and the rule, never its value. The agent refuses it again where the command runs.
+func (s *Server) capabilityEnv(ctx context.Context, c fleet.Caller, sandboxID string, argv, env []string) error {
+	h := heldCapabilityOf(ctx)
+	if h == nil {
+		return nil
+	}
+	var e *policy.EnvError
+	if !errors.As(policy.GatedEnv(env, nil), &e) {
+		return nil
+	}
+	s.event(ctx, c.UserID, "sandbox.exec_denied", map[string]any{"sandbox": sandboxID, "program": argv[0], "capability": h.id, "env": e.Name, "rule": e.Rule})
+	return fmt.Errorf("exec under a capability token: %v: %w", e, errdefs.ErrPermissionDenied)
 }
 
 // refuseStream ends a stream whose command was refused before anything reached the

@@ -25,6 +25,7 @@ import (
 	"github.com/paddockhq/paddock/internal/runner"
 	"github.com/paddockhq/paddock/internal/sandbox/container"
 	"github.com/paddockhq/paddock/internal/store"
+	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
 )
 
 // Policies in force (package policy) where the action happens: the control plane decides
@@ -80,6 +81,15 @@ func (in inForce) fileRules() string {
 	return in.text
 }
 
+// gate is what the agent is told of a policy that limits an exec's programs, so that it
+// holds the exec's environment to the same allowlist; nil without shell rules.
+func (in inForce) gate() *pb.ExecGate {
+	if in.pol == nil || !in.pol.HasShellRules() {
+		return nil
+	}
+	return &pb.ExecGate{Env: in.pol.EnvNames()}
+}
+
 // timeout is the policy's wall-clock limit on one command (0: none).
 func (in inForce) timeout() time.Duration {
 	if in.pol == nil {
@@ -100,6 +110,9 @@ func (in inForce) exec(argv, env []string, stdin []byte) policy.Decision {
 	if e := p.ShellEnv(env); !e.Allow {
 		return e
 	}
+	if e := p.GatedEnv(env); !e.Allow {
+		return e
+	}
 	if policy.StdinShell(argv) {
 		if sd := p.ShellScript(string(stdin)); !sd.Allow {
 			sd.Reason = "the shell's standard input: " + sd.Reason
@@ -118,6 +131,9 @@ func (in inForce) stream(argv, env []string) policy.Decision {
 		return d
 	}
 	if e := p.ShellEnv(env); !e.Allow {
+		return e
+	}
+	if e := p.GatedEnv(env); !e.Allow {
 		return e
 	}
 	if policy.StdinShell(argv) {

@@ -46,41 +46,89 @@ func (m *Manager) LimitFileSize(n int64, self string) error {
 	return nil
 }
 
-// limited makes l start through the trampoline, which sets RLIMIT_FSIZE fsize and execs
-// what l would have.
+// SetSelf names the agent's own binary, the trampoline that starts gated commands
+// (Spec.ExecOnly) and commands under a file size limit.
+func (m *Manager) SetSelf(self string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.self = self
+}
+
+// limited makes l start through the trampoline, which sets RLIMIT_FSIZE fsize (0: leaves
+// it) and, when l.execOnly is set, limits execution to those files, then execs what l
+// would have.
 func (l launch) limited(self string, fsize int64) launch {
-	if l.err != nil || fsize <= 0 {
+	if l.err != nil || fsize <= 0 && l.execOnly == nil {
 		return l
 	}
-	l.argv = append([]string{"paddock-agent", LimitedExecFlag, strconv.FormatInt(fsize, 10), l.path}, l.argv...)
+	if self == "" {
+		l.err = fmt.Errorf("the agent's own binary is unknown, so a gated command cannot be limited: %w", errdefs.ErrFailedPrecondition)
+		return l
+	}
+	args := []string{"paddock-agent", LimitedExecFlag, strconv.FormatInt(max(fsize, 0), 10)}
+	if l.execOnly != nil {
+		args = append(append(args, execOnlyFlag, strconv.Itoa(len(l.execOnly))), l.execOnly...)
+	}
+	l.argv = append(append(args, l.path), l.argv...)
 	l.path = self
 	return l
 }
 
-// ExecLimited is the trampoline (args follow LimitedExecFlag: FSIZE PATH ARGV0 ARGS…): it
-// sets RLIMIT_FSIZE, soft and hard, and replaces itself with the command, keeping its
-// environment. It returns only when it could not, with the exit code a shell would give
-// (127 not found, 126 otherwise) and why.
+// execOnlyFlag, after the trampoline's FSIZE, is followed by a count and that many files:
+// the only files the command and everything it starts may execute (see RestrictExec).
+const execOnlyFlag = "--exec-only"
+
+// ExecLimited is the trampoline (args follow LimitedExecFlag: FSIZE [--exec-only N FILE…]
+// PATH ARGV0 ARGS…): it sets RLIMIT_FSIZE, soft and hard (FSIZE 0 leaves it), limits what
+// may be executed to the N files when given, and replaces itself with the command, keeping
+// its environment. It returns only when it could not, with the exit code a shell would
+// give (127 not found, 126 otherwise) and why.
 func ExecLimited(args []string) (code int, err error) {
 	if len(args) < 3 {
-		return 126, fmt.Errorf("%s: want FSIZE PATH ARGV0 [ARGS…]", LimitedExecFlag)
+		return 126, fmt.Errorf("%s: want FSIZE [%s N FILE…] PATH ARGV0 [ARGS…]", LimitedExecFlag, execOnlyFlag)
 	}
 	n, err := strconv.ParseInt(args[0], 10, 64)
-	if err != nil || n <= 0 {
-		return 126, fmt.Errorf("%s: file size %q is not a positive byte count", LimitedExecFlag, args[0])
+	if err != nil || n < 0 {
+		return 126, fmt.Errorf("%s: file size %q is not a byte count", LimitedExecFlag, args[0])
 	}
+	args = args[1:]
+	var only []string
+	if args[0] == execOnlyFlag {
+		k, err := strconv.Atoi(args[1])
+		if err != nil || k < 0 || len(args) < k+4 {
+			return 126, fmt.Errorf("%s: %s %q: want a count of the files that follow", LimitedExecFlag, execOnlyFlag, args[1])
+		}
+		only, args = args[2:2+k], args[2+k:]
+		if only == nil {
+			only = []string{}
+		}
+	}
+	if n > 0 {
+		if err := limitFileSize(uint64(n)); err != nil {
+			return 126, err
+		}
+	}
+	if only != nil {
+		if err := RestrictExec(only); err != nil {
+			return 126, err
+		}
+	}
+	err = syscall.Exec(args[0], args[1:], os.Environ())
+	if errors.Is(err, syscall.ENOENT) {
+		return 127, fmt.Errorf("%s: %w", args[0], err)
+	}
+	return 126, fmt.Errorf("%s: %w", args[0], err)
+}
+
+func limitFileSize(n uint64) error {
 	var lim unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_FSIZE, &lim); err != nil {
-		return 126, fmt.Errorf("read RLIMIT_FSIZE: %w", err)
+		return fmt.Errorf("read RLIMIT_FSIZE: %w", err)
 	}
 	// Never above a hard limit already lower: only a privileged process may raise it.
-	v := min(uint64(n), lim.Max)
+	v := min(n, lim.Max)
 	if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: v, Max: v}); err != nil {
-		return 126, fmt.Errorf("set RLIMIT_FSIZE to %d: %w", v, err)
+		return fmt.Errorf("set RLIMIT_FSIZE to %d: %w", v, err)
 	}
-	err = syscall.Exec(args[1], args[2:], os.Environ())
-	if errors.Is(err, syscall.ENOENT) {
-		return 127, fmt.Errorf("%s: %w", args[1], err)
-	}
-	return 126, fmt.Errorf("%s: %w", args[1], err)
+	return nil
 }

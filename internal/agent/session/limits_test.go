@@ -77,8 +77,9 @@ func TestFileSizeLimit(t *testing.T) {
 			says string
 		}{
 			{[]string{"1048576", "/nonexistent/cmd", "cmd"}, 127, "/nonexistent/cmd: no such file or directory"},
-			{[]string{"-5", "/bin/true", "true"}, 126, `file size "-5" is not a positive byte count`},
-			{[]string{"1048576"}, 126, "want FSIZE PATH ARGV0"},
+			{[]string{"-5", "/bin/true", "true"}, 126, `file size "-5" is not a byte count`},
+			{[]string{"1048576"}, 126, "want FSIZE [--exec-only N FILE…] PATH ARGV0"},
+			{[]string{"0", "--exec-only", "9", "/bin/true", "true"}, 126, `--exec-only "9": want a count of the files that follow`},
 		} {
 			s := start(t, m, append([]string{self, LimitedExecFlag}, tt.args...)...)
 			_, stderr, _ := collect(t, s)

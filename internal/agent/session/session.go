@@ -71,6 +71,8 @@ type Spec struct {
 	HoldOutput bool
 	// Ephemeral sessions leave the manager as soon as they finish (one-shot Execute).
 	Ephemeral bool
+	// ExecOnly, when not nil, are the only files the session may execute (RestrictExec).
+	ExecOnly []string
 }
 
 // ExitStatus tells how a session ended.
@@ -228,10 +230,12 @@ type launch struct {
 	env  []string
 	dir  string
 	err  error // why it cannot be launched
+	// execOnly, when not nil, are the only files the command may execute.
+	execOnly []string
 }
 
 func (m *Manager) prepare(spec Spec) launch {
-	l := launch{argv: spec.Argv, env: spec.Env, dir: m.workspace}
+	l := launch{argv: spec.Argv, env: spec.Env, dir: m.workspace, execOnly: spec.ExecOnly}
 	switch {
 	case spec.AddEnv:
 		l.env = mergeEnv(m.defaultEnv, spec.Env)

@@ -213,7 +213,11 @@ type StartRequest struct {
 	// the request acts under: the agent verifies it with its own keyring against what it
 	// really touches (the path with symlinks resolved, the program run) and refuses the
 	// request outside it. Empty: the control plane decided on its own.
-	Capability    string `protobuf:"bytes,15,opt,name=capability,proto3" json:"capability,omitempty"`
+	Capability string `protobuf:"bytes,15,opt,name=capability,proto3" json:"capability,omitempty"`
+	// gate, when set, says the exec is gated: a policy's shell rules limit its programs.
+	// The agent then refuses an env entry outside the allowlist (package policy, GatedEnv),
+	// as it does for a request under a capability token.
+	Gate          *ExecGate `protobuf:"bytes,16,opt,name=gate,proto3" json:"gate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -297,6 +301,59 @@ func (x *StartRequest) GetCapability() string {
 	return ""
 }
 
+func (x *StartRequest) GetGate() *ExecGate {
+	if x != nil {
+		return x.Gate
+	}
+	return nil
+}
+
+// ExecGate is what limits a gated exec besides a capability token.
+type ExecGate struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// env lists the names, besides the safe set, the exec's env may set (shell.env).
+	Env           []string `protobuf:"bytes,1,rep,name=env,proto3" json:"env,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecGate) Reset() {
+	*x = ExecGate{}
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecGate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecGate) ProtoMessage() {}
+
+func (x *ExecGate) ProtoReflect() protoreflect.Message {
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecGate.ProtoReflect.Descriptor instead.
+func (*ExecGate) Descriptor() ([]byte, []int) {
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ExecGate) GetEnv() []string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
 type TTYSize struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Rows          uint32                 `protobuf:"varint,1,opt,name=rows,proto3" json:"rows,omitempty"`
@@ -307,7 +364,7 @@ type TTYSize struct {
 
 func (x *TTYSize) Reset() {
 	*x = TTYSize{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[1]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -319,7 +376,7 @@ func (x *TTYSize) String() string {
 func (*TTYSize) ProtoMessage() {}
 
 func (x *TTYSize) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[1]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -332,7 +389,7 @@ func (x *TTYSize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TTYSize.ProtoReflect.Descriptor instead.
 func (*TTYSize) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{1}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *TTYSize) GetRows() uint32 {
@@ -361,7 +418,7 @@ type AttachRequest struct {
 
 func (x *AttachRequest) Reset() {
 	*x = AttachRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[2]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -373,7 +430,7 @@ func (x *AttachRequest) String() string {
 func (*AttachRequest) ProtoMessage() {}
 
 func (x *AttachRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[2]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -386,7 +443,7 @@ func (x *AttachRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachRequest.ProtoReflect.Descriptor instead.
 func (*AttachRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{2}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AttachRequest) GetSessionId() string {
@@ -417,7 +474,7 @@ type ProcessEvent struct {
 
 func (x *ProcessEvent) Reset() {
 	*x = ProcessEvent{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[3]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -429,7 +486,7 @@ func (x *ProcessEvent) String() string {
 func (*ProcessEvent) ProtoMessage() {}
 
 func (x *ProcessEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[3]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -442,7 +499,7 @@ func (x *ProcessEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessEvent.ProtoReflect.Descriptor instead.
 func (*ProcessEvent) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{3}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ProcessEvent) GetEvent() isProcessEvent_Event {
@@ -511,7 +568,7 @@ type Started struct {
 
 func (x *Started) Reset() {
 	*x = Started{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[4]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -523,7 +580,7 @@ func (x *Started) String() string {
 func (*Started) ProtoMessage() {}
 
 func (x *Started) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[4]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -536,7 +593,7 @@ func (x *Started) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Started.ProtoReflect.Descriptor instead.
 func (*Started) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{4}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Started) GetSessionId() string {
@@ -568,7 +625,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[5]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -580,7 +637,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[5]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -593,7 +650,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{5}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Output) GetStream() Stream {
@@ -639,7 +696,7 @@ type ExitStatus struct {
 
 func (x *ExitStatus) Reset() {
 	*x = ExitStatus{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[6]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -651,7 +708,7 @@ func (x *ExitStatus) String() string {
 func (*ExitStatus) ProtoMessage() {}
 
 func (x *ExitStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[6]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -664,7 +721,7 @@ func (x *ExitStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExitStatus.ProtoReflect.Descriptor instead.
 func (*ExitStatus) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{6}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ExitStatus) GetSessionId() string {
@@ -711,14 +768,18 @@ type ExecuteRequest struct {
 	// the request acts under: the agent verifies it with its own keyring against what it
 	// really touches (the path with symlinks resolved, the program run) and refuses the
 	// request outside it. Empty: the control plane decided on its own.
-	Capability    string `protobuf:"bytes,15,opt,name=capability,proto3" json:"capability,omitempty"`
+	Capability string `protobuf:"bytes,15,opt,name=capability,proto3" json:"capability,omitempty"`
+	// gate, when set, says the exec is gated: a policy's shell rules limit its programs.
+	// The agent then refuses an env entry outside the allowlist (package policy, GatedEnv),
+	// as it does for a request under a capability token.
+	Gate          *ExecGate `protobuf:"bytes,16,opt,name=gate,proto3" json:"gate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExecuteRequest) Reset() {
 	*x = ExecuteRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[7]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -730,7 +791,7 @@ func (x *ExecuteRequest) String() string {
 func (*ExecuteRequest) ProtoMessage() {}
 
 func (x *ExecuteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[7]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -743,7 +804,7 @@ func (x *ExecuteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteRequest.ProtoReflect.Descriptor instead.
 func (*ExecuteRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{7}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ExecuteRequest) GetArgv() []string {
@@ -802,6 +863,13 @@ func (x *ExecuteRequest) GetCapability() string {
 	return ""
 }
 
+func (x *ExecuteRequest) GetGate() *ExecGate {
+	if x != nil {
+		return x.Gate
+	}
+	return nil
+}
+
 type ExecuteResponse struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Status          *ExitStatus            `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
@@ -816,7 +884,7 @@ type ExecuteResponse struct {
 
 func (x *ExecuteResponse) Reset() {
 	*x = ExecuteResponse{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[8]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -828,7 +896,7 @@ func (x *ExecuteResponse) String() string {
 func (*ExecuteResponse) ProtoMessage() {}
 
 func (x *ExecuteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[8]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -841,7 +909,7 @@ func (x *ExecuteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteResponse.ProtoReflect.Descriptor instead.
 func (*ExecuteResponse) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{8}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ExecuteResponse) GetStatus() *ExitStatus {
@@ -898,7 +966,7 @@ type WriteStdinRequest struct {
 
 func (x *WriteStdinRequest) Reset() {
 	*x = WriteStdinRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[9]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -910,7 +978,7 @@ func (x *WriteStdinRequest) String() string {
 func (*WriteStdinRequest) ProtoMessage() {}
 
 func (x *WriteStdinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[9]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -923,7 +991,7 @@ func (x *WriteStdinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteStdinRequest.ProtoReflect.Descriptor instead.
 func (*WriteStdinRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{9}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *WriteStdinRequest) GetSessionId() string {
@@ -955,7 +1023,7 @@ type WriteStdinResponse struct {
 
 func (x *WriteStdinResponse) Reset() {
 	*x = WriteStdinResponse{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[10]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -967,7 +1035,7 @@ func (x *WriteStdinResponse) String() string {
 func (*WriteStdinResponse) ProtoMessage() {}
 
 func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[10]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -980,7 +1048,7 @@ func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteStdinResponse.ProtoReflect.Descriptor instead.
 func (*WriteStdinResponse) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{10}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{11}
 }
 
 type SendSignalRequest struct {
@@ -994,7 +1062,7 @@ type SendSignalRequest struct {
 
 func (x *SendSignalRequest) Reset() {
 	*x = SendSignalRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[11]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1006,7 +1074,7 @@ func (x *SendSignalRequest) String() string {
 func (*SendSignalRequest) ProtoMessage() {}
 
 func (x *SendSignalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[11]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1019,7 +1087,7 @@ func (x *SendSignalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendSignalRequest.ProtoReflect.Descriptor instead.
 func (*SendSignalRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{11}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SendSignalRequest) GetSessionId() string {
@@ -1044,7 +1112,7 @@ type SendSignalResponse struct {
 
 func (x *SendSignalResponse) Reset() {
 	*x = SendSignalResponse{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[12]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1056,7 +1124,7 @@ func (x *SendSignalResponse) String() string {
 func (*SendSignalResponse) ProtoMessage() {}
 
 func (x *SendSignalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[12]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1069,7 +1137,7 @@ func (x *SendSignalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendSignalResponse.ProtoReflect.Descriptor instead.
 func (*SendSignalResponse) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{12}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{13}
 }
 
 type ResizeTTYRequest struct {
@@ -1082,7 +1150,7 @@ type ResizeTTYRequest struct {
 
 func (x *ResizeTTYRequest) Reset() {
 	*x = ResizeTTYRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[13]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1094,7 +1162,7 @@ func (x *ResizeTTYRequest) String() string {
 func (*ResizeTTYRequest) ProtoMessage() {}
 
 func (x *ResizeTTYRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[13]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1107,7 +1175,7 @@ func (x *ResizeTTYRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResizeTTYRequest.ProtoReflect.Descriptor instead.
 func (*ResizeTTYRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{13}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ResizeTTYRequest) GetSessionId() string {
@@ -1132,7 +1200,7 @@ type ResizeTTYResponse struct {
 
 func (x *ResizeTTYResponse) Reset() {
 	*x = ResizeTTYResponse{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[14]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1144,7 +1212,7 @@ func (x *ResizeTTYResponse) String() string {
 func (*ResizeTTYResponse) ProtoMessage() {}
 
 func (x *ResizeTTYResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[14]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1157,7 +1225,7 @@ func (x *ResizeTTYResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResizeTTYResponse.ProtoReflect.Descriptor instead.
 func (*ResizeTTYResponse) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{14}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{15}
 }
 
 type WaitRequest struct {
@@ -1169,7 +1237,7 @@ type WaitRequest struct {
 
 func (x *WaitRequest) Reset() {
 	*x = WaitRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[15]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1181,7 +1249,7 @@ func (x *WaitRequest) String() string {
 func (*WaitRequest) ProtoMessage() {}
 
 func (x *WaitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[15]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1194,7 +1262,7 @@ func (x *WaitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitRequest.ProtoReflect.Descriptor instead.
 func (*WaitRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{15}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WaitRequest) GetSessionId() string {
@@ -1212,7 +1280,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[16]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1224,7 +1292,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[16]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1237,7 +1305,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{16}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{17}
 }
 
 type SessionInfo struct {
@@ -1254,7 +1322,7 @@ type SessionInfo struct {
 
 func (x *SessionInfo) Reset() {
 	*x = SessionInfo{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[17]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1266,7 +1334,7 @@ func (x *SessionInfo) String() string {
 func (*SessionInfo) ProtoMessage() {}
 
 func (x *SessionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[17]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1279,7 +1347,7 @@ func (x *SessionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionInfo.ProtoReflect.Descriptor instead.
 func (*SessionInfo) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{17}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SessionInfo) GetSessionId() string {
@@ -1333,7 +1401,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[18]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1345,7 +1413,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[18]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1358,7 +1426,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{18}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListResponse) GetSessions() []*SessionInfo {
@@ -1391,7 +1459,7 @@ type ReadRequest struct {
 
 func (x *ReadRequest) Reset() {
 	*x = ReadRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[19]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1403,7 +1471,7 @@ func (x *ReadRequest) String() string {
 func (*ReadRequest) ProtoMessage() {}
 
 func (x *ReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[19]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1416,7 +1484,7 @@ func (x *ReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadRequest.ProtoReflect.Descriptor instead.
 func (*ReadRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{19}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReadRequest) GetPath() string {
@@ -1464,7 +1532,7 @@ type FileChunk struct {
 
 func (x *FileChunk) Reset() {
 	*x = FileChunk{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[20]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1476,7 +1544,7 @@ func (x *FileChunk) String() string {
 func (*FileChunk) ProtoMessage() {}
 
 func (x *FileChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[20]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1489,7 +1557,7 @@ func (x *FileChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileChunk.ProtoReflect.Descriptor instead.
 func (*FileChunk) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{20}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *FileChunk) GetData() []byte {
@@ -1531,7 +1599,7 @@ type WriteRequest struct {
 
 func (x *WriteRequest) Reset() {
 	*x = WriteRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[21]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1543,7 +1611,7 @@ func (x *WriteRequest) String() string {
 func (*WriteRequest) ProtoMessage() {}
 
 func (x *WriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[21]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1556,7 +1624,7 @@ func (x *WriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteRequest.ProtoReflect.Descriptor instead.
 func (*WriteRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{21}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *WriteRequest) GetPath() string {
@@ -1617,7 +1685,7 @@ type FileInfo struct {
 
 func (x *FileInfo) Reset() {
 	*x = FileInfo{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[22]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1629,7 +1697,7 @@ func (x *FileInfo) String() string {
 func (*FileInfo) ProtoMessage() {}
 
 func (x *FileInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[22]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1642,7 +1710,7 @@ func (x *FileInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileInfo.ProtoReflect.Descriptor instead.
 func (*FileInfo) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{22}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *FileInfo) GetPath() string {
@@ -1696,7 +1764,7 @@ type StatRequest struct {
 
 func (x *StatRequest) Reset() {
 	*x = StatRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[23]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1708,7 +1776,7 @@ func (x *StatRequest) String() string {
 func (*StatRequest) ProtoMessage() {}
 
 func (x *StatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[23]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1721,7 +1789,7 @@ func (x *StatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatRequest.ProtoReflect.Descriptor instead.
 func (*StatRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{23}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *StatRequest) GetPath() string {
@@ -1753,7 +1821,7 @@ type ListFilesRequest struct {
 
 func (x *ListFilesRequest) Reset() {
 	*x = ListFilesRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[24]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1765,7 +1833,7 @@ func (x *ListFilesRequest) String() string {
 func (*ListFilesRequest) ProtoMessage() {}
 
 func (x *ListFilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[24]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1778,7 +1846,7 @@ func (x *ListFilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFilesRequest.ProtoReflect.Descriptor instead.
 func (*ListFilesRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{24}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListFilesRequest) GetPath() string {
@@ -1818,7 +1886,7 @@ type ListFilesResponse struct {
 
 func (x *ListFilesResponse) Reset() {
 	*x = ListFilesResponse{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[25]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1830,7 +1898,7 @@ func (x *ListFilesResponse) String() string {
 func (*ListFilesResponse) ProtoMessage() {}
 
 func (x *ListFilesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[25]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1843,7 +1911,7 @@ func (x *ListFilesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFilesResponse.ProtoReflect.Descriptor instead.
 func (*ListFilesResponse) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{25}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListFilesResponse) GetEntries() []*FileInfo {
@@ -1875,7 +1943,7 @@ type MkdirRequest struct {
 
 func (x *MkdirRequest) Reset() {
 	*x = MkdirRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[26]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1887,7 +1955,7 @@ func (x *MkdirRequest) String() string {
 func (*MkdirRequest) ProtoMessage() {}
 
 func (x *MkdirRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[26]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1900,7 +1968,7 @@ func (x *MkdirRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MkdirRequest.ProtoReflect.Descriptor instead.
 func (*MkdirRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{26}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *MkdirRequest) GetPath() string {
@@ -1960,7 +2028,7 @@ type MoveRequest struct {
 
 func (x *MoveRequest) Reset() {
 	*x = MoveRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[27]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1972,7 +2040,7 @@ func (x *MoveRequest) String() string {
 func (*MoveRequest) ProtoMessage() {}
 
 func (x *MoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[27]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1985,7 +2053,7 @@ func (x *MoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRequest.ProtoReflect.Descriptor instead.
 func (*MoveRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{27}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *MoveRequest) GetFrom() string {
@@ -2044,7 +2112,7 @@ type RemoveRequest struct {
 
 func (x *RemoveRequest) Reset() {
 	*x = RemoveRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[28]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2056,7 +2124,7 @@ func (x *RemoveRequest) String() string {
 func (*RemoveRequest) ProtoMessage() {}
 
 func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[28]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2069,7 +2137,7 @@ func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRequest.ProtoReflect.Descriptor instead.
 func (*RemoveRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{28}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RemoveRequest) GetPath() string {
@@ -2108,7 +2176,7 @@ type RemoveResponse struct {
 
 func (x *RemoveResponse) Reset() {
 	*x = RemoveResponse{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[29]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2120,7 +2188,7 @@ func (x *RemoveResponse) String() string {
 func (*RemoveResponse) ProtoMessage() {}
 
 func (x *RemoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[29]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2133,7 +2201,7 @@ func (x *RemoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveResponse.ProtoReflect.Descriptor instead.
 func (*RemoveResponse) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{29}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{30}
 }
 
 type WatchRequest struct {
@@ -2146,7 +2214,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[30]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2158,7 +2226,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[30]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2171,7 +2239,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{30}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *WatchRequest) GetPath() string {
@@ -2199,7 +2267,7 @@ type FileEvent struct {
 
 func (x *FileEvent) Reset() {
 	*x = FileEvent{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[31]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2211,7 +2279,7 @@ func (x *FileEvent) String() string {
 func (*FileEvent) ProtoMessage() {}
 
 func (x *FileEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[31]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2224,7 +2292,7 @@ func (x *FileEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileEvent.ProtoReflect.Descriptor instead.
 func (*FileEvent) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{31}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *FileEvent) GetKind() FileEventKind {
@@ -2249,7 +2317,7 @@ type AppRequest struct {
 
 func (x *AppRequest) Reset() {
 	*x = AppRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[32]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2261,7 +2329,7 @@ func (x *AppRequest) String() string {
 func (*AppRequest) ProtoMessage() {}
 
 func (x *AppRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[32]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2274,7 +2342,7 @@ func (x *AppRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppRequest.ProtoReflect.Descriptor instead.
 func (*AppRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{32}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{33}
 }
 
 // AppStatus is the state of the supervised app.
@@ -2300,7 +2368,7 @@ type AppStatus struct {
 
 func (x *AppStatus) Reset() {
 	*x = AppStatus{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[33]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2312,7 +2380,7 @@ func (x *AppStatus) String() string {
 func (*AppStatus) ProtoMessage() {}
 
 func (x *AppStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[33]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2325,7 +2393,7 @@ func (x *AppStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppStatus.ProtoReflect.Descriptor instead.
 func (*AppStatus) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{33}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *AppStatus) GetState() string {
@@ -2385,7 +2453,7 @@ type InfoRequest struct {
 
 func (x *InfoRequest) Reset() {
 	*x = InfoRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[34]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2397,7 +2465,7 @@ func (x *InfoRequest) String() string {
 func (*InfoRequest) ProtoMessage() {}
 
 func (x *InfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[34]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2410,7 +2478,7 @@ func (x *InfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoRequest.ProtoReflect.Descriptor instead.
 func (*InfoRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{34}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{35}
 }
 
 type InfoResponse struct {
@@ -2433,7 +2501,7 @@ type InfoResponse struct {
 
 func (x *InfoResponse) Reset() {
 	*x = InfoResponse{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[35]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2445,7 +2513,7 @@ func (x *InfoResponse) String() string {
 func (*InfoResponse) ProtoMessage() {}
 
 func (x *InfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[35]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2458,7 +2526,7 @@ func (x *InfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoResponse.ProtoReflect.Descriptor instead.
 func (*InfoResponse) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{35}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *InfoResponse) GetSandboxId() string {
@@ -2525,7 +2593,7 @@ type ForwardRequest struct {
 
 func (x *ForwardRequest) Reset() {
 	*x = ForwardRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[36]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2537,7 +2605,7 @@ func (x *ForwardRequest) String() string {
 func (*ForwardRequest) ProtoMessage() {}
 
 func (x *ForwardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[36]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2550,7 +2618,7 @@ func (x *ForwardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardRequest.ProtoReflect.Descriptor instead.
 func (*ForwardRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{36}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ForwardRequest) GetPort() uint32 {
@@ -2586,7 +2654,7 @@ type ForwardResponse struct {
 
 func (x *ForwardResponse) Reset() {
 	*x = ForwardResponse{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[37]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2598,7 +2666,7 @@ func (x *ForwardResponse) String() string {
 func (*ForwardResponse) ProtoMessage() {}
 
 func (x *ForwardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[37]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2611,7 +2679,7 @@ func (x *ForwardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardResponse.ProtoReflect.Descriptor instead.
 func (*ForwardResponse) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{37}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ForwardResponse) GetConnected() bool {
@@ -2653,7 +2721,7 @@ type CheckpointInfo struct {
 
 func (x *CheckpointInfo) Reset() {
 	*x = CheckpointInfo{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[38]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2665,7 +2733,7 @@ func (x *CheckpointInfo) String() string {
 func (*CheckpointInfo) ProtoMessage() {}
 
 func (x *CheckpointInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[38]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2678,7 +2746,7 @@ func (x *CheckpointInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointInfo.ProtoReflect.Descriptor instead.
 func (*CheckpointInfo) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{38}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CheckpointInfo) GetId() string {
@@ -2758,7 +2826,7 @@ type TransactionInfo struct {
 
 func (x *TransactionInfo) Reset() {
 	*x = TransactionInfo{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[39]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2770,7 +2838,7 @@ func (x *TransactionInfo) String() string {
 func (*TransactionInfo) ProtoMessage() {}
 
 func (x *TransactionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[39]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2783,7 +2851,7 @@ func (x *TransactionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionInfo.ProtoReflect.Descriptor instead.
 func (*TransactionInfo) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{39}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *TransactionInfo) GetId() string {
@@ -2823,7 +2891,7 @@ type BeginRequest struct {
 
 func (x *BeginRequest) Reset() {
 	*x = BeginRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[40]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2835,7 +2903,7 @@ func (x *BeginRequest) String() string {
 func (*BeginRequest) ProtoMessage() {}
 
 func (x *BeginRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[40]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2848,7 +2916,7 @@ func (x *BeginRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BeginRequest.ProtoReflect.Descriptor instead.
 func (*BeginRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{40}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *BeginRequest) GetMessage() string {
@@ -2867,7 +2935,7 @@ type BeginResponse struct {
 
 func (x *BeginResponse) Reset() {
 	*x = BeginResponse{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[41]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2879,7 +2947,7 @@ func (x *BeginResponse) String() string {
 func (*BeginResponse) ProtoMessage() {}
 
 func (x *BeginResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[41]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2892,7 +2960,7 @@ func (x *BeginResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BeginResponse.ProtoReflect.Descriptor instead.
 func (*BeginResponse) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{41}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *BeginResponse) GetTransaction() *TransactionInfo {
@@ -2910,7 +2978,7 @@ type CommitRequest struct {
 
 func (x *CommitRequest) Reset() {
 	*x = CommitRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[42]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2922,7 +2990,7 @@ func (x *CommitRequest) String() string {
 func (*CommitRequest) ProtoMessage() {}
 
 func (x *CommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[42]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2935,7 +3003,7 @@ func (x *CommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitRequest.ProtoReflect.Descriptor instead.
 func (*CommitRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{42}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{43}
 }
 
 type CommitResponse struct {
@@ -2951,7 +3019,7 @@ type CommitResponse struct {
 
 func (x *CommitResponse) Reset() {
 	*x = CommitResponse{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[43]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2963,7 +3031,7 @@ func (x *CommitResponse) String() string {
 func (*CommitResponse) ProtoMessage() {}
 
 func (x *CommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[43]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2976,7 +3044,7 @@ func (x *CommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitResponse.ProtoReflect.Descriptor instead.
 func (*CommitResponse) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{43}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CommitResponse) GetCheckpoint() *CheckpointInfo {
@@ -3008,7 +3076,7 @@ type RollbackRequest struct {
 
 func (x *RollbackRequest) Reset() {
 	*x = RollbackRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[44]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3020,7 +3088,7 @@ func (x *RollbackRequest) String() string {
 func (*RollbackRequest) ProtoMessage() {}
 
 func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[44]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3033,7 +3101,7 @@ func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackRequest.ProtoReflect.Descriptor instead.
 func (*RollbackRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{44}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{45}
 }
 
 type RollbackResponse struct {
@@ -3049,7 +3117,7 @@ type RollbackResponse struct {
 
 func (x *RollbackResponse) Reset() {
 	*x = RollbackResponse{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[45]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3061,7 +3129,7 @@ func (x *RollbackResponse) String() string {
 func (*RollbackResponse) ProtoMessage() {}
 
 func (x *RollbackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[45]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3074,7 +3142,7 @@ func (x *RollbackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackResponse.ProtoReflect.Descriptor instead.
 func (*RollbackResponse) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{45}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RollbackResponse) GetTransaction() *TransactionInfo {
@@ -3114,7 +3182,7 @@ type CheckpointRequest struct {
 
 func (x *CheckpointRequest) Reset() {
 	*x = CheckpointRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[46]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3126,7 +3194,7 @@ func (x *CheckpointRequest) String() string {
 func (*CheckpointRequest) ProtoMessage() {}
 
 func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[46]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3139,7 +3207,7 @@ func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointRequest.ProtoReflect.Descriptor instead.
 func (*CheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{46}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *CheckpointRequest) GetMessage() string {
@@ -3160,7 +3228,7 @@ type CheckpointResponse struct {
 
 func (x *CheckpointResponse) Reset() {
 	*x = CheckpointResponse{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[47]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3172,7 +3240,7 @@ func (x *CheckpointResponse) String() string {
 func (*CheckpointResponse) ProtoMessage() {}
 
 func (x *CheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[47]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3185,7 +3253,7 @@ func (x *CheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointResponse.ProtoReflect.Descriptor instead.
 func (*CheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{47}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *CheckpointResponse) GetCheckpoint() *CheckpointInfo {
@@ -3210,7 +3278,7 @@ type HistoryListRequest struct {
 
 func (x *HistoryListRequest) Reset() {
 	*x = HistoryListRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[48]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3222,7 +3290,7 @@ func (x *HistoryListRequest) String() string {
 func (*HistoryListRequest) ProtoMessage() {}
 
 func (x *HistoryListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[48]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3235,7 +3303,7 @@ func (x *HistoryListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryListRequest.ProtoReflect.Descriptor instead.
 func (*HistoryListRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{48}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{49}
 }
 
 type HistoryListResponse struct {
@@ -3256,7 +3324,7 @@ type HistoryListResponse struct {
 
 func (x *HistoryListResponse) Reset() {
 	*x = HistoryListResponse{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[49]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3268,7 +3336,7 @@ func (x *HistoryListResponse) String() string {
 func (*HistoryListResponse) ProtoMessage() {}
 
 func (x *HistoryListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[49]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3281,7 +3349,7 @@ func (x *HistoryListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryListResponse.ProtoReflect.Descriptor instead.
 func (*HistoryListResponse) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{49}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *HistoryListResponse) GetCheckpoints() []*CheckpointInfo {
@@ -3327,7 +3395,7 @@ type UndoRequest struct {
 
 func (x *UndoRequest) Reset() {
 	*x = UndoRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[50]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3339,7 +3407,7 @@ func (x *UndoRequest) String() string {
 func (*UndoRequest) ProtoMessage() {}
 
 func (x *UndoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[50]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3352,7 +3420,7 @@ func (x *UndoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UndoRequest.ProtoReflect.Descriptor instead.
 func (*UndoRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{50}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{51}
 }
 
 type RedoRequest struct {
@@ -3363,7 +3431,7 @@ type RedoRequest struct {
 
 func (x *RedoRequest) Reset() {
 	*x = RedoRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[51]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3375,7 +3443,7 @@ func (x *RedoRequest) String() string {
 func (*RedoRequest) ProtoMessage() {}
 
 func (x *RedoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[51]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3388,7 +3456,7 @@ func (x *RedoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedoRequest.ProtoReflect.Descriptor instead.
 func (*RedoRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{51}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{52}
 }
 
 type RestoreRequest struct {
@@ -3400,7 +3468,7 @@ type RestoreRequest struct {
 
 func (x *RestoreRequest) Reset() {
 	*x = RestoreRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[52]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3412,7 +3480,7 @@ func (x *RestoreRequest) String() string {
 func (*RestoreRequest) ProtoMessage() {}
 
 func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[52]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3425,7 +3493,7 @@ func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreRequest.ProtoReflect.Descriptor instead.
 func (*RestoreRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{52}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *RestoreRequest) GetCheckpoint() string {
@@ -3451,7 +3519,7 @@ type RestoreResponse struct {
 
 func (x *RestoreResponse) Reset() {
 	*x = RestoreResponse{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[53]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3463,7 +3531,7 @@ func (x *RestoreResponse) String() string {
 func (*RestoreResponse) ProtoMessage() {}
 
 func (x *RestoreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[53]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3476,7 +3544,7 @@ func (x *RestoreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreResponse.ProtoReflect.Descriptor instead.
 func (*RestoreResponse) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{53}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *RestoreResponse) GetCheckpoint() *CheckpointInfo {
@@ -3515,7 +3583,7 @@ type ExportRequest struct {
 
 func (x *ExportRequest) Reset() {
 	*x = ExportRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[54]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3527,7 +3595,7 @@ func (x *ExportRequest) String() string {
 func (*ExportRequest) ProtoMessage() {}
 
 func (x *ExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[54]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3540,7 +3608,7 @@ func (x *ExportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
 func (*ExportRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{54}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{55}
 }
 
 type ExportChunk struct {
@@ -3552,7 +3620,7 @@ type ExportChunk struct {
 
 func (x *ExportChunk) Reset() {
 	*x = ExportChunk{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[55]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3564,7 +3632,7 @@ func (x *ExportChunk) String() string {
 func (*ExportChunk) ProtoMessage() {}
 
 func (x *ExportChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[55]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3577,7 +3645,7 @@ func (x *ExportChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportChunk.ProtoReflect.Descriptor instead.
 func (*ExportChunk) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{55}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ExportChunk) GetData() []byte {
@@ -3596,7 +3664,7 @@ type ImportChunk struct {
 
 func (x *ImportChunk) Reset() {
 	*x = ImportChunk{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[56]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3608,7 +3676,7 @@ func (x *ImportChunk) String() string {
 func (*ImportChunk) ProtoMessage() {}
 
 func (x *ImportChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[56]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3621,7 +3689,7 @@ func (x *ImportChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportChunk.ProtoReflect.Descriptor instead.
 func (*ImportChunk) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{56}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ImportChunk) GetData() []byte {
@@ -3641,7 +3709,7 @@ type DiffRequest struct {
 
 func (x *DiffRequest) Reset() {
 	*x = DiffRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[57]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3653,7 +3721,7 @@ func (x *DiffRequest) String() string {
 func (*DiffRequest) ProtoMessage() {}
 
 func (x *DiffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[57]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3666,7 +3734,7 @@ func (x *DiffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRequest.ProtoReflect.Descriptor instead.
 func (*DiffRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{57}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *DiffRequest) GetFrom() string {
@@ -3694,7 +3762,7 @@ type DiffResponse struct {
 
 func (x *DiffResponse) Reset() {
 	*x = DiffResponse{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[58]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3706,7 +3774,7 @@ func (x *DiffResponse) String() string {
 func (*DiffResponse) ProtoMessage() {}
 
 func (x *DiffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[58]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3719,7 +3787,7 @@ func (x *DiffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffResponse.ProtoReflect.Descriptor instead.
 func (*DiffResponse) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{58}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *DiffResponse) GetAdded() []string {
@@ -3754,7 +3822,7 @@ type HistoryEventsRequest struct {
 
 func (x *HistoryEventsRequest) Reset() {
 	*x = HistoryEventsRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[59]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3766,7 +3834,7 @@ func (x *HistoryEventsRequest) String() string {
 func (*HistoryEventsRequest) ProtoMessage() {}
 
 func (x *HistoryEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[59]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3779,7 +3847,7 @@ func (x *HistoryEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryEventsRequest.ProtoReflect.Descriptor instead.
 func (*HistoryEventsRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{59}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *HistoryEventsRequest) GetEpoch() string {
@@ -3831,7 +3899,7 @@ type HistoryEvent struct {
 
 func (x *HistoryEvent) Reset() {
 	*x = HistoryEvent{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[60]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3843,7 +3911,7 @@ func (x *HistoryEvent) String() string {
 func (*HistoryEvent) ProtoMessage() {}
 
 func (x *HistoryEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[60]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3856,7 +3924,7 @@ func (x *HistoryEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryEvent.ProtoReflect.Descriptor instead.
 func (*HistoryEvent) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{60}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *HistoryEvent) GetEpoch() string {
@@ -3954,7 +4022,7 @@ var File_paddock_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x1cpaddock/agent/v1/agent.proto\x12\x10paddock.agent.v1\"\xcb\x01\n" +
+	"\x1cpaddock/agent/v1/agent.proto\x12\x10paddock.agent.v1\"\xfb\x01\n" +
 	"\fStartRequest\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\tR\x04argv\x12\x10\n" +
 	"\x03env\x18\x02 \x03(\tR\x03env\x12\x10\n" +
@@ -3965,7 +4033,10 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"\aadd_env\x18\x06 \x01(\bR\x06addEnv\x12\x1e\n" +
 	"\n" +
 	"capability\x18\x0f \x01(\tR\n" +
-	"capability\"1\n" +
+	"capability\x12.\n" +
+	"\x04gate\x18\x10 \x01(\v2\x1a.paddock.agent.v1.ExecGateR\x04gate\"\x1c\n" +
+	"\bExecGate\x12\x10\n" +
+	"\x03env\x18\x01 \x03(\tR\x03env\"1\n" +
 	"\aTTYSize\x12\x12\n" +
 	"\x04rows\x18\x01 \x01(\rR\x04rows\x12\x12\n" +
 	"\x04cols\x18\x02 \x01(\rR\x04cols\"F\n" +
@@ -3993,7 +4064,7 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
 	"\texit_code\x18\x02 \x01(\x05R\bexitCode\x12\x16\n" +
 	"\x06signal\x18\x03 \x01(\x05R\x06signal\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error\"\xe0\x01\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"\x90\x02\n" +
 	"\x0eExecuteRequest\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\tR\x04argv\x12\x10\n" +
 	"\x03env\x18\x02 \x03(\tR\x03env\x12\x10\n" +
@@ -4005,7 +4076,8 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"\aadd_env\x18\a \x01(\bR\x06addEnv\x12\x1e\n" +
 	"\n" +
 	"capability\x18\x0f \x01(\tR\n" +
-	"capability\"\xea\x01\n" +
+	"capability\x12.\n" +
+	"\x04gate\x18\x10 \x01(\v2\x1a.paddock.agent.v1.ExecGateR\x04gate\"\xea\x01\n" +
 	"\x0fExecuteResponse\x124\n" +
 	"\x06status\x18\x01 \x01(\v2\x1c.paddock.agent.v1.ExitStatusR\x06status\x12\x16\n" +
 	"\x06stdout\x18\x02 \x01(\fR\x06stdout\x12\x16\n" +
@@ -4305,166 +4377,169 @@ func file_paddock_agent_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_paddock_agent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_paddock_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
+var file_paddock_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
 var file_paddock_agent_v1_agent_proto_goTypes = []any{
 	(Stream)(0),                  // 0: paddock.agent.v1.Stream
 	(FileType)(0),                // 1: paddock.agent.v1.FileType
 	(FileEventKind)(0),           // 2: paddock.agent.v1.FileEventKind
 	(*StartRequest)(nil),         // 3: paddock.agent.v1.StartRequest
-	(*TTYSize)(nil),              // 4: paddock.agent.v1.TTYSize
-	(*AttachRequest)(nil),        // 5: paddock.agent.v1.AttachRequest
-	(*ProcessEvent)(nil),         // 6: paddock.agent.v1.ProcessEvent
-	(*Started)(nil),              // 7: paddock.agent.v1.Started
-	(*Output)(nil),               // 8: paddock.agent.v1.Output
-	(*ExitStatus)(nil),           // 9: paddock.agent.v1.ExitStatus
-	(*ExecuteRequest)(nil),       // 10: paddock.agent.v1.ExecuteRequest
-	(*ExecuteResponse)(nil),      // 11: paddock.agent.v1.ExecuteResponse
-	(*WriteStdinRequest)(nil),    // 12: paddock.agent.v1.WriteStdinRequest
-	(*WriteStdinResponse)(nil),   // 13: paddock.agent.v1.WriteStdinResponse
-	(*SendSignalRequest)(nil),    // 14: paddock.agent.v1.SendSignalRequest
-	(*SendSignalResponse)(nil),   // 15: paddock.agent.v1.SendSignalResponse
-	(*ResizeTTYRequest)(nil),     // 16: paddock.agent.v1.ResizeTTYRequest
-	(*ResizeTTYResponse)(nil),    // 17: paddock.agent.v1.ResizeTTYResponse
-	(*WaitRequest)(nil),          // 18: paddock.agent.v1.WaitRequest
-	(*ListRequest)(nil),          // 19: paddock.agent.v1.ListRequest
-	(*SessionInfo)(nil),          // 20: paddock.agent.v1.SessionInfo
-	(*ListResponse)(nil),         // 21: paddock.agent.v1.ListResponse
-	(*ReadRequest)(nil),          // 22: paddock.agent.v1.ReadRequest
-	(*FileChunk)(nil),            // 23: paddock.agent.v1.FileChunk
-	(*WriteRequest)(nil),         // 24: paddock.agent.v1.WriteRequest
-	(*FileInfo)(nil),             // 25: paddock.agent.v1.FileInfo
-	(*StatRequest)(nil),          // 26: paddock.agent.v1.StatRequest
-	(*ListFilesRequest)(nil),     // 27: paddock.agent.v1.ListFilesRequest
-	(*ListFilesResponse)(nil),    // 28: paddock.agent.v1.ListFilesResponse
-	(*MkdirRequest)(nil),         // 29: paddock.agent.v1.MkdirRequest
-	(*MoveRequest)(nil),          // 30: paddock.agent.v1.MoveRequest
-	(*RemoveRequest)(nil),        // 31: paddock.agent.v1.RemoveRequest
-	(*RemoveResponse)(nil),       // 32: paddock.agent.v1.RemoveResponse
-	(*WatchRequest)(nil),         // 33: paddock.agent.v1.WatchRequest
-	(*FileEvent)(nil),            // 34: paddock.agent.v1.FileEvent
-	(*AppRequest)(nil),           // 35: paddock.agent.v1.AppRequest
-	(*AppStatus)(nil),            // 36: paddock.agent.v1.AppStatus
-	(*InfoRequest)(nil),          // 37: paddock.agent.v1.InfoRequest
-	(*InfoResponse)(nil),         // 38: paddock.agent.v1.InfoResponse
-	(*ForwardRequest)(nil),       // 39: paddock.agent.v1.ForwardRequest
-	(*ForwardResponse)(nil),      // 40: paddock.agent.v1.ForwardResponse
-	(*CheckpointInfo)(nil),       // 41: paddock.agent.v1.CheckpointInfo
-	(*TransactionInfo)(nil),      // 42: paddock.agent.v1.TransactionInfo
-	(*BeginRequest)(nil),         // 43: paddock.agent.v1.BeginRequest
-	(*BeginResponse)(nil),        // 44: paddock.agent.v1.BeginResponse
-	(*CommitRequest)(nil),        // 45: paddock.agent.v1.CommitRequest
-	(*CommitResponse)(nil),       // 46: paddock.agent.v1.CommitResponse
-	(*RollbackRequest)(nil),      // 47: paddock.agent.v1.RollbackRequest
-	(*RollbackResponse)(nil),     // 48: paddock.agent.v1.RollbackResponse
-	(*CheckpointRequest)(nil),    // 49: paddock.agent.v1.CheckpointRequest
-	(*CheckpointResponse)(nil),   // 50: paddock.agent.v1.CheckpointResponse
-	(*HistoryListRequest)(nil),   // 51: paddock.agent.v1.HistoryListRequest
-	(*HistoryListResponse)(nil),  // 52: paddock.agent.v1.HistoryListResponse
-	(*UndoRequest)(nil),          // 53: paddock.agent.v1.UndoRequest
-	(*RedoRequest)(nil),          // 54: paddock.agent.v1.RedoRequest
-	(*RestoreRequest)(nil),       // 55: paddock.agent.v1.RestoreRequest
-	(*RestoreResponse)(nil),      // 56: paddock.agent.v1.RestoreResponse
-	(*ExportRequest)(nil),        // 57: paddock.agent.v1.ExportRequest
-	(*ExportChunk)(nil),          // 58: paddock.agent.v1.ExportChunk
-	(*ImportChunk)(nil),          // 59: paddock.agent.v1.ImportChunk
-	(*DiffRequest)(nil),          // 60: paddock.agent.v1.DiffRequest
-	(*DiffResponse)(nil),         // 61: paddock.agent.v1.DiffResponse
-	(*HistoryEventsRequest)(nil), // 62: paddock.agent.v1.HistoryEventsRequest
-	(*HistoryEvent)(nil),         // 63: paddock.agent.v1.HistoryEvent
+	(*ExecGate)(nil),             // 4: paddock.agent.v1.ExecGate
+	(*TTYSize)(nil),              // 5: paddock.agent.v1.TTYSize
+	(*AttachRequest)(nil),        // 6: paddock.agent.v1.AttachRequest
+	(*ProcessEvent)(nil),         // 7: paddock.agent.v1.ProcessEvent
+	(*Started)(nil),              // 8: paddock.agent.v1.Started
+	(*Output)(nil),               // 9: paddock.agent.v1.Output
+	(*ExitStatus)(nil),           // 10: paddock.agent.v1.ExitStatus
+	(*ExecuteRequest)(nil),       // 11: paddock.agent.v1.ExecuteRequest
+	(*ExecuteResponse)(nil),      // 12: paddock.agent.v1.ExecuteResponse
+	(*WriteStdinRequest)(nil),    // 13: paddock.agent.v1.WriteStdinRequest
+	(*WriteStdinResponse)(nil),   // 14: paddock.agent.v1.WriteStdinResponse
+	(*SendSignalRequest)(nil),    // 15: paddock.agent.v1.SendSignalRequest
+	(*SendSignalResponse)(nil),   // 16: paddock.agent.v1.SendSignalResponse
+	(*ResizeTTYRequest)(nil),     // 17: paddock.agent.v1.ResizeTTYRequest
+	(*ResizeTTYResponse)(nil),    // 18: paddock.agent.v1.ResizeTTYResponse
+	(*WaitRequest)(nil),          // 19: paddock.agent.v1.WaitRequest
+	(*ListRequest)(nil),          // 20: paddock.agent.v1.ListRequest
+	(*SessionInfo)(nil),          // 21: paddock.agent.v1.SessionInfo
+	(*ListResponse)(nil),         // 22: paddock.agent.v1.ListResponse
+	(*ReadRequest)(nil),          // 23: paddock.agent.v1.ReadRequest
+	(*FileChunk)(nil),            // 24: paddock.agent.v1.FileChunk
+	(*WriteRequest)(nil),         // 25: paddock.agent.v1.WriteRequest
+	(*FileInfo)(nil),             // 26: paddock.agent.v1.FileInfo
+	(*StatRequest)(nil),          // 27: paddock.agent.v1.StatRequest
+	(*ListFilesRequest)(nil),     // 28: paddock.agent.v1.ListFilesRequest
+	(*ListFilesResponse)(nil),    // 29: paddock.agent.v1.ListFilesResponse
+	(*MkdirRequest)(nil),         // 30: paddock.agent.v1.MkdirRequest
+	(*MoveRequest)(nil),          // 31: paddock.agent.v1.MoveRequest
+	(*RemoveRequest)(nil),        // 32: paddock.agent.v1.RemoveRequest
+	(*RemoveResponse)(nil),       // 33: paddock.agent.v1.RemoveResponse
+	(*WatchRequest)(nil),         // 34: paddock.agent.v1.WatchRequest
+	(*FileEvent)(nil),            // 35: paddock.agent.v1.FileEvent
+	(*AppRequest)(nil),           // 36: paddock.agent.v1.AppRequest
+	(*AppStatus)(nil),            // 37: paddock.agent.v1.AppStatus
+	(*InfoRequest)(nil),          // 38: paddock.agent.v1.InfoRequest
+	(*InfoResponse)(nil),         // 39: paddock.agent.v1.InfoResponse
+	(*ForwardRequest)(nil),       // 40: paddock.agent.v1.ForwardRequest
+	(*ForwardResponse)(nil),      // 41: paddock.agent.v1.ForwardResponse
+	(*CheckpointInfo)(nil),       // 42: paddock.agent.v1.CheckpointInfo
+	(*TransactionInfo)(nil),      // 43: paddock.agent.v1.TransactionInfo
+	(*BeginRequest)(nil),         // 44: paddock.agent.v1.BeginRequest
+	(*BeginResponse)(nil),        // 45: paddock.agent.v1.BeginResponse
+	(*CommitRequest)(nil),        // 46: paddock.agent.v1.CommitRequest
+	(*CommitResponse)(nil),       // 47: paddock.agent.v1.CommitResponse
+	(*RollbackRequest)(nil),      // 48: paddock.agent.v1.RollbackRequest
+	(*RollbackResponse)(nil),     // 49: paddock.agent.v1.RollbackResponse
+	(*CheckpointRequest)(nil),    // 50: paddock.agent.v1.CheckpointRequest
+	(*CheckpointResponse)(nil),   // 51: paddock.agent.v1.CheckpointResponse
+	(*HistoryListRequest)(nil),   // 52: paddock.agent.v1.HistoryListRequest
+	(*HistoryListResponse)(nil),  // 53: paddock.agent.v1.HistoryListResponse
+	(*UndoRequest)(nil),          // 54: paddock.agent.v1.UndoRequest
+	(*RedoRequest)(nil),          // 55: paddock.agent.v1.RedoRequest
+	(*RestoreRequest)(nil),       // 56: paddock.agent.v1.RestoreRequest
+	(*RestoreResponse)(nil),      // 57: paddock.agent.v1.RestoreResponse
+	(*ExportRequest)(nil),        // 58: paddock.agent.v1.ExportRequest
+	(*ExportChunk)(nil),          // 59: paddock.agent.v1.ExportChunk
+	(*ImportChunk)(nil),          // 60: paddock.agent.v1.ImportChunk
+	(*DiffRequest)(nil),          // 61: paddock.agent.v1.DiffRequest
+	(*DiffResponse)(nil),         // 62: paddock.agent.v1.DiffResponse
+	(*HistoryEventsRequest)(nil), // 63: paddock.agent.v1.HistoryEventsRequest
+	(*HistoryEvent)(nil),         // 64: paddock.agent.v1.HistoryEvent
 }
 var file_paddock_agent_v1_agent_proto_depIdxs = []int32{
-	4,  // 0: paddock.agent.v1.StartRequest.tty:type_name -> paddock.agent.v1.TTYSize
-	7,  // 1: paddock.agent.v1.ProcessEvent.started:type_name -> paddock.agent.v1.Started
-	8,  // 2: paddock.agent.v1.ProcessEvent.output:type_name -> paddock.agent.v1.Output
-	9,  // 3: paddock.agent.v1.ProcessEvent.exited:type_name -> paddock.agent.v1.ExitStatus
-	0,  // 4: paddock.agent.v1.Output.stream:type_name -> paddock.agent.v1.Stream
-	9,  // 5: paddock.agent.v1.ExecuteResponse.status:type_name -> paddock.agent.v1.ExitStatus
-	4,  // 6: paddock.agent.v1.ResizeTTYRequest.size:type_name -> paddock.agent.v1.TTYSize
-	9,  // 7: paddock.agent.v1.SessionInfo.exit:type_name -> paddock.agent.v1.ExitStatus
-	20, // 8: paddock.agent.v1.ListResponse.sessions:type_name -> paddock.agent.v1.SessionInfo
-	1,  // 9: paddock.agent.v1.FileInfo.type:type_name -> paddock.agent.v1.FileType
-	25, // 10: paddock.agent.v1.ListFilesResponse.entries:type_name -> paddock.agent.v1.FileInfo
-	2,  // 11: paddock.agent.v1.FileEvent.kind:type_name -> paddock.agent.v1.FileEventKind
-	9,  // 12: paddock.agent.v1.AppStatus.last_exit:type_name -> paddock.agent.v1.ExitStatus
-	42, // 13: paddock.agent.v1.BeginResponse.transaction:type_name -> paddock.agent.v1.TransactionInfo
-	41, // 14: paddock.agent.v1.CommitResponse.checkpoint:type_name -> paddock.agent.v1.CheckpointInfo
-	42, // 15: paddock.agent.v1.CommitResponse.transaction:type_name -> paddock.agent.v1.TransactionInfo
-	42, // 16: paddock.agent.v1.RollbackResponse.transaction:type_name -> paddock.agent.v1.TransactionInfo
-	41, // 17: paddock.agent.v1.CheckpointResponse.checkpoint:type_name -> paddock.agent.v1.CheckpointInfo
-	41, // 18: paddock.agent.v1.HistoryListResponse.checkpoints:type_name -> paddock.agent.v1.CheckpointInfo
-	42, // 19: paddock.agent.v1.HistoryListResponse.transaction:type_name -> paddock.agent.v1.TransactionInfo
-	41, // 20: paddock.agent.v1.RestoreResponse.checkpoint:type_name -> paddock.agent.v1.CheckpointInfo
-	41, // 21: paddock.agent.v1.HistoryEvent.checkpoint:type_name -> paddock.agent.v1.CheckpointInfo
-	42, // 22: paddock.agent.v1.HistoryEvent.transaction:type_name -> paddock.agent.v1.TransactionInfo
-	3,  // 23: paddock.agent.v1.Process.Start:input_type -> paddock.agent.v1.StartRequest
-	5,  // 24: paddock.agent.v1.Process.Attach:input_type -> paddock.agent.v1.AttachRequest
-	10, // 25: paddock.agent.v1.Process.Execute:input_type -> paddock.agent.v1.ExecuteRequest
-	12, // 26: paddock.agent.v1.Process.WriteStdin:input_type -> paddock.agent.v1.WriteStdinRequest
-	14, // 27: paddock.agent.v1.Process.SendSignal:input_type -> paddock.agent.v1.SendSignalRequest
-	16, // 28: paddock.agent.v1.Process.ResizeTTY:input_type -> paddock.agent.v1.ResizeTTYRequest
-	18, // 29: paddock.agent.v1.Process.Wait:input_type -> paddock.agent.v1.WaitRequest
-	19, // 30: paddock.agent.v1.Process.List:input_type -> paddock.agent.v1.ListRequest
-	22, // 31: paddock.agent.v1.Files.Read:input_type -> paddock.agent.v1.ReadRequest
-	24, // 32: paddock.agent.v1.Files.Write:input_type -> paddock.agent.v1.WriteRequest
-	26, // 33: paddock.agent.v1.Files.Stat:input_type -> paddock.agent.v1.StatRequest
-	27, // 34: paddock.agent.v1.Files.List:input_type -> paddock.agent.v1.ListFilesRequest
-	29, // 35: paddock.agent.v1.Files.Mkdir:input_type -> paddock.agent.v1.MkdirRequest
-	30, // 36: paddock.agent.v1.Files.Move:input_type -> paddock.agent.v1.MoveRequest
-	31, // 37: paddock.agent.v1.Files.Remove:input_type -> paddock.agent.v1.RemoveRequest
-	33, // 38: paddock.agent.v1.Files.Watch:input_type -> paddock.agent.v1.WatchRequest
-	37, // 39: paddock.agent.v1.Agent.Info:input_type -> paddock.agent.v1.InfoRequest
-	35, // 40: paddock.agent.v1.Agent.App:input_type -> paddock.agent.v1.AppRequest
-	39, // 41: paddock.agent.v1.Net.Forward:input_type -> paddock.agent.v1.ForwardRequest
-	39, // 42: paddock.agent.v1.Net.Accept:input_type -> paddock.agent.v1.ForwardRequest
-	49, // 43: paddock.agent.v1.History.Checkpoint:input_type -> paddock.agent.v1.CheckpointRequest
-	51, // 44: paddock.agent.v1.History.List:input_type -> paddock.agent.v1.HistoryListRequest
-	53, // 45: paddock.agent.v1.History.Undo:input_type -> paddock.agent.v1.UndoRequest
-	54, // 46: paddock.agent.v1.History.Redo:input_type -> paddock.agent.v1.RedoRequest
-	55, // 47: paddock.agent.v1.History.Restore:input_type -> paddock.agent.v1.RestoreRequest
-	60, // 48: paddock.agent.v1.History.Diff:input_type -> paddock.agent.v1.DiffRequest
-	43, // 49: paddock.agent.v1.History.Begin:input_type -> paddock.agent.v1.BeginRequest
-	45, // 50: paddock.agent.v1.History.Commit:input_type -> paddock.agent.v1.CommitRequest
-	47, // 51: paddock.agent.v1.History.Rollback:input_type -> paddock.agent.v1.RollbackRequest
-	57, // 52: paddock.agent.v1.History.Export:input_type -> paddock.agent.v1.ExportRequest
-	59, // 53: paddock.agent.v1.History.Import:input_type -> paddock.agent.v1.ImportChunk
-	62, // 54: paddock.agent.v1.History.Events:input_type -> paddock.agent.v1.HistoryEventsRequest
-	6,  // 55: paddock.agent.v1.Process.Start:output_type -> paddock.agent.v1.ProcessEvent
-	6,  // 56: paddock.agent.v1.Process.Attach:output_type -> paddock.agent.v1.ProcessEvent
-	11, // 57: paddock.agent.v1.Process.Execute:output_type -> paddock.agent.v1.ExecuteResponse
-	13, // 58: paddock.agent.v1.Process.WriteStdin:output_type -> paddock.agent.v1.WriteStdinResponse
-	15, // 59: paddock.agent.v1.Process.SendSignal:output_type -> paddock.agent.v1.SendSignalResponse
-	17, // 60: paddock.agent.v1.Process.ResizeTTY:output_type -> paddock.agent.v1.ResizeTTYResponse
-	9,  // 61: paddock.agent.v1.Process.Wait:output_type -> paddock.agent.v1.ExitStatus
-	21, // 62: paddock.agent.v1.Process.List:output_type -> paddock.agent.v1.ListResponse
-	23, // 63: paddock.agent.v1.Files.Read:output_type -> paddock.agent.v1.FileChunk
-	25, // 64: paddock.agent.v1.Files.Write:output_type -> paddock.agent.v1.FileInfo
-	25, // 65: paddock.agent.v1.Files.Stat:output_type -> paddock.agent.v1.FileInfo
-	28, // 66: paddock.agent.v1.Files.List:output_type -> paddock.agent.v1.ListFilesResponse
-	25, // 67: paddock.agent.v1.Files.Mkdir:output_type -> paddock.agent.v1.FileInfo
-	25, // 68: paddock.agent.v1.Files.Move:output_type -> paddock.agent.v1.FileInfo
-	32, // 69: paddock.agent.v1.Files.Remove:output_type -> paddock.agent.v1.RemoveResponse
-	34, // 70: paddock.agent.v1.Files.Watch:output_type -> paddock.agent.v1.FileEvent
-	38, // 71: paddock.agent.v1.Agent.Info:output_type -> paddock.agent.v1.InfoResponse
-	36, // 72: paddock.agent.v1.Agent.App:output_type -> paddock.agent.v1.AppStatus
-	40, // 73: paddock.agent.v1.Net.Forward:output_type -> paddock.agent.v1.ForwardResponse
-	40, // 74: paddock.agent.v1.Net.Accept:output_type -> paddock.agent.v1.ForwardResponse
-	50, // 75: paddock.agent.v1.History.Checkpoint:output_type -> paddock.agent.v1.CheckpointResponse
-	52, // 76: paddock.agent.v1.History.List:output_type -> paddock.agent.v1.HistoryListResponse
-	56, // 77: paddock.agent.v1.History.Undo:output_type -> paddock.agent.v1.RestoreResponse
-	56, // 78: paddock.agent.v1.History.Redo:output_type -> paddock.agent.v1.RestoreResponse
-	56, // 79: paddock.agent.v1.History.Restore:output_type -> paddock.agent.v1.RestoreResponse
-	61, // 80: paddock.agent.v1.History.Diff:output_type -> paddock.agent.v1.DiffResponse
-	44, // 81: paddock.agent.v1.History.Begin:output_type -> paddock.agent.v1.BeginResponse
-	46, // 82: paddock.agent.v1.History.Commit:output_type -> paddock.agent.v1.CommitResponse
-	48, // 83: paddock.agent.v1.History.Rollback:output_type -> paddock.agent.v1.RollbackResponse
-	58, // 84: paddock.agent.v1.History.Export:output_type -> paddock.agent.v1.ExportChunk
-	56, // 85: paddock.agent.v1.History.Import:output_type -> paddock.agent.v1.RestoreResponse
-	63, // 86: paddock.agent.v1.History.Events:output_type -> paddock.agent.v1.HistoryEvent
-	55, // [55:87] is the sub-list for method output_type
-	23, // [23:55] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	5,  // 0: paddock.agent.v1.StartRequest.tty:type_name -> paddock.agent.v1.TTYSize
+	4,  // 1: paddock.agent.v1.StartRequest.gate:type_name -> paddock.agent.v1.ExecGate
+	8,  // 2: paddock.agent.v1.ProcessEvent.started:type_name -> paddock.agent.v1.Started
+	9,  // 3: paddock.agent.v1.ProcessEvent.output:type_name -> paddock.agent.v1.Output
+	10, // 4: paddock.agent.v1.ProcessEvent.exited:type_name -> paddock.agent.v1.ExitStatus
+	0,  // 5: paddock.agent.v1.Output.stream:type_name -> paddock.agent.v1.Stream
+	4,  // 6: paddock.agent.v1.ExecuteRequest.gate:type_name -> paddock.agent.v1.ExecGate
+	10, // 7: paddock.agent.v1.ExecuteResponse.status:type_name -> paddock.agent.v1.ExitStatus
+	5,  // 8: paddock.agent.v1.ResizeTTYRequest.size:type_name -> paddock.agent.v1.TTYSize
+	10, // 9: paddock.agent.v1.SessionInfo.exit:type_name -> paddock.agent.v1.ExitStatus
+	21, // 10: paddock.agent.v1.ListResponse.sessions:type_name -> paddock.agent.v1.SessionInfo
+	1,  // 11: paddock.agent.v1.FileInfo.type:type_name -> paddock.agent.v1.FileType
+	26, // 12: paddock.agent.v1.ListFilesResponse.entries:type_name -> paddock.agent.v1.FileInfo
+	2,  // 13: paddock.agent.v1.FileEvent.kind:type_name -> paddock.agent.v1.FileEventKind
+	10, // 14: paddock.agent.v1.AppStatus.last_exit:type_name -> paddock.agent.v1.ExitStatus
+	43, // 15: paddock.agent.v1.BeginResponse.transaction:type_name -> paddock.agent.v1.TransactionInfo
+	42, // 16: paddock.agent.v1.CommitResponse.checkpoint:type_name -> paddock.agent.v1.CheckpointInfo
+	43, // 17: paddock.agent.v1.CommitResponse.transaction:type_name -> paddock.agent.v1.TransactionInfo
+	43, // 18: paddock.agent.v1.RollbackResponse.transaction:type_name -> paddock.agent.v1.TransactionInfo
+	42, // 19: paddock.agent.v1.CheckpointResponse.checkpoint:type_name -> paddock.agent.v1.CheckpointInfo
+	42, // 20: paddock.agent.v1.HistoryListResponse.checkpoints:type_name -> paddock.agent.v1.CheckpointInfo
+	43, // 21: paddock.agent.v1.HistoryListResponse.transaction:type_name -> paddock.agent.v1.TransactionInfo
+	42, // 22: paddock.agent.v1.RestoreResponse.checkpoint:type_name -> paddock.agent.v1.CheckpointInfo
+	42, // 23: paddock.agent.v1.HistoryEvent.checkpoint:type_name -> paddock.agent.v1.CheckpointInfo
+	43, // 24: paddock.agent.v1.HistoryEvent.transaction:type_name -> paddock.agent.v1.TransactionInfo
+	3,  // 25: paddock.agent.v1.Process.Start:input_type -> paddock.agent.v1.StartRequest
+	6,  // 26: paddock.agent.v1.Process.Attach:input_type -> paddock.agent.v1.AttachRequest
+	11, // 27: paddock.agent.v1.Process.Execute:input_type -> paddock.agent.v1.ExecuteRequest
+	13, // 28: paddock.agent.v1.Process.WriteStdin:input_type -> paddock.agent.v1.WriteStdinRequest
+	15, // 29: paddock.agent.v1.Process.SendSignal:input_type -> paddock.agent.v1.SendSignalRequest
+	17, // 30: paddock.agent.v1.Process.ResizeTTY:input_type -> paddock.agent.v1.ResizeTTYRequest
+	19, // 31: paddock.agent.v1.Process.Wait:input_type -> paddock.agent.v1.WaitRequest
+	20, // 32: paddock.agent.v1.Process.List:input_type -> paddock.agent.v1.ListRequest
+	23, // 33: paddock.agent.v1.Files.Read:input_type -> paddock.agent.v1.ReadRequest
+	25, // 34: paddock.agent.v1.Files.Write:input_type -> paddock.agent.v1.WriteRequest
+	27, // 35: paddock.agent.v1.Files.Stat:input_type -> paddock.agent.v1.StatRequest
+	28, // 36: paddock.agent.v1.Files.List:input_type -> paddock.agent.v1.ListFilesRequest
+	30, // 37: paddock.agent.v1.Files.Mkdir:input_type -> paddock.agent.v1.MkdirRequest
+	31, // 38: paddock.agent.v1.Files.Move:input_type -> paddock.agent.v1.MoveRequest
+	32, // 39: paddock.agent.v1.Files.Remove:input_type -> paddock.agent.v1.RemoveRequest
+	34, // 40: paddock.agent.v1.Files.Watch:input_type -> paddock.agent.v1.WatchRequest
+	38, // 41: paddock.agent.v1.Agent.Info:input_type -> paddock.agent.v1.InfoRequest
+	36, // 42: paddock.agent.v1.Agent.App:input_type -> paddock.agent.v1.AppRequest
+	40, // 43: paddock.agent.v1.Net.Forward:input_type -> paddock.agent.v1.ForwardRequest
+	40, // 44: paddock.agent.v1.Net.Accept:input_type -> paddock.agent.v1.ForwardRequest
+	50, // 45: paddock.agent.v1.History.Checkpoint:input_type -> paddock.agent.v1.CheckpointRequest
+	52, // 46: paddock.agent.v1.History.List:input_type -> paddock.agent.v1.HistoryListRequest
+	54, // 47: paddock.agent.v1.History.Undo:input_type -> paddock.agent.v1.UndoRequest
+	55, // 48: paddock.agent.v1.History.Redo:input_type -> paddock.agent.v1.RedoRequest
+	56, // 49: paddock.agent.v1.History.Restore:input_type -> paddock.agent.v1.RestoreRequest
+	61, // 50: paddock.agent.v1.History.Diff:input_type -> paddock.agent.v1.DiffRequest
+	44, // 51: paddock.agent.v1.History.Begin:input_type -> paddock.agent.v1.BeginRequest
+	46, // 52: paddock.agent.v1.History.Commit:input_type -> paddock.agent.v1.CommitRequest
+	48, // 53: paddock.agent.v1.History.Rollback:input_type -> paddock.agent.v1.RollbackRequest
+	58, // 54: paddock.agent.v1.History.Export:input_type -> paddock.agent.v1.ExportRequest
+	60, // 55: paddock.agent.v1.History.Import:input_type -> paddock.agent.v1.ImportChunk
+	63, // 56: paddock.agent.v1.History.Events:input_type -> paddock.agent.v1.HistoryEventsRequest
+	7,  // 57: paddock.agent.v1.Process.Start:output_type -> paddock.agent.v1.ProcessEvent
+	7,  // 58: paddock.agent.v1.Process.Attach:output_type -> paddock.agent.v1.ProcessEvent
+	12, // 59: paddock.agent.v1.Process.Execute:output_type -> paddock.agent.v1.ExecuteResponse
+	14, // 60: paddock.agent.v1.Process.WriteStdin:output_type -> paddock.agent.v1.WriteStdinResponse
+	16, // 61: paddock.agent.v1.Process.SendSignal:output_type -> paddock.agent.v1.SendSignalResponse
+	18, // 62: paddock.agent.v1.Process.ResizeTTY:output_type -> paddock.agent.v1.ResizeTTYResponse
+	10, // 63: paddock.agent.v1.Process.Wait:output_type -> paddock.agent.v1.ExitStatus
+	22, // 64: paddock.agent.v1.Process.List:output_type -> paddock.agent.v1.ListResponse
+	24, // 65: paddock.agent.v1.Files.Read:output_type -> paddock.agent.v1.FileChunk
+	26, // 66: paddock.agent.v1.Files.Write:output_type -> paddock.agent.v1.FileInfo
+	26, // 67: paddock.agent.v1.Files.Stat:output_type -> paddock.agent.v1.FileInfo
+	29, // 68: paddock.agent.v1.Files.List:output_type -> paddock.agent.v1.ListFilesResponse
+	26, // 69: paddock.agent.v1.Files.Mkdir:output_type -> paddock.agent.v1.FileInfo
+	26, // 70: paddock.agent.v1.Files.Move:output_type -> paddock.agent.v1.FileInfo
+	33, // 71: paddock.agent.v1.Files.Remove:output_type -> paddock.agent.v1.RemoveResponse
+	35, // 72: paddock.agent.v1.Files.Watch:output_type -> paddock.agent.v1.FileEvent
+	39, // 73: paddock.agent.v1.Agent.Info:output_type -> paddock.agent.v1.InfoResponse
+	37, // 74: paddock.agent.v1.Agent.App:output_type -> paddock.agent.v1.AppStatus
+	41, // 75: paddock.agent.v1.Net.Forward:output_type -> paddock.agent.v1.ForwardResponse
+	41, // 76: paddock.agent.v1.Net.Accept:output_type -> paddock.agent.v1.ForwardResponse
+	51, // 77: paddock.agent.v1.History.Checkpoint:output_type -> paddock.agent.v1.CheckpointResponse
+	53, // 78: paddock.agent.v1.History.List:output_type -> paddock.agent.v1.HistoryListResponse
+	57, // 79: paddock.agent.v1.History.Undo:output_type -> paddock.agent.v1.RestoreResponse
+	57, // 80: paddock.agent.v1.History.Redo:output_type -> paddock.agent.v1.RestoreResponse
+	57, // 81: paddock.agent.v1.History.Restore:output_type -> paddock.agent.v1.RestoreResponse
+	62, // 82: paddock.agent.v1.History.Diff:output_type -> paddock.agent.v1.DiffResponse
+	45, // 83: paddock.agent.v1.History.Begin:output_type -> paddock.agent.v1.BeginResponse
+	47, // 84: paddock.agent.v1.History.Commit:output_type -> paddock.agent.v1.CommitResponse
+	49, // 85: paddock.agent.v1.History.Rollback:output_type -> paddock.agent.v1.RollbackResponse
+	59, // 86: paddock.agent.v1.History.Export:output_type -> paddock.agent.v1.ExportChunk
+	57, // 87: paddock.agent.v1.History.Import:output_type -> paddock.agent.v1.RestoreResponse
+	64, // 88: paddock.agent.v1.History.Events:output_type -> paddock.agent.v1.HistoryEvent
+	57, // [57:89] is the sub-list for method output_type
+	25, // [25:57] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_paddock_agent_v1_agent_proto_init() }
@@ -4472,7 +4547,7 @@ func file_paddock_agent_v1_agent_proto_init() {
 	if File_paddock_agent_v1_agent_proto != nil {
 		return
 	}
-	file_paddock_agent_v1_agent_proto_msgTypes[3].OneofWrappers = []any{
+	file_paddock_agent_v1_agent_proto_msgTypes[4].OneofWrappers = []any{
 		(*ProcessEvent_Started)(nil),
 		(*ProcessEvent_Output)(nil),
 		(*ProcessEvent_Exited)(nil),
@@ -4483,7 +4558,7 @@ func file_paddock_agent_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_paddock_agent_v1_agent_proto_rawDesc), len(file_paddock_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   61,
+			NumMessages:   62,
 			NumExtensions: 0,
 			NumServices:   5,
 		},
