@@ -221,4 +221,3 @@ func sameFile(a, b string) bool {
 	fb, err := os.Stat(b)
 	return err == nil && os.SameFile(fa, fb)
 }
-
