@@ -107,10 +107,10 @@ func (in inForce) exec(argv, env []string, stdin []byte) policy.Decision {
 	if !d.Allow || !p.HasShellRules() {
 		return d
 	}
-	if e := p.ShellEnv(env); !e.Allow {
+	if e := p.GatedEnv(env); !e.Allow {
 		return e
 	}
-	if e := p.GatedEnv(env); !e.Allow {
+	if e := p.ShellEnv(env); !e.Allow {
 		return e
 	}
 	if policy.StdinShell(argv) {
@@ -130,10 +130,10 @@ func (in inForce) stream(argv, env []string) policy.Decision {
 	if !d.Allow || !p.HasShellRules() {
 		return d
 	}
-	if e := p.ShellEnv(env); !e.Allow {
+	if e := p.GatedEnv(env); !e.Allow {
 		return e
 	}
-	if e := p.GatedEnv(env); !e.Allow {
+	if e := p.ShellEnv(env); !e.Allow {
 		return e
 	}
 	if policy.StdinShell(argv) {
