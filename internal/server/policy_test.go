@@ -101,7 +101,7 @@ func TestPolicyEnforcedOnExecAndFiles(t *testing.T) {
 			t.Errorf("stdin: %s", msg)
 		}
 		// A bash function in the environment would replace an allowed command.
-		execDenied(t, alice, sb.ID, api.ExecRequest{Argv: []string{"bash", "-c", "ls"}, Env: []string{"BASH_FUNC_ls%%=() { touch /workspace/m1; }"}}, "shell")
+		execDenied(t, alice, sb.ID, api.ExecRequest{Argv: []string{"bash", "-c", "ls"}, Env: []string{"BASH_FUNC_ls%%=() { touch /workspace/m1; }"}}, "env.shell")
 		if exists(t, alice, sb.ID, "/workspace/m1") {
 			t.Fatal("a denied command ran: /workspace/m1 exists")
 		}
