@@ -97,6 +97,10 @@ type Fleet struct {
 	// holds what ends them, by sandbox ID.
 	serve func(rec store.Sandbox, sb *runner.Sandbox) (stop func())
 	stops map[string]func()
+
+	// closing ends the watches of running sandboxes' agents (see watch.go).
+	closing   chan struct{}
+	closeOnce sync.Once
 }
 
 // New returns a Fleet. Call Recover before serving.
@@ -122,6 +126,7 @@ func New(st *store.Store, run Runner, cfg Config, reg prometheus.Registerer, log
 		running: map[string]*runner.Sandbox{}, recs: map[string]store.Sandbox{}, starting: map[string]bool{}, roles: map[string]store.Roles{}, locks: map[string]*sync.Mutex{},
 		onGone: func(string) {}, onSwap: func(string, int64) {},
 		serve: func(store.Sandbox, *runner.Sandbox) func() { return func() {} }, stops: map[string]func(){},
+		closing: make(chan struct{}),
 	}, nil
 }
 
@@ -168,6 +173,7 @@ func (f *Fleet) setRunning(rec store.Sandbox, sb *runner.Sandbox, starting bool)
 	if starting {
 		f.starting[rec.ID] = true
 	}
+	go f.watch(rec, sb)
 }
 
 // started puts sandbox id on Owner's fast path.
@@ -565,6 +571,7 @@ func (f *Fleet) Recover(ctx context.Context) error {
 // Close releases the channels to running sandboxes and leaves the sandboxes running, so
 // that the next control plane adopts them.
 func (f *Fleet) Close() {
+	f.closeOnce.Do(func() { close(f.closing) })
 	f.mu.Lock()
 	stops := f.stops
 	f.stops = map[string]func(){}
@@ -582,6 +589,7 @@ func (f *Fleet) Close() {
 
 // DestroyAll stops every running sandbox (tests, and an operator's full shutdown).
 func (f *Fleet) DestroyAll(ctx context.Context) {
+	f.closeOnce.Do(func() { close(f.closing) })
 	f.mu.Lock()
 	ids := make([]string, 0, len(f.running))
 	for id := range f.running {

@@ -116,6 +116,23 @@ func (s *Sandbox) HostUser() (uid, gid uint32) {
 	return s.uid, s.gid
 }
 
+// exitWatcher is what a backend that holds its agent's process provides.
+type exitWatcher interface {
+	Exited() <-chan struct{}
+}
+
+// Exited is closed once the sandbox's agent has exited, whatever ended it (Destroy
+// included); nil where the tier holds no handle on the agent's process.
+func (s *Sandbox) Exited() <-chan struct{} {
+	if w, ok := s.backend.(exitWatcher); ok {
+		return w.Exited()
+	}
+	return nil
+}
+
+// LastError is the last error the sandbox's agent or runtime logged.
+func (s *Sandbox) LastError() string { return s.backend.LastError() }
+
 // Cgroup is the sandbox's cgroup path (as in /sys/fs/cgroup/<controller><path> on v1).
 func (s *Sandbox) Cgroup() string { return s.backend.Cgroup() }
 

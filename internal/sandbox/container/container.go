@@ -193,6 +193,8 @@ type Sandbox struct {
 	net *hostNet
 	// idBase is the first host id of the sandbox's range, or 0 without a user namespace.
 	idBase uint32
+	// watch reports the agent's exit (Exited).
+	watch exitWatch
 }
 
 // Start creates and starts the container, and returns once the agent's process runs. The
