@@ -57,6 +57,7 @@ import (
 	"github.com/paddockhq/paddock/internal/agent/files"
 	"github.com/paddockhq/paddock/internal/agent/identity"
 	"github.com/paddockhq/paddock/internal/agent/session"
+	"github.com/paddockhq/paddock/internal/cgroups"
 	"github.com/paddockhq/paddock/internal/wire"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
 )
@@ -179,6 +180,11 @@ func Run(ctx context.Context, env *wire.Envelope, lis net.Listener, confine Conf
 	if self, err := os.Executable(); err == nil && filepath.IsAbs(self) {
 		m.SetSelf(self)
 	}
+	if g, err := commandCgroups(env.CommandCgroups); err != nil {
+		log.Warn("commands share the agent's cgroup", "err", err)
+	} else if g != nil {
+		m.UseCgroup(g)
+	}
 	if env.FileSizeLimit > 0 && env.Process == nil {
 		self, err := os.Executable()
 		if err == nil {
@@ -257,6 +263,20 @@ func Run(ctx context.Context, env *wire.Envelope, lis net.Listener, confine Conf
 		return nil // told to stop before Serve began: a clean stop all the same
 	}
 	return err
+}
+
+// commandCgroups opens the commands' cgroup the host handed over as descriptors (by v1
+// controller), kept from the commands: nil without one.
+func commandCgroups(fds map[string]int) (*cgroups.Group, error) {
+	if len(fds) == 0 {
+		return nil, nil
+	}
+	dirs := map[string]string{}
+	for c, fd := range fds {
+		unix.CloseOnExec(fd)
+		dirs[c] = "/proc/self/fd/" + strconv.Itoa(fd)
+	}
+	return cgroups.Open(dirs)
 }
 
 // defaultEnv is the environment of commands that do not bring their own: the envelope's,

@@ -143,6 +143,9 @@ type Group struct {
 	root string // the cgroupfs mount; a fake tree in tests
 	// dirs are the group's directories: on v1 one per hierarchy that holds it, on v2 one.
 	dirs []string
+	// byController, when set, is where each v1 controller's directory is (Open): the
+	// group was handed over, and root and path name nothing.
+	byController map[string]string
 }
 
 // Create makes the cgroup at path (such as "/paddock/<id>") with limits l, creating its

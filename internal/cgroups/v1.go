@@ -123,6 +123,9 @@ func loadV1(root, path string) (*Group, error) {
 
 // controller returns the group's directory in the hierarchy of controller c.
 func (g *Group) controller(c string) string {
+	if g.byController != nil {
+		return g.byController[c]
+	}
 	return filepath.Join(g.root, c, g.path)
 }
 

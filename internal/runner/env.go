@@ -22,7 +22,7 @@ func containerEnv(extra []string) []string {
 }
 
 func (l Limits) container() container.Limits {
-	return container.Limits{MemoryBytes: int64(l.Memory), CPUs: l.CPUs, Pids: l.cgroupPids(), TmpBytes: int64(l.Tmp)}
+	return container.Limits{MemoryBytes: int64(l.Memory), CPUs: l.CPUs, Pids: l.cgroupPids(), TmpBytes: int64(l.Tmp), CommandPids: l.Pids}
 }
 
 func (l Limits) cgroup() cgroups.Limits {
@@ -30,9 +30,9 @@ func (l Limits) cgroup() cgroups.Limits {
 }
 
 // cgroupPids is the cgroup's pids limit: what the user asked for, plus the agent's own
-// threads, so that --pids N leaves N processes to the user's commands.
-// TODO(issue 5): put sessions in a child cgroup of their own so the agent's reserve cannot
-// be consumed at all.
+// threads, so that --pids N leaves N processes to the user's commands. Under runc on
+// cgroup v1 the commands' own group holds them to N (container.Limits.CommandPids), so
+// the agent's reserve cannot be consumed at all.
 func (l Limits) cgroupPids() int64 {
 	if l.Pids == 0 {
 		return 0

@@ -69,6 +69,11 @@ type Envelope struct {
 	// leaves it unset. The agent does not take it on itself: it writes the workspace's
 	// history. A write past it fails, and SIGXFSZ ends the process that made it.
 	FileSizeLimit int64 `json:"file_size_limit,omitempty"`
+	// CommandCgroups are inherited descriptors of the directories, by cgroup v1
+	// controller (memory, pids, freezer), of the group the host made for the sandbox's
+	// commands and gave the agent: every command runs in a group of its own below it,
+	// which ends with it. Empty: commands stay in the agent's group.
+	CommandCgroups map[string]int `json:"command_cgroups,omitempty"`
 }
 
 // User is a numeric user and group.
@@ -134,6 +139,11 @@ func (e *Envelope) Validate() error {
 		return invalid("history_dir", "needs run_as: without a user of their own, the commands could rewrite the history")
 	case e.FileSizeLimit < 0:
 		return invalid("file_size_limit", "is %d, must be 0 (no limit) or positive", e.FileSizeLimit)
+	}
+	for c, fd := range e.CommandCgroups {
+		if fd < 3 || fd == e.ListenFD || (c != "memory" && c != "pids" && c != "freezer") {
+			return invalid("command_cgroups", "%s: %d: want memory, pids or freezer, each an inherited descriptor other than listen_fd", c, fd)
+		}
 	}
 	if err := validEnv("env", e.Env); err != nil {
 		return err

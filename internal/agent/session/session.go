@@ -30,6 +30,7 @@ import (
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 
+	"github.com/paddockhq/paddock/internal/cgroups"
 	"github.com/paddockhq/paddock/internal/errdefs"
 )
 
@@ -100,7 +101,11 @@ type Manager struct {
 	// trampoline self (see LimitFileSize).
 	fileSize int64
 	self     string
-	sessions map[string]*Session
+	// cgroup is the group the sandbox's commands run in, each in a group of its own below
+	// it (UseCgroup); nil: they stay in the agent's.
+	cgroup    *cgroups.Group
+	cgroupSeq int
+	sessions  map[string]*Session
 	exited   []*Session // exited sessions, oldest first
 	byPID    map[int]*Session
 	nextID   int
@@ -144,17 +149,18 @@ func (m *Manager) Start(spec Spec) (*Session, error) {
 	if m.disabled != "" {
 		return nil, fmt.Errorf("sessions are unavailable: %s: %w", m.disabled, errdefs.ErrUnavailable)
 	}
-	return m.start(spec, false)
+	return m.start(spec, false, false)
 }
 
-// StartMain spawns the sandbox's main command, even when sessions are disabled.
-func (m *Manager) StartMain(spec Spec) (*Session, error) { return m.start(spec, false) }
+// StartMain spawns the sandbox's main command, even when sessions are disabled. What it
+// leaves running when it exits is not killed: the main command is the sandbox's service.
+func (m *Manager) StartMain(spec Spec) (*Session, error) { return m.start(spec, false, true) }
 
 // RestartMain is StartMain for a command that ran before under the same ID: a session of
 // that ID that is done makes way for the new one (the supervisor reuses "main").
-func (m *Manager) RestartMain(spec Spec) (*Session, error) { return m.start(spec, true) }
+func (m *Manager) RestartMain(spec Spec) (*Session, error) { return m.start(spec, true, true) }
 
-func (m *Manager) start(spec Spec, replaceDone bool) (*Session, error) {
+func (m *Manager) start(spec Spec, replaceDone, main bool) (*Session, error) {
 	if len(spec.Argv) == 0 || spec.Argv[0] == "" {
 		return nil, fmt.Errorf("argv is empty: %w", errdefs.ErrInvalidArgument)
 	}
@@ -169,7 +175,16 @@ func (m *Manager) start(spec Spec, replaceDone bool) (*Session, error) {
 	}
 	s := newSession(id, spec)
 	m.sessions[id] = s
-	if err := s.spawn(m.prepare(spec).limited(m.self, m.fileSize), m.runAs); err != nil {
+	l := m.prepare(spec)
+	if l.err == nil && m.cgroup != nil {
+		s.group, l.cgroup = m.commandGroup(id)
+		s.killGroup = !main
+		defer closeAll(l.cgroup...)
+	}
+	if err := s.spawn(l.limited(m.self, m.fileSize, m.runAs), m.runAs); err != nil {
+		if s.group != nil {
+			_ = s.group.Delete()
+		}
 		s.failed(err)
 		m.retire(s)
 		return s, nil
@@ -232,6 +247,11 @@ type launch struct {
 	err  error // why it cannot be launched
 	// execOnly, when not nil, are the only files the command may execute.
 	execOnly []string
+	// cgroup are the cgroup.procs files of the command's own cgroup, which it joins in
+	// the trampoline before it runs anything.
+	cgroup []*os.File
+	// asSelf: the trampoline takes the command's ids itself, after joining its cgroup.
+	asSelf bool
 }
 
 func (m *Manager) prepare(spec Spec) launch {
@@ -414,6 +434,11 @@ type Session struct {
 	ptmx    *os.File
 	readers []*os.File // stdout, stderr pipes, or the PTY master
 
+	// group is the session's own cgroup (nil without one); with killGroup, whatever is
+	// left in it is killed once the session's process has exited.
+	group     *cgroups.Group
+	killGroup bool
+
 	exitOnce sync.Once
 	exited   chan struct{} // closed when the process has exited
 	done     chan struct{} // closed when the process has exited and its output is all in
@@ -441,9 +466,14 @@ func (s *Session) spawn(l launch, cred *syscall.Credential) error {
 	if err != nil {
 		return err
 	}
-	attr := &os.ProcAttr{Dir: l.dir, Env: l.env, Files: child, Sys: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: cred}}
+	procCred := cred
+	if l.asSelf {
+		procCred = nil // the trampoline takes cred once it has joined its cgroup
+	}
+	files := append(child, l.cgroup...)
+	attr := &os.ProcAttr{Dir: l.dir, Env: l.env, Files: files, Sys: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: procCred}}
 	if s.TTY {
-		attr.Sys = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, Pdeathsig: syscall.SIGKILL, Credential: cred}
+		attr.Sys = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, Pdeathsig: syscall.SIGKILL, Credential: procCred}
 	}
 	p, err := os.StartProcess(l.path, l.argv, attr)
 	closeAll(child...)
@@ -573,8 +603,26 @@ func (s *Session) finish(retire func()) {
 	s.stdinMu.Unlock()
 	s.out.close()
 	s.out.shrink(keepOutput)
+	s.endGroup()
 	close(s.done)
 	retire()
+}
+
+// groupKillTimeout bounds the kill of what a session left running.
+const groupKillTimeout = 30 * time.Second
+
+// endGroup kills what the session's process left in its cgroup (when the session ends
+// with it) and removes the group; a group that still holds processes stays.
+func (s *Session) endGroup() {
+	if s.group == nil {
+		return
+	}
+	if s.killGroup {
+		ctx, cancel := context.WithTimeout(context.Background(), groupKillTimeout)
+		defer cancel()
+		_ = s.group.Kill(ctx)
+	}
+	_ = s.group.Delete()
 }
 
 // pump copies one output stream into the log until EOF, or until the process has exited

@@ -52,6 +52,9 @@ type Limits struct {
 	Pids        int64
 	// TmpBytes sizes the /tmp tmpfs (default 1 GiB; its pages count against MemoryBytes).
 	TmpBytes int64
+	// CommandPids limits the processes of the sandbox's commands (Pids adds the agent's
+	// threads); 0: only Pids does.
+	CommandPids int64
 }
 
 func (l Limits) tmpSize() int64 {
@@ -254,6 +257,18 @@ func (sb *Sandbox) start(ctx context.Context, cfg Config) error {
 		ListenFD: sandbox.AgentListenFD, Env: cfg.Env, Main: cfg.Main, RunAs: &wire.User{UID: cfg.UID, GID: cfg.GID},
 		CapabilityKeys: cfg.CapabilityKeys, FileSizeLimit: cfg.FileSizeLimit,
 	}
+	var cmdGroups []*os.File
+	if !rt.userKernel {
+		cmdGroups, env.CommandCgroups, err = sb.delegateCommands(cfg.Limits)
+		if err != nil {
+			rt.Log.Warn("the sandbox's commands share the agent's cgroup: no reserve for the agent, and an exec's processes may outlive it", "sandbox", cfg.ID, "err", err)
+		}
+		defer func() {
+			for _, f := range cmdGroups {
+				f.Close()
+			}
+		}()
+	}
 	if cfg.History != "" {
 		env.HistoryDir = HistoryPath
 	}
@@ -262,7 +277,7 @@ func (sb *Sandbox) start(ctx context.Context, cfg Config) error {
 			env.HostPorts = append(env.HostPorts, uint32(p))
 		}
 	}
-	if err := rt.run(ctx, cfg, ch.sandboxEnd, env); err != nil {
+	if err := rt.run(ctx, cfg, append([]*os.File{ch.sandboxEnd}, cmdGroups...), env); err != nil {
 		return err
 	}
 	var pid int
@@ -370,7 +385,7 @@ func writeBundle(cfg Config, dir, cgroup string, userKernel bool, edit func(*spe
 
 // run starts the container detached: the runtime passes its stdio through to the agent, so
 // the envelope goes in on stdin and the agent's log comes out in agent.log.
-func (rt *Runtime) run(ctx context.Context, cfg Config, channel *os.File, env *wire.Envelope) error {
+func (rt *Runtime) run(ctx context.Context, cfg Config, inherit []*os.File, env *wire.Envelope) error {
 	stdin, release, err := sandbox.EnvelopePipe(env)
 	if err != nil {
 		return err
@@ -382,9 +397,14 @@ func (rt *Runtime) run(ctx context.Context, cfg Config, channel *os.File, env *w
 		return err
 	}
 	defer logf.Close()
-	args := append(append([]string{"run", "--detach", "--pid-file", filepath.Join(cfg.Dir, "init.pid")}, rt.runFlags...), "--bundle", filepath.Join(cfg.Dir, "bundle"), cfg.ID)
+	flags := rt.runFlags
+	if len(inherit) > 1 {
+		// runc hands the container every file after stdio that it is told of.
+		flags = []string{"--preserve-fds", strconv.Itoa(len(inherit))}
+	}
+	args := append(append([]string{"run", "--detach", "--pid-file", filepath.Join(cfg.Dir, "init.pid")}, flags...), "--bundle", filepath.Join(cfg.Dir, "bundle"), cfg.ID)
 	cmd := rt.command(ctx, args...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr, cmd.ExtraFiles = stdin, logf, logf, []*os.File{channel}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr, cmd.ExtraFiles = stdin, logf, logf, inherit
 	if err := cmd.Run(); err != nil {
 		why := sandbox.LastLogError(filepath.Join(cfg.Dir, "agent.log"))
 		if strings.Contains(why, "MOUNT_ATTR_IDMAP") {

@@ -1,0 +1,65 @@
+package container
+
+import (
+	"fmt"
+	"os"
+	"slices"
+
+	"github.com/paddockhq/paddock/internal/cgroups"
+	"github.com/paddockhq/paddock/internal/sandbox"
+)
+
+// The agent's reserve: the sandbox's commands run in a child group of the sandbox's
+// (cgroups.Commands) whose memory limit is the sandbox's less this, so that what they
+// hold (their pages, and the /tmp files they wrote) cannot take the agent's last memory,
+// and whose pids limit is the user's, below the sandbox's (which adds the agent's
+// threads). The agent stays in the sandbox's group, and makes a group per command below
+// the commands', which it kills when the command ends.
+const (
+	maxAgentReserve = 64 << 20
+	minCommandMem   = 16 << 20
+)
+
+// agentReserve is the memory kept for the agent out of a sandbox's limit of mem.
+func agentReserve(mem int64) int64 { return min(maxAgentReserve, mem/4) }
+
+// commandLimits are the commands' group's limits within the sandbox's l.
+func commandLimits(l Limits) cgroups.Limits {
+	c := cgroups.Limits{Pids: l.CommandPids}
+	if l.MemoryBytes > 0 {
+		c.MemoryBytes = max(l.MemoryBytes-agentReserve(l.MemoryBytes), min(l.MemoryBytes, minCommandMem))
+	}
+	return c
+}
+
+// delegateCommands makes the commands' group of a runc sandbox before it starts and opens
+// its directories, which the agent inherits after its channel (as fds 4, 5, …): it returns
+// them and what the envelope says of them. Under a user namespace the group is given to
+// the agent's host id, which may then make groups in it and move processes into them,
+// and nothing else; the sandbox user's commands can do neither. Where that cannot be done
+// (cgroup v2 hosts, see cgroups.Delegate), commands stay in the sandbox's group and it
+// says why.
+func (sb *Sandbox) delegateCommands(l Limits) (files []*os.File, fds map[string]int, err error) {
+	dirs, err := cgroups.Delegate(sb.cgroup, cgroups.Limits{MemoryBytes: l.MemoryBytes, CPUs: l.CPUs, Pids: l.Pids}, commandLimits(l), int(sb.idBase))
+	if err != nil {
+		return nil, nil, err
+	}
+	fds = map[string]int{}
+	names := make([]string, 0, len(dirs))
+	for c := range dirs {
+		names = append(names, c)
+	}
+	slices.Sort(names)
+	for i, c := range names {
+		f, err := os.Open(dirs[c])
+		if err != nil {
+			for _, f := range files {
+				f.Close()
+			}
+			return nil, nil, fmt.Errorf("open the commands' cgroup: %w", err)
+		}
+		files = append(files, f)
+		fds[c] = sandbox.AgentListenFD + 1 + i
+	}
+	return files, fds, nil
+}
