@@ -106,9 +106,9 @@ type Manager struct {
 	cgroup    *cgroups.Group
 	cgroupSeq int
 	sessions  map[string]*Session
-	exited   []*Session // exited sessions, oldest first
-	byPID    map[int]*Session
-	nextID   int
+	exited    []*Session // exited sessions, oldest first
+	byPID     map[int]*Session
+	nextID    int
 
 	reaperDone chan struct{} // closed when reap returns
 }
