@@ -78,11 +78,7 @@ func TestEnvironment(t *testing.T) {
 	t.Run("environ of every sandbox process, read from the host", func(t *testing.T) {
 		// The agent's environ is unreadable from inside (it is not dumpable); the host can
 		// read every process's, and none may carry the canary.
-		procs, err := os.ReadFile(filepath.Join(pidsCgroupDir(t, b.sb.Cgroup()), "cgroup.procs"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		pids := strings.Fields(string(procs))
+		pids := sandboxProcs(t, b.sb.Cgroup())
 		if len(pids) < 2 {
 			t.Fatalf("CONTROL FAILED: want the agent and the sleep in the sandbox's cgroup, got %v", pids)
 		}

@@ -267,23 +267,23 @@ func TestUserNamespace(t *testing.T) {
 	boxes := []*box{h.newBox(t, boxOpts{}), h.newBox(t, boxOpts{})}
 	var ranges [][2]uint64
 	for i, b := range boxes {
-		b.mustExec(t, "sleep 30 & sleep 0.1")
-		procs, err := os.ReadFile(filepath.Join(pidsCgroupDir(t, b.sb.Cgroup()), "cgroup.procs"))
-		if err != nil {
-			t.Fatal(err)
+		// A command that runs on (a session: an exec's processes end with it).
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		stream, err := b.pc.Start(ctx, &pb.StartRequest{Argv: []string{"sleep", "30"}})
+		if err == nil {
+			_, err = stream.Recv()
 		}
-		uids := map[string]bool{}
-		for _, pid := range strings.Fields(string(procs)) {
-			status, err := os.ReadFile(filepath.Join("/proc", pid, "status"))
-			if err != nil {
-				continue // gone meanwhile
-			}
-			for line := range strings.Lines(string(status)) {
-				if f := strings.Fields(line); len(f) == 5 && f[0] == "Uid:" {
-					for _, u := range f[1:] {
-						uids[u] = true
-					}
-				}
+		if err != nil {
+			t.Fatalf("start a sleep: %v", err)
+		}
+		// The command starts as the agent, in the agent's trampoline, which joins the
+		// command's cgroup and then takes the sandbox user's ids: wait for the sleep.
+		var uids map[string]bool
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			uids = hostUIDs(sandboxProcs(t, b.sb.Cgroup()))
+			if len(uids) > 1 || time.Now().After(deadline) {
+				break
 			}
 		}
 		var lo, n uint64
@@ -334,4 +334,23 @@ func TestUserNamespace(t *testing.T) {
 	if err := syscall.Stat(filepath.Join(b.ws, "written-inside"), &st); err != nil || st.Uid != b.uid {
 		t.Errorf("a file a command wrote is owned by %d on disk (%v), want the sandbox user's %d", st.Uid, err, b.uid)
 	}
+}
+
+// hostUIDs are the uids (real, effective, saved, filesystem) of pids, as the host sees them.
+func hostUIDs(pids []string) map[string]bool {
+	uids := map[string]bool{}
+	for _, pid := range pids {
+		status, err := os.ReadFile(filepath.Join("/proc", pid, "status"))
+		if err != nil {
+			continue // gone meanwhile
+		}
+		for line := range strings.Lines(string(status)) {
+			if f := strings.Fields(line); len(f) == 5 && f[0] == "Uid:" {
+				for _, u := range f[1:] {
+					uids[u] = true
+				}
+			}
+		}
+	}
+	return uids
 }
