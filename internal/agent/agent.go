@@ -180,7 +180,7 @@ func Run(ctx context.Context, env *wire.Envelope, lis net.Listener, confine Conf
 	if self, err := os.Executable(); err == nil && filepath.IsAbs(self) {
 		m.SetSelf(self)
 	}
-	if g, err := commandCgroups(env.CommandCgroups); err != nil {
+	if g, err := commandCgroups(env); err != nil {
 		log.Warn("commands share the agent's cgroup", "err", err)
 	} else if g != nil {
 		m.UseCgroup(g)
@@ -266,15 +266,19 @@ func Run(ctx context.Context, env *wire.Envelope, lis net.Listener, confine Conf
 }
 
 // commandCgroups opens the commands' cgroup the host handed over as descriptors (by v1
-// controller), kept from the commands: nil without one.
-func commandCgroups(fds map[string]int) (*cgroups.Group, error) {
-	if len(fds) == 0 {
+// controller), kept from the commands; on v2 the agent makes it, moving itself into a
+// leaf of its own first (cgroups.SplitV2). Nil without one.
+func commandCgroups(env *wire.Envelope) (*cgroups.Group, error) {
+	if len(env.CommandCgroups) == 0 {
 		return nil, nil
 	}
 	dirs := map[string]string{}
-	for c, fd := range fds {
+	for c, fd := range env.CommandCgroups {
 		unix.CloseOnExec(fd)
 		dirs[c] = "/proc/self/fd/" + strconv.Itoa(fd)
+	}
+	if dir, ok := dirs[cgroups.Unified]; ok {
+		return cgroups.SplitV2(dir, os.Getpid(), cgroups.Limits{MemoryBytes: env.CommandMemory, Pids: env.CommandPids})
 	}
 	return cgroups.Open(dirs)
 }

@@ -1,11 +1,15 @@
 package cgroups
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
 )
@@ -19,18 +23,88 @@ const Commands = "cmds"
 // reserve), pids (the process limit) and freezer (an unescapable kill).
 var CommandControllers = []string{"memory", "pids", "freezer"}
 
-// Delegate makes the commands' group below the group at path (which it creates with
-// limits parent when it does not exist), with limits l, and gives it to uid: uid may then
-// make groups in it and move processes into those, and nothing else. It returns the
-// group's directories by controller (v1), for the agent to be handed. On v2 it refuses
-// with errdefs.ErrUnavailable: there the agent's own group would have to be a leaf beside
-// the commands', outside the container's cgroup namespace.
+// Delegate prepares the group at path (which it creates with limits parent when it does
+// not exist) for the sandbox's agent, whose host uid is uid, to run its commands below it
+// with limits l, and returns the directories the agent is to be handed, by controller.
+//
+// On v1 it makes the commands' group itself, with l, and gives it to uid: uid may then
+// make groups in it and move processes into those, and nothing else. On v2 the agent
+// makes the split itself once it runs (SplitV2): a v2 group with processes cannot pass
+// controllers to children, so the agent first moves into a leaf of its own, and the
+// commands' group is a sibling; the group is given to uid (its directory, cgroup.procs,
+// cgroup.subtree_control and cgroup.threads, as systemd delegates a unit's group), its
+// limits and its parent's stay the host's. The key "unified" names the v2 directory.
 func Delegate(path string, parent, l Limits, uid int) (map[string]string, error) {
-	mode := DetectMode()
-	if mode != V1 {
-		return nil, fmt.Errorf("cgroup %s: a commands' group for the agent to manage is made on cgroup v1 hosts only: %w", path, errdefs.ErrUnavailable)
+	switch DetectMode() {
+	case V1:
+		return delegateV1(mountpoint, path, parent, l, uid)
+	case V2:
+		return delegateV2(mountpoint, path, parent, uid)
 	}
-	return delegateV1(mountpoint, path, parent, l, uid)
+	return nil, fmt.Errorf("cgroup %s: no cgroupfs mounted at %s: %w", path, mountpoint, errdefs.ErrUnavailable)
+}
+
+// Unified is the key of Delegate's v2 directory.
+const Unified = "unified"
+
+func delegateV2(root, path string, parent Limits, uid int) (map[string]string, error) {
+	g, err := load(V2, root, path)
+	if err != nil {
+		if g, err = create(V2, root, path, parent); err != nil {
+			return nil, err
+		}
+	}
+	dir := g.dirs[0]
+	if uid != 0 {
+		for _, f := range []string{"cgroup.procs", "cgroup.subtree_control", "cgroup.threads"} {
+			if err := os.Lchown(filepath.Join(dir, f), uid, uid); err != nil {
+				return nil, g.wrap(err)
+			}
+		}
+		if err := os.Lchown(dir, uid, uid); err != nil {
+			return nil, g.wrap(err)
+		}
+	}
+	return map[string]string{Unified: dir}, nil
+}
+
+// SplitV2 makes, in the v2 group at dir that Delegate gave the caller, a leaf "agent"
+// that process pid (the agent) moves into, and the commands' group beside it with limits
+// l and the controllers the group offers (memory, pids) passed down to it. It returns the
+// commands' group.
+func SplitV2(dir string, pid int, l Limits) (*Group, error) {
+	g := &Group{path: "(handed over)", mode: V2, dirs: []string{dir}}
+	for _, d := range []string{"agent", Commands} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, g.wrap(err)
+		}
+	}
+	if err := writeFile(filepath.Join(dir, "agent"), "cgroup.procs", strconv.Itoa(pid)); err != nil {
+		return nil, g.wrap(fmt.Errorf("move the agent to its leaf: %w", err))
+	}
+	offered, err := readFile(dir, "cgroup.controllers")
+	if err != nil {
+		return nil, g.wrap(err)
+	}
+	var enable []string
+	for _, c := range []string{"memory", "pids"} {
+		switch {
+		case slices.Contains(strings.Fields(offered), c):
+			enable = append(enable, "+"+c)
+		case needs(l, c):
+			return nil, fmt.Errorf("cgroup %s: the group offers no %s controller: %w", dir, c, errdefs.ErrUnavailable)
+		}
+	}
+	if len(enable) > 0 {
+		if err := writeFile(dir, "cgroup.subtree_control", strings.Join(enable, " ")); err != nil {
+			return nil, g.wrap(err)
+		}
+	}
+	cmds := &Group{path: g.path + "/" + Commands, mode: V2, dirs: []string{filepath.Join(dir, Commands)}}
+	if err := cmds.setLimitsV2(Limits{MemoryBytes: l.MemoryBytes, Pids: l.Pids}); err != nil {
+		return nil, cmds.wrap(err)
+	}
+	return cmds, nil
 }
 
 func delegateV1(root, path string, parent, l Limits, uid int) (map[string]string, error) {
@@ -99,6 +173,9 @@ func (g *Group) Command(name string) (*Group, []*os.File, error) {
 	if name == "" || name == "." || name == ".." || filepath.Base(name) != name {
 		return nil, nil, fmt.Errorf("cgroup %s: child %q: want one path segment: %w", g.path, name, errdefs.ErrInvalidArgument)
 	}
+	if g.mode == V2 {
+		return g.commandV2(name)
+	}
 	own := "freezer"
 	if g.byController[own] == "" {
 		own = "pids"
@@ -128,6 +205,23 @@ func (g *Group) Command(name string) (*Group, []*os.File, error) {
 		files = append(files, f)
 	}
 	return sub, files, nil
+}
+
+// commandV2 is Command on v2: the command's group is a child of the commands' group, to
+// which it passes no controller (its memory and pids count in the commands' group), and
+// cgroup.kill ends it.
+func (g *Group) commandV2(name string) (*Group, []*os.File, error) {
+	dir := filepath.Join(g.dirs[0], name)
+	sub := &Group{path: g.path + "/" + name, mode: V2, dirs: []string{dir}}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, nil, sub.wrap(err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "cgroup.procs"), os.O_WRONLY, 0)
+	if err != nil {
+		_ = sub.Delete()
+		return nil, nil, sub.wrap(err)
+	}
+	return sub, []*os.File{f}, nil
 }
 
 // JoinFiles moves the calling process into the group each of fds (cgroup.procs files

@@ -71,9 +71,14 @@ type Envelope struct {
 	FileSizeLimit int64 `json:"file_size_limit,omitempty"`
 	// CommandCgroups are inherited descriptors of the directories, by cgroup v1
 	// controller (memory, pids, freezer), of the group the host made for the sandbox's
-	// commands and gave the agent: every command runs in a group of its own below it,
-	// which ends with it. Empty: commands stay in the agent's group.
+	// commands and gave the agent; on cgroup v2 (key "unified"), of the sandbox's own
+	// group, which the agent splits into its own leaf and the commands' group, with the
+	// limits CommandMemory and CommandPids (0: none of its own). Every command runs in a
+	// group of its own below the commands', which ends with it. Empty: commands stay in
+	// the agent's group.
 	CommandCgroups map[string]int `json:"command_cgroups,omitempty"`
+	CommandMemory  int64          `json:"command_memory,omitempty"`
+	CommandPids    int64          `json:"command_pids,omitempty"`
 }
 
 // User is a numeric user and group.
@@ -139,10 +144,12 @@ func (e *Envelope) Validate() error {
 		return invalid("history_dir", "needs run_as: without a user of their own, the commands could rewrite the history")
 	case e.FileSizeLimit < 0:
 		return invalid("file_size_limit", "is %d, must be 0 (no limit) or positive", e.FileSizeLimit)
+	case e.CommandMemory < 0 || e.CommandPids < 0:
+		return invalid("command_memory", "%d and command_pids %d must be 0 (none) or positive", e.CommandMemory, e.CommandPids)
 	}
 	for c, fd := range e.CommandCgroups {
-		if fd < 3 || fd == e.ListenFD || (c != "memory" && c != "pids" && c != "freezer") {
-			return invalid("command_cgroups", "%s: %d: want memory, pids or freezer, each an inherited descriptor other than listen_fd", c, fd)
+		if fd < 3 || fd == e.ListenFD || (c != "memory" && c != "pids" && c != "freezer" && c != "unified") {
+			return invalid("command_cgroups", "%s: %d: want memory, pids, freezer or unified, each an inherited descriptor other than listen_fd", c, fd)
 		}
 	}
 	if err := validEnv("env", e.Env); err != nil {

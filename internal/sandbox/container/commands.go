@@ -32,13 +32,13 @@ func commandLimits(l Limits) cgroups.Limits {
 	return c
 }
 
-// delegateCommands makes the commands' group of a runc sandbox before it starts and opens
-// its directories, which the agent inherits after its channel (as fds 4, 5, …): it returns
-// them and what the envelope says of them. Under a user namespace the group is given to
-// the agent's host id, which may then make groups in it and move processes into them,
-// and nothing else; the sandbox user's commands can do neither. Where that cannot be done
-// (cgroup v2 hosts, see cgroups.Delegate), commands stay in the sandbox's group and it
-// says why.
+// delegateCommands prepares the cgroups of a runc sandbox's commands before it starts
+// (cgroups.Delegate: on v1 the commands' group, on v2 the sandbox's group, which the agent
+// splits) and opens the directories the agent inherits after its channel (as fds 4, 5,
+// …): it returns them and what the envelope says of them. Under a user namespace they are
+// given to the agent's host id, which may then make groups in them and move processes
+// into those, and nothing else; the sandbox user's commands can do neither. Where that
+// cannot be done, commands stay in the sandbox's group and the caller says why.
 func (sb *Sandbox) delegateCommands(l Limits) (files []*os.File, fds map[string]int, err error) {
 	dirs, err := cgroups.Delegate(sb.cgroup, cgroups.Limits{MemoryBytes: l.MemoryBytes, CPUs: l.CPUs, Pids: l.Pids}, commandLimits(l), int(sb.idBase))
 	if err != nil {

@@ -260,6 +260,9 @@ func (sb *Sandbox) start(ctx context.Context, cfg Config) error {
 	var cmdGroups []*os.File
 	if !rt.userKernel {
 		cmdGroups, env.CommandCgroups, err = sb.delegateCommands(cfg.Limits)
+		if l := commandLimits(cfg.Limits); err == nil {
+			env.CommandMemory, env.CommandPids = l.MemoryBytes, l.Pids
+		}
 		if err != nil {
 			rt.Log.Warn("the sandbox's commands share the agent's cgroup: no reserve for the agent, and an exec's processes may outlive it", "sandbox", cfg.ID, "err", err)
 		}
