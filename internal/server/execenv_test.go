@@ -204,3 +204,26 @@ printf 'all:\n\ttouch /workspace/made\n' > Makefile && cp "$(command -v ls)" /wo
 		t.Errorf("CONTROL FAILED: the owner's exec did not run them all:\n%s", res.Stdout)
 	}
 }
+
+// Where the kernel has no Landlock (runsc: gVisor's kernel), an exec under a token that
+// limits programs is refused, saying why, rather than run without the limit; its
+// environment is held to the allowlist all the same, and exec:* (every program) runs.
+func TestExecGrantWithoutLandlock(t *testing.T) {
+	e := servertest.Start(t)
+	alice := e.Register(t, "alice")
+	var sb api.Sandbox
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "gvisor", Runtime: "runsc"}), http.StatusCreated, &sb)
+	base := "/api/v1/sandboxes/" + sb.ID
+	ls := holder(alice, mintCap(t, alice, sb.ID, api.CapabilityRequest{Resource: "exec:ls", Actions: []string{"exec"}}).Token)
+	resp := ls.DoToken("POST", base+"/exec", api.ExecRequest{Argv: []string{"ls"}})
+	if e := servertest.ErrorOf(t, resp, http.StatusConflict); !strings.Contains(e.Message, "no Landlock") {
+		t.Errorf("exec:ls under runsc: %q, want it to say the kernel has no Landlock", e.Message)
+	}
+	wantEnvRefused(t, ls.DoToken("POST", base+"/exec", api.ExecRequest{Argv: []string{"ls"}, Env: []string{"LD_PRELOAD=/x"}}), "LD_PRELOAD", "env.loader")
+	any := holder(alice, mintCap(t, alice, sb.ID, api.CapabilityRequest{Resource: "exec:*", Actions: []string{"exec"}}).Token)
+	var res api.ExecResult
+	servertest.Decode(t, any.DoToken("POST", base+"/exec", api.ExecRequest{Argv: []string{"echo", "ok"}}), http.StatusOK, &res)
+	if string(res.Stdout) != "ok\n" {
+		t.Errorf("exec:* under runsc: %+v", res)
+	}
+}
