@@ -134,7 +134,9 @@
 // terminal, colour and locale names, and those shell.env lists. Names that bring code into
 // a program that does not name it (the loader's, a shell's, an interpreter's, a tool's
 // configuration and helpers) are refused even when listed, and a policy that lists one
-// does not load.
+// does not load. The command line cannot set them either ([AssignCode]): an assignment
+// before a command, export or declare, or env NAME=VALUE of such a name is undecidable,
+// for the shell rules and for [Programs].
 //
 // [Programs] lists, by the same scan and without a policy, the programs an argv runs
 // (builtins a shell runs itself left out), for the exec: resources of a capability token,

@@ -38,6 +38,8 @@ func SafeEnvNames() []string {
 func envClass(name string) (rule, why string) {
 	up := strings.ToUpper(name)
 	switch {
+	case benignEnv[up]:
+		return "", ""
 	case strings.HasPrefix(up, "LD_") || loaderEnv[up] || strings.HasPrefix(up, "MALLOC_") || strings.HasPrefix(up, "GLIBC_"):
 		return "env.loader", "the dynamic loader or the C library reads it: it can load a library or data file the caller chose into any program"
 	case strings.HasPrefix(name, "BASH_FUNC_") || shellEnv[up] || isPromptVar(up):
@@ -50,6 +52,15 @@ func envClass(name string) (rule, why string) {
 	return "", ""
 }
 
+// benignEnv are names of a class's prefix that only select a mode, and name no code or
+// file: a policy may list them in shell.env, and a command line may set them.
+var benignEnv = map[string]bool{
+	"NODE_ENV": true, "CGO_ENABLED": true, "GOOS": true, "GOARCH": true, "GOAMD64": true, "GOARM": true,
+	"GOARM64": true, "GO386": true, "GOWASM": true, "GOEXPERIMENT": true, "GOMAXPROCS": true,
+	"RUST_BACKTRACE": true, "RUST_LOG": true, "CARGO_TERM_COLOR": true, "PYTHONUNBUFFERED": true,
+	"PYTHONDONTWRITEBYTECODE": true, "PYTHONHASHSEED": true, "PYTHONIOENCODING": true, "PYTHONUTF8": true,
+}
+
 // loaderEnv are the C library's variables that name files it loads (glibc's unsecure
 // variables, which it drops for setuid programs, and a few more).
 var loaderEnv = map[string]bool{
@@ -60,7 +71,7 @@ var loaderEnv = map[string]bool{
 
 var shellEnv = map[string]bool{
 	"BASH_ENV": true, "ENV": true, "SHELLOPTS": true, "BASHOPTS": true, "PROMPT_COMMAND": true,
-	"IFS": true, "CDPATH": true, "GLOBIGNORE": true, "BASH_XTRACEFD": true, "BASH_LOADABLES_PATH": true,
+	"CDPATH": true, "GLOBIGNORE": true, "BASH_XTRACEFD": true, "BASH_LOADABLES_PATH": true,
 	"BASH_COMPAT": true, "HISTFILE": true, "HISTCONTROL": true, "INPUTRC": true, "ZDOTDIR": true,
 	"PATH": true, "SHELL": true, "EXECIGNORE": true, "POSIXLY_CORRECT": true, "FPATH": true,
 }
@@ -165,6 +176,15 @@ func matchEnvName(allowed []string, name string) bool {
 		}
 	}
 	return false
+}
+
+// AssignCode says why a command line's assignment of name (NAME=VALUE before a command,
+// export, declare, env NAME=VALUE) brings code the command line does not name, or "".
+func AssignCode(name string) string {
+	if rule, why := envClass(name); rule != "" {
+		return fmt.Sprintf("%s= in the command line: %s (rule %s)", name, why, rule)
+	}
+	return ""
 }
 
 // checkEnvName checks an entry of shell.env: an environment name, or a prefix of one

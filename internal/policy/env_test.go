@@ -27,7 +27,7 @@ func TestGatedEnv(t *testing.T) {
 		{"SHELLOPTS=xtrace", "env.shell"},
 		{"PROMPT_COMMAND=id", "env.shell"},
 		{"PATH=/workspace/bin:/usr/bin", "env.shell"},
-		{"IFS=x", "env.shell"},
+		{"IFS=x", "env.allowlist"},
 		{"PYTHONPATH=/workspace", "env.interpreter"},
 		{"PYTHONSTARTUP=/workspace/x.py", "env.interpreter"},
 		{"NODE_OPTIONS=--require /workspace/x.js", "env.interpreter"},
@@ -107,4 +107,44 @@ func FuzzGatedEnv(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A command line cannot set what its env may not: an assignment before a command, an
+// export or declare, or env's NAME=VALUE of a name that brings code is undecidable, for
+// the shell rules and for Programs alike; mode names and names of no class are fine.
+func TestAssignmentsInTheCommandLine(t *testing.T) {
+	p, err := Load([]byte("shell:\n  deny: [\"rm -rf /\"]\n"), "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, argv := range [][]string{
+		{"sh", "-c", "LD_PRELOAD=/workspace/src/evil.ts ls"},
+		{"env", "LD_PRELOAD=/workspace/src/evil.ts", "ls"},
+		{"env", "-i", "GCONV_PATH=/workspace", "ls"},
+		{"sh", "-c", "export PYTHONPATH=/workspace; python3 -m x"},
+		{"bash", "-c", "declare -x BASH_ENV=/workspace/x; bash -c true"},
+		{"sh", "-c", "PATH=/workspace/bin:$PATH ls"},
+		{"sh", "-c", "GIT_CONFIG_GLOBAL=/workspace/g git status"},
+		{"sh", "-c", "HOME=/workspace git status"},
+	} {
+		if d := p.Shell(argv); d.Allow || !strings.Contains(d.Reason, "in the command line") {
+			t.Errorf("%q: %+v, want it undecidable for the assignment", argv, d)
+		}
+		if _, err := Programs(argv); err == nil || !strings.Contains(err.Error(), "in the command line") {
+			t.Errorf("Programs(%q): %v, want it refused for the assignment", argv, err)
+		}
+	}
+	for _, argv := range [][]string{
+		{"sh", "-c", "NODE_ENV=production FOO=1 ls"},
+		{"sh", "-c", "CGO_ENABLED=0 GOOS=linux go build ./..."},
+		{"sh", "-c", "while IFS= read -r l; do echo \"$l\"; done < f"},
+		{"env", "A=1", "ls"},
+	} {
+		if d := p.Shell(argv); !d.Allow {
+			t.Errorf("%q: %+v", argv, d)
+		}
+		if _, err := Programs(argv); err != nil {
+			t.Errorf("Programs(%q): %v", argv, err)
+		}
+	}
 }

@@ -299,6 +299,9 @@ func assignWhy(variant string, as *syntax.Assign) string {
 	if as.Name != nil && promptVars[as.Name.Value] && (!v.known || strings.ContainsAny(v.val, "$`")) {
 		return as.Name.Value + " is expanded as a prompt, and its value can run code"
 	}
+	if as.Name != nil {
+		return AssignCode(as.Name.Value)
+	}
 	return ""
 }
 
@@ -743,6 +746,8 @@ options:
 		case v == "--":
 			i++
 			break options
+		case spec.assigns && isAssignment(v) && AssignCode(strings.SplitN(v, "=", 2)[0]) != "":
+			return undecided("%s", AssignCode(strings.SplitN(v, "=", 2)[0]))
 		case spec.assigns && (v == "-" || isAssignment(v)):
 		case spec.numeric && len(v) > 1 && v[0] == '-' && isDigits(v[1:]):
 		case strings.HasPrefix(v, "--"):

@@ -130,7 +130,18 @@ func TestExecGrantEnvironment(t *testing.T) {
 	}
 
 	// Under the sandbox's own policy, which limits programs.
-	servertest.Decode(t, putPolicy(t, alice, sb.ID, "application/yaml", "shell:\n  allow_prefixes: [cat, ls]\n  env: [APP_MODE]\n"), http.StatusOK, nil)
+	servertest.Decode(t, putPolicy(t, alice, sb.ID, "application/yaml", "shell:\n  allow_prefixes: [cat, ls, env, sh]\n  env: [APP_MODE]\n"), http.StatusOK, nil)
+	// The command line cannot set them either.
+	for _, argv := range [][]string{
+		{"env", "LD_PRELOAD=/workspace/src/evil.ts", "ls"},
+		{"sh", "-c", "LD_PRELOAD=/workspace/src/evil.ts ls"},
+		{"sh", "-c", "export LD_PRELOAD=/workspace/src/evil.ts; ls"},
+	} {
+		e := servertest.ErrorOf(t, alice.DoToken("POST", base+"/exec", api.ExecRequest{Argv: argv}), http.StatusForbidden)
+		if !strings.Contains(e.Message, "LD_PRELOAD= in the command line") || !strings.Contains(e.Message, "rule env.loader") {
+			t.Errorf("%q under the policy: %q", argv, e.Message)
+		}
+	}
 	for _, r := range envRelatives {
 		resp := alice.DoToken("POST", base+"/exec", api.ExecRequest{Argv: []string{"cat", "/workspace/secret.txt"}, Env: []string{r.entry}})
 		wantEnvRefused(t, resp, r.name, r.rule)
