@@ -25,6 +25,7 @@ AGENTTAGS ?= grpcnotrace
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o bin/paddock ./cmd/paddock
 	CGO_ENABLED=0 $(GO) build -trimpath -tags '$(AGENTTAGS)' -ldflags '$(LDFLAGS)' -o bin/paddock-agent ./cmd/paddock-agent
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/paddock-exec ./cmd/paddock-exec
 
 # test is the whole suite: vet, every package's tests with the race detector (privileged
 # ones run for real as root), the containment suite a second time with its sandboxes under

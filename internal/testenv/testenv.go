@@ -43,6 +43,7 @@ func build() {
 	for _, b := range []struct{ name, pkg, cgo, tags string }{
 		{"paddock-agent", "./cmd/paddock-agent", "0", "grpcnotrace"}, // as the Makefile builds it
 		{"paddock", "./cmd/paddock", "0", ""},
+		{"paddock-exec", "./cmd/paddock-exec", "0", ""}, // found next to paddock-agent
 	} {
 		out := filepath.Join(binDir, b.name)
 		cmd := exec.Command("go", "build", "-tags", b.tags, "-o", out, b.pkg)

@@ -76,6 +76,9 @@ type Envelope struct {
 	// limits CommandMemory and CommandPids (0: none of its own). Every command runs in a
 	// group of its own below the commands', which ends with it. Empty: commands stay in
 	// the agent's group.
+	// Trampoline is the in-sandbox path of paddock-exec, which the agent starts limited
+	// commands through; empty: the agent is its own trampoline.
+	Trampoline     string         `json:"trampoline,omitempty"`
 	CommandCgroups map[string]int `json:"command_cgroups,omitempty"`
 	CommandMemory  int64          `json:"command_memory,omitempty"`
 	CommandPids    int64          `json:"command_pids,omitempty"`
@@ -144,6 +147,8 @@ func (e *Envelope) Validate() error {
 		return invalid("history_dir", "needs run_as: without a user of their own, the commands could rewrite the history")
 	case e.FileSizeLimit < 0:
 		return invalid("file_size_limit", "is %d, must be 0 (no limit) or positive", e.FileSizeLimit)
+	case e.Trampoline != "" && !strings.HasPrefix(e.Trampoline, "/"):
+		return invalid("trampoline", "%q is not an absolute path", e.Trampoline)
 	case e.CommandMemory < 0 || e.CommandPids < 0:
 		return invalid("command_memory", "%d and command_pids %d must be 0 (none) or positive", e.CommandMemory, e.CommandPids)
 	}

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/landlock-lsm/go-landlock/landlock"
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
@@ -22,9 +21,6 @@ import (
 // executed. What Landlock does not see is a library the dynamic loader maps; the
 // environment that could name one is an allowlist (package policy, GatedEnv).
 
-// execAccess is Landlock's execute right alone: nothing else is restricted.
-var execAccess = landlock.AccessFSSet(llsys.AccessFSExecute)
-
 // CanRestrictExec says why this kernel cannot limit execution, or "" when it can.
 func CanRestrictExec() string {
 	v, err := llsys.LandlockGetABIVersion()
@@ -32,23 +28,6 @@ func CanRestrictExec() string {
 		return "the sandbox's kernel has no Landlock (gVisor, and kernels built without it), which limits what a gated command may execute"
 	}
 	return ""
-}
-
-// RestrictExec limits the calling process, and everything it starts, to executing the
-// given files.
-func RestrictExec(files []string) error {
-	cfg, err := landlock.NewConfig(execAccess)
-	if err != nil {
-		return fmt.Errorf("landlock: %w", err)
-	}
-	rules := make([]landlock.Rule, 0, len(files))
-	for _, f := range files {
-		rules = append(rules, landlock.PathAccess(execAccess, f))
-	}
-	if err := cfg.RestrictPaths(rules...); err != nil {
-		return fmt.Errorf("landlock: limit execution to %d files: %w", len(files), err)
-	}
-	return nil
 }
 
 // maxExecChain bounds how far ExecClosure follows interpreters (#! lines, env, ELF

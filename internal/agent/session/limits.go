@@ -1,16 +1,13 @@
 package session
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/paddockhq/paddock/internal/agent/trampoline"
 	"github.com/paddockhq/paddock/internal/cgroups"
 	"github.com/paddockhq/paddock/internal/errdefs"
 )
@@ -21,7 +18,7 @@ import (
 //	paddock-agent --exec-limited FSIZE PATH ARGV0 ARGS…
 //
 // The agent's main hands such a command line to [ExecLimited] before anything else.
-const LimitedExecFlag = "--exec-limited"
+const LimitedExecFlag = trampoline.Flag
 
 // LimitFileSize makes every command started after it (main, sessions, execs) run under
 // RLIMIT_FSIZE n bytes, soft and hard, so that it cannot raise it again: a write past n
@@ -70,146 +67,22 @@ func (l launch) limited(self string, fsize int64, cred *syscall.Credential) laun
 	}
 	args := []string{"paddock-agent", LimitedExecFlag, strconv.FormatInt(max(fsize, 0), 10)}
 	if len(l.cgroup) > 0 {
-		args = append(args, cgroupFlag, strconv.Itoa(len(l.cgroup)))
+		args = append(args, trampoline.CgroupFlag, strconv.Itoa(len(l.cgroup)))
 		if cred != nil {
-			args = append(args, asFlag, strconv.FormatUint(uint64(cred.Uid), 10), strconv.FormatUint(uint64(cred.Gid), 10))
+			args = append(args, trampoline.AsFlag, strconv.FormatUint(uint64(cred.Uid), 10), strconv.FormatUint(uint64(cred.Gid), 10))
 			l.asSelf = true
 		}
 	}
 	if l.execOnly != nil {
-		args = append(append(args, execOnlyFlag, strconv.Itoa(len(l.execOnly))), l.execOnly...)
+		args = append(append(args, trampoline.ExecOnlyFlag, strconv.Itoa(len(l.execOnly))), l.execOnly...)
 	}
 	l.argv = append(append(args, l.path), l.argv...)
 	l.path = self
 	return l
 }
 
-// Flags of the trampoline, after FSIZE and before PATH.
-const (
-	// execOnlyFlag is followed by a count and that many files: the only files the command
-	// and everything it starts may execute (see RestrictExec).
-	execOnlyFlag = "--exec-only"
-	// cgroupFlag is followed by a count K: descriptors 3 to 3+K-1 are cgroup.procs files
-	// of the command's own cgroup, which the trampoline joins.
-	cgroupFlag = "--cgroup"
-	// asFlag is followed by a uid and a gid, which the trampoline takes (with that group
-	// only) after joining its cgroup.
-	asFlag = "--as"
-)
-
-// ExecLimited is the trampoline (args follow LimitedExecFlag: FSIZE [--cgroup K [--as UID
-// GID]] [--exec-only N FILE…] PATH ARGV0 ARGS…): it joins the cgroup it is handed, takes
-// the user's ids, sets RLIMIT_FSIZE, soft and hard (FSIZE 0 leaves it), limits what may
-// be executed to the N files when given, and replaces itself with the command, keeping
-// its environment. It returns only when it could not, with the exit code a shell would
-// give (127 not found, 126 otherwise) and why.
-func ExecLimited(args []string) (code int, err error) {
-	const usage = "want FSIZE [--cgroup K [--as UID GID]] [--exec-only N FILE…] PATH ARGV0 [ARGS…]"
-	if len(args) < 3 {
-		return 126, fmt.Errorf("%s: %s", LimitedExecFlag, usage)
-	}
-	n, err := strconv.ParseInt(args[0], 10, 64)
-	if err != nil || n < 0 {
-		return 126, fmt.Errorf("%s: file size %q is not a byte count", LimitedExecFlag, args[0])
-	}
-	args = args[1:]
-	var only []string
-	var groups []*os.File
-	var cred *syscall.Credential
-	for len(args) > 2 && strings.HasPrefix(args[0], "--") {
-		switch args[0] {
-		case cgroupFlag:
-			k, err := strconv.Atoi(args[1])
-			if err != nil || k < 1 || k > 8 {
-				return 126, fmt.Errorf("%s: %s %q: want a count of descriptors", LimitedExecFlag, cgroupFlag, args[1])
-			}
-			for i := range k {
-				groups = append(groups, os.NewFile(uintptr(3+i), "cgroup.procs"))
-			}
-			args = args[2:]
-		case asFlag:
-			if len(args) < 5 {
-				return 126, fmt.Errorf("%s: %s", LimitedExecFlag, usage)
-			}
-			uid, uerr := strconv.ParseUint(args[1], 10, 32)
-			gid, gerr := strconv.ParseUint(args[2], 10, 32)
-			if uerr != nil || gerr != nil || uid == 0 || gid == 0 {
-				return 126, fmt.Errorf("%s: %s %q %q: want a uid and a gid, not root's", LimitedExecFlag, asFlag, args[1], args[2])
-			}
-			cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-			args = args[3:]
-		case execOnlyFlag:
-			k, err := strconv.Atoi(args[1])
-			if err != nil || k < 0 || len(args) < k+4 {
-				return 126, fmt.Errorf("%s: %s %q: want a count of the files that follow", LimitedExecFlag, execOnlyFlag, args[1])
-			}
-			only, args = args[2:2+k], args[2+k:]
-			if only == nil {
-				only = []string{}
-			}
-		default:
-			return 126, fmt.Errorf("%s: unknown flag %q: %s", LimitedExecFlag, args[0], usage)
-		}
-	}
-	if len(args) < 2 {
-		return 126, fmt.Errorf("%s: %s", LimitedExecFlag, usage)
-	}
-	if err := cgroups.JoinFiles(groups); err != nil {
-		return 126, err
-	}
-	if cred != nil {
-		if err := become(cred); err != nil {
-			return 126, err
-		}
-	}
-	if n > 0 {
-		if err := limitFileSize(uint64(n)); err != nil {
-			return 126, err
-		}
-	}
-	if only != nil {
-		if err := RestrictExec(only); err != nil {
-			return 126, err
-		}
-	}
-	err = syscall.Exec(args[0], args[1:], os.Environ())
-	if errors.Is(err, syscall.ENOENT) {
-		return 127, fmt.Errorf("%s: %w", args[0], err)
-	}
-	return 126, fmt.Errorf("%s: %w", args[0], err)
-}
-
-// become takes cred's uid and gid, with that group only, as Go's fork does for a
-// SysProcAttr.Credential; the change of ids clears the parent-death signal, which is set
-// again.
-func become(cred *syscall.Credential) error {
-	if err := syscall.Setgroups([]int{int(cred.Gid)}); err != nil {
-		return fmt.Errorf("setgroups: %w", err)
-	}
-	if err := syscall.Setresgid(int(cred.Gid), int(cred.Gid), int(cred.Gid)); err != nil {
-		return fmt.Errorf("setresgid %d: %w", cred.Gid, err)
-	}
-	if err := syscall.Setresuid(int(cred.Uid), int(cred.Uid), int(cred.Uid)); err != nil {
-		return fmt.Errorf("setresuid %d: %w", cred.Uid, err)
-	}
-	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
-		return fmt.Errorf("parent-death signal: %w", err)
-	}
-	return nil
-}
-
-func limitFileSize(n uint64) error {
-	var lim unix.Rlimit
-	if err := unix.Getrlimit(unix.RLIMIT_FSIZE, &lim); err != nil {
-		return fmt.Errorf("read RLIMIT_FSIZE: %w", err)
-	}
-	// Never above a hard limit already lower: only a privileged process may raise it.
-	v := min(n, lim.Max)
-	if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: v, Max: v}); err != nil {
-		return fmt.Errorf("set RLIMIT_FSIZE to %d: %w", v, err)
-	}
-	return nil
-}
+// ExecLimited is the trampoline (package trampoline), for the agent's main and tests.
+func ExecLimited(args []string) (code int, err error) { return trampoline.Exec(args) }
 
 // UseCgroup makes every later command run in a cgroup of its own below g (the commands'
 // group the host gave the agent). A command's group ends with it: what it left running is

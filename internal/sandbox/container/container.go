@@ -155,7 +155,7 @@ type Config struct {
 	// History is the host directory of the workspace's history, bound at HistoryPath; it
 	// must be root's and 0700. Empty: the sandbox keeps no history.
 	History  string
-	Agent    string // host path of the paddock-agent binary
+	Agent    string // host path of the paddock-agent binary; paddock-exec beside it is bound too
 	UID, GID uint32
 	Env      []string
 	Main     *wire.Command
@@ -256,6 +256,9 @@ func (sb *Sandbox) start(ctx context.Context, cfg Config) error {
 		Version: wire.EnvelopeVersion, SandboxID: cfg.ID, Tier: wire.TierContainer, Workspace: WorkspacePath,
 		ListenFD: sandbox.AgentListenFD, Env: cfg.Env, Main: cfg.Main, RunAs: &wire.User{UID: cfg.UID, GID: cfg.GID},
 		CapabilityKeys: cfg.CapabilityKeys, FileSizeLimit: cfg.FileSizeLimit,
+	}
+	if trampoline(cfg.Agent) != "" {
+		env.Trampoline = TrampolinePath
 	}
 	var cmdGroups []*os.File
 	if !rt.userKernel {

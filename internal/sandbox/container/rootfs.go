@@ -24,6 +24,11 @@ func makeRootfs(root string, b bundleSpec) error {
 	if err := touch(filepath.Join(root, AgentPath)); err != nil {
 		return err
 	}
+	if trampoline(b.agent) != "" {
+		if err := touch(filepath.Join(root, TrampolinePath)); err != nil {
+			return err
+		}
+	}
 	for _, d := range hostSystemDirs[1:] {
 		if err := mirrorSystemDir(root, d); err != nil {
 			return err

@@ -18,6 +18,8 @@ const (
 	WorkspacePath = "/workspace"
 	agentDir      = "/.paddock"
 	AgentPath     = agentDir + "/paddock-agent"
+	// TrampolinePath is where paddock-exec is bound, when the host has it beside the agent.
+	TrampolinePath = agentDir + "/paddock-exec"
 	// HistoryPath is where the workspace's history store is bound (Config.History): outside
 	// /workspace, in a directory 0700 and the container's root's (the host's root, or the
 	// first id of the sandbox's range with a user namespace: see ownHistory), so that only the agent reaches it
@@ -306,6 +308,9 @@ func mounts(b bundleSpec) []specs.Mount {
 		{Destination: AgentPath, Type: "bind", Source: b.agent, Options: []string{"bind", "ro", "nosuid", "nodev"}},
 		{Destination: WorkspacePath, Type: "bind", Source: b.workspace, Options: []string{"bind", "rw", "nosuid", "nodev"}},
 	}
+	if t := trampoline(b.agent); t != "" {
+		ms = append(ms, roBind(t, TrampolinePath))
+	}
 	if b.history != "" {
 		ms = append(ms, specs.Mount{Destination: HistoryPath, Type: "bind", Source: b.history, Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}})
 	}
@@ -337,4 +342,16 @@ func withoutSyscalls(sc *specs.LinuxSeccomp, names []string) *specs.LinuxSeccomp
 	}
 	sc.Syscalls = slices.DeleteFunc(sc.Syscalls, func(r specs.LinuxSyscall) bool { return len(r.Names) == 0 })
 	return sc
+}
+
+// trampoline is the host path of paddock-exec beside the agent binary, or "".
+func trampoline(agent string) string {
+	if agent == "" {
+		return ""
+	}
+	p := filepath.Join(filepath.Dir(agent), "paddock-exec")
+	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+		return p
+	}
+	return ""
 }
