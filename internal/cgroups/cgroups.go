@@ -29,8 +29,9 @@
 // Threat model: the group is what stops a sandboxed process from exhausting the host's memory,
 // CPU or process table, and the handle by which every process a sandbox started is killed,
 // including ones that left its session and process group. A process inside must not be able
-// to write cgroupfs (the sandbox mounts it read-only or not at all); this package trusts the
-// kernel's files and never the sandbox.
+// to write cgroupfs (the sandbox mounts it read-only or not at all); only its agent is handed
+// a subtree, as descriptors, to run its commands in (Delegate), which the commands cannot
+// write either. This package trusts the kernel's files and never the sandbox.
 //
 // The interface files are read and written directly, as runc does. Only the mode detector
 // comes from github.com/containerd/cgroups/v3: its cgroup1 and cgroup2 managers need modules
