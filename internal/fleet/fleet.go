@@ -98,9 +98,11 @@ type Fleet struct {
 	serve func(rec store.Sandbox, sb *runner.Sandbox) (stop func())
 	stops map[string]func()
 
-	// closing ends the watches of running sandboxes' agents (see watch.go).
+	// closing ends the watches of running sandboxes' agents (see watch.go); backoff is
+	// the first wait of each sandbox's last recovery.
 	closing   chan struct{}
 	closeOnce sync.Once
+	backoff   map[string]time.Duration
 }
 
 // New returns a Fleet. Call Recover before serving.
@@ -126,7 +128,7 @@ func New(st *store.Store, run Runner, cfg Config, reg prometheus.Registerer, log
 		running: map[string]*runner.Sandbox{}, recs: map[string]store.Sandbox{}, starting: map[string]bool{}, roles: map[string]store.Roles{}, locks: map[string]*sync.Mutex{},
 		onGone: func(string) {}, onSwap: func(string, int64) {},
 		serve: func(store.Sandbox, *runner.Sandbox) func() { return func() {} }, stops: map[string]func(){},
-		closing: make(chan struct{}),
+		closing: make(chan struct{}), backoff: map[string]time.Duration{},
 	}, nil
 }
 

@@ -19,7 +19,20 @@ const (
 	restartFirst = time.Second
 	restartMax   = 30 * time.Second
 	restartTries = 6
+	// stableAfter: an agent that ran this long before it exited was not crash-looping,
+	// and its sandbox's recovery starts again from restartFirst.
+	stableAfter = time.Minute
 )
+
+// firstDelay is the wait before the first restart of a recovery, given the last one's
+// (0: none yet) and how long the agent ran: an agent that keeps dying soon after it
+// starts waits twice as long each time, up to restartMax.
+func firstDelay(last, lived time.Duration) time.Duration {
+	if last == 0 || lived >= stableAfter {
+		return restartFirst
+	}
+	return min(2*last, restartMax)
+}
 
 // watch waits for the agent of sb, which runs rec, to exit, and recovers the sandbox if it
 // was not stopped on purpose.
@@ -28,6 +41,7 @@ func (f *Fleet) watch(rec store.Sandbox, sb *runner.Sandbox) {
 	if exited == nil {
 		return
 	}
+	began := time.Now()
 	select {
 	case <-exited:
 	case <-f.closing:
@@ -36,7 +50,11 @@ func (f *Fleet) watch(rec store.Sandbox, sb *runner.Sandbox) {
 	if !f.agentExited(rec, sb) {
 		return
 	}
-	f.restart(rec.ID)
+	f.mu.Lock()
+	delay := firstDelay(f.backoff[rec.ID], time.Since(began))
+	f.backoff[rec.ID] = delay
+	f.mu.Unlock()
+	f.restart(rec.ID, delay)
 }
 
 // agentExited records that sb's agent exited, if sb is still the sandbox's running handle
@@ -71,8 +89,7 @@ func (f *Fleet) agentExited(rec store.Sandbox, sb *runner.Sandbox) bool {
 
 // restart starts sandbox id again with backoff, while it stays failed (a user who stops,
 // starts or deletes it meanwhile takes over).
-func (f *Fleet) restart(id string) {
-	delay := restartFirst
+func (f *Fleet) restart(id string, delay time.Duration) {
 	for try := 1; try <= restartTries; try++ {
 		select {
 		case <-time.After(delay):
