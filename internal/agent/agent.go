@@ -247,7 +247,7 @@ func Run(ctx context.Context, env *wire.Envelope, lis net.Listener, confine Conf
 	hist.stopping = hctx.Done()
 	hist.start(hctx, &reconciling)
 	srv := grpc.NewServer(ServerOptions()...)
-	pb.RegisterProcessServer(srv, &processService{m: m, hist: hist, ctx: hctx, caps: caps})
+	pb.RegisterProcessServer(srv, &processService{m: m, hist: hist, ctx: hctx, caps: caps, gatedRoot: gatedRoot(env.GatedRoot)})
 	pb.RegisterFilesServer(srv, &recordedFiles{Service: fs, hist: hist})
 	pb.RegisterAgentServer(srv, &agentService{info: info, app: app, ownKernel: env.Tier == wire.TierMicroVM})
 	pb.RegisterNetServer(srv, nets)
@@ -268,6 +268,14 @@ func Run(ctx context.Context, env *wire.Envelope, lis net.Listener, confine Conf
 		return nil // told to stop before Serve began: a clean stop all the same
 	}
 	return err
+}
+
+// gatedRoot is the envelope's gated root when it is there, else "".
+func gatedRoot(dir string) string {
+	if fi, err := os.Stat(dir); dir == "" || err != nil || !fi.IsDir() {
+		return ""
+	}
+	return dir
 }
 
 // commandCgroups opens the commands' cgroup the host handed over as descriptors (by v1

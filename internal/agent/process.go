@@ -38,6 +38,8 @@ type processService struct {
 	ctx context.Context
 	// caps verifies the capability token a request carries.
 	caps *capabilities
+	// gatedRoot is where an exec a token limits runs chrooted ("": the sandbox's root).
+	gatedRoot string
 
 	// recording holds, by session ID, a channel closed once the checkpoint of that
 	// session's end is taken; the entry goes once it is closed. An exit is reported (to
@@ -216,6 +218,9 @@ func (p *processService) allowExec(ctx context.Context, token string, gate *pb.E
 		return err
 	}
 	spec.ExecOnly = only
+	if only != nil {
+		spec.Root = p.gatedRoot // where nothing written can be executed or mapped executable
+	}
 	return nil
 }
 

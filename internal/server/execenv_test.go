@@ -238,3 +238,37 @@ func TestExecGrantWithoutLandlock(t *testing.T) {
 		t.Errorf("exec:* under runsc: %+v", res)
 	}
 }
+
+// Under a token an exec runs where nothing written can be executed or mapped executable:
+// a granted program that loads a library by a path (python's ctypes here, an openssl
+// engine, a native module) cannot load one from the workspace, which Landlock alone would
+// not stop; and it sees no /proc, through which the other view is reachable. The owner's
+// own exec loads it (the control).
+func TestExecGrantNothingWrittenRuns(t *testing.T) {
+	lib := evilLibrary(t)
+	e := servertest.Start(t)
+	alice := e.Register(t, "alice")
+	var sb api.Sandbox
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "work"}), http.StatusCreated, &sb)
+	base := "/api/v1/sandboxes/" + sb.ID
+	execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{"sh", "-c", "printf s3cret > /workspace/secret.txt; mkdir -p /workspace/src"}})
+	servertest.Decode(t, alice.DoToken("PUT", base+"/files/content?path=src/evil.ts", bytes.NewReader(lib)), http.StatusOK, nil)
+	load := []string{"python3", "-c", "import ctypes; ctypes.CDLL('/workspace/src/evil.ts')"}
+
+	py := holder(alice, mintCap(t, alice, sb.ID, api.CapabilityRequest{Resource: "exec:python3", Actions: []string{"exec"}}).Token)
+	var res api.ExecResult
+	servertest.Decode(t, py.DoToken("POST", base+"/exec", api.ExecRequest{Argv: load}), http.StatusOK, &res)
+	if strings.Contains(string(res.Stderr), "PWNED") || res.ExitCode == 0 || !strings.Contains(string(res.Stderr), "failed to map segment") {
+		t.Errorf("a library from the workspace under exec:python3: %d %s", res.ExitCode, res.Stderr)
+	}
+	ls := holder(alice, mintCap(t, alice, sb.ID, api.CapabilityRequest{Resource: "exec:ls", Actions: []string{"exec"}}).Token)
+	servertest.Decode(t, ls.DoToken("POST", base+"/exec", api.ExecRequest{Argv: []string{"ls", "/proc", "/workspace"}}), http.StatusOK, &res)
+	if strings.Contains(string(res.Stdout), "/proc:") || !strings.Contains(string(res.Stderr), "cannot access '/proc'") || !strings.Contains(string(res.Stdout), "secret.txt") {
+		t.Errorf("ls under exec:ls: stdout %q stderr %q, want the workspace and no /proc", res.Stdout, res.Stderr)
+	}
+
+	// Control: the owner's own exec, ungated, loads it.
+	if res := execIn(t, alice, sb.ID, api.ExecRequest{Argv: load}); !strings.Contains(string(res.Stderr), "PWNED:s3cret") {
+		t.Fatalf("CONTROL FAILED: the owner's python did not load the library: %+v", res)
+	}
+}

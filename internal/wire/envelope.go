@@ -78,7 +78,11 @@ type Envelope struct {
 	// the agent's group.
 	// Trampoline is the in-sandbox path of paddock-exec, which the agent starts limited
 	// commands through; empty: the agent is its own trampoline.
-	Trampoline     string         `json:"trampoline,omitempty"`
+	Trampoline string `json:"trampoline,omitempty"`
+	// GatedRoot is the in-sandbox path of a view of its filesystem whose writable places
+	// are noexec, with no /proc: an exec whose programs a capability token limits runs
+	// chrooted there. Empty: such execs run in the sandbox's own root.
+	GatedRoot      string         `json:"gated_root,omitempty"`
 	CommandCgroups map[string]int `json:"command_cgroups,omitempty"`
 	CommandMemory  int64          `json:"command_memory,omitempty"`
 	CommandPids    int64          `json:"command_pids,omitempty"`
@@ -147,6 +151,8 @@ func (e *Envelope) Validate() error {
 		return invalid("history_dir", "needs run_as: without a user of their own, the commands could rewrite the history")
 	case e.FileSizeLimit < 0:
 		return invalid("file_size_limit", "is %d, must be 0 (no limit) or positive", e.FileSizeLimit)
+	case e.GatedRoot != "" && !strings.HasPrefix(e.GatedRoot, "/"):
+		return invalid("gated_root", "%q is not an absolute path", e.GatedRoot)
 	case e.Trampoline != "" && !strings.HasPrefix(e.Trampoline, "/"):
 		return invalid("trampoline", "%q is not an absolute path", e.Trampoline)
 	case e.CommandMemory < 0 || e.CommandPids < 0:

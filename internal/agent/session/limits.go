@@ -58,7 +58,7 @@ func (m *Manager) SetSelf(self string) {
 // must come first, as the agent), sets RLIMIT_FSIZE fsize (0: leaves it), limits
 // execution to l.execOnly when set, then execs what l would have.
 func (l launch) limited(self string, fsize int64, cred *syscall.Credential) launch {
-	if l.err != nil || fsize <= 0 && l.execOnly == nil && len(l.cgroup) == 0 {
+	if l.err != nil || fsize <= 0 && l.execOnly == nil && len(l.cgroup) == 0 && l.root == "" {
 		return l
 	}
 	if self == "" {
@@ -68,10 +68,14 @@ func (l launch) limited(self string, fsize int64, cred *syscall.Credential) laun
 	args := []string{"paddock-agent", LimitedExecFlag, strconv.FormatInt(max(fsize, 0), 10)}
 	if len(l.cgroup) > 0 {
 		args = append(args, trampoline.CgroupFlag, strconv.Itoa(len(l.cgroup)))
-		if cred != nil {
-			args = append(args, trampoline.AsFlag, strconv.FormatUint(uint64(cred.Uid), 10), strconv.FormatUint(uint64(cred.Gid), 10))
-			l.asSelf = true
-		}
+	}
+	if l.root != "" {
+		args = append(args, trampoline.RootFlag, l.root)
+	}
+	if cred != nil && (len(l.cgroup) > 0 || l.root != "") {
+		// Joining a cgroup and chrooting are the agent's to do: the ids come after.
+		args = append(args, trampoline.AsFlag, strconv.FormatUint(uint64(cred.Uid), 10), strconv.FormatUint(uint64(cred.Gid), 10))
+		l.asSelf = true
 	}
 	if l.execOnly != nil {
 		args = append(append(args, trampoline.ExecOnlyFlag, strconv.Itoa(len(l.execOnly))), l.execOnly...)

@@ -74,6 +74,8 @@ type Spec struct {
 	Ephemeral bool
 	// ExecOnly, when not nil, are the only files the session may execute (RestrictExec).
 	ExecOnly []string
+	// Root, when set, is the directory the session runs chrooted in (the gated root).
+	Root string
 }
 
 // ExitStatus tells how a session ended.
@@ -252,10 +254,12 @@ type launch struct {
 	cgroup []*os.File
 	// asSelf: the trampoline takes the command's ids itself, after joining its cgroup.
 	asSelf bool
+	// root is the directory the command runs chrooted in ("": the sandbox's root).
+	root string
 }
 
 func (m *Manager) prepare(spec Spec) launch {
-	l := launch{argv: spec.Argv, env: spec.Env, dir: m.workspace, execOnly: spec.ExecOnly}
+	l := launch{argv: spec.Argv, env: spec.Env, dir: m.workspace, execOnly: spec.ExecOnly, root: spec.Root}
 	switch {
 	case spec.AddEnv:
 		l.env = mergeEnv(m.defaultEnv, spec.Env)

@@ -25,7 +25,7 @@ import (
 
 // Flag, as argv[1], makes paddock-agent (or paddock-exec) the trampoline:
 //
-//	paddock-exec --exec-limited FSIZE [--cgroup K [--as UID GID]] [--exec-only N FILE…] PATH ARGV0 ARGS…
+//	paddock-exec --exec-limited FSIZE [--cgroup K] [--root DIR] [--as UID GID] [--exec-only N FILE…] PATH ARGV0 ARGS…
 const Flag = "--exec-limited"
 
 // Flags of the trampoline, after FSIZE and before PATH.
@@ -39,6 +39,9 @@ const (
 	// AsFlag is followed by a uid and a gid, which the trampoline takes (with that group
 	// only) after joining its cgroup.
 	AsFlag = "--as"
+	// RootFlag is followed by a directory the trampoline chroots to, as the agent, before
+	// it takes the user's ids: the gated root, whose writable places are noexec.
+	RootFlag = "--root"
 )
 
 // Exec is the trampoline (args follow Flag: FSIZE [--cgroup K [--as UID
@@ -48,7 +51,7 @@ const (
 // its environment. It returns only when it could not, with the exit code a shell would
 // give (127 not found, 126 otherwise) and why.
 func Exec(args []string) (code int, err error) {
-	const usage = "want FSIZE [--cgroup K [--as UID GID]] [--exec-only N FILE…] PATH ARGV0 [ARGS…]"
+	const usage = "want FSIZE [--cgroup K] [--root DIR] [--as UID GID] [--exec-only N FILE…] PATH ARGV0 [ARGS…]"
 	if len(args) < 3 {
 		return 126, fmt.Errorf("%s: %s", Flag, usage)
 	}
@@ -59,6 +62,7 @@ func Exec(args []string) (code int, err error) {
 	args = args[1:]
 	var only []string
 	var groups []*os.File
+	var root string
 	var cred *syscall.Credential
 	for len(args) > 2 && strings.HasPrefix(args[0], "--") {
 		switch args[0] {
@@ -71,6 +75,8 @@ func Exec(args []string) (code int, err error) {
 				groups = append(groups, os.NewFile(uintptr(3+i), "cgroup.procs"))
 			}
 			args = args[2:]
+		case RootFlag:
+			root, args = args[1], args[2:]
 		case AsFlag:
 			if len(args) < 5 {
 				return 126, fmt.Errorf("%s: %s", Flag, usage)
@@ -100,6 +106,11 @@ func Exec(args []string) (code int, err error) {
 	}
 	if err := join(groups); err != nil {
 		return 126, err
+	}
+	if root != "" {
+		if err := chroot(root); err != nil {
+			return 126, err
+		}
 	}
 	if cred != nil {
 		if err := become(cred); err != nil {
@@ -168,6 +179,21 @@ func RestrictExec(files []string) error {
 	}
 	if err := cfg.RestrictPaths(rules...); err != nil {
 		return fmt.Errorf("landlock: limit execution to %d files: %w", len(files), err)
+	}
+	return nil
+}
+
+// chroot makes dir the process's root, and its working directory the same path there.
+func chroot(dir string) error {
+	cwd, err := os.Getwd()
+	if err != nil {
+		cwd = "/"
+	}
+	if err := unix.Chroot(dir); err != nil {
+		return fmt.Errorf("chroot %s: %w", dir, err)
+	}
+	if err := unix.Chdir(cwd); err != nil {
+		return fmt.Errorf("working directory %s in %s: %w", cwd, dir, err)
 	}
 	return nil
 }

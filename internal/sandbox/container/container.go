@@ -260,6 +260,9 @@ func (sb *Sandbox) start(ctx context.Context, cfg Config) error {
 	if trampoline(cfg.Agent) != "" {
 		env.Trampoline = TrampolinePath
 	}
+	if !rt.userKernel {
+		env.GatedRoot = GatedRootPath
+	}
 	var cmdGroups []*os.File
 	if !rt.userKernel {
 		cmdGroups, env.CommandCgroups, err = sb.delegateCommands(cfg.Limits)
@@ -374,6 +377,8 @@ func writeBundle(cfg Config, dir, cgroup string, userKernel bool, edit func(*spe
 		id: cfg.ID, hostname: "sandbox", uid: cfg.UID, gid: cfg.GID, workspace: cfg.Workspace,
 		history: cfg.History, agent: cfg.Agent, env: cfg.Env, limits: cfg.Limits, cgroup: cgroup, swap: swapAccounted(),
 		userKernel: userKernel, userns: !userKernel && cfg.UserNS, idBase: cfg.IDBase,
+		// gVisor has no Landlock, so no exec there runs in the gated root.
+		gated: !userKernel,
 	}
 	if b.idBase == 0 {
 		b.idBase = AgentHostID

@@ -34,6 +34,11 @@ func makeRootfs(root string, b bundleSpec) error {
 			return err
 		}
 	}
+	if b.gated {
+		if err := makeGatedRoot(root, b); err != nil {
+			return fmt.Errorf("gated root: %w", err)
+		}
+	}
 	return makeEtc(filepath.Join(root, "etc"), b)
 }
 

@@ -59,10 +59,11 @@ var deniedSyscalls = []string{"ptrace", "process_vm_readv", "process_vm_writev",
 // agentCaps are the agent's capabilities, and the container's bounding set: to start
 // commands as the sandbox user (SETUID, SETGID), signal them (KILL), hand them their
 // terminal (CHOWN), and keep their OOM score at 0 and watch any directory (DAC_OVERRIDE,
-// DAC_READ_SEARCH, FOWNER). Its file API drops them per call (package identity). A command
+// DAC_READ_SEARCH, FOWNER), and start a gated exec in the gated root (SYS_CHROOT, see
+// gated.go). Its file API drops them per call (package identity). A command
 // runs with none: it is not root, so it has no effective or permitted capabilities, and
 // no_new_privs keeps it from gaining the bounding set back through setuid or file caps.
-var agentCaps = []string{"CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_FOWNER"}
+var agentCaps = []string{"CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_FOWNER", "CAP_SYS_CHROOT"}
 
 // bundleSpec is everything buildSpec needs.
 type bundleSpec struct {
@@ -85,6 +86,8 @@ type bundleSpec struct {
 	// not the host's root.
 	userns bool
 	idBase uint32
+	// gated: the sandbox has the gated root (gated.go), for execs a capability limits.
+	gated bool
 }
 
 // AgentHostID is where the host ids of sandboxes with a user namespace begin: the first
@@ -117,7 +120,7 @@ func idmapWorkspace(s *specs.Spec, b bundleSpec) {
 		gids = append(gids, specs.LinuxIDMapping{ContainerID: 0, HostID: b.idBase, Size: 1})
 	}
 	for i, m := range s.Mounts {
-		if m.Destination == WorkspacePath {
+		if m.Destination == WorkspacePath || m.Destination == GatedRootPath+WorkspacePath {
 			s.Mounts[i].Options = append(m.Options, "idmap")
 			s.Mounts[i].UIDMappings, s.Mounts[i].GIDMappings = uids, gids
 		}
@@ -324,6 +327,9 @@ func mounts(b bundleSpec) []specs.Mount {
 		if fi, err := os.Lstat(p); err == nil && fi.IsDir() {
 			ms = append(ms, roBind(p, p))
 		}
+	}
+	if b.gated {
+		ms = append(ms, gatedMounts(b)...)
 	}
 	return ms
 }
