@@ -212,8 +212,8 @@ func setuidCopy(t *testing.T, dir, bin string) string {
 // unprivileged reads /proc/self/status: no effective, permitted, inheritable or ambient
 // capabilities, no_new_privs, and a seccomp filter. The bounding set is the agent's own
 // (the container's root runs the agent with CHOWN, DAC_OVERRIDE, DAC_READ_SEARCH, FOWNER,
-// KILL, SETGID and SETUID: 0xef) and nothing more; a command cannot gain it back, since it
-// is not root and no_new_privs voids setuid bits and file capabilities.
+// KILL, SETGID, SETUID and SYS_CHROOT: 0x400ef) and nothing more; a command cannot gain it
+// back, since it is not root and no_new_privs voids setuid bits and file capabilities.
 func unprivileged(t *testing.T, r result) {
 	t.Helper()
 	if !r.OK {
@@ -221,7 +221,7 @@ func unprivileged(t *testing.T, r result) {
 	}
 	want := map[string]string{
 		"CapInh": "0000000000000000", "CapPrm": "0000000000000000", "CapEff": "0000000000000000",
-		"CapBnd": "00000000000000ef", "CapAmb": "0000000000000000", "NoNewPrivs": "1", "Seccomp": "2",
+		"CapBnd": "00000000000400ef", "CapAmb": "0000000000000000", "NoNewPrivs": "1", "Seccomp": "2",
 	}
 	got := map[string]string{}
 	for _, line := range strings.Split(r.Out, "\n") {

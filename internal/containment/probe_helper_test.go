@@ -509,8 +509,14 @@ func opScanProc(a []string) (string, error) {
 }
 
 // skipTrees are kernel filesystems a tree walk leaves alone: they are not where files
-// leak to, and some of their files block or never end.
-var skipTrees = map[string]bool{"/proc": true, "/sys": true, "/dev": true}
+// leak to, and some of their files block or never end. So are the gated root's read-only
+// binds of the host's system directories (the same /usr, /lib… the walk does not search
+// in the sandbox's own root either) and its /dev.
+var skipTrees = map[string]bool{
+	"/proc": true, "/sys": true, "/dev": true,
+	"/.paddock/gated/dev": true, "/.paddock/gated/usr": true, "/.paddock/gated/bin": true, "/.paddock/gated/sbin": true,
+	"/.paddock/gated/lib": true, "/.paddock/gated/lib32": true, "/.paddock/gated/lib64": true, "/.paddock/gated/libx32": true,
+}
 
 // opGrepTree looks for a masked needle in the regular files under the given roots (not
 // following symlinks), within a time budget; it succeeds when it finds it.

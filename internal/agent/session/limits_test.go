@@ -78,7 +78,7 @@ func TestFileSizeLimit(t *testing.T) {
 		}{
 			{[]string{"1048576", "/nonexistent/cmd", "cmd"}, 127, "/nonexistent/cmd: no such file or directory"},
 			{[]string{"-5", "/bin/true", "true"}, 126, `file size "-5" is not a byte count`},
-			{[]string{"1048576"}, 126, "want FSIZE [--cgroup K [--as UID GID]] [--exec-only N FILE…] PATH ARGV0"},
+			{[]string{"1048576"}, 126, "want FSIZE [--cgroup K] [--root DIR] [--as UID GID] [--exec-only N FILE…] PATH ARGV0"},
 			{[]string{"0", "--cgroup", "0", "/bin/true", "true"}, 126, `--cgroup "0": want a count of descriptors`},
 			{[]string{"0", "--as", "0", "0", "/bin/true", "true"}, 126, `--as "0" "0": want a uid and a gid, not root's`},
 			{[]string{"0", "--exec-only", "9", "/bin/true", "true"}, 126, `--exec-only "9": want a count of the files that follow`},
