@@ -50,6 +50,7 @@ func (rt *Runtime) Adopt(ctx context.Context, id, dir string, hostPorts []int) (
 		return nil, fmt.Errorf("sandbox %s: hold its first process: %w", id, err)
 	}
 	sb := &Sandbox{ID: id, rt: rt, dir: dir, cgroup: "/paddock/" + id, init: pidfd, idBase: heldIDRange(dir)}
+	sb.watchExit()
 	if sb.conn, err = sandbox.Dial(filepath.Join(dir, "agent.sock")); err != nil {
 		unix.Close(pidfd)
 		return nil, err

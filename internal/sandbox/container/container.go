@@ -196,8 +196,8 @@ type Sandbox struct {
 	net *hostNet
 	// idBase is the first host id of the sandbox's range, or 0 without a user namespace.
 	idBase uint32
-	// watch reports the agent's exit (Exited).
-	watch exitWatch
+	// exited is closed when the agent has exited (see watchExit); nil without a hold on it.
+	exited chan struct{}
 }
 
 // Start creates and starts the container, and returns once the agent's process runs. The
@@ -293,6 +293,7 @@ func (sb *Sandbox) start(ctx context.Context, cfg Config) error {
 	if sb.init, pid, err = openInit(filepath.Join(cfg.Dir, "init.pid")); err != nil {
 		return fmt.Errorf("%s run: the container's first process: %w", rt.Name, err)
 	}
+	sb.watchExit()
 	if userns(rt, cfg) && canLowerOOMScore() {
 		// runc applies the spec's OOM score from inside the user namespace, where lowering
 		// it is not allowed: the host does it (see buildSpec for why the agent needs it).
