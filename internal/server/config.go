@@ -15,6 +15,7 @@ import (
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
 	"github.com/paddockhq/paddock/internal/gateway"
+	"github.com/paddockhq/paddock/internal/origins"
 	"github.com/paddockhq/paddock/internal/runner"
 )
 
@@ -40,6 +41,15 @@ type Config struct {
 	// TrustedOrigins are origins besides the server's own whose pages may make
 	// state-changing requests and open WebSockets ("https://ide.example.com").
 	TrustedOrigins []string `yaml:"trusted_origins"`
+	// AppsDomain is the DNS name under which sandboxes' pages are served, one host per
+	// sandbox and per user's role (app-<sandbox>.<apps_domain>, live-<user>.<apps_domain>),
+	// never on the control plane's host (default localhost: browsers resolve every
+	// *.localhost to loopback). In a deployment, a wildcard DNS name of a site of its own.
+	AppsDomain string `yaml:"apps_domain"`
+	// PublicURL is the control plane's URL as browsers reach it ("https://paddock.example.com");
+	// app hosts use its scheme and port. Default: http://127.0.0.1 on the port requests
+	// come to. It must not be under apps_domain nor the same site.
+	PublicURL string `yaml:"public_url"`
 	// SecureCookies marks cookies Secure (and __Host-) even on plain HTTP: set it when
 	// a TLS-terminating proxy stands in front.
 	SecureCookies bool `yaml:"secure_cookies"`
@@ -117,6 +127,9 @@ func LoadConfig(path, dataDir, listen string) (Config, error) {
 	if err := checkServicesURL(cfg.ServicesURL); err != nil {
 		return cfg, err
 	}
+	if _, err := origins.New(cfg.Origins()); err != nil {
+		return cfg, err
+	}
 	rc, err := runner.LoadConfigFrom(cfg.Runner)
 	if err != nil {
 		return cfg, err
@@ -128,6 +141,11 @@ func LoadConfig(path, dataDir, listen string) (Config, error) {
 		}
 	}
 	return cfg, nil
+}
+
+// Origins is where the control plane and the apps hosts are.
+func (c Config) Origins() origins.Config {
+	return origins.Config{AppsDomain: c.AppsDomain, PublicURL: c.PublicURL}
 }
 
 func decodeStrict(b []byte, v any) error {

@@ -12,7 +12,6 @@ import (
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
-	"github.com/paddockhq/paddock/internal/proxy"
 )
 
 // errResponded tells the API wrapper that a handler wrote its own response (a stream, a
@@ -107,8 +106,9 @@ func (s *Server) routes() http.Handler {
 	}
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
+	mux.HandleFunc("/auth/handoff", s.handoff)
 	mux.HandleFunc("/", s.app)
-	return s.instrument(mux)
+	return s.byHost(s.instrument(mux))
 }
 
 // api authenticates a request (session cookie, API token, or a capability token on the
@@ -155,21 +155,6 @@ func (s *Server) apiFallback(mux *http.ServeMux, prefix string, w http.ResponseW
 		return
 	}
 	api.WriteErrorCode(w, http.StatusNotFound, api.CodeNotFound, fmt.Sprintf("no API endpoint %s; see api/openapi.yaml", r.URL.Path))
-}
-
-// app proxies every other path to the caller's sandbox. A browser that is not signed in
-// is sent to the login page; any other client gets a 401.
-func (s *Server) app(w http.ResponseWriter, r *http.Request) {
-	c, err := s.web.Identify(r)
-	if err != nil {
-		if r.Method == http.MethodGet && strings.Contains(r.Header.Get("Accept"), "text/html") {
-			http.Redirect(w, r, "/login", http.StatusSeeOther)
-			return
-		}
-		api.WriteError(w, s.log, err)
-		return
-	}
-	s.proxy.Serve(w, r, proxy.Caller{UserID: c.User.ID, Role: c.Role})
 }
 
 func (s *Server) me(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {

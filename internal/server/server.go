@@ -31,7 +31,9 @@ import (
 	"github.com/paddockhq/paddock/internal/auth"
 	"github.com/paddockhq/paddock/internal/broker"
 	"github.com/paddockhq/paddock/internal/egress"
+	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
+	"github.com/paddockhq/paddock/internal/origins"
 	"github.com/paddockhq/paddock/internal/policy"
 	"github.com/paddockhq/paddock/internal/proxy"
 	"github.com/paddockhq/paddock/internal/runner"
@@ -53,10 +55,13 @@ type Server struct {
 	runner  *runner.Runner
 	fleet   *fleet.Fleet
 	proxy   *proxy.Proxy
-	reg     *prometheus.Registry
-	m       *metrics
-	handler http.Handler
-	health  healthCache
+	// origins places the apps hosts; handoffs holds their codes and cookies (apphosts.go).
+	origins  *origins.Origins
+	handoffs *origins.Handoffs
+	reg      *prometheus.Registry
+	m        *metrics
+	handler  http.Handler
+	health   healthCache
 	// broker and services are the host's services to sandboxes (services.go).
 	broker       *broker.Broker
 	services     http.Handler
@@ -124,6 +129,10 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 	if s.secrets, err = secrets.Open(ctx, s.st, SecretsKeySource(cfg), s.log); err != nil {
 		return err
 	}
+	if s.origins, err = origins.New(cfg.Origins()); err != nil {
+		return err
+	}
+	s.handoffs = origins.NewHandoffs(nil)
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	aopts := []auth.Option{auth.WithLogger(s.log), auth.WithTrustedOrigins(cfg.TrustedOrigins...)}
 	if cfg.SecureCookies {
@@ -164,7 +173,7 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 		return err
 	}
 	s.proxy, err = proxy.New(router{s.fleet}, proxy.Options{
-		Registerer: s.reg, Log: s.log, ReservedCookies: web.ReservedCookies(), TrustedOrigins: cfg.TrustedOrigins,
+		Registerer: s.reg, Log: s.log, ReservedCookies: append(web.ReservedCookies(), origins.CookieName, origins.SecureCookieName), TrustedOrigins: cfg.TrustedOrigins,
 		Event:           s.event,
 		ReconnectWindow: time.Duration(cfg.Reconnects.Window) * time.Second, ReconnectLimit: cfg.Reconnects.Limit,
 	})
@@ -303,4 +312,26 @@ func (r router) Route(ctx context.Context, userID, role string) (proxy.Target, i
 		SandboxID: o.Sandbox.ID, Role: role, Build: o.Sandbox.App.Build,
 		Dial: func(ctx context.Context) (net.Conn, error) { return h.DialPort(ctx, port) },
 	}, o.Generation, nil
+}
+
+// RouteSandbox reaches one of userID's running sandboxes by ID, for its own apps host.
+func (r router) RouteSandbox(ctx context.Context, userID, id string) (proxy.Target, error) {
+	c := fleet.Caller{UserID: userID}
+	rec, err := r.f.Get(ctx, c, id)
+	if err != nil {
+		return proxy.Target{}, err
+	}
+	h, err := r.f.Handle(ctx, c, id)
+	if err != nil {
+		return proxy.Target{}, fmt.Errorf("it is %s, not running: start it: %w", rec.State, errdefs.ErrUnavailable)
+	}
+	role, err := r.f.RoleOf(ctx, userID, id)
+	if err != nil {
+		return proxy.Target{}, err
+	}
+	port := rec.App.Port
+	return proxy.Target{
+		SandboxID: id, Role: role, Build: rec.App.Build,
+		Dial: func(ctx context.Context) (net.Conn, error) { return h.DialPort(ctx, port) },
+	}, nil
 }

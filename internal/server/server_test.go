@@ -63,7 +63,7 @@ func TestContractUnauthenticated(t *testing.T) {
 func TestRegisterLandsOnLiveSandbox(t *testing.T) {
 	e := servertest.Start(t)
 	alice := e.Register(t, "alice")
-	resp := alice.Do("GET", "/", nil)
+	resp := alice.App("GET", "/", nil)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != 200 {

@@ -125,8 +125,11 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// securityHeaders keeps the pages out of frames and caches and confines them to
-// their own origin's assets: no inline script or style runs, even injected.
+// SecurityHeaders keeps the control plane's answers out of frames and caches and
+// confines its pages to their own origin's assets: no inline script or style runs,
+// even injected.
+func SecurityHeaders(h http.Header) { securityHeaders(h) }
+
 func securityHeaders(h http.Header) {
 	h.Set("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
 	h.Set("X-Frame-Options", "DENY")
