@@ -87,6 +87,8 @@ type Options struct {
 	AuthOptions []auth.Option
 	// Egress are the egress proxy's options (tests resolve names to loopback servers).
 	Egress egress.Options
+	// HandoffClock is the clock of handoff codes and apps-host cookies (nil: time.Now).
+	HandoffClock func() time.Time
 }
 
 // New opens the data dir (creating what a first start needs), recovers the sandboxes an
@@ -132,7 +134,7 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 	if s.origins, err = origins.New(cfg.Origins()); err != nil {
 		return err
 	}
-	s.handoffs = origins.NewHandoffs(nil)
+	s.handoffs = origins.NewHandoffs(opts.HandoffClock)
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	aopts := []auth.Option{auth.WithLogger(s.log), auth.WithTrustedOrigins(cfg.TrustedOrigins...)}
 	if cfg.SecureCookies {
