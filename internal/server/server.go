@@ -141,7 +141,7 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 		aopts = append(aopts, auth.WithSecureCookies())
 	}
 	s.auth = auth.New(s.st, append(aopts, opts.AuthOptions...)...)
-	s.web = web.New(web.Options{Auth: s.auth, Log: s.log})
+	s.web = web.New(web.Options{Auth: s.auth, Log: s.log, FormTargets: []string{"*." + s.origins.AppsDomain() + ":*"}})
 	app := store.App{Command: cfg.App.Command, Port: cfg.App.Port, Build: cfg.App.Build}
 	if len(app.Command) == 0 {
 		app = store.App{Command: welcome.Command(container.AgentPath, 8080), Port: 8080, Build: "welcome"}

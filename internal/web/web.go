@@ -43,6 +43,9 @@ type Options struct {
 	// recovering (default "/": the proxied live sandbox app). It must be a path on
 	// this origin, so the pages can never be used to redirect elsewhere.
 	Home string
+	// FormTargets are CSP sources a form post may end on besides this origin, through
+	// its redirects (signing in ends on the user's apps host: "*.localhost:*").
+	FormTargets []string
 	// Client says where a request came from, for rate limiting and the audit log.
 	// Default auth.ClientFromRequest (r.RemoteAddr); behind a reverse proxy the
 	// edge supplies one that believes its own proxy's forwarding header.
@@ -51,6 +54,7 @@ type Options struct {
 
 // Web serves the pages and /auth/* endpoints. Create it with New.
 type Web struct {
+	csp    string
 	auth   *auth.Service
 	log    *slog.Logger
 	home   string
@@ -75,7 +79,8 @@ func New(o Options) *Web {
 	if o.Client == nil {
 		o.Client = auth.ClientFromRequest
 	}
-	return &Web{auth: o.Auth, log: o.Log, home: o.Home, client: o.Client}
+	csp := "default-src 'self'; frame-ancestors 'none'; form-action " + strings.Join(append([]string{"'self'"}, o.FormTargets...), " ") + "; base-uri 'none'"
+	return &Web{csp: csp, auth: o.Auth, log: o.Log, home: o.Home, client: o.Client}
 }
 
 // Register adds the pages and endpoints to mux. Patterns carry no method, so that
@@ -106,6 +111,7 @@ func (w *Web) Register(mux *http.ServeMux) {
 func (w *Web) route(methods []string, h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		securityHeaders(rw.Header())
+		rw.Header().Set("Content-Security-Policy", w.csp)
 		if methods != nil && !contains(methods, r.Method) {
 			rw.Header().Set("Allow", strings.Join(methods, ", "))
 			api.WriteErrorCode(rw, http.StatusMethodNotAllowed, api.CodeMethodNotAllowed,
