@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -11,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/origins"
@@ -401,4 +404,35 @@ func mustURL(t *testing.T, s string) *url.URL {
 		t.Fatal(err)
 	}
 	return u
+}
+
+// The control plane's WebSocket (the exec stream) refuses a handshake from an apps
+// host's page, even one that carries the user's session cookie.
+func TestControlPlaneWebSocketOrigin(t *testing.T) {
+	e := servertest.Start(t)
+	alice := e.Register(t, "alice")
+	var roles api.Roles
+	alice.MustJSON("GET", "/api/v1/roles", nil, http.StatusOK, &roles)
+	stream := "ws" + strings.TrimPrefix(e.URL, "http") + "/api/v1/sandboxes/" + roles.Live.ID + "/exec/stream"
+	for origin, want := range map[string]int{
+		strings.TrimSuffix(alice.AppURL("live"), "/"): http.StatusForbidden,
+		alice.SandboxURL(roles.Live.ID):                http.StatusForbidden,
+		e.URL:                                          http.StatusSwitchingProtocols,
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ws, resp, err := websocket.Dial(ctx, stream, &websocket.DialOptions{
+			HTTPClient: alice.HTTP, HTTPHeader: http.Header{"Origin": {origin}}, Subprotocols: []string{api.StreamProtocol},
+		})
+		cancel()
+		got := 0
+		if resp != nil {
+			got = resp.StatusCode
+		}
+		if ws != nil {
+			ws.CloseNow()
+		}
+		if got != want {
+			t.Errorf("a WebSocket from %s: %d (%v), want %d", origin, got, err, want)
+		}
+	}
 }

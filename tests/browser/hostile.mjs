@@ -30,11 +30,8 @@ try {
   await page.goto('/login');
   await page.getByLabel('Username').fill(env('USERNAME'));
   await page.getByLabel('Password', { exact: true }).fill(env('PASSWORD'));
-  page.on('response', (r) => step(`${r.status()} ${r.url()}`));
-  page.on('requestfailed', (r) => step(`failed ${r.url()} ${r.failure().errorText}`));
-  page.on('framenavigated', (f) => { if (f === page.mainFrame()) step(`navigated to ${f.url()}`); });
   await page.getByRole('button', { name: 'Sign in' }).click();
-  await page.waitForURL((u) => u.hostname !== '127.0.0.1', { timeout: 60000 });
+  await page.waitForURL((u) => u.pathname === '/', { timeout: 60000 });
   step(`signed in, at ${page.url()}`);
 
   const params = new URLSearchParams({
