@@ -1,6 +1,6 @@
 // A newcomer's first minute against a real `paddock serve`: register, see the recovery
 // codes, continue, and land on the live sandbox's app — the welcome page served from
-// inside the sandbox through the role-aware proxy, with its WebSocket connected through
+// inside the sandbox on the user's live apps host (after the handoff) through the proxy, with its WebSocket connected through
 // the proxy too. Then switch to the dev role and see the other sandbox.
 // Run by internal/server's TestBrowserNewcomer, which sets BASE_URL (and SCREENSHOT_DIR).
 // Prints "live=<id>" and "dev=<id>" for the Go test to check against the API.
@@ -15,6 +15,8 @@ const { context, close } = await launch(base, { width: 900, height: 760 });
 
 async function appPage(page, role) {
   await page.waitForURL((u) => u.pathname === '/');
+  // The app is on the role's own apps host, never the control plane's origin.
+  assert.match(new URL(page.url()).hostname, new RegExp(`^${role}-[0-9a-f]{32}\\.localhost$`));
   const body = page.locator('body');
   await body.getByText('Your paddock sandbox is running').waitFor();
   assert.equal((await page.locator('#role').textContent()).trim(), role);
