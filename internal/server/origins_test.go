@@ -185,6 +185,19 @@ func TestHandoff(t *testing.T) {
 		if resp.StatusCode != http.StatusOK || resp.Header.Get(api.HeaderSandbox) == "" {
 			t.Errorf("with a bearer token: %s", resp.Status)
 		}
+		// A sandbox's own host is named by its app status and serves that sandbox.
+		var roles api.Roles
+		alice.MustJSON("GET", "/api/v1/roles", nil, http.StatusOK, &roles)
+		var st api.AppStatus
+		servertest.Decode(t, alice.DoToken("GET", "/api/v1/sandboxes/"+roles.Dev.ID+"/app", nil), http.StatusOK, &st)
+		if st.URL != alice.SandboxURL(roles.Dev.ID) {
+			t.Errorf("app status URL %q, want %s", st.URL, alice.SandboxURL(roles.Dev.ID))
+		}
+		resp = alice.AppToken(st.URL, "GET", "/api/info", nil)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.Header.Get(api.HeaderSandbox) != roles.Dev.ID || resp.Header.Get(api.HeaderRole) != "dev" {
+			t.Errorf("%s: %s from %q as %q, want the dev sandbox %s", st.URL, resp.Status, resp.Header.Get(api.HeaderSandbox), resp.Header.Get(api.HeaderRole), roles.Dev.ID)
+		}
 		// On an apps host, /api/v1 is the sandbox's, never the control plane's.
 		resp = alice.AppToken(live, "GET", "/api/v1/me/secrets", nil)
 		resp.Body.Close()
