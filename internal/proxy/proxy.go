@@ -1,21 +1,22 @@
-// Package proxy is the control plane's role-aware reverse proxy: every authenticated path
-// that the control plane does not serve itself goes, over HTTP or WebSocket, to the app of
-// the sandbox that currently owns the caller's role (live or dev). The control plane never
-// answers those paths itself, so one sandbox owns the whole runtime of a role (ADR-0004).
+// Package proxy is the control plane's role-aware reverse proxy: every request to a user's
+// apps host (package origins) goes, over HTTP or WebSocket, to the app of the sandbox that
+// host names: the one that currently owns the user's role (live or dev), or one sandbox by
+// ID. The control plane never answers those requests itself, so one sandbox owns the whole
+// runtime of a host (ADR-0004).
 //
 // Promotion swaps a user's two role pointers. HTTP requests route once, at their start,
 // and finish where they began. WebSockets outlive a swap, so the proxy terminates them,
 // remembers the routing generation each was opened under, and closes the ones a swap left
 // behind with [api.CloseOwnerChanged]; the client reconnects and reaches the new owner.
 //
-// Threat model: the sandbox app is untrusted code that shares the user's origin. The proxy
-// keeps the user's credentials out of its reach (the control plane's session and role
-// cookies, Authorization, the CSRF token) and keeps it from planting them (a Set-Cookie
-// that names a reserved cookie is dropped: session fixation). Client-sent X-Paddock-* and
-// forwarding headers are dropped so that the app can trust the ones the proxy sets. Only
-// WebSocket upgrades pass (an h2c upgrade would escape per-request checks), only from this
-// origin or a trusted one (cross-site WebSocket hijacking), and an app's 101 to a plain
-// request is refused.
+// Threat model: the sandbox app is untrusted code on an origin of its own. The proxy
+// keeps the user's credentials out of its reach (paddock's cookies, Authorization, the
+// CSRF token) and keeps it from planting them (a Set-Cookie that names a reserved cookie,
+// in any spelling, is dropped: session fixation, cookie tossing). Client-sent X-Paddock-*
+// and forwarding headers are dropped so that the app can trust the ones the proxy sets.
+// Only WebSocket upgrades pass (an h2c upgrade would escape per-request checks), only from
+// the host's own origin or a trusted one (cross-site WebSocket hijacking), and an app's 101
+// to a plain request is refused.
 package proxy
 
 import (

@@ -1,9 +1,9 @@
 // Package server is `paddock serve`: the trusted control plane. It owns the pages and
 // endpoints of authentication (/login, /register, /recovery, /auth/*, from package web),
-// the lifecycle API (/api/v1/*), health (/healthz) and metrics (/metrics). Every other
-// path of a signed-in user belongs to their sandbox: it is proxied, HTTP and WebSocket, to
-// the app of the sandbox that owns the role they chose (package proxy), and the control
-// plane never serves any of it itself (ADR-0004).
+// the lifecycle API (/api/v1/*), health (/healthz) and metrics (/metrics), on its own host.
+// Sandboxes' apps are served on hosts under the apps domain (package origins), each
+// proxied, HTTP and WebSocket, to the sandbox it names (package proxy); the control plane
+// never serves any of it itself, nor on its own host (ADR-0004, decision 11).
 package server
 
 import (
@@ -135,6 +135,10 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 		return err
 	}
 	s.handoffs = origins.NewHandoffs(opts.HandoffClock)
+	if host, _, err := net.SplitHostPort(cfg.Listen); err == nil && !isLoopback(host) && s.origins.AppsDomain() == origins.DefaultAppsDomain && cfg.PublicURL == "" {
+		s.log.Warn("listening beyond loopback, but apps are served on *.localhost and the control plane at 127.0.0.1: only this machine's browsers can reach them; set public_url and apps_domain (a wildcard DNS name of a site of its own)",
+			"listen", cfg.Listen)
+	}
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	aopts := []auth.Option{auth.WithLogger(s.log), auth.WithTrustedOrigins(cfg.TrustedOrigins...)}
 	if cfg.SecureCookies {
@@ -195,6 +199,12 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 	}
 	s.handler = s.routes()
 	return nil
+}
+
+// isLoopback reports a listen host that only this machine reaches.
+func isLoopback(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "localhost" || ip != nil && ip.IsLoopback()
 }
 
 // Handler is the control plane's HTTP handler.
@@ -284,12 +294,12 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 func (s *Server) Banner(w io.Writer, addr string) {
 	fmt.Fprintf(w, `paddock control plane on http://%[1]s — open http://%[1]s/register to make an account, or /login.
 Data: %[2]s (SQLite database paddock.db, workspaces in %[3]s). Sandboxes: %[4]s tier; their runtime state in %[5]s.
-Each user gets a live and a dev sandbox on first use; every page and WebSocket outside /login, /register,
-/recovery, /auth/, /api/v1/, /me/secrets, /healthz and /metrics is served by the user's sandbox, through this proxy.
+Each user gets a live and a dev sandbox on first use, served through this proxy on hosts of their own under
+%[8]s (http://live-<user>.%[8]s:<port>, reached by signing in here); the control plane serves no app.
 API: http://%[1]s/api/v1/ (api/openapi.yaml); metrics: /metrics; health: /healthz. Stop with Ctrl-C: sandboxes keep running and are adopted at the next start.
 SIGHUP (kill -HUP %[7]d) reads the policy files and the capability keyring again.
 Users' secrets (PUT /me/secrets/NAME) are encrypted with the key from the %[6]s: back it up apart from the database.
-`, addr, s.cfg.Runner.DataDir, s.cfg.Runner.WorkspaceRoot, tierName(s.cfg.Runner.Tier), s.cfg.Runner.StateDir, SecretsKeySource(s.cfg), os.Getpid())
+`, addr, s.cfg.Runner.DataDir, s.cfg.Runner.WorkspaceRoot, tierName(s.cfg.Runner.Tier), s.cfg.Runner.StateDir, SecretsKeySource(s.cfg), os.Getpid(), s.origins.AppsDomain())
 }
 
 func tierName(t wire.Tier) string {

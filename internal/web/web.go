@@ -40,7 +40,7 @@ type Options struct {
 	// Log receives internal errors (default slog.Default()). It never sees secrets.
 	Log *slog.Logger
 	// Home is the local path a browser goes to after signing in, registering or
-	// recovering (default "/": the proxied live sandbox app). It must be a path on
+	// recovering (default "/", which the server answers with the user's apps host). It must be a path on
 	// this origin, so the pages can never be used to redirect elsewhere.
 	Home string
 	// FormTargets are CSP sources a form post may end on besides this origin, through
