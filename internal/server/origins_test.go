@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -429,8 +431,8 @@ func TestControlPlaneWebSocketOrigin(t *testing.T) {
 	stream := "ws" + strings.TrimPrefix(e.URL, "http") + "/api/v1/sandboxes/" + roles.Live.ID + "/exec/stream"
 	for origin, want := range map[string]int{
 		strings.TrimSuffix(alice.AppURL("live"), "/"): http.StatusForbidden,
-		alice.SandboxURL(roles.Live.ID):                http.StatusForbidden,
-		e.URL:                                          http.StatusSwitchingProtocols,
+		alice.SandboxURL(roles.Live.ID):               http.StatusForbidden,
+		e.URL:                                         http.StatusSwitchingProtocols,
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		ws, resp, err := websocket.Dial(ctx, stream, &websocket.DialOptions{
@@ -446,6 +448,32 @@ func TestControlPlaneWebSocketOrigin(t *testing.T) {
 		}
 		if got != want {
 			t.Errorf("a WebSocket from %s: %d (%v), want %d", origin, got, err, want)
+		}
+	}
+}
+
+// apps_domain and public_url are checked at start, the error naming the field; a server
+// refuses to start on an apps domain that is its own site.
+func TestAppsDomainConfig(t *testing.T) {
+	dir := t.TempDir()
+	cfgFile := filepath.Join(dir, "paddock.yaml")
+	for body, want := range map[string]string{
+		"apps_domain: apps.example.com\npublic_url: https://paddock.example.com\n": `apps_domain "apps.example.com" and the control plane's host "paddock.example.com" (public_url) are the same site`,
+		"apps_domain: 10.0.0.1\n":                                                  `apps_domain: "10.0.0.1": want a DNS name`,
+		"public_url: https://paddock.example.com/sub\n":                            `public_url: "https://paddock.example.com/sub"`,
+		"apps_domain: example-apps.net\npublic_url: https://paddock.example.com\n": "",
+	} {
+		if err := os.WriteFile(cfgFile, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := server.LoadConfig(cfgFile, dir, "")
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%q: %v", body, err)
+		case want == "" && cfg.AppsDomain != "example-apps.net":
+			t.Errorf("%q: apps_domain %q", body, cfg.AppsDomain)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("%q: %v, want %q", body, err, want)
 		}
 	}
 }
