@@ -4,13 +4,14 @@
 // [auth.Service] and tells the rest of the server who a request comes from
 // ([Web.Identify]) and whether a state-changing request may proceed ([Web.CheckCSRF]).
 // These paths are a compatibility contract (ADR-0004): they stay stable while
-// everything else a signed-in browser sees belongs to its sandbox.
+// everything else a signed-in browser sees belongs to its sandbox, on apps hosts of
+// its own (package origins).
 //
 // # Threat model
 //
 // The attacker is anyone on the network, any web page the user visits, and the
-// user's own sandbox app, which is served from the same origin by the proxy. We
-// defend against:
+// user's own sandbox app, served by the proxy on an apps host: another site, whose
+// pages get none of the control plane's cookies. We defend against:
 //
 //   - Login CSRF (a foreign page signing the victim into the attacker's account):
 //     every POST, signed in or not, must pass [auth.Service.CheckOrigin]
@@ -26,8 +27,9 @@
 //     the password never is).
 //   - Resource exhaustion through bodies: every body is capped at [MaxBody] before
 //     it is parsed, and form fields are counted, named and single.
-//   - The sandbox app reading or planting control-plane cookies: the proxy strips
-//     every name in [ReservedCookies] in both directions.
+//   - The sandbox app reading or planting control-plane cookies: it is on another
+//     host (the control plane's is an IP address by default), and the proxy strips
+//     every name in [ReservedCookies] in both directions as well.
 //   - Privilege escalation at registration: /auth/register only ever creates plain
 //     users; the server makes the first admin itself.
 //
