@@ -66,6 +66,9 @@ func (s *fakeSandbox) handler() http.Handler {
 	mux.HandleFunc("/cookies", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Add("Set-Cookie", sessionCookie+"=planted; Path=/; HttpOnly")
 		w.Header().Add("Set-Cookie", " "+roleCookie+" =dev; Path=/")
+		w.Header().Add("Set-Cookie", "="+sessionCookie+"=nameless; Path=/api/v1")
+		w.Header().Add("Set-Cookie", "__Host-"+strings.ToUpper(sessionCookie)+"=prefixed; Secure; Path=/")
+		w.Header().Add("Set-Cookie", "__Secure-"+roleCookie+"=dev; Secure")
 		w.Header().Add("Set-Cookie", "app=1; Path=/")
 		w.Header().Set("X-Paddock-Role", "spoofed")
 		w.Header().Set("X-Paddock-Sandbox", "spoofed")
