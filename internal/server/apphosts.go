@@ -57,7 +57,7 @@ func (s *Server) serveAppsHost(w http.ResponseWriter, r *http.Request, h origins
 		s.exchange(w, r, h)
 		return
 	}
-	userID, err := s.appsUser(r)
+	who, err := s.appsUser(r)
 	if err != nil {
 		if isNavigation(r) {
 			to := s.origins.ControlURL(r.Host) + origins.HandoffPath(s.selfURL(r, r.URL.RawQuery))
@@ -67,7 +67,7 @@ func (s *Server) serveAppsHost(w http.ResponseWriter, r *http.Request, h origins
 		api.WriteError(w, s.log, fmt.Errorf("%w; open this host in a browser signed in to paddock, or send an API token", err))
 		return
 	}
-	c, err := s.appsCaller(r.Context(), userID, h)
+	c, err := s.appsCaller(r.Context(), who.User.ID, h)
 	if err != nil {
 		api.WriteError(w, s.log, err)
 		return
@@ -78,24 +78,24 @@ func (s *Server) serveAppsHost(w http.ResponseWriter, r *http.Request, h origins
 // appsUser is who a request to an apps host comes from: an API token (programmatic
 // clients), else a cookie this host was handed off, while its session lasts. The control
 // plane's session cookie counts for nothing here.
-func (s *Server) appsUser(r *http.Request) (string, error) {
+func (s *Server) appsUser(r *http.Request) (*web.Caller, error) {
 	if r.Header.Get("Authorization") != "" {
-		u, _, err := s.auth.TokenFromRequest(r.Context(), r)
+		u, tok, err := s.auth.TokenFromRequest(r.Context(), r)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
-		return u.ID, nil
+		return &web.Caller{User: u, Token: &tok}, nil
 	}
 	g, value, ok := s.handoffs.Cookie(origins.Values(r, s.appCookieName(r)), r.Host)
 	if !ok {
-		return "", fmt.Errorf("not signed in on %s: %w", strings.ToLower(r.Host), errdefs.ErrUnauthenticated)
+		return nil, fmt.Errorf("not signed in on %s: %w", strings.ToLower(r.Host), errdefs.ErrUnauthenticated)
 	}
 	sess, err := s.auth.Session(r.Context(), g.Session)
 	if err != nil || sess.User.ID != g.UserID {
 		s.handoffs.Revoke(value)
-		return "", fmt.Errorf("the session that signed in on %s ended: %w", strings.ToLower(r.Host), errdefs.ErrUnauthenticated)
+		return nil, fmt.Errorf("the session that signed in on %s ended: %w", strings.ToLower(r.Host), errdefs.ErrUnauthenticated)
 	}
-	return g.UserID, nil
+	return &web.Caller{User: sess.User, Session: sess}, nil
 }
 
 // appsCaller checks that userID may reach h and says where the proxy sends the request:
