@@ -47,12 +47,34 @@ func TestBrowserNewcomer(t *testing.T) {
 	}
 }
 
+// staticServer is a sandbox app that serves /workspace's files by name (perl is in every
+// Debian system, as perl-base): the tests' stand-in for an agent-written site.
+const staticServer = `use IO::Socket::INET;
+$SIG{CHLD} = 'IGNORE';
+my $s = IO::Socket::INET->new(LocalPort => 8080, Listen => 64, ReuseAddr => 1) or die "listen: $!";
+while (1) {
+  my $c = $s->accept or next;
+  if (fork()) { close $c; next }
+  alarm 30;
+  my $req = <$c> // exit;
+  while (my $l = <$c>) { last if $l =~ /^\r?\n$/ }
+  my ($path) = $req =~ m{^\S+ /([^ ?]*)};
+  $path =~ s/[^A-Za-z0-9._-]//g;
+  my ($code, $type, $body) = ("404 Not Found", "text/plain", "not found\n");
+  if ($path eq "") { ($code, $body) = ("200 OK", "a static site\n") }
+  elsif (open(my $f, "<", "/workspace/$path")) { local $/; $body = <$f>; $code = "200 OK"; $type = "text/html" if $path =~ /\.html$/ }
+  print $c "HTTP/1.0 $code\r\nContent-Type: $type\r\nContent-Length: " . length($body) . "\r\nConnection: close\r\n\r\n$body";
+  close $c;
+  exit;
+}
+`
+
 // A hostile page served by a user's sandbox, in a real browser signed in as that user,
 // tries to read the control plane's pages, mint a token, open a WebSocket to it, reach
 // another user's apps host, frame the control plane and plant cookies: every attempt
 // fails (tests/browser/hostile.mjs judges each), and no token was minted.
 func TestBrowserHostilePage(t *testing.T) {
-	static := []string{"/usr/bin/python3", "-m", "http.server", "8080", "--directory", "/workspace"}
+	static := []string{"/usr/bin/perl", "-e", staticServer}
 	e := servertest.Start(t, func(c *server.Config) {
 		c.App = server.AppConfig{Command: static, Port: 8080, Build: "static"}
 	})
