@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
@@ -234,6 +235,8 @@ func (s *Server) handoff(w http.ResponseWriter, r *http.Request) {
 	sess, err := s.auth.SessionFromRequest(r.Context(), r)
 	if err != nil {
 		if isNavigation(r) {
+			// Signing in lands on /, which picks the handoff up again from this cookie.
+			http.SetCookie(w, s.nextCookie(r, base64.RawURLEncoding.EncodeToString([]byte(to.String())), nextMaxAge))
 			http.Redirect(w, r, "/login", http.StatusSeeOther)
 			return
 		}
@@ -273,6 +276,12 @@ func (s *Server) app(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, s.log, err)
 		return
 	}
+	if r.URL.Path == "/" && c.Session != nil {
+		if to, ok := s.pendingHandoff(w, r); ok {
+			http.Redirect(w, r, origins.HandoffPath(to), http.StatusSeeOther)
+			return
+		}
+	}
 	entry := s.entryURL(r, c.User.ID, c.Role)
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
 		http.Redirect(w, r, entry+r.URL.RequestURI(), http.StatusSeeOther)
@@ -280,4 +289,39 @@ func (s *Server) app(w http.ResponseWriter, r *http.Request) {
 	}
 	api.WriteErrorCode(w, http.StatusNotFound, api.CodeNotFound,
 		fmt.Sprintf("%s %s: the control plane serves no app; your %s app is at %s", r.Method, r.URL.Path, c.Role, entry))
+}
+
+// The cookie that carries a handoff across signing in: the apps host a signed-out browser
+// asked for, base64url, for nextMaxAge seconds, on the control plane's host only.
+const (
+	nextCookieName       = "paddock_next"
+	secureNextCookieName = "__Host-paddock_next"
+	nextMaxAge           = 10 * 60
+)
+
+func (s *Server) nextCookie(r *http.Request, value string, maxAge int) *http.Cookie {
+	name := nextCookieName
+	if s.auth.SecureCookies(r) {
+		name = secureNextCookieName
+	}
+	return &http.Cookie{Name: name, Value: value, Path: "/", MaxAge: maxAge,
+		Secure: s.auth.SecureCookies(r), HttpOnly: true, SameSite: http.SameSiteLaxMode}
+}
+
+// pendingHandoff reads and clears the apps host a browser asked for before signing in; it
+// is checked again as a handoff target (and by the handoff, as this user's).
+func (s *Server) pendingHandoff(w http.ResponseWriter, r *http.Request) (string, bool) {
+	c, err := r.Cookie(s.nextCookie(r, "", 0).Name)
+	if err != nil {
+		return "", false
+	}
+	http.SetCookie(w, s.nextCookie(r, "", -1))
+	raw, err := base64.RawURLEncoding.DecodeString(c.Value)
+	if err != nil {
+		return "", false
+	}
+	if _, _, err := s.origins.Target(string(raw), r.Host); err != nil {
+		return "", false
+	}
+	return string(raw), true
 }

@@ -175,10 +175,30 @@ func TestHandoff(t *testing.T) {
 		}
 		resp.Body.Close()
 		fresh.expect(resp, http.StatusUnauthorized)
-		// Signed out on the control plane, the handoff sends the browser to sign in.
-		toControl := fresh.expect(fresh.get(live+"/", true), http.StatusSeeOther)
+		// Signed out on the control plane, the handoff sends the browser to sign in, and
+		// signing in (which lands on /) takes it on to the host it asked for.
+		asked := alice.AppURL("dev") + "/api/info?q=1"
+		toControl := fresh.expect(fresh.get(asked, true), http.StatusSeeOther)
 		if got := fresh.expect(fresh.get(toControl, true), http.StatusSeeOther); !strings.HasSuffix(got, "/login") {
 			t.Errorf("a signed-out handoff goes to %s, want /login", got)
+		}
+		body, _ := json.Marshal(api.Credentials{Username: "alice", Password: "correct horse battery alice"})
+		req, _ = http.NewRequest("POST", e.URL+"/auth/login", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err = fresh.hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		fresh.expect(resp, http.StatusOK)
+		again := fresh.expect(fresh.get(e.URL+"/", true), http.StatusSeeOther)
+		withCode := fresh.expect(fresh.get(again, true), http.StatusSeeOther)
+		if got := fresh.expect(fresh.get(withCode, true), http.StatusSeeOther); got != asked {
+			t.Errorf("after signing in the browser goes to %s, want %s", got, asked)
+		}
+		// Once: the next visit of / goes to the role's entry point.
+		if got := fresh.expect(fresh.get(e.URL+"/", true), http.StatusSeeOther); got != live+"/" {
+			t.Errorf("the second / goes to %s, want %s/", got, live)
 		}
 	})
 	t.Run("API token", func(t *testing.T) {
