@@ -127,6 +127,13 @@ type TokenRequest struct {
 // CreateTokenRequest is POST /api/v1/tokens (signed in already).
 type CreateTokenRequest struct {
 	Name string `json:"name"`
+	// Scopes are what the token may do: read, write, tokens, admin (default read and
+	// write). A token minting a token can grant only scopes it holds.
+	Scopes []string `json:"scopes,omitempty"`
+	// ExpiresIn is the token's lifetime as a Go duration ("24h", "90m"); default and
+	// maximum are the server's tokens.default_ttl and tokens.max_ttl. A token minting a
+	// token cannot make one that outlives itself.
+	ExpiresIn string `json:"expires_in,omitempty"`
 }
 
 // Token describes an API token. Secret is set only in the response that created it.
@@ -136,6 +143,8 @@ type Token struct {
 	Prefix     string     `json:"prefix"`
 	CreatedAt  time.Time  `json:"created_at"`
 	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
+	ExpiresAt  *time.Time `json:"expires_at,omitempty"`
+	Scopes     []string   `json:"scopes"`
 	Secret     string     `json:"token,omitempty"`
 }
 

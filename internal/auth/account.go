@@ -114,7 +114,8 @@ func (s *Service) Login(ctx context.Context, req LoginRequest) (*Session, error)
 
 // LoginToken checks a username and password exactly as [Service.Login] does (same
 // limits, same errors) and creates an API token named name instead of a session:
-// how the CLI signs in. A bad name is [errdefs.ErrInvalidArgument] and is refused
+// how the CLI signs in. The token has every scope the user may have and the default
+// lifetime. A bad name is [errdefs.ErrInvalidArgument] and is refused
 // before the password is checked, so it costs no attempt. The token is returned
 // only here; show it once.
 func (s *Service) LoginToken(ctx context.Context, req LoginRequest, name string) (Token, store.APIToken, error) {
@@ -122,13 +123,15 @@ func (s *Service) LoginToken(ctx context.Context, req LoginRequest, name string)
 	if err := checkTokenName(name); err != nil {
 		return "", store.APIToken{}, err
 	}
+	exp := s.now().Add(min(s.cfg.tokenDefaultTTL, s.cfg.tokenMaxTTL))
 	var (
 		tok  Token
 		info store.APIToken
 	)
 	err := s.signIn(ctx, req, "auth.token_login", func(tx *store.Tx, u store.User) error {
 		var err error
-		tok, info, err = s.createAPIToken(ctx, tx, u.ID, name)
+		// What the user may do: the CLI signs in to act as its user.
+		tok, info, err = s.createAPIToken(ctx, tx, u.ID, name, UserScopes(userOf(u)), exp)
 		return err
 	})
 	if err != nil {
@@ -197,7 +200,8 @@ func (s *Service) UserByID(ctx context.Context, id string) (User, error) {
 }
 
 // ChangePassword sets a new password for sess's user after checking the current
-// one, and signs out every other session of the user. A wrong current password is
+// one, signs out every other session of the user and revokes all of the user's API
+// tokens (whoever knew the old password may have made some). A wrong current password is
 // [ErrInvalidCredentials] and counts against the sign-in limits (a stolen session
 // must not become a free password oracle); a new password that breaks the policy
 // is [errdefs.ErrInvalidArgument].
@@ -233,10 +237,14 @@ func (s *Service) ChangePassword(ctx context.Context, sess *Session, current, ne
 		if err != nil {
 			return err
 		}
+		toks, err := tx.RevokeUserAPITokens(ctx, u.ID, s.now())
+		if err != nil {
+			return err
+		}
 		if err := att.succeeded(ctx, tx, u.Username); err != nil {
 			return err
 		}
 		return tx.AppendAudit(ctx, s.audit(u.ID, "auth.password.change", u.ID,
-			map[string]any{"ip": c.Addr.String(), "sessions_revoked": n}))
+			map[string]any{"ip": c.Addr.String(), "sessions_revoked": n, "tokens_revoked": toks}))
 	})
 }

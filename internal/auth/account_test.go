@@ -368,7 +368,7 @@ func TestAuditTrail(t *testing.T) {
 	reg := e.register(t, "alice")
 	sess := e.login(t, "alice")
 	_, _ = e.svc.Login(ctx, LoginRequest{Username: "alice", Password: "wrong password!", Client: home})
-	tok, info, err := e.svc.CreateAPIToken(ctx, reg.User.ID, "laptop")
+	tok, info, err := e.svc.CreateAPIToken(ctx, reg.User, TokenSpec{Name: "laptop"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,12 @@ var (
 	ErrCSRF = fmt.Errorf("request refused by CSRF protection: reload the page and try again: %w", errdefs.ErrPermissionDenied)
 )
 
+// Token lifetimes unless configured (WithTokenLifetime).
+const (
+	DefaultTokenTTL = 30 * 24 * time.Hour
+	MaxTokenTTL     = 365 * 24 * time.Hour
+)
+
 // Service implements authentication on a store. It is safe for concurrent use.
 type Service struct {
 	st  *store.Store
@@ -53,6 +59,9 @@ type config struct {
 	forceSecure    bool
 	trustedOrigins map[string]bool
 	log            *slog.Logger
+
+	tokenDefaultTTL time.Duration
+	tokenMaxTTL     time.Duration
 }
 
 // Option configures a Service.
@@ -74,6 +83,12 @@ func WithSessionLifetime(idle, absolute time.Duration) Option {
 // address within window (defaults 5, 20, 15 minutes).
 func WithLoginLimits(perAccount, perAddress int, window time.Duration) Option {
 	return func(c *config) { c.accountLimit, c.addressLimit, c.limitWindow = perAccount, perAddress, window }
+}
+
+// WithTokenLifetime sets an API token's default lifetime (default 30 days) and the
+// longest one a request may ask for (default 365 days).
+func WithTokenLifetime(def, max time.Duration) Option {
+	return func(c *config) { c.tokenDefaultTTL, c.tokenMaxTTL = def, max }
 }
 
 // WithSecureCookies makes cookies Secure and __Host- prefixed even on plain-http
@@ -107,6 +122,9 @@ func New(st *store.Store, opts ...Option) *Service {
 		limitWindow:    15 * time.Minute,
 		trustedOrigins: map[string]bool{},
 		log:            slog.Default(),
+
+		tokenDefaultTTL: DefaultTokenTTL,
+		tokenMaxTTL:     MaxTokenTTL,
 	}
 	for _, o := range opts {
 		o(&c)

@@ -1,11 +1,14 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/auth"
+	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
 	"github.com/paddockhq/paddock/internal/store"
 )
@@ -18,8 +21,9 @@ func (s *Server) listTokens(w http.ResponseWriter, r *http.Request, c fleet.Call
 		return err
 	}
 	out := api.TokenList{Tokens: []api.Token{}}
+	now := time.Now()
 	for _, t := range toks {
-		if t.RevokedAt.IsZero() {
+		if t.RevokedAt.IsZero() && now.Before(t.ExpiresAt) {
 			out.Tokens = append(out.Tokens, apiToken(t, ""))
 		}
 	}
@@ -32,7 +36,24 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request, c fleet.Cal
 	if err := api.DecodeJSON(w, r, &req, 4<<10); err != nil {
 		return err
 	}
-	tok, info, err := s.auth.CreateAPIToken(r.Context(), c.UserID, req.Name)
+	spec := auth.TokenSpec{Name: req.Name}
+	if req.Scopes != nil {
+		sc, err := auth.ScopesOf(req.Scopes)
+		if err != nil {
+			return err
+		}
+		spec.Scopes = sc
+	}
+	if req.ExpiresIn != "" {
+		d, err := time.ParseDuration(req.ExpiresIn)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("expires_in %q: want a positive duration like \"24h\" or \"90m\": %w", clipQuery(req.ExpiresIn), errdefs.ErrInvalidArgument)
+		}
+		spec.TTL = d
+	}
+	wc := webCaller(r)
+	spec.Parent = wc.Token
+	tok, info, err := s.auth.CreateAPIToken(r.Context(), wc.User, spec)
 	if err != nil {
 		return err
 	}
@@ -49,7 +70,12 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request, c fleet.Cal
 }
 
 func apiToken(t store.APIToken, secret string) api.Token {
-	out := api.Token{ID: t.ID, Name: t.Name, Prefix: t.Prefix, CreatedAt: t.CreatedAt, Secret: secret}
+	out := api.Token{ID: t.ID, Name: t.Name, Prefix: t.Prefix, CreatedAt: t.CreatedAt, Secret: secret,
+		Scopes: auth.TokenScopes(t).Strings()}
+	if !t.ExpiresAt.IsZero() {
+		exp := t.ExpiresAt
+		out.ExpiresAt = &exp
+	}
 	if !t.LastUsedAt.IsZero() {
 		used := t.LastUsedAt
 		out.LastUsedAt = &used

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/auth"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
 	"github.com/paddockhq/paddock/internal/proxy"
@@ -113,7 +114,8 @@ func (s *Server) routes() http.Handler {
 
 // api authenticates a request (session cookie, API token, or a capability token on the
 // routes that take one), applies CSRF protection to state-changing requests made with a
-// cookie, and runs h, route rt's handler.
+// cookie, checks an API token's scope (routeScope), and runs h, route rt's handler. A
+// token without scope admin acts as a plain user even for an admin.
 func (s *Server) api(rt Route, h apiHandler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if tok, ok := capabilityBearer(r); ok {
@@ -129,7 +131,12 @@ func (s *Server) api(rt Route, h apiHandler) http.Handler {
 			api.WriteError(w, s.log, err)
 			return
 		}
-		fc := fleet.Caller{UserID: c.User.ID, Username: c.User.Username, Admin: c.User.IsAdmin()}
+		if err := s.checkScope(r, c, routeScope(rt), rt.Method+" "+rt.Pattern); err != nil {
+			api.WriteError(w, s.log, err)
+			return
+		}
+		fc := fleet.Caller{UserID: c.User.ID, Username: c.User.Username, Admin: isAdmin(c)}
+		r = r.WithContext(withWebCaller(r.Context(), c))
 		if err := h(w, r, fc); err != nil && !errors.Is(err, errResponded) {
 			api.WriteError(w, s.log, err)
 		}
@@ -166,6 +173,10 @@ func (s *Server) app(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, "/login", http.StatusSeeOther)
 			return
 		}
+		api.WriteError(w, s.log, err)
+		return
+	}
+	if err := s.checkScope(r, c, auth.ScopeWrite, "the sandbox's app"); err != nil {
 		api.WriteError(w, s.log, err)
 		return
 	}

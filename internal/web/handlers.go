@@ -192,8 +192,10 @@ func (w *Web) token(rw http.ResponseWriter, r *http.Request) {
 		w.fail(rw, mediaJSON, "", "", err)
 		return
 	}
+	exp := info.ExpiresAt
 	api.WriteJSON(rw, http.StatusCreated, api.Token{
 		ID: info.ID, Name: info.Name, Prefix: info.Prefix, CreatedAt: info.CreatedAt, Secret: tok.Reveal(),
+		ExpiresAt: &exp, Scopes: auth.TokenScopes(info).Strings(),
 	})
 }
 
