@@ -107,7 +107,7 @@ func (s *Service) Recover(ctx context.Context, req RecoverRequest) error {
 	if err := CheckPasswordPolicy(req.Username, req.NewPassword); err != nil {
 		return err
 	}
-	att, err := s.reserve(ctx, s.limitKeys(req.Username, req.Client))
+	att, err := s.reserve(ctx, s.limitKeys(req.Username, req.Client), "")
 	if err != nil {
 		return s.limited(ctx, "auth.recovery.limited", req.Username, req.Client, err)
 	}
@@ -146,7 +146,7 @@ func (s *Service) Recover(ctx context.Context, req RecoverRequest) error {
 		if err != nil {
 			return err
 		}
-		if err := att.succeeded(ctx, tx, u.Username); err != nil {
+		if err := att.succeeded(ctx, tx); err != nil {
 			return err
 		}
 		return tx.AppendAudit(ctx, s.audit(u.ID, "auth.recovery.success", u.ID,

@@ -62,6 +62,10 @@ type config struct {
 
 	tokenDefaultTTL time.Duration
 	tokenMaxTTL     time.Duration
+
+	registration   RegistrationMode
+	registerLimit  int
+	registerWindow time.Duration
 }
 
 // Option configures a Service.
@@ -79,10 +83,22 @@ func WithSessionLifetime(idle, absolute time.Duration) Option {
 	return func(c *config) { c.idleTimeout, c.absoluteTTL = idle, absolute }
 }
 
-// WithLoginLimits sets how many failed logins are allowed per account and per client
-// address within window (defaults 5, 20, 15 minutes).
+// WithLoginLimits sets how many failed logins one account may have from one client
+// address before each further one waits, doubling from a second up to 15 minutes
+// (default 5), and how many failed logins one address may have within window, whatever
+// the accounts (defaults 20, 15 minutes).
 func WithLoginLimits(perAccount, perAddress int, window time.Duration) Option {
 	return func(c *config) { c.accountLimit, c.addressLimit, c.limitWindow = perAccount, perAddress, window }
+}
+
+// WithRegistration sets who may register at the public page (default open; the
+// server passes its config's mode).
+func WithRegistration(m RegistrationMode) Option { return func(c *config) { c.registration = m } }
+
+// WithRegistrationLimit sets how many registrations one client address may attempt
+// within window (default 10 per hour).
+func WithRegistrationLimit(n int, window time.Duration) Option {
+	return func(c *config) { c.registerLimit, c.registerWindow = n, window }
 }
 
 // WithTokenLifetime sets an API token's default lifetime (default 30 days) and the
@@ -125,6 +141,10 @@ func New(st *store.Store, opts ...Option) *Service {
 
 		tokenDefaultTTL: DefaultTokenTTL,
 		tokenMaxTTL:     MaxTokenTTL,
+
+		registration:   RegistrationOpen,
+		registerLimit:  10,
+		registerWindow: time.Hour,
 	}
 	for _, o := range opts {
 		o(&c)
