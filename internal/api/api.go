@@ -103,6 +103,40 @@ type Credentials struct {
 	Password string `json:"password"`
 }
 
+// RegisterRequest is POST /auth/register (JSON or form).
+type RegisterRequest struct {
+	Username string `json:"username"`
+	Password string `json:"password"`
+	// Invite is the invite code an admin made; needed when the server's registration
+	// mode is invite.
+	Invite string `json:"invite,omitempty"`
+}
+
+// CreateInviteRequest is POST /api/v1/invites (admins).
+type CreateInviteRequest struct {
+	// Uses is how many accounts the invite may make (default 1, at most 1000).
+	Uses int `json:"uses,omitempty"`
+	// ExpiresIn is its lifetime as a Go duration (default "168h", at most "2160h").
+	ExpiresIn string `json:"expires_in,omitempty"`
+}
+
+// Invite describes a registration invite. Code is set only in the answer that made it.
+type Invite struct {
+	ID        string     `json:"id"`
+	Prefix    string     `json:"prefix"`
+	CreatedAt time.Time  `json:"created_at"`
+	ExpiresAt time.Time  `json:"expires_at"`
+	MaxUses   int        `json:"max_uses"`
+	Uses      int        `json:"uses"`
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+	Code      string     `json:"code,omitempty"`
+}
+
+// InviteList is GET /api/v1/invites.
+type InviteList struct {
+	Invites []Invite `json:"invites"`
+}
+
 // Registration answers POST /auth/register: the recovery codes are shown this once.
 type Registration struct {
 	User          User     `json:"user"`

@@ -111,3 +111,66 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, c fleet.Caller) 
 	api.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
+
+// Registration invites (admins).
+
+func (s *Server) listInvites(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {
+	ins, err := s.auth.ListInvites(r.Context(), inviteAdmin(r, c))
+	if err != nil {
+		return err
+	}
+	out := api.InviteList{Invites: []api.Invite{}}
+	for _, in := range ins {
+		out.Invites = append(out.Invites, apiInvite(in, ""))
+	}
+	api.WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) createInvite(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {
+	var req api.CreateInviteRequest
+	if err := api.DecodeJSON(w, r, &req, 4<<10); err != nil {
+		return err
+	}
+	spec := auth.InviteSpec{Uses: req.Uses}
+	if req.ExpiresIn != "" {
+		d, err := time.ParseDuration(req.ExpiresIn)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("expires_in %q: want a positive duration like \"168h\": %w", clipQuery(req.ExpiresIn), errdefs.ErrInvalidArgument)
+		}
+		spec.TTL = d
+	}
+	code, in, err := s.auth.CreateInvite(r.Context(), inviteAdmin(r, c), spec)
+	if err != nil {
+		return err
+	}
+	api.WriteJSON(w, http.StatusCreated, apiInvite(in, code))
+	return nil
+}
+
+func (s *Server) revokeInvite(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {
+	if err := s.auth.RevokeInvite(r.Context(), inviteAdmin(r, c), r.PathValue("id")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// inviteAdmin is the caller as auth sees it, an admin only when acting as one (a
+// token needs scope admin, which the route already checked).
+func inviteAdmin(r *http.Request, c fleet.Caller) auth.User {
+	u := webCaller(r).User
+	if !c.Admin {
+		u.Role = store.RoleUser
+	}
+	return u
+}
+
+func apiInvite(in store.Invite, code string) api.Invite {
+	out := api.Invite{ID: in.ID, Prefix: in.Prefix, CreatedAt: in.CreatedAt, ExpiresAt: in.ExpiresAt, MaxUses: in.MaxUses, Uses: in.Uses, Code: code}
+	if !in.RevokedAt.IsZero() {
+		at := in.RevokedAt
+		out.RevokedAt = &at
+	}
+	return out
+}

@@ -80,6 +80,9 @@ func (s *Server) routeTable() map[Route]apiHandler {
 		{"GET", "/api/v1/tokens"}:                                       s.listTokens,
 		{"POST", "/api/v1/tokens"}:                                      s.createToken,
 		{"DELETE", "/api/v1/tokens/{id}"}:                               s.revokeToken,
+		{"GET", "/api/v1/invites"}:                                      s.listInvites,
+		{"POST", "/api/v1/invites"}:                                     s.createInvite,
+		{"DELETE", "/api/v1/invites/{id}"}:                              s.revokeInvite,
 		{"GET", "/api/v1/events"}:                                       s.events,
 	}
 }

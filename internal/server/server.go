@@ -125,7 +125,13 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 		return err
 	}
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	aopts := []auth.Option{auth.WithLogger(s.log), auth.WithTrustedOrigins(cfg.TrustedOrigins...)}
+	// Tests build a Config by hand: the registration mode's default comes from listen.
+	mode, err := auth.ParseRegistrationMode(cfg.Registration, cmp.Or(cfg.Listen, DefaultListen))
+	if err != nil {
+		return err
+	}
+	aopts := []auth.Option{auth.WithLogger(s.log), auth.WithTrustedOrigins(cfg.TrustedOrigins...), auth.WithRegistration(mode),
+		auth.WithTokenLifetime(cmp.Or(cfg.Tokens.DefaultTTL, auth.DefaultTokenTTL), cmp.Or(cfg.Tokens.MaxTTL, auth.MaxTokenTTL))}
 	if cfg.SecureCookies {
 		aopts = append(aopts, auth.WithSecureCookies())
 	}

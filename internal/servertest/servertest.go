@@ -73,8 +73,11 @@ func StartWith(t testing.TB, cfg server.Config) *Env {
 	return StartOpts(t, cfg, server.Options{AuthOptions: CheapAuth()})
 }
 
-// CheapAuth are auth options with cheap Argon2 parameters: tests register many accounts.
-func CheapAuth() []auth.Option { return []auth.Option{auth.WithParams(cheap)} }
+// CheapAuth are auth options with cheap Argon2 parameters and no practical limit on
+// registrations from one address: tests register many accounts.
+func CheapAuth() []auth.Option {
+	return []auth.Option{auth.WithParams(cheap), auth.WithRegistrationLimit(100_000, time.Hour)}
+}
 
 // StartOpts is StartWith with the server's options.
 func StartOpts(t testing.TB, cfg server.Config, opts server.Options) *Env {

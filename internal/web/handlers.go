@@ -8,7 +8,6 @@ import (
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/auth"
 	"github.com/paddockhq/paddock/internal/errdefs"
-	"github.com/paddockhq/paddock/internal/store"
 )
 
 // begin does what every POST does first, cheapest check first: learn the body's
@@ -64,19 +63,20 @@ func (w *Web) login(rw http.ResponseWriter, r *http.Request) {
 	api.WriteJSON(rw, http.StatusOK, api.Session{User: apiUser(sess.User), CSRFToken: auth.CSRFToken(sess), Role: w.roleOf(r)})
 }
 
-// register: POST /auth/register. It only ever creates plain users. Form: the page
+// register: POST /auth/register, under the registration mode (auth.Service.SignUp).
+// It only ever creates plain users. Form: the page
 // of recovery codes, rendered in this response and nowhere else (so they are shown
 // once and never stored); JSON: 201 api.Registration. Both sign the new user in.
 func (w *Web) register(rw http.ResponseWriter, r *http.Request) {
-	var in api.Credentials
+	var in api.RegisterRequest
 	m, err := w.begin(rw, r, &in, false)
 	if err != nil {
 		w.fail(rw, m, pageRegister, in.Username, err)
 		return
 	}
 	ctx, client := r.Context(), w.client(r)
-	reg, err := w.auth.Register(ctx, auth.RegisterRequest{
-		Username: in.Username, Password: auth.Password(in.Password), Role: store.RoleUser, Client: client,
+	reg, err := w.auth.SignUp(ctx, auth.SignUpRequest{
+		Username: in.Username, Password: auth.Password(in.Password), Invite: in.Invite, Client: client,
 	})
 	if err != nil {
 		w.fail(rw, m, pageRegister, in.Username, err)

@@ -51,8 +51,10 @@ type view struct {
 	Username       string
 	Home           string
 	MinPasswordLen int
-	Codes          []string
-	Signed         *signedIn
+	// Registration is the registration mode: open, invite or closed.
+	Registration string
+	Codes        []string
+	Signed       *signedIn
 }
 
 // signedIn is the login page's panel for a browser that already has a session.
@@ -77,7 +79,7 @@ func (w *Web) render(rw http.ResponseWriter, status int, name string, v view) {
 	if v.Title == "" {
 		v.Title = titles[name]
 	}
-	v.Home, v.MinPasswordLen = w.home, auth.MinPasswordLen
+	v.Home, v.MinPasswordLen, v.Registration = w.home, auth.MinPasswordLen, string(w.auth.RegistrationMode())
 	var buf bytes.Buffer
 	if err := templates[name].ExecuteTemplate(&buf, "layout", v); err != nil {
 		w.log.Error("rendering page", "page", name, "err", err)
