@@ -60,6 +60,9 @@ type Config struct {
 	// BrokerPolicy is the secrets broker's policy file (capability → secret names; see
 	// package broker). Without one the broker denies every capability.
 	BrokerPolicy string `yaml:"broker_policy"`
+	// BrokerGrants limits the broker's grants (resolves and renewals) per sandbox; past
+	// it a sandbox gets 429 with Retry-After.
+	BrokerGrants BrokerGrantsConfig `yaml:"broker_grants"`
 	// Gateway configures the provider gateway: the LLM providers sandboxes reach through
 	// the host's services at /gateway/NAME/, with the platform's key added outside the
 	// sandbox (see package gateway). Without providers there is no gateway.
@@ -82,6 +85,14 @@ type Config struct {
 	// such sandboxes have no rules. It is loaded, and its resources checked against
 	// max_limits, at start: a mistake stops the start with the line and field.
 	Policy string `yaml:"policy"`
+}
+
+// BrokerGrantsConfig is the broker's per-sandbox grant rate.
+type BrokerGrantsConfig struct {
+	// PerSecond is the steady rate (default 5).
+	PerSecond int `yaml:"per_second"`
+	// Burst is how many a quiet sandbox may have at once (default 50).
+	Burst int `yaml:"burst"`
 }
 
 // TokensConfig bounds API tokens' lifetimes, as Go durations ("720h").
@@ -177,6 +188,9 @@ func (cfg *Config) checkAccounts() error {
 		return fmt.Errorf("tokens: lifetimes must be positive: %w", errdefs.ErrInvalidArgument)
 	case t.DefaultTTL > 0 && t.DefaultTTL > cmp.Or(t.MaxTTL, auth.MaxTokenTTL):
 		return fmt.Errorf("tokens.default_ttl: %s is over tokens.max_ttl %s: %w", t.DefaultTTL, cmp.Or(t.MaxTTL, auth.MaxTokenTTL), errdefs.ErrInvalidArgument)
+	}
+	if cfg.BrokerGrants.PerSecond < 0 || cfg.BrokerGrants.Burst < 0 {
+		return fmt.Errorf("broker_grants: per_second and burst must not be negative: %w", errdefs.ErrInvalidArgument)
 	}
 	if f := cfg.Metrics.TokenFile; f != "" && !filepath.IsAbs(f) {
 		return fmt.Errorf("metrics.token_file: %q is not an absolute path: %w", f, errdefs.ErrInvalidArgument)
