@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/auth"
 	"github.com/paddockhq/paddock/internal/errdefs"
@@ -110,7 +108,7 @@ func (s *Server) routes() http.Handler {
 		}))
 	}
 	mux.HandleFunc("GET /healthz", s.healthz)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
+	mux.Handle("GET /metrics", s.metrics())
 	mux.HandleFunc("/", s.app)
 	return s.instrument(mux)
 }

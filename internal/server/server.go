@@ -71,6 +71,8 @@ type Server struct {
 	pol *policies
 	// caps mints and checks capability tokens (capabilities.go).
 	caps *capabilities
+	// metricsToken, when set, may read /metrics (metrics.token_file).
+	metricsToken string
 	// historyFollowers counts the running sandboxes whose history events are followed
 	// (history_events.go), so that a test sees none is left behind.
 	historyFollowers atomic.Int64
@@ -136,6 +138,9 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 		aopts = append(aopts, auth.WithSecureCookies())
 	}
 	s.auth = auth.New(s.st, append(aopts, opts.AuthOptions...)...)
+	if s.metricsToken, err = loadMetricsToken(cfg.Metrics.TokenFile); err != nil {
+		return err
+	}
 	s.web = web.New(web.Options{Auth: s.auth, Log: s.log})
 	app := store.App{Command: cfg.App.Command, Port: cfg.App.Port, Build: cfg.App.Build}
 	if len(app.Command) == 0 {
@@ -281,7 +286,7 @@ func (s *Server) Banner(w io.Writer, addr string) {
 Data: %[2]s (SQLite database paddock.db, workspaces in %[3]s). Sandboxes: %[4]s tier; their runtime state in %[5]s.
 Each user gets a live and a dev sandbox on first use; every page and WebSocket outside /login, /register,
 /recovery, /auth/, /api/v1/, /me/secrets, /healthz and /metrics is served by the user's sandbox, through this proxy.
-API: http://%[1]s/api/v1/ (api/openapi.yaml); metrics: /metrics; health: /healthz. Stop with Ctrl-C: sandboxes keep running and are adopted at the next start.
+API: http://%[1]s/api/v1/ (api/openapi.yaml); metrics: /metrics (for admins, or metrics.token_file's token); health: /healthz. Stop with Ctrl-C: sandboxes keep running and are adopted at the next start.
 SIGHUP (kill -HUP %[7]d) reads the policy files and the capability keyring again.
 Users' secrets (PUT /me/secrets/NAME) are encrypted with the key from the %[6]s: back it up apart from the database.
 `, addr, s.cfg.Runner.DataDir, s.cfg.Runner.WorkspaceRoot, tierName(s.cfg.Runner.Tier), s.cfg.Runner.StateDir, SecretsKeySource(s.cfg), os.Getpid())

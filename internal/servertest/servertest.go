@@ -236,3 +236,15 @@ func (e *Env) Token(t testing.TB, username, password string) string {
 	Decode(t, resp, http.StatusCreated, &tok)
 	return tok.Secret
 }
+
+// Metrics reads the metrics as a scraper on metrics.listen does, past the main
+// listener's check.
+func (e *Env) Metrics(t testing.TB) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	e.Server.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("metrics: %d %s", rec.Code, rec.Body)
+	}
+	return rec.Body.String()
+}
