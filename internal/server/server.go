@@ -141,7 +141,7 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 	if s.metricsToken, err = loadMetricsToken(cfg.Metrics.TokenFile); err != nil {
 		return err
 	}
-	s.web = web.New(web.Options{Auth: s.auth, Log: s.log})
+	s.web = web.New(web.Options{Auth: s.auth, Log: s.log, Start: s.startSandboxes})
 	app := store.App{Command: cfg.App.Command, Port: cfg.App.Port, Build: cfg.App.Build}
 	if len(app.Command) == 0 {
 		app = store.App{Command: welcome.Command(container.AgentPath, 8080), Port: 8080, Build: "welcome"}
@@ -229,6 +229,12 @@ func (s *Server) event(ctx context.Context, userID, action string, detail map[st
 	if err != nil {
 		s.log.Warn("record event", "action", action, "err", err)
 	}
+}
+
+// startSandboxes makes and starts u's standing sandboxes (the start page's button).
+func (s *Server) startSandboxes(ctx context.Context, u auth.User) error {
+	_, _, _, err := s.fleet.Roles(ctx, fleet.Caller{UserID: u.ID, Username: u.Username, Admin: u.IsAdmin()})
+	return err
 }
 
 // FirstAdmin creates the first account, an admin with a random password, when there is no

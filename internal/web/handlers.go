@@ -249,3 +249,32 @@ func (w *Web) session(rw http.ResponseWriter, r *http.Request) {
 func errInvalidRole(role string) error {
 	return fmt.Errorf("role %q: must be %q or %q: %w", clip(role), api.RoleLive, api.RoleDev, errdefs.ErrInvalidArgument)
 }
+
+// startSandboxes: POST /auth/start makes and starts the caller's standing sandboxes (a
+// token needs scope write). Form: 303 to Home; JSON: 204.
+func (w *Web) startSandboxes(rw http.ResponseWriter, r *http.Request) {
+	var in struct{}
+	m, err := w.begin(rw, r, &in, true)
+	var c *Caller
+	if err == nil {
+		c, err = w.Identify(r)
+	}
+	if err == nil {
+		err = w.CheckCSRF(r, c)
+	}
+	if err == nil && c.Token != nil && !auth.TokenScopes(*c.Token).Has(auth.ScopeWrite) {
+		err = auth.ScopeError(auth.ScopeWrite, "POST /auth/start")
+	}
+	if err == nil {
+		err = w.start(r.Context(), c.User)
+	}
+	if err != nil {
+		w.fail(rw, m, pageError, "", err)
+		return
+	}
+	if m == mediaForm {
+		redirect(rw, r, w.home)
+		return
+	}
+	rw.WriteHeader(http.StatusNoContent)
+}
