@@ -290,8 +290,8 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 func (s *Server) Banner(w io.Writer, addr string) {
 	fmt.Fprintf(w, `paddock control plane on http://%[1]s — open http://%[1]s/register to make an account, or /login.
 Data: %[2]s (SQLite database paddock.db, workspaces in %[3]s). Sandboxes: %[4]s tier; their runtime state in %[5]s.
-Each user gets a live and a dev sandbox on first use; every page and WebSocket outside /login, /register,
-/recovery, /auth/, /api/v1/, /me/secrets, /healthz and /metrics is served by the user's sandbox, through this proxy.
+Each user gets a live and a dev sandbox when they first open their app; every page and WebSocket outside /login,
+/register, /recovery, /start, /auth/, /api/v1/, /me/secrets, /healthz and /metrics is served by the user's sandbox, through this proxy.
 API: http://%[1]s/api/v1/ (api/openapi.yaml); metrics: /metrics (for admins, or metrics.token_file's token); health: /healthz. Stop with Ctrl-C: sandboxes keep running and are adopted at the next start.
 SIGHUP (kill -HUP %[7]d) reads the policy files and the capability keyring again.
 Users' secrets (PUT /me/secrets/NAME) are encrypted with the key from the %[6]s: back it up apart from the database.
