@@ -66,7 +66,7 @@ func (s *Server) metricsAllowed(r *http.Request) error {
 		return fmt.Errorf("/metrics needs a bearer token: the metrics token (metrics.token_file) or an admin's API token with scope admin: %w", errdefs.ErrUnauthenticated)
 	}
 	if !c.User.IsAdmin() {
-		return fmt.Errorf("/metrics is for admins and the metrics token (metrics.token_file): %w", errdefs.ErrPermissionDenied)
+		return fmt.Errorf("GET /metrics is for admins only, and the metrics token (metrics.token_file): %w", errdefs.ErrPermissionDenied)
 	}
 	return s.checkScope(r, c, auth.ScopeAdmin, "GET /metrics")
 }

@@ -2,10 +2,12 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 
 	"github.com/paddockhq/paddock/internal/auth"
+	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/web"
 )
 
@@ -29,6 +31,9 @@ func routeScope(rt Route) auth.Scope {
 // checkScope refuses a token caller whose token lacks need, with an event; session
 // callers have every scope their user may have.
 func (s *Server) checkScope(r *http.Request, c *web.Caller, need auth.Scope, what string) error {
+	if need == auth.ScopeAdmin && !c.User.IsAdmin() {
+		return fmt.Errorf("%s is for admins only: %w", what, errdefs.ErrPermissionDenied)
+	}
 	if c.Token == nil || auth.TokenScopes(*c.Token).Has(need) {
 		return nil
 	}
