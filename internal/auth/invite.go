@@ -184,8 +184,15 @@ type SignUpRequest struct {
 func (s *Service) SignUp(ctx context.Context, req SignUpRequest) (*Registration, error) {
 	mode := s.cfg.registration
 	refuse := func(reason string, err error) (*Registration, error) {
-		ev := s.audit("", "auth.register.refused", auditName(req.Username),
-			map[string]any{"ip": req.Client.Addr.String(), "mode": string(mode), "reason": reason})
+		pass, suppressed := s.gate.pass("register:"+reason+":"+addrKey(req.Client.Addr), s.now())
+		if !pass {
+			return nil, err
+		}
+		detail := map[string]any{"ip": req.Client.Addr.String(), "mode": string(mode), "reason": reason}
+		if suppressed > 0 {
+			detail["suppressed"] = suppressed
+		}
+		ev := s.audit("", "auth.register.refused", auditName(req.Username), detail)
 		if aerr := s.st.Update(ctx, func(tx *store.Tx) error { return tx.AppendAudit(ctx, ev) }); aerr != nil {
 			return nil, aerr
 		}

@@ -48,6 +48,16 @@ func TestSignUpModes(t *testing.T) {
 		if len(evs) != 1 || evs[0].Detail["mode"] != "closed" {
 			t.Errorf("events %+v, want one auth.register.refused with mode closed", evs)
 		}
+		// A flood of refusals writes an event now and then, counting the rest.
+		for range 100 {
+			_ = signUp(e, "alice", "")
+		}
+		e.clk.advance(gateEvery)
+		_ = signUp(e, "alice", "")
+		evs, _ = e.st.ListAudit(ctx, store.AuditFilter{Action: "auth.register.refused"})
+		if len(evs) != 2 || sprint(evs[0].Detail["suppressed"]) != "100" {
+			t.Errorf("after a flood: %d events, newest %+v; want 2, the newest counting 100 left out", len(evs), evs[0].Detail)
+		}
 	})
 	t.Run("invite", func(t *testing.T) {
 		e := newEnv(t, WithRegistration(RegistrationInvite))

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
@@ -201,7 +202,15 @@ func (s *Service) limited(ctx context.Context, action, username string, c Client
 	if !errors.As(err, &le) {
 		return err
 	}
-	ev := s.audit("", action, auditName(username), map[string]any{"ip": c.Addr.String(), "reason": "rate limited"})
+	pass, suppressed := s.gate.pass(action+":"+addrKey(c.Addr), s.now())
+	if !pass {
+		return err
+	}
+	detail := map[string]any{"ip": c.Addr.String(), "reason": "rate limited"}
+	if suppressed > 0 {
+		detail["suppressed"] = suppressed
+	}
+	ev := s.audit("", action, auditName(username), detail)
 	if aerr := s.st.Update(ctx, func(tx *store.Tx) error { return tx.AppendAudit(ctx, ev) }); aerr != nil {
 		return aerr
 	}
@@ -228,4 +237,51 @@ func (s *Service) Cleanup(ctx context.Context) error {
 	}
 	_, err := s.st.PruneLoginAttempts(ctx, now.Add(-max(s.cfg.limitWindow, s.cfg.registerWindow, backoffWindow)))
 	return err
+}
+
+// eventGate bounds the events of refusals that anyone may provoke without signing in:
+// per key (what and from which address) at most one event per gateEvery, the next one
+// counting those left out. A flood of refused requests then writes a few rows a minute,
+// not one each.
+type eventGate struct {
+	mu   sync.Mutex
+	keys map[string]*gateEntry
+}
+
+type gateEntry struct {
+	at         time.Time
+	suppressed int
+}
+
+const (
+	gateEvery = 10 * time.Second
+	gateKeys  = 10_000 // entries kept before old ones are dropped
+)
+
+// pass says whether the event for key at now is written, and how many were left out
+// before it.
+func (g *eventGate) pass(key string, now time.Time) (bool, int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.keys == nil {
+		g.keys = map[string]*gateEntry{}
+	}
+	e, ok := g.keys[key]
+	if ok && now.Sub(e.at) < gateEvery {
+		e.suppressed++
+		return false, 0
+	}
+	if len(g.keys) >= gateKeys {
+		for k, old := range g.keys {
+			if now.Sub(old.at) >= gateEvery {
+				delete(g.keys, k)
+			}
+		}
+	}
+	n := 0
+	if ok {
+		n = e.suppressed
+	}
+	g.keys[key] = &gateEntry{at: now}
+	return true, n
 }

@@ -45,6 +45,7 @@ type Service struct {
 	copProt *http.CrossOriginProtection
 
 	sessions sessionCache
+	gate     eventGate // bounds anonymous refusals' events
 }
 
 type config struct {

@@ -81,6 +81,16 @@ func (s *Service) CreateAPIToken(ctx context.Context, u User, spec TokenSpec) (T
 		return "", store.APIToken{}, err
 	}
 	exp, err := s.tokenBounds(u, &spec)
+	if errors.Is(err, errdefs.ErrPermissionDenied) {
+		detail := map[string]any{"name": spec.Name, "reason": err.Error()}
+		if spec.Parent != nil {
+			detail["parent_id"] = spec.Parent.ID
+		}
+		ev := s.audit(u.ID, "auth.token.refused", u.ID, detail)
+		if aerr := s.st.Update(ctx, func(tx *store.Tx) error { return tx.AppendAudit(ctx, ev) }); aerr != nil {
+			return "", store.APIToken{}, aerr
+		}
+	}
 	if err != nil {
 		return "", store.APIToken{}, err
 	}

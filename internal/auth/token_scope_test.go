@@ -87,6 +87,10 @@ func TestTokenScopesAndMinting(t *testing.T) {
 			}
 		})
 	}
+	evs, _ := e.st.ListAudit(ctx, store.AuditFilter{Action: "auth.token.refused"})
+	if len(evs) != 3 { // the user's admin scope, broader, longer
+		t.Errorf("%d auth.token.refused events, want 3", len(evs))
+	}
 }
 
 // TestCredentialChangesRevokeTokens: a recovery and a password change end every API

@@ -32,6 +32,7 @@ func routeScope(rt Route) auth.Scope {
 // callers have every scope their user may have.
 func (s *Server) checkScope(r *http.Request, c *web.Caller, need auth.Scope, what string) error {
 	if need == auth.ScopeAdmin && !c.User.IsAdmin() {
+		s.event(r.Context(), c.User.ID, "auth.admin_denied", map[string]any{"request": what})
 		return fmt.Errorf("%s is for admins only: %w", what, errdefs.ErrPermissionDenied)
 	}
 	if c.Token == nil || auth.TokenScopes(*c.Token).Has(need) {
