@@ -61,7 +61,7 @@ func serve(c *cobra.Command, cfg server.Config, log *slog.Logger) error {
 		return err
 	}
 	if cfg.Metrics.Listen != "" {
-		stopMetrics, err := serveMetrics(cfg.Metrics.Listen, s.MetricsHandler(), log)
+		_, stopMetrics, err := serveMetrics(cfg.Metrics.Listen, s.MetricsHandler(), log)
 		if err != nil {
 			s.Close()
 			l.Close()
@@ -97,15 +97,16 @@ func serve(c *cobra.Command, cfg server.Config, log *slog.Logger) error {
 	return s.Serve(ctx, l)
 }
 
-// serveMetrics serves /metrics alone, without a token, on addr (metrics.listen).
-func serveMetrics(addr string, h http.Handler, log *slog.Logger) (stop func(), err error) {
+// serveMetrics serves /metrics alone, without a token, on addr (metrics.listen), and
+// returns the address it listens on.
+func serveMetrics(addr string, h http.Handler, log *slog.Logger) (bound string, stop func(), err error) {
 	ml, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("metrics.listen %s: %v: %w", addr, err, errdefs.ErrUnavailable)
+		return "", nil, fmt.Errorf("metrics.listen %s: %v: %w", addr, err, errdefs.ErrUnavailable)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", h)
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	go func() { _ = hs.Serve(ml) }()
-	return func() { hs.Close() }, nil
+	return ml.Addr().String(), func() { hs.Close() }, nil
 }

@@ -5,8 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/auth"
@@ -103,5 +106,43 @@ func TestRegistrationClosedAndLimited(t *testing.T) {
 	}
 	if n != 10 {
 		t.Errorf("%d of 25 registrations from one address succeeded, want 10", n)
+	}
+}
+
+// The accounts' config keys load, default and refuse mistakes naming the field.
+func TestAccountsConfig(t *testing.T) {
+	dir := t.TempDir()
+	load := func(yaml, listen string) (server.Config, error) {
+		t.Helper()
+		f := filepath.Join(dir, "paddock.yaml")
+		if err := os.WriteFile(f, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return server.LoadConfig(f, dir, listen)
+	}
+	cfg, err := load("registration: closed\ntokens: {default_ttl: 24h, max_ttl: 720h}\nbroker_grants: {per_second: 2, burst: 10}\nmetrics: {token_file: /etc/paddock/metrics.token, listen: '127.0.0.1:9100'}\n", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Registration != "closed" || cfg.Tokens.DefaultTTL != 24*time.Hour || cfg.Tokens.MaxTTL != 720*time.Hour ||
+		cfg.BrokerGrants.PerSecond != 2 || cfg.Metrics.Listen != "127.0.0.1:9100" {
+		t.Errorf("loaded %+v %+v %+v %+v", cfg.Registration, cfg.Tokens, cfg.BrokerGrants, cfg.Metrics)
+	}
+	for listen, want := range map[string]string{"127.0.0.1:8080": "open", "localhost:8080": "open", "0.0.0.0:8080": "invite", ":8080": "invite"} {
+		if cfg, err := load("", listen); err != nil || cfg.Registration != want {
+			t.Errorf("listen %s: registration %q, %v; want %s", listen, cfg.Registration, err, want)
+		}
+	}
+	for yaml, field := range map[string]string{
+		"registration: sometimes\n":                   "registration",
+		"tokens: {default_ttl: 800h, max_ttl: 24h}\n": "tokens.default_ttl",
+		"tokens: {max_ttl: forever}\n":                "line 1",
+		"broker_grants: {per_second: -1}\n":           "broker_grants",
+		"metrics: {token_file: relative/path}\n":      "metrics.token_file",
+		"metrics: {listen: nowhere}\n":                "metrics.listen",
+	} {
+		if _, err := load(yaml, ""); err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("%q: %v, want an error naming %s", yaml, err, field)
+		}
 	}
 }

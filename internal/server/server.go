@@ -295,7 +295,9 @@ Each user gets a live and a dev sandbox when they first open their app; every pa
 API: http://%[1]s/api/v1/ (api/openapi.yaml); metrics: /metrics (for admins, or metrics.token_file's token); health: /healthz. Stop with Ctrl-C: sandboxes keep running and are adopted at the next start.
 SIGHUP (kill -HUP %[7]d) reads the policy files and the capability keyring again.
 Users' secrets (PUT /me/secrets/NAME) are encrypted with the key from the %[6]s: back it up apart from the database.
-`, addr, s.cfg.Runner.DataDir, s.cfg.Runner.WorkspaceRoot, tierName(s.cfg.Runner.Tier), s.cfg.Runner.StateDir, SecretsKeySource(s.cfg), os.Getpid())
+Registration: %[8]s (registration in the config; an admin makes invite codes with paddock invite create).
+`, addr, s.cfg.Runner.DataDir, s.cfg.Runner.WorkspaceRoot, tierName(s.cfg.Runner.Tier), s.cfg.Runner.StateDir, SecretsKeySource(s.cfg), os.Getpid(),
+		s.auth.RegistrationMode())
 }
 
 func tierName(t wire.Tier) string {
