@@ -182,8 +182,7 @@ func TestCorruptStoredHashIsAWrongPassword(t *testing.T) {
 }
 
 // TestLoginRateLimit: failures on one account from one address back off, doubling;
-// the account's owner at another address is not locked out (the reported hole: five
-// wrong passwords locked a username for 15 minutes from every address).
+// the account's owner at another address is not locked out.
 func TestLoginRateLimit(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()

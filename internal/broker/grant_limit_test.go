@@ -18,9 +18,9 @@ import (
 	"github.com/paddockhq/paddock/internal/store"
 )
 
-// A sandbox granted a capability in a loop (the report: 12,048 grants in 20 s) is held
-// to grantRate a second after a burst: the rest get 429 with Retry-After, each refusal
-// a denial, and no lease row; other sandboxes are not held back.
+// A sandbox granted a capability in a loop is held to grantRate a second after a burst:
+// the rest get 429 with Retry-After, each refusal a denial, and no lease row; other
+// sandboxes are not held back.
 func TestGrantsAreRateLimited(t *testing.T) {
 	ctx := context.Background()
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "p.db"))

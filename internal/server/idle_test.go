@@ -11,8 +11,7 @@ import (
 )
 
 // A new account's browser landing on / is offered its app on /start rather than given
-// a sandbox (the report: each new account's first GET / started one); the button there
-// makes and starts them, and / is the app from then on.
+// a sandbox; the button there makes and starts them, and / is the app from then on.
 func TestIdleAccountsGetNoSandbox(t *testing.T) {
 	e := servertest.Start(t)
 	alice := e.Register(t, "alice")

@@ -10,8 +10,8 @@ import (
 )
 
 // An exec at the schema's largest max_output_bytes, filling both stdout and stderr to
-// it, gets its whole result (the report: 429 "grpc: received message larger than max",
-// the result lost); one past it is refused up front.
+// it, gets its whole result rather than a gRPC "message larger than max"; one past it is
+// refused up front.
 func TestExecOutputAtItsMaximum(t *testing.T) {
 	e := servertest.Start(t)
 	alice := e.Register(t, "alice")

@@ -82,7 +82,7 @@ func TestRegistrationByInvite(t *testing.T) {
 }
 
 // TestRegistrationClosedAndLimited: closed refuses naming the mode; open is limited
-// per address with 429 and Retry-After (the reported 25 registrations from one address).
+// per address with 429 and Retry-After.
 func TestRegistrationClosedAndLimited(t *testing.T) {
 	e := servertest.Start(t, func(c *server.Config) { c.Registration = "closed" })
 	resp := postJSON(t, e.URL+"/auth/register", api.RegisterRequest{Username: "alice", Password: "correct horse battery alice"})

@@ -121,8 +121,7 @@ func TestTokenScopes(t *testing.T) {
 	}
 }
 
-// TestRecoveryRevokesTokens is the reported case: recovery ended the sessions, but the
-// API token still answered 200.
+// TestRecoveryRevokesTokens: a recovery ends the API tokens as well as the sessions.
 func TestRecoveryRevokesTokens(t *testing.T) {
 	e := servertest.Start(t)
 	alice := e.Register(t, "alice")
