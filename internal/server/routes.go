@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/internal/api"
-	"github.com/paddockhq/paddock/internal/auth"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
 	"github.com/paddockhq/paddock/internal/proxy"
@@ -166,10 +165,7 @@ func (s *Server) apiFallback(mux *http.ServeMux, prefix string, w http.ResponseW
 }
 
 // app proxies every other path to the caller's sandbox. A browser that is not signed in
-// is sent to the login page; any other client gets a 401. A signed-in browser whose
-// sandboxes were never made is sent to /start (a page load) or answered 409 (anything
-// else) instead: its sandboxes are made when it asks, there or with POST /auth/start. An
-// API token asks by using the app.
+// is sent to the login page; any other client gets a 401. appGate decides the rest.
 func (s *Server) app(w http.ResponseWriter, r *http.Request) {
 	c, err := s.web.Identify(r)
 	if err != nil {
@@ -180,40 +176,10 @@ func (s *Server) app(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, s.log, err)
 		return
 	}
-	if err := s.checkScope(r, c, auth.ScopeWrite, "the sandbox's app"); err != nil {
-		api.WriteError(w, s.log, err)
+	if !s.appGate(w, r, c) {
 		return
 	}
-	if c.Session != nil {
-		// A browser that never asked for its app is offered it, not given it (its
-		// favicon request included): an account that only signed in costs no sandbox.
-		has, err := s.fleet.HasRoles(r.Context(), c.User.ID)
-		if err != nil {
-			api.WriteError(w, s.log, err)
-			return
-		}
-		if !has && navigation(r) {
-			http.Redirect(w, r, "/start", http.StatusSeeOther)
-			return
-		}
-		if !has {
-			api.WriteError(w, s.log, fmt.Errorf("your sandboxes have not been made yet: open /start, or POST /auth/start: %w", errdefs.ErrFailedPrecondition))
-			return
-		}
-	}
 	s.proxy.Serve(w, r, proxy.Caller{UserID: c.User.ID, Role: c.Role})
-}
-
-// navigation reports whether r is a browser loading a page (not a script's fetch, an
-// asset or a WebSocket).
-func navigation(r *http.Request) bool {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		return false
-	}
-	if mode := r.Header.Get("Sec-Fetch-Mode"); mode != "" {
-		return mode == "navigate"
-	}
-	return strings.Contains(r.Header.Get("Accept"), "text/html")
 }
 
 func (s *Server) me(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {
