@@ -103,6 +103,40 @@ type Credentials struct {
 	Password string `json:"password"`
 }
 
+// RegisterRequest is POST /auth/register (JSON or form).
+type RegisterRequest struct {
+	Username string `json:"username"`
+	Password string `json:"password"`
+	// Invite is the invite code an admin made; needed when the server's registration
+	// mode is invite.
+	Invite string `json:"invite,omitempty"`
+}
+
+// CreateInviteRequest is POST /api/v1/invites (admins).
+type CreateInviteRequest struct {
+	// Uses is how many accounts the invite may make (default 1, at most 1000).
+	Uses int `json:"uses,omitempty"`
+	// ExpiresIn is its lifetime as a Go duration (default "168h", at most "2160h").
+	ExpiresIn string `json:"expires_in,omitempty"`
+}
+
+// Invite describes a registration invite. Code is set only in the answer that made it.
+type Invite struct {
+	ID        string     `json:"id"`
+	Prefix    string     `json:"prefix"`
+	CreatedAt time.Time  `json:"created_at"`
+	ExpiresAt time.Time  `json:"expires_at"`
+	MaxUses   int        `json:"max_uses"`
+	Uses      int        `json:"uses"`
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+	Code      string     `json:"code,omitempty"`
+}
+
+// InviteList is GET /api/v1/invites.
+type InviteList struct {
+	Invites []Invite `json:"invites"`
+}
+
 // Registration answers POST /auth/register: the recovery codes are shown this once.
 type Registration struct {
 	User          User     `json:"user"`
@@ -127,6 +161,13 @@ type TokenRequest struct {
 // CreateTokenRequest is POST /api/v1/tokens (signed in already).
 type CreateTokenRequest struct {
 	Name string `json:"name"`
+	// Scopes are what the token may do: read, write, tokens, admin (default read and
+	// write). A token minting a token can grant only scopes it holds.
+	Scopes []string `json:"scopes,omitempty"`
+	// ExpiresIn is the token's lifetime as a Go duration ("24h", "90m"); default and
+	// maximum are the server's tokens.default_ttl and tokens.max_ttl. A token minting a
+	// token cannot make one that outlives itself.
+	ExpiresIn string `json:"expires_in,omitempty"`
 }
 
 // Token describes an API token. Secret is set only in the response that created it.
@@ -136,6 +177,8 @@ type Token struct {
 	Prefix     string     `json:"prefix"`
 	CreatedAt  time.Time  `json:"created_at"`
 	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
+	ExpiresAt  *time.Time `json:"expires_at,omitempty"`
+	Scopes     []string   `json:"scopes"`
 	Secret     string     `json:"token,omitempty"`
 }
 

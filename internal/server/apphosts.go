@@ -68,6 +68,9 @@ func (s *Server) serveAppsHost(w http.ResponseWriter, r *http.Request, h origins
 		api.WriteError(w, s.log, fmt.Errorf("%w; open this host in a browser signed in to paddock, or send an API token", err))
 		return
 	}
+	if !s.appGate(w, r, who, s.origins.ControlURL(r.Host)+"/start") {
+		return
+	}
 	c, err := s.appsCaller(r.Context(), who.User.ID, h)
 	if err != nil {
 		api.WriteError(w, s.log, err)
@@ -284,6 +287,9 @@ func (s *Server) app(w http.ResponseWriter, r *http.Request) {
 	}
 	entry := s.entryURL(r, c.User.ID, c.Role)
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		if !s.appGate(w, r, c, "/start") {
+			return
+		}
 		http.Redirect(w, r, entry+r.URL.RequestURI(), http.StatusSeeOther)
 		return
 	}

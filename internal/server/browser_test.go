@@ -109,7 +109,7 @@ func TestBrowserHostilePage(t *testing.T) {
 	}
 	t.Log(browsertest.Run(t, "hostile", env))
 	var toks api.TokenList
-	servertest.Decode(t, alice.DoToken("GET", "/api/v1/tokens", nil), http.StatusOK, &toks)
+	servertest.Decode(t, alice.Do("GET", "/api/v1/tokens", nil), http.StatusOK, &toks)
 	for _, tok := range toks.Tokens {
 		if tok.Name != "tests" {
 			t.Errorf("a token %q was minted", tok.Name)

@@ -116,6 +116,7 @@ func TestHandoff(t *testing.T) {
 	e := servertest.StartOpts(t, server.Config{Runner: testenv.Config(t), Listen: "127.0.0.1:0"},
 		server.Options{AuthOptions: servertest.CheapAuth(), HandoffClock: clk.now})
 	alice := e.Register(t, "alice")
+	alice.Start()
 	live := alice.AppURL("live")
 	s := newStepper(t, sessionJar(t, alice))
 
@@ -234,7 +235,9 @@ func TestHandoff(t *testing.T) {
 func TestHandoffRefusals(t *testing.T) {
 	e := servertest.Start(t)
 	alice := e.Register(t, "alice")
+	alice.Start()
 	bob := e.Register(t, "bob")
+	bob.Start()
 	var aliceSbs api.SandboxList
 	servertest.Decode(t, alice.DoToken("GET", "/api/v1/sandboxes", nil), http.StatusOK, &aliceSbs)
 	s := newStepper(t, sessionJar(t, bob))
@@ -281,7 +284,9 @@ func TestHandoffRefusals(t *testing.T) {
 func TestAppsCookieTossing(t *testing.T) {
 	e := servertest.Start(t)
 	alice := e.Register(t, "alice")
+	alice.Start()
 	bob := e.Register(t, "bob")
+	bob.Start()
 	bob.Handoff(bob.AppURL("live"))
 	alice.Handoff(alice.AppURL("live"))
 	alice.Handoff(alice.AppURL("dev"))
@@ -327,6 +332,7 @@ func TestAppsCookieRevoked(t *testing.T) {
 	for _, end := range []string{"logout", "recovery"} {
 		t.Run(end, func(t *testing.T) {
 			c := e.Register(t, "user"+end)
+			c.Start()
 			live := c.AppURL("live")
 			c.Handoff(live)
 			resp := c.AppAt(live, "GET", "/api/info", nil)
@@ -359,6 +365,7 @@ func TestAppsCookieRevoked(t *testing.T) {
 func TestControlPlaneServesNoApp(t *testing.T) {
 	e := servertest.Start(t)
 	alice := e.Register(t, "alice")
+	alice.Start()
 	s := newStepper(t, sessionJar(t, alice))
 	if got := s.expect(s.get(e.URL+"/some/page?q=1", true), http.StatusSeeOther); got != alice.AppURL("live")+"/some/page?q=1" {
 		t.Errorf("GET /some/page on the control plane goes to %s, want the live entry point", got)
@@ -391,6 +398,7 @@ func TestControlPlaneServesNoApp(t *testing.T) {
 func TestAppsCookieSecure(t *testing.T) {
 	e := servertest.Start(t, func(c *server.Config) { c.SecureCookies = true })
 	alice := e.Register(t, "alice")
+	alice.Start()
 	live := alice.AppURL("live")
 	s := newStepper(t, sessionJar(t, alice))
 	resp := s.get(s.handoffCode(live+"/"), true)
@@ -446,6 +454,7 @@ func mustURL(t *testing.T, s string) *url.URL {
 func TestControlPlaneWebSocketOrigin(t *testing.T) {
 	e := servertest.Start(t)
 	alice := e.Register(t, "alice")
+	alice.Start()
 	var roles api.Roles
 	alice.MustJSON("GET", "/api/v1/roles", nil, http.StatusOK, &roles)
 	stream := "ws" + strings.TrimPrefix(e.URL, "http") + "/api/v1/sandboxes/" + roles.Live.ID + "/exec/stream"

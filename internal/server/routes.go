@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
@@ -78,6 +76,9 @@ func (s *Server) routeTable() map[Route]apiHandler {
 		{"GET", "/api/v1/tokens"}:                                       s.listTokens,
 		{"POST", "/api/v1/tokens"}:                                      s.createToken,
 		{"DELETE", "/api/v1/tokens/{id}"}:                               s.revokeToken,
+		{"GET", "/api/v1/invites"}:                                      s.listInvites,
+		{"POST", "/api/v1/invites"}:                                     s.createInvite,
+		{"DELETE", "/api/v1/invites/{id}"}:                              s.revokeInvite,
 		{"GET", "/api/v1/events"}:                                       s.events,
 	}
 }
@@ -105,7 +106,7 @@ func (s *Server) routes() http.Handler {
 		}))
 	}
 	mux.HandleFunc("GET /healthz", s.healthz)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
+	mux.Handle("GET /metrics", s.metrics())
 	mux.HandleFunc("/auth/handoff", s.handoff)
 	mux.HandleFunc("/", s.app)
 	return s.byHost(s.instrument(mux))
@@ -113,7 +114,8 @@ func (s *Server) routes() http.Handler {
 
 // api authenticates a request (session cookie, API token, or a capability token on the
 // routes that take one), applies CSRF protection to state-changing requests made with a
-// cookie, and runs h, route rt's handler.
+// cookie, checks an API token's scope (routeScope), and runs h, route rt's handler. A
+// token without scope admin acts as a plain user even for an admin.
 func (s *Server) api(rt Route, h apiHandler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if tok, ok := capabilityBearer(r); ok {
@@ -129,7 +131,12 @@ func (s *Server) api(rt Route, h apiHandler) http.Handler {
 			api.WriteError(w, s.log, err)
 			return
 		}
-		fc := fleet.Caller{UserID: c.User.ID, Username: c.User.Username, Admin: c.User.IsAdmin()}
+		if err := s.checkScope(r, c, routeScope(rt), rt.Method+" "+rt.Pattern); err != nil {
+			api.WriteError(w, s.log, err)
+			return
+		}
+		fc := fleet.Caller{UserID: c.User.ID, Username: c.User.Username, Admin: isAdmin(c)}
+		r = r.WithContext(withWebCaller(r.Context(), c))
 		if err := h(w, r, fc); err != nil && !errors.Is(err, errResponded) {
 			api.WriteError(w, s.log, err)
 		}

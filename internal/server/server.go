@@ -76,6 +76,8 @@ type Server struct {
 	pol *policies
 	// caps mints and checks capability tokens (capabilities.go).
 	caps *capabilities
+	// metricsToken, when set, may read /metrics (metrics.token_file).
+	metricsToken string
 	// historyFollowers counts the running sandboxes whose history events are followed
 	// (history_events.go), so that a test sees none is left behind.
 	historyFollowers atomic.Int64
@@ -140,12 +142,21 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 			"listen", cfg.Listen)
 	}
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	aopts := []auth.Option{auth.WithLogger(s.log), auth.WithTrustedOrigins(cfg.TrustedOrigins...)}
+	// Tests build a Config by hand: the registration mode's default comes from listen.
+	mode, err := auth.ParseRegistrationMode(cfg.Registration, cmp.Or(cfg.Listen, DefaultListen))
+	if err != nil {
+		return err
+	}
+	aopts := []auth.Option{auth.WithLogger(s.log), auth.WithTrustedOrigins(cfg.TrustedOrigins...), auth.WithRegistration(mode),
+		auth.WithTokenLifetime(cmp.Or(cfg.Tokens.DefaultTTL, auth.DefaultTokenTTL), cmp.Or(cfg.Tokens.MaxTTL, auth.MaxTokenTTL))}
 	if cfg.SecureCookies {
 		aopts = append(aopts, auth.WithSecureCookies())
 	}
 	s.auth = auth.New(s.st, append(aopts, opts.AuthOptions...)...)
-	s.web = web.New(web.Options{Auth: s.auth, Log: s.log, FormTargets: []string{"*." + s.origins.AppsDomain() + ":*"}})
+	if s.metricsToken, err = loadMetricsToken(cfg.Metrics.TokenFile); err != nil {
+		return err
+	}
+	s.web = web.New(web.Options{Auth: s.auth, Log: s.log, FormTargets: []string{"*." + s.origins.AppsDomain() + ":*"}, Start: s.startSandboxes})
 	app := store.App{Command: cfg.App.Command, Port: cfg.App.Port, Build: cfg.App.Build}
 	if len(app.Command) == 0 {
 		app = store.App{Command: welcome.Command(container.AgentPath, 8080), Port: 8080, Build: "welcome"}
@@ -241,6 +252,12 @@ func (s *Server) event(ctx context.Context, userID, action string, detail map[st
 	}
 }
 
+// startSandboxes makes and starts u's standing sandboxes (the start page's button).
+func (s *Server) startSandboxes(ctx context.Context, u auth.User) error {
+	_, _, _, err := s.fleet.Roles(ctx, fleet.Caller{UserID: u.ID, Username: u.Username, Admin: u.IsAdmin()})
+	return err
+}
+
 // FirstAdmin creates the first account, an admin with a random password, when there is no
 // account at all. It returns the password, to be shown once, or "" when accounts exist.
 func (s *Server) FirstAdmin(ctx context.Context) (username, password string, err error) {
@@ -294,12 +311,14 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 func (s *Server) Banner(w io.Writer, addr string) {
 	fmt.Fprintf(w, `paddock control plane on http://%[1]s — open http://%[1]s/register to make an account, or /login.
 Data: %[2]s (SQLite database paddock.db, workspaces in %[3]s). Sandboxes: %[4]s tier; their runtime state in %[5]s.
-Each user gets a live and a dev sandbox on first use, served through this proxy on hosts of their own under
-%[8]s (http://live-<user>.%[8]s:<port>, reached by signing in here); the control plane serves no app.
-API: http://%[1]s/api/v1/ (api/openapi.yaml); metrics: /metrics; health: /healthz. Stop with Ctrl-C: sandboxes keep running and are adopted at the next start.
+Each user gets a live and a dev sandbox when they first open their app, served through this proxy on hosts of their
+own under %[8]s (http://live-<user>.%[8]s:<port>, reached by signing in here); the control plane serves no app.
+API: http://%[1]s/api/v1/ (api/openapi.yaml); metrics: /metrics (for admins, or metrics.token_file's token); health: /healthz. Stop with Ctrl-C: sandboxes keep running and are adopted at the next start.
 SIGHUP (kill -HUP %[7]d) reads the policy files and the capability keyring again.
 Users' secrets (PUT /me/secrets/NAME) are encrypted with the key from the %[6]s: back it up apart from the database.
-`, addr, s.cfg.Runner.DataDir, s.cfg.Runner.WorkspaceRoot, tierName(s.cfg.Runner.Tier), s.cfg.Runner.StateDir, SecretsKeySource(s.cfg), os.Getpid(), s.origins.AppsDomain())
+Registration: %[9]s (registration in the config; an admin makes invite codes with paddock invite create).
+`, addr, s.cfg.Runner.DataDir, s.cfg.Runner.WorkspaceRoot, tierName(s.cfg.Runner.Tier), s.cfg.Runner.StateDir, SecretsKeySource(s.cfg), os.Getpid(),
+		s.origins.AppsDomain(), s.auth.RegistrationMode())
 }
 
 func tierName(t wire.Tier) string {

@@ -76,8 +76,11 @@ func StartWith(t testing.TB, cfg server.Config) *Env {
 	return StartOpts(t, cfg, server.Options{AuthOptions: CheapAuth()})
 }
 
-// CheapAuth are auth options with cheap Argon2 parameters: tests register many accounts.
-func CheapAuth() []auth.Option { return []auth.Option{auth.WithParams(cheap)} }
+// CheapAuth are auth options with cheap Argon2 parameters and no practical limit on
+// registrations from one address: tests register many accounts.
+func CheapAuth() []auth.Option {
+	return []auth.Option{auth.WithParams(cheap), auth.WithRegistrationLimit(100_000, time.Hour)}
+}
 
 // StartOpts is StartWith with the server's options.
 func StartOpts(t testing.TB, cfg server.Config, opts server.Options) *Env {
@@ -230,6 +233,13 @@ func (e *Env) Register(t testing.TB, username string) *Client {
 	return c
 }
 
+// Start asks for the account's sandboxes (POST /auth/start), as the /start page's button
+// does: a signed-in browser's requests for its app wait for that.
+func (c *Client) Start() {
+	c.t.Helper()
+	Decode(c.t, c.Do("POST", "/auth/start", nil), http.StatusNoContent, nil)
+}
+
 // Do sends a request with the session cookie (and CSRF token) and returns the response.
 // body is JSON-encoded unless it is an io.Reader or nil.
 func (c *Client) Do(method, path string, body any) *http.Response {
@@ -331,4 +341,16 @@ func (e *Env) Token(t testing.TB, username, password string) string {
 	var tok api.Token
 	Decode(t, resp, http.StatusCreated, &tok)
 	return tok.Secret
+}
+
+// Metrics reads the metrics as a scraper on metrics.listen does, past the main
+// listener's check.
+func (e *Env) Metrics(t testing.TB) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	e.Server.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("metrics: %d %s", rec.Code, rec.Body)
+	}
+	return rec.Body.String()
 }

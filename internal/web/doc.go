@@ -1,5 +1,5 @@
-// Package web is the control plane's own browser surface: the sign-in, registration
-// and recovery pages (/login, /register, /recovery) and the /auth/* endpoints behind
+// Package web is the control plane's own browser surface: the sign-in, registration,
+// recovery and start pages (/login, /register, /recovery, /start) and the /auth/* endpoints behind
 // them, which also answer JSON for the CLI and scripts. It turns HTTP into calls on
 // [auth.Service] and tells the rest of the server who a request comes from
 // ([Web.Identify]) and whether a state-changing request may proceed ([Web.CheckCSRF]).
@@ -32,6 +32,9 @@
 //     every name in [ReservedCookies] in both directions as well.
 //   - Privilege escalation at registration: /auth/register only ever creates plain
 //     users; the server makes the first admin itself.
+//   - Registration floods: /auth/register registers under the configured mode (open,
+//     invite, closed) and the per-address limit of [auth.Service.SignUp], and a new
+//     account's sandboxes are made only when it asks (/start, POST /auth/start).
 //
 // Secrets (passwords, recovery codes, tokens) are never logged and are written to
 // a response only once: recovery codes on the page or JSON that answers the

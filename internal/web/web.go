@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -46,6 +47,9 @@ type Options struct {
 	// FormTargets are CSP sources a form post may end on besides this origin, through
 	// its redirects (signing in ends on the user's apps host: "*.localhost:*").
 	FormTargets []string
+	// Start makes and starts u's standing sandboxes (POST /auth/start, the button of
+	// GET /start). Nil: those routes answer 404.
+	Start func(ctx context.Context, u auth.User) error
 	// Client says where a request came from, for rate limiting and the audit log.
 	// Default auth.ClientFromRequest (r.RemoteAddr); behind a reverse proxy the
 	// edge supplies one that believes its own proxy's forwarding header.
@@ -59,6 +63,7 @@ type Web struct {
 	log    *slog.Logger
 	home   string
 	client func(*http.Request) auth.Client
+	start  func(ctx context.Context, u auth.User) error
 }
 
 // New returns a Web. It panics when o.Auth is nil or o.Home is not a local path
@@ -80,7 +85,7 @@ func New(o Options) *Web {
 		o.Client = auth.ClientFromRequest
 	}
 	csp := "default-src 'self'; frame-ancestors 'none'; form-action " + strings.Join(append([]string{"'self'"}, o.FormTargets...), " ") + "; base-uri 'none'"
-	return &Web{csp: csp, auth: o.Auth, log: o.Log, home: o.Home, client: o.Client}
+	return &Web{csp: csp, auth: o.Auth, log: o.Log, home: o.Home, client: o.Client, start: o.Start}
 }
 
 // Register adds the pages and endpoints to mux. Patterns carry no method, so that
@@ -101,6 +106,10 @@ func (w *Web) Register(mux *http.ServeMux) {
 	mux.Handle("/auth/token", w.route(post, w.token))
 	mux.Handle("/auth/role", w.route(post, w.setRole))
 	mux.Handle("/auth/session", w.route(get, w.session))
+	if w.start != nil {
+		mux.Handle("/start", w.route(get, w.startPage))
+		mux.Handle("/auth/start", w.route(post, w.startSandboxes))
+	}
 	mux.Handle("/auth/", w.route(nil, func(rw http.ResponseWriter, r *http.Request) {
 		api.WriteErrorCode(rw, http.StatusNotFound, api.CodeNotFound, "no such /auth endpoint")
 	}))
