@@ -71,6 +71,8 @@ type historyService struct {
 	// is how many checkpoints the budget had dropped when it last looked.
 	events    *eventHub
 	compacted int
+	// lastBudget is the last budget refusal published (overBudget), "" after a success.
+	lastBudget string
 	// stopping ends Events streams when the agent stops (set by Run).
 	stopping <-chan struct{}
 	// first is closed once the first checkpoint (the workspace as the agent found it) is
@@ -246,8 +248,10 @@ func (s *historyService) reconcile() {
 	c, created, err := s.h.Reconcile("")
 	if err != nil {
 		s.log.Warn("reconcile", "err", err)
+		s.overBudget(err)
 		return
 	}
+	s.lastBudget = ""
 	if created {
 		s.publishCheckpoint(c)
 	}
@@ -270,12 +274,24 @@ func (s *historyService) checkpointLocked(cause, message string) {
 	c, created, err := s.h.Checkpoint(cause, message)
 	if err != nil {
 		s.log.Warn("checkpoint", "cause", cause, "err", err)
+		s.overBudget(err)
 		return
 	}
+	s.lastBudget = ""
 	if created {
 		s.log.Debug("checkpoint", "id", c.ID, "cause", cause, "changed", c.Changed)
 		s.publishCheckpoint(c)
 	}
+}
+
+// overBudget tells subscribers that a checkpoint was refused by the history's size budget,
+// once per refusal that differs from the last (the watcher tries again at every change).
+func (s *historyService) overBudget(err error) {
+	if !errors.Is(err, errdefs.ErrLimitExceeded) || err.Error() == s.lastBudget {
+		return
+	}
+	s.lastBudget = err.Error()
+	s.events.publish(&pb.HistoryEvent{Kind: EventBudget, Note: err.Error()})
 }
 
 // Close closes the store once no operation holds it.
