@@ -89,7 +89,13 @@ type Sandbox struct {
 	History string
 	// uid and gid are the sandbox user's, which its commands run as (sandboxUser).
 	uid, gid uint32
+	// disk is the sandbox's disk image (disk.go), or nil.
+	disk *disk
 }
+
+// DiskFull reports whether the sandbox's disk limit is (nearly) reached: its disk image has
+// less than a 256th of its size left. False without a disk.
+func (s *Sandbox) DiskFull() bool { return s.disk.full() }
 
 // backend is what a tier's sandbox gives the runner.
 type backend interface {
@@ -174,7 +180,7 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 	if s.removeWorkspace {
 		err = errors.Join(err, os.RemoveAll(s.Workspace))
 	}
-	return err
+	return errors.Join(err, s.disk.close())
 }
 
 // Create starts a sandbox for spec. A sandbox that fails half-way is torn down completely.
@@ -204,6 +210,7 @@ func (r *Runner) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 	}
 	sb := &Sandbox{ID: id, Tier: tier, Limits: limits}
 	if err := r.provision(spec, sb); err != nil {
+		_ = sb.disk.close()
 		return nil, err
 	}
 	r.log.Info("creating sandbox", "sandbox", sb.ID, "tier", tier, "user", spec.User, "workspace", sb.Workspace)
@@ -215,6 +222,7 @@ func (r *Runner) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 		if sb.removeWorkspace {
 			_ = os.RemoveAll(sb.Workspace)
 		}
+		_ = sb.disk.close()
 		return nil, err
 	}
 	return sb, nil
@@ -242,6 +250,9 @@ func (r *Runner) start(ctx context.Context, spec Spec, sb *Sandbox, agentBin str
 			Env: containerEnv(spec.Env), Main: main, Limits: sb.Limits.container(), HostPorts: r.cfg.HostPorts,
 			CapabilityKeys: spec.CapabilityKeys, FileSizeLimit: int64(sb.Limits.FileSize),
 			UserNS: r.cfg.UserNS(),
+		}
+		if sb.disk != nil && sb.Limits.Tmp == 0 {
+			cfg.Tmp = sb.disk.tmp()
 		}
 		return rt.Start(ctx, cfg)
 	case wire.TierProcess:
@@ -362,7 +373,7 @@ func (r *Runner) limits(asked Limits, uc UserConfig) (Limits, error) {
 	if err := l.Over(r.cfg.MaxLimits); err != nil {
 		return Limits{}, err
 	}
-	return l, nil
+	return l, l.checkTmp()
 }
 
 func validEnv(env []string) error {

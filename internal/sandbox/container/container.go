@@ -50,13 +50,17 @@ type Limits struct {
 	MemoryBytes int64
 	CPUs        float64
 	Pids        int64
-	// TmpBytes sizes the /tmp tmpfs (default 1 GiB; its pages count against MemoryBytes).
+	// TmpBytes sizes the /tmp tmpfs, whose pages count against MemoryBytes. Default: a
+	// quarter of MemoryBytes, at most 1 GiB. Not used when Config.Tmp puts /tmp on disk.
 	TmpBytes int64
 }
 
 func (l Limits) tmpSize() int64 {
-	if l.TmpBytes > 0 {
+	switch {
+	case l.TmpBytes > 0:
 		return l.TmpBytes
+	case l.MemoryBytes > 0:
+		return min(1<<30, l.MemoryBytes/4)
 	}
 	return 1 << 30
 }
@@ -149,6 +153,9 @@ type Config struct {
 	// Dir is the sandbox's own host directory: bundle, socket, logs. Destroy removes it.
 	Dir       string
 	Workspace string // host directory bound at /workspace
+	// Tmp, when set, is a host directory (mode 1777, root's) bound at /tmp instead of a
+	// tmpfs: the sandbox's disk image's (runner's disk quotas).
+	Tmp string
 	// History is the host directory of the workspace's history, bound at HistoryPath; it
 	// must be root's and 0700. Empty: the sandbox keeps no history.
 	History  string
@@ -348,7 +355,7 @@ func WriteBundle(cfg Config, dir, cgroup string, args []string) error {
 
 func writeBundle(cfg Config, dir, cgroup string, userKernel bool, edit func(*specs.Spec)) error {
 	b := bundleSpec{
-		id: cfg.ID, hostname: "sandbox", uid: cfg.UID, gid: cfg.GID, workspace: cfg.Workspace,
+		id: cfg.ID, hostname: "sandbox", uid: cfg.UID, gid: cfg.GID, workspace: cfg.Workspace, tmp: cfg.Tmp,
 		history: cfg.History, agent: cfg.Agent, env: cfg.Env, limits: cfg.Limits, cgroup: cgroup, swap: swapAccounted(),
 		userKernel: userKernel, userns: !userKernel && cfg.UserNS, idBase: cfg.IDBase,
 	}

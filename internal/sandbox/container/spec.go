@@ -68,6 +68,7 @@ type bundleSpec struct {
 	hostname  string
 	uid, gid  uint32
 	workspace string // host path
+	tmp       string // host path bound at /tmp; empty: a tmpfs
 	history   string // host path of the history store; empty: none
 	agent     string // host path of paddock-agent
 	env       []string
@@ -305,6 +306,13 @@ func mounts(b bundleSpec) []specs.Mount {
 		{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "mode=1777", fmt.Sprintf("size=%d", b.limits.tmpSize())}},
 		{Destination: AgentPath, Type: "bind", Source: b.agent, Options: []string{"bind", "ro", "nosuid", "nodev"}},
 		{Destination: WorkspacePath, Type: "bind", Source: b.workspace, Options: []string{"bind", "rw", "nosuid", "nodev"}},
+	}
+	if b.tmp != "" {
+		for i, m := range ms {
+			if m.Destination == "/tmp" {
+				ms[i] = specs.Mount{Destination: "/tmp", Type: "bind", Source: b.tmp, Options: []string{"bind", "rw", "nosuid", "nodev"}}
+			}
+		}
 	}
 	if b.history != "" {
 		ms = append(ms, specs.Mount{Destination: HistoryPath, Type: "bind", Source: b.history, Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}})
