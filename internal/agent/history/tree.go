@@ -28,8 +28,9 @@ const (
 	kindLink = "l"
 )
 
-// modeBits are the mode bits history keeps: permissions plus setuid, setgid and sticky.
-const modeBits = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
+// modeBits are the mode bits history keeps: permissions and sticky, never setuid or setgid
+// (see unixMode).
+const modeBits = fs.ModePerm | fs.ModeSticky
 
 // entry is one name in a directory's manifest (a tree blob). A directory's Hash is its own
 // tree's blob, so an unchanged subtree costs nothing new and Diff can skip it whole.
@@ -206,15 +207,11 @@ func readlinkat(dirfd int, name string) (string, error) {
 	}
 }
 
-// unixMode keeps the permission and setuid/setgid/sticky bits of a st_mode, as fs bits.
+// unixMode keeps the permission and sticky bits of a st_mode, as fs bits. Setuid and
+// setgid are not kept: a restore never makes a set-id file (the container's seccomp filter
+// would refuse it anyway; see internal/sandbox/container's withoutSetID).
 func unixMode(m uint32) fs.FileMode {
 	mode := fs.FileMode(m & 0o777)
-	if m&unix.S_ISUID != 0 {
-		mode |= fs.ModeSetuid
-	}
-	if m&unix.S_ISGID != 0 {
-		mode |= fs.ModeSetgid
-	}
 	if m&unix.S_ISVTX != 0 {
 		mode |= fs.ModeSticky
 	}

@@ -204,8 +204,52 @@ func buildSpec(b bundleSpec) (*specs.Spec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("seccomp profile: %w", err)
 	}
-	s.Linux.Seccomp = withoutSyscalls(sc, deniedSyscalls)
+	s.Linux.Seccomp = withoutSetID(withoutSyscalls(sc, deniedSyscalls))
 	return s, nil
+}
+
+// modeArgs are the system calls that give a file its mode bits, each with the index of its
+// mode argument and, for the opens, of its flags (-1: it always creates or changes).
+var modeArgs = []struct {
+	name        string
+	mode, flags uint
+}{
+	{"chmod", 1, noFlags}, {"fchmod", 1, noFlags}, {"fchmodat", 2, noFlags}, {"fchmodat2", 2, noFlags},
+	{"creat", 1, noFlags}, {"mknod", 1, noFlags}, {"mknodat", 2, noFlags},
+	{"open", 2, 1}, {"openat", 3, 2},
+}
+
+const (
+	noFlags   = ^uint(0)
+	setIDBits = unix.S_ISUID | unix.S_ISGID
+	// creating: the open flags that make a file with the given mode.
+	creating = unix.O_CREAT | unix.O_TMPFILE&^unix.O_DIRECTORY
+)
+
+// withoutSetID keeps the sandbox from making a setuid or setgid file: the system calls
+// that set a mode are allowed only without those bits (an open only when it creates
+// nothing), and everything else answers EPERM, the profile's default. Such a file in a
+// workspace would keep its bits on the host, where a host user who reached it could run
+// it as its owner. openat2, whose mode is inside a struct the filter cannot read, is
+// refused with ENOSYS, so that callers fall back to openat. Setgid directories are lost
+// with the rest; they grant nothing.
+func withoutSetID(sc *specs.LinuxSeccomp) *specs.LinuxSeccomp {
+	names := []string{"openat2"}
+	for _, m := range modeArgs {
+		names = append(names, m.name)
+	}
+	sc = withoutSyscalls(sc, names)
+	for _, m := range modeArgs {
+		sc.Syscalls = append(sc.Syscalls, specs.LinuxSyscall{Names: []string{m.name}, Action: specs.ActAllow,
+			Args: []specs.LinuxSeccompArg{{Index: m.mode, Value: setIDBits, ValueTwo: 0, Op: specs.OpMaskedEqual}}})
+		if m.flags != noFlags {
+			sc.Syscalls = append(sc.Syscalls, specs.LinuxSyscall{Names: []string{m.name}, Action: specs.ActAllow,
+				Args: []specs.LinuxSeccompArg{{Index: m.flags, Value: creating, ValueTwo: 0, Op: specs.OpMaskedEqual}}})
+		}
+	}
+	enosys := uint(unix.ENOSYS)
+	sc.Syscalls = append(sc.Syscalls, specs.LinuxSyscall{Names: []string{"openat2"}, Action: specs.ActErrno, ErrnoRet: &enosys})
+	return sc
 }
 
 // gvisorLimits adapts a spec to runsc. runsc takes the rest of the runc spec as it is,
