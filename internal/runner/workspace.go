@@ -45,6 +45,9 @@ func (r *Runner) provision(spec Spec, sb *Sandbox) error {
 		if err != nil {
 			return err
 		}
+		if err := r.checkEnterable(spec.Workspace, ws); err != nil {
+			return err
+		}
 		sb.Workspace = ws
 		// The user's directory is theirs, not counted; the container's /tmp is.
 		if r.withDisk(sb) && sb.Tier == wire.TierContainer {
@@ -221,6 +224,20 @@ func (r *Runner) checkWorkspace(dir string) (string, error) {
 		}
 	}
 	return abs, nil
+}
+
+// checkEnterable refuses a workspace of the host's root that others may not enter (mktemp
+// -d makes one, 0700): commands run as the configured sandbox user there (sandboxUser),
+// and the sandbox shows root's files as its agent's, never as its user's (a file the
+// command wrote would be stored as the host root's), so the command could not even start
+// in it. Said at the start, with the way out.
+func (r *Runner) checkEnterable(asked, dir string) error {
+	var st syscall.Stat_t
+	if err := syscall.Stat(dir, &st); err != nil || st.Uid != 0 || st.Mode&0o001 != 0 {
+		return nil
+	}
+	return fmt.Errorf("--workspace %s is root's and mode %04o: the sandbox's user (uid %d) could not enter it. Commands run as a workspace's owner unless that is root: give it to the user they should run as (chown -R %d:%d %s, or any non-root user), or pass a directory a non-root user owns: %w",
+		asked, st.Mode&0o7777, r.cfg.SandboxUID, r.cfg.SandboxUID, r.cfg.SandboxGID, asked, errdefs.ErrPermissionDenied)
 }
 
 // within reports whether p is dir or inside it.
