@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/wire"
 )
 
 // Disk quotas. A sandbox with a disk limit (Limits.Disk) gets a file system of its own: a
@@ -50,8 +51,11 @@ func (r *Runner) diskImage(user, id string) string {
 }
 
 // openDisk makes (or, for a persistent sandbox, finds again) the image of sandbox id and
-// mounts it at mount, with workspace/ owned by uid:gid and an empty tmp/.
-func (r *Runner) openDisk(user, id, mount string, size Size, remove bool, uid, gid uint32) (*disk, error) {
+// mounts it at mount, with workspace/ owned by uid:gid and an empty tmp/. The image's root
+// is 0700, root's, so that no host user enters it, for a container, whose runtime opens
+// what it binds as root; for the other tiers, whose sandbox user or QEMU reaches the
+// workspace as itself on the host, it is 0711 and has no tmp/.
+func (r *Runner) openDisk(user, id, mount string, size Size, remove bool, tier wire.Tier, uid, gid uint32) (*disk, error) {
 	d := &disk{image: r.diskImage(user, id), mount: mount, size: size, remove: remove}
 	if err := os.MkdirAll(filepath.Dir(d.image), 0o700); err != nil {
 		return nil, fmt.Errorf("disk: %w", err)
@@ -68,7 +72,7 @@ func (r *Runner) openDisk(user, id, mount string, size Size, remove bool, uid, g
 			return nil, fmt.Errorf("disk: mount %s: %v: %s: %w", d.image, err, bytes.TrimSpace(out), errdefs.ErrUnavailable)
 		}
 	}
-	if err := d.prepare(uid, gid); err != nil {
+	if err := d.prepare(tier, uid, gid); err != nil {
 		_ = d.close()
 		return nil, err
 	}
@@ -76,8 +80,15 @@ func (r *Runner) openDisk(user, id, mount string, size Size, remove bool, uid, g
 }
 
 // prepare makes the image's two directories: workspace/ (kept; owned by uid:gid when new)
-// and tmp/ (a fresh one at every start).
-func (d *disk) prepare(uid, gid uint32) error {
+// and, for a container, tmp/ (a fresh one at every start).
+func (d *disk) prepare(tier wire.Tier, uid, gid uint32) error {
+	mode := fs.FileMode(0o711)
+	if tier == wire.TierContainer {
+		mode = 0o700
+	}
+	if err := os.Chmod(d.mount, mode); err != nil {
+		return fmt.Errorf("disk: %w", err)
+	}
 	ws := d.workspace()
 	if err := os.Mkdir(ws, 0o700); err == nil {
 		if err := os.Chown(ws, int(uid), int(gid)); err != nil {
@@ -88,6 +99,9 @@ func (d *disk) prepare(uid, gid uint32) error {
 	}
 	if err := os.RemoveAll(d.tmp()); err != nil {
 		return fmt.Errorf("disk: clear tmp: %w", err)
+	}
+	if tier != wire.TierContainer {
+		return nil
 	}
 	if err := os.Mkdir(d.tmp(), 0o1777); err != nil {
 		return fmt.Errorf("disk: %w", err)

@@ -249,7 +249,7 @@ func (r *Runner) start(ctx context.Context, spec Spec, sb *Sandbox, agentBin str
 			ID: sb.ID, Dir: dir, Workspace: sb.Workspace, History: sb.History, Agent: agentBin, UID: uid, GID: gid,
 			Env: containerEnv(spec.Env), Main: main, Limits: sb.Limits.container(), HostPorts: r.cfg.HostPorts,
 			CapabilityKeys: spec.CapabilityKeys, FileSizeLimit: int64(sb.Limits.FileSize),
-			UserNS: r.cfg.UserNS(),
+			UserNS: r.cfg.UserNS(), OwnWorkspace: spec.Workspace == "",
 		}
 		if sb.disk != nil && sb.Limits.Tmp == 0 {
 			cfg.Tmp = sb.disk.tmp()
@@ -385,11 +385,12 @@ func validEnv(env []string) error {
 	return nil
 }
 
-// sandboxUser is the user commands run as: the workspace's owner when that is not root
-// (their files stay theirs), the configured sandbox user otherwise.
+// sandboxUser is the user commands run as: the workspace's owner when that is a host user
+// other than root (their files stay theirs), the configured sandbox user otherwise (a
+// workspace of paddock's own is owned by its sandbox's range: see container.ownWorkspace).
 func (r *Runner) sandboxUser(workspace string) (uid, gid uint32) {
 	var st syscall.Stat_t
-	if err := syscall.Stat(workspace, &st); err == nil && st.Uid != 0 && st.Gid != 0 {
+	if err := syscall.Stat(workspace, &st); err == nil && st.Uid != 0 && st.Gid != 0 && !container.IsRangeID(st.Uid) {
 		return st.Uid, st.Gid
 	}
 	return r.cfg.SandboxUID, r.cfg.SandboxGID

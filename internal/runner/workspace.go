@@ -27,7 +27,7 @@ func (r *Runner) provision(spec Spec, sb *Sandbox) error {
 		}
 		dir := filepath.Join(userDir, "sandboxes", sb.ID)
 		if r.withDisk(sb) && !r.legacyWorkspace(spec.User, sb.ID) {
-			if sb.disk, err = r.openDisk(spec.User, sb.ID, dir, sb.Limits.Disk, false, uid, gid); err != nil {
+			if sb.disk, err = r.openDisk(spec.User, sb.ID, dir, sb.Limits.Disk, false, sb.Tier, uid, gid); err != nil {
 				return err
 			}
 			sb.Workspace = sb.disk.workspace()
@@ -51,12 +51,12 @@ func (r *Runner) provision(spec Spec, sb *Sandbox) error {
 		sb.Workspace = ws
 		// The user's directory is theirs, not counted; the container's /tmp is.
 		if r.withDisk(sb) && sb.Tier == wire.TierContainer {
-			sb.disk, err = r.openDisk(spec.User, sb.ID, dir, sb.Limits.Disk, true, uid, gid)
+			sb.disk, err = r.openDisk(spec.User, sb.ID, dir, sb.Limits.Disk, true, sb.Tier, uid, gid)
 		}
 		return err
 	}
 	if r.withDisk(sb) {
-		if sb.disk, err = r.openDisk(spec.User, sb.ID, dir, sb.Limits.Disk, true, uid, gid); err != nil {
+		if sb.disk, err = r.openDisk(spec.User, sb.ID, dir, sb.Limits.Disk, true, sb.Tier, uid, gid); err != nil {
 			return err
 		}
 		sb.Workspace = sb.disk.workspace()

@@ -43,6 +43,21 @@ func IsAgentHostID(id uint32) bool {
 	return id >= idRangeBase && (id-idRangeBase)%idRangeSize == 0 && int((id-idRangeBase)/idRangeSize) < idRanges
 }
 
+// rangeOf is the first id of the sandbox range id is in, or 0 for an id of no range.
+func rangeOf(id uint32) uint32 {
+	if id < idRangeBase {
+		return 0
+	}
+	base := id - (id-idRangeBase)%idRangeSize
+	if !IsAgentHostID(base) {
+		return 0
+	}
+	return base
+}
+
+// IsRangeID reports whether id is in a sandbox range: an id no host account has.
+func IsRangeID(id uint32) bool { return rangeOf(id) != 0 }
+
 // rangeBase is the first host id of range n.
 func rangeBase(n int) uint32 { return idRangeBase + uint32(n)*idRangeSize }
 

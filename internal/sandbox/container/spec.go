@@ -1,6 +1,7 @@
 package container
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -84,6 +85,9 @@ type bundleSpec struct {
 	// not the host's root.
 	userns bool
 	idBase uint32
+	// diskUID and diskGID own the sandbox user's files in the workspace on disk: its own
+	// ids (0: uid and gid), or in a workspace of paddock's own its range's (ownWorkspace).
+	diskUID, diskGID uint32
 }
 
 // AgentHostID is where the host ids of sandboxes with a user namespace begin: the first
@@ -93,22 +97,24 @@ type bundleSpec struct {
 const AgentHostID = 1 << 31
 
 // idmapWorkspace shows the workspace's files under the ids the sandbox's namespace maps:
-// the sandbox user's own files (its id on disk) as its own, since that id is shown as the
-// sandbox's host id for it (sandboxHostID); and the host root's files as the namespace's
-// root's, the agent's. The agent needs that to create files there itself (history's
-// restore makes each file as root, then gives it to the sandbox user), and in a workspace
-// the host's root owns (paddock run --workspace of a root's directory) to enter it at all;
-// the sandbox user keeps only what the permissions give "others" there, as without a
-// namespace. The root's files must never be shown as the sandbox user's: what a command
-// wrote would be stored as the host root's, setuid bit included. What is on disk does not
-// change: a command's files are stored under the sandbox user's id, whatever range the
-// sandbox holds. Any other owner's files are shown as nobody's.
+// the sandbox user's own files (owned on disk by diskUID:diskGID) as its own, since that
+// id is shown as the sandbox's host id for it (sandboxHostID); and the host root's files as
+// the namespace's root's, the agent's. The agent needs that to create files there itself
+// (history's restore makes each file as root, then gives it to the sandbox user), and in a
+// workspace the host's root owns (paddock run --workspace of a root's directory) to enter
+// it at all; the sandbox user keeps only what the permissions give "others" there, as
+// without a namespace. The root's files must never be shown as the sandbox user's: what a
+// command wrote would be stored as the host root's. On disk, a command's files are stored
+// as diskUID:diskGID whatever range the sandbox holds: in a workspace of paddock's own, ids
+// of a sandbox range that no host account has (ownWorkspace); in a host user's directory
+// (--workspace), that user's. Any other owner's files are shown as nobody's.
 //
 // In an OCI mount's mappings ContainerID is the id on disk and HostID the id (in the host's
 // terms) it is shown as, which the container's own mappings then translate.
 func idmapWorkspace(s *specs.Spec, b bundleSpec) {
-	uids := []specs.LinuxIDMapping{{ContainerID: b.uid, HostID: sandboxHostID(b.idBase, b.uid), Size: 1}}
-	gids := []specs.LinuxIDMapping{{ContainerID: b.gid, HostID: sandboxHostID(b.idBase, b.gid), Size: 1}}
+	diskUID, diskGID := cmp.Or(b.diskUID, b.uid), cmp.Or(b.diskGID, b.gid)
+	uids := []specs.LinuxIDMapping{{ContainerID: diskUID, HostID: sandboxHostID(b.idBase, b.uid), Size: 1}}
+	gids := []specs.LinuxIDMapping{{ContainerID: diskGID, HostID: sandboxHostID(b.idBase, b.gid), Size: 1}}
 	if b.uid != 0 {
 		uids = append(uids, specs.LinuxIDMapping{ContainerID: 0, HostID: b.idBase, Size: 1})
 	}
