@@ -91,6 +91,8 @@ type Sandbox struct {
 	uid, gid uint32
 	// disk is the sandbox's disk image (disk.go), or nil.
 	disk *disk
+	// releaseIDs gives back the host id range a microVM's QEMU runs as, or is nil.
+	releaseIDs func()
 }
 
 // DiskFull reports whether the sandbox's disk limit is (nearly) reached: its disk image has
@@ -177,6 +179,9 @@ func (s *Sandbox) ForksRefused() (uint64, error) {
 // Destroy kills everything in the sandbox and removes what the runner made for it.
 func (s *Sandbox) Destroy(ctx context.Context) error {
 	err := s.backend.Destroy(ctx)
+	if s.releaseIDs != nil {
+		s.releaseIDs()
+	}
 	if s.removeWorkspace {
 		err = errors.Join(err, os.RemoveAll(s.Workspace))
 	}
@@ -219,6 +224,9 @@ func (r *Runner) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 	}
 	sb.backend, err = r.start(ctx, spec, sb, agentBin)
 	if err != nil {
+		if sb.releaseIDs != nil {
+			sb.releaseIDs()
+		}
 		if sb.removeWorkspace {
 			_ = os.RemoveAll(sb.Workspace)
 		}
@@ -267,6 +275,12 @@ func (r *Runner) start(ctx context.Context, spec Spec, sb *Sandbox, agentBin str
 		if err != nil {
 			return nil, err
 		}
+		if spec.Workspace == "" && os.Geteuid() == 0 {
+			if uid, gid, err = r.qemuUser(dir, sb, uid, gid); err != nil {
+				return nil, err
+			}
+			sb.uid, sb.gid = uid, gid
+		}
 		cfg := microvm.Config{
 			ID: sb.ID, Dir: dir, Workspace: sb.Workspace, Agent: agentBin, UID: uid, GID: gid,
 			Env: containerEnv(spec.Env), Main: main, Install: in, Accel: r.microvmAccel(ctx, in, agentBin, uid, gid),
@@ -276,6 +290,25 @@ func (r *Runner) start(ctx context.Context, spec Spec, sb *Sandbox, agentBin str
 		return microvm.Start(ctx, cfg)
 	}
 	return nil, fmt.Errorf("tier %s: %w", sb.Tier, errdefs.ErrUnavailable)
+}
+
+// qemuUser gives a microVM of a workspace of paddock's own a host id range, as a runc
+// sandbox has one: QEMU runs as the range's id for the sandbox user, which no host
+// account has and no other sandbox runs as, and the workspace is given to it (the guest's
+// user is that id too, so that its files on the 9p share are its own). A persistent
+// sandbox asks for the range its workspace already belongs to.
+func (r *Runner) qemuUser(dir string, sb *Sandbox, uid, gid uint32) (uint32, uint32, error) {
+	var st syscall.Stat_t
+	_ = syscall.Lstat(sb.Workspace, &st)
+	base, release, err := container.ClaimIDRange(dir, st.Uid)
+	if err != nil {
+		return 0, 0, fmt.Errorf("the microVM's host user: %w", err)
+	}
+	sb.releaseIDs = release
+	if err := container.OwnWorkspace(sb.Workspace, base, uid, gid); err != nil {
+		return 0, 0, fmt.Errorf("workspace: %w", err)
+	}
+	return container.SandboxHostID(base, uid), container.SandboxHostID(base, gid), nil
 }
 
 // microvmAccel decides, once per Runner (and once per boot of the host, through
