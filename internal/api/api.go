@@ -300,8 +300,9 @@ type FileMkdirRequest struct {
 	Path string `json:"path"`
 	// Parents makes missing parents and accepts an existing directory, as mkdir -p.
 	Parents bool `json:"parents,omitempty"`
-	// Mode is the directory's octal permission ("755", the default; setgid and sticky
-	// too, as "2775"), set exactly: the sandbox's umask does not cut it.
+	// Mode is the directory's octal permission ("755", the default; sticky too, as
+	// "1775"; setuid and setgid are refused), set exactly: the sandbox's umask does not
+	// cut it.
 	Mode string `json:"mode,omitempty"`
 }
 

@@ -17,7 +17,7 @@ import (
 )
 
 // Disk quotas. A sandbox with a disk limit (Limits.Disk) gets a file system of its own: a
-// sparse ext4 image of that size, loop-mounted (nosuid, nodev, discard) where its workspace
+// sparse ext4 image of that size, loop-mounted (direct I/O; nosuid, nodev, discard) where its workspace
 // directory would be. It holds workspace/, bound at /workspace, and tmp/, bound at /tmp
 // (emptied at every start). The kernel fills it no further: a write past it fails with
 // ENOSPC inside the sandbox, and the host's disk grows by at most the image's size; what
@@ -67,9 +67,8 @@ func (r *Runner) openDisk(user, id, mount string, size Size, remove bool, tier w
 		return nil, fmt.Errorf("disk: %w", err)
 	}
 	if !isMountPoint(mount) {
-		out, err := exec.Command("mount", "-t", "ext4", "-o", "loop,nosuid,nodev,noatime,discard", d.image, mount).CombinedOutput()
-		if err != nil {
-			return nil, fmt.Errorf("disk: mount %s: %v: %s: %w", d.image, err, bytes.TrimSpace(out), errdefs.ErrUnavailable)
+		if err := mountImage(d.image, mount); err != nil {
+			return nil, err
 		}
 	}
 	if err := d.prepare(tier, uid, gid); err != nil {
@@ -77,6 +76,27 @@ func (r *Runner) openDisk(user, id, mount string, size Size, remove bool, tier w
 		return nil, err
 	}
 	return d, nil
+}
+
+// mountImage mounts image at dir through a loop device with direct I/O (the image's pages
+// are not cached twice, once for each file system, which made an fsync'd write about five
+// times slower than on the host's file system). The device is let go at once: it is
+// cleared by the kernel when the last mount of it goes (autoclear).
+func mountImage(image, dir string) error {
+	out, err := exec.Command("losetup", "--find", "--show", "--direct-io=on", image).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("disk: losetup %s: %v: %s: %w", image, err, bytes.TrimSpace(out), errdefs.ErrUnavailable)
+	}
+	dev := string(bytes.TrimSpace(out))
+	out, err = exec.Command("mount", "-t", "ext4", "-o", "nosuid,nodev,noatime,discard", dev, dir).CombinedOutput()
+	detach := exec.Command("losetup", "--detach", dev).Run()
+	if err != nil {
+		return fmt.Errorf("disk: mount %s: %v: %s: %w", image, err, bytes.TrimSpace(out), errdefs.ErrUnavailable)
+	}
+	if detach != nil {
+		return fmt.Errorf("disk: losetup --detach %s: %w", dev, detach)
+	}
+	return nil
 }
 
 // prepare makes the image's two directories: workspace/ (kept; owned by uid:gid when new)
