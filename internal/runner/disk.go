@@ -66,6 +66,9 @@ func (r *Runner) openDisk(user, id, mount string, size Size, remove bool, tier w
 	if err := os.Mkdir(mount, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return nil, fmt.Errorf("disk: %w", err)
 	}
+	if err := r.growImage(d); err != nil {
+		return nil, err
+	}
 	if !isMountPoint(mount) {
 		if err := mountImage(d.image, mount); err != nil {
 			return nil, err
@@ -163,6 +166,56 @@ func (r *Runner) makeImage(path string, size Size) error {
 		return fmt.Errorf("disk: mkfs.ext4 (install e2fsprogs): %v: %s: %w", err, bytes.TrimSpace(out), errdefs.ErrUnavailable)
 	}
 	return nil
+}
+
+// growImage grows an image that is smaller than its sandbox's limit (a persistent
+// sandbox whose limit was raised), within the reserve. It is done offline: the sandbox is
+// not running yet, and growing a mounted ext4 needs CAP_SYS_RESOURCE, which some hosts
+// withhold. A smaller limit does not shrink an image: d.size stays what the image holds.
+func (r *Runner) growImage(d *disk) error {
+	fi, err := os.Stat(d.image)
+	if err != nil {
+		return fmt.Errorf("disk: %w", err)
+	}
+	if Size(fi.Size()) >= d.size {
+		d.size = Size(fi.Size())
+		return nil
+	}
+	unlock, err := lockFile(filepath.Join(r.cfg.WorkspaceRoot, ".disks.lock"))
+	if err != nil {
+		return fmt.Errorf("disk: %w", err)
+	}
+	defer unlock()
+	if err := r.checkReserve(d.size - Size(fi.Size())); err != nil {
+		return err
+	}
+	// Not a lazy unmount: a file system still in use (busy) must not be mounted twice.
+	if isMountPoint(d.mount) {
+		if err := unix.Unmount(d.mount, 0); err != nil {
+			r.log.Warn("the sandbox's disk is in use and keeps its size until it is not", "disk", d.image, "size", Size(fi.Size()), "limit", d.size, "err", err)
+			d.size = Size(fi.Size())
+			return nil
+		}
+	}
+	if err := os.Truncate(d.image, int64(d.size)); err != nil {
+		return fmt.Errorf("disk: %w", err)
+	}
+	// e2fsck's exit status 1 is "errors corrected", which resize2fs needs done.
+	if out, err := exec.Command("e2fsck", "-f", "-p", d.image).CombinedOutput(); err != nil && exitCode(err) != 1 {
+		return fmt.Errorf("disk: grow to %s: e2fsck: %v: %s: %w", d.size, err, bytes.TrimSpace(out), errdefs.ErrUnavailable)
+	}
+	if out, err := exec.Command("resize2fs", d.image).CombinedOutput(); err != nil {
+		return fmt.Errorf("disk: grow to %s: resize2fs: %v: %s: %w", d.size, err, bytes.TrimSpace(out), errdefs.ErrUnavailable)
+	}
+	return nil
+}
+
+func exitCode(err error) int {
+	var x *exec.ExitError
+	if errors.As(err, &x) {
+		return x.ExitCode()
+	}
+	return -1
 }
 
 // checkReserve refuses a new image of size when, with every image under the workspace root

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -134,14 +135,19 @@ func TestDiskReserve(t *testing.T) {
 }
 
 // TestPersistentDisk: a persistent sandbox's disk keeps its files across Destroy and a new
-// start, at the same limit, until RemoveWorkspace removes the image and its mount.
+// start, grows (online) when its limit is raised, and is removed with its mount by
+// RemoveWorkspace.
 func TestPersistentDisk(t *testing.T) {
 	testenv.RequireRoot(t)
 	cfg := testenv.Config(t)
 	r := runner.New(cfg, testenv.Logger(t))
 	id := runner.NewID()
 	spec := runner.Spec{ID: id, Persistent: true, User: "pat", Tier: wire.TierContainer, Main: []string{"sleep", "600"}, Limits: runner.Limits{Disk: 96 << 20}}
-	for i, script := range []string{"echo kept > /workspace/f; df -k /workspace | tail -1", "cat /workspace/f; df -k /workspace | tail -1"} {
+	var sizes []int
+	for i, script := range []string{"echo kept > /workspace/f; df -k /workspace | tail -1", "cat /workspace/f; df -k /workspace | tail -1", "cat /workspace/f; df -k /workspace | tail -1"} {
+		if i == 2 {
+			spec.Limits.Disk = 192 << 20
+		}
 		sb, err := r.Create(tctx(t), spec)
 		if err != nil {
 			t.Fatal(err)
@@ -152,12 +158,14 @@ func TestPersistentDisk(t *testing.T) {
 			t.Fatalf("start %d: %v %+v", i, err, res)
 		}
 		out := strings.Fields(string(res.Stdout))
-		if i == 1 && out[0] != "kept" {
-			t.Errorf("the persistent workspace lost its file: %q", res.Stdout)
+		if i > 0 && out[0] != "kept" {
+			t.Errorf("start %d: the persistent workspace lost its file: %q", i, res.Stdout)
 		}
-		if size := out[len(out)-5]; size == "" || len(size) > 6 { // df's 1K-blocks: under 100000
-			t.Errorf("start %d: /workspace is not the 96MiB disk: %q", i, res.Stdout)
-		}
+		kb, _ := strconv.Atoi(out[len(out)-5]) // df's 1K-blocks
+		sizes = append(sizes, kb)
+	}
+	if sizes[0] < 80<<10 || sizes[0] > 96<<10 || sizes[1] != sizes[0] || sizes[2] < 160<<10 || sizes[2] > 192<<10 {
+		t.Errorf("/workspace's sizes across starts at 96MiB, 96MiB, 192MiB: %v KiB", sizes)
 	}
 	if err := r.RemoveWorkspace("pat", id); err != nil {
 		t.Fatal(err)
