@@ -91,8 +91,10 @@ type Sandbox struct {
 	uid, gid uint32
 	// disk is the sandbox's disk image (disk.go), or nil.
 	disk *disk
-	// releaseIDs gives back the host id range a microVM's QEMU runs as, or is nil.
-	releaseIDs func()
+	// releaseIDs gives back the host id range a microVM's QEMU runs as, or is nil;
+	// hostUID and hostGID are QEMU's ids from it.
+	releaseIDs       func()
+	hostUID, hostGID uint32
 }
 
 // DiskFull reports whether the sandbox's disk limit is (nearly) reached: its disk image has
@@ -118,6 +120,9 @@ type hostIDs interface {
 // table and its files show them: the sandbox user's own, or under runc with a user
 // namespace the ids of the sandbox's own range (container.Config.UserNS).
 func (s *Sandbox) HostUser() (uid, gid uint32) {
+	if s.hostUID != 0 {
+		return s.hostUID, s.hostGID
+	}
 	if h, ok := s.backend.(hostIDs); ok {
 		return h.HostIDs(s.uid, s.gid)
 	}
@@ -275,13 +280,15 @@ func (r *Runner) start(ctx context.Context, spec Spec, sb *Sandbox, agentBin str
 		if err != nil {
 			return nil, err
 		}
+		var hostUID, hostGID uint32
 		if spec.Workspace == "" && os.Geteuid() == 0 {
-			if uid, gid, err = r.qemuUser(dir, sb, uid, gid); err != nil {
+			if hostUID, hostGID, err = r.qemuUser(dir, sb, uid, gid); err != nil {
 				return nil, err
 			}
-			sb.uid, sb.gid = uid, gid
+			sb.hostUID, sb.hostGID = hostUID, hostGID
 		}
 		cfg := microvm.Config{
+			HostUID: hostUID, HostGID: hostGID,
 			ID: sb.ID, Dir: dir, Workspace: sb.Workspace, Agent: agentBin, UID: uid, GID: gid,
 			Env: containerEnv(spec.Env), Main: main, Install: in, Accel: r.microvmAccel(ctx, in, agentBin, uid, gid),
 			CapabilityKeys: spec.CapabilityKeys, FileSizeLimit: int64(sb.Limits.FileSize),
@@ -294,9 +301,9 @@ func (r *Runner) start(ctx context.Context, spec Spec, sb *Sandbox, agentBin str
 
 // qemuUser gives a microVM of a workspace of paddock's own a host id range, as a runc
 // sandbox has one: QEMU runs as the range's id for the sandbox user, which no host
-// account has and no other sandbox runs as, and the workspace is given to it (the guest's
-// user is that id too, so that its files on the 9p share are its own). A persistent
-// sandbox asks for the range its workspace already belongs to.
+// account has and no other sandbox runs as, and the workspace is given to it, with the
+// guest's owners kept aside (microvm.PrepareWorkspace), so the guest's user stays uid. A
+// persistent sandbox asks for the range its workspace already belongs to.
 func (r *Runner) qemuUser(dir string, sb *Sandbox, uid, gid uint32) (uint32, uint32, error) {
 	var st syscall.Stat_t
 	_ = syscall.Lstat(sb.Workspace, &st)
@@ -305,10 +312,11 @@ func (r *Runner) qemuUser(dir string, sb *Sandbox, uid, gid uint32) (uint32, uin
 		return 0, 0, fmt.Errorf("the microVM's host user: %w", err)
 	}
 	sb.releaseIDs = release
-	if err := container.OwnWorkspace(sb.Workspace, base, uid, gid); err != nil {
+	hostUID, hostGID := container.SandboxHostID(base, uid), container.SandboxHostID(base, gid)
+	if err := microvm.PrepareWorkspace(sb.Workspace, hostUID, hostGID, uid, gid); err != nil {
 		return 0, 0, fmt.Errorf("workspace: %w", err)
 	}
-	return container.SandboxHostID(base, uid), container.SandboxHostID(base, gid), nil
+	return hostUID, hostGID, nil
 }
 
 // microvmAccel decides, once per Runner (and once per boot of the host, through
