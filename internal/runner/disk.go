@@ -8,10 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/paddockhq/paddock/internal/agent"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/wire"
 )
@@ -32,7 +34,8 @@ import (
 // The reserve: an image is sparse, so the space it may still take is promised, not taken.
 // A sandbox is refused when its disk, with every image already made filled to its size,
 // would leave less than Config.DiskReserve free on the file system: what the control plane
-// writes there (paddock.db, logs) always has that room.
+// writes there (paddock.db, logs) always has that room. A persistent sandbox's history
+// store, beside its image, is promised its whole budget (agent.HistoryBudget) too.
 
 // disk is a sandbox's mounted image.
 type disk struct {
@@ -60,7 +63,7 @@ func (r *Runner) openDisk(user, id, mount string, size Size, remove bool, tier w
 	if err := os.MkdirAll(filepath.Dir(d.image), 0o700); err != nil {
 		return nil, fmt.Errorf("disk: %w", err)
 	}
-	if err := r.makeImage(d.image, size); err != nil {
+	if err := r.makeImage(d.image, size, historyOf(remove)); err != nil {
 		return nil, err
 	}
 	if err := os.Mkdir(mount, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
@@ -133,10 +136,19 @@ func (d *disk) prepare(tier wire.Tier, uid, gid uint32) error {
 	return os.Chmod(d.tmp(), 0o777|fs.ModeSticky)
 }
 
+// historyOf is what a sandbox's history store may take beside its image: its budget for a
+// persistent sandbox's (only those keep history), none for a one-shot sandbox's.
+func historyOf(oneShot bool) Size {
+	if oneShot {
+		return 0
+	}
+	return agent.HistoryBudget
+}
+
 // makeImage makes a sparse ext4 image of size at path, unless there is one. Making one is
 // the moment the reserve is checked, under a lock, so that two sandboxes starting at once
-// never both take the last of it.
-func (r *Runner) makeImage(path string, size Size) error {
+// never both take the last of it; extra is what else the sandbox may take beside it.
+func (r *Runner) makeImage(path string, size, extra Size) error {
 	if _, err := os.Stat(path); err == nil {
 		return nil
 	}
@@ -145,7 +157,7 @@ func (r *Runner) makeImage(path string, size Size) error {
 		return fmt.Errorf("disk: %w", err)
 	}
 	defer unlock()
-	if err := r.checkReserve(size); err != nil {
+	if err := r.checkReserve(size + extra); err != nil {
 		return err
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
@@ -238,8 +250,9 @@ func (r *Runner) checkReserve(size Size) error {
 	return nil
 }
 
-// promisedBytes is what the images under root may still take of the host's disk: each
-// one's size less what it already holds.
+// promisedBytes is what the sandboxes under root may still take of the host's disk: each
+// image's size less what it already holds, and a persistent sandbox's history budget (a
+// store that holds some of it is counted whole: the reserve errs on the safe side).
 func promisedBytes(root string) int64 {
 	imgs, _ := filepath.Glob(filepath.Join(root, "*", "disks", "*.img"))
 	var n int64
@@ -247,6 +260,10 @@ func promisedBytes(root string) int64 {
 		var st syscall.Stat_t
 		if syscall.Stat(img, &st) == nil {
 			n += max(0, st.Size-st.Blocks*512)
+		}
+		id := strings.TrimSuffix(filepath.Base(img), ".img")
+		if _, err := os.Stat(filepath.Join(filepath.Dir(filepath.Dir(img)), "history", id)); err == nil {
+			n += int64(agent.HistoryBudget)
 		}
 	}
 	return n

@@ -30,7 +30,7 @@ func TestNoSetIDFiles(t *testing.T) {
 		case !h.inCtr:
 			t.Skip("not covered: the process tier is a host process as the sandbox user, whose files' modes are its own (--insecure)")
 		case h.tier == wire.TierMicroVM:
-			t.Skip("not covered: a guest's chmod reaches a 9p share as QEMU's (the host user's, with --workspace); docs/security.md")
+			t.Skip("not covered: with --workspace a guest's chmod reaches the host user's file through QEMU; docs/security.md")
 		}
 		ws := filepath.Join(shortDir(t), "proj")
 		if err := os.Mkdir(ws, 0o755); err != nil {
