@@ -19,17 +19,18 @@ import (
 )
 
 // Disk quotas. A sandbox with a disk limit (Limits.Disk) gets a file system of its own: a
-// sparse ext4 image of that size, loop-mounted (direct I/O; nosuid, nodev, discard) where its workspace
-// directory would be. It holds workspace/, bound at /workspace, and tmp/, bound at /tmp
-// (emptied at every start). The kernel fills it no further: a write past it fails with
-// ENOSPC inside the sandbox, and the host's disk grows by at most the image's size; what
-// the sandbox deletes is given back to the host (discard punches holes in the image).
+// sparse ext4 image of that size, loop-mounted (direct I/O; nosuid, nodev, discard) where
+// its workspace directory would be. It holds workspace/, bound at /workspace, and tmp/,
+// bound at /tmp (emptied at every start). The kernel fills it no further: a write past it
+// fails with ENOSPC inside the sandbox, and the host's disk grows by at most the image's
+// size; what the sandbox deletes is given back to the host (discard punches holes in the
+// image).
 //
 // Images are <workspace_root>/<user>/disks/<id>.img, in a directory only root enters. A
 // persistent sandbox's image stays, mounted, with its workspace until RemoveWorkspace (a
 // reboot unmounts it; its next start mounts it again); a one-shot sandbox's goes with it
-// at Destroy. A workspace given with --workspace is the user's own
-// directory and is not counted; the sandbox's /tmp is, on an image of its own.
+// at Destroy. A workspace given with --workspace is the user's own directory and is not
+// counted; the sandbox's /tmp is, on an image of its own.
 //
 // The reserve: an image is sparse, so the space it may still take is promised, not taken.
 // A sandbox is refused when its disk, with every image already made filled to its size,
@@ -66,22 +67,27 @@ func (r *Runner) openDisk(user, id, mount string, size Size, remove bool, tier w
 	if err := r.makeImage(d.image, size, historyOf(remove)); err != nil {
 		return nil, err
 	}
-	if err := os.Mkdir(mount, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return nil, fmt.Errorf("disk: %w", err)
-	}
-	if err := r.growImage(d); err != nil {
-		return nil, err
-	}
-	if !isMountPoint(mount) {
-		if err := mountImage(d.image, mount); err != nil {
-			return nil, err
-		}
-	}
-	if err := d.prepare(tier, uid, gid); err != nil {
-		_ = d.close()
+	if err := r.mountDisk(d, tier, uid, gid); err != nil {
+		_ = d.close() // a one-shot sandbox's image goes; a persistent one's stays
 		return nil, err
 	}
 	return d, nil
+}
+
+// mountDisk grows d's image if it must, mounts it unless it is, and prepares it.
+func (r *Runner) mountDisk(d *disk, tier wire.Tier, uid, gid uint32) error {
+	if err := os.Mkdir(d.mount, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("disk: %w", err)
+	}
+	if err := r.growImage(d); err != nil {
+		return err
+	}
+	if !isMountPoint(d.mount) {
+		if err := mountImage(d.image, d.mount); err != nil {
+			return err
+		}
+	}
+	return d.prepare(tier, uid, gid)
 }
 
 // mountImage mounts image at dir through a loop device with direct I/O (the image's pages
