@@ -90,10 +90,10 @@ func (r *Runner) mountDisk(d *disk, tier wire.Tier, uid, gid uint32) error {
 	return d.prepare(tier, uid, gid)
 }
 
-// mountImage mounts image at dir through a loop device with direct I/O (the image's pages
-// are not cached twice, once for each file system, which made an fsync'd write about five
-// times slower than on the host's file system). The device is let go at once: it is
-// cleared by the kernel when the last mount of it goes (autoclear).
+// mountImage mounts image at dir through a loop device with direct I/O, so that the
+// image's pages are not cached twice, once for each file system (an fsync'd write then
+// costs what it does on the host's). The device is let go at once: the kernel clears it
+// when the last mount of it goes (autoclear).
 func mountImage(image, dir string) error {
 	out, err := exec.Command("losetup", "--find", "--show", "--direct-io=on", image).CombinedOutput()
 	if err != nil {
