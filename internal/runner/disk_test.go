@@ -117,19 +117,20 @@ func TestDiskReserve(t *testing.T) {
 		t.Fatal(err)
 	}
 	free := int64(st.Bavail) * st.Bsize
-	if free < 3<<30 {
-		t.Skipf("the workspaces' file system has %d bytes free; the test needs 3GiB", free)
+	if free < 4<<30 {
+		t.Skipf("the workspaces' file system has %d bytes free; the test needs 4GiB", free)
 	}
-	cfg.DiskReserve = runner.Size(free - 1<<30)
+	// 2GiB above the reserve: room enough for the control's disk while other tests write.
+	cfg.DiskReserve = runner.Size(free - 2<<30)
 	r := runner.New(cfg, testenv.Logger(t))
-	spec := runner.Spec{User: "rita", Tier: wire.TierContainer, Main: []string{"true"}, Limits: runner.Limits{Disk: 2 << 30}}
+	spec := runner.Spec{User: "rita", Tier: wire.TierContainer, Main: []string{"true"}, Limits: runner.Limits{Disk: 3 << 30}}
 	_, err := r.Run(tctx(t), spec, runner.Stdio{}, false)
 	if !errors.Is(err, errdefs.ErrLimitExceeded) || !strings.Contains(err.Error(), "reserved for the control plane") {
-		t.Fatalf("a 2GiB disk with 1GiB left above the reserve: %v, want ErrLimitExceeded naming the reserve", err)
+		t.Fatalf("a 3GiB disk with 2GiB left above the reserve: %v, want ErrLimitExceeded naming the reserve", err)
 	}
 	spec.Limits.Disk = 256 << 20
 	if res, err := r.Run(tctx(t), spec, runner.Stdio{}, false); err != nil || res.ExitCode() != 0 {
-		t.Fatalf("CONTROL FAILED: a 256MiB disk with 1GiB left above the reserve: %+v, %v", res, err)
+		t.Fatalf("CONTROL FAILED: a 256MiB disk with 2GiB left above the reserve: %+v, %v", res, err)
 	}
 	noDiskImages(t, cfg)
 }
