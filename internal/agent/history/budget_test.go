@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
 )
@@ -268,6 +269,17 @@ func TestBudgetHoldsAtCheckpoint(t *testing.T) {
 		if size, _ := h.Usage(); size != blobBytes(t, store) {
 			t.Errorf("Usage says %d bytes, the store holds %d", size, blobBytes(t, store))
 		}
+		// Tried again unchanged (the watcher would): refused without reading it again.
+		h.mu.Lock()
+		now := h.now
+		h.now = func() time.Time { return now().Add(time.Hour) } // no file is racy
+		h.mu.Unlock()
+		if _, _, err := h.Checkpoint(CauseWatcher, ""); !errors.Is(err, errdefs.ErrLimitExceeded) || h.hashed != 0 {
+			t.Errorf("the same checkpoint again: %v, %d files hashed; want refused, none read", err, h.hashed)
+		}
+		h.mu.Lock()
+		h.now = now
+		h.mu.Unlock()
 	}
 	if err := os.Remove(filepath.Join(ws, "big")); err != nil {
 		t.Fatal(err)

@@ -191,6 +191,8 @@ type History struct {
 	// as the checkpoints it must keep are still retryKeep.
 	budget, size, retryAt int64
 	retryKeep             string
+	// tooLarge remembers the files that did not fit (scanner.tooLarge).
+	tooLarge map[string]statKey
 }
 
 type owner struct{ uid, gid int }
@@ -441,6 +443,10 @@ func (h *History) scanWhole() (string, *scanner, error) {
 }
 
 func (h *History) scanWith(sc *scanner) (string, *scanner, error) {
+	if h.tooLarge == nil {
+		h.tooLarge = map[string]statKey{}
+	}
+	sc.tooLarge = h.tooLarge
 	sc.blobs, sc.oldCache, sc.newCache = h.blobs, h.cache, map[string]statEntry{}
 	sc.trees, sc.cutoff = map[string][]byte{}, h.now().Add(-racyWindow).UnixNano()
 	var old map[int32]string
@@ -472,9 +478,13 @@ func (h *History) scanChanged() (string, *scanner, error) {
 		return h.scan()
 	}
 	h.scans.incremental++
+	if h.tooLarge == nil {
+		h.tooLarge = map[string]statKey{}
+	}
 	sc := &scanner{blobs: h.blobs, oldCache: h.cache, newCache: h.cache, inPlace: true,
 		trees: map[string][]byte{}, cutoff: h.now().Add(-racyWindow).UnixNano(), room: h.budget - h.size, budgeted: h.budget > 0,
-		watch: h.watch, rescan: ancestors(dirty), prevDirs: h.dirs, dirs: h.dirs}
+		tooLarge: h.tooLarge,
+		watch:    h.watch, rescan: ancestors(dirty), prevDirs: h.dirs, dirs: h.dirs}
 	if len(dirty) == 0 {
 		h.hashed = 0
 		return h.lastScan, sc, nil

@@ -87,6 +87,9 @@ type scanner struct {
 	whole  bool
 	total  int64
 	hashed int // files read and hashed
+	// tooLarge is the files a scan found too large for the room it had, with their stat
+	// (History.tooLarge, shared by every scan).
+	tooLarge map[string]statKey
 
 	// watch, when set, gets a watch on every directory the scan reads.
 	watch *watcher
@@ -249,6 +252,11 @@ func (s *scanner) scanFile(dir *os.Root, rel, name string, e entry, key statKey)
 	if !ofi.Mode().IsRegular() {
 		return entry{}, false, nil
 	}
+	// A file found too large before, unchanged since, is not read again while it still
+	// does not fit: the watcher would otherwise hash it at every try.
+	if k, ok := s.tooLarge[rel]; ok && k == keyOf(ofi) && s.budgeted && ofi.Size() > s.room-s.newBytes {
+		return entry{}, false, fmt.Errorf("%q, %d bytes: %w", rel, ofi.Size(), errOverBudget)
+	}
 	s.hashed++
 	head, err := io.ReadAll(io.LimitReader(f, smallFile+1))
 	if err != nil {
@@ -269,6 +277,9 @@ func (s *scanner) scanFile(dir *os.Root, rel, name string, e entry, key statKey)
 		sum, n, err = s.blobs.putFrom(io.MultiReader(bytes.NewReader(head), f))
 	}
 	if errors.Is(err, errOverBudget) {
+		if s.tooLarge != nil {
+			s.tooLarge[rel] = keyOf(ofi)
+		}
 		return entry{}, false, fmt.Errorf("%q, %w", rel, err)
 	}
 	if err != nil {
