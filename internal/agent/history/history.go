@@ -408,6 +408,7 @@ func (h *History) checkpoint(cause, message string, incremental bool) (Checkpoin
 	if err != nil {
 		return Checkpoint{}, false, err
 	}
+	clear(h.tooLarge) // every file fit
 	cur, hasCur := h.get(h.idx.Pos)
 	if hasCur {
 		// The tree differs when only an mtime changed; that is not worth a checkpoint.
