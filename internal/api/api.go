@@ -239,6 +239,11 @@ type Limits struct {
 	// (requests); FileSizeBytes is that size in bytes (responses). Unset: no limit.
 	FileSize      string `json:"file_size,omitempty"`
 	FileSizeBytes int64  `json:"file_size_bytes,omitempty"`
+	// Disk bounds the sandbox's workspace and /tmp together on disk (requests); a write
+	// past it fails with ENOSPC. DiskBytes is that size in bytes (responses). Unset: the
+	// server's default (limits.disk in its configuration).
+	Disk      string `json:"disk,omitempty"`
+	DiskBytes int64  `json:"disk_bytes,omitempty"`
 }
 
 // CreateSandboxRequest is POST /api/v1/sandboxes. Every field is optional.
@@ -289,7 +294,7 @@ type ExecResult struct {
 	StderrTruncated bool   `json:"stderr_truncated,omitempty"`
 	TimedOut        bool   `json:"timed_out,omitempty"`
 	// Limit names the limit that ended or hurt the command, if one did: LimitTimeout,
-	// LimitMemory, LimitPids or LimitFileSize.
+	// LimitMemory, LimitPids, LimitFileSize or LimitDisk.
 	Limit string `json:"limit,omitempty"`
 	// Error says why the command could not start (exit code 126 or 127), or, with Limit,
 	// which limit it met and its value.
@@ -311,6 +316,9 @@ const (
 	// LimitFileSize: the command wrote past the sandbox's file size limit and SIGXFSZ
 	// ended it.
 	LimitFileSize = "file_size"
+	// LimitDisk: the sandbox's disk is full (its workspace and /tmp are at the disk limit):
+	// a write failed with ENOSPC.
+	LimitDisk = "disk"
 )
 
 // FileInfo describes a file in a sandbox's workspace.
@@ -335,8 +343,9 @@ type FileMkdirRequest struct {
 	Path string `json:"path"`
 	// Parents makes missing parents and accepts an existing directory, as mkdir -p.
 	Parents bool `json:"parents,omitempty"`
-	// Mode is the directory's octal permission ("755", the default; setgid and sticky
-	// too, as "2775"), set exactly: the sandbox's umask does not cut it.
+	// Mode is the directory's octal permission ("755", the default; sticky too, as
+	// "1775"; setuid and setgid are refused), set exactly: the sandbox's umask does not
+	// cut it.
 	Mode string `json:"mode,omitempty"`
 }
 
