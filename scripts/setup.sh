@@ -6,7 +6,8 @@
 #   - Debian packages: libseccomp-dev (runc's seccomp support), pkg-config, patch (the
 #     gVisor fixes below), strace (the containment suite tries to trace the agent with it),
 #     chromium (the browser tests of the control plane's pages drive it headless; see
-#     internal/browsertest).
+#     internal/browsertest), e2fsprogs and mount (mkfs.ext4 and mount make each sandbox's
+#     disk image: the disk limit; see internal/runner/disk.go).
 #   - runc ${RUNC_VERSION}, built from its Go module with seccomp support. Debian's runc 1.1.5
 #     predates the November 2025 escape fixes (CVE-2025-31133, -52565, -52881), so paddock never
 #     uses it: the runner refuses any runc older than 1.2.8 / 1.3.3.
@@ -41,7 +42,7 @@ export PATH=/usr/local/go/bin:$PATH
 log() { printf 'setup: %s\n' "$*" >&2; }
 
 need_pkgs=()
-for p in libseccomp-dev pkg-config gcc strace chromium patch; do
+for p in libseccomp-dev pkg-config gcc strace chromium patch e2fsprogs mount; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need_pkgs+=("$p")
 done
 if ((${#need_pkgs[@]})); then

@@ -82,10 +82,17 @@ const ProcessTierReason = "the process tier (--insecure) runs only the sandbox's
 // Window and buffer sizes for the channel: output arrives in chunks of up to 1 MiB, and
 // HTTP/2's default 64 KiB window would stall the stream on every chunk.
 const (
-	windowSize  = 16 << 20
-	bufferSize  = 1 << 20
-	maxRecvSize = 16 << 20
+	windowSize = 16 << 20
+	bufferSize = 1 << 20
+	// maxRecvSize is the largest message either side takes: an ExecuteResponse whose
+	// stdout and stderr are both at MaxExecuteOutput, and room for the rest of it.
+	maxRecvSize = 2*MaxExecuteOutput + 1<<20
 )
+
+// MaxExecuteOutput is the most an exec may ask to keep of stdout, and of stderr (the
+// API's max_output_bytes maximum). The channel's message size is derived from it, so
+// that a result at the bound arrives whole.
+const MaxExecuteOutput = 16 << 20
 
 // ServerOptions are the gRPC server options of the agent's channel.
 func ServerOptions() []grpc.ServerOption {

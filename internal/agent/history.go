@@ -44,10 +44,11 @@ var (
 	fullReconcileEvery = 60 * time.Second
 )
 
-// historyBudget bounds a sandbox's history store: past it, the oldest checkpoints are
+// HistoryBudget bounds a sandbox's history store (the runner counts it in its disk
+// reserve): past it, the oldest checkpoints are
 // compacted (see history.WithBudget). A constant for now: enough for hundreds of checkpoints
 // of a typical project, small next to the disk a host gives its sandboxes.
-const historyBudget = 1 << 30
+const HistoryBudget = 1 << 30
 
 // maxAutoMessage bounds the message of a checkpoint the agent takes by itself (it quotes a
 // program or a path).
@@ -71,6 +72,8 @@ type historyService struct {
 	// is how many checkpoints the budget had dropped when it last looked.
 	events    *eventHub
 	compacted int
+	// lastBudget is the last budget refusal published (overBudget), "" after a success.
+	lastBudget string
 	// stopping ends Events streams when the agent stops (set by Run).
 	stopping <-chan struct{}
 	// first is closed once the first checkpoint (the workspace as the agent found it) is
@@ -116,7 +119,7 @@ func openHistory(env *wire.Envelope, owner identity.User, log *slog.Logger) *his
 		log.Error("history unavailable", "err", err)
 		return s
 	}
-	opts := []history.Option{history.WithBudget(historyBudget), history.WithWatcher()}
+	opts := []history.Option{history.WithBudget(HistoryBudget), history.WithWatcher()}
 	if owner != (identity.User{}) {
 		opts = append(opts, history.WithOwner(int(owner.UID), int(owner.GID)))
 	}
@@ -246,8 +249,10 @@ func (s *historyService) reconcile() {
 	c, created, err := s.h.Reconcile("")
 	if err != nil {
 		s.log.Warn("reconcile", "err", err)
+		s.overBudget(err)
 		return
 	}
+	s.lastBudget = ""
 	if created {
 		s.publishCheckpoint(c)
 	}
@@ -270,12 +275,24 @@ func (s *historyService) checkpointLocked(cause, message string) {
 	c, created, err := s.h.Checkpoint(cause, message)
 	if err != nil {
 		s.log.Warn("checkpoint", "cause", cause, "err", err)
+		s.overBudget(err)
 		return
 	}
+	s.lastBudget = ""
 	if created {
 		s.log.Debug("checkpoint", "id", c.ID, "cause", cause, "changed", c.Changed)
 		s.publishCheckpoint(c)
 	}
+}
+
+// overBudget tells subscribers that a checkpoint was refused by the history's size budget,
+// once per refusal that differs from the last (the watcher tries again at every change).
+func (s *historyService) overBudget(err error) {
+	if !errors.Is(err, errdefs.ErrLimitExceeded) || err.Error() == s.lastBudget {
+		return
+	}
+	s.lastBudget = err.Error()
+	s.events.publish(&pb.HistoryEvent{Kind: EventBudget, Note: err.Error()})
 }
 
 // Close closes the store once no operation holds it.

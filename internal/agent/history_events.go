@@ -37,6 +37,9 @@ const (
 	EventImport     = "import"
 	EventCompaction = "compaction"
 	EventRecovery   = "recovery"
+	// EventBudget: a checkpoint the agent took by itself was not recorded, since the
+	// changes do not fit in the history's size budget (Note says which and the budget).
+	EventBudget = "budget"
 )
 
 // Ops of a restore event (EventRestore, the third, is also a kind).

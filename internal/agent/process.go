@@ -22,7 +22,7 @@ import (
 // Limits on what one request may ask for.
 const (
 	maxArgs           = 4096
-	maxExecuteOutput  = 64 << 20
+	maxExecuteOutput  = MaxExecuteOutput
 	defaultExecOutput = 1 << 20
 	maxTTYDim         = 4096
 )

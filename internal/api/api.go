@@ -103,6 +103,40 @@ type Credentials struct {
 	Password string `json:"password"`
 }
 
+// RegisterRequest is POST /auth/register (JSON or form).
+type RegisterRequest struct {
+	Username string `json:"username"`
+	Password string `json:"password"`
+	// Invite is the invite code an admin made; needed when the server's registration
+	// mode is invite.
+	Invite string `json:"invite,omitempty"`
+}
+
+// CreateInviteRequest is POST /api/v1/invites (admins).
+type CreateInviteRequest struct {
+	// Uses is how many accounts the invite may make (default 1, at most 1000).
+	Uses int `json:"uses,omitempty"`
+	// ExpiresIn is its lifetime as a Go duration (default "168h", at most "2160h").
+	ExpiresIn string `json:"expires_in,omitempty"`
+}
+
+// Invite describes a registration invite. Code is set only in the answer that made it.
+type Invite struct {
+	ID        string     `json:"id"`
+	Prefix    string     `json:"prefix"`
+	CreatedAt time.Time  `json:"created_at"`
+	ExpiresAt time.Time  `json:"expires_at"`
+	MaxUses   int        `json:"max_uses"`
+	Uses      int        `json:"uses"`
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+	Code      string     `json:"code,omitempty"`
+}
+
+// InviteList is GET /api/v1/invites.
+type InviteList struct {
+	Invites []Invite `json:"invites"`
+}
+
 // Registration answers POST /auth/register: the recovery codes are shown this once.
 type Registration struct {
 	User          User     `json:"user"`
@@ -127,6 +161,13 @@ type TokenRequest struct {
 // CreateTokenRequest is POST /api/v1/tokens (signed in already).
 type CreateTokenRequest struct {
 	Name string `json:"name"`
+	// Scopes are what the token may do: read, write, tokens, admin (default read and
+	// write). A token minting a token can grant only scopes it holds.
+	Scopes []string `json:"scopes,omitempty"`
+	// ExpiresIn is the token's lifetime as a Go duration ("24h", "90m"); default and
+	// maximum are the server's tokens.default_ttl and tokens.max_ttl. A token minting a
+	// token cannot make one that outlives itself.
+	ExpiresIn string `json:"expires_in,omitempty"`
 }
 
 // Token describes an API token. Secret is set only in the response that created it.
@@ -136,6 +177,8 @@ type Token struct {
 	Prefix     string     `json:"prefix"`
 	CreatedAt  time.Time  `json:"created_at"`
 	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
+	ExpiresAt  *time.Time `json:"expires_at,omitempty"`
+	Scopes     []string   `json:"scopes"`
 	Secret     string     `json:"token,omitempty"`
 }
 
@@ -196,6 +239,11 @@ type Limits struct {
 	// (requests); FileSizeBytes is that size in bytes (responses). Unset: no limit.
 	FileSize      string `json:"file_size,omitempty"`
 	FileSizeBytes int64  `json:"file_size_bytes,omitempty"`
+	// Disk bounds the sandbox's workspace and /tmp together on disk (requests); a write
+	// past it fails with ENOSPC. DiskBytes is that size in bytes (responses). Unset: the
+	// server's default (limits.disk in its configuration).
+	Disk      string `json:"disk,omitempty"`
+	DiskBytes int64  `json:"disk_bytes,omitempty"`
 }
 
 // CreateSandboxRequest is POST /api/v1/sandboxes. Every field is optional.
@@ -246,7 +294,7 @@ type ExecResult struct {
 	StderrTruncated bool   `json:"stderr_truncated,omitempty"`
 	TimedOut        bool   `json:"timed_out,omitempty"`
 	// Limit names the limit that ended or hurt the command, if one did: LimitTimeout,
-	// LimitMemory, LimitPids or LimitFileSize.
+	// LimitMemory, LimitPids, LimitFileSize or LimitDisk.
 	Limit string `json:"limit,omitempty"`
 	// Error says why the command could not start (exit code 126 or 127), or, with Limit,
 	// which limit it met and its value.
@@ -268,6 +316,9 @@ const (
 	// LimitFileSize: the command wrote past the sandbox's file size limit and SIGXFSZ
 	// ended it.
 	LimitFileSize = "file_size"
+	// LimitDisk: the sandbox's disk is full (its workspace and /tmp are at the disk limit):
+	// a write failed with ENOSPC.
+	LimitDisk = "disk"
 )
 
 // FileInfo describes a file in a sandbox's workspace.
@@ -292,8 +343,9 @@ type FileMkdirRequest struct {
 	Path string `json:"path"`
 	// Parents makes missing parents and accepts an existing directory, as mkdir -p.
 	Parents bool `json:"parents,omitempty"`
-	// Mode is the directory's octal permission ("755", the default; setgid and sticky
-	// too, as "2775"), set exactly: the sandbox's umask does not cut it.
+	// Mode is the directory's octal permission ("755", the default; sticky too, as
+	// "1775"; setuid and setgid are refused), set exactly: the sandbox's umask does not
+	// cut it.
 	Mode string `json:"mode,omitempty"`
 }
 

@@ -19,6 +19,8 @@ type AppStatus struct {
 	// LastOutput is the end (at most 4 KiB) of the previous run's combined stdout and
 	// stderr, with invalid UTF-8 replaced.
 	LastOutput string `json:"last_output,omitempty"`
+	// URL is the sandbox's own apps host, where the app is served.
+	URL string `json:"url,omitempty"`
 }
 
 // AppExit is how one run of the app ended.

@@ -47,10 +47,18 @@ type Registration struct {
 	RecoveryCodes []RecoveryCode
 }
 
-// Register creates an account with RecoveryCodeCount recovery codes. Errors: a bad
+// Register creates an account with RecoveryCodeCount recovery codes, whatever the
+// registration mode (the first admin, an admin's tools); the public page uses
+// [Service.SignUp]. Errors: a bad
 // username or password ([errdefs.ErrInvalidArgument], saying what is wrong), a
 // taken username ([errdefs.ErrAlreadyExists]).
 func (s *Service) Register(ctx context.Context, req RegisterRequest) (*Registration, error) {
+	return s.register(ctx, req, nil)
+}
+
+// register is Register; redeem, when set, runs first in the transaction that makes the
+// account (using an invite) and returns what the audit event records of it.
+func (s *Service) register(ctx context.Context, req RegisterRequest, redeem func(*store.Tx) (string, error)) (*Registration, error) {
 	if err := CheckUsername(req.Username); err != nil {
 		return nil, err
 	}
@@ -71,13 +79,21 @@ func (s *Service) Register(ctx context.Context, req RegisterRequest) (*Registrat
 	codes, hashes := newRecoveryCodes()
 	var u store.User
 	err = s.st.Update(ctx, func(tx *store.Tx) error {
+		detail := map[string]any{"role": role, "ip": req.Client.Addr.String()}
+		if redeem != nil {
+			invite, err := redeem(tx)
+			if err != nil {
+				return err
+			}
+			detail["invite_id"] = invite
+		}
 		var err error
 		u, err = tx.CreateUser(ctx, store.User{Username: req.Username, PasswordHash: hash, Role: role, CreatedAt: s.now()}, hashes)
 		if err != nil {
 			return err
 		}
-		return tx.AppendAudit(ctx, s.audit(u.ID, "auth.register", u.ID,
-			map[string]any{"username": u.Username, "role": role, "ip": req.Client.Addr.String()}))
+		detail["username"] = u.Username
+		return tx.AppendAudit(ctx, s.audit(u.ID, "auth.register", u.ID, detail))
 	})
 	if errors.Is(err, errdefs.ErrAlreadyExists) {
 		return nil, fmt.Errorf("username %q is taken: choose another: %w", req.Username, errdefs.ErrAlreadyExists)
@@ -114,7 +130,8 @@ func (s *Service) Login(ctx context.Context, req LoginRequest) (*Session, error)
 
 // LoginToken checks a username and password exactly as [Service.Login] does (same
 // limits, same errors) and creates an API token named name instead of a session:
-// how the CLI signs in. A bad name is [errdefs.ErrInvalidArgument] and is refused
+// how the CLI signs in. The token has every scope the user may have and the default
+// lifetime. A bad name is [errdefs.ErrInvalidArgument] and is refused
 // before the password is checked, so it costs no attempt. The token is returned
 // only here; show it once.
 func (s *Service) LoginToken(ctx context.Context, req LoginRequest, name string) (Token, store.APIToken, error) {
@@ -122,13 +139,15 @@ func (s *Service) LoginToken(ctx context.Context, req LoginRequest, name string)
 	if err := checkTokenName(name); err != nil {
 		return "", store.APIToken{}, err
 	}
+	exp := s.now().Add(min(s.cfg.tokenDefaultTTL, s.cfg.tokenMaxTTL))
 	var (
 		tok  Token
 		info store.APIToken
 	)
 	err := s.signIn(ctx, req, "auth.token_login", func(tx *store.Tx, u store.User) error {
 		var err error
-		tok, info, err = s.createAPIToken(ctx, tx, u.ID, name)
+		// What the user may do: the CLI signs in to act as its user.
+		tok, info, err = s.createAPIToken(ctx, tx, u.ID, name, UserScopes(userOf(u)), exp)
 		return err
 	})
 	if err != nil {
@@ -142,7 +161,7 @@ func (s *Service) LoginToken(ctx context.Context, req LoginRequest, name string)
 // the same transaction that un-counts the attempt, rehashes an outdated hash and
 // audits action+".success". Failures audit action+".failure" / ".limited".
 func (s *Service) signIn(ctx context.Context, req LoginRequest, action string, grant func(*store.Tx, store.User) error) error {
-	att, err := s.reserve(ctx, s.limitKeys(req.Username, req.Client))
+	att, err := s.reserve(ctx, s.limitKeys(req.Username, req.Client), "")
 	if err != nil {
 		return s.limited(ctx, action+".limited", req.Username, req.Client, err)
 	}
@@ -171,7 +190,7 @@ func (s *Service) signIn(ctx context.Context, req LoginRequest, action string, g
 				return err
 			}
 		}
-		if err := att.succeeded(ctx, tx, u.Username); err != nil {
+		if err := att.succeeded(ctx, tx); err != nil {
 			return err
 		}
 		if err := grant(tx, u); err != nil {
@@ -197,7 +216,8 @@ func (s *Service) UserByID(ctx context.Context, id string) (User, error) {
 }
 
 // ChangePassword sets a new password for sess's user after checking the current
-// one, and signs out every other session of the user. A wrong current password is
+// one, signs out every other session of the user and revokes all of the user's API
+// tokens (whoever knew the old password may have made some). A wrong current password is
 // [ErrInvalidCredentials] and counts against the sign-in limits (a stolen session
 // must not become a free password oracle); a new password that breaks the policy
 // is [errdefs.ErrInvalidArgument].
@@ -205,7 +225,7 @@ func (s *Service) ChangePassword(ctx context.Context, sess *Session, current, ne
 	if err := CheckPasswordPolicy(sess.User.Username, next); err != nil {
 		return err
 	}
-	att, err := s.reserve(ctx, s.limitKeys(sess.User.Username, c))
+	att, err := s.reserve(ctx, s.limitKeys(sess.User.Username, c), "")
 	if err != nil {
 		return s.limited(ctx, "auth.password.limited", sess.User.Username, c, err)
 	}
@@ -233,10 +253,14 @@ func (s *Service) ChangePassword(ctx context.Context, sess *Session, current, ne
 		if err != nil {
 			return err
 		}
-		if err := att.succeeded(ctx, tx, u.Username); err != nil {
+		toks, err := tx.RevokeUserAPITokens(ctx, u.ID, s.now())
+		if err != nil {
+			return err
+		}
+		if err := att.succeeded(ctx, tx); err != nil {
 			return err
 		}
 		return tx.AppendAudit(ctx, s.audit(u.ID, "auth.password.change", u.ID,
-			map[string]any{"ip": c.Addr.String(), "sessions_revoked": n}))
+			map[string]any{"ip": c.Addr.String(), "sessions_revoked": n, "tokens_revoked": toks}))
 	})
 }

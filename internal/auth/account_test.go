@@ -181,6 +181,8 @@ func TestCorruptStoredHashIsAWrongPassword(t *testing.T) {
 	}
 }
 
+// TestLoginRateLimit: failures on one account from one address back off, doubling;
+// the account's owner at another address is not locked out.
 func TestLoginRateLimit(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
@@ -193,20 +195,40 @@ func TestLoginRateLimit(t *testing.T) {
 		if err := wrong("alice", home); err != ErrInvalidCredentials {
 			t.Fatalf("failure %d: %v", i+1, err)
 		}
-		e.clk.advance(time.Minute)
 	}
-	// The account bucket is full: even the right password, from another address, is refused.
-	_, err := e.svc.Login(ctx, LoginRequest{Username: "alice", Password: goodPassword, Client: other})
+	// The pair is throttled: the 6th attempt from home waits a second after the 5th.
 	var le *LimitedError
-	if !errors.As(err, &le) || !errors.Is(err, errdefs.ErrLimitExceeded) {
-		t.Fatalf("6th attempt: %v, want *LimitedError", err)
+	_, err := e.svc.Login(ctx, LoginRequest{Username: "alice", Password: goodPassword, Client: home})
+	if !errors.As(err, &le) || !errors.Is(err, errdefs.ErrLimitExceeded) || !strings.Contains(err.Error(), "try again in") {
+		t.Fatalf("6th attempt from the same address: %v, want *LimitedError saying when", err)
 	}
-	// First failure at t0, now t0+5m: it leaves the 15-minute window at t0+15m.
-	if le.RetryAfter <= 9*time.Minute || le.RetryAfter > 10*time.Minute+time.Second {
-		t.Errorf("RetryAfter = %v, want about 10m", le.RetryAfter)
+	if le.RetryAfter > 2*time.Second {
+		t.Errorf("first backoff %v, want about 1s", le.RetryAfter)
 	}
-	if !strings.Contains(err.Error(), "try again in") {
-		t.Errorf("message %q does not say when to retry", err)
+	// Alice, elsewhere, signs in at once.
+	if _, err := e.svc.Login(ctx, LoginRequest{Username: "alice", Password: goodPassword, Client: other}); err != nil {
+		t.Fatalf("the owner at another address: %v, want signed in", err)
+	}
+	// Each further failure doubles the wait: 1s, 2s, 4s, ... up to 15 minutes.
+	var waits []time.Duration
+	for range 14 {
+		e.clk.advance(le.RetryAfter)
+		if err := wrong("alice", home); err != ErrInvalidCredentials {
+			t.Fatalf("after waiting %v: %v", le.RetryAfter, err)
+		}
+		if err := wrong("alice", home); !errors.As(err, &le) {
+			t.Fatalf("right after a failure past the free ones: %v, want limited", err)
+		}
+		waits = append(waits, le.RetryAfter)
+	}
+	for i := 1; i < len(waits); i++ {
+		if waits[i] < waits[i-1] || waits[i] > 15*time.Minute+time.Second {
+			t.Errorf("waits %v: want doubling up to 15m", waits)
+			break
+		}
+	}
+	if last := waits[len(waits)-1]; last < 14*time.Minute {
+		t.Errorf("after 19 failures the wait is %v, want the 15m cap", last)
 	}
 	// Unknown and other accounts are limited separately.
 	if err := wrong("bob", home); err != ErrInvalidCredentials {
@@ -217,19 +239,15 @@ func TestLoginRateLimit(t *testing.T) {
 	if _, err := svc2.Login(ctx, LoginRequest{Username: "alice", Password: goodPassword, Client: home}); !errors.As(err, &le) {
 		t.Errorf("after restart: %v, want limited", err)
 	}
-	// It resets once the window has passed the first failure.
+	// A success from home after the wait clears the pair's failures: 5 free ones again.
 	e.clk.advance(le.RetryAfter)
 	if _, err := e.svc.Login(ctx, LoginRequest{Username: "alice", Password: goodPassword, Client: home}); err != nil {
-		t.Fatalf("after the window: %v", err)
+		t.Fatalf("after the wait: %v", err)
 	}
-	// A success clears the account's failures: 4 more failures are still allowed.
-	for i := range 4 {
+	for i := range 5 {
 		if err := wrong("alice", home); err != ErrInvalidCredentials {
 			t.Fatalf("failure %d after success: %v", i+1, err)
 		}
-	}
-	if err := wrong("alice", home); err != ErrInvalidCredentials {
-		t.Errorf("5th failure after success: %v, want still allowed", err)
 	}
 	if err := wrong("alice", home); !errors.As(err, &le) {
 		t.Errorf("6th failure after success: %v, want limited", err)
@@ -368,7 +386,7 @@ func TestAuditTrail(t *testing.T) {
 	reg := e.register(t, "alice")
 	sess := e.login(t, "alice")
 	_, _ = e.svc.Login(ctx, LoginRequest{Username: "alice", Password: "wrong password!", Client: home})
-	tok, info, err := e.svc.CreateAPIToken(ctx, reg.User.ID, "laptop")
+	tok, info, err := e.svc.CreateAPIToken(ctx, reg.User, TokenSpec{Name: "laptop"})
 	if err != nil {
 		t.Fatal(err)
 	}

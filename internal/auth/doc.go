@@ -9,12 +9,21 @@
 // The attacker is anyone who can reach the control plane over the network, and any
 // web page a logged-in user visits. We defend against:
 //
-//   - Online password guessing: failed logins are limited per account (5 per 15
-//     minutes) and per client address (20 per 15 minutes; IPv6 by /64), counted in
-//     the database so a restart does not reset them. An attempt is counted before
-//     its password is checked (and un-counted if it succeeds), so parallel requests
-//     get no extra guesses; a limited attempt is refused before any password is
-//     checked. Recovery-code attempts share these limits.
+//   - Online password guessing: failed logins on one account from one client address
+//     back off after 5 (each further attempt waits twice as long as the one before, up
+//     to 15 minutes), so guessing slows while the owner at another address still signs
+//     in; failed logins per address are limited whatever the account (20 per 15
+//     minutes; IPv6 by /64). Counts live in the database so a restart does not reset
+//     them. An attempt is counted before its password is checked (and un-counted if it
+//     succeeds), so parallel requests get no extra guesses; a limited attempt is
+//     refused before any password is checked. Recovery-code attempts share these
+//     limits. New passwords on a list of common and breached passwords, or made of
+//     repeats or sequences, are refused.
+//   - Registration floods: the public page registers by the configured mode (open,
+//     invite codes, closed) and at most 10 attempts per address an hour.
+//   - A stolen API token: tokens expire (30 days by default), hold only the scopes
+//     they were given, cannot mint broader or longer-lived tokens, and all die with a
+//     password change or an account recovery.
 //   - Account enumeration: an unknown username and a wrong password give the same
 //     error, and an unknown username still costs one Argon2id verification, so
 //     neither the answer nor its timing says whether the account exists.
@@ -35,10 +44,8 @@
 //
 // Not defended here: a compromised host or control-plane process (it sees
 // passwords as they arrive); an attacker who can read the user's cookie jar or the
-// CLI's token file; a user locked out for 15 minutes by someone failing logins on
-// their name on purpose (the price of per-account limiting; recovery codes and other
-// accounts are unaffected); traffic interception on plain http, which is only
-// intended for loopback; registration floods (rate-limit /register at the edge);
-// a client address spoofed through an untrusted X-Forwarded-For (the edge decides
+// CLI's token file; guessing at one account from very many addresses (each gets its
+// own backoff; the password list makes the guesses that work rare); traffic
+// interception on plain http, which is only intended for loopback; a client address spoofed through an untrusted X-Forwarded-For (the edge decides
 // which proxy to believe, see [ClientFromRequest]). Passkeys are not implemented yet.
 package auth

@@ -1,12 +1,14 @@
 package auth
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
@@ -39,35 +41,54 @@ func ClientFromRequest(r *http.Request) Client {
 // [errdefs.ErrLimitExceeded]; RetryAfter is when to try again (for Retry-After).
 type LimitedError struct {
 	RetryAfter time.Duration
+	// What was limited ("failed sign-in attempts"), for the message.
+	What string
 }
 
 func (e *LimitedError) Error() string {
-	return fmt.Sprintf("too many failed sign-in attempts: try again in %s", e.RetryAfter)
+	return fmt.Sprintf("too many %s: try again in %s", cmp.Or(e.What, "failed sign-in attempts"), e.RetryAfter)
 }
 
 // Unwrap places the error in the taxonomy.
 func (e *LimitedError) Unwrap() error { return errdefs.ErrLimitExceeded }
 
-// limitKey is one rate-limit bucket and its allowance per window.
+// limitKey is one rate-limit bucket. A window bucket allows limit attempts per window.
+// A backoff bucket allows limit attempts, then makes each further one wait twice as
+// long after the one before (backoffBase, doubling, at most backoffMax), counting
+// attempts within window.
 type limitKey struct {
-	key   string
-	limit int
+	key     string
+	limit   int
+	window  time.Duration
+	backoff bool
 }
 
-// limitKeys returns the buckets an attempt on username from c counts against. An
-// invalid username gets no account bucket (no such account can exist, and the
-// attacker-chosen string is not worth storing); the address bucket still counts.
+// Backoff of one (account, address) pair past its free attempts.
+const (
+	backoffBase   = time.Second
+	backoffMax    = 15 * time.Minute
+	backoffWindow = 24 * time.Hour
+)
+
+// limitKeys returns the buckets an attempt on username from c counts against: the pair
+// of the account and the address, with backoff, so that guessing at an account from one
+// address slows down without locking its owner out from theirs; and the address alone,
+// per window, which bounds guessing at many accounts from one address. An invalid
+// username gets no pair bucket (no such account can exist, and the attacker-chosen
+// string is not worth storing).
 func (s *Service) limitKeys(username string, c Client) []limitKey {
 	var keys []limitKey
 	if CheckUsername(username) == nil {
-		keys = append(keys, limitKey{accountKey(username), s.cfg.accountLimit})
+		keys = append(keys, limitKey{key: pairKey(username, c.Addr), limit: s.cfg.accountLimit, window: backoffWindow, backoff: true})
 	}
-	return append(keys, limitKey{"ip:" + addrKey(c.Addr), s.cfg.addressLimit})
+	return append(keys, limitKey{key: "ip:" + addrKey(c.Addr), limit: s.cfg.addressLimit, window: s.cfg.limitWindow})
 }
 
-// accountKey is the bucket of a (valid) username; usernames are ASCII, so
-// lowercasing matches the store's case-insensitive uniqueness.
-func accountKey(username string) string { return "user:" + strings.ToLower(username) }
+// pairKey is the bucket of a (valid) username tried from an address; usernames are
+// ASCII, so lowercasing matches the store's case-insensitive uniqueness.
+func pairKey(username string, a netip.Addr) string {
+	return "user:" + strings.ToLower(username) + "@" + addrKey(a)
+}
 
 // addrKey is the address bucket: an IPv4 address, or the /64 of an IPv6 address,
 // since one IPv6 client typically owns a whole /64.
@@ -82,36 +103,33 @@ func addrKey(a netip.Addr) string {
 	}
 }
 
-// attempt is a sign-in attempt counted against its buckets before the secret is
-// checked; success un-counts it.
+// attempt is an attempt counted against its buckets before the secret is checked;
+// success un-counts it.
 type attempt struct {
 	keys []limitKey
 	ids  []int64
 }
 
-// reserve counts an attempt against keys, or returns a *LimitedError when a bucket
-// is already full (a bucket allowing n attempts per window opens again one window
-// after its nth most recent one). Checking and counting happen in one write
-// transaction, so concurrent attempts cannot all pass the check before any is
-// counted: an attacker gets exactly n guesses however many requests are in flight.
-// The price: attempts still being checked count too, so more than n simultaneous
-// correct logins for one account (or address) see some refused.
-func (s *Service) reserve(ctx context.Context, keys []limitKey) (*attempt, error) {
+// reserve counts an attempt against keys, or returns a *LimitedError (saying what)
+// when a bucket is full. Checking and counting happen in one write transaction, so
+// concurrent attempts cannot all pass the check before any is counted: an attacker gets
+// exactly the allowance however many requests are in flight. The price: attempts still
+// being checked count too, so more simultaneous correct logins than the allowance see
+// some refused.
+func (s *Service) reserve(ctx context.Context, keys []limitKey, what string) (*attempt, error) {
 	now := s.now()
 	a := &attempt{keys: keys}
 	err := s.st.Update(ctx, func(tx *store.Tx) error {
 		var wait time.Duration
 		for _, k := range keys {
-			at, err := tx.NthLatestLoginAttempt(ctx, k.key, now.Add(-s.cfg.limitWindow), k.limit)
+			w, err := k.wait(ctx, tx, now)
 			if err != nil {
 				return err
 			}
-			if !at.IsZero() {
-				wait = max(wait, at.Add(s.cfg.limitWindow).Sub(now))
-			}
+			wait = max(wait, w)
 		}
 		if wait > 0 {
-			return &LimitedError{RetryAfter: wait.Truncate(time.Second) + time.Second}
+			return &LimitedError{RetryAfter: wait.Truncate(time.Second) + time.Second, What: what}
 		}
 		for _, k := range keys {
 			id, err := tx.RecordLoginAttempt(ctx, k.key, now)
@@ -128,15 +146,44 @@ func (s *Service) reserve(ctx context.Context, keys []limitKey) (*attempt, error
 	return a, nil
 }
 
-// succeeded un-counts a successful attempt inside tx and forgives the account's
-// earlier failures (the address's stay: they may be guesses at other accounts).
-func (a *attempt) succeeded(ctx context.Context, tx *store.Tx, username string) error {
+// wait is how long an attempt at now must wait for bucket k.
+func (k limitKey) wait(ctx context.Context, tx *store.Tx, now time.Time) (time.Duration, error) {
+	since := now.Add(-k.window)
+	if !k.backoff {
+		at, err := tx.NthLatestLoginAttempt(ctx, k.key, since, k.limit)
+		if err != nil || at.IsZero() {
+			return 0, err
+		}
+		return at.Add(k.window).Sub(now), nil
+	}
+	n, latest, err := tx.LoginAttemptStats(ctx, k.key, since)
+	if err != nil || n < k.limit {
+		return 0, err
+	}
+	delay := backoffMax
+	if over := n - k.limit; over < 20 {
+		delay = min(backoffMax, backoffBase<<over)
+	}
+	return latest.Add(delay).Sub(now), nil
+}
+
+// succeeded un-counts a successful attempt inside tx and forgives the earlier failures
+// of its account from its address (the address's own bucket keeps them: they may be
+// guesses at other accounts).
+func (a *attempt) succeeded(ctx context.Context, tx *store.Tx) error {
 	for _, id := range a.ids {
 		if err := tx.DeleteLoginAttempt(ctx, id); err != nil {
 			return err
 		}
 	}
-	return tx.ClearLoginAttempts(ctx, accountKey(username))
+	for _, k := range a.keys {
+		if k.backoff {
+			if err := tx.ClearLoginAttempts(ctx, k.key); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // failed records the audit event of a failed attempt (already counted) and returns
@@ -155,7 +202,15 @@ func (s *Service) limited(ctx context.Context, action, username string, c Client
 	if !errors.As(err, &le) {
 		return err
 	}
-	ev := s.audit("", action, auditName(username), map[string]any{"ip": c.Addr.String(), "reason": "rate limited"})
+	pass, suppressed := s.gate.pass(action+":"+addrKey(c.Addr), s.now())
+	if !pass {
+		return err
+	}
+	detail := map[string]any{"ip": c.Addr.String(), "reason": "rate limited"}
+	if suppressed > 0 {
+		detail["suppressed"] = suppressed
+	}
+	ev := s.audit("", action, auditName(username), detail)
 	if aerr := s.st.Update(ctx, func(tx *store.Tx) error { return tx.AppendAudit(ctx, ev) }); aerr != nil {
 		return aerr
 	}
@@ -180,6 +235,53 @@ func (s *Service) Cleanup(ctx context.Context) error {
 	if _, err := s.st.DeleteExpiredSessions(ctx, now, now.Add(-s.cfg.idleTimeout)); err != nil {
 		return err
 	}
-	_, err := s.st.PruneLoginAttempts(ctx, now.Add(-s.cfg.limitWindow))
+	_, err := s.st.PruneLoginAttempts(ctx, now.Add(-max(s.cfg.limitWindow, s.cfg.registerWindow, backoffWindow)))
 	return err
+}
+
+// eventGate bounds the events of refusals that anyone may provoke without signing in:
+// per key (what and from which address) at most one event per gateEvery, the next one
+// counting those left out. A flood of refused requests then writes a few rows a minute,
+// not one each.
+type eventGate struct {
+	mu   sync.Mutex
+	keys map[string]*gateEntry
+}
+
+type gateEntry struct {
+	at         time.Time
+	suppressed int
+}
+
+const (
+	gateEvery = 10 * time.Second
+	gateKeys  = 10_000 // entries kept before old ones are dropped
+)
+
+// pass says whether the event for key at now is written, and how many were left out
+// before it.
+func (g *eventGate) pass(key string, now time.Time) (bool, int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.keys == nil {
+		g.keys = map[string]*gateEntry{}
+	}
+	e, ok := g.keys[key]
+	if ok && now.Sub(e.at) < gateEvery {
+		e.suppressed++
+		return false, 0
+	}
+	if len(g.keys) >= gateKeys {
+		for k, old := range g.keys {
+			if now.Sub(old.at) >= gateEvery {
+				delete(g.keys, k)
+			}
+		}
+	}
+	n := 0
+	if ok {
+		n = e.suppressed
+	}
+	g.keys[key] = &gateEntry{at: now}
+	return true, n
 }

@@ -160,7 +160,8 @@ func NeedsRehash(encoded string, p Params) bool {
 }
 
 // CheckPasswordPolicy returns an [errdefs.ErrInvalidArgument] error saying what is
-// wrong with pw as a new password for username, or nil. It never echoes pw.
+// wrong with pw as a new password for username, or nil: too short or long, the
+// username, or guessable (see checkGuessable). It never echoes pw.
 func CheckPasswordPolicy(username string, pw Password) error {
 	s := string(pw)
 	switch {
@@ -173,7 +174,7 @@ func CheckPasswordPolicy(username string, pw Password) error {
 	case strings.EqualFold(strings.TrimSpace(s), username):
 		return fmt.Errorf("password must not be the username: %w", errdefs.ErrInvalidArgument)
 	}
-	return nil
+	return checkGuessable(s)
 }
 
 // CheckUsername returns an [errdefs.ErrInvalidArgument] error saying what is wrong

@@ -90,12 +90,23 @@ func TestPasswordPolicy(t *testing.T) {
 		wantMsg    string // empty: accepted
 	}{
 		{"good", "alice", goodPassword, ""},
-		{"exactly 12", "alice", "abcdefghijkl", ""},
+		{"exactly 12", "alice", "plum-kite-47", ""},
 		{"11 chars", "alice", "abcdefghijk", "too short"},
 		{"12 runes, more bytes", "alice", "ééééééééééé", "too short"},
-		{"unicode ok", "alice", "éééééééééééé", ""},
+		{"unicode ok", "alice", "café sur la plage", ""},
 		{"too long", "alice", Password(strings.Repeat("x", MaxPasswordLen+1)), "too long"},
-		{"max ok", "alice", Password(strings.Repeat("x", MaxPasswordLen)), ""},
+		{"max ok", "alice", Password(strings.Repeat("plum kite ", MaxPasswordLen/10) + "four"), ""},
+		{"all one character", "alice", "aaaaaaaaaaaa", "repeats"},
+		{"a short run repeated", "alice", "abcabcabcabc", "repeats"},
+		{"unicode repeated", "alice", "éééééééééééé", "repeats"},
+		{"few characters", "alice", "aabbaabbabab", "different characters"},
+		{"letters in sequence", "alice", "abcdefghijkl", "sequence"},
+		{"digits in sequence", "alice", "123456789012", "sequence"},
+		{"descending", "alice", "987654321098", "sequence"},
+		{"breached", "alice", "qwertyuiop123", "common and breached"},
+		{"breached, any case", "alice", "Password1234", "common"},
+		{"a word with digits", "alice", "baseball1987!", "digits or symbols around it"},
+		{"a dictionary word", "alice", "constitution", "common"},
 		{"equals username", "alice.longname", "alice.longname", "must not be the username"},
 		{"equals username ignoring case", "alice.longname", "ALICE.LONGNAME", "must not be the username"},
 		{"invalid utf-8", "alice", Password("abcdefghijkl\xff"), "UTF-8"},
@@ -111,7 +122,7 @@ func TestPasswordPolicy(t *testing.T) {
 			if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.wantMsg) {
 				t.Errorf("err = %v, want ErrInvalidArgument saying %q", err, tc.wantMsg)
 			}
-			if len(tc.pw) > 3 && strings.Contains(err.Error(), string(tc.pw)) {
+			if err != nil && len(tc.pw) > 3 && strings.Contains(err.Error(), string(tc.pw)) {
 				t.Errorf("error echoes the password: %v", err)
 			}
 		})

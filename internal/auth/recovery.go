@@ -99,7 +99,7 @@ type RecoverRequest struct {
 }
 
 // Recover consumes one of the user's recovery codes, sets the new password and
-// revokes all of the user's sessions, in one transaction. A wrong, used or
+// revokes all of the user's sessions and API tokens, in one transaction. A wrong, used or
 // malformed code and an unknown user are all [ErrInvalidCredentials] and count as
 // failed sign-in attempts; a new password that breaks the policy is
 // [errdefs.ErrInvalidArgument] (saying why) and counts as nothing.
@@ -107,7 +107,7 @@ func (s *Service) Recover(ctx context.Context, req RecoverRequest) error {
 	if err := CheckPasswordPolicy(req.Username, req.NewPassword); err != nil {
 		return err
 	}
-	att, err := s.reserve(ctx, s.limitKeys(req.Username, req.Client))
+	att, err := s.reserve(ctx, s.limitKeys(req.Username, req.Client), "")
 	if err != nil {
 		return s.limited(ctx, "auth.recovery.limited", req.Username, req.Client, err)
 	}
@@ -142,11 +142,15 @@ func (s *Service) Recover(ctx context.Context, req RecoverRequest) error {
 		if err != nil {
 			return err
 		}
-		if err := att.succeeded(ctx, tx, u.Username); err != nil {
+		toks, err := tx.RevokeUserAPITokens(ctx, u.ID, s.now())
+		if err != nil {
+			return err
+		}
+		if err := att.succeeded(ctx, tx); err != nil {
 			return err
 		}
 		return tx.AppendAudit(ctx, s.audit(u.ID, "auth.recovery.success", u.ID,
-			map[string]any{"ip": req.Client.Addr.String(), "sessions_revoked": n}))
+			map[string]any{"ip": req.Client.Addr.String(), "sessions_revoked": n, "tokens_revoked": toks}))
 	})
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return fail()

@@ -17,7 +17,7 @@ func TestSecretsNeverPrinted(t *testing.T) {
 	ctx := context.Background()
 	reg := e.register(t, "alice")
 	sess := e.login(t, "alice")
-	tok, _, err := e.svc.CreateAPIToken(ctx, reg.User.ID, "cli")
+	tok, _, err := e.svc.CreateAPIToken(ctx, reg.User, TokenSpec{Name: "cli"})
 	if err != nil {
 		t.Fatal(err)
 	}

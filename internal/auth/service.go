@@ -26,6 +26,12 @@ var (
 	ErrCSRF = fmt.Errorf("request refused by CSRF protection: reload the page and try again: %w", errdefs.ErrPermissionDenied)
 )
 
+// Token lifetimes unless configured (WithTokenLifetime).
+const (
+	DefaultTokenTTL = 30 * 24 * time.Hour
+	MaxTokenTTL     = 365 * 24 * time.Hour
+)
+
 // Service implements authentication on a store. It is safe for concurrent use.
 type Service struct {
 	st  *store.Store
@@ -39,6 +45,7 @@ type Service struct {
 	copProt *http.CrossOriginProtection
 
 	sessions sessionCache
+	gate     eventGate // bounds anonymous refusals' events
 }
 
 type config struct {
@@ -53,6 +60,13 @@ type config struct {
 	forceSecure    bool
 	trustedOrigins map[string]bool
 	log            *slog.Logger
+
+	tokenDefaultTTL time.Duration
+	tokenMaxTTL     time.Duration
+
+	registration   RegistrationMode
+	registerLimit  int
+	registerWindow time.Duration
 }
 
 // Option configures a Service.
@@ -70,10 +84,28 @@ func WithSessionLifetime(idle, absolute time.Duration) Option {
 	return func(c *config) { c.idleTimeout, c.absoluteTTL = idle, absolute }
 }
 
-// WithLoginLimits sets how many failed logins are allowed per account and per client
-// address within window (defaults 5, 20, 15 minutes).
+// WithLoginLimits sets how many failed logins one account may have from one client
+// address before each further one waits, doubling from a second up to 15 minutes
+// (default 5), and how many failed logins one address may have within window, whatever
+// the accounts (defaults 20, 15 minutes).
 func WithLoginLimits(perAccount, perAddress int, window time.Duration) Option {
 	return func(c *config) { c.accountLimit, c.addressLimit, c.limitWindow = perAccount, perAddress, window }
+}
+
+// WithRegistration sets who may register at the public page (default open; the
+// server passes its config's mode).
+func WithRegistration(m RegistrationMode) Option { return func(c *config) { c.registration = m } }
+
+// WithRegistrationLimit sets how many registrations one client address may attempt
+// within window (default 10 per hour).
+func WithRegistrationLimit(n int, window time.Duration) Option {
+	return func(c *config) { c.registerLimit, c.registerWindow = n, window }
+}
+
+// WithTokenLifetime sets an API token's default lifetime (default 30 days) and the
+// longest one a request may ask for (default 365 days).
+func WithTokenLifetime(def, max time.Duration) Option {
+	return func(c *config) { c.tokenDefaultTTL, c.tokenMaxTTL = def, max }
 }
 
 // WithSecureCookies makes cookies Secure and __Host- prefixed even on plain-http
@@ -107,6 +139,13 @@ func New(st *store.Store, opts ...Option) *Service {
 		limitWindow:    15 * time.Minute,
 		trustedOrigins: map[string]bool{},
 		log:            slog.Default(),
+
+		tokenDefaultTTL: DefaultTokenTTL,
+		tokenMaxTTL:     MaxTokenTTL,
+
+		registration:   RegistrationOpen,
+		registerLimit:  10,
+		registerWindow: time.Hour,
 	}
 	for _, o := range opts {
 		o(&c)

@@ -225,7 +225,7 @@ func TestAPITokens(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	alice, bob := e.register(t, "alice"), e.register(t, "bob")
-	tok, info, err := e.svc.CreateAPIToken(ctx, alice.User.ID, "  laptop CLI ")
+	tok, info, err := e.svc.CreateAPIToken(ctx, alice.User, TokenSpec{Name: "  laptop CLI "})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ func TestAPITokens(t *testing.T) {
 		}
 		return r
 	}
-	other, _, _ := e.svc.CreateAPIToken(ctx, bob.User.ID, "bob")
+	other, _, _ := e.svc.CreateAPIToken(ctx, bob.User, TokenSpec{Name: "bob"})
 	for _, tc := range []struct {
 		name, header, wantUser string
 	}{
@@ -283,11 +283,11 @@ func TestAPITokens(t *testing.T) {
 		t.Errorf("bob's token broken by revoking alice's: %v", err)
 	}
 	for _, name := range []string{"", strings.Repeat("n", 65), "tab\there"} {
-		if _, _, err := e.svc.CreateAPIToken(ctx, alice.User.ID, name); !errors.Is(err, errInvalid) {
+		if _, _, err := e.svc.CreateAPIToken(ctx, alice.User, TokenSpec{Name: name}); !errors.Is(err, errInvalid) {
 			t.Errorf("token name %q: %v", name, err)
 		}
 	}
-	if _, _, err := e.svc.CreateAPIToken(ctx, "no-such-user", "x"); !errors.Is(err, errNotFound) {
+	if _, _, err := e.svc.CreateAPIToken(ctx, User{ID: "no-such-user"}, TokenSpec{Name: "x"}); !errors.Is(err, errNotFound) {
 		t.Errorf("token for a missing user: %v", err)
 	}
 }

@@ -117,7 +117,7 @@ func BenchmarkProxyVsDirect(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, v := range []struct{ name, url string }{{"direct", f.direct.URL}, {"proxy", f.cp.URL}} {
+	for _, v := range []struct{ name, url string }{{"direct", f.direct.URL}, {"proxy", f.cp.AppURL}} {
 		b.Run(v.name, func(b *testing.B) {
 			b.SetParallelism(4)
 			b.RunParallel(func(pb *testing.PB) {

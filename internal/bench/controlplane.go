@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	agentpkg "github.com/paddockhq/paddock/internal/agent"
 	"github.com/paddockhq/paddock/internal/agent/welcome"
 	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/origins"
 	"github.com/paddockhq/paddock/internal/runner"
 	"github.com/paddockhq/paddock/internal/server"
 )
@@ -27,7 +29,9 @@ import (
 // runner configured under the environment's directory, serving HTTP on loopback, with one
 // registered user whose live and dev sandboxes run the default app (the welcome app).
 type ControlPlane struct {
-	URL    string
+	URL string
+	// AppURL is the user's live apps host, where the proxy serves the live sandbox's app.
+	AppURL string
 	Server *server.Server
 	// Client is the signed-in user's browser-like client: a cookie jar holding the session,
 	// keep-alive connections enough for every concurrent worker.
@@ -71,6 +75,9 @@ func (e *Env) StartControlPlane(ctx context.Context, log *slog.Logger) (cp *Cont
 	if err := cp.signUp(ctx, benchUser); err != nil {
 		return nil, err
 	}
+	if err := cp.handoff(ctx); err != nil {
+		return nil, err
+	}
 	if _, err := cp.waitApp(ctx, time.Minute); err != nil {
 		return nil, err
 	}
@@ -91,7 +98,8 @@ func (e *Env) runnerConfig(sub string) (runner.Config, error) {
 // a connection per worker kept idle between requests, a cookie jar.
 func newLoadClient() *http.Client {
 	jar, _ := cookiejar.New(nil)
-	tr := &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 128, IdleConnTimeout: time.Minute, DisableCompression: true}
+	tr := &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 128, IdleConnTimeout: time.Minute, DisableCompression: true,
+		DialContext: origins.DialLocalhost(&net.Dialer{Timeout: 30 * time.Second})}
 	return &http.Client{Jar: jar, Transport: tr, Timeout: time.Minute}
 }
 
@@ -116,7 +124,33 @@ func (cp *ControlPlane) signUp(ctx context.Context, username string) error {
 		return err
 	}
 	cp.CSRF = sess.CSRFToken
+	u, err := url.Parse(cp.URL)
+	if err != nil {
+		return err
+	}
+	cp.AppURL = "http://" + net.JoinHostPort(origins.Host{Kind: origins.KindLive, ID: sess.User.ID}.Label()+"."+origins.DefaultAppsDomain, u.Port())
 	return nil
+}
+
+// handoff signs the client in on the live apps host, as a browser's first visit does.
+func (cp *ControlPlane) handoff(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, "GET", cp.AppURL+"/", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "text/html")
+	resp, err := cp.Client.Do(req)
+	if err != nil {
+		return err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	for _, c := range cp.Client.Jar.Cookies(req.URL) {
+		if c.Name == origins.CookieName {
+			return nil
+		}
+	}
+	return fmt.Errorf("the handoff to %s set no cookie (it ended %s at %s)", cp.AppURL, resp.Status, resp.Request.URL)
 }
 
 // JSON sends a request with the session (and CSRF token) and decodes the answer into out
@@ -167,7 +201,7 @@ func (cp *ControlPlane) Promote(ctx context.Context) (api.Roles, error) {
 func (cp *ControlPlane) waitApp(ctx context.Context, limit time.Duration) (string, error) {
 	deadline := time.Now().Add(limit)
 	for {
-		sb, err := servedBy(ctx, cp.Client, cp.URL+"/api/info")
+		sb, err := servedBy(ctx, cp.Client, cp.AppURL+"/api/info")
 		if err == nil {
 			return sb, nil
 		}

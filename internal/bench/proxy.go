@@ -158,9 +158,9 @@ func (e *Env) ProxyLoadTable(ctx context.Context, o Options) (*Table, error) {
 	c := o.ProxyClients
 	err = interleave(rec, 1, o.ProxyRounds,
 		variant("direct", f.direct.URL+"/api/info", c),
-		variant("proxy", f.cp.URL+"/api/info", c),
+		variant("proxy", f.cp.AppURL+"/api/info", c),
 		variant("direct1", f.direct.URL+"/api/info", 1),
-		variant("proxy1", f.cp.URL+"/api/info", 1),
+		variant("proxy1", f.cp.AppURL+"/api/info", 1),
 	)
 	if err != nil {
 		return nil, err
@@ -176,8 +176,8 @@ func (e *Env) ProxyLoadTable(ctx context.Context, o Options) (*Table, error) {
 	t := &Table{
 		Title: "5. HTTP through the control plane's proxy against the app reached directly",
 		About: fmt.Sprintf("`GET /api/info` (a small JSON answer) of the welcome app, the app every sandbox runs by default. *Through the proxy*: "+
-			"a real control plane (server.New, serving on loopback) with one signed-in user; the request carries the session cookie and goes "+
-			"client → control plane (auth, role lookup) → proxy → tunnel over the sandbox's agent channel → agent → app inside the user's "+
+			"a real control plane (server.New, serving on loopback) with one signed-in user; the request goes to the user's live apps host "+
+			"with the cookie the handoff gave it: client → control plane (apps host, cookie and session, role lookup) → proxy → tunnel over the sandbox's agent channel → agent → app inside the user's "+
 			"live container sandbox. *Direct*: the same app code (welcome.Serve) on a host loopback port. The same Go HTTP client (keep-alive, "+
 			"a connection per worker) sends both, from the harness's process, which also hosts the control plane. Each round, %s concurrent "+
 			"clients send requests back to back for %s, and one client (C=1) does the same; the four variants are interleaved over %d rounds "+
@@ -271,7 +271,7 @@ func (e *Env) ProxyEchoTable(ctx context.Context, o Options) (*Table, error) {
 			return nil
 		}
 	}
-	err = interleave(rec, 1, o.ProxyRounds, variant("direct", f.direct.URL+"/ws/echo"), variant("proxy", f.cp.URL+"/ws/echo"))
+	err = interleave(rec, 1, o.ProxyRounds, variant("direct", f.direct.URL+"/ws/echo"), variant("proxy", f.cp.AppURL+"/ws/echo"))
 	if err != nil {
 		return nil, err
 	}
@@ -330,7 +330,7 @@ func (f *proxyFixture) promoteRound(ctx context.Context, c int, d, every time.Du
 		defer mu.Unlock()
 		return owners[g]
 	}
-	url := f.cp.URL + "/api/info"
+	url := f.cp.AppURL + "/api/info"
 	done := make(chan error, 1)
 	go func() {
 		if every == 0 {

@@ -69,6 +69,7 @@ type Broker struct {
 	decisions *prometheus.CounterVec
 	commits   *committer
 	denials   denyLimiter
+	grants    grantLimiter
 }
 
 // New returns a Broker deciding by p (nil: deny everything).
@@ -95,6 +96,15 @@ func (b *Broker) SetPolicy(p *Policy) {
 		p = &Policy{}
 	}
 	b.policy.Store(p)
+}
+
+// SetGrantLimit sets how many grants (resolves and renewals) one sandbox may have a
+// second, and at once after a quiet spell; zero keeps the default (5 and 50).
+func (b *Broker) SetGrantLimit(perSecond, burst int) { b.grants.set(perSecond, burst) }
+
+func (b *Broker) limitedError(action, capability string, wait time.Duration) error {
+	rate, _ := b.grants.limits()
+	return &LimitedError{Action: action, Capability: capability, Rate: int(rate), RetryAfter: wait}
 }
 
 type sandboxKey struct{}
@@ -148,6 +158,9 @@ func (b *Broker) Resolve(ctx context.Context, sandboxID, capability string) (Gra
 	c, why, ok := b.policy.Load().decide(capability, id.Username, id.Role)
 	if !ok {
 		return Grant{}, b.deny(ctx, id, sandboxID, d, fmt.Errorf("capability %s: %s: %w", capability, why, errdefs.ErrPermissionDenied))
+	}
+	if wait := b.grants.take(sandboxID, b.now()); wait > 0 {
+		return Grant{}, b.deny(ctx, id, sandboxID, d, b.limitedError(d.action, capability, wait))
 	}
 	var value []byte
 	var secret string
@@ -212,6 +225,9 @@ func (b *Broker) Renew(ctx context.Context, sandboxID, lease string) (Grant, err
 		}
 		return Grant{}, b.deny(ctx, id, sandboxID, d, fmt.Errorf("lease %s: capability %s: %s: %w", lease, l.Capability, why, errdefs.ErrPermissionDenied))
 	}
+	if wait := b.grants.take(sandboxID, b.now()); wait > 0 {
+		return Grant{}, b.deny(ctx, id, sandboxID, d, b.limitedError(d.action, l.Capability, wait))
+	}
 	now := b.now()
 	g := Grant{LeaseID: lease, Capability: l.Capability, Secret: l.SecretName, ExpiresAt: now.Add(c.ttl())}
 	d.allow, d.reason = true, "renewed for "+c.ttl().String()
@@ -255,6 +271,7 @@ func (b *Broker) Revoke(ctx context.Context, sandboxID, lease string) error {
 // as the sandbox goes.
 func (b *Broker) RevokeSandbox(ctx context.Context, sandboxID, reason string) {
 	var n int
+	b.grants.forget(sandboxID)
 	suppressed := b.denials.forget(sandboxID)
 	err := b.commits.write(func(tx *store.Tx) error {
 		if suppressed > 0 {
@@ -392,6 +409,10 @@ func (b *Broker) serve(w http.ResponseWriter, r *http.Request, do func(sandboxID
 		return
 	}
 	v, err := do(sb)
+	var le *LimitedError
+	if errors.As(err, &le) {
+		w.Header().Set("Retry-After", retryAfterSeconds(le.RetryAfter))
+	}
 	switch {
 	case err != nil:
 		api.WriteError(w, b.log, err)

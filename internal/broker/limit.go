@@ -1,8 +1,12 @@
 package broker
 
 import (
+	"fmt"
+	"strconv"
 	"sync"
 	"time"
+
+	"github.com/paddockhq/paddock/internal/errdefs"
 )
 
 // Denials are audited one by one only up to a rate per sandbox: a hostile sandbox asking
@@ -61,4 +65,95 @@ func (l *denyLimiter) forget(sandbox string) int {
 	}
 	delete(l.buckets, sandbox)
 	return b.suppressed
+}
+
+// Grants (resolves and renewals the policy allows) are limited per sandbox: each is a
+// lease row and an audit event committed to the control plane's database, and a sandbox
+// asking in a loop must not grow it without bound. Past the rate the request is refused
+// with 429 and Retry-After, and the refusal is a denial like any other (audited at the
+// denials' rate).
+const (
+	grantRate  = 5  // grants per second, per sandbox (default)
+	grantBurst = 50 // granted at once after a quiet spell (default)
+)
+
+// grantLimiter is a token bucket per sandbox for grants.
+type grantLimiter struct {
+	mu          sync.Mutex
+	rate, burst float64 // zero: the defaults
+	buckets     map[string]*grantBucket
+}
+
+// set changes the rate and burst (zero: the defaults).
+func (l *grantLimiter) set(rate, burst int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.rate, l.burst = float64(rate), float64(burst)
+}
+
+func (l *grantLimiter) limits() (rate, burst float64) {
+	if rate, burst = l.rate, l.burst; rate <= 0 {
+		rate = grantRate
+	}
+	if burst <= 0 {
+		burst = grantBurst
+	}
+	return rate, max(burst, 1)
+}
+
+type grantBucket struct {
+	tokens float64
+	last   time.Time
+}
+
+// take spends one grant of sandbox at now; when there is none left it returns how long
+// until there is.
+func (l *grantLimiter) take(sandbox string, now time.Time) (wait time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.buckets == nil {
+		l.buckets = map[string]*grantBucket{}
+	}
+	rate, burst := l.limits()
+	b, ok := l.buckets[sandbox]
+	if !ok {
+		b = &grantBucket{tokens: burst, last: now}
+		l.buckets[sandbox] = b
+	}
+	b.tokens = min(burst, b.tokens+now.Sub(b.last).Seconds()*rate)
+	b.last = now
+	if b.tokens < 1 {
+		return time.Duration((1 - b.tokens) / rate * float64(time.Second))
+	}
+	b.tokens--
+	return 0
+}
+
+// forget drops a sandbox's bucket.
+func (l *grantLimiter) forget(sandbox string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.buckets, sandbox)
+}
+
+// LimitedError is a grant refused by the per-sandbox rate. It matches
+// [errdefs.ErrLimitExceeded]; RetryAfter is for the Retry-After header.
+type LimitedError struct {
+	Action     string // resolve or renew
+	Capability string
+	Rate       int // grants a second allowed
+	RetryAfter time.Duration
+}
+
+func (e *LimitedError) Error() string {
+	return fmt.Sprintf("capability %s: %s refused: more than %d grants a second from this sandbox (broker_grants.per_second); try again in %s",
+		e.Capability, e.Action, e.Rate, e.RetryAfter.Round(time.Millisecond))
+}
+
+// Unwrap places the error in the taxonomy.
+func (e *LimitedError) Unwrap() error { return errdefs.ErrLimitExceeded }
+
+// retryAfterSeconds is d rounded up to whole seconds, at least 1.
+func retryAfterSeconds(d time.Duration) string {
+	return strconv.Itoa(max(1, int((d+time.Second-1)/time.Second)))
 }

@@ -37,6 +37,9 @@ func newSandboxAppCommand() *cobra.Command {
 // printApp writes the app's state in a few lines, its last output indented below.
 func printApp(w io.Writer, st api.AppStatus, now time.Time) {
 	fmt.Fprintf(w, "%s for %s, %d restarts\n", st.State, now.Sub(st.Since).Round(time.Second), st.Restarts)
+	if st.URL != "" {
+		fmt.Fprintf(w, "served at %s\n", st.URL)
+	}
 	if st.NextStart != nil {
 		fmt.Fprintf(w, "starts again in %s\n", st.NextStart.Sub(now).Round(100*time.Millisecond))
 	}

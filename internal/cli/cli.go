@@ -35,7 +35,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return fmt.Errorf("%s: %v (see %s --help): %w", c.CommandPath(), err, c.CommandPath(), errdefs.ErrInvalidArgument)
 	})
 	root.AddCommand(newRunCommand(&code), newServeCommand(), newVersionCommand(),
-		newLoginCommand(), newLogoutCommand(), newSandboxCommand(&code), newRolesCommand(), newPromoteCommand(), newSecretsCommand(), newPolicyCommand(&code))
+		newLoginCommand(), newLogoutCommand(), newSandboxCommand(&code), newRolesCommand(), newPromoteCommand(), newSecretsCommand(), newPolicyCommand(&code),
+		newTokenCommand(), newInviteCommand())
 	root.AddCommand(newHistoryCommands()...)
 	if err := root.Execute(); err != nil {
 		fmt.Fprintf(stderr, "paddock: %s\n", message(err))

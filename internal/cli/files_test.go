@@ -30,10 +30,10 @@ func TestSandboxFilesCommands(t *testing.T) {
 		return string(res.Stdout)
 	}
 
-	if out := mustRemote(t, "", "sandbox", "files", "mkdir", "-p", "-m", "2775", sb.ID, "src/pkg", "/workspace/lib"); out != "src/pkg\nlib\n" {
+	if out := mustRemote(t, "", "sandbox", "files", "mkdir", "-p", "-m", "1775", sb.ID, "src/pkg", "/workspace/lib"); out != "src/pkg\nlib\n" {
 		t.Errorf("mkdir: %q", out)
 	}
-	if out := sh("cd /workspace && ls -A && stat -c %a src/pkg lib"); out != "lib\nsrc\n2775\n2775\n" {
+	if out := sh("cd /workspace && ls -A && stat -c %a src/pkg lib"); out != "lib\nsrc\n1775\n1775\n" {
 		t.Errorf("after mkdir: %q", out)
 	}
 	wantFailure(t, "", `mkdir "lib": already exists`, "sandbox", "files", "mkdir", sb.ID, "lib")

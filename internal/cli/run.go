@@ -17,11 +17,11 @@ import (
 )
 
 type runFlags struct {
-	tier, runtime, workspace, memory, cpus, config, user string
-	pids                                                 int64
-	timeout                                              time.Duration
-	env                                                  []string
-	insecure, keep                                       bool
+	tier, runtime, workspace, memory, cpus, disk, config, user string
+	pids                                                       int64
+	timeout                                                    time.Duration
+	env                                                        []string
+	insecure, keep                                             bool
 }
 
 func newRunCommand(code *int) *cobra.Command {
@@ -55,6 +55,7 @@ it; 137 when the memory limit killed it; 125 when paddock itself could not run i
 	fl.StringVar(&f.memory, "memory", "", "memory limit, like 128M or 1.5G")
 	fl.StringVar(&f.cpus, "cpus", "", "CPU limit in CPUs, fractional (like 0.5)")
 	fl.Int64Var(&f.pids, "pids", 0, "limit on the number of processes")
+	fl.StringVar(&f.disk, "disk", "", "disk limit of the workspace and /tmp together, like 2G (a write past it fails with ENOSPC)")
 	fl.DurationVar(&f.timeout, "timeout", 0, "wall-clock limit, like 30s or 10m (exit status 124)")
 	fl.StringArrayVar(&f.env, "env", nil, "set an environment variable NAME=VALUE in the sandbox (repeatable)")
 	fl.BoolVar(&f.keep, "keep", false, "keep the sandbox after the command exits")
@@ -74,6 +75,11 @@ func (f *runFlags) spec(args []string) (runner.Spec, runner.Config, error) {
 	if f.memory != "" {
 		if spec.Limits.Memory, err = runner.ParseSize(f.memory); err != nil {
 			return spec, runner.Config{}, fmt.Errorf("--memory: %w", err)
+		}
+	}
+	if f.disk != "" {
+		if spec.Limits.Disk, err = runner.ParseSize(f.disk); err != nil {
+			return spec, runner.Config{}, fmt.Errorf("--disk: %w", err)
 		}
 	}
 	if f.cpus != "" {
@@ -119,6 +125,8 @@ func runCommand(c *cobra.Command, spec runner.Spec, cfg runner.Config, keep bool
 		fmt.Fprintf(stderr, "paddock: %d process(es) killed for running out of memory (limit %s)\n", res.OOMKills, res.Limits.Memory)
 	case res.StartError != "":
 		fmt.Fprintf(stderr, "paddock: %s\n", res.StartError)
+	case res.DiskFull:
+		fmt.Fprintf(stderr, "paddock: the sandbox's disk is full (limit %s): writes past it failed with ENOSPC\n", res.Limits.Disk)
 	}
 	if keep {
 		fmt.Fprintf(stderr, "paddock: kept sandbox %s\n", res.Sandbox)

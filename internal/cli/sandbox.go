@@ -122,11 +122,11 @@ func age(d time.Duration) string {
 }
 
 type createFlags struct {
-	name, tier, runtime, memory, build string
-	cpus                               float64
-	pids                               int64
-	port                               int
-	env                                []string
+	name, tier, runtime, memory, disk, build string
+	cpus                                     float64
+	pids                                     int64
+	port                                     int
+	env                                      []string
 }
 
 func newSandboxCreateCommand() *cobra.Command {
@@ -140,7 +140,7 @@ APP COMMAND serving on --port inside the sandbox.`,
 		RunE: func(c *cobra.Command, args []string) error {
 			req := api.CreateSandboxRequest{
 				Name: f.name, Tier: f.tier, Runtime: f.runtime, Env: f.env,
-				Limits: api.Limits{Memory: f.memory, CPUs: f.cpus, Pids: f.pids},
+				Limits: api.Limits{Memory: f.memory, CPUs: f.cpus, Pids: f.pids, Disk: f.disk},
 				App:    api.Template{Command: args, Port: f.port, Build: f.build},
 			}
 			if f.port != 0 && len(args) == 0 {
@@ -163,6 +163,7 @@ APP COMMAND serving on --port inside the sandbox.`,
 	fl.StringVar(&f.memory, "memory", "", "memory limit, like 512M or 1G")
 	fl.Float64Var(&f.cpus, "cpus", 0, "CPU limit in CPUs, fractional (like 0.5)")
 	fl.Int64Var(&f.pids, "pids", 0, "limit on the number of processes")
+	fl.StringVar(&f.disk, "disk", "", "disk limit of the workspace and /tmp together, like 2G (a write past it fails with ENOSPC)")
 	fl.StringArrayVar(&f.env, "env", nil, "environment variable NAME=VALUE for the sandbox's processes (repeatable)")
 	fl.IntVar(&f.port, "port", 0, "port the app command serves on inside the sandbox")
 	fl.StringVar(&f.build, "build", "", "label of the runtime build the app serves")

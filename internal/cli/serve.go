@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -58,6 +60,15 @@ func serve(c *cobra.Command, cfg server.Config, log *slog.Logger) error {
 		l.Close()
 		return err
 	}
+	if cfg.Metrics.Listen != "" {
+		_, stopMetrics, err := serveMetrics(cfg.Metrics.Listen, s.MetricsHandler(), log)
+		if err != nil {
+			s.Close()
+			l.Close()
+			return err
+		}
+		defer stopMetrics()
+	}
 	// SIGHUP reads the policy files again (Server.Reload logs what changed or failed).
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -84,4 +95,18 @@ func serve(c *cobra.Command, cfg server.Config, log *slog.Logger) error {
 		fmt.Fprintf(out, "\nFirst start: created the admin account %q with the password\n\n    %s\n\nIt is shown this once and stored only as a hash. Sign in at http://%s/login.\n\n", user, password, l.Addr())
 	}
 	return s.Serve(ctx, l)
+}
+
+// serveMetrics serves /metrics alone, without a token, on addr (metrics.listen), and
+// returns the address it listens on.
+func serveMetrics(addr string, h http.Handler, log *slog.Logger) (bound string, stop func(), err error) {
+	ml, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", nil, fmt.Errorf("metrics.listen %s: %v: %w", addr, err, errdefs.ErrUnavailable)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", h)
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+	go func() { _ = hs.Serve(ml) }()
+	return ml.Addr().String(), func() { hs.Close() }, nil
 }

@@ -256,3 +256,26 @@ func (c *Client) ListTokens(ctx context.Context) ([]api.Token, error) {
 func (c *Client) RevokeToken(ctx context.Context, id string) error {
 	return c.do(ctx, "DELETE", "/api/v1/tokens/"+url.PathEscape(id), nil, nil, http.StatusNoContent)
 }
+
+// CreateToken makes an API token; its secret is in the answer only.
+func (c *Client) CreateToken(ctx context.Context, req api.CreateTokenRequest) (api.Token, error) {
+	var t api.Token
+	return t, c.do(ctx, "POST", "/api/v1/tokens", req, &t, http.StatusCreated)
+}
+
+// ListInvites lists the registration invites (admins).
+func (c *Client) ListInvites(ctx context.Context) ([]api.Invite, error) {
+	var list api.InviteList
+	return list.Invites, c.do(ctx, "GET", "/api/v1/invites", nil, &list, http.StatusOK)
+}
+
+// CreateInvite makes a registration invite (admins); its code is in the answer only.
+func (c *Client) CreateInvite(ctx context.Context, req api.CreateInviteRequest) (api.Invite, error) {
+	var in api.Invite
+	return in, c.do(ctx, "POST", "/api/v1/invites", req, &in, http.StatusCreated)
+}
+
+// RevokeInvite revokes a registration invite (admins).
+func (c *Client) RevokeInvite(ctx context.Context, id string) error {
+	return c.do(ctx, "DELETE", "/api/v1/invites/"+url.PathEscape(id), nil, nil, http.StatusNoContent)
+}

@@ -414,7 +414,7 @@ func (f *Fleet) spec(rec store.Sandbox) runner.Spec {
 // limitsOf is a recorded sandbox's limits, as the runner takes them.
 func limitsOf(rec store.Sandbox) runner.Limits {
 	return runner.Limits{Memory: runner.Size(rec.MemoryBytes), CPUs: rec.CPUs, Pids: rec.Pids,
-		Tmp: runner.Size(rec.TmpBytes), FileSize: runner.Size(rec.FileSizeBytes)}
+		Tmp: runner.Size(rec.TmpBytes), FileSize: runner.Size(rec.FileSizeBytes), Disk: runner.Size(rec.DiskBytes)}
 }
 
 func (f *Fleet) agentKeys(id string) string {

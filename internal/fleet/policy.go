@@ -9,7 +9,7 @@ import (
 	"github.com/paddockhq/paddock/internal/store"
 )
 
-// ApplyLimits records l as sandbox id's memory, CPU, pids, tmp and file size limits (a
+// ApplyLimits records l as sandbox id's memory, CPU, pids, tmp, file size and disk limits (a
 // zero field keeps the sandbox's own), within the user's memory quota, and runs also in
 // the same transaction, so that a policy and the limits it sets are attached together or
 // not at all. The limits are the runner's from the sandbox's next start: a running
@@ -37,6 +37,9 @@ func (f *Fleet) ApplyLimits(ctx context.Context, c Caller, id string, l runner.L
 	if l.FileSize > 0 {
 		next.FileSizeBytes = int64(l.FileSize)
 	}
+	if l.Disk > 0 {
+		next.DiskBytes = int64(l.Disk)
+	}
 	if err := limitsOf(next).Validate("resources."); err != nil {
 		return rec, err
 	}
@@ -56,7 +59,7 @@ func (f *Fleet) ApplyLimits(ctx context.Context, c Caller, id string, l runner.L
 			}
 			if err := tx.AppendAudit(ctx, f.event(c, "sandbox.limits", id, map[string]any{
 				"memory_bytes": next.MemoryBytes, "cpus": next.CPUs, "pids": next.Pids,
-				"tmp_bytes": next.TmpBytes, "file_size_bytes": next.FileSizeBytes})); err != nil {
+				"tmp_bytes": next.TmpBytes, "file_size_bytes": next.FileSizeBytes, "disk_bytes": next.DiskBytes})); err != nil {
 				return err
 			}
 		}

@@ -95,8 +95,8 @@ func limits(rec *store.Sandbox, l api.Limits, defaultMemory runner.Size) error {
 	if l.Pids < 0 {
 		return invalid("limits.pids", "%d is negative", l.Pids)
 	}
-	if l.TmpBytes != 0 || l.FileSizeBytes != 0 {
-		return invalid("limits", "tmp_bytes and file_size_bytes are read-only; give limits.tmp and limits.file_size as sizes like 64M")
+	if l.TmpBytes != 0 || l.FileSizeBytes != 0 || l.DiskBytes != 0 {
+		return invalid("limits", "tmp_bytes, file_size_bytes and disk_bytes are read-only; give limits.tmp, limits.file_size and limits.disk as sizes like 64M")
 	}
 	tmp, err := optionalSize("limits.tmp", l.Tmp)
 	if err != nil {
@@ -106,7 +106,12 @@ func limits(rec *store.Sandbox, l api.Limits, defaultMemory runner.Size) error {
 	if err != nil {
 		return err
 	}
+	disk, err := optionalSize("limits.disk", l.Disk)
+	if err != nil {
+		return err
+	}
 	rec.MemoryBytes, rec.CPUs, rec.Pids, rec.TmpBytes, rec.FileSizeBytes = int64(mem), l.CPUs, l.Pids, int64(tmp), int64(fsize)
+	rec.DiskBytes = int64(disk)
 	return limitsOf(*rec).Validate("limits.")
 }
 

@@ -217,3 +217,20 @@ func (f *Fleet) RoleOf(ctx context.Context, userID, id string) (string, error) {
 	}
 	return "", nil
 }
+
+// HasRoles reports whether userID's standing sandboxes were ever made: an account that
+// has not yet asked for its app has none, and costs nothing.
+func (f *Fleet) HasRoles(ctx context.Context, userID string) (bool, error) {
+	if _, ok := f.cachedRoles(userID); ok {
+		return true, nil
+	}
+	roles, err := f.st.RolesOf(ctx, userID)
+	return roles.LiveID != "" || roles.DevID != "", err
+}
+
+func (f *Fleet) cachedRoles(userID string) (store.Roles, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r, ok := f.roles[userID]
+	return r, ok
+}

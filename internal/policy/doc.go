@@ -203,8 +203,9 @@
 // tmp (the size of the sandbox's /tmp, a tmpfs whose pages count as its memory) and
 // file_size (the largest file a command may write: RLIMIT_FSIZE, so a write past it fails
 // and SIGXFSZ ends the process that made it; files.max_file_size is the file API's own,
-// separate bound), exposed as [Resources] by [Policy.Resources]; applying them is the
-// runner's job.
+// separate bound) and disk (the sandbox's workspace and /tmp together on disk: a write past
+// it fails with ENOSPC), exposed as [Resources] by [Policy.Resources]; applying them is
+// the runner's job.
 //
 // # Loading
 //

@@ -258,7 +258,7 @@ func (l *loader) list(n *yaml.Node, field string) ([]item, error) {
 }
 
 func (l *loader) resources(n *yaml.Node, r *Resources) error {
-	return l.mapping(n, "resources", []string{"memory", "cpus", "pids", "timeout", "tmp", "file_size"}, func(key string, _, v *yaml.Node) error {
+	return l.mapping(n, "resources", []string{"memory", "cpus", "pids", "timeout", "tmp", "file_size", "disk"}, func(key string, _, v *yaml.Node) error {
 		field := "resources." + key
 		if v.Kind != yaml.ScalarNode {
 			return l.errf(v, field, "want a single value, got %s", describe(v))
@@ -318,6 +318,15 @@ func (l *loader) resources(n *yaml.Node, r *Resources) error {
 				return l.errf(v, field, "0B would forbid writing any file; leave file_size out for no limit")
 			}
 			r.FileSize = size
+		case "disk":
+			size, err := l.size(v, field)
+			if err != nil {
+				return err
+			}
+			if size == 0 {
+				return l.errf(v, field, "0B would leave no room for the workspace; leave disk out for the server's default")
+			}
+			r.Disk = size
 		}
 		return nil
 	})

@@ -30,11 +30,12 @@ resources:
   timeout: 10m
   tmp: 256M
   file_size: 1MiB
+  disk: 2G
 `
 
 func TestLoadExample(t *testing.T) {
 	p := mustLoad(t, example)
-	want := Resources{Memory: 1 << 30, CPUs: 2, Pids: 512, Timeout: 10 * time.Minute, Tmp: 256 << 20, FileSize: 1 << 20}
+	want := Resources{Memory: 1 << 30, CPUs: 2, Pids: 512, Timeout: 10 * time.Minute, Tmp: 256 << 20, FileSize: 1 << 20, Disk: 2 << 30}
 	if got := p.Resources(); got != want {
 		t.Errorf("Resources() = %+v, want %+v", got, want)
 	}
@@ -44,7 +45,7 @@ func TestLoadExample(t *testing.T) {
 	const summary = "shell: 3 deny patterns, 3 allowed prefixes; " +
 		"files: jail /workspace, 2 deny_write patterns, extensions .ts .tsx .css, max file size 100MiB; " +
 		"network: default deny, 3 allowed hosts, 1 denied host; " +
-		"resources: memory 1GiB, cpus 2, pids 512, timeout 10m0s, tmp 256MiB, file_size 1MiB"
+		"resources: memory 1GiB, cpus 2, pids 512, timeout 10m0s, tmp 256MiB, file_size 1MiB, disk 2GiB"
 	if got := p.Summary(); got != summary {
 		t.Errorf("Summary() =\n%s\nwant\n%s", got, summary)
 	}
@@ -109,6 +110,8 @@ func TestLoadErrors(t *testing.T) {
 		{"timeout negative", "resources:\n  timeout: -1m\n", `is not a positive duration`},
 		{"tmp not a size", "resources:\n  memory: 1G\n  tmp: lots\n", `:3: resources.tmp: "lots" is not a size`},
 		{"tmp zero", "resources:\n  tmp: 0\n", `:2: resources.tmp: 0B would make /tmp unlimited`},
+		{"disk zero", "resources:\n  disk: 0\n", `:2: resources.disk: 0B would leave no room`},
+		{"disk not a size", "resources:\n  disk: big\n", `:2: resources.disk: "big" is not a size`},
 		{"tmp a list", "resources:\n  tmp: [1M]\n", `:2: resources.tmp: want a single value, got a list`},
 		{"file_size negative", "resources:\n  file_size: -1\n", `:2: resources.file_size: "-1" is not a size`},
 		{"file_size zero", "resources:\n  file_size: 0k\n", `:2: resources.file_size: 0B would forbid writing any file`},

@@ -63,6 +63,9 @@ type Resources struct {
 	// FileSize is the largest file a command may write, in bytes (RLIMIT_FSIZE): a write
 	// past it fails, and the process that made it gets SIGXFSZ, which ends it.
 	FileSize int64
+	// Disk bounds the sandbox's workspace and /tmp together on disk, in bytes: a write past
+	// it fails with ENOSPC.
+	Disk int64
 }
 
 // Policy is a loaded policy file. It is immutable and safe for concurrent use; the zero
@@ -126,6 +129,9 @@ func (r Resources) summary() string {
 	}
 	if r.FileSize != 0 {
 		s = append(s, "file_size "+formatSize(r.FileSize))
+	}
+	if r.Disk != 0 {
+		s = append(s, "disk "+formatSize(r.Disk))
 	}
 	if len(s) == 0 {
 		return ""

@@ -69,8 +69,9 @@ func trimCookieName(s string) string {
 }
 
 // dropReservedSetCookies removes the Set-Cookie values that would set a reserved cookie
-// and returns the names it dropped. A value with no '=' counts under its whole first
-// segment as well as the empty name, since browsers disagree on which it sets.
+// in any spelling and returns the names it dropped. Browsers read a first segment with
+// no name ("=paddock_session=x") or no '=' as a nameless cookie and send its value back
+// as if it were "name=value", so the value is checked as a name too.
 func dropReservedSetCookies(h http.Header, reserved func(string) bool) []string {
 	vals := h.Values("Set-Cookie")
 	if len(vals) == 0 {
@@ -80,8 +81,10 @@ func dropReservedSetCookies(h http.Header, reserved func(string) bool) []string 
 	var dropped []string
 	for _, v := range vals {
 		first, _, _ := strings.Cut(v, ";")
-		if name := cookieName(first); reserved(name) || reserved(trimCookieName(first)) {
-			dropped = append(dropped, name)
+		nameless := strings.TrimLeftFunc(first, isCookieJunk)
+		if name := cookieName(first); reserved(name) || reserved(trimCookieName(first)) ||
+			reserved(cookieName(nameless)) || reserved(trimCookieName(nameless)) {
+			dropped = append(dropped, cookieName(nameless))
 			continue
 		}
 		kept = append(kept, v)
@@ -93,8 +96,28 @@ func dropReservedSetCookies(h http.Header, reserved func(string) bool) []string 
 	return dropped
 }
 
+// isCookieJunk is what parsers skip or treat as no name at a cookie's start.
+func isCookieJunk(r rune) bool { return r == '"' || r == '=' || unicode.IsSpace(r) }
+
+// canonicalCookieName is the name a cookie parser could read from name: trimmed of
+// whitespace, quotes and '=', in lower case, without the __Host- and __Secure- prefixes
+// (a sandbox must not set those spellings either).
+func canonicalCookieName(name string) string {
+	n := strings.ToLower(strings.TrimFunc(name, isCookieJunk))
+	for {
+		rest, ok := strings.CutPrefix(n, "__host-")
+		if !ok {
+			rest, ok = strings.CutPrefix(n, "__secure-")
+		}
+		if !ok {
+			return n
+		}
+		n = strings.TrimFunc(rest, isCookieJunk)
+	}
+}
+
 func (p *Proxy) isReserved(name string) bool {
-	return len(p.reserved) > 0 && p.reserved[lower(name)]
+	return len(p.reserved) > 0 && p.reserved[canonicalCookieName(name)]
 }
 
 // stampRequest tells the app which role and sandbox a request was routed to.

@@ -66,6 +66,9 @@ func (s *fakeSandbox) handler() http.Handler {
 	mux.HandleFunc("/cookies", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Add("Set-Cookie", sessionCookie+"=planted; Path=/; HttpOnly")
 		w.Header().Add("Set-Cookie", " "+roleCookie+" =dev; Path=/")
+		w.Header().Add("Set-Cookie", "="+sessionCookie+"=nameless; Path=/api/v1")
+		w.Header().Add("Set-Cookie", "__Host-"+strings.ToUpper(sessionCookie)+"=prefixed; Secure; Path=/")
+		w.Header().Add("Set-Cookie", "__Secure-"+roleCookie+"=dev; Secure")
 		w.Header().Add("Set-Cookie", "app=1; Path=/")
 		w.Header().Set("X-Paddock-Role", "spoofed")
 		w.Header().Set("X-Paddock-Sandbox", "spoofed")
@@ -194,6 +197,18 @@ func (r *testRouter) Route(_ context.Context, _, role string) (Target, int64, er
 	return Target{SandboxID: s.id, Role: role, Build: s.build, Dial: s.dial}, r.gen, nil
 }
 
+// RouteSandbox reaches one of the two sandboxes by ID, with the role it holds now.
+func (r *testRouter) RouteSandbox(_ context.Context, _, id string) (Target, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for role, s := range map[string]*fakeSandbox{api.RoleLive: r.live, api.RoleDev: r.dev} {
+		if s != nil && s.id == id {
+			return Target{SandboxID: s.id, Role: role, Build: s.build, Dial: s.dial}, nil
+		}
+	}
+	return Target{}, fmt.Errorf("no sandbox %s: %w", id, errdefs.ErrNotFound)
+}
+
 // swap promotes dev to live and returns the new generation.
 func (r *testRouter) swap() int64 {
 	r.mu.Lock()
@@ -210,7 +225,8 @@ func (r *testRouter) owner() (string, int64) {
 }
 
 // harness is a proxy behind a real HTTP server, as `paddock serve` would mount it: user
-// "u1", role from the role cookie.
+// "u1", role from the role cookie, or one sandbox by ID from X-Test-Sandbox (a sandbox's
+// own apps host).
 type harness struct {
 	t      testing.TB
 	router *testRouter
@@ -245,7 +261,7 @@ func newHarness(t testing.TB, o Options) *harness {
 		if c, err := r.Cookie(roleCookie); err == nil {
 			role = c.Value
 		}
-		p.Serve(w, r, Caller{UserID: "u1", Role: role})
+		p.Serve(w, r, Caller{UserID: "u1", Role: role, SandboxID: r.Header.Get("X-Test-Sandbox")})
 	}))
 	t.Cleanup(func() {
 		h.front.Close()

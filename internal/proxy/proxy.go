@@ -1,21 +1,22 @@
-// Package proxy is the control plane's role-aware reverse proxy: every authenticated path
-// that the control plane does not serve itself goes, over HTTP or WebSocket, to the app of
-// the sandbox that currently owns the caller's role (live or dev). The control plane never
-// answers those paths itself, so one sandbox owns the whole runtime of a role (ADR-0004).
+// Package proxy is the control plane's role-aware reverse proxy: every request to a user's
+// apps host (package origins) goes, over HTTP or WebSocket, to the app of the sandbox that
+// host names: the one that currently owns the user's role (live or dev), or one sandbox by
+// ID. The control plane never answers those requests itself, so one sandbox owns the whole
+// runtime of a host (ADR-0004).
 //
 // Promotion swaps a user's two role pointers. HTTP requests route once, at their start,
 // and finish where they began. WebSockets outlive a swap, so the proxy terminates them,
 // remembers the routing generation each was opened under, and closes the ones a swap left
 // behind with [api.CloseOwnerChanged]; the client reconnects and reaches the new owner.
 //
-// Threat model: the sandbox app is untrusted code that shares the user's origin. The proxy
-// keeps the user's credentials out of its reach (the control plane's session and role
-// cookies, Authorization, the CSRF token) and keeps it from planting them (a Set-Cookie
-// that names a reserved cookie is dropped: session fixation). Client-sent X-Paddock-* and
-// forwarding headers are dropped so that the app can trust the ones the proxy sets. Only
-// WebSocket upgrades pass (an h2c upgrade would escape per-request checks), only from this
-// origin or a trusted one (cross-site WebSocket hijacking), and an app's 101 to a plain
-// request is refused.
+// Threat model: the sandbox app is untrusted code on an origin of its own. The proxy
+// keeps the user's credentials out of its reach (paddock's cookies, Authorization, the
+// CSRF token) and keeps it from planting them (a Set-Cookie that names a reserved cookie,
+// in any spelling, is dropped: session fixation, cookie tossing). Client-sent X-Paddock-*
+// and forwarding headers are dropped so that the app can trust the ones the proxy sets.
+// Only WebSocket upgrades pass (an h2c upgrade would escape per-request checks), only from
+// the host's own origin or a trusted one (cross-site WebSocket hijacking), and an app's 101
+// to a plain request is refused.
 package proxy
 
 import (
@@ -23,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -56,10 +58,20 @@ type Router interface {
 	Route(ctx context.Context, userID, role string) (t Target, generation int64, err error)
 }
 
+// SandboxRouter resolves one sandbox of a user, for the hosts that serve a sandbox by ID
+// rather than by role. Target.Role is the role it holds now, "" for none. A Router that
+// is also a SandboxRouter serves [Caller.SandboxID].
+type SandboxRouter interface {
+	RouteSandbox(ctx context.Context, userID, sandboxID string) (Target, error)
+}
+
 // Caller is who the server authenticated, and the role they chose.
 type Caller struct {
 	UserID string
 	Role   string
+	// SandboxID, when set, sends the request to that sandbox of the user's, whatever
+	// role it holds; a promotion does not close its WebSockets.
+	SandboxID string
 }
 
 // Options configure a [Proxy]. The zero value works.
@@ -131,7 +143,7 @@ func New(r Router, o Options) (*Proxy, error) {
 	}
 	p := &Proxy{router: r, opts: o, log: o.Log, m: m, trusted: trusted, reserved: map[string]bool{}}
 	for _, c := range o.ReservedCookies {
-		p.reserved[lower(c)] = true
+		p.reserved[canonicalCookieName(c)] = true
 	}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.reg = newRegistry()
@@ -197,7 +209,7 @@ func (p *Proxy) check(r *http.Request, c Caller) error {
 		return fmt.Errorf("paddock is shutting down; retry shortly: %w", errdefs.ErrUnavailable)
 	case c.UserID == "":
 		return fmt.Errorf("proxy: no user: %w", errdefs.ErrUnauthenticated)
-	case c.Role != api.RoleLive && c.Role != api.RoleDev:
+	case c.SandboxID == "" && c.Role != api.RoleLive && c.Role != api.RoleDev:
 		return fmt.Errorf("role %q: want %s or %s: %w", clip(c.Role), api.RoleLive, api.RoleDev, errdefs.ErrInvalidArgument)
 	case r.Method == http.MethodConnect:
 		return errMethod
@@ -224,6 +236,9 @@ func infoFrom(ctx context.Context) *reqInfo {
 
 // route asks the Router for the caller's owner, once, at the start of the request.
 func (p *Proxy) route(r *http.Request, c Caller) (*reqInfo, int64, error) {
+	if c.SandboxID != "" {
+		return p.routeSandbox(r, c)
+	}
 	t, gen, err := p.router.Route(r.Context(), c.UserID, c.Role)
 	if err != nil {
 		return nil, 0, fmt.Errorf("the %s sandbox: %w", c.Role, err)
@@ -236,6 +251,27 @@ func (p *Proxy) route(r *http.Request, c Caller) (*reqInfo, int64, error) {
 	info := &reqInfo{caller: c, target: t, clientBuild: clientBuild(r)}
 	info.mismatch = p.checkMismatch(r.Context(), info)
 	return info, gen, nil
+}
+
+// routeSandbox routes to c.SandboxID. Its generation is the newest there can be: a
+// swap of roles does not move a sandbox's own host.
+func (p *Proxy) routeSandbox(r *http.Request, c Caller) (*reqInfo, int64, error) {
+	sr, ok := p.router.(SandboxRouter)
+	if !ok {
+		return nil, 0, fmt.Errorf("sandbox %s: this proxy routes by role only: %w", clip(c.SandboxID), errdefs.ErrNotFound)
+	}
+	t, err := sr.RouteSandbox(r.Context(), c.UserID, c.SandboxID)
+	if err != nil {
+		return nil, 0, fmt.Errorf("sandbox %s: %w", clip(c.SandboxID), err)
+	}
+	if t.SandboxID != c.SandboxID || t.Dial == nil {
+		return nil, 0, fmt.Errorf("router gave sandbox %q for %q with no way to reach it: %w", clip(t.SandboxID), clip(c.SandboxID), errdefs.ErrUnavailable)
+	}
+	c.Role = t.Role
+	p.dialers.Store(t.SandboxID, t.Dial)
+	info := &reqInfo{caller: c, target: t, clientBuild: clientBuild(r)}
+	info.mismatch = p.checkMismatch(r.Context(), info)
+	return info, math.MaxInt64, nil
 }
 
 // refuse answers err in the API's error shape and counts it.

@@ -174,6 +174,37 @@ func TestOwnerChangedClosesOldOwner(t *testing.T) {
 	}
 }
 
+// A sandbox's own host routes by ID: a swap of roles moves nothing there (its WebSockets
+// stay open, its answers say the role it holds now), and the sandbox's end closes them.
+func TestSandboxRoute(t *testing.T) {
+	h := newHarness(t, Options{})
+	ctx := t.Context()
+	bySandbox := func(id string) func(*websocket.DialOptions) {
+		return func(o *websocket.DialOptions) { o.HTTPHeader = http.Header{"X-Test-Sandbox": {id}} }
+	}
+	c := dialOK(t, h, "/ws", bySandbox("sb-live"))
+	h.p.OwnerChanged("u1", h.router.swap())
+	if id, err := who(ctx, c); err != nil || id != "sb-live" {
+		t.Fatalf("after a swap the sandbox's own WebSocket answered %q, %v; want sb-live, still open", id, err)
+	}
+	req := newRequest(t, "GET", h.front.URL+"/headers")
+	req.Header.Set("X-Test-Sandbox", "sb-live")
+	res := get(t, req)
+	res.Body.Close()
+	if res.Header.Get(api.HeaderSandbox) != "sb-live" || res.Header.Get(api.HeaderRole) != api.RoleDev {
+		t.Errorf("sb-live's host after the swap: sandbox %q role %q, want sb-live dev", res.Header.Get(api.HeaderSandbox), res.Header.Get(api.HeaderRole))
+	}
+	req = newRequest(t, "GET", h.front.URL+"/")
+	req.Header.Set("X-Test-Sandbox", "sb-nope")
+	if res := get(t, req); res.StatusCode != http.StatusNotFound {
+		t.Errorf("an unknown sandbox: %d, want 404", res.StatusCode)
+	}
+	h.p.SandboxGone("sb-live")
+	if ce := closeOf(t, c); ce.Code != api.CloseOwnerGone {
+		t.Errorf("closed with %v, want 4002", ce.Code)
+	}
+}
+
 // TestRegistrationRace: the WebSocket routes before the swap, and the swap's sweep runs
 // before it registers. It must still be closed with 4001.
 func TestRegistrationRace(t *testing.T) {

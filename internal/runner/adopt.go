@@ -48,9 +48,9 @@ func (r *Runner) Adopt(ctx context.Context, rec Record) (*Sandbox, error) {
 	}
 	sb := &Sandbox{
 		ID: rec.ID, Tier: rec.Tier, Limits: rec.Limits, backend: cs,
-		Workspace: filepath.Join(r.cfg.WorkspaceRoot, rec.User, "sandboxes", rec.ID),
-		History:   filepath.Join(r.cfg.WorkspaceRoot, rec.User, "history", rec.ID),
+		History: filepath.Join(r.cfg.WorkspaceRoot, rec.User, "history", rec.ID),
 	}
+	sb.Workspace, sb.disk = r.persistentWorkspace(rec.User, rec.ID)
 	sb.uid, sb.gid = r.sandboxUser(sb.Workspace)
 	pctx, cancel := context.WithTimeout(ctx, adoptTimeout)
 	defer cancel()

@@ -54,6 +54,12 @@ type Config struct {
 	Limits Limits `yaml:"limits"`
 	// MaxLimits caps what any request may ask for.
 	MaxLimits Limits `yaml:"max_limits"`
+	// DiskReserve is space on the workspaces' file system that no sandbox may take: a
+	// sandbox whose disk, with every other sandbox's disk full, would leave less free is
+	// refused (ErrLimitExceeded). It keeps room for the control plane's own data
+	// (paddock.db) when that shares the file system. Default: 1GiB or 5% of the file
+	// system, whichever is larger.
+	DiskReserve Size `yaml:"disk_reserve"`
 	// HostPorts are ports of every sandbox's loopback where the host serves (the control
 	// plane's services): set by the control plane, not by configuration. Where the tier
 	// allows it (container under runc) the host listens there itself, in the sandbox's
@@ -75,8 +81,14 @@ type Limits struct {
 	CPUs    float64       `yaml:"cpus"`
 	Pids    int64         `yaml:"pids"`
 	Timeout time.Duration `yaml:"timeout"`
-	// Tmp sizes the sandbox's /tmp.
+	// Tmp, when set, makes the sandbox's /tmp a tmpfs of this size, whose pages count as its
+	// memory (so it must be below Memory). Unset: /tmp is on the sandbox's disk (Disk), or,
+	// without one, a tmpfs of a quarter of its memory (at most 1GiB).
 	Tmp Size `yaml:"tmp"`
+	// Disk bounds the sandbox's workspace and /tmp together on disk: a file system image of
+	// this size, which the kernel fills no further (ENOSPC inside). A workspace given with
+	// --workspace is the user's own directory and is not counted.
+	Disk Size `yaml:"disk"`
 	// FileSize is the largest file a command in the sandbox may write (RLIMIT_FSIZE, set
 	// by the agent on every process it starts, not on itself).
 	FileSize Size `yaml:"file_size"`
@@ -145,6 +157,23 @@ func (l Limits) Validate(prefix string) error {
 		return invalidField(prefix+"tmp", "must not be negative")
 	case l.FileSize < 0:
 		return invalidField(prefix+"file_size", "must not be negative")
+	case l.Disk < 0:
+		return invalidField(prefix+"disk", "must not be negative")
+	case l.Disk != 0 && l.Disk < MinDisk:
+		return invalidField(prefix+"disk", "%s is below the smallest disk (%s)", l.Disk, Size(MinDisk))
+	}
+	return nil
+}
+
+// MinDisk is the smallest disk limit: what an ext4 image needs for its own metadata and a
+// small workspace.
+const MinDisk = 64 << 20
+
+// checkTmp refuses a /tmp that would not fit in memory: a tmpfs's pages are the sandbox's
+// memory, so filling it would leave commands (and the agent) nothing.
+func (l Limits) checkTmp() error {
+	if l.Tmp > 0 && l.Memory > 0 && l.Tmp >= l.Memory {
+		return invalidField("tmp", "%s is not below the memory limit (%s): /tmp is a tmpfs whose pages count as memory; ask for less, or leave tmp out to put /tmp on the sandbox's disk", l.Tmp, l.Memory)
 	}
 	return nil
 }
@@ -163,6 +192,8 @@ func (l Limits) Over(max Limits) error {
 		return limitField("timeout", "%s is over the maximum %s", l.Timeout, max.Timeout)
 	case over(float64(l.FileSize), float64(max.FileSize)):
 		return limitField("file_size", "%s is over the maximum %s", l.FileSize, max.FileSize)
+	case over(float64(l.Disk), float64(max.Disk)):
+		return limitField("disk", "%s is over the maximum %s", l.Disk, max.Disk)
 	}
 	return nil
 }
@@ -187,6 +218,9 @@ func (l Limits) Or(d Limits) Limits {
 	if l.FileSize == 0 {
 		l.FileSize = d.FileSize
 	}
+	if l.Disk == 0 {
+		l.Disk = d.Disk
+	}
 	return l
 }
 
@@ -205,7 +239,7 @@ func DefaultConfig() Config {
 		StateDir:   "/run/paddock",
 		SandboxUID: 1000,
 		SandboxGID: 1000,
-		Limits:     Limits{Memory: 1 << 30, Pids: 1024},
+		Limits:     Limits{Memory: 1 << 30, Pids: 1024, Disk: 4 << 30},
 	}
 }
 
@@ -279,6 +313,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Limits.Validate("limits."); err != nil {
 		return err
+	}
+	if c.DiskReserve < 0 {
+		return invalidField("disk_reserve", "must not be negative")
 	}
 	return c.MaxLimits.Validate("max_limits.")
 }

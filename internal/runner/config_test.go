@@ -61,7 +61,7 @@ func TestLimitsValidate(t *testing.T) {
 	}{
 		{Limits{Memory: -1}, "memory"}, {Limits{Memory: 1 << 10}, "memory"}, {Limits{CPUs: -1}, "cpus"},
 		{Limits{CPUs: 0.001}, "cpus"}, {Limits{Pids: 2}, "pids"}, {Limits{Timeout: -time.Second}, "timeout"}, {Limits{Tmp: -1}, "tmp"},
-		{Limits{FileSize: -1}, "file_size"},
+		{Limits{FileSize: -1}, "file_size"}, {Limits{Disk: -1}, "disk"}, {Limits{Disk: 1 << 20}, "disk"},
 	}
 	for _, tt := range bad {
 		err := tt.l.Validate("--")
@@ -293,3 +293,19 @@ func (nopBackend) OOMKills() (uint64, error)         { return 0, nil }
 func (nopBackend) Cgroup() string                    { return "" }
 func (nopBackend) LastError() string                 { return "" }
 func (nopBackend) Destroy(ctx context.Context) error { return nil }
+
+// TestTmpWithinMemory: a /tmp tmpfs must be below the memory limit its pages count against
+// (a 1GiB /tmp in a 512MiB sandbox let a full /tmp kill the agent); without a size of its
+// own, /tmp takes no memory to ask for.
+func TestTmpWithinMemory(t *testing.T) {
+	r := New(Config{Limits: Limits{Memory: 512 << 20}}, slog.New(slog.DiscardHandler))
+	_, err := r.limits(Limits{Tmp: 1 << 30}, UserConfig{})
+	if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.HasPrefix(err.Error(), "tmp: 1GiB is not below the memory limit (512MiB)") {
+		t.Errorf("a 1GiB /tmp in a 512MiB sandbox: %v, want refused naming tmp and memory", err)
+	}
+	for _, l := range []Limits{{Tmp: 128 << 20}, {}, {Tmp: 1 << 30, Memory: 2 << 30}} {
+		if _, err := r.limits(l, UserConfig{}); err != nil {
+			t.Errorf("limits %+v: %v", l, err)
+		}
+	}
+}

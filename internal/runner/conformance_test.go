@@ -117,6 +117,7 @@ func (h *harness) assertNothingLeft() {
 			t.Errorf("mount left behind: %s", f[1])
 		}
 	}
+	noDiskImages(t, h.cfg)
 }
 
 func TestOutputAndExitStatus(t *testing.T) {

@@ -36,6 +36,9 @@ type Result struct {
 	OOMKills uint64
 	// TimedOut is set when the timeout ended the run.
 	TimedOut bool
+	// DiskFull is set when the sandbox's disk limit was reached by the end of the run
+	// (Sandbox.DiskFull): a write past it failed with ENOSPC.
+	DiskFull bool
 	// StartError says why the command could not be started (Code is 126 or 127).
 	StartError string
 	// Sandbox is the sandbox the command ran in, and Limits what it ran under.
@@ -90,6 +93,7 @@ func (r *Runner) Run(ctx context.Context, spec Spec, stdio Stdio, keep bool) (re
 	status, err := attachMain(runCtx, pb.NewProcessClient(sb.Conn()), stdio)
 	r.log.Debug("main command ended", "sandbox", sb.ID, "err", err)
 	res.OOMKills, _ = sb.OOMKills()
+	res.DiskFull = sb.DiskFull()
 	switch {
 	case err == nil:
 		res.Code, res.Signal, res.StartError = int(status.GetExitCode()), int(status.GetSignal()), status.GetError()

@@ -89,7 +89,17 @@ type Sandbox struct {
 	History string
 	// uid and gid are the sandbox user's, which its commands run as (sandboxUser).
 	uid, gid uint32
+	// disk is the sandbox's disk image (disk.go), or nil.
+	disk *disk
+	// releaseIDs gives back the host id range a microVM's QEMU runs as, or is nil;
+	// hostUID and hostGID are QEMU's ids from it.
+	releaseIDs       func()
+	hostUID, hostGID uint32
 }
+
+// DiskFull reports whether the sandbox's disk limit is (nearly) reached: its disk image has
+// less than a 256th of its size left. False without a disk.
+func (s *Sandbox) DiskFull() bool { return s.disk.full() }
 
 // backend is what a tier's sandbox gives the runner.
 type backend interface {
@@ -110,6 +120,9 @@ type hostIDs interface {
 // table and its files show them: the sandbox user's own, or under runc with a user
 // namespace the ids of the sandbox's own range (container.Config.UserNS).
 func (s *Sandbox) HostUser() (uid, gid uint32) {
+	if s.hostUID != 0 {
+		return s.hostUID, s.hostGID
+	}
 	if h, ok := s.backend.(hostIDs); ok {
 		return h.HostIDs(s.uid, s.gid)
 	}
@@ -188,10 +201,13 @@ func (s *Sandbox) ForksRefused() (uint64, error) {
 // Destroy kills everything in the sandbox and removes what the runner made for it.
 func (s *Sandbox) Destroy(ctx context.Context) error {
 	err := s.backend.Destroy(ctx)
+	if s.releaseIDs != nil {
+		s.releaseIDs()
+	}
 	if s.removeWorkspace {
 		err = errors.Join(err, os.RemoveAll(s.Workspace))
 	}
-	return err
+	return errors.Join(err, s.disk.close())
 }
 
 // Create starts a sandbox for spec. A sandbox that fails half-way is torn down completely.
@@ -221,6 +237,7 @@ func (r *Runner) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 	}
 	sb := &Sandbox{ID: id, Tier: tier, Limits: limits}
 	if err := r.provision(spec, sb); err != nil {
+		_ = sb.disk.close()
 		return nil, err
 	}
 	r.log.Info("creating sandbox", "sandbox", sb.ID, "tier", tier, "user", spec.User, "workspace", sb.Workspace)
@@ -229,9 +246,13 @@ func (r *Runner) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 	}
 	sb.backend, err = r.start(ctx, spec, sb, agentBin)
 	if err != nil {
+		if sb.releaseIDs != nil {
+			sb.releaseIDs()
+		}
 		if sb.removeWorkspace {
 			_ = os.RemoveAll(sb.Workspace)
 		}
+		_ = sb.disk.close()
 		return nil, err
 	}
 	return sb, nil
@@ -258,7 +279,10 @@ func (r *Runner) start(ctx context.Context, spec Spec, sb *Sandbox, agentBin str
 			ID: sb.ID, Dir: dir, Workspace: sb.Workspace, History: sb.History, Agent: agentBin, UID: uid, GID: gid,
 			Env: containerEnv(spec.Env), Main: main, Limits: sb.Limits.container(), HostPorts: r.cfg.HostPorts,
 			CapabilityKeys: spec.CapabilityKeys, FileSizeLimit: int64(sb.Limits.FileSize),
-			UserNS: r.cfg.UserNS(),
+			UserNS: r.cfg.UserNS(), OwnWorkspace: spec.Workspace == "",
+		}
+		if sb.disk != nil && sb.Limits.Tmp == 0 {
+			cfg.Tmp = sb.disk.tmp()
 		}
 		return rt.Start(ctx, cfg)
 	case wire.TierProcess:
@@ -273,7 +297,15 @@ func (r *Runner) start(ctx context.Context, spec Spec, sb *Sandbox, agentBin str
 		if err != nil {
 			return nil, err
 		}
+		var hostUID, hostGID uint32
+		if spec.Workspace == "" && os.Geteuid() == 0 {
+			if hostUID, hostGID, err = r.qemuUser(dir, sb, uid, gid); err != nil {
+				return nil, err
+			}
+			sb.hostUID, sb.hostGID = hostUID, hostGID
+		}
 		cfg := microvm.Config{
+			HostUID: hostUID, HostGID: hostGID,
 			ID: sb.ID, Dir: dir, Workspace: sb.Workspace, Agent: agentBin, UID: uid, GID: gid,
 			Env: containerEnv(spec.Env), Main: main, Install: in, Accel: r.microvmAccel(ctx, in, agentBin, uid, gid),
 			CapabilityKeys: spec.CapabilityKeys, FileSizeLimit: int64(sb.Limits.FileSize),
@@ -282,6 +314,26 @@ func (r *Runner) start(ctx context.Context, spec Spec, sb *Sandbox, agentBin str
 		return microvm.Start(ctx, cfg)
 	}
 	return nil, fmt.Errorf("tier %s: %w", sb.Tier, errdefs.ErrUnavailable)
+}
+
+// qemuUser gives a microVM of a workspace of paddock's own a host id range, as a runc
+// sandbox has one: QEMU runs as the range's id for the sandbox user, which no host
+// account has and no other sandbox runs as, and the workspace is given to it, with the
+// guest's owners kept aside (microvm.PrepareWorkspace), so the guest's user stays uid. A
+// persistent sandbox asks for the range its workspace already belongs to.
+func (r *Runner) qemuUser(dir string, sb *Sandbox, uid, gid uint32) (uint32, uint32, error) {
+	var st syscall.Stat_t
+	_ = syscall.Lstat(sb.Workspace, &st)
+	base, release, err := container.ClaimIDRange(dir, st.Uid)
+	if err != nil {
+		return 0, 0, fmt.Errorf("the microVM's host user: %w", err)
+	}
+	sb.releaseIDs = release
+	hostUID, hostGID := container.SandboxHostID(base, uid), container.SandboxHostID(base, gid)
+	if err := microvm.PrepareWorkspace(sb.Workspace, hostUID, hostGID, uid, gid); err != nil {
+		return 0, 0, fmt.Errorf("workspace: %w", err)
+	}
+	return hostUID, hostGID, nil
 }
 
 // microvmAccel decides, once per Runner (and once per boot of the host, through
@@ -379,7 +431,7 @@ func (r *Runner) limits(asked Limits, uc UserConfig) (Limits, error) {
 	if err := l.Over(r.cfg.MaxLimits); err != nil {
 		return Limits{}, err
 	}
-	return l, nil
+	return l, l.checkTmp()
 }
 
 func validEnv(env []string) error {
@@ -391,11 +443,12 @@ func validEnv(env []string) error {
 	return nil
 }
 
-// sandboxUser is the user commands run as: the workspace's owner when that is not root
-// (their files stay theirs), the configured sandbox user otherwise.
+// sandboxUser is the user commands run as: the workspace's owner when that is a host user
+// other than root (their files stay theirs), the configured sandbox user otherwise (a
+// workspace of paddock's own is owned by its sandbox's range: see container.ownWorkspace).
 func (r *Runner) sandboxUser(workspace string) (uid, gid uint32) {
 	var st syscall.Stat_t
-	if err := syscall.Stat(workspace, &st); err == nil && st.Uid != 0 && st.Gid != 0 {
+	if err := syscall.Stat(workspace, &st); err == nil && st.Uid != 0 && st.Gid != 0 && !container.IsRangeID(st.Uid) {
 		return st.Uid, st.Gid
 	}
 	return r.cfg.SandboxUID, r.cfg.SandboxGID

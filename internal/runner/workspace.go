@@ -20,27 +20,93 @@ func (r *Runner) provision(spec Spec, sb *Sandbox) error {
 	if err != nil {
 		return err
 	}
+	uid, gid := r.cfg.SandboxUID, r.cfg.SandboxGID
 	if spec.Persistent {
 		if spec.Workspace != "" {
 			return fmt.Errorf("a persistent sandbox's workspace is paddock's own; --workspace cannot be given: %w", errdefs.ErrInvalidArgument)
 		}
-		sb.Workspace = filepath.Join(userDir, "sandboxes", sb.ID)
-		if err := r.makeWorkspace(sb.Workspace, true); err != nil {
-			return err
+		dir := filepath.Join(userDir, "sandboxes", sb.ID)
+		if r.withDisk(sb) && !r.legacyWorkspace(spec.User, sb.ID) {
+			if sb.disk, err = r.openDisk(spec.User, sb.ID, dir, sb.Limits.Disk, false, sb.Tier, uid, gid); err != nil {
+				return err
+			}
+			sb.Workspace = sb.disk.workspace()
+		} else {
+			sb.Workspace = dir
+			if err := r.makeWorkspace(sb.Workspace, true); err != nil {
+				return err
+			}
 		}
 		return r.makeHistory(userDir, sb)
 	}
+	dir := filepath.Join(userDir, "tmp", sb.ID)
 	if spec.Workspace != "" {
 		ws, err := r.checkWorkspace(spec.Workspace)
 		if err != nil {
 			return err
 		}
+		if err := r.checkEnterable(spec.Workspace, ws); err != nil {
+			return err
+		}
 		sb.Workspace = ws
+		// The user's directory is theirs, not counted; the container's /tmp is.
+		if r.withDisk(sb) && sb.Tier == wire.TierContainer {
+			sb.disk, err = r.openDisk(spec.User, sb.ID, dir, sb.Limits.Disk, true, sb.Tier, uid, gid)
+		}
+		return err
+	}
+	if r.withDisk(sb) {
+		if sb.disk, err = r.openDisk(spec.User, sb.ID, dir, sb.Limits.Disk, true, sb.Tier, uid, gid); err != nil {
+			return err
+		}
+		sb.Workspace = sb.disk.workspace()
 		return nil
 	}
-	sb.Workspace = filepath.Join(userDir, "tmp", sb.ID)
+	sb.Workspace = dir
 	sb.removeWorkspace = true
 	return r.makeWorkspace(sb.Workspace, false)
+}
+
+// withDisk says whether sb gets a disk image (disk.go): it has a disk limit, and this
+// process may mount one (root). Without root the limit is not enforced, and said so.
+func (r *Runner) withDisk(sb *Sandbox) bool {
+	if sb.Limits.Disk <= 0 {
+		return false
+	}
+	if os.Geteuid() != 0 {
+		r.log.Warn("DEGRADED: the disk limit is not enforced: mounting a sandbox's disk image needs root", "sandbox", sb.ID, "disk", sb.Limits.Disk)
+		return false
+	}
+	return true
+}
+
+// legacyWorkspace reports whether a persistent sandbox's workspace was made before disk
+// images: a directory with files in it and no image. It is used as it is, without a disk
+// limit.
+func (r *Runner) legacyWorkspace(user, id string) bool {
+	if _, err := os.Stat(r.diskImage(user, id)); err == nil {
+		return false
+	}
+	dir := filepath.Join(r.cfg.WorkspaceRoot, user, "sandboxes", id)
+	names, err := os.ReadDir(dir)
+	if err == nil && len(names) > 0 {
+		r.log.Warn("the sandbox's workspace predates disk images: no disk limit applies to it", "sandbox", id)
+		return true
+	}
+	return false
+}
+
+// persistentWorkspace is where a persistent sandbox's workspace is on the host, and its
+// disk (not mounted by this call) when it has one.
+func (r *Runner) persistentWorkspace(user, id string) (string, *disk) {
+	dir := filepath.Join(r.cfg.WorkspaceRoot, user, "sandboxes", id)
+	img := r.diskImage(user, id)
+	fi, err := os.Stat(img)
+	if err != nil {
+		return dir, nil
+	}
+	d := &disk{image: img, mount: dir, size: Size(fi.Size())}
+	return d.workspace(), d
 }
 
 // makeHistory makes the directory of the sandbox's workspace history,
@@ -96,11 +162,22 @@ func (r *Runner) RemoveWorkspace(user, id string) error {
 		return fmt.Errorf("workspace of %q/%q: %w", user, id, errdefs.ErrInvalidArgument)
 	}
 	dir := filepath.Join(r.cfg.WorkspaceRoot, user)
-	return errors.Join(os.RemoveAll(filepath.Join(dir, "sandboxes", id)), os.RemoveAll(filepath.Join(dir, "history", id)))
+	ws := filepath.Join(dir, "sandboxes", id)
+	// The image first: what is removed below must be the host's directory, not the
+	// image's files one by one.
+	if err := unmount(ws); err != nil {
+		return err
+	}
+	img := r.diskImage(user, id)
+	if err := os.Remove(img); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("disk: %w", err)
+	}
+	return errors.Join(os.RemoveAll(ws), os.RemoveAll(filepath.Join(dir, "history", id)))
 }
 
-// ProvisionUser creates <workspace_root>/<user>/{shared,tmp,sandboxes,history,vault} if
-// missing and returns the user's directory. vault is private to the host (0700): it is
+// ProvisionUser creates <workspace_root>/<user>/{shared,tmp,sandboxes,history,vault,disks}
+// if missing and returns the user's directory. disks (0700) holds the sandboxes' disk
+// images (disk.go). vault is private to the host (0700): it is
 // never mounted into a sandbox. history (0700) holds each sandbox's workspace history, of
 // which only a sandbox's own is mounted, where its commands cannot reach it.
 func (r *Runner) ProvisionUser(user string) (string, error) {
@@ -114,7 +191,7 @@ func (r *Runner) ProvisionUser(user string) (string, error) {
 	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return "", fmt.Errorf("provision workspace for %s: %w", user, err)
 	}
-	for sub, mode := range map[string]os.FileMode{"shared": 0o755, "tmp": 0o711, "sandboxes": 0o711, "history": 0o700, "vault": 0o700} {
+	for sub, mode := range map[string]os.FileMode{"shared": 0o755, "tmp": 0o711, "sandboxes": 0o711, "history": 0o700, "vault": 0o700, "disks": 0o700} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), mode); err != nil {
 			return "", fmt.Errorf("provision workspace for %s: %w", user, err)
 		}
@@ -147,6 +224,20 @@ func (r *Runner) checkWorkspace(dir string) (string, error) {
 		}
 	}
 	return abs, nil
+}
+
+// checkEnterable refuses a workspace of the host's root that others may not enter (mktemp
+// -d makes one, 0700): commands run as the configured sandbox user there (sandboxUser),
+// and the sandbox shows root's files as its agent's, never as its user's (a file the
+// command wrote would be stored as the host root's), so the command could not even start
+// in it. Said at the start, with the way out.
+func (r *Runner) checkEnterable(asked, dir string) error {
+	var st syscall.Stat_t
+	if err := syscall.Stat(dir, &st); err != nil || st.Uid != 0 || st.Mode&0o001 != 0 {
+		return nil
+	}
+	return fmt.Errorf("--workspace %s is root's and mode %04o: the sandbox's user (uid %d) could not enter it. Commands run as a workspace's owner unless that is root: give it to the user they should run as (chown -R %d:%d %s, or any non-root user), or pass a directory a non-root user owns: %w",
+		asked, st.Mode&0o7777, r.cfg.SandboxUID, r.cfg.SandboxUID, r.cfg.SandboxGID, asked, errdefs.ErrPermissionDenied)
 }
 
 // within reports whether p is dir or inside it.

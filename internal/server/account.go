@@ -1,11 +1,14 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/auth"
+	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
 	"github.com/paddockhq/paddock/internal/store"
 )
@@ -18,8 +21,9 @@ func (s *Server) listTokens(w http.ResponseWriter, r *http.Request, c fleet.Call
 		return err
 	}
 	out := api.TokenList{Tokens: []api.Token{}}
+	now := time.Now()
 	for _, t := range toks {
-		if t.RevokedAt.IsZero() {
+		if t.RevokedAt.IsZero() && now.Before(t.ExpiresAt) {
 			out.Tokens = append(out.Tokens, apiToken(t, ""))
 		}
 	}
@@ -32,7 +36,24 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request, c fleet.Cal
 	if err := api.DecodeJSON(w, r, &req, 4<<10); err != nil {
 		return err
 	}
-	tok, info, err := s.auth.CreateAPIToken(r.Context(), c.UserID, req.Name)
+	spec := auth.TokenSpec{Name: req.Name}
+	if req.Scopes != nil {
+		sc, err := auth.ScopesOf(req.Scopes)
+		if err != nil {
+			return err
+		}
+		spec.Scopes = sc
+	}
+	if req.ExpiresIn != "" {
+		d, err := time.ParseDuration(req.ExpiresIn)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("expires_in %q: want a positive duration like \"24h\" or \"90m\": %w", clipQuery(req.ExpiresIn), errdefs.ErrInvalidArgument)
+		}
+		spec.TTL = d
+	}
+	wc := webCaller(r)
+	spec.Parent = wc.Token
+	tok, info, err := s.auth.CreateAPIToken(r.Context(), wc.User, spec)
 	if err != nil {
 		return err
 	}
@@ -49,7 +70,12 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request, c fleet.Cal
 }
 
 func apiToken(t store.APIToken, secret string) api.Token {
-	out := api.Token{ID: t.ID, Name: t.Name, Prefix: t.Prefix, CreatedAt: t.CreatedAt, Secret: secret}
+	out := api.Token{ID: t.ID, Name: t.Name, Prefix: t.Prefix, CreatedAt: t.CreatedAt, Secret: secret,
+		Scopes: auth.TokenScopes(t).Strings()}
+	if !t.ExpiresAt.IsZero() {
+		exp := t.ExpiresAt
+		out.ExpiresAt = &exp
+	}
 	if !t.LastUsedAt.IsZero() {
 		used := t.LastUsedAt
 		out.LastUsedAt = &used
@@ -84,4 +110,67 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, c fleet.Caller) 
 	}
 	api.WriteJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// Registration invites (admins).
+
+func (s *Server) listInvites(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {
+	ins, err := s.auth.ListInvites(r.Context(), inviteAdmin(r, c))
+	if err != nil {
+		return err
+	}
+	out := api.InviteList{Invites: []api.Invite{}}
+	for _, in := range ins {
+		out.Invites = append(out.Invites, apiInvite(in, ""))
+	}
+	api.WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) createInvite(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {
+	var req api.CreateInviteRequest
+	if err := api.DecodeJSON(w, r, &req, 4<<10); err != nil {
+		return err
+	}
+	spec := auth.InviteSpec{Uses: req.Uses}
+	if req.ExpiresIn != "" {
+		d, err := time.ParseDuration(req.ExpiresIn)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("expires_in %q: want a positive duration like \"168h\": %w", clipQuery(req.ExpiresIn), errdefs.ErrInvalidArgument)
+		}
+		spec.TTL = d
+	}
+	code, in, err := s.auth.CreateInvite(r.Context(), inviteAdmin(r, c), spec)
+	if err != nil {
+		return err
+	}
+	api.WriteJSON(w, http.StatusCreated, apiInvite(in, code))
+	return nil
+}
+
+func (s *Server) revokeInvite(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {
+	if err := s.auth.RevokeInvite(r.Context(), inviteAdmin(r, c), r.PathValue("id")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// inviteAdmin is the caller as auth sees it, an admin only when acting as one (a
+// token needs scope admin, which the route already checked).
+func inviteAdmin(r *http.Request, c fleet.Caller) auth.User {
+	u := webCaller(r).User
+	if !c.Admin {
+		u.Role = store.RoleUser
+	}
+	return u
+}
+
+func apiInvite(in store.Invite, code string) api.Invite {
+	out := api.Invite{ID: in.ID, Prefix: in.Prefix, CreatedAt: in.CreatedAt, ExpiresAt: in.ExpiresAt, MaxUses: in.MaxUses, Uses: in.Uses, Code: code}
+	if !in.RevokedAt.IsZero() {
+		at := in.RevokedAt
+		out.RevokedAt = &at
+	}
+	return out
 }

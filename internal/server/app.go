@@ -9,6 +9,7 @@ import (
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
+	"github.com/paddockhq/paddock/internal/origins"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
 )
 
@@ -24,7 +25,9 @@ func (s *Server) appStatus(w http.ResponseWriter, r *http.Request, c fleet.Calle
 	if err != nil {
 		return fmt.Errorf("the app of sandbox %s: %w", r.PathValue("id"), errdefs.FromGRPC(err))
 	}
-	api.WriteJSON(w, http.StatusOK, appStatusOf(st))
+	out := appStatusOf(st)
+	out.URL = s.origins.URL(origins.Host{Kind: origins.KindApp, ID: r.PathValue("id")}, r.Host)
+	api.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 

@@ -70,7 +70,7 @@ func TestProxyWaitsForAStartingApp(t *testing.T) {
 			// The first request makes and starts the live sandbox; the later ones arrive
 			// while it waits for the app.
 			time.Sleep(time.Duration(i) * 400 * time.Millisecond)
-			resp := alice.Do("GET", "/", nil)
+			resp := alice.AppToken(alice.AppURL("live"), "GET", "/", nil)
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode != http.StatusOK {

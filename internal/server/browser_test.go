@@ -1,13 +1,16 @@
 package server_test
 
 import (
+	"bytes"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/browsertest"
+	"github.com/paddockhq/paddock/internal/server"
 	"github.com/paddockhq/paddock/internal/servertest"
 )
 
@@ -41,5 +44,75 @@ func TestBrowserNewcomer(t *testing.T) {
 	servertest.Decode(t, resp, http.StatusOK, &roles)
 	if roles.Live.ID != live || roles.Dev.ID != dev {
 		t.Errorf("the browser saw live=%s dev=%s; the API says live=%s dev=%s", live, dev, roles.Live.ID, roles.Dev.ID)
+	}
+}
+
+// staticServer is a sandbox app that serves /workspace's files by name (perl is in every
+// Debian system, as perl-base): the tests' stand-in for an agent-written site.
+const staticServer = `use IO::Socket::INET;
+$SIG{CHLD} = 'IGNORE';
+my $s = IO::Socket::INET->new(LocalPort => 8080, Listen => 64, ReuseAddr => 1) or die "listen: $!";
+while (1) {
+  my $c = $s->accept or next;
+  if (fork()) { close $c; next }
+  alarm 30;
+  my $req = <$c> // exit;
+  while (my $l = <$c>) { last if $l =~ /^\r?\n$/ }
+  my ($path) = $req =~ m{^\S+ /([^ ?]*)};
+  $path =~ s/[^A-Za-z0-9._-]//g;
+  my ($code, $type, $body) = ("404 Not Found", "text/plain", "not found\n");
+  if ($path eq "") { ($code, $body) = ("200 OK", "a static site\n") }
+  elsif (open(my $f, "<", "/workspace/$path")) { local $/; $body = <$f>; $code = "200 OK"; $type = "text/html" if $path =~ /\.html$/ }
+  print $c "HTTP/1.0 $code\r\nContent-Type: $type\r\nContent-Length: " . length($body) . "\r\nConnection: close\r\n\r\n$body";
+  close $c;
+  exit;
+}
+`
+
+// A hostile page served by a user's sandbox, in a real browser signed in as that user,
+// tries to read the control plane's pages, mint a token, open a WebSocket to it, reach
+// another user's apps host, frame the control plane and plant cookies: every attempt
+// fails (tests/browser/hostile.mjs judges each), and no token was minted.
+func TestBrowserHostilePage(t *testing.T) {
+	static := []string{"/usr/bin/perl", "-e", staticServer}
+	e := servertest.Start(t, func(c *server.Config) {
+		c.App = server.AppConfig{Command: static, Port: 8080, Build: "static"}
+	})
+	alice := e.Register(t, "alice")
+	bob := e.Register(t, "bob")
+	var roles, bobRoles api.Roles
+	alice.MustJSON("GET", "/api/v1/roles", nil, http.StatusOK, &roles)
+	bob.MustJSON("GET", "/api/v1/roles", nil, http.StatusOK, &bobRoles)
+	page, err := os.ReadFile(filepath.Join("..", "..", "tests", "browser", "hostile.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(c *servertest.Client, id, path string, body []byte) {
+		servertest.Decode(t, c.DoToken("PUT", "/api/v1/sandboxes/"+id+"/files/content?path="+path, bytes.NewReader(body)), http.StatusOK, nil)
+	}
+	put(alice, roles.Live.ID, "hostile.html", page)
+	put(bob, bobRoles.Live.ID, "bob-secret.txt", []byte("BOB-SECRET\n"))
+	var bobSession string
+	for _, c := range bob.HTTP.Jar.Cookies(mustURL(t, e.URL)) {
+		if c.Name == "paddock_session" {
+			bobSession = c.Value
+		}
+	}
+	env := map[string]string{
+		"BASE_URL": e.URL, "USERNAME": "alice", "PASSWORD": "correct horse battery alice",
+		"HOSTILE_URL": e.URL + "/hostile.html", "OTHER_HOST": alice.AppURL("dev"),
+		"BOB_LIVE": bob.AppURL("live"), "BOB_SESSION": bobSession,
+		"SANDBOX": roles.Live.ID, "PROTO": api.StreamProtocol,
+	}
+	if d := os.Getenv("SCREENSHOT_DIR"); d != "" {
+		env["SCREENSHOT_DIR"] = d
+	}
+	t.Log(browsertest.Run(t, "hostile", env))
+	var toks api.TokenList
+	servertest.Decode(t, alice.Do("GET", "/api/v1/tokens", nil), http.StatusOK, &toks)
+	for _, tok := range toks.Tokens {
+		if tok.Name != "tests" {
+			t.Errorf("a token %q was minted", tok.Name)
+		}
 	}
 }

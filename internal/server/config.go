@@ -2,19 +2,23 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/paddockhq/paddock/internal/agent"
+	"github.com/paddockhq/paddock/internal/auth"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
 	"github.com/paddockhq/paddock/internal/gateway"
+	"github.com/paddockhq/paddock/internal/origins"
 	"github.com/paddockhq/paddock/internal/runner"
 )
 
@@ -40,6 +44,15 @@ type Config struct {
 	// TrustedOrigins are origins besides the server's own whose pages may make
 	// state-changing requests and open WebSockets ("https://ide.example.com").
 	TrustedOrigins []string `yaml:"trusted_origins"`
+	// AppsDomain is the DNS name under which sandboxes' pages are served, one host per
+	// sandbox and per user's role (app-<sandbox>.<apps_domain>, live-<user>.<apps_domain>),
+	// never on the control plane's host (default localhost: browsers resolve every
+	// *.localhost to loopback). In a deployment, a wildcard DNS name of a site of its own.
+	AppsDomain string `yaml:"apps_domain"`
+	// PublicURL is the control plane's URL as browsers reach it ("https://paddock.example.com");
+	// app hosts use its scheme and port. Default: http://127.0.0.1 on the port requests
+	// come to. It must not be under apps_domain nor the same site.
+	PublicURL string `yaml:"public_url"`
 	// SecureCookies marks cookies Secure (and __Host-) even on plain HTTP: set it when
 	// a TLS-terminating proxy stands in front.
 	SecureCookies bool `yaml:"secure_cookies"`
@@ -57,6 +70,9 @@ type Config struct {
 	// BrokerPolicy is the secrets broker's policy file (capability → secret names; see
 	// package broker). Without one the broker denies every capability.
 	BrokerPolicy string `yaml:"broker_policy"`
+	// BrokerGrants limits the broker's grants (resolves and renewals) per sandbox; past
+	// it a sandbox gets 429 with Retry-After.
+	BrokerGrants BrokerGrantsConfig `yaml:"broker_grants"`
 	// Gateway configures the provider gateway: the LLM providers sandboxes reach through
 	// the host's services at /gateway/NAME/, with the platform's key added outside the
 	// sandbox (see package gateway). Without providers there is no gateway.
@@ -65,12 +81,47 @@ type Config struct {
 	// sandbox's egress obeys: with one, sandboxes reach the hosts it allows through the
 	// egress proxy (HTTP_PROXY); without one, they have no network at all.
 	NetworkPolicy string `yaml:"network_policy"`
+	// Registration is who may make an account at /register: open, invite (with a code
+	// from POST /api/v1/invites or `paddock invite create`) or closed. Default: open when
+	// listen is a loopback address, invite otherwise.
+	Registration string `yaml:"registration"`
+	// Tokens bounds API tokens' lifetimes.
+	Tokens TokensConfig `yaml:"tokens"`
+	// Metrics says who may read /metrics.
+	Metrics MetricsConfig `yaml:"metrics"`
 	// Policy is the default policy file (see package policy) of every sandbox that has no
 	// policy of its own and whose owner has none (<users_dir>/policies/<user>.yaml): its
 	// shell and file rules are enforced on the API's exec and file operations. Without one,
 	// such sandboxes have no rules. It is loaded, and its resources checked against
 	// max_limits, at start: a mistake stops the start with the line and field.
 	Policy string `yaml:"policy"`
+}
+
+// BrokerGrantsConfig is the broker's per-sandbox grant rate.
+type BrokerGrantsConfig struct {
+	// PerSecond is the steady rate (default 5).
+	PerSecond int `yaml:"per_second"`
+	// Burst is how many a quiet sandbox may have at once (default 50).
+	Burst int `yaml:"burst"`
+}
+
+// TokensConfig bounds API tokens' lifetimes, as Go durations ("720h").
+type TokensConfig struct {
+	// DefaultTTL is a new token's lifetime when its request asks for none (720h).
+	DefaultTTL time.Duration `yaml:"default_ttl"`
+	// MaxTTL is the longest lifetime a request may ask for (8760h).
+	MaxTTL time.Duration `yaml:"max_ttl"`
+}
+
+// MetricsConfig says who may read /metrics: a bearer API token of an admin with scope
+// admin, or the token in TokenFile (for a scraper).
+type MetricsConfig struct {
+	// TokenFile holds a bearer token (one line, at least 32 characters) that may read
+	// /metrics; an absolute path.
+	TokenFile string `yaml:"token_file"`
+	// Listen is a second address serving /metrics alone, without a token (a loopback or
+	// private address for a scraper); empty for none.
+	Listen string `yaml:"listen"`
 }
 
 // AppConfig is the default app template.
@@ -111,10 +162,16 @@ func LoadConfig(path, dataDir, listen string) (Config, error) {
 	if _, _, err := net.SplitHostPort(cfg.Listen); err != nil {
 		return cfg, fmt.Errorf("listen: %q is not host:port: %w", cfg.Listen, errdefs.ErrInvalidArgument)
 	}
+	if err := cfg.checkAccounts(); err != nil {
+		return cfg, err
+	}
 	if cfg.ServicesURL == "" {
 		cfg.ServicesURL = DefaultServicesURL
 	}
 	if err := checkServicesURL(cfg.ServicesURL); err != nil {
+		return cfg, err
+	}
+	if _, err := origins.New(cfg.Origins()); err != nil {
 		return cfg, err
 	}
 	rc, err := runner.LoadConfigFrom(cfg.Runner)
@@ -128,6 +185,40 @@ func LoadConfig(path, dataDir, listen string) (Config, error) {
 		}
 	}
 	return cfg, nil
+}
+
+// Origins is where the control plane and the apps hosts are.
+func (c Config) Origins() origins.Config {
+	return origins.Config{AppsDomain: c.AppsDomain, PublicURL: c.PublicURL}
+}
+
+// checkAccounts checks registration, tokens and metrics, and fills in the registration
+// mode's default.
+func (cfg *Config) checkAccounts() error {
+	mode, err := auth.ParseRegistrationMode(cfg.Registration, cfg.Listen)
+	if err != nil {
+		return err
+	}
+	cfg.Registration = string(mode)
+	t := cfg.Tokens
+	switch {
+	case t.DefaultTTL < 0 || t.MaxTTL < 0:
+		return fmt.Errorf("tokens: lifetimes must be positive: %w", errdefs.ErrInvalidArgument)
+	case t.DefaultTTL > 0 && t.DefaultTTL > cmp.Or(t.MaxTTL, auth.MaxTokenTTL):
+		return fmt.Errorf("tokens.default_ttl: %s is over tokens.max_ttl %s: %w", t.DefaultTTL, cmp.Or(t.MaxTTL, auth.MaxTokenTTL), errdefs.ErrInvalidArgument)
+	}
+	if cfg.BrokerGrants.PerSecond < 0 || cfg.BrokerGrants.Burst < 0 {
+		return fmt.Errorf("broker_grants: per_second and burst must not be negative: %w", errdefs.ErrInvalidArgument)
+	}
+	if f := cfg.Metrics.TokenFile; f != "" && !filepath.IsAbs(f) {
+		return fmt.Errorf("metrics.token_file: %q is not an absolute path: %w", f, errdefs.ErrInvalidArgument)
+	}
+	if l := cfg.Metrics.Listen; l != "" {
+		if _, _, err := net.SplitHostPort(l); err != nil {
+			return fmt.Errorf("metrics.listen: %q is not host:port: %w", l, errdefs.ErrInvalidArgument)
+		}
+	}
+	return nil
 }
 
 func decodeStrict(b []byte, v any) error {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/paddockhq/paddock/internal/agent"
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
@@ -26,7 +27,7 @@ const (
 	defaultExecTimeout = 60 * time.Second
 	maxExecTimeout     = 10 * time.Minute
 	defaultExecOutput  = 1 << 20
-	maxExecOutput      = 16 << 20
+	maxExecOutput      = agent.MaxExecuteOutput
 	// maxExecBody bounds an exec request: the command line plus its whole stdin.
 	maxExecBody = 8 << 20
 )

@@ -238,15 +238,19 @@ func missingField(name, example string) error {
 	return fmt.Errorf("%s: give a path in the workspace, e.g. %q: %w", name, example, errdefs.ErrInvalidArgument)
 }
 
-// dirMode parses a mkdir's octal mode: permission bits, setgid and sticky. "" is the
-// agent's default (755); 0 cannot be asked for, as the agent takes it for the default.
+// dirMode parses a mkdir's octal mode: permission bits and sticky. "" is the agent's
+// default (755); 0 cannot be asked for, as the agent takes it for the default. Setgid is
+// refused, as every set-id bit is in a sandbox (docs/security.md, host users).
 func dirMode(m string) (uint32, error) {
 	if m == "" {
 		return 0, nil
 	}
 	mode, err := strconv.ParseUint(m, 8, 32)
-	if err != nil || mode == 0 || mode&^0o3777 != 0 {
-		return 0, fmt.Errorf("mode %q: want an octal permission from 1 to 3777, like 755 (2000 is setgid, 1000 sticky): %w", m, errdefs.ErrInvalidArgument)
+	if err == nil && mode&0o6000 != 0 && mode&^0o7777 == 0 {
+		return 0, fmt.Errorf("mode %q: setuid and setgid are refused: no file in a sandbox may have them; want an octal permission from 1 to 1777, like 755 (1000 is sticky): %w", m, errdefs.ErrInvalidArgument)
+	}
+	if err != nil || mode == 0 || mode&^0o1777 != 0 {
+		return 0, fmt.Errorf("mode %q: want an octal permission from 1 to 1777, like 755 (1000 is sticky): %w", m, errdefs.ErrInvalidArgument)
 	}
 	return uint32(mode), nil
 }

@@ -57,11 +57,11 @@ func TestFileOps(t *testing.T) {
 
 	t.Run("mkdir", func(t *testing.T) {
 		var fi api.FileInfo
-		servertest.Decode(t, mkdirIn(alice, id, api.FileMkdirRequest{Path: "src/pkg", Parents: true, Mode: "2775"}), http.StatusOK, &fi)
-		if fi.Path != "src/pkg" || fi.Name != "pkg" || !fi.IsDir || fi.Mode != "2775" {
-			t.Errorf("mkdir -p src/pkg 2775: %+v", fi)
+		servertest.Decode(t, mkdirIn(alice, id, api.FileMkdirRequest{Path: "src/pkg", Parents: true, Mode: "1775"}), http.StatusOK, &fi)
+		if fi.Path != "src/pkg" || fi.Name != "pkg" || !fi.IsDir || fi.Mode != "1775" {
+			t.Errorf("mkdir -p src/pkg 1775: %+v", fi)
 		}
-		if out := shIn(t, alice, id, "ls /workspace/src; stat -c %a /workspace/src/pkg"); out != "pkg\n2775\n" {
+		if out := shIn(t, alice, id, "ls /workspace/src; stat -c %a /workspace/src/pkg"); out != "pkg\n1775\n" {
 			t.Errorf("after mkdir, ls and stat say %q", out)
 		}
 		servertest.Decode(t, mkdirIn(alice, id, api.FileMkdirRequest{Path: "/workspace/top"}), http.StatusOK, &fi)
@@ -70,9 +70,10 @@ func TestFileOps(t *testing.T) {
 		}
 		wantError(t, mkdirIn(alice, id, api.FileMkdirRequest{Path: "src/pkg"}), http.StatusConflict, "already exists")
 		servertest.Decode(t, mkdirIn(alice, id, api.FileMkdirRequest{Path: "src/pkg", Parents: true}), http.StatusOK, &fi)
-		if fi.Mode != "2775" {
+		if fi.Mode != "1775" {
 			t.Errorf("mkdir -p of an existing directory changed its mode: %+v", fi)
 		}
+		wantError(t, mkdirIn(alice, id, api.FileMkdirRequest{Path: "setgid", Mode: "2775"}), http.StatusBadRequest, "setuid and setgid are refused")
 		wantError(t, mkdirIn(alice, id, api.FileMkdirRequest{Path: "no/such"}), http.StatusNotFound, "not found")
 		shIn(t, alice, id, "echo x > /workspace/file")
 		wantError(t, mkdirIn(alice, id, api.FileMkdirRequest{Path: "file", Parents: true}), http.StatusConflict, "not a directory")

@@ -3,7 +3,6 @@ package server_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -86,12 +85,7 @@ func TestGatewayFromSandbox(t *testing.T) {
 		t.Fatalf("ledger in the store: %d %v, want 17 tokens", n, err)
 	}
 	// The metrics carry counts, never a key.
-	resp, err := http.Get(e.URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	body := e.Metrics(t)
 	if strings.Contains(string(body), platformKey) || !strings.Contains(string(body), `paddock_gateway_tokens_total`) {
 		t.Errorf("metrics: key present or no token counter")
 	}

@@ -21,7 +21,8 @@ import (
 )
 
 // Timeline events. A running sandbox's agent tells what happens to its workspace history
-// (checkpoints by any cause, restores, transactions, imports, compactions, a recovery);
+// (checkpoints by any cause, restores, transactions, imports, compactions, a recovery, a
+// checkpoint the size budget refused);
 // the control plane records each in its event store as an event of the sandbox's owner,
 // with the sandbox as target, so that the timeline is visible and coordinated here even
 // while the sandbox is stopped. It is coordination, not storage: the files and the
@@ -41,7 +42,7 @@ const (
 // historyKinds are the agent's event kinds the control plane records.
 var historyKinds = map[string]bool{
 	"checkpoint": true, "restore": true, "begin": true, "commit": true, "rollback": true,
-	"import": true, "compaction": true, "recovery": true,
+	"import": true, "compaction": true, "recovery": true, "budget": true,
 }
 
 // Bounds of what an event's detail carries.
@@ -195,7 +196,7 @@ func historyDetail(sandboxID string, ev *pb.HistoryEvent) map[string]any {
 		d["created"] = ev.GetCreated()
 	case "compaction":
 		d["compacted"], d["compacted_total"] = ev.GetCompacted(), ev.GetCompactedTotal()
-	case "recovery":
+	case "recovery", "budget":
 		put("note", ev.GetNote(), maxEventNote)
 	}
 	return d

@@ -159,12 +159,7 @@ func TestNothingLeaks(t *testing.T) {
 
 	// Now search: the metrics, then the database file (WAL included), which holds the
 	// audit log and the event store, and every log line.
-	mresp, err := http.Get(e.URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	metrics, _ := io.ReadAll(mresp.Body)
-	mresp.Body.Close()
+	metrics := []byte(e.Metrics(t))
 	record(metrics)
 	e.Stop(true)
 	dbBytes := readAll(t, filepath.Join(e.Config.Runner.DataDir, "paddock.db"), filepath.Join(e.Config.Runner.DataDir, "paddock.db-wal"))

@@ -12,13 +12,16 @@ import (
 // size limit are the command's own: the agent killed it, or SIGXFSZ ended it. Memory and
 // pids are the sandbox's cgroup's, whose counts of OOM kills and refused forks are read
 // before and after the command: a count that grew means the limit was met while it ran,
-// by it or by something beside it (the counts are the whole sandbox's).
+// by it or by something beside it (the counts are the whole sandbox's). The disk is full
+// or not: a command after which it is full met it (or found it so).
 
 // limitCounts are a sandbox's counts at one moment; a count that could not be read (a
 // kernel without it) is not known, and decides nothing.
 type limitCounts struct {
 	oom, forks           uint64
 	oomKnown, forksKnown bool
+	// diskFull: the sandbox's disk is (nearly) full (runner.Sandbox.DiskFull).
+	diskFull bool
 }
 
 func countLimits(sb *runner.Sandbox) limitCounts {
@@ -28,6 +31,7 @@ func countLimits(sb *runner.Sandbox) limitCounts {
 	c.oomKnown = err == nil
 	c.forks, err = sb.ForksRefused()
 	c.forksKnown = err == nil
+	c.diskFull = sb.DiskFull()
 	return c
 }
 
@@ -56,6 +60,8 @@ func limitHit(end commandEnd, before, after limitCounts, l runner.Limits) (limit
 		n := after.forks - before.forks
 		return api.LimitPids, "the sandbox's process limit" + value(l.Pids > 0, fmt.Sprint(l.Pids)) + " was hit: " +
 			count(n, "a fork was", "forks were") + " refused"
+	case after.diskFull:
+		return api.LimitDisk, "the sandbox's disk limit" + value(l.Disk > 0, l.Disk.String()) + " was reached: its workspace and /tmp are full, and writes fail with ENOSPC"
 	}
 	return "", ""
 }

@@ -43,7 +43,7 @@ func TestMicroVMThroughTheControlPlane(t *testing.T) {
 		t.Fatalf("live sandbox: %+v, want a running microvm", roles.Live)
 	}
 	// The proxy: the welcome app in the live guest says which sandbox and kernel it is.
-	resp := alice.Do("GET", "/api/info", nil)
+	resp := alice.App("GET", "/api/info", nil)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	var info struct{ Sandbox, Kernel string }

@@ -85,6 +85,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 	doc := loadOpenAPI(t)
 	types := map[string]any{
 		"User": api.User{}, "Credentials": api.Credentials{}, "Registration": api.Registration{},
+		"RegisterRequest": api.RegisterRequest{}, "CreateInviteRequest": api.CreateInviteRequest{}, "Invite": api.Invite{}, "InviteList": api.InviteList{},
 		"RecoverRequest": api.RecoverRequest{}, "Session": api.Session{}, "TokenRequest": api.TokenRequest{},
 		"CreateTokenRequest": api.CreateTokenRequest{}, "Token": api.Token{}, "TokenList": api.TokenList{},
 		"RoleRequest": api.RoleRequest{}, "Limits": api.Limits{}, "Template": api.Template{}, "Sandbox": api.Sandbox{},

@@ -224,6 +224,8 @@ func withinMax(r policy.Resources, max runner.Limits) error {
 		return over("tmp", runner.Size(r.Tmp).String(), max.Tmp.String())
 	case max.FileSize > 0 && r.FileSize > int64(max.FileSize):
 		return over("file_size", runner.Size(r.FileSize).String(), max.FileSize.String())
+	case max.Disk > 0 && r.Disk > int64(max.Disk):
+		return over("disk", runner.Size(r.Disk).String(), max.Disk.String())
 	}
 	return nil
 }
@@ -313,7 +315,10 @@ func policyLimits(l *api.Limits, r policy.Resources) error {
 	if err := policySize(&l.Tmp, r.Tmp, "tmp", over); err != nil {
 		return err
 	}
-	return policySize(&l.FileSize, r.FileSize, "file_size", over)
+	if err := policySize(&l.FileSize, r.FileSize, "file_size", over); err != nil {
+		return err
+	}
+	return policySize(&l.Disk, r.Disk, "disk", over)
 }
 
 // policySize makes a size limit of a create request (*l) the policy's (r, 0: none) when
@@ -561,7 +566,7 @@ func readPolicyBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 // resourceLimits are the runner's limits a policy's resources set; the timeout is not
 // among them: it bounds each exec, where the policy in force is read (inForce.timeout).
 func resourceLimits(r policy.Resources) runner.Limits {
-	return runner.Limits{Memory: runner.Size(r.Memory), CPUs: r.CPUs, Pids: r.Pids, Tmp: runner.Size(r.Tmp), FileSize: runner.Size(r.FileSize)}
+	return runner.Limits{Memory: runner.Size(r.Memory), CPUs: r.CPUs, Pids: r.Pids, Tmp: runner.Size(r.Tmp), FileSize: runner.Size(r.FileSize), Disk: runner.Size(r.Disk)}
 }
 
 func apiPolicy(rec store.Sandbox, in inForce) api.SandboxPolicy {

@@ -19,7 +19,8 @@ import (
 
 // servedBy asks the role's app who it is (the welcome app's /api/info names its sandbox).
 func servedBy(c *servertest.Client, hc *http.Client) (string, error) {
-	req, _ := http.NewRequest("GET", c.Base+"/api/info", nil)
+	c.Handoff(c.AppURL("live"))
+	req, _ := http.NewRequest("GET", c.AppURL("live")+"/api/info", nil)
 	resp, err := hc.Do(req)
 	if err != nil {
 		return "", err
@@ -42,7 +43,8 @@ func servedBy(c *servertest.Client, hc *http.Client) (string, error) {
 }
 
 func dialEcho(ctx context.Context, c *servertest.Client) (*websocket.Conn, string, error) {
-	ws, resp, err := websocket.Dial(ctx, c.Base+"/ws/echo", &websocket.DialOptions{HTTPClient: c.HTTP})
+	c.Handoff(c.AppURL("live"))
+	ws, resp, err := websocket.Dial(ctx, c.AppURL("live")+"/ws/echo", &websocket.DialOptions{HTTPClient: c.HTTP})
 	if err != nil {
 		return nil, "", err
 	}
@@ -140,7 +142,19 @@ func TestPromotionSingleOwnership(t *testing.T) {
 	alice.MustJSON("POST", "/auth/role", api.RoleRequest{Role: api.RoleDev}, http.StatusNoContent, nil)
 	var now api.Roles
 	alice.MustJSON("GET", "/api/v1/roles", nil, http.StatusOK, &now)
-	resp := alice.Do("GET", "/", nil)
+	// The control plane's / sends the browser to the dev entry point, which serves it.
+	noFollow := *alice.HTTP
+	noFollow.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	req, _ := http.NewRequest("GET", alice.Base+"/", nil)
+	resp, err := noFollow.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || loc != alice.AppURL("dev")+"/" {
+		t.Errorf("GET / with the dev role: %d to %q, want 303 to %s/", resp.StatusCode, loc, alice.AppURL("dev"))
+	}
+	resp = alice.AppAt(alice.AppURL("dev"), "GET", "/", nil)
 	resp.Body.Close()
 	if resp.Header.Get(api.HeaderRole) != "dev" || resp.Header.Get(api.HeaderSandbox) != now.Dev.ID {
 		t.Errorf("dev role: headers %q %q, want dev %s", resp.Header.Get(api.HeaderRole), resp.Header.Get(api.HeaderSandbox), now.Dev.ID)

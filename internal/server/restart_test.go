@@ -41,7 +41,7 @@ func TestRestartAdoptsSandboxes(t *testing.T) {
 		t.Errorf("adopted sandbox: %+v", res)
 	}
 	// The app in the adopted live sandbox still serves, through the new proxy.
-	resp := alice.Do("GET", "/api/info", nil)
+	resp := alice.App("GET", "/api/info", nil)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != 200 || resp.Header.Get(api.HeaderSandbox) != roles.Live.ID {

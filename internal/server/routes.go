@@ -7,12 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
-	"github.com/paddockhq/paddock/internal/proxy"
 )
 
 // errResponded tells the API wrapper that a handler wrote its own response (a stream, a
@@ -79,6 +76,9 @@ func (s *Server) routeTable() map[Route]apiHandler {
 		{"GET", "/api/v1/tokens"}:                                       s.listTokens,
 		{"POST", "/api/v1/tokens"}:                                      s.createToken,
 		{"DELETE", "/api/v1/tokens/{id}"}:                               s.revokeToken,
+		{"GET", "/api/v1/invites"}:                                      s.listInvites,
+		{"POST", "/api/v1/invites"}:                                     s.createInvite,
+		{"DELETE", "/api/v1/invites/{id}"}:                              s.revokeInvite,
 		{"GET", "/api/v1/events"}:                                       s.events,
 	}
 }
@@ -106,14 +106,16 @@ func (s *Server) routes() http.Handler {
 		}))
 	}
 	mux.HandleFunc("GET /healthz", s.healthz)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
+	mux.Handle("GET /metrics", s.metrics())
+	mux.HandleFunc("/auth/handoff", s.handoff)
 	mux.HandleFunc("/", s.app)
-	return s.instrument(mux)
+	return s.byHost(s.instrument(mux))
 }
 
 // api authenticates a request (session cookie, API token, or a capability token on the
 // routes that take one), applies CSRF protection to state-changing requests made with a
-// cookie, and runs h, route rt's handler.
+// cookie, checks an API token's scope (routeScope), and runs h, route rt's handler. A
+// token without scope admin acts as a plain user even for an admin.
 func (s *Server) api(rt Route, h apiHandler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if tok, ok := capabilityBearer(r); ok {
@@ -129,7 +131,12 @@ func (s *Server) api(rt Route, h apiHandler) http.Handler {
 			api.WriteError(w, s.log, err)
 			return
 		}
-		fc := fleet.Caller{UserID: c.User.ID, Username: c.User.Username, Admin: c.User.IsAdmin()}
+		if err := s.checkScope(r, c, routeScope(rt), rt.Method+" "+rt.Pattern); err != nil {
+			api.WriteError(w, s.log, err)
+			return
+		}
+		fc := fleet.Caller{UserID: c.User.ID, Username: c.User.Username, Admin: isAdmin(c)}
+		r = r.WithContext(withWebCaller(r.Context(), c))
 		if err := h(w, r, fc); err != nil && !errors.Is(err, errResponded) {
 			api.WriteError(w, s.log, err)
 		}
@@ -155,21 +162,6 @@ func (s *Server) apiFallback(mux *http.ServeMux, prefix string, w http.ResponseW
 		return
 	}
 	api.WriteErrorCode(w, http.StatusNotFound, api.CodeNotFound, fmt.Sprintf("no API endpoint %s; see api/openapi.yaml", r.URL.Path))
-}
-
-// app proxies every other path to the caller's sandbox. A browser that is not signed in
-// is sent to the login page; any other client gets a 401.
-func (s *Server) app(w http.ResponseWriter, r *http.Request) {
-	c, err := s.web.Identify(r)
-	if err != nil {
-		if r.Method == http.MethodGet && strings.Contains(r.Header.Get("Accept"), "text/html") {
-			http.Redirect(w, r, "/login", http.StatusSeeOther)
-			return
-		}
-		api.WriteError(w, s.log, err)
-		return
-	}
-	s.proxy.Serve(w, r, proxy.Caller{UserID: c.User.ID, Role: c.Role})
 }
 
 func (s *Server) me(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {

@@ -162,5 +162,5 @@ func toAPI(sb store.Sandbox, role string) api.Sandbox {
 
 // apiLimits are a recorded sandbox's limits as a response gives them: in bytes.
 func apiLimits(sb store.Sandbox) api.Limits {
-	return api.Limits{MemoryBytes: sb.MemoryBytes, CPUs: sb.CPUs, Pids: sb.Pids, TmpBytes: sb.TmpBytes, FileSizeBytes: sb.FileSizeBytes}
+	return api.Limits{MemoryBytes: sb.MemoryBytes, CPUs: sb.CPUs, Pids: sb.Pids, TmpBytes: sb.TmpBytes, FileSizeBytes: sb.FileSizeBytes, DiskBytes: sb.DiskBytes}
 }

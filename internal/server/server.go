@@ -1,9 +1,9 @@
 // Package server is `paddock serve`: the trusted control plane. It owns the pages and
 // endpoints of authentication (/login, /register, /recovery, /auth/*, from package web),
-// the lifecycle API (/api/v1/*), health (/healthz) and metrics (/metrics). Every other
-// path of a signed-in user belongs to their sandbox: it is proxied, HTTP and WebSocket, to
-// the app of the sandbox that owns the role they chose (package proxy), and the control
-// plane never serves any of it itself (ADR-0004).
+// the lifecycle API (/api/v1/*), health (/healthz) and metrics (/metrics), on its own host.
+// Sandboxes' apps are served on hosts under the apps domain (package origins), each
+// proxied, HTTP and WebSocket, to the sandbox it names (package proxy); the control plane
+// never serves any of it itself, nor on its own host (ADR-0004, decision 11).
 package server
 
 import (
@@ -31,7 +31,9 @@ import (
 	"github.com/paddockhq/paddock/internal/auth"
 	"github.com/paddockhq/paddock/internal/broker"
 	"github.com/paddockhq/paddock/internal/egress"
+	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
+	"github.com/paddockhq/paddock/internal/origins"
 	"github.com/paddockhq/paddock/internal/policy"
 	"github.com/paddockhq/paddock/internal/proxy"
 	"github.com/paddockhq/paddock/internal/runner"
@@ -53,10 +55,13 @@ type Server struct {
 	runner  *runner.Runner
 	fleet   *fleet.Fleet
 	proxy   *proxy.Proxy
-	reg     *prometheus.Registry
-	m       *metrics
-	handler http.Handler
-	health  healthCache
+	// origins places the apps hosts; handoffs holds their codes and cookies (apphosts.go).
+	origins  *origins.Origins
+	handoffs *origins.Handoffs
+	reg      *prometheus.Registry
+	m        *metrics
+	handler  http.Handler
+	health   healthCache
 	// broker and services are the host's services to sandboxes (services.go).
 	broker       *broker.Broker
 	services     http.Handler
@@ -71,6 +76,8 @@ type Server struct {
 	pol *policies
 	// caps mints and checks capability tokens (capabilities.go).
 	caps *capabilities
+	// metricsToken, when set, may read /metrics (metrics.token_file).
+	metricsToken string
 	// historyFollowers counts the running sandboxes whose history events are followed
 	// (history_events.go), so that a test sees none is left behind.
 	historyFollowers atomic.Int64
@@ -82,6 +89,8 @@ type Options struct {
 	AuthOptions []auth.Option
 	// Egress are the egress proxy's options (tests resolve names to loopback servers).
 	Egress egress.Options
+	// HandoffClock is the clock of handoff codes and apps-host cookies (nil: time.Now).
+	HandoffClock func() time.Time
 }
 
 // New opens the data dir (creating what a first start needs), recovers the sandboxes an
@@ -124,13 +133,30 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 	if s.secrets, err = secrets.Open(ctx, s.st, SecretsKeySource(cfg), s.log); err != nil {
 		return err
 	}
+	if s.origins, err = origins.New(cfg.Origins()); err != nil {
+		return err
+	}
+	s.handoffs = origins.NewHandoffs(opts.HandoffClock)
+	if host, _, err := net.SplitHostPort(cfg.Listen); err == nil && !isLoopback(host) && s.origins.AppsDomain() == origins.DefaultAppsDomain && cfg.PublicURL == "" {
+		s.log.Warn("listening beyond loopback, but apps are served on *.localhost and the control plane at 127.0.0.1: only this machine's browsers can reach them; set public_url and apps_domain (a wildcard DNS name of a site of its own)",
+			"listen", cfg.Listen)
+	}
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	aopts := []auth.Option{auth.WithLogger(s.log), auth.WithTrustedOrigins(cfg.TrustedOrigins...)}
+	// Tests build a Config by hand: the registration mode's default comes from listen.
+	mode, err := auth.ParseRegistrationMode(cfg.Registration, cmp.Or(cfg.Listen, DefaultListen))
+	if err != nil {
+		return err
+	}
+	aopts := []auth.Option{auth.WithLogger(s.log), auth.WithTrustedOrigins(cfg.TrustedOrigins...), auth.WithRegistration(mode),
+		auth.WithTokenLifetime(cmp.Or(cfg.Tokens.DefaultTTL, auth.DefaultTokenTTL), cmp.Or(cfg.Tokens.MaxTTL, auth.MaxTokenTTL))}
 	if cfg.SecureCookies {
 		aopts = append(aopts, auth.WithSecureCookies())
 	}
 	s.auth = auth.New(s.st, append(aopts, opts.AuthOptions...)...)
-	s.web = web.New(web.Options{Auth: s.auth, Log: s.log})
+	if s.metricsToken, err = loadMetricsToken(cfg.Metrics.TokenFile); err != nil {
+		return err
+	}
+	s.web = web.New(web.Options{Auth: s.auth, Log: s.log, FormTargets: []string{"*." + s.origins.AppsDomain() + ":*"}, Start: s.startSandboxes})
 	app := store.App{Command: cfg.App.Command, Port: cfg.App.Port, Build: cfg.App.Build}
 	if len(app.Command) == 0 {
 		app = store.App{Command: welcome.Command(container.AgentPath, 8080), Port: 8080, Build: "welcome"}
@@ -164,7 +190,7 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 		return err
 	}
 	s.proxy, err = proxy.New(router{s.fleet}, proxy.Options{
-		Registerer: s.reg, Log: s.log, ReservedCookies: web.ReservedCookies(), TrustedOrigins: cfg.TrustedOrigins,
+		Registerer: s.reg, Log: s.log, ReservedCookies: append(web.ReservedCookies(), origins.CookieName, origins.SecureCookieName), TrustedOrigins: cfg.TrustedOrigins,
 		Event:           s.event,
 		ReconnectWindow: time.Duration(cfg.Reconnects.Window) * time.Second, ReconnectLimit: cfg.Reconnects.Limit,
 	})
@@ -184,6 +210,12 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 	}
 	s.handler = s.routes()
 	return nil
+}
+
+// isLoopback reports a listen host that only this machine reaches.
+func isLoopback(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "localhost" || ip != nil && ip.IsLoopback()
 }
 
 // Handler is the control plane's HTTP handler.
@@ -218,6 +250,12 @@ func (s *Server) event(ctx context.Context, userID, action string, detail map[st
 	if err != nil {
 		s.log.Warn("record event", "action", action, "err", err)
 	}
+}
+
+// startSandboxes makes and starts u's standing sandboxes (the start page's button).
+func (s *Server) startSandboxes(ctx context.Context, u auth.User) error {
+	_, _, _, err := s.fleet.Roles(ctx, fleet.Caller{UserID: u.ID, Username: u.Username, Admin: u.IsAdmin()})
+	return err
 }
 
 // FirstAdmin creates the first account, an admin with a random password, when there is no
@@ -273,12 +311,14 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 func (s *Server) Banner(w io.Writer, addr string) {
 	fmt.Fprintf(w, `paddock control plane on http://%[1]s — open http://%[1]s/register to make an account, or /login.
 Data: %[2]s (SQLite database paddock.db, workspaces in %[3]s). Sandboxes: %[4]s tier; their runtime state in %[5]s.
-Each user gets a live and a dev sandbox on first use; every page and WebSocket outside /login, /register,
-/recovery, /auth/, /api/v1/, /me/secrets, /healthz and /metrics is served by the user's sandbox, through this proxy.
-API: http://%[1]s/api/v1/ (api/openapi.yaml); metrics: /metrics; health: /healthz. Stop with Ctrl-C: sandboxes keep running and are adopted at the next start.
+Each user gets a live and a dev sandbox when they first open their app, served through this proxy on hosts of their
+own under %[8]s (http://live-<user>.%[8]s:<port>, reached by signing in here); the control plane serves no app.
+API: http://%[1]s/api/v1/ (api/openapi.yaml); metrics: /metrics (for admins, or metrics.token_file's token); health: /healthz. Stop with Ctrl-C: sandboxes keep running and are adopted at the next start.
 SIGHUP (kill -HUP %[7]d) reads the policy files and the capability keyring again.
 Users' secrets (PUT /me/secrets/NAME) are encrypted with the key from the %[6]s: back it up apart from the database.
-`, addr, s.cfg.Runner.DataDir, s.cfg.Runner.WorkspaceRoot, tierName(s.cfg.Runner.Tier), s.cfg.Runner.StateDir, SecretsKeySource(s.cfg), os.Getpid())
+Registration: %[9]s (registration in the config; an admin makes invite codes with paddock invite create).
+`, addr, s.cfg.Runner.DataDir, s.cfg.Runner.WorkspaceRoot, tierName(s.cfg.Runner.Tier), s.cfg.Runner.StateDir, SecretsKeySource(s.cfg), os.Getpid(),
+		s.origins.AppsDomain(), s.auth.RegistrationMode())
 }
 
 func tierName(t wire.Tier) string {
@@ -303,4 +343,26 @@ func (r router) Route(ctx context.Context, userID, role string) (proxy.Target, i
 		SandboxID: o.Sandbox.ID, Role: role, Build: o.Sandbox.App.Build,
 		Dial: func(ctx context.Context) (net.Conn, error) { return h.DialPort(ctx, port) },
 	}, o.Generation, nil
+}
+
+// RouteSandbox reaches one of userID's running sandboxes by ID, for its own apps host.
+func (r router) RouteSandbox(ctx context.Context, userID, id string) (proxy.Target, error) {
+	c := fleet.Caller{UserID: userID}
+	rec, err := r.f.Get(ctx, c, id)
+	if err != nil {
+		return proxy.Target{}, err
+	}
+	h, err := r.f.Handle(ctx, c, id)
+	if err != nil {
+		return proxy.Target{}, fmt.Errorf("it is %s, not running: start it: %w", rec.State, errdefs.ErrUnavailable)
+	}
+	role, err := r.f.RoleOf(ctx, userID, id)
+	if err != nil {
+		return proxy.Target{}, err
+	}
+	port := rec.App.Port
+	return proxy.Target{
+		SandboxID: id, Role: role, Build: rec.App.Build,
+		Dial: func(ctx context.Context) (net.Conn, error) { return h.DialPort(ctx, port) },
+	}, nil
 }

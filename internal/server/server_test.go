@@ -58,12 +58,13 @@ func TestContractUnauthenticated(t *testing.T) {
 	}
 }
 
-// A new user lands on their live sandbox's app: the welcome page, served from inside the
+// A new user who asks for their app lands on their live sandbox's app: the welcome page, served from inside the
 // sandbox, through the proxy, with the role and sandbox in the headers.
 func TestRegisterLandsOnLiveSandbox(t *testing.T) {
 	e := servertest.Start(t)
 	alice := e.Register(t, "alice")
-	resp := alice.Do("GET", "/", nil)
+	alice.Start()
+	resp := alice.App("GET", "/", nil)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != 200 {

@@ -48,6 +48,7 @@ func (s *Server) initServices() error {
 	if err != nil {
 		return err
 	}
+	s.broker.SetGrantLimit(s.cfg.BrokerGrants.PerSecond, s.cfg.BrokerGrants.Burst)
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", s.broker.Handler())
 	if len(s.cfg.Gateway.Providers) > 0 {

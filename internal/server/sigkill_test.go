@@ -132,7 +132,7 @@ func TestServeSurvivesSIGKILL(t *testing.T) {
 		t.Errorf("the second start made another admin:\n%s", out2)
 	}
 	// The adopted live sandbox serves through the new process's proxy, with the old cookie.
-	resp := alice.Do("GET", "/api/info", nil)
+	resp := alice.App("GET", "/api/info", nil)
 	resp.Body.Close()
 	if resp.StatusCode != 200 || resp.Header.Get(api.HeaderSandbox) != roles.Live.ID {
 		t.Errorf("GET /api/info after SIGKILL: %d from %q", resp.StatusCode, resp.Header.Get(api.HeaderSandbox))

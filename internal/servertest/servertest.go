@@ -9,9 +9,11 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/auth"
+	"github.com/paddockhq/paddock/internal/origins"
 	"github.com/paddockhq/paddock/internal/server"
 	"github.com/paddockhq/paddock/internal/testenv"
 )
@@ -73,8 +76,11 @@ func StartWith(t testing.TB, cfg server.Config) *Env {
 	return StartOpts(t, cfg, server.Options{AuthOptions: CheapAuth()})
 }
 
-// CheapAuth are auth options with cheap Argon2 parameters: tests register many accounts.
-func CheapAuth() []auth.Option { return []auth.Option{auth.WithParams(cheap)} }
+// CheapAuth are auth options with cheap Argon2 parameters and no practical limit on
+// registrations from one address: tests register many accounts.
+func CheapAuth() []auth.Option {
+	return []auth.Option{auth.WithParams(cheap), auth.WithRegistrationLimit(100_000, time.Hour)}
+}
 
 // StartOpts is StartWith with the server's options.
 func StartOpts(t testing.TB, cfg server.Config, opts server.Options) *Env {
@@ -107,6 +113,26 @@ func (e *Env) Stop(destroy bool) {
 	e.HTTP = nil
 }
 
+// AppsURL is the base URL of an apps host of this server ("http://live-<user>.localhost:<port>").
+func (e *Env) AppsURL(h origins.Host) string { return AppsURL(e.URL, h) }
+
+// AppsURL is the base URL of an apps host of the server at base.
+func AppsURL(base string, h origins.Host) string {
+	u, err := url.Parse(base)
+	if err != nil {
+		panic(err)
+	}
+	return "http://" + net.JoinHostPort(h.Label()+"."+origins.DefaultAppsDomain, u.Port())
+}
+
+// Transport reaches the server on its own host and on its apps hosts (names under
+// localhost, which Go does not resolve, dialled on loopback as browsers do).
+func Transport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = origins.DialLocalhost(&net.Dialer{Timeout: 30 * time.Second})
+	return t
+}
+
 // Client is a signed-in user: a browser-like client (cookie jar, CSRF token) and the
 // user's API token.
 type Client struct {
@@ -117,13 +143,84 @@ type Client struct {
 	CSRF     string
 	Token    string
 	Recovery []string
+	// handedOff holds the apps hosts' base URLs this client signed in on (shared by copies).
+	handedOff *sync.Map
+}
+
+// AppURL is the base URL of the user's entry point for role (live or dev).
+func (c *Client) AppURL(role string) string {
+	return AppsURL(c.Base, origins.Host{Kind: origins.Kind(role), ID: c.User.ID})
+}
+
+// SandboxURL is the base URL of one sandbox's own apps host.
+func (c *Client) SandboxURL(id string) string {
+	return AppsURL(c.Base, origins.Host{Kind: origins.KindApp, ID: id})
+}
+
+// App sends a request to the user's live app, as their browser would: the first one to
+// a host goes through the handoff.
+func (c *Client) App(method, path string, body any) *http.Response {
+	c.t.Helper()
+	return c.AppAt(c.AppURL("live"), method, path, body)
+}
+
+// AppAt sends a request to path on the apps host at base, handed off first if the
+// client has no cookie there yet.
+func (c *Client) AppAt(base, method, path string, body any) *http.Response {
+	c.t.Helper()
+	c.Handoff(base)
+	return c.doAt(base, method, path, body, func(*http.Request) {}, c.HTTP)
+}
+
+// AppToken sends a request to path on the apps host at base with the API token only.
+func (c *Client) AppToken(base, method, path string, body any) *http.Response {
+	c.t.Helper()
+	return c.doAt(base, method, path, body, func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+c.Token) },
+		&http.Client{Timeout: 2 * time.Minute, Transport: Transport()})
+}
+
+// Handoff signs the client in on the apps host at base, as a browser's navigation does,
+// unless it did already.
+func (c *Client) Handoff(base string) {
+	c.t.Helper()
+	if c.handedOff == nil {
+		c.handedOff = &sync.Map{}
+	}
+	if _, ok := c.handedOff.Load(base); ok {
+		return
+	}
+	u, err := url.Parse(base + "/")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	req, _ := http.NewRequest("GET", u.String(), nil)
+	req.Header.Set("Accept", "text/html")
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		c.t.Fatalf("handoff to %s: %v", base, err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if !c.hasAppCookie(u) {
+		c.t.Fatalf("handoff to %s: no cookie (the last answer: %s from %s)", base, resp.Status, resp.Request.URL)
+	}
+	c.handedOff.Store(base, true)
+}
+
+func (c *Client) hasAppCookie(u *url.URL) bool {
+	for _, ck := range c.HTTP.Jar.Cookies(u) {
+		if ck.Name == origins.CookieName {
+			return true
+		}
+	}
+	return false
 }
 
 // Register makes an account through POST /auth/register and an API token for it.
 func (e *Env) Register(t testing.TB, username string) *Client {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)
-	c := &Client{t: t, Base: e.URL, HTTP: &http.Client{Jar: jar, Timeout: 2 * time.Minute}}
+	c := &Client{t: t, Base: e.URL, HTTP: &http.Client{Jar: jar, Timeout: 2 * time.Minute, Transport: Transport()}, handedOff: &sync.Map{}}
 	var reg api.Registration
 	c.MustJSON("POST", "/auth/register", api.Credentials{Username: username, Password: "correct horse battery " + username}, http.StatusCreated, &reg)
 	c.User, c.Recovery = reg.User, reg.RecoveryCodes
@@ -134,6 +231,13 @@ func (e *Env) Register(t testing.TB, username string) *Client {
 	c.MustJSON("POST", "/api/v1/tokens", api.CreateTokenRequest{Name: "tests"}, http.StatusCreated, &tok)
 	c.Token = tok.Secret
 	return c
+}
+
+// Start asks for the account's sandboxes (POST /auth/start), as the /start page's button
+// does: a signed-in browser's requests for its app wait for that.
+func (c *Client) Start() {
+	c.t.Helper()
+	Decode(c.t, c.Do("POST", "/auth/start", nil), http.StatusNoContent, nil)
 }
 
 // Do sends a request with the session cookie (and CSRF token) and returns the response.
@@ -155,6 +259,11 @@ func (c *Client) DoToken(method, path string, body any) *http.Response {
 
 func (c *Client) do(method, path string, body any, set func(*http.Request), hc *http.Client) *http.Response {
 	c.t.Helper()
+	return c.doAt(c.Base, method, path, body, set, hc)
+}
+
+func (c *Client) doAt(base, method, path string, body any, set func(*http.Request), hc *http.Client) *http.Response {
+	c.t.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -169,7 +278,7 @@ func (c *Client) do(method, path string, body any, set func(*http.Request), hc *
 		}
 		rd = bytes.NewReader(data)
 	}
-	req, err := http.NewRequest(method, c.Base+path, rd)
+	req, err := http.NewRequest(method, base+path, rd)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -232,4 +341,16 @@ func (e *Env) Token(t testing.TB, username, password string) string {
 	var tok api.Token
 	Decode(t, resp, http.StatusCreated, &tok)
 	return tok.Secret
+}
+
+// Metrics reads the metrics as a scraper on metrics.listen does, past the main
+// listener's check.
+func (e *Env) Metrics(t testing.TB) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	e.Server.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("metrics: %d %s", rec.Code, rec.Body)
+	}
+	return rec.Body.String()
 }

@@ -50,6 +50,20 @@ func (s *Store) LoginAttempts(ctx context.Context, key string, since time.Time) 
 	return n, oldest, nil
 }
 
+// LoginAttemptStats returns how many attempts key has since since, and the latest of
+// them (zero when none), inside the transaction.
+func (tx *Tx) LoginAttemptStats(ctx context.Context, key string, since time.Time) (n int, latest time.Time, err error) {
+	var latestAt *int64
+	err = tx.tx.QueryRowContext(ctx, `SELECT count(*), max(at) FROM login_attempts WHERE key = ? AND at > ?`, key, nanos(since)).Scan(&n, &latestAt)
+	if err != nil {
+		return 0, time.Time{}, fmt.Errorf("count login attempts: %w", mapErr(err))
+	}
+	if latestAt != nil {
+		latest = fromNanos(*latestAt)
+	}
+	return n, latest, nil
+}
+
 // NthLatestLoginAttempt returns the time of key's nth most recent attempt since
 // since (n counts from 1), or the zero time when there are fewer. A limiter allowing
 // n attempts per window opens again one window after that attempt.

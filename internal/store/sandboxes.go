@@ -27,10 +27,12 @@ type Sandbox struct {
 	// commands may write; 0 is the runner's default.
 	TmpBytes      int64
 	FileSizeBytes int64
-	App           App
-	Env           []string
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
+	// DiskBytes bounds its workspace and /tmp on disk; 0 is the runner's default.
+	DiskBytes int64
+	App       App
+	Env       []string
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // App is the template a sandbox runs: a command, the port it serves on inside the
@@ -42,7 +44,7 @@ type App struct {
 }
 
 const sandboxCols = `s.id, s.user_id, u.username, s.name, s.tier, s.runtime, s.state, s.error,
-	s.memory_bytes, s.cpus, s.pids, s.tmp_bytes, s.file_size_bytes, s.app, s.env, s.created_at, s.updated_at`
+	s.memory_bytes, s.cpus, s.pids, s.tmp_bytes, s.file_size_bytes, s.disk_bytes, s.app, s.env, s.created_at, s.updated_at`
 
 func scanSandbox(sc scanner) (Sandbox, error) {
 	var (
@@ -51,7 +53,7 @@ func scanSandbox(sc scanner) (Sandbox, error) {
 		created, updated int64
 	)
 	err := sc.Scan(&sb.ID, &sb.UserID, &sb.Username, &sb.Name, &sb.Tier, &sb.Runtime, &sb.State, &sb.Error,
-		&sb.MemoryBytes, &sb.CPUs, &sb.Pids, &sb.TmpBytes, &sb.FileSizeBytes, &app, &env, &created, &updated)
+		&sb.MemoryBytes, &sb.CPUs, &sb.Pids, &sb.TmpBytes, &sb.FileSizeBytes, &sb.DiskBytes, &app, &env, &created, &updated)
 	if err != nil {
 		return Sandbox{}, err
 	}
@@ -80,8 +82,8 @@ func (tx *Tx) CreateSandbox(ctx context.Context, sb Sandbox) error {
 		return fmt.Errorf("sandbox env: %w", err)
 	}
 	_, err = tx.tx.ExecContext(ctx, `INSERT INTO sandboxes (id, user_id, name, tier, runtime, state, error,
-		memory_bytes, cpus, pids, tmp_bytes, file_size_bytes, app, env, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		sb.ID, sb.UserID, sb.Name, sb.Tier, sb.Runtime, sb.State, sb.Error, sb.MemoryBytes, sb.CPUs, sb.Pids, sb.TmpBytes, sb.FileSizeBytes,
+		memory_bytes, cpus, pids, tmp_bytes, file_size_bytes, disk_bytes, app, env, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		sb.ID, sb.UserID, sb.Name, sb.Tier, sb.Runtime, sb.State, sb.Error, sb.MemoryBytes, sb.CPUs, sb.Pids, sb.TmpBytes, sb.FileSizeBytes, sb.DiskBytes,
 		string(app), string(env), nanos(sb.CreatedAt), nanos(sb.UpdatedAt))
 	if err != nil {
 		return fmt.Errorf("sandbox %q: %w", sb.Name, mapErr(err))
@@ -234,10 +236,10 @@ func (tx *Tx) SwapRoles(ctx context.Context, userID string, now time.Time) (Role
 	return tx.RolesOf(ctx, userID)
 }
 
-// SetSandboxLimits records sb's resource limits (memory, CPUs, pids, tmp, file size) as
+// SetSandboxLimits records sb's resource limits (memory, CPUs, pids, tmp, file size, disk) as
 // sandbox sb.ID's; they apply from its next start.
 func (tx *Tx) SetSandboxLimits(ctx context.Context, sb Sandbox, now time.Time) error {
 	res, err := tx.tx.ExecContext(ctx, `UPDATE sandboxes SET memory_bytes = ?, cpus = ?, pids = ?, tmp_bytes = ?, file_size_bytes = ?,
-		updated_at = ? WHERE id = ?`, sb.MemoryBytes, sb.CPUs, sb.Pids, sb.TmpBytes, sb.FileSizeBytes, nanos(now), sb.ID)
+		disk_bytes = ?, updated_at = ? WHERE id = ?`, sb.MemoryBytes, sb.CPUs, sb.Pids, sb.TmpBytes, sb.FileSizeBytes, sb.DiskBytes, nanos(now), sb.ID)
 	return affectedOne(res, err, "sandbox "+sb.ID)
 }

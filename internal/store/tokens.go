@@ -17,16 +17,28 @@ type APIToken struct {
 	CreatedAt  time.Time
 	LastUsedAt time.Time // zero when never used
 	RevokedAt  time.Time // zero while valid
+	// ExpiresAt is when the token stops working; zero only for a record built by hand.
+	ExpiresAt time.Time
+	// Scopes are what the token may do, space-separated ("read write"); package auth
+	// defines them.
+	Scopes string
 }
 
-const tokenCols = `t.id, t.user_id, t.name, t.token_hash, t.prefix, t.created_at, t.last_used_at, t.revoked_at`
+const tokenCols = `t.id, t.user_id, t.name, t.token_hash, t.prefix, t.created_at, t.last_used_at, t.revoked_at, t.expires_at, t.scopes`
 
-func tokenDest(t *APIToken, created *int64, used, revoked *sql.NullInt64) []any {
-	return []any{&t.ID, &t.UserID, &t.Name, &t.TokenHash, &t.Prefix, created, used, revoked}
+// tokenTimes holds a token row's nullable times while it is scanned.
+type tokenTimes struct {
+	created                int64
+	used, revoked, expires sql.NullInt64
 }
 
-func (t *APIToken) setTimes(created int64, used, revoked sql.NullInt64) {
-	t.CreatedAt, t.LastUsedAt, t.RevokedAt = fromNanos(created), fromNullNanos(used), fromNullNanos(revoked)
+func tokenDest(t *APIToken, tt *tokenTimes) []any {
+	return []any{&t.ID, &t.UserID, &t.Name, &t.TokenHash, &t.Prefix, &tt.created, &tt.used, &tt.revoked, &tt.expires, &t.Scopes}
+}
+
+func (t *APIToken) setTimes(tt tokenTimes) {
+	t.CreatedAt, t.LastUsedAt, t.RevokedAt = fromNanos(tt.created), fromNullNanos(tt.used), fromNullNanos(tt.revoked)
+	t.ExpiresAt = fromNullNanos(tt.expires)
 }
 
 // CreateAPIToken stores t (ID generated when empty) and returns it.
@@ -34,8 +46,12 @@ func (tx *Tx) CreateAPIToken(ctx context.Context, t APIToken) (APIToken, error) 
 	if t.ID == "" {
 		t.ID = NewID()
 	}
-	_, err := tx.tx.ExecContext(ctx, `INSERT INTO api_tokens (id, user_id, name, token_hash, prefix, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
-		t.ID, t.UserID, t.Name, t.TokenHash, t.Prefix, nanos(t.CreatedAt))
+	var expires sql.NullInt64
+	if !t.ExpiresAt.IsZero() {
+		expires = sql.NullInt64{Int64: nanos(t.ExpiresAt), Valid: true}
+	}
+	_, err := tx.tx.ExecContext(ctx, `INSERT INTO api_tokens (id, user_id, name, token_hash, prefix, created_at, expires_at, scopes) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		t.ID, t.UserID, t.Name, t.TokenHash, t.Prefix, nanos(t.CreatedAt), expires, t.Scopes)
 	if err != nil {
 		return APIToken{}, fmt.Errorf("create API token: %w", mapErr(err))
 	}
@@ -46,15 +62,14 @@ func (tx *Tx) CreateAPIToken(ctx context.Context, t APIToken) (APIToken, error) 
 // [errdefs.ErrNotFound].
 func (s *Store) APITokenByHash(ctx context.Context, tokenHash []byte) (APIToken, User, error) {
 	var t APIToken
-	var created int64
-	var used, revoked sql.NullInt64
+	var tt tokenTimes
 	u, err := scanUser(s.r.QueryRowContext(ctx, `SELECT `+userCols+`, `+tokenCols+`
 		FROM api_tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = ?`, tokenHash),
-		tokenDest(&t, &created, &used, &revoked)...)
+		tokenDest(&t, &tt)...)
 	if err != nil {
 		return APIToken{}, User{}, fmt.Errorf("API token: %w", mapErr(err))
 	}
-	t.setTimes(created, used, revoked)
+	t.setTimes(tt)
 	return t, u, nil
 }
 
@@ -68,12 +83,11 @@ func (s *Store) ListAPITokens(ctx context.Context, userID string) ([]APIToken, e
 	var out []APIToken
 	for rows.Next() {
 		var t APIToken
-		var created int64
-		var used, revoked sql.NullInt64
-		if err := rows.Scan(tokenDest(&t, &created, &used, &revoked)...); err != nil {
+		var tt tokenTimes
+		if err := rows.Scan(tokenDest(&t, &tt)...); err != nil {
 			return nil, fmt.Errorf("list API tokens: %w", mapErr(err))
 		}
-		t.setTimes(created, used, revoked)
+		t.setTimes(tt)
 		out = append(out, t)
 	}
 	return out, mapErr(rows.Err())
@@ -86,6 +100,17 @@ func (tx *Tx) RevokeAPIToken(ctx context.Context, userID, id string, now time.Ti
 	res, err := tx.tx.ExecContext(ctx, `UPDATE api_tokens SET revoked_at = ? WHERE id = ? AND user_id = ? AND revoked_at IS NULL`,
 		nanos(now), id, userID)
 	return affectedOne(res, err, "API token "+id)
+}
+
+// RevokeUserAPITokens revokes every standing token of userID at now and returns how many
+// (a password change or an account recovery ends them all).
+func (tx *Tx) RevokeUserAPITokens(ctx context.Context, userID string, now time.Time) (int, error) {
+	res, err := tx.tx.ExecContext(ctx, `UPDATE api_tokens SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL`, nanos(now), userID)
+	if err != nil {
+		return 0, fmt.Errorf("revoke API tokens: %w", mapErr(err))
+	}
+	n, err := res.RowsAffected()
+	return int(n), mapErr(err)
 }
 
 // TouchAPIToken records that a token was used, at most once per granularity.

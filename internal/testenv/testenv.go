@@ -9,8 +9,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -117,8 +119,31 @@ func shortTempDir(t testing.TB) string {
 	if err := os.Chmod(dir, 0o711); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Cleanup(func() {
+		unmountUnder(dir)
+		os.RemoveAll(dir)
+	})
 	return dir
+}
+
+// unmountUnder detaches every mount below dir, deepest first: the disk images of
+// persistent sandboxes a test left (they stay mounted, as a workspace directory would
+// stay), which RemoveAll would otherwise empty and leave held by their loop devices.
+func unmountUnder(dir string) {
+	info, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return
+	}
+	var points []string
+	for _, line := range strings.Split(string(info), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			points = append(points, f[4])
+		}
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(points)))
+	for _, p := range points {
+		syscall.Unmount(p, syscall.MNT_DETACH)
+	}
 }
 
 // Runner returns a runner over Config(t) that logs through t.

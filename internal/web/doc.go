@@ -1,16 +1,17 @@
-// Package web is the control plane's own browser surface: the sign-in, registration
-// and recovery pages (/login, /register, /recovery) and the /auth/* endpoints behind
+// Package web is the control plane's own browser surface: the sign-in, registration,
+// recovery and start pages (/login, /register, /recovery, /start) and the /auth/* endpoints behind
 // them, which also answer JSON for the CLI and scripts. It turns HTTP into calls on
 // [auth.Service] and tells the rest of the server who a request comes from
 // ([Web.Identify]) and whether a state-changing request may proceed ([Web.CheckCSRF]).
 // These paths are a compatibility contract (ADR-0004): they stay stable while
-// everything else a signed-in browser sees belongs to its sandbox.
+// everything else a signed-in browser sees belongs to its sandbox, on apps hosts of
+// its own (package origins).
 //
 // # Threat model
 //
 // The attacker is anyone on the network, any web page the user visits, and the
-// user's own sandbox app, which is served from the same origin by the proxy. We
-// defend against:
+// user's own sandbox app, served by the proxy on an apps host: another site, whose
+// pages get none of the control plane's cookies. We defend against:
 //
 //   - Login CSRF (a foreign page signing the victim into the attacker's account):
 //     every POST, signed in or not, must pass [auth.Service.CheckOrigin]
@@ -26,10 +27,14 @@
 //     the password never is).
 //   - Resource exhaustion through bodies: every body is capped at [MaxBody] before
 //     it is parsed, and form fields are counted, named and single.
-//   - The sandbox app reading or planting control-plane cookies: the proxy strips
-//     every name in [ReservedCookies] in both directions.
+//   - The sandbox app reading or planting control-plane cookies: it is on another
+//     host (the control plane's is an IP address by default), and the proxy strips
+//     every name in [ReservedCookies] in both directions as well.
 //   - Privilege escalation at registration: /auth/register only ever creates plain
 //     users; the server makes the first admin itself.
+//   - Registration floods: /auth/register registers under the configured mode (open,
+//     invite, closed) and the per-address limit of [auth.Service.SignUp], and a new
+//     account's sandboxes are made only when it asks (/start, POST /auth/start).
 //
 // Secrets (passwords, recovery codes, tokens) are never logged and are written to
 // a response only once: recovery codes on the page or JSON that answers the

@@ -8,7 +8,6 @@ import (
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/auth"
 	"github.com/paddockhq/paddock/internal/errdefs"
-	"github.com/paddockhq/paddock/internal/store"
 )
 
 // begin does what every POST does first, cheapest check first: learn the body's
@@ -64,19 +63,20 @@ func (w *Web) login(rw http.ResponseWriter, r *http.Request) {
 	api.WriteJSON(rw, http.StatusOK, api.Session{User: apiUser(sess.User), CSRFToken: auth.CSRFToken(sess), Role: w.roleOf(r)})
 }
 
-// register: POST /auth/register. It only ever creates plain users. Form: the page
+// register: POST /auth/register, under the registration mode (auth.Service.SignUp).
+// It only ever creates plain users. Form: the page
 // of recovery codes, rendered in this response and nowhere else (so they are shown
 // once and never stored); JSON: 201 api.Registration. Both sign the new user in.
 func (w *Web) register(rw http.ResponseWriter, r *http.Request) {
-	var in api.Credentials
+	var in api.RegisterRequest
 	m, err := w.begin(rw, r, &in, false)
 	if err != nil {
 		w.fail(rw, m, pageRegister, in.Username, err)
 		return
 	}
 	ctx, client := r.Context(), w.client(r)
-	reg, err := w.auth.Register(ctx, auth.RegisterRequest{
-		Username: in.Username, Password: auth.Password(in.Password), Role: store.RoleUser, Client: client,
+	reg, err := w.auth.SignUp(ctx, auth.SignUpRequest{
+		Username: in.Username, Password: auth.Password(in.Password), Invite: in.Invite, Client: client,
 	})
 	if err != nil {
 		w.fail(rw, m, pageRegister, in.Username, err)
@@ -192,8 +192,10 @@ func (w *Web) token(rw http.ResponseWriter, r *http.Request) {
 		w.fail(rw, mediaJSON, "", "", err)
 		return
 	}
+	exp := info.ExpiresAt
 	api.WriteJSON(rw, http.StatusCreated, api.Token{
 		ID: info.ID, Name: info.Name, Prefix: info.Prefix, CreatedAt: info.CreatedAt, Secret: tok.Reveal(),
+		ExpiresAt: &exp, Scopes: auth.TokenScopes(info).Strings(),
 	})
 }
 
@@ -246,4 +248,33 @@ func (w *Web) session(rw http.ResponseWriter, r *http.Request) {
 
 func errInvalidRole(role string) error {
 	return fmt.Errorf("role %q: must be %q or %q: %w", clip(role), api.RoleLive, api.RoleDev, errdefs.ErrInvalidArgument)
+}
+
+// startSandboxes: POST /auth/start makes and starts the caller's standing sandboxes (a
+// token needs scope write). Form: 303 to Home; JSON: 204.
+func (w *Web) startSandboxes(rw http.ResponseWriter, r *http.Request) {
+	var in struct{}
+	m, err := w.begin(rw, r, &in, true)
+	var c *Caller
+	if err == nil {
+		c, err = w.Identify(r)
+	}
+	if err == nil {
+		err = w.CheckCSRF(r, c)
+	}
+	if err == nil && c.Token != nil && !auth.TokenScopes(*c.Token).Has(auth.ScopeWrite) {
+		err = auth.ScopeError(auth.ScopeWrite, "POST /auth/start")
+	}
+	if err == nil {
+		err = w.start(r.Context(), c.User)
+	}
+	if err != nil {
+		w.fail(rw, m, pageError, "", err)
+		return
+	}
+	if m == mediaForm {
+		redirect(rw, r, w.home)
+		return
+	}
+	rw.WriteHeader(http.StatusNoContent)
 }

@@ -49,7 +49,7 @@ type env struct {
 
 const testHome = "/app/"
 
-func newEnv(t *testing.T, tls bool) *env {
+func newEnv(t *testing.T, tls bool, opts ...auth.Option) *env {
 	t.Helper()
 	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "paddock.db"))
 	if err != nil {
@@ -58,7 +58,7 @@ func newEnv(t *testing.T, tls bool) *env {
 	t.Cleanup(func() { st.Close() })
 	clk := &clock{t: time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)}
 	quiet := slog.New(slog.DiscardHandler)
-	svc := auth.New(st, auth.WithParams(cheap), auth.WithClock(clk.now), auth.WithLogger(quiet))
+	svc := auth.New(st, append([]auth.Option{auth.WithParams(cheap), auth.WithClock(clk.now), auth.WithLogger(quiet)}, opts...)...)
 	mux := http.NewServeMux()
 	New(Options{Auth: svc, Log: quiet, Home: testHome}).Register(mux)
 	mux.HandleFunc("/", func(rw http.ResponseWriter, r *http.Request) { io.WriteString(rw, homeBody) })

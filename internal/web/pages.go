@@ -30,13 +30,14 @@ const (
 	pageRecovery = "recovery"
 	pageCodes    = "codes"
 	pageError    = "error"
+	pageStart    = "start"
 )
 
 // templates holds each page parsed with the shared layout. Parsing at init makes
 // a broken template fail every test, not a user's request.
 var templates = func() map[string]*template.Template {
 	m := map[string]*template.Template{}
-	for _, name := range []string{pageLogin, pageRegister, pageRecovery, pageCodes, pageError} {
+	for _, name := range []string{pageLogin, pageRegister, pageRecovery, pageCodes, pageError, pageStart} {
 		m[name] = template.Must(template.ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html"))
 	}
 	return m
@@ -51,8 +52,12 @@ type view struct {
 	Username       string
 	Home           string
 	MinPasswordLen int
-	Codes          []string
-	Signed         *signedIn
+	// Registration is the registration mode: open, invite or closed.
+	Registration string
+	Codes        []string
+	Signed       *signedIn
+	// CSRFToken is the session's, for a page's form (start).
+	CSRFToken string
 }
 
 // signedIn is the login page's panel for a browser that already has a session.
@@ -69,6 +74,7 @@ var titles = map[string]string{
 	pageRecovery: "Recover your account",
 	pageCodes:    "Save your recovery codes",
 	pageError:    "That did not work",
+	pageStart:    "Open your app",
 }
 
 // render writes page name with status. The page is executed into a buffer first,
@@ -77,7 +83,7 @@ func (w *Web) render(rw http.ResponseWriter, status int, name string, v view) {
 	if v.Title == "" {
 		v.Title = titles[name]
 	}
-	v.Home, v.MinPasswordLen = w.home, auth.MinPasswordLen
+	v.Home, v.MinPasswordLen, v.Registration = w.home, auth.MinPasswordLen, string(w.auth.RegistrationMode())
 	var buf bytes.Buffer
 	if err := templates[name].ExecuteTemplate(&buf, "layout", v); err != nil {
 		w.log.Error("rendering page", "page", name, "err", err)
@@ -101,6 +107,17 @@ func (w *Web) loginPage(rw http.ResponseWriter, r *http.Request) {
 		v.Signed = &signedIn{Username: sess.User.Username, CSRFToken: auth.CSRFToken(sess), Role: role, Other: other}
 	}
 	w.render(rw, http.StatusOK, pageLogin, v)
+}
+
+// startPage: GET /start, where a signed-in browser whose sandboxes were never made is
+// sent instead of to its app; a button there makes and starts them.
+func (w *Web) startPage(rw http.ResponseWriter, r *http.Request) {
+	sess, err := w.auth.SessionFromRequest(r.Context(), r)
+	if err != nil {
+		http.Redirect(rw, r, "/login", http.StatusSeeOther)
+		return
+	}
+	w.render(rw, http.StatusOK, pageStart, view{Username: sess.User.Username, CSRFToken: auth.CSRFToken(sess)})
 }
 
 func (w *Web) registerPage(rw http.ResponseWriter, r *http.Request) {

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -40,9 +41,15 @@ type Options struct {
 	// Log receives internal errors (default slog.Default()). It never sees secrets.
 	Log *slog.Logger
 	// Home is the local path a browser goes to after signing in, registering or
-	// recovering (default "/": the proxied live sandbox app). It must be a path on
+	// recovering (default "/", which the server answers with the user's apps host). It must be a path on
 	// this origin, so the pages can never be used to redirect elsewhere.
 	Home string
+	// FormTargets are CSP sources a form post may end on besides this origin, through
+	// its redirects (signing in ends on the user's apps host: "*.localhost:*").
+	FormTargets []string
+	// Start makes and starts u's standing sandboxes (POST /auth/start, the button of
+	// GET /start). Nil: those routes answer 404.
+	Start func(ctx context.Context, u auth.User) error
 	// Client says where a request came from, for rate limiting and the audit log.
 	// Default auth.ClientFromRequest (r.RemoteAddr); behind a reverse proxy the
 	// edge supplies one that believes its own proxy's forwarding header.
@@ -51,10 +58,12 @@ type Options struct {
 
 // Web serves the pages and /auth/* endpoints. Create it with New.
 type Web struct {
+	csp    string
 	auth   *auth.Service
 	log    *slog.Logger
 	home   string
 	client func(*http.Request) auth.Client
+	start  func(ctx context.Context, u auth.User) error
 }
 
 // New returns a Web. It panics when o.Auth is nil or o.Home is not a local path
@@ -75,7 +84,8 @@ func New(o Options) *Web {
 	if o.Client == nil {
 		o.Client = auth.ClientFromRequest
 	}
-	return &Web{auth: o.Auth, log: o.Log, home: o.Home, client: o.Client}
+	csp := "default-src 'self'; frame-ancestors 'none'; form-action " + strings.Join(append([]string{"'self'"}, o.FormTargets...), " ") + "; base-uri 'none'"
+	return &Web{csp: csp, auth: o.Auth, log: o.Log, home: o.Home, client: o.Client, start: o.Start}
 }
 
 // Register adds the pages and endpoints to mux. Patterns carry no method, so that
@@ -96,6 +106,10 @@ func (w *Web) Register(mux *http.ServeMux) {
 	mux.Handle("/auth/token", w.route(post, w.token))
 	mux.Handle("/auth/role", w.route(post, w.setRole))
 	mux.Handle("/auth/session", w.route(get, w.session))
+	if w.start != nil {
+		mux.Handle("/start", w.route(get, w.startPage))
+		mux.Handle("/auth/start", w.route(post, w.startSandboxes))
+	}
 	mux.Handle("/auth/", w.route(nil, func(rw http.ResponseWriter, r *http.Request) {
 		api.WriteErrorCode(rw, http.StatusNotFound, api.CodeNotFound, "no such /auth endpoint")
 	}))
@@ -106,6 +120,7 @@ func (w *Web) Register(mux *http.ServeMux) {
 func (w *Web) route(methods []string, h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		securityHeaders(rw.Header())
+		rw.Header().Set("Content-Security-Policy", w.csp)
 		if methods != nil && !contains(methods, r.Method) {
 			rw.Header().Set("Allow", strings.Join(methods, ", "))
 			api.WriteErrorCode(rw, http.StatusMethodNotAllowed, api.CodeMethodNotAllowed,
@@ -125,8 +140,11 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// securityHeaders keeps the pages out of frames and caches and confines them to
-// their own origin's assets: no inline script or style runs, even injected.
+// SecurityHeaders keeps the control plane's answers out of frames and caches and
+// confines its pages to their own origin's assets: no inline script or style runs,
+// even injected.
+func SecurityHeaders(h http.Header) { securityHeaders(h) }
+
 func securityHeaders(h http.Header) {
 	h.Set("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
 	h.Set("X-Frame-Options", "DENY")

@@ -1,6 +1,7 @@
 // A newcomer's first minute against a real `paddock serve`: register, see the recovery
-// codes, continue, and land on the live sandbox's app — the welcome page served from
-// inside the sandbox through the role-aware proxy, with its WebSocket connected through
+// codes, continue, ask for the app on the start page (an account that has asked for
+// nothing has no sandbox), and land on the live sandbox's app — the welcome page served from
+// inside the sandbox on the user's live apps host (after the handoff) through the proxy, with its WebSocket connected through
 // the proxy too. Then switch to the dev role and see the other sandbox.
 // Run by internal/server's TestBrowserNewcomer, which sets BASE_URL (and SCREENSHOT_DIR).
 // Prints "live=<id>" and "dev=<id>" for the Go test to check against the API.
@@ -15,6 +16,8 @@ const { context, close } = await launch(base, { width: 900, height: 760 });
 
 async function appPage(page, role) {
   await page.waitForURL((u) => u.pathname === '/');
+  // The app is on the role's own apps host, never the control plane's origin.
+  assert.match(new URL(page.url()).hostname, new RegExp(`^${role}-[0-9a-f]{32}\\.localhost$`));
   const body = page.locator('body');
   await body.getByText('Your paddock sandbox is running').waitFor();
   assert.equal((await page.locator('#role').textContent()).trim(), role);
@@ -35,6 +38,8 @@ try {
   await page.getByRole('button', { name: /create|register|sign up/i }).click();
   await page.getByText(/recovery codes/i).first().waitFor();
   await page.getByRole('link', { name: /continue/i }).click();
+  await page.waitForURL((u) => u.pathname === '/start');
+  await page.getByRole('button', { name: /open my app/i }).click();
   const live = await appPage(page, 'live');
   assert.match(live, /^sb-[a-z2-7]{10}$/);
   step(`landed on the live sandbox ${live}`);

@@ -152,7 +152,8 @@ func TestMkdir(t *testing.T) {
 	}{
 		{"new", &agentv1.MkdirRequest{Path: "n1"}, codes.OK, 0o755 | os.ModeDir},
 		{"mode despite umask", &agentv1.MkdirRequest{Path: "n2", Mode: 0o775}, codes.OK, 0o775 | os.ModeDir},
-		{"setgid", &agentv1.MkdirRequest{Path: "n3", Mode: 0o2770}, codes.OK, 0o770 | os.ModeDir | os.ModeSetgid},
+		{"setgid refused", &agentv1.MkdirRequest{Path: "n3", Mode: 0o2770}, codes.InvalidArgument, 0},
+		{"sticky", &agentv1.MkdirRequest{Path: "n3", Mode: 0o1770}, codes.OK, 0o770 | os.ModeDir | os.ModeSticky},
 		{"parents", &agentv1.MkdirRequest{Path: "p/q/r", Parents: true, Mode: 0o700}, codes.OK, 0o700 | os.ModeDir},
 		{"exists", &agentv1.MkdirRequest{Path: "dir"}, codes.AlreadyExists, 0},
 		{"exists with parents", &agentv1.MkdirRequest{Path: "dir", Parents: true}, codes.OK, 0o755 | os.ModeDir},

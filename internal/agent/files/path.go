@@ -63,13 +63,17 @@ var specialBits = []struct {
 }
 
 // parseMode turns a wire mode into a fs.FileMode, def when m is 0. Type bits and anything
-// beyond 07777 are refused rather than silently dropped.
+// beyond 07777 are refused rather than silently dropped, and so are setuid and setgid: a
+// sandbox never makes a set-id file, which on the host would run as its owner.
 func parseMode(m uint32, def fs.FileMode) (fs.FileMode, error) {
 	if m == 0 {
 		return def, nil
 	}
 	if m&^0o7777 != 0 {
 		return 0, fmt.Errorf("mode %#o has bits beyond 07777: %w", m, errdefs.ErrInvalidArgument)
+	}
+	if m&0o6000 != 0 {
+		return 0, fmt.Errorf("mode %#o sets setuid or setgid, which no file in a sandbox may have: %w", m, errdefs.ErrInvalidArgument)
 	}
 	mode := fs.FileMode(m & 0o777)
 	for _, b := range specialBits {

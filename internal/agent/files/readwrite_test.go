@@ -194,7 +194,8 @@ func TestWriteMode(t *testing.T) {
 		{"private", 0o600, 0o600, 0o600, codes.OK},
 		{"executable", 0o755, 0o755, 0o755, codes.OK},
 		{"world writable despite umask", 0o777, 0o777, 0o777, codes.OK},
-		{"setuid", 0o4755, 0o755 | os.ModeSetuid, 0o4755, codes.OK},
+		{"setuid refused", 0o4755, 0, 0, codes.InvalidArgument},
+		{"setgid refused", 0o2755, 0, 0, codes.InvalidArgument},
 		{"type bits refused", 0o100644, 0, 0, codes.InvalidArgument},
 	}
 	for _, tt := range tests {

@@ -4,9 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+
+	"github.com/paddockhq/paddock/internal/errdefs"
 )
 
 // Size budget. The store's blobs (file contents and trees, nearly all of its bytes) are kept
@@ -17,6 +21,11 @@ import (
 // last scanned) and an open transaction's base; those alone may hold more than the budget,
 // and then the store stays over it until they change. The oldest checkpoint kept says how
 // many were dropped before it (Checkpoint.Compacted), and undo stops there.
+//
+// A checkpoint never takes the store over its budget: its scan stops as soon as its new
+// content would (a large file is hashed first and not copied at all), older checkpoints
+// are compacted to make room and the workspace scanned again, and changes that still do
+// not fit are not recorded (ErrLimitExceeded, naming the file and the budget).
 //
 // Crash safety: the index without the dropped checkpoints is written (atomically) before
 // any blob is deleted, so a crash leaves, at worst, unreferenced blobs, which the next
@@ -82,23 +91,87 @@ func (h *History) walkBlobs(f func(sum string, size int64) error) error {
 // grow by an eighth of the budget before trying again, rather than walk every tree at every
 // checkpoint.
 func (h *History) enforceBudget() error {
-	if h.budget <= 0 || h.size <= h.budget || h.size < h.retryAt {
+	if h.budget <= 0 || h.size <= h.budget || (h.size < h.retryAt && h.keepKey() == h.retryKeep) {
 		return nil
 	}
-	if err := h.compact(); err != nil {
+	if err := h.compact(int64(float64(h.budget) * lowWater)); err != nil {
 		return fmt.Errorf("the history is over its size budget (%d bytes) and compacting it failed: %w", h.budget, err)
 	}
 	h.retryAt = 0
 	if h.size > h.budget {
-		h.retryAt = h.size + h.budget/8
+		h.retryAt, h.retryKeep = h.size+h.budget/8, h.keepKey()
 	}
 	return nil
+}
+
+// keepKey names the set of checkpoints compaction keeps: once it changes (a newer
+// checkpoint, an undo), what it kept before may be dropped, however little the store grew.
+func (h *History) keepKey() string {
+	return strings.Join(slices.Sorted(maps.Keys(h.protected())), ",")
+}
+
+// errOverBudget stops a scan whose new content would take the store over its budget.
+var errOverBudget = errors.New("over the history's size budget")
+
+// compactAndScan is a checkpoint's second try after its scan stopped at the budget (first):
+// older checkpoints are compacted to make room, as usual first and then all that may be,
+// and the workspace is scanned again after each. A store held over its budget by what it
+// must keep (the current checkpoint larger than the budget, recorded before it was set or
+// lowered) then takes a checkpoint whose files fit in the budget as a whole: once it is
+// recorded, the next compaction may drop the rest. If the changes still do not fit, nothing
+// is recorded, what the scans stored is collected, and the error says so: the store never
+// keeps more than its budget for a checkpoint's sake.
+func (h *History) compactAndScan(first error) (string, *scanner, error) {
+	err := first
+	for _, target := range []int64{int64(float64(h.budget) * lowWater), 0} {
+		if cerr := h.compact(target); cerr != nil {
+			return "", nil, fmt.Errorf("the history is at its size budget and compacting it failed: %w", cerr)
+		}
+		h.retryAt = 0
+		var tree string
+		var sc *scanner
+		tree, sc, err = h.scan()
+		if !errors.Is(err, errOverBudget) {
+			return tree, sc, err
+		}
+		if h.size <= h.budget {
+			continue
+		}
+		tree, sc, err = h.scanWhole()
+		if !errors.Is(err, errOverBudget) {
+			return tree, sc, err
+		}
+	}
+	// What this fails to collect, the next compaction does (blobs no checkpoint reaches).
+	_ = h.compact(0)
+	return "", nil, fmt.Errorf("checkpoint not recorded: the workspace's changes (%s) do not fit in the history's size budget of %s, even with every older checkpoint compacted; remove large files from the workspace, or keep them outside it: %w",
+		unwrapOverBudget(err), formatBytes(h.budget), errdefs.ErrLimitExceeded)
+}
+
+// unwrapOverBudget is the path and size an errOverBudget names, without the sentinel.
+func unwrapOverBudget(err error) string {
+	return strings.TrimSuffix(err.Error(), ": "+errOverBudget.Error())
+}
+
+// formatBytes prints n in the largest binary unit that divides it, else in bytes.
+func formatBytes(n int64) string {
+	for _, u := range []struct {
+		shift uint
+		name  string
+	}{{30, "GiB"}, {20, "MiB"}, {10, "KiB"}} {
+		if n > 0 && n%(1<<u.shift) == 0 {
+			return fmt.Sprintf("%d %s", n>>u.shift, u.name)
+		}
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // neverFreed ranks the blobs of checkpoints compaction keeps whatever happens.
 const neverFreed = int(^uint(0) >> 1)
 
-func (h *History) compact() error {
+// compact drops the oldest checkpoints compaction may drop until the blobs left take at
+// most target bytes (or none is left to drop), and deletes the blobs no checkpoint reaches.
+func (h *History) compact(target int64) error {
 	keep := h.protected()
 	var candidates []int // indexes into idx.Checkpoints, oldest first
 	for i, c := range h.idx.Checkpoints {
@@ -157,7 +230,6 @@ func (h *History) compact() error {
 	for k := 1; k < len(freedBy); k++ {
 		freedBy[k] += freedBy[k-1]
 	}
-	target := int64(float64(h.budget) * lowWater)
 	drop := len(candidates)
 	for k, freed := range freedBy {
 		if total-freed <= target {

@@ -4,10 +4,12 @@ import (
 	"errors"
 	"io/fs"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
 )
@@ -228,5 +230,86 @@ func TestBudgetCollectsGarbage(t *testing.T) {
 	}
 	if n := len(h.List()); n != 1 {
 		t.Errorf("%d checkpoints, want the one", n)
+	}
+}
+
+// TestBudgetHoldsAtCheckpoint: a checkpoint whose changes would take the store over its
+// budget compacts the older checkpoints first, and when even that leaves no room it records
+// nothing and says so (ErrLimitExceeded, naming the budget), leaving the store within it;
+// once the large file is gone, checkpoints work again. A file far larger than the budget is
+// refused without being copied into the store.
+func TestBudgetHoldsAtCheckpoint(t *testing.T) {
+	const budget = 256 << 10
+	ws, store := t.TempDir(), t.TempDir()
+	h, err := Open(ws, store, WithBudget(budget))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	r := rand.New(rand.NewPCG(5, 6))
+	for i := range 6 { // older checkpoints that a compaction may drop
+		write(t, ws, "f", noise(r, 40<<10), 0o644)
+		mustCheckpoint(t, h, strconv.Itoa(i))
+	}
+	// Fits only once older checkpoints are dropped: compacted first, then recorded.
+	write(t, ws, "mid", noise(r, 150<<10), 0o644)
+	mustCheckpoint(t, h, "mid")
+	if size := blobBytes(t, store); size > budget {
+		t.Fatalf("store holds %d bytes after a checkpoint that fit by compacting, budget %d", size, budget)
+	}
+	for _, big := range []int{300 << 10, 2 << 20} {
+		write(t, ws, "big", noise(r, big), 0o644)
+		_, _, err = h.Checkpoint(CauseManual, "big")
+		if !errors.Is(err, errdefs.ErrLimitExceeded) || !strings.Contains(err.Error(), "256 KiB") || !strings.Contains(err.Error(), `"big"`) {
+			t.Fatalf("checkpoint of %d bytes over a %d budget: %v, want ErrLimitExceeded naming the budget and the file", big, budget, err)
+		}
+		if size := blobBytes(t, store); size > budget {
+			t.Fatalf("store holds %d bytes after a refused checkpoint, budget %d", size, budget)
+		}
+		if size, _ := h.Usage(); size != blobBytes(t, store) {
+			t.Errorf("Usage says %d bytes, the store holds %d", size, blobBytes(t, store))
+		}
+		// Tried again unchanged (the watcher would): refused without reading it again.
+		h.mu.Lock()
+		now := h.now
+		h.now = func() time.Time { return now().Add(time.Hour) } // no file is racy
+		h.mu.Unlock()
+		if _, _, err := h.Checkpoint(CauseWatcher, ""); !errors.Is(err, errdefs.ErrLimitExceeded) || h.hashed != 0 {
+			t.Errorf("the same checkpoint again: %v, %d files hashed; want refused, none read", err, h.hashed)
+		}
+		h.mu.Lock()
+		h.now = now
+		h.mu.Unlock()
+	}
+	if err := os.Remove(filepath.Join(ws, "big")); err != nil {
+		t.Fatal(err)
+	}
+	write(t, ws, "small", "x", 0o644)
+	mustCheckpoint(t, h, "without big")
+	checkReachable(t, h)
+}
+
+// TestBudgetRetriesOnceKeptChange: a store over its budget because of what it had to keep
+// (the newest checkpoint alone was larger) is compacted again at the next checkpoint, once
+// that no longer must be kept, even though the store did not grow.
+func TestBudgetRetriesOnceKeptChange(t *testing.T) {
+	ws, store := t.TempDir(), t.TempDir()
+	h := open(t, ws, store)
+	r := rand.New(rand.NewPCG(7, 8))
+	write(t, ws, "big", noise(r, 512<<10), 0o644)
+	mustCheckpoint(t, h, "big") // recorded without a budget, as an older store may hold
+	h.mu.Lock()
+	h.budget = 64 << 10
+	err := h.enforceBudget() // cannot get under: the newest checkpoint is kept
+	h.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(ws, "big")); err != nil {
+		t.Fatal(err)
+	}
+	mustCheckpoint(t, h, "without big")
+	if size := blobBytes(t, store); size > 64<<10 {
+		t.Fatalf("store holds %d bytes after the large file's checkpoint could be dropped, budget %d", size, 64<<10)
 	}
 }

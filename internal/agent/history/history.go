@@ -187,8 +187,12 @@ type History struct {
 	// owner, when set, is the uid and gid restore gives what it creates (see SetOwner).
 	owner *owner
 	// budget bounds size, the bytes of the store's blobs (see WithBudget); retryAt is the
-	// size past which a compaction that could not get under budget is tried again.
+	// size past which a compaction that could not get under budget is tried again, as long
+	// as the checkpoints it must keep are still retryKeep.
 	budget, size, retryAt int64
+	retryKeep             string
+	// tooLarge remembers the files that did not fit (scanner.tooLarge).
+	tooLarge map[string]statKey
 }
 
 type owner struct{ uid, gid int }
@@ -398,9 +402,13 @@ func (h *History) checkpoint(cause, message string, incremental bool) (Checkpoin
 		scan = h.scanChanged
 	}
 	tree, sc, err := scan()
+	if errors.Is(err, errOverBudget) {
+		tree, sc, err = h.compactAndScan(err)
+	}
 	if err != nil {
 		return Checkpoint{}, false, err
 	}
+	clear(h.tooLarge) // every file fit
 	cur, hasCur := h.get(h.idx.Pos)
 	if hasCur {
 		// The tree differs when only an mtime changed; that is not worth a checkpoint.
@@ -426,8 +434,22 @@ func (h *History) checkpoint(cause, message string, incremental bool) (Checkpoin
 // scan walks the workspace and returns its tree's hash, with the scanner holding the new
 // trees and stat cache. With a watcher, it (re)watches every directory as it reads it.
 func (h *History) scan() (string, *scanner, error) {
-	sc := &scanner{blobs: h.blobs, oldCache: h.cache, newCache: map[string]statEntry{},
-		trees: map[string][]byte{}, cutoff: h.now().Add(-racyWindow).UnixNano()}
+	return h.scanWith(&scanner{room: h.budget - h.size, budgeted: h.budget > 0})
+}
+
+// scanWhole is scan bounding the workspace's files as a whole by the budget rather than
+// the new bytes by the room left (see compactAndScan).
+func (h *History) scanWhole() (string, *scanner, error) {
+	return h.scanWith(&scanner{room: h.budget, whole: true})
+}
+
+func (h *History) scanWith(sc *scanner) (string, *scanner, error) {
+	if h.tooLarge == nil {
+		h.tooLarge = map[string]statKey{}
+	}
+	sc.tooLarge = h.tooLarge
+	sc.blobs, sc.oldCache, sc.newCache = h.blobs, h.cache, map[string]statEntry{}
+	sc.trees, sc.cutoff = map[string][]byte{}, h.now().Add(-racyWindow).UnixNano()
 	var old map[int32]string
 	if h.watch != nil {
 		old = h.watch.restart()
@@ -457,9 +479,13 @@ func (h *History) scanChanged() (string, *scanner, error) {
 		return h.scan()
 	}
 	h.scans.incremental++
+	if h.tooLarge == nil {
+		h.tooLarge = map[string]statKey{}
+	}
 	sc := &scanner{blobs: h.blobs, oldCache: h.cache, newCache: h.cache, inPlace: true,
-		trees: map[string][]byte{}, cutoff: h.now().Add(-racyWindow).UnixNano(),
-		watch: h.watch, rescan: ancestors(dirty), prevDirs: h.dirs, dirs: h.dirs}
+		trees: map[string][]byte{}, cutoff: h.now().Add(-racyWindow).UnixNano(), room: h.budget - h.size, budgeted: h.budget > 0,
+		tooLarge: h.tooLarge,
+		watch:    h.watch, rescan: ancestors(dirty), prevDirs: h.dirs, dirs: h.dirs}
 	if len(dirty) == 0 {
 		h.hashed = 0
 		return h.lastScan, sc, nil

@@ -481,7 +481,7 @@ func (h *History) restoreSubdir(dir *os.Root, rel string, e entry, fi fs.FileInf
 			return err
 		}
 	}
-	if err := sub.Chmod(".", e.Mode); err != nil {
+	if err := sub.Chmod(".", e.Mode&modeBits); err != nil {
 		return wsErr("chmod", rel, err)
 	}
 	t := time.Unix(0, e.Mtime)
@@ -546,7 +546,7 @@ func (h *History) writeTemp(dir *os.Root, tmp string, e entry) (*os.File, error)
 		}
 		return f, wsErr("restore", e.Name, err)
 	}
-	if err := f.Chmod(e.Mode); err != nil {
+	if err := f.Chmod(e.Mode & modeBits); err != nil {
 		return f, wsErr("chmod", tmp, err)
 	}
 	t := time.Unix(0, e.Mtime)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path"
 	"slices"
@@ -27,8 +28,9 @@ const (
 	kindLink = "l"
 )
 
-// modeBits are the mode bits history keeps: permissions plus setuid, setgid and sticky.
-const modeBits = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
+// modeBits are the mode bits history keeps: permissions and sticky, never setuid or setgid
+// (see unixMode).
+const modeBits = fs.ModePerm | fs.ModeSticky
 
 // entry is one name in a directory's manifest (a tree blob). A directory's Hash is its own
 // tree's blob, so an unchanged subtree costs nothing new and Diff can skip it whole.
@@ -76,7 +78,18 @@ type scanner struct {
 	trees    map[string][]byte // new tree blobs, written only if the checkpoint is kept
 	cutoff   int64             // files with ctime/mtime after this are racy
 	newBytes int64             // bytes of new content blobs
-	hashed   int               // files read and hashed
+	// room is how many bytes of new content the scan may store before the store would be
+	// over its budget, when budgeted. A scan that needs more stops (errOverBudget).
+	room     int64
+	budgeted bool
+	// whole: room bounds the bytes of every file the scan finds (total), new or stored,
+	// instead of its new bytes: whether the workspace as it is fits in the budget at all.
+	whole  bool
+	total  int64
+	hashed int // files read and hashed
+	// tooLarge is the files a scan found too large for the room it had, with their stat
+	// (History.tooLarge, shared by every scan).
+	tooLarge map[string]statKey
 
 	// watch, when set, gets a watch on every directory the scan reads.
 	watch *watcher
@@ -197,15 +210,11 @@ func readlinkat(dirfd int, name string) (string, error) {
 	}
 }
 
-// unixMode keeps the permission and setuid/setgid/sticky bits of a st_mode, as fs bits.
+// unixMode keeps the permission and sticky bits of a st_mode, as fs bits. Setuid and
+// setgid are not kept: a restore never makes a set-id file (the container's seccomp filter
+// would refuse it anyway; see internal/sandbox/container's withoutSetID).
 func unixMode(m uint32) fs.FileMode {
 	mode := fs.FileMode(m & 0o777)
-	if m&unix.S_ISUID != 0 {
-		mode |= fs.ModeSetuid
-	}
-	if m&unix.S_ISGID != 0 {
-		mode |= fs.ModeSetgid
-	}
 	if m&unix.S_ISVTX != 0 {
 		mode |= fs.ModeSticky
 	}
@@ -217,6 +226,11 @@ func unixMode(m uint32) fs.FileMode {
 const smallFile = 1 << 20
 
 func (s *scanner) scanFile(dir *os.Root, rel, name string, e entry, key statKey) (entry, bool, error) {
+	if s.whole {
+		if s.total += key.Size; s.total > s.room {
+			return entry{}, false, fmt.Errorf("%d bytes of files up to %q: %w", s.total, rel, errOverBudget)
+		}
+	}
 	if c, ok := s.oldCache[rel]; ok && c.Key == key {
 		e.Size, e.Hash = key.Size, c.Hash
 		s.remember(rel, key, c.Hash)
@@ -238,6 +252,11 @@ func (s *scanner) scanFile(dir *os.Root, rel, name string, e entry, key statKey)
 	if !ofi.Mode().IsRegular() {
 		return entry{}, false, nil
 	}
+	// A file found too large before, unchanged since, is not read again while it still
+	// does not fit: the watcher would otherwise hash it at every try.
+	if k, ok := s.tooLarge[rel]; ok && k == keyOf(ofi) && s.budgeted && ofi.Size() > s.room-s.newBytes {
+		return entry{}, false, fmt.Errorf("%q, %d bytes: %w", rel, ofi.Size(), errOverBudget)
+	}
 	s.hashed++
 	head, err := io.ReadAll(io.LimitReader(f, smallFile+1))
 	if err != nil {
@@ -249,14 +268,27 @@ func (s *scanner) scanFile(dir *os.Root, rel, name string, e entry, key statKey)
 	case len(head) <= smallFile:
 		sum, n, err = s.blobs.put(head)
 	case s.likelyStored(rel, ofi.Size()):
-		sum, n, err = s.putLarge(f, head)
+		sum, n, err = s.putLarge(f, head, math.MaxInt64)
+	case s.budgeted && ofi.Size() > s.room-s.newBytes:
+		// Too large for the room left unless it is stored already: hashed first, and not
+		// copied into the store at all when it does not fit.
+		sum, n, err = s.putLarge(f, head, s.room-s.newBytes)
 	default:
 		sum, n, err = s.blobs.putFrom(io.MultiReader(bytes.NewReader(head), f))
+	}
+	if errors.Is(err, errOverBudget) {
+		if s.tooLarge != nil {
+			s.tooLarge[rel] = keyOf(ofi)
+		}
+		return entry{}, false, fmt.Errorf("%q, %w", rel, err)
 	}
 	if err != nil {
 		return entry{}, false, fmt.Errorf("checkpoint %q (the workspace is untouched): %w", rel, err)
 	}
 	s.newBytes += n
+	if s.budgeted && n > 0 && s.newBytes > s.room {
+		return entry{}, false, fmt.Errorf("%q (%d bytes): %w", rel, n, errOverBudget)
+	}
 	key = keyOf(ofi)
 	e.Mode, e.Mtime, e.Size, e.Hash = ofi.Mode()&modeBits, ofi.ModTime().UnixNano(), key.Size, sum
 	s.remember(rel, key, sum)
@@ -275,14 +307,19 @@ func (s *scanner) likelyStored(rel string, size int64) bool {
 // putLarge hashes the rest of f after head and, if no blob has that hash, reads f again
 // from the start into a new blob (putFrom, which hashes what it copies: if the file
 // changed in between, the blob is its new content under its own hash).
-func (s *scanner) putLarge(f *os.File, head []byte) (string, int64, error) {
+// A file that is not stored yet and is larger than room is not copied: errOverBudget.
+func (s *scanner) putLarge(f *os.File, head []byte, room int64) (string, int64, error) {
 	h := sha256.New()
 	h.Write(head)
-	if _, err := io.Copy(h, f); err != nil {
+	n, err := io.Copy(h, f)
+	if err != nil {
 		return "", 0, fmt.Errorf("read: %w", kindOf(err))
 	}
 	if sum := hex.EncodeToString(h.Sum(nil)); s.blobs.has(sum) {
 		return sum, 0, nil
+	}
+	if size := int64(len(head)) + n; size > room {
+		return "", 0, fmt.Errorf("%d bytes: %w", size, errOverBudget)
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return "", 0, fmt.Errorf("read: %w", kindOf(err))

@@ -50,7 +50,8 @@ type Limits struct {
 	MemoryBytes int64
 	CPUs        float64
 	Pids        int64
-	// TmpBytes sizes the /tmp tmpfs (default 1 GiB; its pages count against MemoryBytes).
+	// TmpBytes sizes the /tmp tmpfs, whose pages count against MemoryBytes. Default: a
+	// quarter of MemoryBytes, at most 1 GiB. Not used when Config.Tmp puts /tmp on disk.
 	TmpBytes int64
 	// CommandPids limits the processes of the sandbox's commands (Pids adds the agent's
 	// threads); 0: only Pids does.
@@ -58,8 +59,11 @@ type Limits struct {
 }
 
 func (l Limits) tmpSize() int64 {
-	if l.TmpBytes > 0 {
+	switch {
+	case l.TmpBytes > 0:
 		return l.TmpBytes
+	case l.MemoryBytes > 0:
+		return min(1<<30, l.MemoryBytes/4)
 	}
 	return 1 << 30
 }
@@ -152,6 +156,13 @@ type Config struct {
 	// Dir is the sandbox's own host directory: bundle, socket, logs. Destroy removes it.
 	Dir       string
 	Workspace string // host directory bound at /workspace
+	// OwnWorkspace says the workspace is paddock's own, not a directory of a host user's
+	// (--workspace): with a user namespace, Start gives its sandbox user's files to the
+	// sandbox's range (ownWorkspace), so that on disk they belong to no host account.
+	OwnWorkspace bool
+	// Tmp, when set, is a host directory (mode 1777, root's) bound at /tmp instead of a
+	// tmpfs: the sandbox's disk image's (runner's disk quotas).
+	Tmp string
 	// History is the host directory of the workspace's history, bound at HistoryPath; it
 	// must be root's and 0700. Empty: the sandbox keeps no history.
 	History  string
@@ -228,9 +239,14 @@ func (sb *Sandbox) start(ctx context.Context, cfg Config) error {
 	}
 	if userns(rt, cfg) {
 		if cfg.IDBase == 0 {
-			// A persistent sandbox asks for the range its history store already belongs
-			// to, so that a restart need not give the whole store to another.
-			base, err := claimIDRange(cfg.Dir, ownerOf(cfg.History))
+			// A persistent sandbox asks for the range its history store (or its
+			// workspace) already belongs to, so that a restart need not give either
+			// to another.
+			prefer := ownerOf(cfg.History)
+			if !IsAgentHostID(prefer) && cfg.OwnWorkspace {
+				prefer = rangeOf(ownerOf(cfg.Workspace))
+			}
+			base, err := claimIDRange(cfg.Dir, prefer)
 			if err != nil {
 				return fmt.Errorf("the sandbox's user namespace: %w", err)
 			}
@@ -241,6 +257,11 @@ func (sb *Sandbox) start(ctx context.Context, cfg Config) error {
 	if cfg.History != "" {
 		if err := ownHistory(cfg.History, sb.idBase); err != nil {
 			return fmt.Errorf("history store: %w", err)
+		}
+	}
+	if sb.idBase != 0 && cfg.OwnWorkspace {
+		if err := ownWorkspace(cfg.Workspace, sb.idBase, cfg.UID, cfg.GID); err != nil {
+			return fmt.Errorf("workspace: %w", err)
 		}
 	}
 	if err := rt.writeBundle(cfg, sb.cgroup, netnsPath); err != nil {
@@ -352,6 +373,44 @@ func ownHistory(dir string, base uint32) error {
 	return os.Lchown(dir, id, id)
 }
 
+// ownWorkspace gives the sandbox user's files in a workspace of paddock's own to the ids
+// the sandbox's range maps that user to (sandboxHostID), ids no host account has: a fresh
+// workspace at once (its root alone), one made before ranges (its sandbox user's id on
+// disk) or one whose range was taken by another sandbox meanwhile by a walk, once.
+// Root's files (the agent's) stay root's. The idmapped mount then shows the owner's files
+// as the sandbox user's (idmapWorkspace), whatever range a later start holds.
+func ownWorkspace(dir string, base, uid, gid uint32) error {
+	var st syscall.Stat_t
+	if err := syscall.Lstat(dir, &st); err != nil {
+		return err
+	}
+	hostUID, hostGID := sandboxHostID(base, uid), sandboxHostID(base, gid)
+	if st.Uid == hostUID && st.Gid == hostGID {
+		return nil
+	}
+	oldUID, oldGID := st.Uid, st.Gid
+	return filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		var st syscall.Stat_t
+		if err := syscall.Lstat(p, &st); err != nil {
+			return err
+		}
+		u, g := -1, -1
+		if st.Uid == oldUID {
+			u = int(hostUID)
+		}
+		if st.Gid == oldGID {
+			g = int(hostGID)
+		}
+		if u == -1 && g == -1 {
+			return nil
+		}
+		return os.Lchown(p, u, g)
+	})
+}
+
 // userns says whether cfg's sandbox gets a user namespace (Config.UserNS; runc only).
 func userns(rt *Runtime, cfg Config) bool { return cfg.UserNS && !rt.userKernel }
 
@@ -375,11 +434,16 @@ func WriteBundle(cfg Config, dir, cgroup string, args []string) error {
 
 func writeBundle(cfg Config, dir, cgroup string, userKernel bool, edit func(*specs.Spec)) error {
 	b := bundleSpec{
-		id: cfg.ID, hostname: "sandbox", uid: cfg.UID, gid: cfg.GID, workspace: cfg.Workspace,
+		id: cfg.ID, hostname: "sandbox", uid: cfg.UID, gid: cfg.GID, workspace: cfg.Workspace, tmp: cfg.Tmp,
 		history: cfg.History, agent: cfg.Agent, env: cfg.Env, limits: cfg.Limits, cgroup: cgroup, swap: swapAccounted(),
 		userKernel: userKernel, userns: !userKernel && cfg.UserNS, idBase: cfg.IDBase,
+		diskUID: cfg.UID, diskGID: cfg.GID,
 		// gVisor has no Landlock, so no exec there runs in the gated root.
 		gated: !userKernel,
+	}
+	var st syscall.Stat_t
+	if cfg.OwnWorkspace && syscall.Lstat(cfg.Workspace, &st) == nil && IsRangeID(st.Uid) && IsRangeID(st.Gid) {
+		b.diskUID, b.diskGID = st.Uid, st.Gid
 	}
 	if b.idBase == 0 {
 		b.idBase = AgentHostID

@@ -43,6 +43,21 @@ func IsAgentHostID(id uint32) bool {
 	return id >= idRangeBase && (id-idRangeBase)%idRangeSize == 0 && int((id-idRangeBase)/idRangeSize) < idRanges
 }
 
+// rangeOf is the first id of the sandbox range id is in, or 0 for an id of no range.
+func rangeOf(id uint32) uint32 {
+	if id < idRangeBase {
+		return 0
+	}
+	base := id - (id-idRangeBase)%idRangeSize
+	if !IsAgentHostID(base) {
+		return 0
+	}
+	return base
+}
+
+// IsRangeID reports whether id is in a sandbox range: an id no host account has.
+func IsRangeID(id uint32) bool { return rangeOf(id) != 0 }
+
 // rangeBase is the first host id of range n.
 func rangeBase(n int) uint32 { return idRangeBase + uint32(n)*idRangeSize }
 
@@ -125,6 +140,30 @@ func takeOver(claim, dir string) (bool, error) {
 	}
 	return createClaim(claim, dir)
 }
+
+// ClaimIDRange claims a range of host ids for a sandbox of another tier whose directory is
+// dir (the microvm tier runs QEMU as one of them), as a runc sandbox's start does,
+// preferring the range prefer is in. It returns the range's first id and the function
+// that gives it back (if the claim is still dir's).
+func ClaimIDRange(dir string, prefer uint32) (uint32, func(), error) {
+	base, err := claimIDRange(dir, rangeOf(prefer))
+	if err != nil {
+		return 0, nil, err
+	}
+	claim := filepath.Join(idRangeClaims, strconv.Itoa(int((base-idRangeBase)/idRangeSize)))
+	return base, func() {
+		if holder, err := os.ReadFile(claim); err == nil && string(holder) == dir {
+			os.Remove(claim)
+		}
+	}, nil
+}
+
+// SandboxHostID is the host id of a sandbox's id in the range that begins at base.
+func SandboxHostID(base, id uint32) uint32 { return sandboxHostID(base, id) }
+
+// OwnWorkspace is ownWorkspace, for the other tiers: it gives the sandbox user's files in
+// a workspace of paddock's own to the ids of the range that begins at base.
+func OwnWorkspace(dir string, base, uid, gid uint32) error { return ownWorkspace(dir, base, uid, gid) }
 
 // releaseIDRange gives back the range the sandbox whose directory is dir holds, if the
 // claim is still its own. Errors are ignored: a claim left behind is taken over once the

@@ -1,6 +1,7 @@
 package container
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -71,6 +72,7 @@ type bundleSpec struct {
 	hostname  string
 	uid, gid  uint32
 	workspace string // host path
+	tmp       string // host path bound at /tmp; empty: a tmpfs
 	history   string // host path of the history store; empty: none
 	agent     string // host path of paddock-agent
 	env       []string
@@ -88,6 +90,9 @@ type bundleSpec struct {
 	idBase uint32
 	// gated: the sandbox has the gated root (gated.go), for execs a capability limits.
 	gated bool
+	// diskUID and diskGID own the sandbox user's files in the workspace on disk: its own
+	// ids (0: uid and gid), or in a workspace of paddock's own its range's (ownWorkspace).
+	diskUID, diskGID uint32
 }
 
 // AgentHostID is where the host ids of sandboxes with a user namespace begin: the first
@@ -97,22 +102,24 @@ type bundleSpec struct {
 const AgentHostID = 1 << 31
 
 // idmapWorkspace shows the workspace's files under the ids the sandbox's namespace maps:
-// the sandbox user's own files (its id on disk) as its own, since that id is shown as the
-// sandbox's host id for it (sandboxHostID); and the host root's files as the namespace's
-// root's, the agent's. The agent needs that to create files there itself (history's
-// restore makes each file as root, then gives it to the sandbox user), and in a workspace
-// the host's root owns (paddock run --workspace of a root's directory) to enter it at all;
-// the sandbox user keeps only what the permissions give "others" there, as without a
-// namespace. The root's files must never be shown as the sandbox user's: what a command
-// wrote would be stored as the host root's, setuid bit included. What is on disk does not
-// change: a command's files are stored under the sandbox user's id, whatever range the
-// sandbox holds. Any other owner's files are shown as nobody's.
+// the sandbox user's own files (owned on disk by diskUID:diskGID) as its own, since that
+// id is shown as the sandbox's host id for it (sandboxHostID); and the host root's files as
+// the namespace's root's, the agent's. The agent needs that to create files there itself
+// (history's restore makes each file as root, then gives it to the sandbox user), and in a
+// workspace the host's root owns (paddock run --workspace of a root's directory) to enter
+// it at all; the sandbox user keeps only what the permissions give "others" there, as
+// without a namespace. The root's files must never be shown as the sandbox user's: what a
+// command wrote would be stored as the host root's. On disk, a command's files are stored
+// as diskUID:diskGID whatever range the sandbox holds: in a workspace of paddock's own, ids
+// of a sandbox range that no host account has (ownWorkspace); in a host user's directory
+// (--workspace), that user's. Any other owner's files are shown as nobody's.
 //
 // In an OCI mount's mappings ContainerID is the id on disk and HostID the id (in the host's
 // terms) it is shown as, which the container's own mappings then translate.
 func idmapWorkspace(s *specs.Spec, b bundleSpec) {
-	uids := []specs.LinuxIDMapping{{ContainerID: b.uid, HostID: sandboxHostID(b.idBase, b.uid), Size: 1}}
-	gids := []specs.LinuxIDMapping{{ContainerID: b.gid, HostID: sandboxHostID(b.idBase, b.gid), Size: 1}}
+	diskUID, diskGID := cmp.Or(b.diskUID, b.uid), cmp.Or(b.diskGID, b.gid)
+	uids := []specs.LinuxIDMapping{{ContainerID: diskUID, HostID: sandboxHostID(b.idBase, b.uid), Size: 1}}
+	gids := []specs.LinuxIDMapping{{ContainerID: diskGID, HostID: sandboxHostID(b.idBase, b.gid), Size: 1}}
 	if b.uid != 0 {
 		uids = append(uids, specs.LinuxIDMapping{ContainerID: 0, HostID: b.idBase, Size: 1})
 	}
@@ -208,8 +215,52 @@ func buildSpec(b bundleSpec) (*specs.Spec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("seccomp profile: %w", err)
 	}
-	s.Linux.Seccomp = withoutSyscalls(sc, deniedSyscalls)
+	s.Linux.Seccomp = withoutSetID(withoutSyscalls(sc, deniedSyscalls))
 	return s, nil
+}
+
+// modeArgs are the system calls that give a file its mode bits, each with the index of its
+// mode argument and, for the opens, of its flags (-1: it always creates or changes).
+var modeArgs = []struct {
+	name        string
+	mode, flags uint
+}{
+	{"chmod", 1, noFlags}, {"fchmod", 1, noFlags}, {"fchmodat", 2, noFlags}, {"fchmodat2", 2, noFlags},
+	{"creat", 1, noFlags}, {"mknod", 1, noFlags}, {"mknodat", 2, noFlags},
+	{"open", 2, 1}, {"openat", 3, 2},
+}
+
+const (
+	noFlags   = ^uint(0)
+	setIDBits = unix.S_ISUID | unix.S_ISGID
+	// creating: the open flags that make a file with the given mode.
+	creating = unix.O_CREAT | unix.O_TMPFILE&^unix.O_DIRECTORY
+)
+
+// withoutSetID keeps the sandbox from making a setuid or setgid file: the system calls
+// that set a mode are allowed only without those bits (an open only when it creates
+// nothing), and everything else answers EPERM, the profile's default. Such a file in a
+// workspace would keep its bits on the host, where a host user who reached it could run
+// it as its owner. openat2, whose mode is inside a struct the filter cannot read, is
+// refused with ENOSYS, so that callers fall back to openat. Setgid directories are lost
+// with the rest; they grant nothing.
+func withoutSetID(sc *specs.LinuxSeccomp) *specs.LinuxSeccomp {
+	names := []string{"openat2"}
+	for _, m := range modeArgs {
+		names = append(names, m.name)
+	}
+	sc = withoutSyscalls(sc, names)
+	for _, m := range modeArgs {
+		sc.Syscalls = append(sc.Syscalls, specs.LinuxSyscall{Names: []string{m.name}, Action: specs.ActAllow,
+			Args: []specs.LinuxSeccompArg{{Index: m.mode, Value: setIDBits, ValueTwo: 0, Op: specs.OpMaskedEqual}}})
+		if m.flags != noFlags {
+			sc.Syscalls = append(sc.Syscalls, specs.LinuxSyscall{Names: []string{m.name}, Action: specs.ActAllow,
+				Args: []specs.LinuxSeccompArg{{Index: m.flags, Value: creating, ValueTwo: 0, Op: specs.OpMaskedEqual}}})
+		}
+	}
+	enosys := uint(unix.ENOSYS)
+	sc.Syscalls = append(sc.Syscalls, specs.LinuxSyscall{Names: []string{"openat2"}, Action: specs.ActErrno, ErrnoRet: &enosys})
+	return sc
 }
 
 // gvisorLimits adapts a spec to runsc. runsc takes the rest of the runc spec as it is,
@@ -313,6 +364,13 @@ func mounts(b bundleSpec) []specs.Mount {
 	}
 	if t := trampoline(b.agent); t != "" {
 		ms = append(ms, roBind(t, TrampolinePath))
+	}
+	if b.tmp != "" {
+		for i, m := range ms {
+			if m.Destination == "/tmp" {
+				ms[i] = specs.Mount{Destination: "/tmp", Type: "bind", Source: b.tmp, Options: []string{"bind", "rw", "nosuid", "nodev"}}
+			}
+		}
 	}
 	if b.history != "" {
 		ms = append(ms, specs.Mount{Destination: HistoryPath, Type: "bind", Source: b.history, Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}})

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -161,6 +162,53 @@ func TestIDMappings(t *testing.T) {
 			}
 			if root, ok := shown[0]; !ok || root != base {
 				t.Errorf("root-owned %v: the root's files shown as %d (mapped %v), want the agent's %d", rootOwned, root, ok, base)
+			}
+		}
+	}
+	// A workspace of paddock's own, owned on disk by an id of another range (a start
+	// before): those files are the sandbox user's.
+	old := sandboxHostID(rangeBase(3), 1000)
+	s, err := buildSpec(bundleSpec{uid: 1000, gid: 1000, userns: true, idBase: base, workspace: t.TempDir(), diskUID: old, diskGID: old})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range s.Mounts {
+		if m.Destination == WorkspacePath && (len(m.UIDMappings) == 0 || m.UIDMappings[0] != (specs.LinuxIDMapping{ContainerID: old, HostID: base + 1000, Size: 1})) {
+			t.Errorf("workspace owned by %d on disk: mappings %v, want it shown as %d", old, m.UIDMappings, base+1000)
+		}
+	}
+}
+
+// ownWorkspace gives the sandbox user's files to its range's ids, whether they were the
+// sandbox user's own or another range's, and leaves root's files and links' targets alone.
+func TestOwnWorkspace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("chown needs root")
+	}
+	base := rangeBase(5)
+	want := sandboxHostID(base, 1000)
+	for _, from := range []uint32{1000, sandboxHostID(rangeBase(9), 1000)} {
+		ws, outside := t.TempDir(), filepath.Join(t.TempDir(), "host-file")
+		for _, p := range []string{outside, filepath.Join(ws, "f"), filepath.Join(ws, "rootfile")} {
+			if err := os.WriteFile(p, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Symlink(outside, filepath.Join(ws, "link")); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{ws, filepath.Join(ws, "f"), filepath.Join(ws, "link"), outside} {
+			if err := os.Lchown(p, int(from), int(from)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := ownWorkspace(ws, base, 1000, 1000); err != nil {
+			t.Fatal(err)
+		}
+		for p, owner := range map[string]uint32{ws: want, filepath.Join(ws, "f"): want, filepath.Join(ws, "link"): want, filepath.Join(ws, "rootfile"): 0, outside: from} {
+			var st syscall.Stat_t
+			if err := syscall.Lstat(p, &st); err != nil || st.Uid != owner || st.Gid != owner {
+				t.Errorf("from %d: %s owned by %d:%d, want %d (%v)", from, p, st.Uid, st.Gid, owner, err)
 			}
 		}
 	}

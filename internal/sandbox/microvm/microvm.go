@@ -123,7 +123,14 @@ type Config struct {
 	Dir       string
 	Workspace string
 	Agent     string
-	UID, GID  uint32
+	// UID and GID are the guest's sandbox user, and by default QEMU's host user too.
+	UID, GID uint32
+	// HostUID and HostGID, when set, are QEMU's host user instead: an id of the sandbox's
+	// own range (see PrepareWorkspace). The workspace share then keeps the guest's owners
+	// and modes in extended attributes (9p's mapped-xattr), so that the guest's user is
+	// UID while every file is HostUID's on the host, and no mode the guest sets (setuid)
+	// reaches the host's view.
+	HostUID, HostGID uint32
 	// Env is the default environment of the sandbox's commands.
 	Env     []string
 	Main    *wire.Command
@@ -171,7 +178,7 @@ func (sb *Sandbox) start(ctx context.Context, cfg Config) (err error) {
 	if err := os.MkdirAll(sb.vmDir, 0o700); err != nil {
 		return fmt.Errorf("sandbox dir: %w", err)
 	}
-	if err := os.Chown(sb.vmDir, int(cfg.UID), int(cfg.GID)); err != nil {
+	if err := os.Chown(sb.vmDir, int(hostUser(cfg).Uid), int(hostUser(cfg).Gid)); err != nil {
 		return fmt.Errorf("sandbox dir: %w", err)
 	}
 	initrd := filepath.Join(sb.vmDir, "initramfs.cpio")
@@ -252,7 +259,19 @@ func qemuArgs(cfg Config, vmDir, initrd string, mem int64, vcpus int) []string {
 		"-qmp", "unix:" + escapeOpt(filepath.Join(vmDir, "qmp.sock")) + ",server=on,wait=off",
 	}
 	args = append(args, share("usr", "/usr", agent.VMUsrTag, true)...)
-	return append(args, share("ws", cfg.Workspace, agent.VMWorkspaceTag, false)...)
+	ws := share("ws", cfg.Workspace, agent.VMWorkspaceTag, false)
+	if cfg.HostUID != 0 {
+		ws[1] = strings.Replace(ws[1], "security_model=none", "security_model=mapped-xattr", 1)
+	}
+	return append(args, ws...)
+}
+
+// hostUser is the host user QEMU runs as.
+func hostUser(cfg Config) syscall.Credential {
+	if cfg.HostUID != 0 {
+		return syscall.Credential{Uid: cfg.HostUID, Gid: cfg.HostGID}
+	}
+	return syscall.Credential{Uid: cfg.UID, Gid: cfg.GID}
 }
 
 // kernelCmdline is the guest kernel's command line. Under TCG the guest's TSC is the host's,
@@ -328,7 +347,7 @@ func (sb *Sandbox) startQEMU(cfg Config, args []string) error {
 		Setsid:     true,
 		Pdeathsig:  syscall.SIGKILL,
 		Cloneflags: syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS,
-		Credential: &syscall.Credential{Uid: cfg.UID, Gid: cfg.GID, Groups: groups},
+		Credential: &syscall.Credential{Uid: hostUser(cfg).Uid, Gid: hostUser(cfg).Gid, Groups: groups},
 	}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start qemu: %w", err)

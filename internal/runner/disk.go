@@ -1,0 +1,335 @@
+package runner
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/paddockhq/paddock/internal/agent"
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/wire"
+)
+
+// Disk quotas. A sandbox with a disk limit (Limits.Disk) gets a file system of its own: a
+// sparse ext4 image of that size, loop-mounted (direct I/O; nosuid, nodev, discard) where
+// its workspace directory would be. It holds workspace/, bound at /workspace, and tmp/,
+// bound at /tmp (emptied at every start). The kernel fills it no further: a write past it
+// fails with ENOSPC inside the sandbox, and the host's disk grows by at most the image's
+// size; what the sandbox deletes is given back to the host (discard punches holes in the
+// image).
+//
+// Images are <workspace_root>/<user>/disks/<id>.img, in a directory only root enters. A
+// persistent sandbox's image stays, mounted, with its workspace until RemoveWorkspace (a
+// reboot unmounts it; its next start mounts it again); a one-shot sandbox's goes with it
+// at Destroy. A workspace given with --workspace is the user's own directory and is not
+// counted; the sandbox's /tmp is, on an image of its own.
+//
+// The reserve: an image is sparse, so the space it may still take is promised, not taken.
+// A sandbox is refused when its disk, with every image already made filled to its size,
+// would leave less than Config.DiskReserve free on the file system: what the control plane
+// writes there (paddock.db, logs) always has that room. A persistent sandbox's history
+// store, beside its image, is promised its whole budget (agent.HistoryBudget) too.
+
+// disk is a sandbox's mounted image.
+type disk struct {
+	image, mount string
+	size         Size
+	// remove: the image goes with the sandbox (a one-shot sandbox's).
+	remove bool
+}
+
+func (d *disk) workspace() string { return filepath.Join(d.mount, "workspace") }
+func (d *disk) tmp() string       { return filepath.Join(d.mount, "tmp") }
+
+// diskImage is the path of sandbox id's image.
+func (r *Runner) diskImage(user, id string) string {
+	return filepath.Join(r.cfg.WorkspaceRoot, user, "disks", id+".img")
+}
+
+// openDisk makes (or, for a persistent sandbox, finds again) the image of sandbox id and
+// mounts it at mount, with workspace/ owned by uid:gid and an empty tmp/. The image's root
+// is 0700, root's, so that no host user enters it, for a container, whose runtime opens
+// what it binds as root; for the other tiers, whose sandbox user or QEMU reaches the
+// workspace as itself on the host, it is 0711 and has no tmp/.
+func (r *Runner) openDisk(user, id, mount string, size Size, remove bool, tier wire.Tier, uid, gid uint32) (*disk, error) {
+	d := &disk{image: r.diskImage(user, id), mount: mount, size: size, remove: remove}
+	if err := os.MkdirAll(filepath.Dir(d.image), 0o700); err != nil {
+		return nil, fmt.Errorf("disk: %w", err)
+	}
+	if err := r.makeImage(d.image, size, historyOf(remove)); err != nil {
+		return nil, err
+	}
+	if err := r.mountDisk(d, tier, uid, gid); err != nil {
+		_ = d.close() // a one-shot sandbox's image goes; a persistent one's stays
+		return nil, err
+	}
+	return d, nil
+}
+
+// mountDisk grows d's image if it must, mounts it unless it is, and prepares it.
+func (r *Runner) mountDisk(d *disk, tier wire.Tier, uid, gid uint32) error {
+	if err := os.Mkdir(d.mount, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("disk: %w", err)
+	}
+	if err := r.growImage(d); err != nil {
+		return err
+	}
+	if !isMountPoint(d.mount) {
+		if err := mountImage(d.image, d.mount); err != nil {
+			return err
+		}
+	}
+	return d.prepare(tier, uid, gid)
+}
+
+// mountImage mounts image at dir through a loop device with direct I/O, so that the
+// image's pages are not cached twice, once for each file system (an fsync'd write then
+// costs what it does on the host's). The device is let go at once: the kernel clears it
+// when the last mount of it goes (autoclear).
+func mountImage(image, dir string) error {
+	out, err := exec.Command("losetup", "--find", "--show", "--direct-io=on", image).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("disk: losetup %s: %v: %s: %w", image, err, bytes.TrimSpace(out), errdefs.ErrUnavailable)
+	}
+	dev := string(bytes.TrimSpace(out))
+	out, err = exec.Command("mount", "-t", "ext4", "-o", "nosuid,nodev,noatime,discard", dev, dir).CombinedOutput()
+	detach := exec.Command("losetup", "--detach", dev).Run()
+	if err != nil {
+		return fmt.Errorf("disk: mount %s: %v: %s: %w", image, err, bytes.TrimSpace(out), errdefs.ErrUnavailable)
+	}
+	if detach != nil {
+		return fmt.Errorf("disk: losetup --detach %s: %w", dev, detach)
+	}
+	return nil
+}
+
+// prepare makes the image's two directories: workspace/ (kept; owned by uid:gid when new)
+// and, for a container, tmp/ (a fresh one at every start).
+func (d *disk) prepare(tier wire.Tier, uid, gid uint32) error {
+	mode := fs.FileMode(0o711)
+	if tier == wire.TierContainer {
+		mode = 0o700
+	}
+	if err := os.Chmod(d.mount, mode); err != nil {
+		return fmt.Errorf("disk: %w", err)
+	}
+	ws := d.workspace()
+	if err := os.Mkdir(ws, 0o700); err == nil {
+		if err := os.Chown(ws, int(uid), int(gid)); err != nil {
+			return fmt.Errorf("disk: %w", err)
+		}
+	} else if !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("disk: %w", err)
+	}
+	if err := os.RemoveAll(d.tmp()); err != nil {
+		return fmt.Errorf("disk: clear tmp: %w", err)
+	}
+	if tier != wire.TierContainer {
+		return nil
+	}
+	if err := os.Mkdir(d.tmp(), 0o1777); err != nil {
+		return fmt.Errorf("disk: %w", err)
+	}
+	// Mkdir's mode is cut by the umask, which the sticky, world-writable bits do not survive.
+	return os.Chmod(d.tmp(), 0o777|fs.ModeSticky)
+}
+
+// historyOf is what a sandbox's history store may take beside its image: its budget for a
+// persistent sandbox's (only those keep history), none for a one-shot sandbox's.
+func historyOf(oneShot bool) Size {
+	if oneShot {
+		return 0
+	}
+	return agent.HistoryBudget
+}
+
+// makeImage makes a sparse ext4 image of size at path, unless there is one. Making one is
+// the moment the reserve is checked, under a lock, so that two sandboxes starting at once
+// never both take the last of it; extra is what else the sandbox may take beside it.
+func (r *Runner) makeImage(path string, size, extra Size) error {
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	unlock, err := lockFile(filepath.Join(r.cfg.WorkspaceRoot, ".disks.lock"))
+	if err != nil {
+		return fmt.Errorf("disk: %w", err)
+	}
+	defer unlock()
+	if err := r.checkReserve(size + extra); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("disk: %w", err)
+	}
+	err = f.Truncate(int64(size))
+	if err = errors.Join(err, f.Close()); err != nil {
+		os.Remove(path)
+		return fmt.Errorf("disk: %w", err)
+	}
+	// -m 0: no blocks kept for root, who inside is the agent. Lazy init: the inode tables
+	// and journal are zeroed by the kernel later, not written now. nodiscard: a fresh
+	// sparse file has nothing to discard.
+	out, err := exec.Command("mkfs.ext4", "-q", "-F", "-m", "0", "-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard", path).CombinedOutput()
+	if err != nil {
+		os.Remove(path)
+		return fmt.Errorf("disk: mkfs.ext4 (install e2fsprogs): %v: %s: %w", err, bytes.TrimSpace(out), errdefs.ErrUnavailable)
+	}
+	return nil
+}
+
+// growImage grows an image that is smaller than its sandbox's limit (a persistent
+// sandbox whose limit was raised), within the reserve. It is done offline: the sandbox is
+// not running yet, and growing a mounted ext4 needs CAP_SYS_RESOURCE, which some hosts
+// withhold. A smaller limit does not shrink an image: d.size stays what the image holds.
+func (r *Runner) growImage(d *disk) error {
+	fi, err := os.Stat(d.image)
+	if err != nil {
+		return fmt.Errorf("disk: %w", err)
+	}
+	if Size(fi.Size()) >= d.size {
+		d.size = Size(fi.Size())
+		return nil
+	}
+	unlock, err := lockFile(filepath.Join(r.cfg.WorkspaceRoot, ".disks.lock"))
+	if err != nil {
+		return fmt.Errorf("disk: %w", err)
+	}
+	defer unlock()
+	if err := r.checkReserve(d.size - Size(fi.Size())); err != nil {
+		return err
+	}
+	// Not a lazy unmount: a file system still in use (busy) must not be mounted twice.
+	if isMountPoint(d.mount) {
+		if err := unix.Unmount(d.mount, 0); err != nil {
+			r.log.Warn("the sandbox's disk is in use and keeps its size until it is not", "disk", d.image, "size", Size(fi.Size()), "limit", d.size, "err", err)
+			d.size = Size(fi.Size())
+			return nil
+		}
+	}
+	if err := os.Truncate(d.image, int64(d.size)); err != nil {
+		return fmt.Errorf("disk: %w", err)
+	}
+	// e2fsck's exit status 1 is "errors corrected", which resize2fs needs done.
+	if out, err := exec.Command("e2fsck", "-f", "-p", d.image).CombinedOutput(); err != nil && exitCode(err) != 1 {
+		return fmt.Errorf("disk: grow to %s: e2fsck: %v: %s: %w", d.size, err, bytes.TrimSpace(out), errdefs.ErrUnavailable)
+	}
+	if out, err := exec.Command("resize2fs", d.image).CombinedOutput(); err != nil {
+		return fmt.Errorf("disk: grow to %s: resize2fs: %v: %s: %w", d.size, err, bytes.TrimSpace(out), errdefs.ErrUnavailable)
+	}
+	return nil
+}
+
+func exitCode(err error) int {
+	var x *exec.ExitError
+	if errors.As(err, &x) {
+		return x.ExitCode()
+	}
+	return -1
+}
+
+// checkReserve refuses a new image of size when, with every image under the workspace root
+// grown to its size, less than the reserve would be left free.
+func (r *Runner) checkReserve(size Size) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(r.cfg.WorkspaceRoot, &st); err != nil {
+		return fmt.Errorf("disk: %w", err)
+	}
+	free := int64(st.Bavail) * st.Bsize
+	reserve := int64(r.cfg.DiskReserve)
+	if reserve == 0 {
+		reserve = max(1<<30, int64(st.Blocks)*st.Bsize/20)
+	}
+	promised := promisedBytes(r.cfg.WorkspaceRoot)
+	if free-promised-int64(size) < reserve {
+		return fmt.Errorf("disk: a %s disk would leave less than the %s reserved for the control plane free (%s free, %s of it promised to other sandboxes' disks); ask for a smaller disk, or remove sandboxes: %w",
+			size, Size(reserve), Size(free), Size(promised), errdefs.ErrLimitExceeded)
+	}
+	return nil
+}
+
+// promisedBytes is what the sandboxes under root may still take of the host's disk: each
+// image's size less what it already holds, and a persistent sandbox's history budget (a
+// store that holds some of it is counted whole: the reserve errs on the safe side).
+func promisedBytes(root string) int64 {
+	imgs, _ := filepath.Glob(filepath.Join(root, "*", "disks", "*.img"))
+	var n int64
+	for _, img := range imgs {
+		var st syscall.Stat_t
+		if syscall.Stat(img, &st) == nil {
+			n += max(0, st.Size-st.Blocks*512)
+		}
+		id := strings.TrimSuffix(filepath.Base(img), ".img")
+		if _, err := os.Stat(filepath.Join(filepath.Dir(filepath.Dir(img)), "history", id)); err == nil {
+			n += int64(agent.HistoryBudget)
+		}
+	}
+	return n
+}
+
+// close unmounts and removes the image of a one-shot sandbox, with its mount point. A
+// persistent sandbox's stays mounted, as its workspace directory would stay, until
+// RemoveWorkspace. The unmount is lazy: a process of the sandbox still dying lets go later.
+func (d *disk) close() error {
+	if d == nil || !d.remove {
+		return nil
+	}
+	if err := unmount(d.mount); err != nil {
+		return err
+	}
+	return errors.Join(os.Remove(d.mount), os.Remove(d.image))
+}
+
+// unmount detaches whatever is mounted at dir, if anything.
+func unmount(dir string) error {
+	for isMountPoint(dir) {
+		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+			return fmt.Errorf("disk: unmount %s: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+// isMountPoint reports whether dir is the root of a mount: another device than its parent's.
+func isMountPoint(dir string) bool {
+	var st, parent syscall.Stat_t
+	if syscall.Lstat(dir, &st) != nil || syscall.Lstat(filepath.Dir(dir), &parent) != nil {
+		return false
+	}
+	return st.Dev != parent.Dev
+}
+
+// full reports whether the sandbox's disk is full, or nearly: what it has left is below a
+// 256th of its size (at least 1MiB), so that a write of any size was likely refused. False
+// for a sandbox without a disk.
+func (d *disk) full() bool {
+	if d == nil {
+		return false
+	}
+	var st unix.Statfs_t
+	if unix.Statfs(d.mount, &st) != nil {
+		return false
+	}
+	return int64(st.Bavail)*st.Bsize < max(1<<20, int64(d.size)/256)
+}
+
+// lockFile takes an exclusive lock on path (made if missing) until the returned func.
+func lockFile(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { f.Close() }, nil
+}
