@@ -46,16 +46,17 @@ func TestForkBombEndsWithItsExec(t *testing.T) {
 	}
 }
 
-// The agent survives its sandbox's memory pressure: filling /tmp (a tmpfs larger than the
-// sandbox's memory) makes the memory limit kill the command that filled it, in the
-// commands' group, never the agent, which keeps answering with the same process.
+// The agent survives its sandbox's memory pressure: filling /tmp (a tmpfs as large as the
+// memory limit allows, whose pages no kill frees) makes the memory limit kill the command
+// that filled it, in the commands' group, never the agent, which keeps answering with the
+// same process.
 func TestAgentSurvivesMemoryPressure(t *testing.T) {
 	e := servertest.Start(t)
 	alice := e.Register(t, "alice")
 	var sb api.Sandbox
-	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "work", Limits: api.Limits{Memory: "256MiB", Tmp: "1GiB"}}), http.StatusCreated, &sb)
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "work", Limits: api.Limits{Memory: "256MiB", Tmp: "250MiB"}}), http.StatusCreated, &sb)
 	pid := agentPID(t, sb.ID)
-	res := execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{"dd", "if=/dev/zero", "of=/tmp/fill", "bs=1M", "count=1024"}, TimeoutMS: 60000})
+	res := execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{"dd", "if=/dev/zero", "of=/tmp/fill", "bs=1M", "count=250"}, TimeoutMS: 60000})
 	if res.Limit != api.LimitMemory {
 		t.Errorf("filling /tmp past the memory limit: %+v, want the memory limit named", res)
 	}
