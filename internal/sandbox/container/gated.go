@@ -61,7 +61,7 @@ func gatedMounts(b bundleSpec) []specs.Mount {
 	}
 	ms = append(ms,
 		specs.Mount{Destination: at("/dev/shm"), Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}},
-		specs.Mount{Destination: at("/tmp"), Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "noexec", "nodev", "mode=1777", fmt.Sprintf("size=%d", gatedTmpSize)}},
+		specs.Mount{Destination: at("/tmp"), Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "noexec", "nodev", "mode=1777", fmt.Sprintf("size=%d", gatedTmp(b.limits))}},
 		specs.Mount{Destination: at(WorkspacePath), Type: "bind", Source: b.workspace, Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}},
 	)
 	for _, d := range hostSystemDirs {
@@ -76,4 +76,13 @@ func gatedMounts(b bundleSpec) []specs.Mount {
 		}
 	}
 	return ms
+}
+
+// gatedTmp sizes the gated root's /tmp: gatedTmpSize, or a quarter of the sandbox's
+// memory when that is less (its pages are memory).
+func gatedTmp(l Limits) int64 {
+	if l.MemoryBytes > 0 {
+		return min(gatedTmpSize, l.MemoryBytes/4)
+	}
+	return gatedTmpSize
 }
