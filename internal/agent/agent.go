@@ -84,9 +84,12 @@ const ProcessTierReason = "the process tier (--insecure) runs only the sandbox's
 const (
 	windowSize = 16 << 20
 	bufferSize = 1 << 20
-	// maxRecvSize is the largest message either side takes: an ExecuteResponse whose
+	// maxRequestSize is the largest request the agent takes: what a host may make it hold
+	// in memory at once.
+	maxRequestSize = 16 << 20
+	// maxResponseSize is the largest answer the host takes: an ExecuteResponse whose
 	// stdout and stderr are both at MaxExecuteOutput, and room for the rest of it.
-	maxRecvSize = 2*MaxExecuteOutput + 1<<20
+	maxResponseSize = 2*MaxExecuteOutput + 1<<20
 )
 
 // MaxExecuteOutput is the most an exec may ask to keep of stdout, and of stderr (the
@@ -101,7 +104,7 @@ func ServerOptions() []grpc.ServerOption {
 		grpc.InitialConnWindowSize(windowSize),
 		grpc.WriteBufferSize(bufferSize),
 		grpc.ReadBufferSize(bufferSize),
-		grpc.MaxRecvMsgSize(maxRecvSize),
+		grpc.MaxRecvMsgSize(maxRequestSize),
 		grpc.ForceServerCodecV2(channelCodec{}),
 		experimental.BufferPool(channelBuffers),
 	}
@@ -114,7 +117,7 @@ func DialOptions() []grpc.DialOption {
 		grpc.WithInitialConnWindowSize(windowSize),
 		grpc.WithWriteBufferSize(bufferSize),
 		grpc.WithReadBufferSize(bufferSize),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvSize), grpc.MaxCallSendMsgSize(maxRecvSize), grpc.ForceCodecV2(channelCodec{})),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxResponseSize), grpc.MaxCallSendMsgSize(maxRequestSize), grpc.ForceCodecV2(channelCodec{})),
 		experimental.WithBufferPool(channelBuffers),
 	}
 }

@@ -251,7 +251,7 @@ func TestBadRequests(t *testing.T) {
 		}, codes.InvalidArgument, "tty size"},
 		{"resize without size", func() error { _, err := c.ResizeTTY(ctx(t), &pb.ResizeTTYRequest{SessionId: "x"}); return err }, codes.InvalidArgument, "size"},
 		{"oversized message", func() error {
-			_, err := c.Execute(ctx(t), &pb.ExecuteRequest{Argv: []string{"true"}, Stdin: make([]byte, maxRecvSize+1)})
+			_, err := c.Execute(ctx(t), &pb.ExecuteRequest{Argv: []string{"true"}, Stdin: make([]byte, maxRequestSize+1)})
 			return err
 		}, codes.ResourceExhausted, ""},
 	}
