@@ -113,8 +113,8 @@ func (cp *ControlPlane) Close() {
 	cp.Server.Close()
 }
 
-// signUp registers username through POST /auth/register (which signs the client in) and
-// reads the session's CSRF token.
+// signUp registers username through POST /auth/register (which signs the client in),
+// reads the session's CSRF token and asks for the account's sandboxes (POST /auth/start).
 func (cp *ControlPlane) signUp(ctx context.Context, username string) error {
 	if err := cp.JSON(ctx, "POST", "/auth/register", api.Credentials{Username: username, Password: benchPassword}, http.StatusCreated, nil); err != nil {
 		return err
@@ -124,6 +124,9 @@ func (cp *ControlPlane) signUp(ctx context.Context, username string) error {
 		return err
 	}
 	cp.CSRF = sess.CSRFToken
+	if err := cp.JSON(ctx, "POST", "/auth/start", nil, http.StatusNoContent, nil); err != nil {
+		return err
+	}
 	u, err := url.Parse(cp.URL)
 	if err != nil {
 		return err
