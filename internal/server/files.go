@@ -13,12 +13,12 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/paddockhq/paddock/internal/agent/files"
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/capability"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
 	"github.com/paddockhq/paddock/internal/policy"
+	"github.com/paddockhq/paddock/internal/wire"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
 )
 
@@ -344,7 +344,7 @@ func (s *Server) moveFile(w http.ResponseWriter, r *http.Request, c fleet.Caller
 	if err != nil {
 		return fmt.Errorf("move %s to %s: %w", req.From, req.To, s.fromAgent(r, c, "sandbox.file_denied", map[string]any{"op": "move", "path": req.To}, err))
 	}
-	from, _ := files.Resolve(req.From) // the agent took it: it resolves
+	from, _ := wire.ResolvePath(req.From) // the agent took it: it resolves
 	s.event(r.Context(), c.UserID, "sandbox.file_move", map[string]any{"sandbox": id, "from": from, "to": info.Path, "overwrite": req.Overwrite, "policy": in.source})
 	api.WriteJSON(w, http.StatusOK, fileInfo(info))
 	return nil
@@ -354,11 +354,11 @@ func (s *Server) moveFile(w http.ResponseWriter, r *http.Request, c fleet.Caller
 // directory into itself (the kernel's EINVAL, which would not say why). Paths that do
 // not resolve are left to the checks that follow, which say why.
 func checkMove(from, to string) error {
-	f, err := files.Resolve(from)
+	f, err := wire.ResolvePath(from)
 	if err != nil {
 		return nil
 	}
-	t, err := files.Resolve(to)
+	t, err := wire.ResolvePath(to)
 	switch {
 	case err != nil:
 		return nil
@@ -391,7 +391,7 @@ func (s *Server) removeFile(w http.ResponseWriter, r *http.Request, c fleet.Call
 	if _, err := pb.NewFilesClient(f.conn).Remove(r.Context(), &pb.RemoveRequest{Path: p, Recursive: recursive, Capability: f.capTok, Policy: f.in.fileRules()}); err != nil {
 		return fmt.Errorf("remove %s: %w", p, s.fromAgent(r, c, "sandbox.file_denied", map[string]any{"op": "remove", "path": p}, err))
 	}
-	rel, _ := files.Resolve(p) // the agent took it: it resolves
+	rel, _ := wire.ResolvePath(p) // the agent took it: it resolves
 	s.event(r.Context(), c.UserID, "sandbox.file_remove", map[string]any{"sandbox": r.PathValue("id"), "path": rel, "recursive": recursive, "policy": f.in.source})
 	w.WriteHeader(http.StatusNoContent)
 	return nil

@@ -17,7 +17,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/paddockhq/paddock/internal/agent/files"
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
@@ -25,6 +24,7 @@ import (
 	"github.com/paddockhq/paddock/internal/runner"
 	"github.com/paddockhq/paddock/internal/sandbox/container"
 	"github.com/paddockhq/paddock/internal/store"
+	"github.com/paddockhq/paddock/internal/wire"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
 )
 
@@ -426,7 +426,7 @@ func (s *Server) decideFile(ctx context.Context, c fleet.Caller, id string, in i
 // workspacePath is the API path p (relative to the workspace; see filePath) as the
 // sandbox sees it, under /workspace: what policies and capabilities name.
 func workspacePath(p string) (string, error) {
-	rel, err := files.Resolve(p)
+	rel, err := wire.ResolvePath(p)
 	if err != nil {
 		return "", err // the agent would refuse it the same way
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/paddockhq/paddock/internal/capability"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/policy"
+	"github.com/paddockhq/paddock/internal/wire"
 )
 
 // Grant is what a request carries that limits it beyond the workspace: a capability
@@ -156,9 +157,9 @@ func (s *Service) where(f *os.File) (string, error) {
 	ws = strings.TrimSuffix(ws, "/")
 	switch {
 	case p == ws || p == "/" && ws == "":
-		return workspaceMount, nil
+		return wire.WorkspacePath, nil
 	case strings.HasPrefix(p, ws+"/"):
-		return workspaceMount + p[len(ws):], nil
+		return wire.WorkspacePath + p[len(ws):], nil
 	}
 	return "", fmt.Errorf("it is no longer in the workspace: %w", errdefs.ErrPermissionDenied)
 }

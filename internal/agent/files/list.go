@@ -13,11 +13,12 @@ import (
 
 	"github.com/paddockhq/paddock/internal/capability"
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/wire"
 	"github.com/paddockhq/paddock/internal/wire/agentv1"
 )
 
 func (s *Service) stat(p string) (*agentv1.FileInfo, error) {
-	rel, err := resolve(p)
+	rel, err := wire.ResolvePath(p)
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +69,7 @@ func (s *Service) list(ctx context.Context, req *agentv1.ListFilesRequest) (*age
 // openDirRoot opens the directory at the caller's path p as a root of its own, following
 // the components of p only while they stay inside the workspace.
 func (s *Service) openDirRoot(p string) (*os.Root, string, error) {
-	rel, err := resolve(p)
+	rel, err := wire.ResolvePath(p)
 	if err != nil {
 		return nil, "", err
 	}

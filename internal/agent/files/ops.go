@@ -15,12 +15,13 @@ import (
 	"github.com/paddockhq/paddock/internal/capability"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/policy"
+	"github.com/paddockhq/paddock/internal/wire"
 	"github.com/paddockhq/paddock/internal/wire/agentv1"
 )
 
 func (s *Service) mkdir(ctx context.Context, req *agentv1.MkdirRequest) (*agentv1.FileInfo, error) {
 	p := req.GetPath()
-	rel, err := resolve(p)
+	rel, err := wire.ResolvePath(p)
 	if err != nil {
 		return nil, err
 	}
@@ -125,10 +126,10 @@ func (s *Service) move(ctx context.Context, req *agentv1.MoveRequest) (*agentv1.
 }
 
 func resolveMove(req *agentv1.MoveRequest) (from, to string, err error) {
-	if from, err = resolve(req.GetFrom()); err != nil {
+	if from, err = wire.ResolvePath(req.GetFrom()); err != nil {
 		return "", "", err
 	}
-	if to, err = resolve(req.GetTo()); err != nil {
+	if to, err = wire.ResolvePath(req.GetTo()); err != nil {
 		return "", "", err
 	}
 	if from == "." || to == "." {
@@ -179,7 +180,7 @@ func (s *Service) openDir(rel string) (*os.File, error) {
 
 func (s *Service) remove(ctx context.Context, req *agentv1.RemoveRequest) error {
 	p := req.GetPath()
-	rel, err := resolve(p)
+	rel, err := wire.ResolvePath(p)
 	if err != nil {
 		return err
 	}

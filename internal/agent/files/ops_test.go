@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/paddockhq/paddock/internal/wire"
 	"github.com/paddockhq/paddock/internal/wire/agentv1"
 )
 
@@ -233,7 +234,7 @@ func TestMove(t *testing.T) {
 }
 
 func mustResolve(t *testing.T, p string) string {
-	rel, err := resolve(p)
+	rel, err := wire.ResolvePath(p)
 	must(t, err)
 	return rel
 }

@@ -3,54 +3,10 @@ package files
 import (
 	"fmt"
 	"io/fs"
-	"path"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/wire/agentv1"
 )
-
-// workspaceMount is where the sandbox sees its workspace; callers often copy paths from
-// inside the sandbox, so the prefix is taken to mean the workspace itself.
-const workspaceMount = "/workspace"
-
-// maxPathLen is Linux's PATH_MAX: anything longer cannot name a file.
-const maxPathLen = 4096
-
-// resolve turns a caller's path into a clean slash-separated path relative to the
-// workspace ("." for the workspace itself). "/src/a.go", "src/a.go" and
-// "/workspace/src/a.go" all give "src/a.go". A path that climbs above the workspace
-// lexically is refused rather than clamped, since it says the caller is confused about
-// where it is. Symlinks are not looked at here: os.Root handles them.
-func resolve(p string) (string, error) {
-	if err := checkPath(p); err != nil {
-		return "", err
-	}
-	trimmed := p
-	if p == workspaceMount || strings.HasPrefix(p, workspaceMount+"/") {
-		trimmed = p[len(workspaceMount):]
-	}
-	rel := path.Clean("./" + strings.TrimLeft(trimmed, "/"))
-	if rel == ".." || strings.HasPrefix(rel, "../") {
-		return "", fmt.Errorf("path %q leaves the workspace: %w", p, errdefs.ErrInvalidArgument)
-	}
-	return rel, nil
-}
-
-// checkPath refuses paths no file can have, before they reach a system call that would
-// truncate them at a NUL or mangle them.
-func checkPath(p string) error {
-	switch {
-	case strings.IndexByte(p, 0) >= 0:
-		return fmt.Errorf("path %q contains a NUL byte: %w", p, errdefs.ErrInvalidArgument)
-	case !utf8.ValidString(p):
-		return fmt.Errorf("path %q is not valid UTF-8: %w", p, errdefs.ErrInvalidArgument)
-	case len(p) > maxPathLen:
-		return fmt.Errorf("path of %d bytes is longer than %d: %w", len(p), maxPathLen, errdefs.ErrInvalidArgument)
-	}
-	return nil
-}
 
 // specialBits pairs the wire's Unix bits with Go's mode bits.
 var specialBits = []struct {

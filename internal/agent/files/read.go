@@ -11,6 +11,7 @@ import (
 
 	"github.com/paddockhq/paddock/internal/capability"
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/wire"
 	"github.com/paddockhq/paddock/internal/wire/agentv1"
 )
 
@@ -88,7 +89,7 @@ func readLength(off int64, length uint64) int64 {
 // FIFO planted in the workspace from blocking the open; the check after it refuses
 // anything but a regular file, on the descriptor itself so no swap can slip past.
 func (s *Service) openRegular(p string) (*os.File, error) {
-	rel, err := resolve(p)
+	rel, err := wire.ResolvePath(p)
 	if err != nil {
 		return nil, err
 	}

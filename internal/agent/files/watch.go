@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/wire"
 	"github.com/paddockhq/paddock/internal/wire/agentv1"
 )
 
@@ -58,7 +59,7 @@ type watchedFile struct {
 
 func (s *Service) watch(req *agentv1.WatchRequest, stream watchStream) error {
 	p := req.GetPath()
-	rel, err := resolve(p)
+	rel, err := wire.ResolvePath(p)
 	if err != nil {
 		return err
 	}

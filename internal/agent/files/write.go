@@ -15,6 +15,7 @@ import (
 
 	"github.com/paddockhq/paddock/internal/capability"
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/wire"
 	"github.com/paddockhq/paddock/internal/wire/agentv1"
 )
 
@@ -54,7 +55,7 @@ func (s *Service) write(stream writeStream) (*agentv1.FileInfo, error) {
 // anything is written, and before parents are made, where they would be made.
 func (s *Service) writeTarget(first *agentv1.WriteRequest, g *writeGrant) (dir *os.Root, rel string, err error) {
 	p := first.GetPath()
-	if rel, err = resolve(p); err != nil {
+	if rel, err = wire.ResolvePath(p); err != nil {
 		return nil, "", err
 	}
 	if rel == "." {

@@ -1,4 +1,4 @@
-package files
+package wire
 
 import (
 	"path"
@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 )
 
-func TestResolve(t *testing.T) {
+func TestResolvePath(t *testing.T) {
 	tests := []struct {
 		in, want string
 		wantErr  bool
@@ -38,19 +38,19 @@ func TestResolve(t *testing.T) {
 		{"/workspace/..", "", true},
 		{"a\x00b", "", true},
 		{"\xff", "", true},
-		{strings.Repeat("a", maxPathLen+1), "", true},
+		{strings.Repeat("a", MaxPathLen+1), "", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
-			got, err := resolve(tt.in)
+			got, err := ResolvePath(tt.in)
 			if (err != nil) != tt.wantErr || got != tt.want {
-				t.Fatalf("resolve(%q) = %q, %v; want %q, error %v", tt.in, got, err, tt.want, tt.wantErr)
+				t.Fatalf("ResolvePath(%q) = %q, %v; want %q, error %v", tt.in, got, err, tt.want, tt.wantErr)
 			}
 		})
 	}
 }
 
-func FuzzResolve(f *testing.F) {
+func FuzzResolvePath(f *testing.F) {
 	for _, seed := range []string{
 		"", ".", "/", "..", "../x", "/../../etc/passwd", "a/../../x", "/workspace/../x",
 		"/workspace", "/workspace/a", "src/a.go", "a//b/./c/", "a\x00b", "\xff\xfe",
@@ -59,21 +59,21 @@ func FuzzResolve(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
-		got, err := resolve(in)
+		got, err := ResolvePath(in)
 		if err != nil {
 			return
 		}
 		switch {
 		case path.IsAbs(got):
-			t.Fatalf("resolve(%q) = %q: absolute", in, got)
+			t.Fatalf("ResolvePath(%q) = %q: absolute", in, got)
 		case got == ".." || strings.HasPrefix(got, "../"):
-			t.Fatalf("resolve(%q) = %q: escapes", in, got)
+			t.Fatalf("ResolvePath(%q) = %q: escapes", in, got)
 		case !filepath.IsLocal(got):
-			t.Fatalf("resolve(%q) = %q: not local", in, got)
+			t.Fatalf("ResolvePath(%q) = %q: not local", in, got)
 		case path.Clean(got) != got:
-			t.Fatalf("resolve(%q) = %q: not clean", in, got)
+			t.Fatalf("ResolvePath(%q) = %q: not clean", in, got)
 		case strings.IndexByte(got, 0) >= 0 || !utf8.ValidString(got):
-			t.Fatalf("resolve(%q) = %q: NUL or invalid UTF-8", in, got)
+			t.Fatalf("ResolvePath(%q) = %q: NUL or invalid UTF-8", in, got)
 		}
 	})
 }
