@@ -21,6 +21,7 @@ import (
 	"github.com/paddockhq/paddock/internal/agent/session"
 	"github.com/paddockhq/paddock/internal/agent/welcome"
 	"github.com/paddockhq/paddock/internal/brokerclient"
+	"github.com/paddockhq/paddock/internal/wire"
 )
 
 func main() {
@@ -33,7 +34,7 @@ func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	if os.Getpid() == 1 && len(os.Args) > 1 && os.Args[1] == agent.VMInitFlag {
+	if os.Getpid() == 1 && len(os.Args) > 1 && os.Args[1] == wire.VMInitFlag {
 		err := agent.VMInit(ctx, log)
 		// PID 1 exiting panics the guest kernel, which ends the VM (panic=-1, -no-reboot).
 		log.Error("agent failed", "err", err)
@@ -54,7 +55,7 @@ func main() {
 		}
 		return
 	}
-	connected := len(os.Args) > 1 && os.Args[1] == agent.ConnectedFlag
+	connected := len(os.Args) > 1 && os.Args[1] == wire.ConnectedFlag
 	if err := agent.Bootstrap(ctx, os.Stdin, connected, confine(log), log); err != nil {
 		log.Error("agent failed", "err", err)
 		fmt.Fprintf(os.Stderr, "paddock-agent: %v\n", err)

@@ -69,16 +69,6 @@ const settleAfter = 500 * time.Millisecond
 // Version is the agent's version, reported by Info.
 var Version = "dev"
 
-// SandboxIDEnv is the variable that tells every command in the sandbox its sandbox's ID
-// (an app can name itself with it, as the welcome app does).
-const SandboxIDEnv = "PADDOCK_SANDBOX_ID"
-
-// MainSessionID names the session of the sandbox's main command.
-const MainSessionID = "main"
-
-// ProcessTierReason is why sessions are unavailable in the process tier.
-const ProcessTierReason = "the process tier (--insecure) runs only the sandbox's main command; shell and exec sessions need the container or microvm tier"
-
 // Window and buffer sizes for the channel: output arrives in chunks of up to 1 MiB, and
 // HTTP/2's default 64 KiB window would stall the stream on every chunk.
 const (
@@ -125,10 +115,6 @@ func DialOptions() []grpc.DialOption {
 // Confiner confines the agent in the process tier before it starts anything.
 type Confiner func(env *wire.Envelope) error
 
-// ThreadReserve is how many OS threads the agent creates up front, and how many the
-// runner adds to a sandbox's pids limit for them (see prewarmThreads).
-const ThreadReserve = 24
-
 // prewarmThreads makes the Go runtime create n OS threads now and keep them idle. A fork
 // bomb in the sandbox exhausts the cgroup's pids limit, which counts threads; a Go program
 // that then needs a new thread dies ("failed to create new OS thread"). With idle threads
@@ -153,7 +139,7 @@ func prewarmThreads(n int) {
 
 // Run serves the sandbox described by env on lis until ctx ends.
 func Run(ctx context.Context, env *wire.Envelope, lis net.Listener, confine Confiner, log *slog.Logger) error {
-	prewarmThreads(ThreadReserve)
+	prewarmThreads(wire.ThreadReserve)
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("make agent non-dumpable: %w", err)
 	}
@@ -218,7 +204,7 @@ func Run(ctx context.Context, env *wire.Envelope, lis net.Listener, confine Conf
 	}
 	var app *supervisor
 	if env.Main != nil {
-		main := session.Spec{ID: MainSessionID, Argv: env.Main.Argv, Env: env.Main.Env, Cwd: env.Main.Cwd, HoldOutput: true}
+		main := session.Spec{ID: wire.MainSessionID, Argv: env.Main.Argv, Env: env.Main.Env, Cwd: env.Main.Cwd, HoldOutput: true}
 		if env.Main.Restart {
 			app = newSupervisor(m, main, log)
 			// Run returns only once the supervisor has, whatever ended the serving:
@@ -236,9 +222,9 @@ func Run(ctx context.Context, env *wire.Envelope, lis net.Listener, confine Conf
 	}
 	info := &pb.InfoResponse{SandboxId: env.SandboxID, Tier: string(env.Tier), AgentVersion: Version, SessionsAvailable: true, Workspace: env.Workspace}
 	if env.Tier == wire.TierProcess {
-		m.Disable(ProcessTierReason)
-		info.SessionsAvailable, info.SessionsUnavailableReason = false, ProcessTierReason
-		log.Warn("sessions unavailable", "tier", env.Tier, "reason", ProcessTierReason)
+		m.Disable(wire.ProcessTierReason)
+		info.SessionsAvailable, info.SessionsUnavailableReason = false, wire.ProcessTierReason
+		log.Warn("sessions unavailable", "tier", env.Tier, "reason", wire.ProcessTierReason)
 	}
 	fs, err := files.New(env.Workspace, log)
 	if err != nil {
@@ -309,7 +295,7 @@ func commandCgroups(env *wire.Envelope) (*cgroups.Group, error) {
 // defaultEnv is the environment of commands that do not bring their own: the envelope's,
 // then the sandbox's ID, which the sandbox's own settings cannot override.
 func defaultEnv(env *wire.Envelope) []string {
-	return append(slices.Clip(env.Env), SandboxIDEnv+"="+env.SandboxID)
+	return append(slices.Clip(env.Env), wire.SandboxIDEnv+"="+env.SandboxID)
 }
 
 func newNetService(tier wire.Tier) *netService {
@@ -324,11 +310,6 @@ func stopWithin(srv *grpc.Server, d time.Duration) {
 	srv.GracefulStop()
 	t.Stop()
 }
-
-// ConnectedFlag on paddock-agent's command line says that the envelope's listen_fd is one
-// connected socket whose other end the host holds, not a listening socket: gVisor (runsc)
-// can pass a host socket into the sandbox only connected.
-const ConnectedFlag = "--connected"
 
 // Bootstrap reads the envelope from stdin, takes the socket it names (a listening one, or
 // with connected one connection), and runs.

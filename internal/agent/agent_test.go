@@ -155,7 +155,7 @@ func TestMainSessionAndReattach(t *testing.T) {
 	c := pb.NewProcessClient(conn)
 	// A first client attaches, sees the first line, and goes away.
 	c1, cancel := context.WithCancel(ctx(t))
-	s, err := c.Attach(c1, &pb.AttachRequest{SessionId: MainSessionID})
+	s, err := c.Attach(c1, &pb.AttachRequest{SessionId: wire.MainSessionID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,10 +171,10 @@ func TestMainSessionAndReattach(t *testing.T) {
 	cancel()
 	// The session runs on; a second client feeds stdin and re-attaches from offset 0:
 	// it replays "one" and sees the rest.
-	if _, err := c.WriteStdin(ctx(t), &pb.WriteStdinRequest{SessionId: MainSessionID, Data: []byte("two\n"), Close: true}); err != nil {
+	if _, err := c.WriteStdin(ctx(t), &pb.WriteStdinRequest{SessionId: wire.MainSessionID, Data: []byte("two\n"), Close: true}); err != nil {
 		t.Fatal(err)
 	}
-	s2, err := c.Attach(ctx(t), &pb.AttachRequest{SessionId: MainSessionID})
+	s2, err := c.Attach(ctx(t), &pb.AttachRequest{SessionId: wire.MainSessionID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func TestMainSessionAndReattach(t *testing.T) {
 	if out != "one\ngot two\n" || exit.GetExitCode() != 0 {
 		t.Fatalf("replayed %q exit %+v", out, exit)
 	}
-	w, err := c.Wait(ctx(t), &pb.WaitRequest{SessionId: MainSessionID})
+	w, err := c.Wait(ctx(t), &pb.WaitRequest{SessionId: wire.MainSessionID})
 	if err != nil || w.GetExitCode() != 0 {
 		t.Fatalf("wait: %+v %v", w, err)
 	}
@@ -319,7 +319,7 @@ func TestProcessTierRefusesSessions(t *testing.T) {
 	if err != nil || info.SessionsAvailable || !strings.Contains(info.SessionsUnavailableReason, "process tier") {
 		t.Fatalf("Info: %+v %v", info, err)
 	}
-	s, err := pc.Attach(ctx(t), &pb.AttachRequest{SessionId: MainSessionID})
+	s, err := pc.Attach(ctx(t), &pb.AttachRequest{SessionId: wire.MainSessionID})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -359,9 +359,9 @@ func TestForwardCancel(t *testing.T) {
 
 func TestSandboxIDInEnvironment(t *testing.T) {
 	conn, _ := startAgent(t, nil)
-	resp, err := pb.NewProcessClient(conn).Execute(ctx(t), &pb.ExecuteRequest{Argv: []string{"sh", "-c", "echo $" + SandboxIDEnv}})
+	resp, err := pb.NewProcessClient(conn).Execute(ctx(t), &pb.ExecuteRequest{Argv: []string{"sh", "-c", "echo $" + wire.SandboxIDEnv}})
 	if err != nil || string(resp.Stdout) != "sb-test\n" {
-		t.Fatalf("%s in a session: %q, %v", SandboxIDEnv, resp.GetStdout(), err)
+		t.Fatalf("%s in a session: %q, %v", wire.SandboxIDEnv, resp.GetStdout(), err)
 	}
 }
 

@@ -44,12 +44,6 @@ var (
 	fullReconcileEvery = 60 * time.Second
 )
 
-// HistoryBudget bounds a sandbox's history store (the runner counts it in its disk
-// reserve): past it, the oldest checkpoints are
-// compacted (see history.WithBudget). A constant for now: enough for hundreds of checkpoints
-// of a typical project, small next to the disk a host gives its sandboxes.
-const HistoryBudget = 1 << 30
-
 // maxAutoMessage bounds the message of a checkpoint the agent takes by itself (it quotes a
 // program or a path).
 const maxAutoMessage = 200
@@ -119,7 +113,7 @@ func openHistory(env *wire.Envelope, owner identity.User, log *slog.Logger) *his
 		log.Error("history unavailable", "err", err)
 		return s
 	}
-	opts := []history.Option{history.WithBudget(HistoryBudget), history.WithWatcher()}
+	opts := []history.Option{history.WithBudget(wire.HistoryBudget), history.WithWatcher()}
 	if owner != (identity.User{}) {
 		opts = append(opts, history.WithOwner(int(owner.UID), int(owner.GID)))
 	}

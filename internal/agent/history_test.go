@@ -123,8 +123,8 @@ func TestHistoryCheckpointsUndoRedoRestore(t *testing.T) {
 	if l.Checkpoints[1].Cause != "watcher" {
 		t.Errorf("first checkpoint %+v, want the workspace at start (watcher)", l.Checkpoints[1])
 	}
-	if l.BudgetBytes != HistoryBudget || l.StoreBytes <= 0 {
-		t.Errorf("store %d bytes of a budget of %d, want some of %d", l.StoreBytes, l.BudgetBytes, HistoryBudget)
+	if l.BudgetBytes != wire.HistoryBudget || l.StoreBytes <= 0 {
+		t.Errorf("store %d bytes of a budget of %d, want some of %d", l.StoreBytes, l.BudgetBytes, wire.HistoryBudget)
 	}
 
 	if _, err := pb.NewProcessClient(a.conn).Execute(ctx(t), &pb.ExecuteRequest{Argv: []string{"sh", "-c", "echo two > a.txt"}}); err != nil {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,22 +12,12 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/wire"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
 )
 
-// ServicesEnv is the variable in the sandbox's environment that holds the base URL of the
-// host's services (the secrets broker, the provider gateway): an http URL on the sandbox's
-// own loopback. The agent listens there and relays each connection to the host over its
-// channel (Net.Accept), so that the host knows which sandbox is asking from the channel a
-// request arrives on, and the sandbox needs no route to the host at all.
-const ServicesEnv = "PADDOCK_SERVICES_URL"
-
-// EgressEnv is the same for the host's egress proxy, when the sandbox's network policy
-// allows some hosts: HTTP_PROXY and HTTPS_PROXY point there.
-const EgressEnv = "PADDOCK_EGRESS_URL"
-
 // serviceVars are the variables whose addresses the agent serves.
-var serviceVars = []string{ServicesEnv, EgressEnv}
+var serviceVars = []string{wire.ServicesEnv, wire.EgressEnv}
 
 // Bounds of the services relay: how long a connection waits for the host to take it, and
 // how many may wait at once (more are closed at once, so that a process in the sandbox
@@ -69,7 +58,7 @@ func startServices(env []string, hostPorts []uint32, log *slog.Logger) (hs *host
 		if raw == "" {
 			continue
 		}
-		addr, err := ServicesAddr(v, raw)
+		addr, err := wire.ServicesAddr(v, raw)
 		if err == nil && hostListens(addr, hostPorts) {
 			hosted++
 			continue
@@ -94,7 +83,7 @@ func startServices(env []string, hostPorts []uint32, log *slog.Logger) (hs *host
 	case len(hs.ports) == 0 && hosted > 0:
 		hs.unavailable = "the host listens for its services in this sandbox's network namespace itself: the agent relays nothing"
 	case len(hs.ports) == 0:
-		hs.unavailable = "this sandbox has no host services (" + ServicesEnv + " is not set)"
+		hs.unavailable = "this sandbox has no host services (" + wire.ServicesEnv + " is not set)"
 	}
 	return hs, func() {
 		cancel()
@@ -113,20 +102,6 @@ func hostListens(addr string, hostPorts []uint32) bool {
 	}
 	port, err := strconv.ParseUint(p, 10, 16)
 	return err == nil && slices.Contains(hostPorts, uint32(port))
-}
-
-// ServicesAddr is the host:port of a services URL, which must be plain http on a loopback
-// IP literal: anything else would have the agent listen where others than the sandbox's
-// own processes could connect.
-func ServicesAddr(name, raw string) (string, error) {
-	u, err := url.Parse(raw)
-	if err != nil || u.Scheme != "http" || u.Port() == "" {
-		return "", fmt.Errorf("%s=%q: want http://127.0.0.1:PORT", name, raw)
-	}
-	if ip := net.ParseIP(u.Hostname()); ip == nil || !ip.IsLoopback() {
-		return "", fmt.Errorf("%s=%q: the host must be a loopback address", name, raw)
-	}
-	return u.Host, nil
 }
 
 func lookupEnv(env []string, key string) string {

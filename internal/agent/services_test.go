@@ -38,7 +38,7 @@ func freePort(t *testing.T) int {
 func TestServicesRelay(t *testing.T) {
 	port := freePort(t)
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)
-	conn, _ := startAgentEnv(t, wire.TierContainer, nil, ServicesEnv+"="+url)
+	conn, _ := startAgentEnv(t, wire.TierContainer, nil, wire.ServicesEnv+"="+url)
 	waitServing(t, conn)
 	l := tunnel.Listen(conn, port, 2, slog.New(slog.DiscardHandler))
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -100,32 +100,11 @@ func TestServicesUnconfigured(t *testing.T) {
 	go func() { _, err := l.Accept(); done <- err }()
 	select {
 	case err := <-done:
-		if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), ServicesEnv+" is not set") {
-			t.Fatalf("Accept: %v, want failed precondition naming %s", err, ServicesEnv)
+		if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), wire.ServicesEnv+" is not set") {
+			t.Fatalf("Accept: %v, want failed precondition naming %s", err, wire.ServicesEnv)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Accept did not fail")
-	}
-}
-
-// A services URL off loopback is refused: the agent would listen where others could connect.
-func TestServicesAddr(t *testing.T) {
-	for _, tc := range []struct {
-		url, want string
-	}{
-		{"http://127.0.0.1:7370", "127.0.0.1:7370"},
-		{"http://[::1]:7370", "[::1]:7370"},
-		{"http://0.0.0.0:7370", ""},
-		{"http://10.0.0.1:7370", ""},
-		{"http://localhost:7370", ""},
-		{"https://127.0.0.1:7370", ""},
-		{"http://127.0.0.1", ""},
-		{"::", ""},
-	} {
-		got, err := ServicesAddr(ServicesEnv, tc.url)
-		if got != tc.want || (err == nil) != (tc.want != "") {
-			t.Errorf("ServicesAddr(%q) = %q, %v; want %q", tc.url, got, err, tc.want)
-		}
 	}
 }
 
@@ -136,7 +115,7 @@ func TestServicesNobodyAccepts(t *testing.T) {
 	servicesWait = 100 * time.Millisecond
 	t.Cleanup(func() { servicesWait = old })
 	port := freePort(t)
-	conn, _ := startAgentEnv(t, wire.TierContainer, nil, fmt.Sprintf("%s=http://127.0.0.1:%d", ServicesEnv, port))
+	conn, _ := startAgentEnv(t, wire.TierContainer, nil, fmt.Sprintf("%s=http://127.0.0.1:%d", wire.ServicesEnv, port))
 	waitServing(t, conn)
 	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 	if err != nil {

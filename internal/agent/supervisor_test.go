@@ -44,7 +44,7 @@ func TestSupervisorRestartsExitingApp(t *testing.T) {
 	shortBackoff(t, 20*time.Millisecond, 100*time.Millisecond, 10*time.Second)
 	conn, _ := startAgent(t, &wire.Command{Argv: []string{"sh", "-c", "echo up; exit 3"}, Restart: true})
 	st := waitApp(t, conn, func(s *pb.AppStatus) bool { return s.Restarts >= 3 && s.LastExit != nil })
-	if st.LastExit.ExitCode != 3 || !strings.Contains(string(st.LastOutput), "up") || st.SessionId != MainSessionID {
+	if st.LastExit.ExitCode != 3 || !strings.Contains(string(st.LastOutput), "up") || st.SessionId != wire.MainSessionID {
 		t.Fatalf("App = %+v, want last exit 3 with output \"up\" in session main", st)
 	}
 	// The agent serves throughout.

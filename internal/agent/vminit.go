@@ -18,36 +18,6 @@ import (
 	"github.com/paddockhq/paddock/internal/wire"
 )
 
-// VMInitFlag on paddock-agent's command line (the guest kernel passes what follows "--" on
-// its command line to init) says that the agent is PID 1 of a microVM: it sets up the guest
-// itself, then reads its envelope from the virtio-serial port and serves on that port.
-const VMInitFlag = "--vm-init"
-
-// VM layout shared with the host (package sandbox/microvm), which builds the initramfs and
-// the QEMU command line.
-const (
-	// VMPortName is the virtio-serial port of the agent's channel.
-	VMPortName = "paddock.agent"
-	// VMHello is what the agent writes on the port once it has opened it. The host sends
-	// the envelope only after reading it: virtio_console drops what arrives on a port that
-	// the guest has not opened yet.
-	VMHello = "paddock-agent ready\n"
-	// VMModulesDir holds the kernel modules of the initramfs, loaded in the order the file
-	// VMModulesDir/order lists them.
-	VMModulesDir = "/modules"
-	// VMWorkspace is where the workspace share is mounted in the guest.
-	VMWorkspace = "/workspace"
-	// VMUsrTag and VMWorkspaceTag are the 9p mount tags of the two shares.
-	VMUsrTag       = "usr"
-	VMWorkspaceTag = "workspace"
-	// VMPidsEnv carries the sandbox's pids limit on the kernel command line (the kernel
-	// hands init the parameters it does not know as environment variables).
-	VMPidsEnv = "PADDOCK_PIDS"
-	// VMTmpEnv carries the size of the guest's /tmp in bytes the same way (empty: the
-	// kernel's default, half the guest's RAM).
-	VMTmpEnv = "PADDOCK_TMP"
-)
-
 func tmpOptions(size string) string {
 	if _, err := strconv.ParseUint(size, 10, 64); err != nil || size == "0" {
 		return "mode=1777"
@@ -91,23 +61,23 @@ func VMInit(ctx context.Context, log *slog.Logger) error {
 	if err := vmMounts(); err != nil {
 		return err
 	}
-	if err := loadModules(VMModulesDir, log); err != nil {
+	if err := loadModules(wire.VMModulesDir, log); err != nil {
 		return err
 	}
 	if err := vmShares(); err != nil {
 		return err
 	}
-	if err := vmPidsLimit(os.Getenv(VMPidsEnv)); err != nil {
+	if err := vmPidsLimit(os.Getenv(wire.VMPidsEnv)); err != nil {
 		return err
 	}
 	if err := vmLoopback(); err != nil {
 		return err
 	}
-	port, err := openPort(VMPortName, 20*time.Second)
+	port, err := openPort(wire.VMPortName, 20*time.Second)
 	if err != nil {
 		return err
 	}
-	if _, err := port.Write([]byte(VMHello)); err != nil {
+	if _, err := port.Write([]byte(wire.VMHello)); err != nil {
 		return fmt.Errorf("channel port: announce: %w", err)
 	}
 	env, err := wire.ReadEnvelope(port)
@@ -165,7 +135,7 @@ func vmMounts() error {
 		{"proc", "/proc", "proc", nosuid, ""},
 		{"sysfs", "/sys", "sysfs", nosuid, ""},
 		{"devtmpfs", "/dev", "devtmpfs", unix.MS_NOSUID | unix.MS_NOEXEC, "mode=0755"},
-		{"tmpfs", "/tmp", "tmpfs", unix.MS_NOSUID | unix.MS_NODEV, tmpOptions(os.Getenv(VMTmpEnv))},
+		{"tmpfs", "/tmp", "tmpfs", unix.MS_NOSUID | unix.MS_NODEV, tmpOptions(os.Getenv(wire.VMTmpEnv))},
 	} {
 		if err := doMount(m); err != nil {
 			return err
@@ -190,10 +160,10 @@ func vmMounts() error {
 // root through a host binary) and the workspace over virtio-9p.
 func vmShares() error {
 	const opts = "trans=virtio,version=9p2000.L,msize=262144"
-	if err := doMount(mount{VMUsrTag, "/usr", "9p", unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV, opts + ",cache=loose"}); err != nil {
+	if err := doMount(mount{wire.VMUsrTag, "/usr", "9p", unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV, opts + ",cache=loose"}); err != nil {
 		return err
 	}
-	return doMount(mount{VMWorkspaceTag, VMWorkspace, "9p", unix.MS_NOSUID | unix.MS_NODEV, opts + ",cache=mmap"})
+	return doMount(mount{wire.VMWorkspaceTag, wire.VMWorkspace, "9p", unix.MS_NOSUID | unix.MS_NODEV, opts + ",cache=mmap"})
 }
 
 func doMount(m mount) error {
@@ -255,7 +225,7 @@ type fileConn struct{ f *os.File }
 type portAddr struct{}
 
 func (portAddr) Network() string { return "virtio-serial" }
-func (portAddr) String() string  { return VMPortName }
+func (portAddr) String() string  { return wire.VMPortName }
 
 func (c fileConn) Read(b []byte) (int, error)  { return c.f.Read(b) }
 func (c fileConn) Write(b []byte) (int, error) { return c.f.Write(b) }

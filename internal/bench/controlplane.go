@@ -17,12 +17,12 @@ import (
 	"path/filepath"
 	"time"
 
-	agentpkg "github.com/paddockhq/paddock/internal/agent"
 	"github.com/paddockhq/paddock/internal/agent/welcome"
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/origins"
 	"github.com/paddockhq/paddock/internal/runner"
 	"github.com/paddockhq/paddock/internal/server"
+	"github.com/paddockhq/paddock/internal/wire"
 )
 
 // ControlPlane is a real control plane (server.New, as `paddock serve` builds it) over a
@@ -264,7 +264,7 @@ func StartDirectApp(agent string) (*DirectApp, error) {
 	addr := lis.Addr().(*net.TCPAddr)
 	lis.Close()
 	cmd := exec.Command(agent, welcome.Command(agent, addr.Port)[1:]...)
-	cmd.Env = append(os.Environ(), agentpkg.SandboxIDEnv+"=direct")
+	cmd.Env = append(os.Environ(), wire.SandboxIDEnv+"=direct")
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("direct app: %w", err)
 	}

@@ -10,9 +10,9 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/paddockhq/paddock/internal/agent"
 	"github.com/paddockhq/paddock/internal/runner"
 	"github.com/paddockhq/paddock/internal/sandbox/container"
+	"github.com/paddockhq/paddock/internal/wire"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
 )
 
@@ -99,7 +99,7 @@ func (e *Env) RunnerRun(ctx context.Context) (p Phases, err error) {
 	}()
 	start = time.Now()
 	var out []byte
-	stream, err := pb.NewProcessClient(sb.Conn()).Attach(ctx, &pb.AttachRequest{SessionId: agent.MainSessionID})
+	stream, err := pb.NewProcessClient(sb.Conn()).Attach(ctx, &pb.AttachRequest{SessionId: wire.MainSessionID})
 	if err != nil {
 		return p, err
 	}

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/paddockhq/paddock/internal/agent"
 	"github.com/paddockhq/paddock/internal/runner"
+	"github.com/paddockhq/paddock/internal/wire"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
 )
 
@@ -45,7 +45,7 @@ func (e *Env) RunnerStream(ctx context.Context, n int64) (t Timing, agentCPU tim
 		return t, 0, err
 	}
 	defer func() { err = errors.Join(err, sb.Destroy(context.WithoutCancel(ctx))) }()
-	stream, err := pb.NewProcessClient(sb.Conn()).Attach(ctx, &pb.AttachRequest{SessionId: agent.MainSessionID})
+	stream, err := pb.NewProcessClient(sb.Conn()).Attach(ctx, &pb.AttachRequest{SessionId: wire.MainSessionID})
 	if err != nil {
 		return t, 0, err
 	}

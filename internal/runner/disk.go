@@ -13,7 +13,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/paddockhq/paddock/internal/agent"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/wire"
 )
@@ -36,7 +35,7 @@ import (
 // A sandbox is refused when its disk, with every image already made filled to its size,
 // would leave less than Config.DiskReserve free on the file system: what the control plane
 // writes there (paddock.db, logs) always has that room. A persistent sandbox's history
-// store, beside its image, is promised its whole budget (agent.HistoryBudget) too.
+// store, beside its image, is promised its whole budget (wire.HistoryBudget) too.
 
 // disk is a sandbox's mounted image.
 type disk struct {
@@ -148,7 +147,7 @@ func historyOf(oneShot bool) Size {
 	if oneShot {
 		return 0
 	}
-	return agent.HistoryBudget
+	return wire.HistoryBudget
 }
 
 // makeImage makes a sparse ext4 image of size at path, unless there is one. Making one is
@@ -269,7 +268,7 @@ func promisedBytes(root string) int64 {
 		}
 		id := strings.TrimSuffix(filepath.Base(img), ".img")
 		if _, err := os.Stat(filepath.Join(filepath.Dir(filepath.Dir(img)), "history", id)); err == nil {
-			n += int64(agent.HistoryBudget)
+			n += int64(wire.HistoryBudget)
 		}
 	}
 	return n

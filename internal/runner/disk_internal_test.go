@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/paddockhq/paddock/internal/agent"
+	"github.com/paddockhq/paddock/internal/wire"
 )
 
 // promisedBytes counts what every image may still grow by, and the whole history budget
@@ -31,7 +31,7 @@ func TestPromisedBytes(t *testing.T) {
 		f.Close()
 	}
 	got := promisedBytes(root)
-	if want := int64(2*99<<20) + agent.HistoryBudget; got < want-(1<<20) || got > want+(1<<20) {
+	if want := int64(2*99<<20) + wire.HistoryBudget; got < want-(1<<20) || got > want+(1<<20) {
 		t.Errorf("promised %d bytes, want about %d (two images' room and one history budget)", got, want)
 	}
 }

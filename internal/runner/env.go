@@ -1,10 +1,10 @@
 package runner
 
 import (
-	"github.com/paddockhq/paddock/internal/agent"
 	"github.com/paddockhq/paddock/internal/cgroups"
 	"github.com/paddockhq/paddock/internal/sandbox"
 	"github.com/paddockhq/paddock/internal/sandbox/container"
+	"github.com/paddockhq/paddock/internal/wire"
 )
 
 // containerEnv is a container's default environment, then extra ("K=V", later wins). None
@@ -37,5 +37,5 @@ func (l Limits) cgroupPids() int64 {
 	if l.Pids == 0 {
 		return 0
 	}
-	return l.Pids + agent.ThreadReserve + 8
+	return l.Pids + wire.ThreadReserve + 8
 }

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/paddockhq/paddock/internal/agent"
 	"github.com/paddockhq/paddock/internal/agent/welcome"
 	"github.com/paddockhq/paddock/internal/runner"
 	"github.com/paddockhq/paddock/internal/sandbox/container"
@@ -61,7 +60,7 @@ func TestHostPorts(t *testing.T) {
 			cfg.HostPorts = []int{servicesPort}
 			r := runner.New(cfg, testenv.Logger(t))
 			sb, err := r.Create(tctx(t), runner.Spec{User: "hp", Runtime: rt, Main: welcome.Command(container.AgentPath, 8080),
-				Env: []string{fmt.Sprintf("%s=http://127.0.0.1:%d", agent.ServicesEnv, servicesPort)}})
+				Env: []string{fmt.Sprintf("%s=http://127.0.0.1:%d", wire.ServicesEnv, servicesPort)}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -106,7 +105,7 @@ func TestHostPortsAfterAdoption(t *testing.T) {
 	first := runner.New(cfg, testenv.Logger(t))
 	id := runner.NewID()
 	sb, err := first.Create(tctx(t), runner.Spec{ID: id, Persistent: true, User: "hpa", Main: []string{"sleep", "600"},
-		Env: []string{fmt.Sprintf("%s=http://127.0.0.1:%d", agent.ServicesEnv, servicesPort)}})
+		Env: []string{fmt.Sprintf("%s=http://127.0.0.1:%d", wire.ServicesEnv, servicesPort)}})
 	if err != nil {
 		t.Fatal(err)
 	}

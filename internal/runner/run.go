@@ -10,8 +10,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/paddockhq/paddock/internal/agent"
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/wire"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
 )
 
@@ -115,7 +115,7 @@ func (r *Runner) Run(ctx context.Context, spec Spec, stdio Stdio, keep bool) (re
 func attachMain(ctx context.Context, c pb.ProcessClient, stdio Stdio) (*pb.ExitStatus, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := c.Attach(ctx, &pb.AttachRequest{SessionId: agent.MainSessionID})
+	stream, err := c.Attach(ctx, &pb.AttachRequest{SessionId: wire.MainSessionID})
 	if err != nil {
 		return nil, errdefs.FromGRPC(err)
 	}
@@ -149,19 +149,19 @@ const stdinChunk = 256 << 10
 
 func forwardStdin(ctx context.Context, c pb.ProcessClient, in io.Reader) {
 	if in == nil {
-		_, _ = c.WriteStdin(ctx, &pb.WriteStdinRequest{SessionId: agent.MainSessionID, Close: true})
+		_, _ = c.WriteStdin(ctx, &pb.WriteStdinRequest{SessionId: wire.MainSessionID, Close: true})
 		return
 	}
 	buf := make([]byte, stdinChunk)
 	for {
 		n, err := in.Read(buf)
 		if n > 0 {
-			if _, werr := c.WriteStdin(ctx, &pb.WriteStdinRequest{SessionId: agent.MainSessionID, Data: buf[:n]}); werr != nil {
+			if _, werr := c.WriteStdin(ctx, &pb.WriteStdinRequest{SessionId: wire.MainSessionID, Data: buf[:n]}); werr != nil {
 				return // the command closed its stdin or exited
 			}
 		}
 		if err != nil {
-			_, _ = c.WriteStdin(ctx, &pb.WriteStdinRequest{SessionId: agent.MainSessionID, Close: true})
+			_, _ = c.WriteStdin(ctx, &pb.WriteStdinRequest{SessionId: wire.MainSessionID, Close: true})
 			return
 		}
 	}
@@ -175,7 +175,7 @@ func forwardSignals(ctx context.Context, c pb.ProcessClient, sigs <-chan os.Sign
 		case s := <-sigs:
 			if n, ok := s.(syscall.Signal); ok {
 				sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				_, _ = c.SendSignal(sctx, &pb.SendSignalRequest{SessionId: agent.MainSessionID, Signal: int32(n)})
+				_, _ = c.SendSignal(sctx, &pb.SendSignalRequest{SessionId: wire.MainSessionID, Signal: int32(n)})
 				cancel()
 			}
 		}

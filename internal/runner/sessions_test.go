@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/paddockhq/paddock/internal/agent"
 	"github.com/paddockhq/paddock/internal/runner"
 	"github.com/paddockhq/paddock/internal/testenv"
 	"github.com/paddockhq/paddock/internal/wire"
@@ -49,7 +48,7 @@ func TestProcessTierSessionsUnavailable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.SessionsAvailable || info.SessionsUnavailableReason != agent.ProcessTierReason || info.Tier != "process" {
+	if info.SessionsAvailable || info.SessionsUnavailableReason != wire.ProcessTierReason || info.Tier != "process" {
 		t.Fatalf("Info = %+v, want sessions unavailable with the process-tier reason", info)
 	}
 	pc := pb.NewProcessClient(sb.Conn())
@@ -65,7 +64,7 @@ func TestProcessTierSessionsUnavailable(t *testing.T) {
 		t.Fatalf("shell session: %v, want Unavailable", err)
 	}
 	l, err := pc.List(tctx(t), &pb.ListRequest{})
-	if err != nil || len(l.Sessions) != 1 || l.Sessions[0].SessionId != agent.MainSessionID || !l.Sessions[0].Running {
+	if err != nil || len(l.Sessions) != 1 || l.Sessions[0].SessionId != wire.MainSessionID || !l.Sessions[0].Running {
 		t.Fatalf("List = %v, %v: want only the running main session", l, err)
 	}
 }

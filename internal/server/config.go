@@ -13,13 +13,13 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/paddockhq/paddock/internal/agent"
 	"github.com/paddockhq/paddock/internal/auth"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
 	"github.com/paddockhq/paddock/internal/gateway"
 	"github.com/paddockhq/paddock/internal/origins"
 	"github.com/paddockhq/paddock/internal/runner"
+	"github.com/paddockhq/paddock/internal/wire"
 )
 
 // DefaultListen is where `paddock serve` listens unless told otherwise: loopback only, so
@@ -232,7 +232,7 @@ func decodeStrict(b []byte, v any) error {
 
 // checkServicesURL accepts what the agent will listen on: http on a loopback IP and a port.
 func checkServicesURL(raw string) error {
-	if _, err := agent.ServicesAddr("services_url", raw); err != nil {
+	if _, err := wire.ServicesAddr("services_url", raw); err != nil {
 		return fmt.Errorf("%v (a loopback address inside the sandbox): %w", err, errdefs.ErrInvalidArgument)
 	}
 	return nil

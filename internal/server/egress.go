@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/paddockhq/paddock/internal/agent"
 	"github.com/paddockhq/paddock/internal/capability"
 	"github.com/paddockhq/paddock/internal/egress"
 	"github.com/paddockhq/paddock/internal/policy"
 	"github.com/paddockhq/paddock/internal/runner"
 	"github.com/paddockhq/paddock/internal/store"
+	"github.com/paddockhq/paddock/internal/wire"
 )
 
 // EgressPort is where a process in a sandbox finds the egress proxy, when a network policy
@@ -30,7 +30,7 @@ const EgressPort = 3128
 func egressEnv() []string {
 	u := fmt.Sprintf("http://127.0.0.1:%d", EgressPort)
 	return []string{
-		agent.EgressEnv + "=" + u,
+		wire.EgressEnv + "=" + u,
 		"HTTP_PROXY=" + u, "HTTPS_PROXY=" + u, "http_proxy=" + u, "https_proxy=" + u,
 		"NO_PROXY=127.0.0.1,localhost,::1", "no_proxy=127.0.0.1,localhost,::1",
 	}

@@ -26,7 +26,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/paddockhq/paddock/internal/agent"
 	"github.com/paddockhq/paddock/internal/agent/welcome"
 	"github.com/paddockhq/paddock/internal/auth"
 	"github.com/paddockhq/paddock/internal/broker"
@@ -172,7 +171,7 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	env := append([]string{agent.ServicesEnv + "=" + servicesURL}, gatewayEnv(cfg.Gateway, servicesURL)...)
+	env := append([]string{wire.ServicesEnv + "=" + servicesURL}, gatewayEnv(cfg.Gateway, servicesURL)...)
 	if s.servicesPort, err = servicesPort(servicesURL); err != nil {
 		return err
 	}

@@ -24,8 +24,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/paddockhq/paddock/internal/agent"
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/wire"
 )
 
 // Subcommand is the paddock-agent subcommand that runs the app.
@@ -55,7 +55,7 @@ type Info struct {
 func Here() Info {
 	host, _ := os.Hostname()
 	return Info{
-		Sandbox:  os.Getenv(agent.SandboxIDEnv),
+		Sandbox:  os.Getenv(wire.SandboxIDEnv),
 		Hostname: host,
 		Kernel:   kernel(),
 		PID:      os.Getpid(),

@@ -38,7 +38,6 @@ import (
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 
-	"github.com/paddockhq/paddock/internal/agent"
 	"github.com/paddockhq/paddock/internal/cgroups"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/sandbox"
@@ -129,7 +128,7 @@ func Runsc(binary, stateDir string, log *slog.Logger) *Runtime {
 		// sandbox, and only a connected Unix socket can cross (see channel.go).
 		runFlags:   []string{"--pass-fd", fmt.Sprintf("%d:%d", sandbox.AgentListenFD, sandbox.AgentListenFD)},
 		connected:  true,
-		agentArgs:  []string{agent.ConnectedFlag},
+		agentArgs:  []string{wire.ConnectedFlag},
 		userKernel: true,
 	}
 }

@@ -13,9 +13,9 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/paddockhq/paddock/internal/agent"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/sandbox/container"
+	"github.com/paddockhq/paddock/internal/wire"
 )
 
 // guestModules are the kernel modules the guest needs and Debian builds as modules: the
@@ -103,7 +103,7 @@ func buildInitramfs(dst, agentBin, modulesDir string, user guestUser) error {
 	}
 	defer f.Close()
 	c := newCPIO(f)
-	for _, d := range []string{"dev", "proc", "sys", "tmp", "usr", "etc", "run", strings.TrimPrefix(agent.VMWorkspace, "/"), strings.TrimPrefix(agent.VMModulesDir, "/")} {
+	for _, d := range []string{"dev", "proc", "sys", "tmp", "usr", "etc", "run", strings.TrimPrefix(wire.VMWorkspace, "/"), strings.TrimPrefix(wire.VMModulesDir, "/")} {
 		c.dir(d, 0o755)
 	}
 	c.dir("root", 0o700)
@@ -119,10 +119,10 @@ func buildInitramfs(dst, agentBin, modulesDir string, user guestUser) error {
 		if err != nil {
 			return fmt.Errorf("initramfs: %w", err)
 		}
-		c.file(path.Join(strings.TrimPrefix(agent.VMModulesDir, "/"), m.name+".ko"), 0o644, data)
+		c.file(path.Join(strings.TrimPrefix(wire.VMModulesDir, "/"), m.name+".ko"), 0o644, data)
 		order = append(order, m.name+".ko")
 	}
-	c.file(path.Join(strings.TrimPrefix(agent.VMModulesDir, "/"), "order"), 0o644, []byte(strings.Join(order, "\n")+"\n"))
+	c.file(path.Join(strings.TrimPrefix(wire.VMModulesDir, "/"), "order"), 0o644, []byte(strings.Join(order, "\n")+"\n"))
 	for _, l := range []string{"bin", "sbin", "lib", "lib32", "lib64", "libx32"} {
 		if target, err := os.Readlink("/" + l); err == nil && strings.HasPrefix(strings.TrimPrefix(target, "/"), "usr/") {
 			c.symlink(l, target)

@@ -42,7 +42,6 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/paddockhq/paddock/internal/agent"
 	"github.com/paddockhq/paddock/internal/cgroups"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/sandbox"
@@ -255,11 +254,11 @@ func qemuArgs(cfg Config, vmDir, initrd string, mem int64, vcpus int) []string {
 		"-serial", "file:" + filepath.Join(vmDir, "console.log"),
 		"-chardev", "socket,id=agent,path=" + escapeOpt(filepath.Join(vmDir, "agent.sock")) + ",server=on,wait=off",
 		"-device", "virtio-serial-device",
-		"-device", "virtserialport,chardev=agent,name=" + agent.VMPortName,
+		"-device", "virtserialport,chardev=agent,name=" + wire.VMPortName,
 		"-qmp", "unix:" + escapeOpt(filepath.Join(vmDir, "qmp.sock")) + ",server=on,wait=off",
 	}
-	args = append(args, share("usr", "/usr", agent.VMUsrTag, true)...)
-	ws := share("ws", cfg.Workspace, agent.VMWorkspaceTag, false)
+	args = append(args, share("usr", "/usr", wire.VMUsrTag, true)...)
+	ws := share("ws", cfg.Workspace, wire.VMWorkspaceTag, false)
 	if cfg.HostUID != 0 {
 		ws[1] = strings.Replace(ws[1], "security_model=none", "security_model=mapped-xattr", 1)
 	}
@@ -284,12 +283,12 @@ func kernelCmdline(l Limits) string {
 		cmd += " tsc_early_khz=" + strconv.Itoa(khz)
 	}
 	if l.Pids > 0 {
-		cmd += " " + agent.VMPidsEnv + "=" + strconv.FormatInt(l.Pids, 10)
+		cmd += " " + wire.VMPidsEnv + "=" + strconv.FormatInt(l.Pids, 10)
 	}
 	if l.TmpBytes > 0 {
-		cmd += " " + agent.VMTmpEnv + "=" + strconv.FormatInt(l.TmpBytes, 10)
+		cmd += " " + wire.VMTmpEnv + "=" + strconv.FormatInt(l.TmpBytes, 10)
 	}
-	return cmd + " rdinit=/init -- " + agent.VMInitFlag
+	return cmd + " rdinit=/init -- " + wire.VMInitFlag
 }
 
 // hostTSCkHz is the host's TSC frequency where /proc/cpuinfo says it is constant and known
@@ -407,11 +406,11 @@ func (sb *Sandbox) boot(deadline time.Time) (net.Conn, error) {
 // handshake waits for the agent's announcement, then sends the envelope.
 func handshake(c net.Conn, env *wire.Envelope, deadline time.Time) error {
 	_ = c.SetDeadline(deadline)
-	hello := make([]byte, len(agent.VMHello))
+	hello := make([]byte, len(wire.VMHello))
 	if _, err := io.ReadFull(c, hello); err != nil {
 		return err
 	}
-	if string(hello) != agent.VMHello {
+	if string(hello) != wire.VMHello {
 		return fmt.Errorf("the guest sent %q, not the agent's announcement", hello)
 	}
 	if err := wire.WriteEnvelope(c, env); err != nil {
@@ -435,7 +434,7 @@ func (sb *Sandbox) bootError(err error, timeout time.Duration) error {
 
 func envelope(cfg Config) *wire.Envelope {
 	return &wire.Envelope{
-		Version: wire.EnvelopeVersion, SandboxID: cfg.ID, Tier: wire.TierMicroVM, Workspace: agent.VMWorkspace,
+		Version: wire.EnvelopeVersion, SandboxID: cfg.ID, Tier: wire.TierMicroVM, Workspace: wire.VMWorkspace,
 		// The channel is the virtio-serial port, not an inherited descriptor; the field is
 		// required and unused in this tier.
 		ListenFD: sandbox.AgentListenFD,

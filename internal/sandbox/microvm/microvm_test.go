@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paddockhq/paddock/internal/agent"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/runner"
 	"github.com/paddockhq/paddock/internal/sandbox/microvm"
@@ -71,7 +70,7 @@ func TestRunEndToEnd(t *testing.T) {
 		t.Fatalf("run: %v (stderr %q)", err, errb.String())
 	}
 	t.Logf("boot, run and teardown under %s: %s", accel(), time.Since(start))
-	want := in.Version + "\nfrom stdin\n1000\n/workspace\nfrom host\nmem-ok\n2\n" + strconv.Itoa(40+agent.ThreadReserve+8) + "\n16384\nlo-up\n"
+	want := in.Version + "\nfrom stdin\n1000\n/workspace\nfrom host\nmem-ok\n2\n" + strconv.Itoa(40+wire.ThreadReserve+8) + "\n16384\nlo-up\n"
 	if out.String() != want || errb.String() != "to-stderr\n" || res.ExitCode() != 3 {
 		t.Fatalf("stdout %q stderr %q exit %d; want %q %q 3", out.String(), errb.String(), res.ExitCode(), want, "to-stderr\n")
 	}

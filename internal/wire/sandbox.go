@@ -1,0 +1,116 @@
+package wire
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+)
+
+// Paths inside a container sandbox, where the runner binds what the agent needs.
+const (
+	WorkspacePath = "/workspace"
+	// AgentDir holds the agent, its trampoline and its private state.
+	AgentDir  = "/.paddock"
+	AgentPath = AgentDir + "/paddock-agent"
+	// TrampolinePath is where paddock-exec is bound, when the host has it beside the agent.
+	TrampolinePath = AgentDir + "/paddock-exec"
+	// HistoryPath is where the workspace's history store is bound: outside /workspace, in
+	// a directory 0700 and the container's root's, so that only the agent reaches it and
+	// the sandbox user's commands cannot read or rewrite their past.
+	HistoryPath = AgentDir + "/history"
+	// GatedRootPath is the gated root: the view of the sandbox's filesystem, with noexec
+	// writable places and no /proc, in which an exec that a capability token limits runs.
+	GatedRootPath = AgentDir + "/gated"
+)
+
+// Flags on paddock-agent's command line.
+const (
+	// VMInitFlag (the guest kernel passes what follows "--" on its command line to init)
+	// says that the agent is PID 1 of a microVM: it sets up the guest itself, then reads
+	// its envelope from the virtio-serial port and serves on that port.
+	VMInitFlag = "--vm-init"
+	// ConnectedFlag says that the envelope's listen_fd is one connected socket whose other
+	// end the host holds, not a listening socket: gVisor (runsc) can pass a host socket
+	// into the sandbox only connected.
+	ConnectedFlag = "--connected"
+)
+
+// VM layout shared by the agent and the host (package sandbox/microvm), which builds the
+// initramfs and the QEMU command line.
+const (
+	// VMPortName is the virtio-serial port of the agent's channel.
+	VMPortName = "paddock.agent"
+	// VMHello is what the agent writes on the port once it has opened it. The host sends
+	// the envelope only after reading it: virtio_console drops what arrives on a port that
+	// the guest has not opened yet.
+	VMHello = "paddock-agent ready\n"
+	// VMModulesDir holds the kernel modules of the initramfs, loaded in the order the file
+	// VMModulesDir/order lists them.
+	VMModulesDir = "/modules"
+	// VMWorkspace is where the workspace share is mounted in the guest.
+	VMWorkspace = "/workspace"
+	// VMUsrTag and VMWorkspaceTag are the 9p mount tags of the two shares.
+	VMUsrTag       = "usr"
+	VMWorkspaceTag = "workspace"
+	// VMPidsEnv carries the sandbox's pids limit on the kernel command line (the kernel
+	// hands init the parameters it does not know as environment variables).
+	VMPidsEnv = "PADDOCK_PIDS"
+	// VMTmpEnv carries the size of the guest's /tmp in bytes the same way (empty: the
+	// kernel's default, half the guest's RAM).
+	VMTmpEnv = "PADDOCK_TMP"
+)
+
+// SandboxIDEnv is the variable that tells every command in the sandbox its sandbox's ID
+// (an app can name itself with it, as the welcome app does).
+const SandboxIDEnv = "PADDOCK_SANDBOX_ID"
+
+// ServicesEnv is the variable in the sandbox's environment that holds the base URL of the
+// host's services (the secrets broker, the provider gateway): an http URL on the sandbox's
+// own loopback. The agent listens there and relays each connection to the host over its
+// channel (Net.Accept), so that the host knows which sandbox is asking from the channel a
+// request arrives on, and the sandbox needs no route to the host at all.
+const ServicesEnv = "PADDOCK_SERVICES_URL"
+
+// EgressEnv is the same for the host's egress proxy, when the sandbox's network policy
+// allows some hosts: HTTP_PROXY and HTTPS_PROXY point there.
+const EgressEnv = "PADDOCK_EGRESS_URL"
+
+// ServicesAddr is the host:port of a services URL, which must be plain http on a loopback
+// IP literal: anything else would have the agent listen where others than the sandbox's
+// own processes could connect.
+func ServicesAddr(name, raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "http" || u.Port() == "" {
+		return "", fmt.Errorf("%s=%q: want http://127.0.0.1:PORT", name, raw)
+	}
+	if ip := net.ParseIP(u.Hostname()); ip == nil || !ip.IsLoopback() {
+		return "", fmt.Errorf("%s=%q: the host must be a loopback address", name, raw)
+	}
+	return u.Host, nil
+}
+
+// MainSessionID names the session of the sandbox's main command.
+const MainSessionID = "main"
+
+// ProcessTierReason is why sessions are unavailable in the process tier.
+const ProcessTierReason = "the process tier (--insecure) runs only the sandbox's main command; shell and exec sessions need the container or microvm tier"
+
+// ThreadReserve is how many OS threads the agent creates up front, and how many the
+// runner adds to a sandbox's pids limit for them.
+const ThreadReserve = 24
+
+// HistoryBudget bounds a sandbox's history store (the runner counts it in its disk
+// reserve): past it, the agent compacts the oldest checkpoints. A constant for now: enough
+// for hundreds of checkpoints of a typical project, small next to the disk a host gives
+// its sandboxes.
+const HistoryBudget = 1 << 30
+
+// WelcomeSubcommand is the paddock-agent subcommand that runs the welcome app.
+const WelcomeSubcommand = "welcome"
+
+// WelcomeCommand is the argv that runs the welcome app from the agent binary at agentPath
+// (inside the sandbox), listening on port of the sandbox's loopback.
+func WelcomeCommand(agentPath string, port int) []string {
+	return []string{agentPath, WelcomeSubcommand, "--listen", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
+}
