@@ -52,7 +52,6 @@ import (
 
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/experimental"
 
 	"github.com/paddockhq/paddock/internal/agent/files"
 	"github.com/paddockhq/paddock/internal/agent/identity"
@@ -60,6 +59,7 @@ import (
 	"github.com/paddockhq/paddock/internal/cgroups"
 	"github.com/paddockhq/paddock/internal/wire"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
+	"github.com/paddockhq/paddock/internal/wire/channel"
 )
 
 // settleAfter is how long after it starts serving the agent returns its start-up heap to
@@ -68,49 +68,6 @@ const settleAfter = 500 * time.Millisecond
 
 // Version is the agent's version, reported by Info.
 var Version = "dev"
-
-// Window and buffer sizes for the channel: output arrives in chunks of up to 1 MiB, and
-// HTTP/2's default 64 KiB window would stall the stream on every chunk.
-const (
-	windowSize = 16 << 20
-	bufferSize = 1 << 20
-	// maxRequestSize is the largest request the agent takes: what a host may make it hold
-	// in memory at once.
-	maxRequestSize = 16 << 20
-	// maxResponseSize is the largest answer the host takes: an ExecuteResponse whose
-	// stdout and stderr are both at MaxExecuteOutput, and room for the rest of it.
-	maxResponseSize = 2*MaxExecuteOutput + 1<<20
-)
-
-// MaxExecuteOutput is the most an exec may ask to keep of stdout, and of stderr (the
-// API's max_output_bytes maximum). The channel's message size is derived from it, so
-// that a result at the bound arrives whole.
-const MaxExecuteOutput = 16 << 20
-
-// ServerOptions are the gRPC server options of the agent's channel.
-func ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{
-		grpc.InitialWindowSize(windowSize),
-		grpc.InitialConnWindowSize(windowSize),
-		grpc.WriteBufferSize(bufferSize),
-		grpc.ReadBufferSize(bufferSize),
-		grpc.MaxRecvMsgSize(maxRequestSize),
-		grpc.ForceServerCodecV2(channelCodec{}),
-		experimental.BufferPool(channelBuffers),
-	}
-}
-
-// DialOptions are the matching client options.
-func DialOptions() []grpc.DialOption {
-	return []grpc.DialOption{
-		grpc.WithInitialWindowSize(windowSize),
-		grpc.WithInitialConnWindowSize(windowSize),
-		grpc.WithWriteBufferSize(bufferSize),
-		grpc.WithReadBufferSize(bufferSize),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxResponseSize), grpc.MaxCallSendMsgSize(maxRequestSize), grpc.ForceCodecV2(channelCodec{})),
-		experimental.WithBufferPool(channelBuffers),
-	}
-}
 
 // Confiner confines the agent in the process tier before it starts anything.
 type Confiner func(env *wire.Envelope) error
@@ -242,7 +199,7 @@ func Run(ctx context.Context, env *wire.Envelope, lis net.Listener, confine Conf
 	defer func() { stopHistory(); reconciling.Wait() }()
 	hist.stopping = hctx.Done()
 	hist.start(hctx, &reconciling)
-	srv := grpc.NewServer(ServerOptions()...)
+	srv := grpc.NewServer(channel.ServerOptions()...)
 	pb.RegisterProcessServer(srv, &processService{m: m, hist: hist, ctx: hctx, caps: caps, gatedRoot: gatedRoot(env.GatedRoot)})
 	pb.RegisterFilesServer(srv, &recordedFiles{Service: fs, hist: hist})
 	pb.RegisterAgentServer(srv, &agentService{info: info, app: app, ownKernel: env.Tier == wire.TierMicroVM})

@@ -19,6 +19,7 @@ import (
 
 	"github.com/paddockhq/paddock/internal/wire"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
+	"github.com/paddockhq/paddock/internal/wire/channel"
 )
 
 // startAgent serves an agent for a temporary workspace on a real Unix socket, the way the
@@ -68,7 +69,7 @@ func startAgentWith(t testing.TB, tier wire.Tier, main *wire.Command, edit func(
 			t.Errorf("agent: %v", err)
 		}
 	})
-	conn, err := grpc.NewClient("unix://"+sock, append(DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	conn, err := grpc.NewClient("unix://"+sock, append(channel.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +252,7 @@ func TestBadRequests(t *testing.T) {
 		}, codes.InvalidArgument, "tty size"},
 		{"resize without size", func() error { _, err := c.ResizeTTY(ctx(t), &pb.ResizeTTYRequest{SessionId: "x"}); return err }, codes.InvalidArgument, "size"},
 		{"oversized message", func() error {
-			_, err := c.Execute(ctx(t), &pb.ExecuteRequest{Argv: []string{"true"}, Stdin: make([]byte, maxRequestSize+1)})
+			_, err := c.Execute(ctx(t), &pb.ExecuteRequest{Argv: []string{"true"}, Stdin: make([]byte, channel.MaxRequestSize+1)})
 			return err
 		}, codes.ResourceExhausted, ""},
 	}

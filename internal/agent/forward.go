@@ -15,6 +15,7 @@ import (
 
 	"github.com/paddockhq/paddock/internal/errdefs"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
+	"github.com/paddockhq/paddock/internal/wire/channel"
 )
 
 // ProcessTierForwardReason is why Forward is refused in the process tier: the agent there
@@ -146,7 +147,7 @@ func relayToApp(stream pb.Net_ForwardServer, conn *net.TCPConn, req *pb.ForwardR
 // grpc returns it to the pool once written.
 func relayFromApp(stream pb.Net_ForwardServer, conn *net.TCPConn) error {
 	for {
-		buf := channelBuffers.Get(forwardChunk)
+		buf := channel.Buffers.Get(forwardChunk)
 		n, err := conn.Read(*buf)
 		if n > 0 {
 			*buf = (*buf)[:n]
@@ -154,7 +155,7 @@ func relayFromApp(stream pb.Net_ForwardServer, conn *net.TCPConn) error {
 				return err
 			}
 		} else {
-			channelBuffers.Put(buf)
+			channel.Buffers.Put(buf)
 		}
 		switch {
 		case errors.Is(err, io.EOF):
@@ -172,9 +173,9 @@ func relayFromApp(stream pb.Net_ForwardServer, conn *net.TCPConn) error {
 // frames in place and hands to grpc to return to the pool.
 type outChunk struct{ buf *[]byte }
 
-// marshal encodes ForwardResponse{data: *c.buf} exactly as proto.Marshal does.
-func (c *outChunk) marshal() mem.BufferSlice {
+// Frame encodes ForwardResponse{data: *c.buf} exactly as proto.Marshal does.
+func (c *outChunk) Frame() mem.BufferSlice {
 	head := protowire.AppendTag(nil, 2, protowire.BytesType) // ForwardResponse.data
 	head = protowire.AppendVarint(head, uint64(len(*c.buf)))
-	return mem.BufferSlice{mem.SliceBuffer(head), mem.NewBuffer(c.buf, channelBuffers)}
+	return mem.BufferSlice{mem.SliceBuffer(head), mem.NewBuffer(c.buf, channel.Buffers)}
 }

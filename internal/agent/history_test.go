@@ -19,6 +19,7 @@ import (
 
 	"github.com/paddockhq/paddock/internal/wire"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
+	"github.com/paddockhq/paddock/internal/wire/channel"
 )
 
 // historyAgent is a served agent with a history store, as the container tier gives it.
@@ -64,7 +65,7 @@ func startHistoryAgentWith(t *testing.T, tier wire.Tier, main *wire.Command, pre
 			t.Errorf("agent: %v", err)
 		}
 	})
-	a.conn, err = grpc.NewClient("unix://"+sock, append(DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	a.conn, err = grpc.NewClient("unix://"+sock, append(channel.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,12 +17,13 @@ import (
 	"github.com/paddockhq/paddock/internal/policy"
 	"github.com/paddockhq/paddock/internal/wire"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
+	"github.com/paddockhq/paddock/internal/wire/channel"
 )
 
 // Limits on what one request may ask for.
 const (
 	maxArgs           = 4096
-	maxExecuteOutput  = MaxExecuteOutput
+	maxExecuteOutput  = channel.MaxExecuteOutput
 	defaultExecOutput = 1 << 20
 	maxTTYDim         = 4096
 )

@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/paddockhq/paddock/internal/agent"
 	"github.com/paddockhq/paddock/internal/wire"
+	"github.com/paddockhq/paddock/internal/wire/channel"
 )
 
 // DefaultPath is a sandbox's PATH: the usual directories, plus Go's install directory,
@@ -44,7 +44,7 @@ func Listen(path string) (*os.File, error) {
 // Dial opens the channel to the agent listening at path. It does not wait: the first RPC
 // does, until the agent accepts (the socket's backlog holds the connection meanwhile).
 func Dial(path string) (*grpc.ClientConn, error) {
-	opts := append(agent.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	opts := append(channel.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	conn, err := grpc.NewClient("unix://"+path, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("agent channel: %w", err)

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/paddockhq/paddock/internal/agent"
+	"github.com/paddockhq/paddock/internal/wire/channel"
 )
 
 // OneConn hands out its connection once: the agent's channel when it is a single connected
@@ -53,7 +53,7 @@ func (o *OneConn) Close() {
 // fails. Idleness is off: gRPC would otherwise drop the connection after 30 minutes
 // without RPCs, and could not get it back; so is the handshake's timeout.
 func DialConn(one *OneConn) (*grpc.ClientConn, error) {
-	opts := append(agent.DialOptions(),
+	opts := append(channel.DialOptions(),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(one.take),
 		grpc.WithIdleTimeout(0),

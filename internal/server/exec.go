@@ -13,13 +13,13 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/paddockhq/paddock/internal/agent"
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
 	"github.com/paddockhq/paddock/internal/policy"
 	"github.com/paddockhq/paddock/internal/wire"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
+	"github.com/paddockhq/paddock/internal/wire/channel"
 )
 
 // Bounds of a one-shot exec.
@@ -27,7 +27,7 @@ const (
 	defaultExecTimeout = 60 * time.Second
 	maxExecTimeout     = 10 * time.Minute
 	defaultExecOutput  = 1 << 20
-	maxExecOutput      = agent.MaxExecuteOutput
+	maxExecOutput      = channel.MaxExecuteOutput
 	// maxExecBody bounds an exec request: the command line plus its whole stdin.
 	maxExecBody = 8 << 20
 )

@@ -19,6 +19,7 @@ import (
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/tunnel"
 	"github.com/paddockhq/paddock/internal/wire"
+	"github.com/paddockhq/paddock/internal/wire/channel"
 )
 
 // startAgent serves a real agent on a Unix socket, as the runner does; the tests' "apps"
@@ -40,7 +41,7 @@ func startAgent(t *testing.T) *grpc.ClientConn {
 			t.Errorf("agent: %v", err)
 		}
 	})
-	conn, err := grpc.NewClient("unix://"+lis.Addr().String(), append(agent.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	conn, err := grpc.NewClient("unix://"+lis.Addr().String(), append(channel.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package agent
+package channel
 
 import (
 	"math/bits"
@@ -24,7 +24,9 @@ const (
 
 var _ mem.BufferPool = (*bufferPool)(nil)
 
-var channelBuffers = &bufferPool{}
+// Buffers is the channel's buffer pool, on both ends; a Framed message may hand grpc a
+// buffer of it to return once written.
+var Buffers mem.BufferPool = &bufferPool{}
 
 func class(size int) int {
 	if size <= 1<<minShift {

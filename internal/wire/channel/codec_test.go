@@ -1,4 +1,4 @@
-package agent
+package channel
 
 import (
 	"bytes"
@@ -26,7 +26,7 @@ func FuzzChannelCodecOutput(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := channelCodec{}.Marshal(ev)
+		got, err := Codec{}.Marshal(ev)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package agent
+package channel
 
 import (
 	"google.golang.org/grpc/encoding"
@@ -9,27 +9,33 @@ import (
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
 )
 
-// channelCodec is the channel's gRPC codec: protobuf, byte for byte, except that an output
-// event or a forwarded chunk, which are most of what crosses the channel, is framed around
-// its own bytes instead of being copied into a message buffer first. (Output chunks are
-// never changed once read, so grpc may hold on to them until they are written; forwarded
-// chunks are pooled buffers that grpc returns to the pool.) Everything else, and all
-// decoding, is grpc's protobuf codec.
-type channelCodec struct{}
+// Codec is the channel's gRPC codec: protobuf, byte for byte, except that an output
+// event or a Framed message (the agent's forwarded chunks), which are most of what crosses
+// the channel, is framed around its own bytes instead of being copied into a message
+// buffer first. (Output chunks are never changed once read, so grpc may hold on to them
+// until they are written; forwarded chunks are pooled buffers that grpc returns to the
+// pool.) Everything else, and all decoding, is grpc's protobuf codec.
+type Codec struct{}
 
-var _ encoding.CodecV2 = channelCodec{}
+var _ encoding.CodecV2 = Codec{}
+
+// Framed is a message that encodes itself exactly as proto.Marshal would encode the
+// message it stands for, into buffers of its own.
+type Framed interface {
+	Frame() mem.BufferSlice
+}
 
 // minZeroCopy is the smallest output framed in place: below it, a copy is cheaper than
 // three buffers.
 const minZeroCopy = 16 << 10
 
-func (channelCodec) Name() string { return "proto" }
+func (Codec) Name() string { return "proto" }
 
 func protoCodec() encoding.CodecV2 { return encoding.GetCodecV2("proto") }
 
-func (channelCodec) Marshal(v any) (mem.BufferSlice, error) {
-	if c, ok := v.(*outChunk); ok {
-		return c.marshal(), nil
+func (Codec) Marshal(v any) (mem.BufferSlice, error) {
+	if f, ok := v.(Framed); ok {
+		return f.Frame(), nil
 	}
 	if ev, ok := v.(*pb.ProcessEvent); ok {
 		if out := ev.GetOutput(); out != nil && len(out.GetData()) >= minZeroCopy {
@@ -39,7 +45,7 @@ func (channelCodec) Marshal(v any) (mem.BufferSlice, error) {
 	return protoCodec().Marshal(v)
 }
 
-func (channelCodec) Unmarshal(data mem.BufferSlice, v any) error {
+func (Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	return protoCodec().Unmarshal(data, v)
 }
 
