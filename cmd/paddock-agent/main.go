@@ -41,7 +41,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "paddock-agent: %v\n", err)
 		os.Exit(1)
 	}
-	if len(os.Args) > 1 && os.Args[1] == welcome.Subcommand {
+	if len(os.Args) > 1 && os.Args[1] == wire.WelcomeSubcommand {
 		if err := welcome.Main(ctx, os.Args[2:], log); err != nil {
 			fmt.Fprintf(os.Stderr, "paddock-agent: %v\n", err)
 			os.Exit(1)

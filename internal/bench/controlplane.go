@@ -17,7 +17,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/paddockhq/paddock/internal/agent/welcome"
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/origins"
 	"github.com/paddockhq/paddock/internal/runner"
@@ -263,7 +262,7 @@ func StartDirectApp(agent string) (*DirectApp, error) {
 	}
 	addr := lis.Addr().(*net.TCPAddr)
 	lis.Close()
-	cmd := exec.Command(agent, welcome.Command(agent, addr.Port)[1:]...)
+	cmd := exec.Command(agent, wire.WelcomeCommand(agent, addr.Port)[1:]...)
 	cmd.Env = append(os.Environ(), wire.SandboxIDEnv+"=direct")
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("direct app: %w", err)

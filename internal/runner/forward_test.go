@@ -16,9 +16,9 @@ import (
 	"github.com/paddockhq/paddock/internal/agent/welcome"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/runner"
-	"github.com/paddockhq/paddock/internal/sandbox/container"
 	"github.com/paddockhq/paddock/internal/testenv"
 	"github.com/paddockhq/paddock/internal/tunnel"
+	"github.com/paddockhq/paddock/internal/wire"
 )
 
 // The control plane's path to an app in a sandbox, end to end: a container sandbox runs the
@@ -33,7 +33,7 @@ func TestForwardWelcomeApp(t *testing.T) {
 func testForwardWelcomeApp(t *testing.T, rt string) {
 	testenv.RequireRoot(t)
 	r := runner.New(testenv.Config(t), testenv.Logger(t))
-	sb, err := r.Create(tctx(t), runner.Spec{User: "fwd", Runtime: rt, Main: welcome.Command(container.AgentPath, 8080)})
+	sb, err := r.Create(tctx(t), runner.Spec{User: "fwd", Runtime: rt, Main: wire.WelcomeCommand(wire.AgentPath, 8080)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,9 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/paddockhq/paddock/internal/agent/welcome"
 	"github.com/paddockhq/paddock/internal/runner"
-	"github.com/paddockhq/paddock/internal/sandbox/container"
 	"github.com/paddockhq/paddock/internal/testenv"
 	"github.com/paddockhq/paddock/internal/wire"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
@@ -59,7 +57,7 @@ func TestHostPorts(t *testing.T) {
 			cfg := testenv.Config(t)
 			cfg.HostPorts = []int{servicesPort}
 			r := runner.New(cfg, testenv.Logger(t))
-			sb, err := r.Create(tctx(t), runner.Spec{User: "hp", Runtime: rt, Main: welcome.Command(container.AgentPath, 8080),
+			sb, err := r.Create(tctx(t), runner.Spec{User: "hp", Runtime: rt, Main: wire.WelcomeCommand(wire.AgentPath, 8080),
 				Env: []string{fmt.Sprintf("%s=http://127.0.0.1:%d", wire.ServicesEnv, servicesPort)}})
 			if err != nil {
 				t.Fatal(err)

@@ -8,11 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paddockhq/paddock/internal/agent/welcome"
 	"github.com/paddockhq/paddock/internal/api"
-	"github.com/paddockhq/paddock/internal/sandbox/container"
 	"github.com/paddockhq/paddock/internal/server"
 	"github.com/paddockhq/paddock/internal/servertest"
+	"github.com/paddockhq/paddock/internal/wire"
 )
 
 // A sandbox's app is reported as its agent sees it: a crashing app shows as backoff with
@@ -59,7 +58,7 @@ func TestAppStatus(t *testing.T) {
 // browser's first page and its favicon race exactly so (TestBrowserNewcomer once got a
 // 502 this way).
 func TestProxyWaitsForAStartingApp(t *testing.T) {
-	slow := "sleep 1.5; exec " + strings.Join(welcome.Command(container.AgentPath, 8080), " ")
+	slow := "sleep 1.5; exec " + strings.Join(wire.WelcomeCommand(wire.AgentPath, 8080), " ")
 	e := servertest.Start(t, func(c *server.Config) {
 		c.App = server.AppConfig{Command: []string{"sh", "-c", slow}, Port: 8080, Build: "slow"}
 	})

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paddockhq/paddock/internal/agent/welcome"
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/sandbox/container"
 	"github.com/paddockhq/paddock/internal/servertest"
+	"github.com/paddockhq/paddock/internal/wire"
 )
 
 func history(t *testing.T, c *servertest.Client, id string) api.History {
@@ -379,7 +379,7 @@ func TestUndoAfterTheAppHitsItsLimits(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			// On any v but "bad" the app is the welcome page (it listens, so the sandbox's
 			// start does not wait for it); on "bad" it runs into its limit.
-			app := `test "$(cat v 2>/dev/null)" = bad || exec ` + strings.Join(welcome.Command(container.AgentPath, 8080), " ") + `; ` + tc.bad + `; exit 7`
+			app := `test "$(cat v 2>/dev/null)" = bad || exec ` + strings.Join(wire.WelcomeCommand(wire.AgentPath, 8080), " ") + `; ` + tc.bad + `; exit 7`
 			var sb api.Sandbox
 			servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{
 				Limits: api.Limits{Memory: "96M", Pids: 64},

@@ -26,7 +26,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/paddockhq/paddock/internal/agent/welcome"
 	"github.com/paddockhq/paddock/internal/auth"
 	"github.com/paddockhq/paddock/internal/broker"
 	"github.com/paddockhq/paddock/internal/egress"
@@ -36,7 +35,6 @@ import (
 	"github.com/paddockhq/paddock/internal/policy"
 	"github.com/paddockhq/paddock/internal/proxy"
 	"github.com/paddockhq/paddock/internal/runner"
-	"github.com/paddockhq/paddock/internal/sandbox/container"
 	"github.com/paddockhq/paddock/internal/secrets"
 	"github.com/paddockhq/paddock/internal/store"
 	"github.com/paddockhq/paddock/internal/web"
@@ -158,7 +156,7 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 	s.web = web.New(web.Options{Auth: s.auth, Log: s.log, FormTargets: []string{"*." + s.origins.AppsDomain() + ":*"}, Start: s.startSandboxes})
 	app := store.App{Command: cfg.App.Command, Port: cfg.App.Port, Build: cfg.App.Build}
 	if len(app.Command) == 0 {
-		app = store.App{Command: welcome.Command(container.AgentPath, 8080), Port: 8080, Build: "welcome"}
+		app = store.App{Command: wire.WelcomeCommand(wire.AgentPath, 8080), Port: 8080, Build: "welcome"}
 	}
 	if s.pol, err = newPolicies(cfg, s.st, s.log); err != nil {
 		return err

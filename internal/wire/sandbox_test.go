@@ -1,6 +1,9 @@
 package wire
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // A services URL off loopback is refused: the agent would listen where others could connect.
 func TestServicesAddr(t *testing.T) {
@@ -20,5 +23,12 @@ func TestServicesAddr(t *testing.T) {
 		if got != tc.want || (err == nil) != (tc.want != "") {
 			t.Errorf("ServicesAddr(%q) = %q, %v; want %q", tc.url, got, err, tc.want)
 		}
+	}
+}
+
+func TestWelcomeCommand(t *testing.T) {
+	got := strings.Join(WelcomeCommand("/a/paddock-agent", 8080), " ")
+	if got != "/a/paddock-agent welcome --listen 127.0.0.1:8080" {
+		t.Fatal(got)
 	}
 }

@@ -3,7 +3,7 @@
 // sandbox that says which sandbox it is, plus the endpoints the control plane's proxy is
 // tested with (JSON, a WebSocket echo, Server-Sent Events, a bulk stream).
 //
-// It runs as `paddock-agent welcome` (the agent's binary is in every sandbox already) as the
+// It runs as `paddock-agent welcome` (wire.WelcomeCommand) (the agent's binary is in every sandbox already) as the
 // sandbox's unprivileged user, listening on the sandbox's loopback, which only the agent's
 // Net.Forward reaches. Threat model: requests come from the proxy on behalf of any user the
 // sandbox is shared with, so the app holds nothing secret and echoes request data (the
@@ -19,7 +19,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strconv"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -28,18 +27,9 @@ import (
 	"github.com/paddockhq/paddock/internal/wire"
 )
 
-// Subcommand is the paddock-agent subcommand that runs the app.
-const Subcommand = "welcome"
-
 // BuildEnv names the variable whose value /api/info reports as "build": whatever the
 // sandbox's creator wants to tell apart (a commit, an image tag).
 const BuildEnv = "PADDOCK_APP_BUILD"
-
-// Command is the argv that runs the app from the agent binary at agentPath (inside the
-// sandbox), listening on port of the sandbox's loopback.
-func Command(agentPath string, port int) []string {
-	return []string{agentPath, Subcommand, "--listen", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
-}
 
 // Info is what the app says about where it runs.
 type Info struct {
@@ -74,14 +64,14 @@ func kernel() string {
 
 // Main runs the subcommand with args (those after "welcome") until ctx ends.
 func Main(ctx context.Context, args []string, log *slog.Logger) error {
-	fs := flag.NewFlagSet(Subcommand, flag.ContinueOnError)
+	fs := flag.NewFlagSet(wire.WelcomeSubcommand, flag.ContinueOnError)
 	listen := fs.String("listen", "127.0.0.1:8080", "address to serve on (host:port)")
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%s: %w: %w", Subcommand, err, errdefs.ErrInvalidArgument)
+		return fmt.Errorf("%s: %w: %w", wire.WelcomeSubcommand, err, errdefs.ErrInvalidArgument)
 	}
 	lis, err := net.Listen("tcp", *listen)
 	if err != nil {
-		return fmt.Errorf("%s: %w", Subcommand, err)
+		return fmt.Errorf("%s: %w", wire.WelcomeSubcommand, err)
 	}
 	return Serve(ctx, lis, Here(), log)
 }
@@ -101,7 +91,7 @@ func Serve(ctx context.Context, lis net.Listener, info Info, log *slog.Logger) e
 	}()
 	log.Info("welcome app serving", "addr", lis.Addr(), "sandbox", info.Sandbox)
 	if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("%s: %w", Subcommand, err)
+		return fmt.Errorf("%s: %w", wire.WelcomeSubcommand, err)
 	}
 	return nil
 }

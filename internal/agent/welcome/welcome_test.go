@@ -165,13 +165,6 @@ func TestStream(t *testing.T) {
 	}
 }
 
-func TestCommand(t *testing.T) {
-	got := strings.Join(Command("/a/paddock-agent", 8080), " ")
-	if got != "/a/paddock-agent welcome --listen 127.0.0.1:8080" {
-		t.Fatal(got)
-	}
-}
-
 // Query parameters come from anyone the sandbox is shared with: whatever they say, the
 // parsers stay within bounds.
 func FuzzParams(f *testing.F) {
