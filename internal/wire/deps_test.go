@@ -1,0 +1,44 @@
+package wire
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/paddockhq/paddock/"
+
+// deps lists the packages pkg links, by go list.
+func deps(t *testing.T, pkg string) []string {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command, to list dependencies: %v", err)
+	}
+	out, err := exec.Command(goTool, "list", "-deps", pkg).Output()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v", pkg, err)
+	}
+	return strings.Fields(string(out))
+}
+
+// The control plane and CLI speak to the agent through this contract only: the paddock
+// binary links none of the agent's code.
+func TestHostLinksNoAgent(t *testing.T) {
+	for _, p := range deps(t, module+"cmd/paddock") {
+		if p == module+"internal/agent" || strings.HasPrefix(p, module+"internal/agent/") {
+			t.Errorf("cmd/paddock links %s: what both sides need belongs in internal/wire", p)
+		}
+	}
+}
+
+// The contract depends on neither side: of paddock's packages it links only its own and
+// the error taxonomy.
+func TestContractStandsAlone(t *testing.T) {
+	for _, p := range deps(t, module+"internal/wire/...") {
+		rest, ok := strings.CutPrefix(p, module)
+		if ok && rest != "internal/errdefs" && rest != "internal/wire" && !strings.HasPrefix(rest, "internal/wire/") {
+			t.Errorf("internal/wire links %s", p)
+		}
+	}
+}
