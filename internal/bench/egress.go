@@ -34,7 +34,6 @@ import (
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/policy"
 	"github.com/paddockhq/paddock/internal/runner"
-	"github.com/paddockhq/paddock/internal/sandbox/container"
 	"github.com/paddockhq/paddock/internal/server"
 	"github.com/paddockhq/paddock/internal/wire"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
@@ -233,7 +232,7 @@ func (f *egressFixture) carried() int64 {
 // else straight to connect on the sandbox's loopback. It checks that the whole body
 // arrived (and its hash, with sum), and through the proxy that the proxy carried it.
 func (f *egressFixture) download(ctx context.Context, url, connect string, sum bool) (fetchResult, error) {
-	argv := []string{container.WorkspacePath + "/fetch", "-url", url, "-ca", container.WorkspacePath + "/ca.pem"}
+	argv := []string{wire.WorkspacePath + "/fetch", "-url", url, "-ca", wire.WorkspacePath + "/ca.pem"}
 	if connect != "" {
 		argv = append(argv, "-connect", connect)
 	}

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/paddockhq/paddock/internal/sandbox/container"
+	"github.com/paddockhq/paddock/internal/wire"
 )
 
 // hostCanary writes a file only the host has, with a random content, and removes it when
@@ -182,10 +182,10 @@ func TestHistoryStore(t *testing.T) {
 		t.Fatal("CONTROL FAILED: a persistent container sandbox has no history store")
 	}
 	runChecks(t, b, []check{
-		{p: probe{Name: "stat the history store (control: it is there)", Op: "stat", Args: []string{container.HistoryPath}}, want: allowed},
-		{p: probe{Name: "list the history store", Op: "readdir", Args: []string{container.HistoryPath}}, want: denied("EACCES")},
-		{p: probe{Name: "read the history's index", Op: "read", Args: []string{container.HistoryPath + "/index.json"}}, want: denied("EACCES")},
-		{p: probe{Name: "forge a file in the history store", Op: "create", Args: []string{container.HistoryPath + "/forged"}}, want: denied("EACCES")},
+		{p: probe{Name: "stat the history store (control: it is there)", Op: "stat", Args: []string{wire.HistoryPath}}, want: allowed},
+		{p: probe{Name: "list the history store", Op: "readdir", Args: []string{wire.HistoryPath}}, want: denied("EACCES")},
+		{p: probe{Name: "read the history's index", Op: "read", Args: []string{wire.HistoryPath + "/index.json"}}, want: denied("EACCES")},
+		{p: probe{Name: "forge a file in the history store", Op: "create", Args: []string{wire.HistoryPath + "/forged"}}, want: denied("EACCES")},
 	})
 }
 

@@ -10,9 +10,9 @@ import (
 	"testing"
 
 	"github.com/paddockhq/paddock/internal/api"
-	"github.com/paddockhq/paddock/internal/sandbox/container"
 	"github.com/paddockhq/paddock/internal/server"
 	"github.com/paddockhq/paddock/internal/servertest"
+	"github.com/paddockhq/paddock/internal/wire"
 )
 
 const brokerPolicy = `
@@ -31,7 +31,7 @@ capabilities:
 // secretCmd runs `paddock-agent secret ARGS` in a sandbox, as any process there would.
 func secretCmd(t *testing.T, c *servertest.Client, id string, args ...string) api.ExecResult {
 	t.Helper()
-	return execIn(t, c, id, api.ExecRequest{Argv: append([]string{container.AgentPath, "secret"}, args...)})
+	return execIn(t, c, id, api.ExecRequest{Argv: append([]string{wire.AgentPath, "secret"}, args...)})
 }
 
 // A process in a sandbox asks the broker for a capability over the sandbox's own channel

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/internal/api"
-	"github.com/paddockhq/paddock/internal/sandbox/container"
 	"github.com/paddockhq/paddock/internal/servertest"
 	"github.com/paddockhq/paddock/internal/wire"
 )
@@ -205,7 +204,7 @@ func TestHistoryStoreIsOutOfReach(t *testing.T) {
 	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{}), http.StatusCreated, &sb)
 	putFile(t, alice, sb.ID, "a.txt", "one")
 	history(t, alice, sb.ID)
-	dir := container.HistoryPath
+	dir := wire.HistoryPath
 	for _, cmd := range []string{
 		"ls " + dir,
 		"cat " + dir + "/index.json",
@@ -239,9 +238,9 @@ func TestHistoryUnderGVisor(t *testing.T) {
 	if got := fileContent(t, alice, sb.ID, "a.txt"); got != "one" {
 		t.Fatalf("undo under runsc: a.txt = %q, want \"one\"", got)
 	}
-	res := execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{"ls", container.HistoryPath}})
+	res := execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{"ls", wire.HistoryPath}})
 	if res.ExitCode == 0 || !strings.Contains(string(res.Stderr), "Permission denied") {
-		t.Errorf("ls %s under runsc: exit %d, %q; want permission denied", container.HistoryPath, res.ExitCode, res.Stderr)
+		t.Errorf("ls %s under runsc: exit %d, %q; want permission denied", wire.HistoryPath, res.ExitCode, res.Stderr)
 	}
 }
 

@@ -17,9 +17,9 @@ import (
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/client"
 	"github.com/paddockhq/paddock/internal/gateway"
-	"github.com/paddockhq/paddock/internal/sandbox/container"
 	"github.com/paddockhq/paddock/internal/server"
 	"github.com/paddockhq/paddock/internal/servertest"
+	"github.com/paddockhq/paddock/internal/wire"
 )
 
 // TestNothingLeaks is ADR-0003's boundary as a test: canaries are set as platform secrets
@@ -133,7 +133,7 @@ func TestNothingLeaks(t *testing.T) {
 	// A streaming exec and a PTY over WebSocket: every frame is recorded.
 	cl := client.New(e.URL, alice.Token)
 	for _, start := range []api.StreamStart{
-		{Argv: []string{"sh", "-c", container.AgentPath + " secret get github 2>&1; env"}},
+		{Argv: []string{"sh", "-c", wire.AgentPath + " secret get github 2>&1; env"}},
 		{Argv: []string{"sh", "-c", "env; exit 3"}, TTY: &api.TTYSize{Rows: 24, Cols: 80}},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

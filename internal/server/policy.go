@@ -22,7 +22,6 @@ import (
 	"github.com/paddockhq/paddock/internal/fleet"
 	"github.com/paddockhq/paddock/internal/policy"
 	"github.com/paddockhq/paddock/internal/runner"
-	"github.com/paddockhq/paddock/internal/sandbox/container"
 	"github.com/paddockhq/paddock/internal/store"
 	"github.com/paddockhq/paddock/internal/wire"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
@@ -430,7 +429,7 @@ func workspacePath(p string) (string, error) {
 	if err != nil {
 		return "", err // the agent would refuse it the same way
 	}
-	return path.Join(container.WorkspacePath, rel), nil
+	return path.Join(wire.WorkspacePath, rel), nil
 }
 
 // policyDetail adds the decision to an audit event's detail when a policy is in force.

@@ -162,7 +162,7 @@ type Config struct {
 	// Tmp, when set, is a host directory (mode 1777, root's) bound at /tmp instead of a
 	// tmpfs: the sandbox's disk image's (runner's disk quotas).
 	Tmp string
-	// History is the host directory of the workspace's history, bound at HistoryPath; it
+	// History is the host directory of the workspace's history, bound at wire.HistoryPath; it
 	// must be root's and 0700. Empty: the sandbox keeps no history.
 	History  string
 	Agent    string // host path of the paddock-agent binary; paddock-exec beside it is bound too
@@ -273,15 +273,15 @@ func (sb *Sandbox) start(ctx context.Context, cfg Config) error {
 	defer ch.sandboxEnd.Close()
 	sb.closeChannel = ch.close
 	env := &wire.Envelope{
-		Version: wire.EnvelopeVersion, SandboxID: cfg.ID, Tier: wire.TierContainer, Workspace: WorkspacePath,
+		Version: wire.EnvelopeVersion, SandboxID: cfg.ID, Tier: wire.TierContainer, Workspace: wire.WorkspacePath,
 		ListenFD: sandbox.AgentListenFD, Env: cfg.Env, Main: cfg.Main, RunAs: &wire.User{UID: cfg.UID, GID: cfg.GID},
 		CapabilityKeys: cfg.CapabilityKeys, FileSizeLimit: cfg.FileSizeLimit,
 	}
 	if trampoline(cfg.Agent) != "" {
-		env.Trampoline = TrampolinePath
+		env.Trampoline = wire.TrampolinePath
 	}
 	if !rt.userKernel {
-		env.GatedRoot = GatedRootPath
+		env.GatedRoot = wire.GatedRootPath
 	}
 	var cmdGroups []*os.File
 	if !rt.userKernel {
@@ -299,7 +299,7 @@ func (sb *Sandbox) start(ctx context.Context, cfg Config) error {
 		}()
 	}
 	if cfg.History != "" {
-		env.HistoryDir = HistoryPath
+		env.HistoryDir = wire.HistoryPath
 	}
 	if sb.net != nil {
 		for p := range sb.net.listeners {
@@ -328,7 +328,7 @@ func (sb *Sandbox) start(ctx context.Context, cfg Config) error {
 // writeBundle writes the sandbox's bundle; netnsPath, when set, is the network namespace
 // the container joins instead of making its own.
 func (rt *Runtime) writeBundle(cfg Config, cgroup, netnsPath string) error {
-	args := append([]string{AgentPath}, rt.agentArgs...)
+	args := append([]string{wire.AgentPath}, rt.agentArgs...)
 	return writeBundle(cfg, filepath.Join(cfg.Dir, "bundle"), cgroup, rt.userKernel, func(s *specs.Spec) {
 		s.Process.Args = args
 		if netnsPath == "" {

@@ -6,9 +6,10 @@ import (
 	"path/filepath"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/paddockhq/paddock/internal/wire"
 )
 
-// The gated root: a second view of the sandbox's filesystem, in which an exec whose
+// The gated root (at wire.GatedRootPath): a second view of the sandbox's filesystem, in which an exec whose
 // programs a capability token limits runs (its trampoline chroots there before it takes
 // the sandbox user's ids). Its system directories are the same read-only binds; its
 // writable places are noexec: the workspace (the same directory, bound again), and a
@@ -17,10 +18,7 @@ import (
 // on a noexec mount, which Landlock's execute right does not cover: a library a granted
 // program loads by a path). It has no /proc and no /sys: through /proc/<pid>/root an
 // exec could reach the other view, where the workspace is not noexec.
-const (
-	GatedRootPath = agentDir + "/gated"
-	gatedTmpSize  = 64 << 20
-)
+const gatedTmpSize = 64 << 20
 
 // gatedDirs are the mount points and directories the gated root's tree holds in the rootfs.
 var gatedDirs = []string{"dev", "dev/shm", "tmp", "usr", "etc", "workspace", "home", "root", "run", "var/tmp"}
@@ -31,7 +29,7 @@ var gatedDevices = []string{"null", "zero", "full", "random", "urandom"}
 
 // makeGatedRoot makes the gated root's tree in the rootfs at root.
 func makeGatedRoot(root string, b bundleSpec) error {
-	g := filepath.Join(root, GatedRootPath)
+	g := filepath.Join(root, wire.GatedRootPath)
 	for _, d := range gatedDirs {
 		if err := os.MkdirAll(filepath.Join(g, d), 0o755); err != nil {
 			return err
@@ -52,7 +50,7 @@ func makeGatedRoot(root string, b bundleSpec) error {
 
 // gatedMounts are the gated root's mounts, after the sandbox's own.
 func gatedMounts(b bundleSpec) []specs.Mount {
-	at := func(p string) string { return GatedRootPath + p }
+	at := func(p string) string { return wire.GatedRootPath + p }
 	ms := []specs.Mount{
 		{Destination: at("/dev"), Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "noexec", "mode=755", "size=64k"}},
 	}
@@ -62,7 +60,7 @@ func gatedMounts(b bundleSpec) []specs.Mount {
 	ms = append(ms,
 		specs.Mount{Destination: at("/dev/shm"), Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}},
 		specs.Mount{Destination: at("/tmp"), Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "noexec", "nodev", "mode=1777", fmt.Sprintf("size=%d", gatedTmp(b.limits))}},
-		specs.Mount{Destination: at(WorkspacePath), Type: "bind", Source: b.workspace, Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}},
+		specs.Mount{Destination: at(wire.WorkspacePath), Type: "bind", Source: b.workspace, Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}},
 	)
 	for _, d := range hostSystemDirs {
 		if fi, err := os.Lstat(d); err == nil && fi.IsDir() {

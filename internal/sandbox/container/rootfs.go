@@ -2,6 +2,7 @@ package container
 
 import (
 	"fmt"
+	"github.com/paddockhq/paddock/internal/wire"
 	"io"
 	"os"
 	"path/filepath"
@@ -16,16 +17,16 @@ const maxCopiedEtcFile = 1 << 20
 // mounted read-only in the sandbox; on the host it lives in the sandbox's bundle and goes
 // with it.
 func makeRootfs(root string, b bundleSpec) error {
-	for _, d := range []string{"proc", "dev", "sys", "tmp", "usr", "etc", "workspace", "home", "root", "run", "var/tmp", agentDir[1:], HistoryPath[1:]} {
+	for _, d := range []string{"proc", "dev", "sys", "tmp", "usr", "etc", "workspace", "home", "root", "run", "var/tmp", wire.AgentDir[1:], wire.HistoryPath[1:]} {
 		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
 			return err
 		}
 	}
-	if err := touch(filepath.Join(root, AgentPath)); err != nil {
+	if err := touch(filepath.Join(root, wire.AgentPath)); err != nil {
 		return err
 	}
 	if trampoline(b.agent) != "" {
-		if err := touch(filepath.Join(root, TrampolinePath)); err != nil {
+		if err := touch(filepath.Join(root, wire.TrampolinePath)); err != nil {
 			return err
 		}
 	}

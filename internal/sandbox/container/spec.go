@@ -12,20 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/paddockhq/paddock/internal/cgroups"
-)
-
-// In-sandbox paths.
-const (
-	WorkspacePath = "/workspace"
-	agentDir      = "/.paddock"
-	AgentPath     = agentDir + "/paddock-agent"
-	// TrampolinePath is where paddock-exec is bound, when the host has it beside the agent.
-	TrampolinePath = agentDir + "/paddock-exec"
-	// HistoryPath is where the workspace's history store is bound (Config.History): outside
-	// /workspace, in a directory 0700 and the container's root's (the host's root, or the
-	// first id of the sandbox's range with a user namespace: see ownHistory), so that only the agent reaches it
-	// and the sandbox user's commands cannot read or rewrite their past.
-	HistoryPath = agentDir + "/history"
+	"github.com/paddockhq/paddock/internal/wire"
 )
 
 // hostSystemDirs are bound read-only from the host: the coding tools it has (git, go, node,
@@ -127,7 +114,7 @@ func idmapWorkspace(s *specs.Spec, b bundleSpec) {
 		gids = append(gids, specs.LinuxIDMapping{ContainerID: 0, HostID: b.idBase, Size: 1})
 	}
 	for i, m := range s.Mounts {
-		if m.Destination == WorkspacePath || m.Destination == GatedRootPath+WorkspacePath {
+		if m.Destination == wire.WorkspacePath || m.Destination == wire.GatedRootPath+wire.WorkspacePath {
 			s.Mounts[i].Options = append(m.Options, "idmap")
 			s.Mounts[i].UIDMappings, s.Mounts[i].GIDMappings = uids, gids
 		}
@@ -175,9 +162,9 @@ func buildSpec(b bundleSpec) (*specs.Spec, error) {
 			// The agent is the container's root with agentCaps; commands run as b.uid
 			// (the envelope's run_as), with no capabilities.
 			User:            specs.User{UID: 0, GID: 0},
-			Args:            []string{AgentPath},
+			Args:            []string{wire.AgentPath},
 			Env:             b.env,
-			Cwd:             WorkspacePath,
+			Cwd:             wire.WorkspacePath,
 			Capabilities:    &specs.LinuxCapabilities{Bounding: agentCaps, Effective: agentCaps, Permitted: agentCaps},
 			NoNewPrivileges: true,
 			Rlimits: []specs.POSIXRlimit{
@@ -359,11 +346,11 @@ func mounts(b bundleSpec) []specs.Mount {
 		{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue", Options: []string{"nosuid", "noexec", "nodev"}},
 		{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
 		{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "mode=1777", fmt.Sprintf("size=%d", b.limits.tmpSize())}},
-		{Destination: AgentPath, Type: "bind", Source: b.agent, Options: []string{"bind", "ro", "nosuid", "nodev"}},
-		{Destination: WorkspacePath, Type: "bind", Source: b.workspace, Options: []string{"bind", "rw", "nosuid", "nodev"}},
+		{Destination: wire.AgentPath, Type: "bind", Source: b.agent, Options: []string{"bind", "ro", "nosuid", "nodev"}},
+		{Destination: wire.WorkspacePath, Type: "bind", Source: b.workspace, Options: []string{"bind", "rw", "nosuid", "nodev"}},
 	}
 	if t := trampoline(b.agent); t != "" {
-		ms = append(ms, roBind(t, TrampolinePath))
+		ms = append(ms, roBind(t, wire.TrampolinePath))
 	}
 	if b.tmp != "" {
 		for i, m := range ms {
@@ -373,7 +360,7 @@ func mounts(b bundleSpec) []specs.Mount {
 		}
 	}
 	if b.history != "" {
-		ms = append(ms, specs.Mount{Destination: HistoryPath, Type: "bind", Source: b.history, Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}})
+		ms = append(ms, specs.Mount{Destination: wire.HistoryPath, Type: "bind", Source: b.history, Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}})
 	}
 	for _, d := range hostSystemDirs {
 		if fi, err := os.Lstat(d); err == nil && fi.IsDir() {

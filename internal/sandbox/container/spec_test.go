@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/paddockhq/paddock/internal/wire"
 	"golang.org/x/sys/unix"
 )
 
@@ -71,7 +72,7 @@ func TestGvisorLimits(t *testing.T) {
 func TestHistoryMount(t *testing.T) {
 	find := func(ms []specs.Mount) *specs.Mount {
 		for i := range ms {
-			if ms[i].Destination == HistoryPath {
+			if ms[i].Destination == wire.HistoryPath {
 				return &ms[i]
 			}
 		}
@@ -84,8 +85,8 @@ func TestHistoryMount(t *testing.T) {
 	if m == nil || m.Source != "/data/history/sb-x" || !slices.Contains(m.Options, "rw") || !slices.Contains(m.Options, "noexec") {
 		t.Fatalf("history mount %+v, want /data/history/sb-x rw noexec", m)
 	}
-	if strings.HasPrefix(HistoryPath, WorkspacePath+"/") {
-		t.Fatalf("HistoryPath %s is inside the workspace", HistoryPath)
+	if strings.HasPrefix(wire.HistoryPath, wire.WorkspacePath+"/") {
+		t.Fatalf("wire.HistoryPath %s is inside the workspace", wire.HistoryPath)
 	}
 }
 
@@ -147,7 +148,7 @@ func TestIDMappings(t *testing.T) {
 			t.Errorf("no user namespace in %v", s.Linux.Namespaces)
 		}
 		for _, m := range s.Mounts {
-			if m.Destination != WorkspacePath {
+			if m.Destination != wire.WorkspacePath {
 				continue
 			}
 			if !slices.Contains(m.Options, "idmap") || len(m.UIDMappings) == 0 || len(m.GIDMappings) == 0 {
@@ -173,7 +174,7 @@ func TestIDMappings(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, m := range s.Mounts {
-		if m.Destination == WorkspacePath && (len(m.UIDMappings) == 0 || m.UIDMappings[0] != (specs.LinuxIDMapping{ContainerID: old, HostID: base + 1000, Size: 1})) {
+		if m.Destination == wire.WorkspacePath && (len(m.UIDMappings) == 0 || m.UIDMappings[0] != (specs.LinuxIDMapping{ContainerID: old, HostID: base + 1000, Size: 1})) {
 			t.Errorf("workspace owned by %d on disk: mappings %v, want it shown as %d", old, m.UIDMappings, base+1000)
 		}
 	}

@@ -14,7 +14,6 @@ import (
 	"strings"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
-	"github.com/paddockhq/paddock/internal/sandbox/container"
 	"github.com/paddockhq/paddock/internal/wire"
 )
 
@@ -111,8 +110,8 @@ func buildInitramfs(dst, agentBin, modulesDir string, user guestUser) error {
 	c.file("init", 0o755, initBin)
 	// The agent also where a container has it, so that the same commands (the welcome
 	// app, `paddock-agent secret get`) run in every tier.
-	c.dir(path.Dir(strings.TrimPrefix(container.AgentPath, "/")), 0o755)
-	c.symlink(strings.TrimPrefix(container.AgentPath, "/"), "/init")
+	c.dir(path.Dir(strings.TrimPrefix(wire.AgentPath, "/")), 0o755)
+	c.symlink(strings.TrimPrefix(wire.AgentPath, "/"), "/init")
 	var order []string
 	for _, m := range mods {
 		data, err := os.ReadFile(m.path)
