@@ -1,6 +1,9 @@
 // Package wire holds paddock's contracts between the trusted host and the sandbox: the
-// isolation tier, the bootstrap envelope the runner hands the agent at start, and (in
-// package agentv1) the agent's RPC.
+// isolation tier, the bootstrap envelope the runner hands the agent at start, the names
+// both sides must agree on (paths inside the sandbox, flags, the VM layout, environment
+// variables), the rule that resolves a caller's path in the workspace, and (in package
+// agentv1) the agent's RPC and (in package channel) its gRPC options. It depends on
+// neither side: the control plane links it and not the agent's code.
 //
 // Everything here is decoded from bytes that may have been written by, or passed through,
 // the sandbox, so every decoder validates sizes and fields and names the field it rejects.
