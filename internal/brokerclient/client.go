@@ -15,11 +15,9 @@ import (
 	"os"
 	"strings"
 	"time"
-)
 
-// ServicesEnv names the variable that holds the host's services' base URL (the agent's
-// ServicesEnv; repeated here so that this package imports nothing of the agent).
-const ServicesEnv = "PADDOCK_SERVICES_URL"
+	"github.com/paddockhq/paddock/internal/wire"
+)
 
 // Grant is the broker's answer to a resolve or a renewal (no value in a renewal).
 type Grant struct {
@@ -39,9 +37,9 @@ type Client struct {
 
 // FromEnv returns a client for the sandbox's host services.
 func FromEnv() (*Client, error) {
-	base := os.Getenv(ServicesEnv)
+	base := os.Getenv(wire.ServicesEnv)
 	if base == "" {
-		return nil, fmt.Errorf("%s is not set: this sandbox has no host services (run this inside a paddock sandbox)", ServicesEnv)
+		return nil, fmt.Errorf("%s is not set: this sandbox has no host services (run this inside a paddock sandbox)", wire.ServicesEnv)
 	}
 	return &Client{Base: strings.TrimRight(base, "/"), HTTP: &http.Client{Timeout: 30 * time.Second}}, nil
 }
