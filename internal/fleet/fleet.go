@@ -397,7 +397,7 @@ func exitText(e *pb.ExitStatus) string {
 func (f *Fleet) spec(rec store.Sandbox) runner.Spec {
 	env := append([]string{}, rec.Env...)
 	if rec.App.Build != "" {
-		env = append(env, "PADDOCK_APP_BUILD="+rec.App.Build)
+		env = append(env, wire.AppBuildEnv+"="+rec.App.Build)
 	}
 	env = append(env, f.cfg.Env...)
 	return runner.Spec{

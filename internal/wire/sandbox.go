@@ -65,6 +65,11 @@ const (
 // (an app can name itself with it, as the welcome app does).
 const SandboxIDEnv = "PADDOCK_SANDBOX_ID"
 
+// AppBuildEnv is the variable that tells the sandbox's app its build (the app record's
+// build: whatever the sandbox's creator wants to tell apart, a commit, an image tag); the
+// welcome app reports it as "build".
+const AppBuildEnv = "PADDOCK_APP_BUILD"
+
 // ServicesEnv is the variable in the sandbox's environment that holds the base URL of the
 // host's services (the secrets broker, the provider gateway): an http URL on the sandbox's
 // own loopback. The agent listens there and relays each connection to the host over its

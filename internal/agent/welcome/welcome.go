@@ -27,10 +27,6 @@ import (
 	"github.com/paddockhq/paddock/internal/wire"
 )
 
-// BuildEnv names the variable whose value /api/info reports as "build": whatever the
-// sandbox's creator wants to tell apart (a commit, an image tag).
-const BuildEnv = "PADDOCK_APP_BUILD"
-
 // Info is what the app says about where it runs.
 type Info struct {
 	Sandbox  string
@@ -50,7 +46,7 @@ func Here() Info {
 		Kernel:   kernel(),
 		PID:      os.Getpid(),
 		Started:  time.Now().UTC(),
-		Build:    os.Getenv(BuildEnv),
+		Build:    os.Getenv(wire.AppBuildEnv),
 	}
 }
 
