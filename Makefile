@@ -2,7 +2,8 @@
 GO        ?= /usr/local/go/bin/go
 export PATH := /usr/local/go/bin:$(PATH)
 VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
-LDFLAGS   := -X github.com/paddockhq/paddock/internal/cli.Version=$(VERSION) -X github.com/paddockhq/paddock/internal/agent.Version=$(VERSION)
+LDFLAGS   := -X github.com/paddockhq/paddock/internal/cli.Version=$(VERSION)
+AGENTLDFLAGS := -X github.com/paddockhq/paddock/internal/agent.Version=$(VERSION)
 FUZZTIME  ?= 10s
 
 .PHONY: all setup build test unit fuzz bench clean proto
@@ -24,7 +25,7 @@ AGENTTAGS ?= grpcnotrace
 
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o bin/paddock ./cmd/paddock
-	CGO_ENABLED=0 $(GO) build -trimpath -tags '$(AGENTTAGS)' -ldflags '$(LDFLAGS)' -o bin/paddock-agent ./cmd/paddock-agent
+	CGO_ENABLED=0 $(GO) build -trimpath -tags '$(AGENTTAGS)' -ldflags '$(AGENTLDFLAGS)' -o bin/paddock-agent ./cmd/paddock-agent
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/paddock-exec ./cmd/paddock-exec
 
 # test is the whole suite: vet, every package's tests with the race detector (privileged
