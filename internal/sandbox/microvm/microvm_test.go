@@ -146,6 +146,11 @@ func TestDynamicAgentIsRefused(t *testing.T) {
 		t.Fatalf("run with a dynamically linked agent = %v, want ErrFailedPrecondition saying so and to run make build", err)
 	}
 	assertNothingLeft(t, cfg)
+	// A runner whose default tier is microvm says so in its health check.
+	cfg.Tier = wire.TierMicroVM
+	if err := runner.New(cfg, testenv.Logger(t)).Check(); !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "dynamically linked") {
+		t.Fatalf("Check of a microvm runner with a dynamically linked agent = %v, want ErrFailedPrecondition", err)
+	}
 	if err := microvm.CheckAgent(testenv.Binary(t, "paddock-agent")); err != nil {
 		t.Fatalf("the agent make build makes: %v", err)
 	}
