@@ -58,7 +58,7 @@ func ScopesOf(names []string) (Scopes, error) {
 	for _, n := range names {
 		sc := Scope(n)
 		if !slices.Contains(AllScopes, sc) {
-			return nil, fmt.Errorf("scope %q: unknown; the scopes are %s: %w", clipName(n), Scopes(AllScopes), errdefs.ErrInvalidArgument)
+			return nil, fmt.Errorf("scope %q: unknown; the scopes are %s: %w", errdefs.Clip(n, 32), Scopes(AllScopes), errdefs.ErrInvalidArgument)
 		}
 		if !out.Has(sc) {
 			out = append(out, sc)
@@ -113,12 +113,4 @@ func TokenScopes(t store.APIToken) Scopes {
 func ScopeError(need Scope, what string) error {
 	return fmt.Errorf("this API token lacks scope %q, which %s needs; make a token with it (POST /api/v1/tokens, paddock token create --scope %s): %w",
 		need, what, need, errdefs.ErrPermissionDenied)
-}
-
-// clipName bounds an attacker-chosen name before it goes into a message.
-func clipName(s string) string {
-	if len(s) > 32 {
-		return strings.ToValidUTF8(s[:32], "") + "…"
-	}
-	return s
 }

@@ -9,6 +9,7 @@ package errdefs
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -98,3 +99,13 @@ type remoteError struct {
 
 func (e *remoteError) Error() string { return e.msg }
 func (e *remoteError) Unwrap() error { return e.kind }
+
+// Clip bounds a client-, sandbox- or config-supplied string to max bytes before it goes
+// into a message or a log, and keeps the cut valid UTF-8: an attacker chooses its
+// length and its bytes.
+func Clip(s string, max int) string {
+	if len(s) > max {
+		return strings.ToValidUTF8(s[:max], "") + "…"
+	}
+	return s
+}

@@ -107,9 +107,9 @@ func (c Config) Validate() error {
 func (p Provider) validate(prefix string) error {
 	switch {
 	case !providerName.MatchString(p.Name):
-		return invalidField(prefix+"name", "%q: want 1-63 lower-case letters, digits, '.', '_' or '-', starting with a letter or digit", clip(p.Name))
+		return invalidField(prefix+"name", "%q: want 1-63 lower-case letters, digits, '.', '_' or '-', starting with a letter or digit", errdefs.Clip(p.Name, 64))
 	case p.Kind != KindOpenAI && p.Kind != KindAnthropic:
-		return invalidField(prefix+"kind", "%q: want %q or %q", clip(p.Kind), KindOpenAI, KindAnthropic)
+		return invalidField(prefix+"kind", "%q: want %q or %q", errdefs.Clip(p.Kind, 64), KindOpenAI, KindAnthropic)
 	case p.RequestsPerMinute < 0:
 		return invalidField(prefix+"requests_per_minute", "must not be negative (0 is unlimited)")
 	case p.TokensPerDay < 0:
@@ -164,7 +164,7 @@ func resolveKey(p Provider, i int, log *slog.Logger) (Secret, error) {
 		field = prefix + "api_key_env"
 		key = strings.TrimSpace(os.Getenv(p.APIKeyEnv))
 		if key == "" {
-			return "", invalidField(field, "environment variable %s is not set or empty", clip(p.APIKeyEnv))
+			return "", invalidField(field, "environment variable %s is not set or empty", errdefs.Clip(p.APIKeyEnv, 64))
 		}
 	case p.APIKeyFile != "":
 		field = prefix + "api_key_file"
@@ -203,13 +203,4 @@ func pathErr(err error) error {
 
 func invalidField(field, format string, args ...any) error {
 	return fmt.Errorf("%s: %s: %w", field, fmt.Sprintf(format, args...), errdefs.ErrInvalidArgument)
-}
-
-// clip bounds sandbox- or config-supplied strings before they reach a log or a message.
-func clip(s string) string {
-	const max = 64
-	if len(s) > max {
-		return s[:max] + "…"
-	}
-	return s
 }

@@ -52,6 +52,7 @@ import (
 
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/httpmetrics"
 )
 
 // Caller is the sandbox a request came from, and the user it belongs to.
@@ -223,15 +224,15 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if p != nil {
 		label, kind = p.name, p.kind
 	}
-	sw := &statusWriter{ResponseWriter: w}
+	sw := &httpmetrics.StatusWriter{ResponseWriter: w}
 	defer func() {
-		g.m.request(label, sw.status())
+		g.m.request(label, sw.Status())
 		g.m.duration.WithLabelValues(label).Observe(time.Since(start).Seconds())
 	}()
 	c, ok := CallerFrom(r.Context())
 	if !ok || c.UserID == "" {
 		g.log.Error("gateway: a request arrived without a caller; the control plane must set one with gateway.WithCaller",
-			"method", r.Method, "path", clip(r.URL.Path))
+			"method", r.Method, "path", errdefs.Clip(r.URL.Path, 64))
 		writeRefusal(sw, kind, refuse(http.StatusForbidden, errdefs.ErrPermissionDenied,
 			"the provider gateway does not know which sandbox sent this request; it serves only requests that arrive on a sandbox's own channel"))
 		return
@@ -261,19 +262,19 @@ func splitProvider(path string) (name, rest string) {
 func (g *Gateway) notFound(name string) *refusal {
 	if len(g.names) == 0 {
 		return refuse(http.StatusNotFound, errdefs.ErrNotFound,
-			"provider %q is not configured: no providers are (gateway.providers in the server's configuration is empty)", clip(name))
+			"provider %q is not configured: no providers are (gateway.providers in the server's configuration is empty)", errdefs.Clip(name, 64))
 	}
 	return refuse(http.StatusNotFound, errdefs.ErrNotFound,
-		"provider %q is not configured; the gateway serves %s, each under /gateway/{provider}/", clip(name), strings.Join(g.names, ", "))
+		"provider %q is not configured; the gateway serves %s, each under /gateway/{provider}/", errdefs.Clip(name, 64), strings.Join(g.names, ", "))
 }
 
 // forward checks r, sends it upstream and relays the answer. It returns a refusal to
 // answer in the provider's place, or nil once it has answered.
-func (g *Gateway) forward(w *statusWriter, r *http.Request, p *provider, c Caller, rest string) *refusal {
+func (g *Gateway) forward(w *httpmetrics.StatusWriter, r *http.Request, p *provider, c Caller, rest string) *refusal {
 	if r.Method != http.MethodPost && r.Method != http.MethodGet {
 		w.Header().Set("Allow", "GET, POST")
 		return refuse(http.StatusMethodNotAllowed, errdefs.ErrInvalidArgument,
-			"the provider gateway forwards GET and POST only, not %s", clip(r.Method))
+			"the provider gateway forwards GET and POST only, not %s", errdefs.Clip(r.Method, 64))
 	}
 	path, rawPath, err := upstreamPath(p.base, rest)
 	if err != nil {
@@ -283,7 +284,7 @@ func (g *Gateway) forward(w *statusWriter, r *http.Request, p *provider, c Calle
 		// The gateway reads the body (the model; OpenAI's stream options); a compressed
 		// one would also be a way around usage accounting.
 		return refuse(http.StatusBadRequest, errdefs.ErrInvalidArgument,
-			"Content-Encoding %q: the provider gateway takes uncompressed request bodies only", clip(ce))
+			"Content-Encoding %q: the provider gateway takes uncompressed request bodies only", errdefs.Clip(ce, 64))
 	}
 	body, ref := g.readBody(w.ResponseWriter, r) // unwrapped: MaxBytesReader closes the connection through it
 	if ref != nil {
@@ -389,7 +390,7 @@ func inspect(kind string, body []byte) (requestInfo, []byte) {
 		return info, body
 	}
 	_ = json.Unmarshal(top["model"], &info.model)
-	info.model = clip(info.model)
+	info.model = errdefs.Clip(info.model, 64)
 	info.stream = string(top["stream"]) == "true"
 	if kind != KindOpenAI || !info.stream {
 		return info, body
@@ -506,7 +507,7 @@ const maxErrorBody = 64 << 10
 
 // relayError passes on a provider's error answer (4xx, 5xx), with any occurrence of the
 // key removed; errors are small and not streamed, so it reads the body first.
-func (g *Gateway) relayError(w *statusWriter, res *http.Response, p *provider) {
+func (g *Gateway) relayError(w *httpmetrics.StatusWriter, res *http.Response, p *provider) {
 	b, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
 	if key := p.key.Reveal(); bytes.Contains(b, []byte(key)) {
 		g.log.Warn("gateway: the provider echoed the platform's key in an error; removed it", "provider", p.name, "status", res.StatusCode)
@@ -529,7 +530,7 @@ var copyBuffers = sync.Pool{New: func() any { return new([32 << 10]byte) }}
 
 // relay passes a provider's answer to the client as it arrives, flushing after every
 // read, and meters its usage from a copy of each chunk after the client has it.
-func (g *Gateway) relay(w *statusWriter, r *http.Request, res *http.Response, p *provider, c Caller, info requestInfo) {
+func (g *Gateway) relay(w *httpmetrics.StatusWriter, r *http.Request, res *http.Response, p *provider, c Caller, info requestInfo) {
 	g.copyHeader(w, res, p)
 	m := newMeter(res.Header.Get("Content-Type"))
 	w.WriteHeader(res.StatusCode)
@@ -568,7 +569,7 @@ func (g *Gateway) relay(w *statusWriter, r *http.Request, res *http.Response, p 
 		g.account(r.Context(), p, c, info.model, estimate(t, info, events), true)
 	}
 	g.log.Debug("gateway: request", "provider", p.name, "user", c.UserID, "sandbox", c.SandboxID,
-		"method", r.Method, "path", clip(r.URL.Path), "model", info.model, "stream", info.stream,
+		"method", r.Method, "path", errdefs.Clip(r.URL.Path, 64), "model", info.model, "stream", info.stream,
 		"status", res.StatusCode, "input_tokens", t.in, "output_tokens", t.out)
 	if readErr != nil && writeErr == nil && r.Context().Err() == nil {
 		g.log.Warn("gateway: the provider's answer broke off", "provider", p.name, "user", c.UserID,
@@ -626,36 +627,6 @@ func (g *Gateway) account(ctx context.Context, p *provider, c Caller, model stri
 	if g.usage != nil {
 		g.usage(ctx, Usage{Caller: c, Provider: p.name, Model: model, InputTokens: t.in, OutputTokens: t.out, Estimated: estimated})
 	}
-}
-
-// statusWriter remembers the status for metrics.
-type statusWriter struct {
-	http.ResponseWriter
-	code int
-}
-
-func (s *statusWriter) WriteHeader(code int) {
-	if s.code == 0 {
-		s.code = code
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusWriter) Write(b []byte) (int, error) {
-	if s.code == 0 {
-		s.code = http.StatusOK
-	}
-	return s.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach Flush.
-func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
-
-func (s *statusWriter) status() int {
-	if s.code == 0 {
-		return http.StatusOK
-	}
-	return s.code
 }
 
 // String keeps a provider's key out of %v.

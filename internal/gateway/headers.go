@@ -168,10 +168,10 @@ func upstreamPath(base *url.URL, rest string) (path, rawPath string, err error) 
 	for seg := range strings.SplitSeq(rest, "/") {
 		u, uerr := url.PathUnescape(seg)
 		if uerr != nil {
-			return "", "", fmt.Errorf("the path has a malformed escape in %q: %w", clip(seg), errdefs.ErrInvalidArgument)
+			return "", "", fmt.Errorf("the path has a malformed escape in %q: %w", errdefs.Clip(seg, 64), errdefs.ErrInvalidArgument)
 		}
 		if u == "." || u == ".." || strings.ContainsAny(u, "/\\") {
-			return "", "", fmt.Errorf("the path segment %q is not allowed (no dot segments or encoded slashes): %w", clip(seg), errdefs.ErrInvalidArgument)
+			return "", "", fmt.Errorf("the path segment %q is not allowed (no dot segments or encoded slashes): %w", errdefs.Clip(seg, 64), errdefs.ErrInvalidArgument)
 		}
 	}
 	rawPath = base.EscapedPath() + rest

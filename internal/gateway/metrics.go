@@ -1,13 +1,11 @@
 package gateway
 
 import (
-	"errors"
-	"fmt"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/httpmetrics"
 )
 
 // metrics are the gateway's telemetry. Label values are bounded: providers are the
@@ -45,17 +43,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}, []string{"provider"}),
 	}
-	if reg == nil {
-		return m, nil
-	}
-	for _, c := range []prometheus.Collector{m.requests, m.tokens, m.duration, m.upstream} {
-		if err := reg.Register(c); err != nil {
-			code := errdefs.ErrFailedPrecondition
-			if are := (prometheus.AlreadyRegisteredError{}); errors.As(err, &are) {
-				code = errdefs.ErrAlreadyExists
-			}
-			return nil, fmt.Errorf("gateway: registering metrics: %v: %w", err, code)
-		}
+	if err := httpmetrics.Register(reg, "gateway", m.requests, m.tokens, m.duration, m.upstream); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

@@ -69,7 +69,7 @@ func ParseLabel(label string) (Host, error) {
 		}
 		return Host{Kind: k, ID: id}, nil
 	}
-	return Host{}, fmt.Errorf("host %q: want app-<sandbox>, desktop-<sandbox>, live-<user> or dev-<user>: %w", clip(label), errdefs.ErrNotFound)
+	return Host{}, fmt.Errorf("host %q: want app-<sandbox>, desktop-<sandbox>, live-<user> or dev-<user>: %w", errdefs.Clip(label, 80), errdefs.ErrNotFound)
 }
 
 // validSandboxID is sb- and 10 characters of a-z2-7 (runner.ValidID's form).
@@ -256,7 +256,7 @@ func (o *Origins) Lookup(reqHost string) (Where, Host, error) {
 		return Control, Host{}, nil
 	}
 	if strings.Contains(label, ".") {
-		return AppsParent, Host{}, fmt.Errorf("host %q: apps hosts have one label under %s: %w", clip(name), o.apps, errdefs.ErrNotFound)
+		return AppsParent, Host{}, fmt.Errorf("host %q: apps hosts have one label under %s: %w", errdefs.Clip(name, 80), o.apps, errdefs.ErrNotFound)
 	}
 	h, err := ParseLabel(label)
 	if err != nil {
@@ -270,7 +270,7 @@ func (o *Origins) Lookup(reqHost string) (Where, Host, error) {
 // It returns the host and the URL as it will be redirected to.
 func (o *Origins) Target(raw, reqHost string) (Host, *url.URL, error) {
 	bad := func(why string) (Host, *url.URL, error) {
-		return Host{}, nil, fmt.Errorf("to=%q: %s: %w", clip(raw), why, errdefs.ErrInvalidArgument)
+		return Host{}, nil, fmt.Errorf("to=%q: %s: %w", errdefs.Clip(raw, 80), why, errdefs.ErrInvalidArgument)
 	}
 	u, err := url.Parse(raw)
 	if err != nil || u.Opaque != "" || u.User != nil {
@@ -289,13 +289,6 @@ func (o *Origins) Target(raw, reqHost string) (Host, *url.URL, error) {
 	u.Host = strings.ToLower(u.Host)
 	u.Fragment = ""
 	return h, u, nil
-}
-
-func clip(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "…"
-	}
-	return s
 }
 
 // DialLocalhost wraps a dialer so that names under localhost reach loopback, as browsers

@@ -147,7 +147,7 @@ func upgradeOf(h http.Header) (string, error) {
 				continue
 			}
 			if !strings.EqualFold(tok, "websocket") {
-				return "", fmt.Errorf("Upgrade %q is not supported; only websocket is: %w", clip(tok), errdefs.ErrInvalidArgument)
+				return "", fmt.Errorf("Upgrade %q is not supported; only websocket is: %w", errdefs.Clip(tok, 64), errdefs.ErrInvalidArgument)
 			}
 			n++
 		}
@@ -204,7 +204,7 @@ func (p *Proxy) checkOrigin(r *http.Request) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("a WebSocket from origin %q is not allowed here: %w", clip(o), errdefs.ErrPermissionDenied)
+	return fmt.Errorf("a WebSocket from origin %q is not allowed here: %w", errdefs.Clip(o, 64), errdefs.ErrPermissionDenied)
 }
 
 // normalizeOrigin lower-cases scheme://host[:port] and refuses anything else ("null",
@@ -212,7 +212,7 @@ func (p *Proxy) checkOrigin(r *http.Request) error {
 func normalizeOrigin(o string) (string, error) {
 	u, err := url.Parse(o)
 	if err != nil || u.Scheme == "" || u.Host == "" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
-		return "", fmt.Errorf("origin %q: want scheme://host[:port]: %w", clip(o), errdefs.ErrInvalidArgument)
+		return "", fmt.Errorf("origin %q: want scheme://host[:port]: %w", errdefs.Clip(o, 64), errdefs.ErrInvalidArgument)
 	}
 	return lower(u.Scheme) + "://" + lower(u.Host), nil
 }
@@ -232,9 +232,9 @@ func parseTrustedOrigins(origins []string) (map[string]bool, error) {
 // clientBuild is the runtime build a client says its code came from.
 func clientBuild(r *http.Request) string {
 	if b := r.Header.Get(api.HeaderClientBuild); b != "" {
-		return clip(b)
+		return errdefs.Clip(b, 64)
 	}
-	return clip(r.URL.Query().Get(api.QueryClientBuild))
+	return errdefs.Clip(r.URL.Query().Get(api.QueryClientBuild), 64)
 }
 
 // validSandboxID accepts IDs that are safe as a URL host and a pool key.
@@ -248,15 +248,6 @@ func validSandboxID(id string) bool {
 		}
 	}
 	return true
-}
-
-// clip bounds client- or sandbox-supplied strings before they reach a log or a message.
-func clip(s string) string {
-	const max = 64
-	if len(s) > max {
-		return s[:max] + "…"
-	}
-	return s
 }
 
 func lower(s string) string { return strings.ToLower(s) }

@@ -73,6 +73,15 @@ func (s *fakeSandbox) handler() http.Handler {
 		w.Header().Set("X-Paddock-Role", "spoofed")
 		w.Header().Set("X-Paddock-Sandbox", "spoofed")
 	})
+	mux.HandleFunc("/early-hints", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</app.css>; rel=preload")
+		w.Header().Set("Set-Cookie", sessionCookie+"=planted; Path=/")
+		w.Header().Set("X-Paddock-Role", "spoofed")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Del("Set-Cookie")
+		w.Header().Del("X-Paddock-Role")
+		w.WriteHeader(http.StatusCreated)
+	})
 	mux.HandleFunc("/sse", func(w http.ResponseWriter, r *http.Request) {
 		// ?type= streams the same lines under another content type (a chunked NDJSON
 		// stream, say), which the proxy must not hold back either.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/httpmetrics"
 )
 
 // newTransport returns the one Transport every sandbox shares. Outbound URLs carry the
@@ -87,9 +88,9 @@ func (bufferPool) Put(b []byte) {
 // serveHTTP forwards one plain HTTP request.
 func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request, info *reqInfo) {
 	start := time.Now()
-	sw := &statusWriter{ResponseWriter: w, reserved: p.reserved}
+	sw := &httpmetrics.StatusWriter{ResponseWriter: w, Informational: scrubInformational}
 	defer func() {
-		p.m.request(info.caller.Role, sw.status())
+		p.m.request(info.caller.Role, sw.Status())
 		p.m.duration.WithLabelValues(info.caller.Role).Observe(time.Since(start).Seconds())
 	}()
 	r = r.WithContext(context.WithValue(r.Context(), infoKey{}, info))
@@ -133,7 +134,7 @@ func (p *Proxy) scrubResponse(h http.Header, info *reqInfo) {
 	}
 	for _, name := range dropReservedSetCookies(h, p.isReserved) {
 		p.log.Warn("proxy: dropped a Set-Cookie for a reserved cookie from a sandbox",
-			"user", info.caller.UserID, "sandbox", info.target.SandboxID, "role", info.caller.Role, "cookie", clip(name))
+			"user", info.caller.UserID, "sandbox", info.target.SandboxID, "role", info.caller.Role, "cookie", errdefs.Clip(name, 64))
 	}
 }
 
@@ -164,7 +165,7 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 	}
 	p.m.upstreamErrors.WithLabelValues(info.caller.Role).Inc()
 	p.log.Warn("proxy: sandbox not answering", "user", info.caller.UserID, "role", info.caller.Role,
-		"sandbox", info.target.SandboxID, "method", r.Method, "path", clip(r.URL.Path), "err", err)
+		"sandbox", info.target.SandboxID, "method", r.Method, "path", errdefs.Clip(r.URL.Path, 64), "err", err)
 	stampResponse(w.Header(), info)
 	api.WriteErrorCode(w, http.StatusBadGateway, api.CodeUnavailable, unavailableMessage(info, err))
 }
@@ -195,44 +196,15 @@ func describe(err error) string {
 	return "it gave no valid response"
 }
 
-// statusWriter remembers the status for metrics and scrubs 1xx responses, whose headers
-// ReverseProxy copies from the app straight to the client.
-type statusWriter struct {
-	http.ResponseWriter
-	reserved map[string]bool
-	code     int
-}
-
-func (s *statusWriter) WriteHeader(code int) {
-	if code >= 100 && code < 200 {
-		h := s.Header()
-		h.Del("Set-Cookie")
-		for k := range h {
-			if hasPrefixFold(k, "X-Paddock-") {
-				delete(h, k)
-			}
+// scrubInformational scrubs a 1xx response's headers, which ReverseProxy copies from the
+// app straight to the client: no cookies, none of paddock's own headers.
+func scrubInformational(h http.Header) {
+	h.Del("Set-Cookie")
+	for k := range h {
+		if hasPrefixFold(k, "X-Paddock-") {
+			delete(h, k)
 		}
-	} else if s.code == 0 {
-		s.code = code
 	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusWriter) Write(b []byte) (int, error) {
-	if s.code == 0 {
-		s.code = http.StatusOK
-	}
-	return s.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach Flush and Hijack.
-func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
-
-func (s *statusWriter) status() int {
-	if s.code == 0 {
-		return http.StatusOK
-	}
-	return s.code
 }
 
 // refusal is an app's answer the proxy will not pass on; its text is safe to show.

@@ -2,14 +2,12 @@ package proxy
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/paddockhq/paddock/internal/api"
-	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/httpmetrics"
 )
 
 // metrics are the proxy's telemetry. Label values are bounded: roles are live, dev or
@@ -56,17 +54,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Reconnect storms: a user's WebSocket attempts over the limit within the window, counted once per window.",
 		}),
 	}
-	if reg == nil {
-		return m, nil
-	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.upstreamErrors, m.websockets, m.wsCloses, m.mismatch, m.storms} {
-		if err := reg.Register(c); err != nil {
-			code := errdefs.ErrFailedPrecondition
-			if are := (prometheus.AlreadyRegisteredError{}); errors.As(err, &are) {
-				code = errdefs.ErrAlreadyExists
-			}
-			return nil, fmt.Errorf("proxy: registering metrics: %v: %w", err, code)
-		}
+	if err := httpmetrics.Register(reg, "proxy", m.requests, m.duration, m.upstreamErrors, m.websockets, m.wsCloses, m.mismatch, m.storms); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

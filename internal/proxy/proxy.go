@@ -210,7 +210,7 @@ func (p *Proxy) check(r *http.Request, c Caller) error {
 	case c.UserID == "":
 		return fmt.Errorf("proxy: no user: %w", errdefs.ErrUnauthenticated)
 	case c.SandboxID == "" && c.Role != api.RoleLive && c.Role != api.RoleDev:
-		return fmt.Errorf("role %q: want %s or %s: %w", clip(c.Role), api.RoleLive, api.RoleDev, errdefs.ErrInvalidArgument)
+		return fmt.Errorf("role %q: want %s or %s: %w", errdefs.Clip(c.Role, 64), api.RoleLive, api.RoleDev, errdefs.ErrInvalidArgument)
 	case r.Method == http.MethodConnect:
 		return errMethod
 	}
@@ -244,7 +244,7 @@ func (p *Proxy) route(r *http.Request, c Caller) (*reqInfo, int64, error) {
 		return nil, 0, fmt.Errorf("the %s sandbox: %w", c.Role, err)
 	}
 	if !validSandboxID(t.SandboxID) || t.Dial == nil {
-		return nil, 0, fmt.Errorf("router gave the %s role sandbox %q with no way to reach it: %w", c.Role, clip(t.SandboxID), errdefs.ErrUnavailable)
+		return nil, 0, fmt.Errorf("router gave the %s role sandbox %q with no way to reach it: %w", c.Role, errdefs.Clip(t.SandboxID, 64), errdefs.ErrUnavailable)
 	}
 	t.Role = c.Role
 	p.dialers.Store(t.SandboxID, t.Dial)
@@ -258,14 +258,14 @@ func (p *Proxy) route(r *http.Request, c Caller) (*reqInfo, int64, error) {
 func (p *Proxy) routeSandbox(r *http.Request, c Caller) (*reqInfo, int64, error) {
 	sr, ok := p.router.(SandboxRouter)
 	if !ok {
-		return nil, 0, fmt.Errorf("sandbox %s: this proxy routes by role only: %w", clip(c.SandboxID), errdefs.ErrNotFound)
+		return nil, 0, fmt.Errorf("sandbox %s: this proxy routes by role only: %w", errdefs.Clip(c.SandboxID, 64), errdefs.ErrNotFound)
 	}
 	t, err := sr.RouteSandbox(r.Context(), c.UserID, c.SandboxID)
 	if err != nil {
-		return nil, 0, fmt.Errorf("sandbox %s: %w", clip(c.SandboxID), err)
+		return nil, 0, fmt.Errorf("sandbox %s: %w", errdefs.Clip(c.SandboxID, 64), err)
 	}
 	if t.SandboxID != c.SandboxID || t.Dial == nil {
-		return nil, 0, fmt.Errorf("router gave sandbox %q for %q with no way to reach it: %w", clip(t.SandboxID), clip(c.SandboxID), errdefs.ErrUnavailable)
+		return nil, 0, fmt.Errorf("router gave sandbox %q for %q with no way to reach it: %w", errdefs.Clip(t.SandboxID, 64), errdefs.Clip(c.SandboxID, 64), errdefs.ErrUnavailable)
 	}
 	c.Role = t.Role
 	p.dialers.Store(t.SandboxID, t.Dial)

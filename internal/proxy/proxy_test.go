@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
 	"net/url"
 	"strings"
 	"testing"
@@ -92,6 +94,35 @@ func TestResponseHeadersScrubbed(t *testing.T) {
 	}
 	if res.Header.Get(api.HeaderRole) != "live" || res.Header.Get(api.HeaderSandbox) != "sb-live" {
 		t.Errorf("the app could spoof X-Paddock-*: %q/%q", res.Header.Get(api.HeaderRole), res.Header.Get(api.HeaderSandbox))
+	}
+}
+
+// An app's 1xx response reaches the client without cookies or paddock's own headers, and
+// the request counts under its final status.
+func TestInformationalHeadersScrubbed(t *testing.T) {
+	h := newHarness(t, Options{})
+	var hints []http.Header
+	req := newRequest(t, "GET", h.front.URL+"/early-hints")
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		Got1xxResponse: func(code int, hdr textproto.MIMEHeader) error {
+			hints = append(hints, http.Header(hdr))
+			return nil
+		},
+	}))
+	res := get(t, req)
+	if res.StatusCode != http.StatusCreated || len(hints) != 1 {
+		t.Fatalf("status %d after %d 1xx responses, want 201 after one 103", res.StatusCode, len(hints))
+	}
+	if hints[0].Get("Link") == "" || hints[0].Get("Set-Cookie") != "" || hints[0].Get("X-Paddock-Role") != "" {
+		t.Errorf("the 103 carried %v, want its Link and neither cookies nor X-Paddock-*", hints[0])
+	}
+	// The proxy counts the request once its handler returns, after the client has the
+	// response: wait for it.
+	for deadline := time.Now().Add(10 * time.Second); value(t, h.p.m.requests.WithLabelValues("live", "201")) == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got, early := value(t, h.p.m.requests.WithLabelValues("live", "201")), value(t, h.p.m.requests.WithLabelValues("live", "103")); got != 1 || early != 0 {
+		t.Errorf("requests counted under 201: %v, under 103: %v; want 1 and 0", got, early)
 	}
 }
 

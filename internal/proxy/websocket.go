@@ -42,7 +42,7 @@ func (p *Proxy) serveWebSocket(w http.ResponseWriter, r *http.Request, info *req
 	if err != nil {
 		p.m.upstreamErrors.WithLabelValues(role).Inc()
 		p.log.Warn("proxy: sandbox refused a WebSocket", "user", info.caller.UserID, "role", role,
-			"sandbox", info.target.SandboxID, "path", clip(r.URL.Path), "err", err)
+			"sandbox", info.target.SandboxID, "path", errdefs.Clip(r.URL.Path, 64), "err", err)
 		stampResponse(w.Header(), info)
 		api.WriteErrorCode(w, http.StatusBadGateway, api.CodeUnavailable, unavailableMessage(info, err))
 		p.m.request(role, http.StatusBadGateway)

@@ -263,11 +263,14 @@ func TestLimits(t *testing.T) {
 		})
 		t.Run("memory", func(t *testing.T) {
 			// A microVM's limit is its guest's RAM, which must hold a kernel too.
-			limit, bomb := runner.Size(64<<20), 200000000
+			limit, bombMiB := runner.Size(64<<20), 200
 			if h.tier == wire.TierMicroVM {
-				limit, bomb = 160<<20, 600000000
+				limit, bombMiB = 160<<20, 600
 			}
-			spec := h.spec("sh", "-c", fmt.Sprintf(`x=$(head -c %d /dev/zero | tr '\0' a); echo survived`, bomb))
+			// Perl (essential in Debian, so in every tier's /usr) writes each MiB at memset
+			// speed: the bomb reaches the limit in a few seconds even under emulation. A
+			// shell's command substitution reads 128 bytes per system call and may not.
+			spec := h.spec("perl", "-e", fmt.Sprintf(`push @a, "a" x (1<<20) for 1..%d; print "survived\n"`, bombMiB))
 			spec.Limits.Memory = limit
 			o := h.run(spec, "")
 			if !o.res.OOM || o.res.ExitCode() != 137 || strings.Contains(o.stdout, "survived") {
@@ -379,7 +382,7 @@ func childCPU(t *testing.T, out string) float64 {
 func TestFailedStartLeavesNothing(t *testing.T) {
 	forEachTier(t, func(t *testing.T, h *harness) {
 		cfg := h.cfg
-		cfg.Agent = "/bin/false" // starts, then exits before serving: fails half-way
+		cfg.Agent = staticFalse(t) // starts, then exits before serving: fails half-way
 		r := runner.New(cfg, testenv.Logger(t))
 		_, err := r.Run(context.Background(), h.spec("true"), runner.Stdio{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}}, false)
 		if err == nil {
@@ -389,4 +392,29 @@ func TestFailedStartLeavesNothing(t *testing.T) {
 			t.Logf("error: %v", err)
 		}
 	})
+}
+
+// staticFalse builds a statically linked program that exits 1: an agent every tier starts
+// (a microVM's guest runs only a static /init) and that fails before serving.
+func staticFalse(t *testing.T) string {
+	t.Helper()
+	// Not t.TempDir: its parent is 0700, and the sandbox user runs the agent in some tiers.
+	dir, err := os.MkdirTemp("", "pdk-false")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src, out := filepath.Join(dir, "main.go"), filepath.Join(dir, "false")
+	if err := os.WriteFile(src, []byte("package main\n\nimport \"os\"\n\nfunc main() { os.Exit(1) }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "build", "-o", out, src)
+	cmd.Dir, cmd.Env = dir, append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, msg)
+	}
+	return out
 }

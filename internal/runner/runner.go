@@ -231,6 +231,13 @@ func (r *Runner) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Before anything is made, and before the accelerator's probe, which a guest that
+	// cannot run the agent would mislead.
+	if tier == wire.TierMicroVM {
+		if err := microvm.CheckAgent(agentBin); err != nil {
+			return nil, err
+		}
+	}
 	id, err := sandboxID(spec)
 	if err != nil {
 		return nil, err

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/sandbox/microvm"
 	"github.com/paddockhq/paddock/internal/wire"
 )
 
@@ -99,11 +100,18 @@ func patchedRunc(versionOutput string) error {
 }
 
 // Check reports whether the runner can start sandboxes of its default tier: the agent
-// binary and the default OCI runtime are found, runc is a patched one, and the state
-// directory is writable. The control plane's health check calls it.
+// binary is found (and static, for the microVM tier), the default OCI runtime is found,
+// runc is a patched one, and the state directory is writable. The control plane's health
+// check calls it.
 func (r *Runner) Check() error {
-	if _, err := findAgent(r.cfg.Agent); err != nil {
+	agentBin, err := findAgent(r.cfg.Agent)
+	if err != nil {
 		return err
+	}
+	if r.cfg.Tier == wire.TierMicroVM {
+		if err := microvm.CheckAgent(agentBin); err != nil {
+			return err
+		}
 	}
 	if err := os.MkdirAll(r.cfg.StateDir, 0o711); err != nil {
 		return fmt.Errorf("state dir %s: %v: %w", r.cfg.StateDir, err, errdefs.ErrUnavailable)

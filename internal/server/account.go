@@ -47,7 +47,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request, c fleet.Cal
 	if req.ExpiresIn != "" {
 		d, err := time.ParseDuration(req.ExpiresIn)
 		if err != nil || d <= 0 {
-			return fmt.Errorf("expires_in %q: want a positive duration like \"24h\" or \"90m\": %w", clipQuery(req.ExpiresIn), errdefs.ErrInvalidArgument)
+			return fmt.Errorf("expires_in %q: want a positive duration like \"24h\" or \"90m\": %w", errdefs.Clip(req.ExpiresIn, 40), errdefs.ErrInvalidArgument)
 		}
 		spec.TTL = d
 	}
@@ -136,7 +136,7 @@ func (s *Server) createInvite(w http.ResponseWriter, r *http.Request, c fleet.Ca
 	if req.ExpiresIn != "" {
 		d, err := time.ParseDuration(req.ExpiresIn)
 		if err != nil || d <= 0 {
-			return fmt.Errorf("expires_in %q: want a positive duration like \"168h\": %w", clipQuery(req.ExpiresIn), errdefs.ErrInvalidArgument)
+			return fmt.Errorf("expires_in %q: want a positive duration like \"168h\": %w", errdefs.Clip(req.ExpiresIn, 40), errdefs.ErrInvalidArgument)
 		}
 		spec.TTL = d
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
+	"github.com/paddockhq/paddock/internal/httpmetrics"
 )
 
 // healthCache keeps the runner's check for a few seconds: it may run the OCI runtime, and
@@ -74,10 +75,8 @@ func newMetrics(reg prometheus.Registerer, f *fleet.Fleet) (*metrics, error) {
 	running := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "paddock_sandboxes_running", Help: "Sandboxes running under this control plane.",
 	}, func() float64 { return float64(f.Running()) })
-	for _, c := range []prometheus.Collector{m.requests, m.latency, running} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
+	if err := httpmetrics.Register(reg, "server", m.requests, m.latency, running); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

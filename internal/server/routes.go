@@ -10,6 +10,7 @@ import (
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
+	"github.com/paddockhq/paddock/internal/httpmetrics"
 )
 
 // errResponded tells the API wrapper that a handler wrote its own response (a stream, a
@@ -182,7 +183,7 @@ func invalidQuery(name, value, want string) error {
 func (s *Server) instrument(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		began := time.Now()
-		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		sw := &httpmetrics.StatusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r)
 		if r.Pattern == "/" {
 			return
@@ -191,32 +192,7 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 		if pattern == "" {
 			pattern = "unmatched"
 		}
-		s.m.requests.WithLabelValues(pattern, fmt.Sprint(sw.status)).Inc()
+		s.m.requests.WithLabelValues(pattern, fmt.Sprint(sw.Status())).Inc()
 		s.m.latency.WithLabelValues(pattern).Observe(time.Since(began).Seconds())
 	})
 }
-
-// statusWriter remembers the status code; it unwraps for http.ResponseController (flush,
-// hijack).
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-	wrote  bool
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if !w.wrote {
-		w.status, w.wrote = code, true
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	w.wrote = true
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// Flush keeps streaming responses streaming through the wrapper.
-func (w *statusWriter) Flush() { http.NewResponseController(w.ResponseWriter).Flush() }

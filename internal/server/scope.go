@@ -63,11 +63,3 @@ func webCaller(r *http.Request) *web.Caller {
 func withWebCaller(ctx context.Context, c *web.Caller) context.Context {
 	return context.WithValue(ctx, webCallerKey{}, c)
 }
-
-// clipQuery bounds a client-chosen string before it goes into a message.
-func clipQuery(s string) string {
-	if len(s) > 40 {
-		return strings.ToValidUTF8(s[:40], "") + "…"
-	}
-	return s
-}

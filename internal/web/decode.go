@@ -93,7 +93,7 @@ func decodeForm(body []byte, dst any) (url.Values, error) {
 	for k, vs := range vals {
 		f, known := fields[k]
 		if !known && k != auth.CSRFFormField {
-			return nil, fmt.Errorf("request body: unknown field %q: %w", clip(k), errdefs.ErrInvalidArgument)
+			return nil, fmt.Errorf("request body: unknown field %q: %w", errdefs.Clip(k, 40), errdefs.ErrInvalidArgument)
 		}
 		if len(vs) != 1 {
 			return nil, fmt.Errorf("request body: field %q given %d times: %w", k, len(vs), errdefs.ErrInvalidArgument)
@@ -120,12 +120,4 @@ func formFields(dst any) map[string]reflect.Value {
 		}
 	}
 	return out
-}
-
-// clip bounds an attacker-chosen name before it goes into a message.
-func clip(s string) string {
-	if len(s) > 40 {
-		return strings.ToValidUTF8(s[:40], "") + "…"
-	}
-	return s
 }

@@ -247,7 +247,7 @@ func (w *Web) session(rw http.ResponseWriter, r *http.Request) {
 }
 
 func errInvalidRole(role string) error {
-	return fmt.Errorf("role %q: must be %q or %q: %w", clip(role), api.RoleLive, api.RoleDev, errdefs.ErrInvalidArgument)
+	return fmt.Errorf("role %q: must be %q or %q: %w", errdefs.Clip(role, 40), api.RoleLive, api.RoleDev, errdefs.ErrInvalidArgument)
 }
 
 // startSandboxes: POST /auth/start makes and starts the caller's standing sandboxes (a

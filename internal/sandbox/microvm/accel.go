@@ -61,6 +61,10 @@ const (
 // and kernel, so that only the first microVM after a reboot pays for the trial (up to
 // KVMProbeTimeout here).
 func DetectAccel(ctx context.Context, in Install, agentBin, dir string, uid, gid uint32) Probe {
+	// An agent no guest can run proves nothing about KVM: decide nothing, keep nothing.
+	if err := CheckAgent(agentBin); err != nil {
+		return Probe{Accel: AccelTCG, Reason: err.Error()}
+	}
 	cache := filepath.Join(dir, "microvm-accel.json")
 	key := cacheKey(in)
 	if p, ok := readProbe(cache, key); ok {

@@ -174,6 +174,9 @@ func (sb *Sandbox) start(ctx context.Context, cfg Config) (err error) {
 	if err != nil {
 		return err
 	}
+	if err := CheckAgent(cfg.Agent); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(sb.vmDir, 0o700); err != nil {
 		return fmt.Errorf("sandbox dir: %w", err)
 	}

@@ -7,8 +7,10 @@ package microvm_test
 import (
 	"bytes"
 	"context"
+	"debug/elf"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -128,6 +130,59 @@ func TestTooLittleMemory(t *testing.T) {
 	if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "MiB a microVM guest needs") {
 		t.Fatalf("run with 64MiB = %v, want ErrInvalidArgument about the guest's minimum", err)
 	}
+}
+
+// A dynamically linked agent (a plain `go build` with cgo on) cannot be the guest's /init:
+// the start fails before any guest boots, saying what is wrong and how to fix it.
+func TestDynamicAgentIsRefused(t *testing.T) {
+	requireMicroVM(t)
+	cfg := testenv.Config(t)
+	cfg.Agent = dynamicBinary(t)
+	r := runner.New(cfg, testenv.Logger(t))
+	spec := runner.Spec{User: "vm", Tier: wire.TierMicroVM, Main: []string{"true"}}
+	_, err := r.Run(context.Background(), spec, runner.Stdio{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}}, false)
+	if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "dynamically linked") || !strings.Contains(err.Error(), "make build") {
+		t.Fatalf("run with a dynamically linked agent = %v, want ErrFailedPrecondition saying so and to run make build", err)
+	}
+	assertNothingLeft(t, cfg)
+	// A runner whose default tier is microvm says so in its health check.
+	cfg.Tier = wire.TierMicroVM
+	if err := runner.New(cfg, testenv.Logger(t)).Check(); !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "dynamically linked") {
+		t.Fatalf("Check of a microvm runner with a dynamically linked agent = %v, want ErrFailedPrecondition", err)
+	}
+	if err := microvm.CheckAgent(testenv.Binary(t, "paddock-agent")); err != nil {
+		t.Fatalf("the agent make build makes: %v", err)
+	}
+}
+
+// dynamicBinary builds, with cgo on, a program that resolves the current user through
+// libc, as a plain `go build` of the agent does on a host with a C compiler.
+func dynamicBinary(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("cc"); err != nil {
+		t.Skip("no C compiler (cc): cgo cannot build a dynamically linked binary here")
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "main.go")
+	code := "package main\n\nimport (\n\t\"fmt\"\n\t\"os/user\"\n)\n\nfunc main() { fmt.Println(user.Current()) }\n"
+	if err := os.WriteFile(src, []byte(code), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "dynamic")
+	cmd := exec.Command("go", "build", "-o", out, src)
+	cmd.Dir, cmd.Env = dir, append(os.Environ(), "CGO_ENABLED=1", "GOFLAGS=")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build with cgo: %v\n%s", err, msg)
+	}
+	f, err := elf.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if libs, _ := f.ImportedLibraries(); len(libs) == 0 {
+		t.Fatalf("%s imports no library: not the dynamically linked binary this test needs", out)
+	}
+	return out
 }
 
 func assertNothingLeft(t *testing.T, cfg runner.Config) {
