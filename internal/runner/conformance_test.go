@@ -304,6 +304,54 @@ func TestLimits(t *testing.T) {
 
 // qemuCPUUnderQuota runs two busy loops for two seconds in a microVM under a quarter CPU
 // and checks what QEMU's processes used meanwhile: about a quarter of the host's time.
+// forkCount forks children that sleep until a fork is refused, then prints how many
+// processes it had then, itself included, and why the last fork failed.
+const forkCount = `
+import os, signal, time
+kids = []
+while True:
+    try:
+        pid = os.fork()
+    except OSError as e:
+        why = e.strerror
+        break
+    if pid == 0:
+        time.sleep(600)
+        os._exit(0)
+    kids.append(pid)
+print(len(kids) + 1, why)
+for k in kids:
+    os.kill(k, signal.SIGKILL)
+    os.waitpid(k, 0)
+`
+
+// TestPidsCountsTheCommand holds --pids N to what README and `paddock run --help` say it
+// gives a command: N processes, the command itself included, in every tier but the
+// process tier, where the agent's unused thread reserve adds up to 8.
+func TestPidsCountsTheCommand(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed on this host: it is the program that forks here")
+	}
+	const n = 64
+	forEachTier(t, func(t *testing.T, h *harness) {
+		spec := h.spec("python3", "-c", forkCount)
+		spec.Limits.Pids = n
+		o := h.run(spec, "")
+		var got int
+		var why string
+		if _, err := fmt.Sscanf(o.stdout, "%d %s", &got, &why); err != nil || o.res.ExitCode() != 0 {
+			t.Fatalf("fork count: stdout %q stderr %q exit %d", o.stdout, o.stderr, o.res.ExitCode())
+		}
+		lo, hi := n, n
+		if h.tier == wire.TierProcess {
+			hi = n + 8
+		}
+		if got < lo || got > hi {
+			t.Fatalf("--pids %d gave the command %d processes (the last fork: %s), want %d to %d", n, got, strings.TrimSpace(o.stdout), lo, hi)
+		}
+	})
+}
+
 func qemuCPUUnderQuota(t *testing.T, h *harness) {
 	spec := h.spec("sleep", "60")
 	spec.Limits.CPUs = 0.25

@@ -46,6 +46,12 @@ func TestGvisorLimits(t *testing.T) {
 	if rl := rlimit(gv, "RLIMIT_NPROC"); rl == nil || rl.Hard != 100 || rl.Soft != 100 {
 		t.Errorf("runsc RLIMIT_NPROC = %+v, want 100/100", rl)
 	}
+	// With the commands' own limit, the command itself is the one task the count leaves out.
+	b.limits.CommandPids = 64
+	if rl := rlimit(mustSpec(t, b), "RLIMIT_NPROC"); rl == nil || rl.Hard != 63 || rl.Soft != 63 {
+		t.Errorf("runsc RLIMIT_NPROC for commands limited to 64 = %+v, want 63/63", rl)
+	}
+	b.limits.CommandPids = 0
 	if got := *gv.Linux.Resources.Pids.Limit; got != sentryPids(100) || got < 2*100 {
 		t.Errorf("runsc pids.max = %d, want the Sentry's headroom %d", got, sentryPids(100))
 	}
@@ -260,4 +266,13 @@ func TestOwnHistory(t *testing.T) {
 			t.Fatalf("the file a link in the store points to changed hands (uid %d, %v)", st.Uid, err)
 		}
 	}
+}
+
+func mustSpec(t *testing.T, b bundleSpec) *specs.Spec {
+	t.Helper()
+	s, err := buildSpec(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
