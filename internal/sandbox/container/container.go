@@ -283,6 +283,8 @@ func (sb *Sandbox) start(ctx context.Context, cfg Config) error {
 	}
 	if !rt.userKernel {
 		env.GatedRoot = GatedRootPath
+	} else {
+		env.CommandNproc = gvisorNproc(cfg.Limits)
 	}
 	var cmdGroups []*os.File
 	if !rt.userKernel {

@@ -46,10 +46,14 @@ func TestGvisorLimits(t *testing.T) {
 	if rl := rlimit(gv, "RLIMIT_NPROC"); rl == nil || rl.Hard != 100 || rl.Soft != 100 {
 		t.Errorf("runsc RLIMIT_NPROC = %+v, want 100/100", rl)
 	}
-	// With the commands' own limit, the command itself is the one task the count leaves out.
+	// The commands' own limit is theirs (the trampoline sets it); the command itself is
+	// the one task their count leaves out.
 	b.limits.CommandPids = 64
-	if rl := rlimit(mustSpec(t, b), "RLIMIT_NPROC"); rl == nil || rl.Hard != 63 || rl.Soft != 63 {
-		t.Errorf("runsc RLIMIT_NPROC for commands limited to 64 = %+v, want 63/63", rl)
+	if rl := rlimit(mustSpec(t, b), "RLIMIT_NPROC"); rl == nil || rl.Hard != 100 {
+		t.Errorf("runsc RLIMIT_NPROC of the agent with commands limited to 64 = %+v, want the sandbox's 100", rl)
+	}
+	if got := gvisorNproc(b.limits); got != 63 {
+		t.Errorf("the commands' RLIMIT_NPROC when limited to 64 = %d, want 63", got)
 	}
 	b.limits.CommandPids = 0
 	if got := *gv.Linux.Resources.Pids.Limit; got != sentryPids(100) || got < 2*100 {
