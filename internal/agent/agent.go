@@ -143,6 +143,11 @@ func Run(ctx context.Context, env *wire.Envelope, lis net.Listener, confine Conf
 	} else if g != nil {
 		m.UseCgroup(g)
 	}
+	if env.CommandNproc > 0 {
+		if err := m.LimitProcesses(env.CommandNproc); err != nil {
+			return fmt.Errorf("process limit: %w", err)
+		}
+	}
 	if env.FileSizeLimit > 0 && env.Process == nil {
 		self, err := os.Executable()
 		if err == nil {

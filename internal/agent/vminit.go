@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/paddockhq/paddock/internal/cgroups"
 	"github.com/paddockhq/paddock/internal/wire"
 )
 
@@ -24,6 +25,9 @@ func tmpOptions(size string) string {
 	}
 	return "mode=1777,size=" + size
 }
+
+// vmSandboxCgroup is the guest group that holds the agent and its commands.
+const vmSandboxCgroup = "/sys/fs/cgroup/sandbox"
 
 // vmPidsLimit puts the agent, and so everything it starts, in a guest cgroup whose pids.max
 // is limit (a decimal count; empty: no limit). As in the container tier the agent's own
@@ -36,7 +40,7 @@ func vmPidsLimit(limit string) error {
 	if err := doMount(mount{"cgroup2", root, "cgroup2", unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC, ""}); err != nil {
 		return err
 	}
-	dir := filepath.Join(root, "sandbox")
+	dir := vmSandboxCgroup
 	steps := []struct{ path, value string }{
 		{filepath.Join(root, "cgroup.subtree_control"), "+pids"},
 		{filepath.Join(dir, "pids.max"), limit},
@@ -50,6 +54,21 @@ func vmPidsLimit(limit string) error {
 			return fmt.Errorf("guest pids limit: %w", err)
 		}
 	}
+	return nil
+}
+
+// vmCommandCgroup hands the agent the guest group vmPidsLimit made, as a runc sandbox's
+// agent is handed its own on cgroup v2: the agent splits it (commandCgroups), so that the
+// commands' group holds them to env.CommandPids with none of the agent's threads in it.
+func vmCommandCgroup(env *wire.Envelope) error {
+	if env.CommandPids <= 0 || os.Getenv(wire.VMPidsEnv) == "" {
+		return nil
+	}
+	fd, err := unix.Open(vmSandboxCgroup, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return fmt.Errorf("guest cgroup: %w", err)
+	}
+	env.CommandCgroups = map[string]int{cgroups.Unified: fd}
 	return nil
 }
 
@@ -86,6 +105,9 @@ func VMInit(ctx context.Context, log *slog.Logger) error {
 	}
 	if env.Tier != wire.TierMicroVM {
 		return fmt.Errorf("bootstrap: tier %q in a microVM", env.Tier)
+	}
+	if err := vmCommandCgroup(env); err != nil {
+		return err
 	}
 	_ = unix.Sethostname([]byte(env.SandboxID))
 	// Nothing started from here on may gain privileges by exec: a setuid or file-capability

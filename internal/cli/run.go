@@ -54,7 +54,7 @@ it; 137 when the memory limit killed it; 125 when paddock itself could not run i
 	fl.StringVar(&f.workspace, "workspace", "", "directory bound read-write at /workspace (default: a fresh temporary one)")
 	fl.StringVar(&f.memory, "memory", "", "memory limit, like 128M or 1.5G")
 	fl.StringVar(&f.cpus, "cpus", "", "CPU limit in CPUs, fractional (like 0.5)")
-	fl.Int64Var(&f.pids, "pids", 0, "limit on the number of processes")
+	fl.Int64Var(&f.pids, "pids", 0, "limit the commands to `N` processes, the command itself and threads included (process tier: N to N+8; runsc: one more per further command running at once)")
 	fl.StringVar(&f.disk, "disk", "", "disk limit of the workspace and /tmp together, like 2G (a write past it fails with ENOSPC)")
 	fl.DurationVar(&f.timeout, "timeout", 0, "wall-clock limit, like 30s or 10m (exit status 124)")
 	fl.StringArrayVar(&f.env, "env", nil, "set an environment variable NAME=VALUE in the sandbox (repeatable)")

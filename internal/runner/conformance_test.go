@@ -307,6 +307,57 @@ func TestLimits(t *testing.T) {
 
 // qemuCPUUnderQuota runs two busy loops for two seconds in a microVM under a quarter CPU
 // and checks what QEMU's processes used meanwhile: about a quarter of the host's time.
+// forkCount forks children that sleep until a fork is refused, then prints how many
+// processes it had then, itself included, and why the last fork failed.
+const forkCount = `
+import os, signal, time
+kids = []
+while True:
+    try:
+        pid = os.fork()
+    except OSError as e:
+        why = e.strerror
+        break
+    if pid == 0:
+        time.sleep(600)
+        os._exit(0)
+    kids.append(pid)
+print(len(kids) + 1, why)
+for k in kids:
+    os.kill(k, signal.SIGKILL)
+    os.waitpid(k, 0)
+`
+
+// TestPidsCountsTheCommand holds --pids N to what README and `paddock run --help` say it
+// gives a command: N processes, the command itself included, in every tier but the
+// process tier, where the agent's unused thread reserve adds up to 8. The smallest limit
+// leaves the agent's threads no room but their reserve.
+func TestPidsCountsTheCommand(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed on this host: it is the program that forks here")
+	}
+	forEachTier(t, func(t *testing.T, h *harness) {
+		for _, n := range []int{4, 64} {
+			t.Run(strconv.Itoa(n), func(t *testing.T) {
+				spec := h.spec("python3", "-c", forkCount)
+				spec.Limits.Pids = int64(n)
+				o := h.run(spec, "")
+				var got int
+				if _, err := fmt.Sscanf(o.stdout, "%d", &got); err != nil || o.res.ExitCode() != 0 {
+					t.Fatalf("fork count: stdout %q stderr %q exit %d", o.stdout, o.stderr, o.res.ExitCode())
+				}
+				hi := n
+				if h.tier == wire.TierProcess {
+					hi = n + 8
+				}
+				if got < n || got > hi {
+					t.Fatalf("--pids %d gave the command %d processes (%s), want %d to %d", n, got, strings.TrimSpace(o.stdout), n, hi)
+				}
+			})
+		}
+	})
+}
+
 func qemuCPUUnderQuota(t *testing.T, h *harness) {
 	spec := h.spec("sleep", "60")
 	spec.Limits.CPUs = 0.25

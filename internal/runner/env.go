@@ -29,10 +29,10 @@ func (l Limits) cgroup() cgroups.Limits {
 	return cgroups.Limits{MemoryBytes: int64(l.Memory), CPUs: l.CPUs, Pids: l.cgroupPids()}
 }
 
-// cgroupPids is the cgroup's pids limit: what the user asked for, plus the agent's own
-// threads, so that --pids N leaves N processes to the user's commands. Under runc on
-// cgroup v1 the commands' own group holds them to N (container.Limits.CommandPids), so
-// the agent's reserve cannot be consumed at all.
+// cgroupPids is the sandbox's pids limit: what the user asked for, plus the agent's own
+// threads. The commands are held to N, the command itself included, by a group of their
+// own under runc and in a microVM's guest (CommandPids), and by RLIMIT_NPROC under runsc;
+// in the process tier they share this limit with the agent.
 func (l Limits) cgroupPids() int64 {
 	if l.Pids == 0 {
 		return 0

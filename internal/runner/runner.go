@@ -316,7 +316,7 @@ func (r *Runner) start(ctx context.Context, spec Spec, sb *Sandbox, agentBin str
 			ID: sb.ID, Dir: dir, Workspace: sb.Workspace, Agent: agentBin, UID: uid, GID: gid,
 			Env: containerEnv(spec.Env), Main: main, Install: in, Accel: r.microvmAccel(ctx, in, agentBin, uid, gid),
 			CapabilityKeys: spec.CapabilityKeys, FileSizeLimit: int64(sb.Limits.FileSize),
-			Limits: microvm.Limits{MemoryBytes: int64(sb.Limits.Memory), CPUs: sb.Limits.CPUs, Pids: sb.Limits.cgroupPids(), TmpBytes: int64(sb.Limits.Tmp)},
+			Limits: microvm.Limits{MemoryBytes: int64(sb.Limits.Memory), CPUs: sb.Limits.CPUs, Pids: sb.Limits.cgroupPids(), CommandPids: sb.Limits.Pids, TmpBytes: int64(sb.Limits.Tmp)},
 		}
 		return microvm.Start(ctx, cfg)
 	}

@@ -2,6 +2,7 @@ package runner_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -126,5 +127,29 @@ func testContainerSessionsAndFiles(t *testing.T, runtime string) {
 	}
 	if !strings.Contains(out.String(), "42") {
 		t.Fatalf("interactive shell output %q", out.String())
+	}
+}
+
+// --pids N holds the commands running at once together. Under runc an exec beside the
+// main command gets N-1, the main command holding one. Under runsc each command's first
+// process is left out of the count (see the README), so k commands at once get N-1+k:
+// the exec gets N.
+func TestPidsSharedByCommands(t *testing.T) {
+	const n = 16
+	for _, tt := range []struct {
+		runtime string
+		want    int
+	}{{"runc", n - 1}, {"runsc", n}} {
+		t.Run(tt.runtime, func(t *testing.T) {
+			sb := create(t, runner.Spec{User: "c", Tier: wire.TierContainer, Runtime: tt.runtime, Main: []string{"sleep", "600"}, Limits: runner.Limits{Pids: n}})
+			resp, err := pb.NewProcessClient(sb.Conn()).Execute(tctx(t), &pb.ExecuteRequest{Argv: []string{"python3", "-c", forkCount}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got int
+			if _, err := fmt.Sscanf(string(resp.Stdout), "%d", &got); err != nil || got != tt.want {
+				t.Fatalf("an exec beside the main command under --pids %d: %q (stderr %q), want %d processes", n, resp.Stdout, resp.Stderr, tt.want)
+			}
+		})
 	}
 }

@@ -86,6 +86,10 @@ type Envelope struct {
 	CommandCgroups map[string]int `json:"command_cgroups,omitempty"`
 	CommandMemory  int64          `json:"command_memory,omitempty"`
 	CommandPids    int64          `json:"command_pids,omitempty"`
+	// CommandNproc is RLIMIT_NPROC, soft and hard, of every command (0: the agent's own,
+	// which commands inherit): the limit of a sandbox whose commands no cgroup of their
+	// own can hold (runsc), where the user-space kernel counts it per user.
+	CommandNproc int64 `json:"command_nproc,omitempty"`
 }
 
 // User is a numeric user and group.
@@ -157,6 +161,8 @@ func (e *Envelope) Validate() error {
 		return invalid("trampoline", "%q is not an absolute path", e.Trampoline)
 	case e.CommandMemory < 0 || e.CommandPids < 0:
 		return invalid("command_memory", "%d and command_pids %d must be 0 (none) or positive", e.CommandMemory, e.CommandPids)
+	case e.CommandNproc < 0:
+		return invalid("command_nproc", "%d must be 0 (none) or positive", e.CommandNproc)
 	}
 	for c, fd := range e.CommandCgroups {
 		if fd < 3 || fd == e.ListenFD || (c != "memory" && c != "pids" && c != "freezer" && c != "unified") {

@@ -45,6 +45,19 @@ func (m *Manager) LimitFileSize(n int64, self string) error {
 	return nil
 }
 
+// LimitProcesses makes every command started after it run under RLIMIT_NPROC n, soft and
+// hard, set by the trampoline (SetSelf) as LimitFileSize's limit is. The kernel counts it per
+// user, threads included; commands run as a user of their own, which cannot raise it.
+func (m *Manager) LimitProcesses(n int64) error {
+	if n <= 0 {
+		return fmt.Errorf("process limit %d: must be positive: %w", n, errdefs.ErrInvalidArgument)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.nproc = n
+	return nil
+}
+
 // SetSelf names the agent's own binary, the trampoline that starts gated commands
 // (Spec.ExecOnly) and commands under a file size limit.
 func (m *Manager) SetSelf(self string) {
@@ -55,10 +68,10 @@ func (m *Manager) SetSelf(self string) {
 
 // limited makes l start through the trampoline, which joins the command's cgroup (when
 // l has one), takes the sandbox user's ids (when cred is set and l has a cgroup: the join
-// must come first, as the agent), sets RLIMIT_FSIZE fsize (0: leaves it), limits
-// execution to l.execOnly when set, then execs what l would have.
-func (l launch) limited(self string, fsize int64, cred *syscall.Credential) launch {
-	if l.err != nil || fsize <= 0 && l.execOnly == nil && len(l.cgroup) == 0 && l.root == "" {
+// must come first, as the agent), sets RLIMIT_FSIZE fsize and RLIMIT_NPROC nproc (0:
+// leaves it), limits execution to l.execOnly when set, then execs what l would have.
+func (l launch) limited(self string, fsize, nproc int64, cred *syscall.Credential) launch {
+	if l.err != nil || fsize <= 0 && nproc <= 0 && l.execOnly == nil && len(l.cgroup) == 0 && l.root == "" {
 		return l
 	}
 	if self == "" {
@@ -76,6 +89,9 @@ func (l launch) limited(self string, fsize int64, cred *syscall.Credential) laun
 		// Joining a cgroup and chrooting are the agent's to do: the ids come after.
 		args = append(args, trampoline.AsFlag, strconv.FormatUint(uint64(cred.Uid), 10), strconv.FormatUint(uint64(cred.Gid), 10))
 		l.asSelf = true
+	}
+	if nproc > 0 {
+		args = append(args, trampoline.NprocFlag, strconv.FormatInt(nproc, 10))
 	}
 	if l.execOnly != nil {
 		args = append(append(args, trampoline.ExecOnlyFlag, strconv.Itoa(len(l.execOnly))), l.execOnly...)

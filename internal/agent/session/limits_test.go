@@ -78,7 +78,8 @@ func TestFileSizeLimit(t *testing.T) {
 		}{
 			{[]string{"1048576", "/nonexistent/cmd", "cmd"}, 127, "/nonexistent/cmd: no such file or directory"},
 			{[]string{"-5", "/bin/true", "true"}, 126, `file size "-5" is not a byte count`},
-			{[]string{"1048576"}, 126, "want FSIZE [--cgroup K] [--root DIR] [--as UID GID] [--exec-only N FILE…] PATH ARGV0"},
+			{[]string{"1048576"}, 126, "want FSIZE [--cgroup K] [--root DIR] [--as UID GID] [--nproc N] [--exec-only N FILE…] PATH ARGV0"},
+			{[]string{"0", "--nproc", "0", "/bin/true", "true"}, 126, `--nproc "0": want a positive count of processes`},
 			{[]string{"0", "--cgroup", "0", "/bin/true", "true"}, 126, `--cgroup "0": want a count of descriptors`},
 			{[]string{"0", "--as", "0", "0", "/bin/true", "true"}, 126, `--as "0" "0": want a uid and a gid, not root's`},
 			{[]string{"0", "--exec-only", "9", "/bin/true", "true"}, 126, `--exec-only "9": want a count of the files that follow`},
@@ -100,6 +101,46 @@ func TestFileSizeLimit(t *testing.T) {
 		m := newManager(t)
 		if st := wait(t, start(t, m, dd...)); st != (ExitStatus{}) {
 			t.Errorf("CONTROL FAILED: dd of 4MiB without a limit: %+v, want success", st)
+		}
+	})
+}
+
+// TestProcessLimit: under LimitProcesses(7) a command's RLIMIT_NPROC is 7 soft and hard
+// from its first instruction, and the agent's own limit is untouched; without it the
+// command has the agent's.
+func TestProcessLimit(t *testing.T) {
+	var before unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NPROC, &before); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	limits := []string{"sh", "-c", "grep '^Max processes' /proc/self/limits"}
+	t.Run("limited", func(t *testing.T) {
+		m := newManager(t)
+		m.SetSelf(self)
+		if err := m.LimitProcesses(7); err != nil {
+			t.Fatal(err)
+		}
+		out, _, _ := collect(t, start(t, m, limits...))
+		if f := strings.Fields(out); len(f) < 4 || f[2] != "7" || f[3] != "7" {
+			t.Errorf("the command's process limit: %q, want 7 soft and hard", out)
+		}
+		var after unix.Rlimit
+		if err := unix.Getrlimit(unix.RLIMIT_NPROC, &after); err != nil || after != before {
+			t.Errorf("the agent's own RLIMIT_NPROC went from %+v to %+v (%v)", before, after, err)
+		}
+		if err := m.LimitProcesses(0); err == nil {
+			t.Error("LimitProcesses(0) was accepted")
+		}
+	})
+	t.Run("unlimited (control)", func(t *testing.T) {
+		m := newManager(t)
+		out, _, _ := collect(t, start(t, m, limits...))
+		if f := strings.Fields(out); len(f) < 3 || f[2] == "7" {
+			t.Errorf("CONTROL FAILED: the command's process limit without LimitProcesses: %q", out)
 		}
 	})
 }

@@ -102,7 +102,10 @@ type Manager struct {
 	// fileSize, when set, is the RLIMIT_FSIZE of every command, which starts through the
 	// trampoline self (see LimitFileSize).
 	fileSize int64
-	self     string
+	// nproc, when set, is the RLIMIT_NPROC of every command, set the same way (see
+	// LimitProcesses).
+	nproc int64
+	self  string
 	// cgroup is the group the sandbox's commands run in, each in a group of its own below
 	// it (UseCgroup); nil: they stay in the agent's.
 	cgroup    *cgroups.Group
@@ -183,7 +186,7 @@ func (m *Manager) start(spec Spec, replaceDone, main bool) (*Session, error) {
 		s.killGroup = !main
 		defer closeAll(l.cgroup...)
 	}
-	if err := s.spawn(l.limited(m.self, m.fileSize, m.runAs), m.runAs); err != nil {
+	if err := s.spawn(l.limited(m.self, m.fileSize, m.nproc, m.runAs), m.runAs); err != nil {
 		if s.group != nil {
 			_ = s.group.Delete()
 		}

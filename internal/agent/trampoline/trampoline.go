@@ -42,16 +42,20 @@ const (
 	// RootFlag is followed by a directory the trampoline chroots to, as the agent, before
 	// it takes the user's ids: the gated root, whose writable places are noexec.
 	RootFlag = "--root"
+	// NprocFlag is followed by a count the trampoline sets RLIMIT_NPROC to, soft and
+	// hard, after it takes the user's ids.
+	NprocFlag = "--nproc"
 )
 
 // Exec is the trampoline (args follow Flag: FSIZE [--cgroup K [--as UID
-// GID]] [--exec-only N FILE…] PATH ARGV0 ARGS…): it joins the cgroup it is handed, takes
-// the user's ids, sets RLIMIT_FSIZE, soft and hard (FSIZE 0 leaves it), limits what may
+// GID]] [--nproc N] [--exec-only N FILE…] PATH ARGV0 ARGS…): it joins the cgroup it is
+// handed, takes the user's ids, sets RLIMIT_FSIZE, soft and hard (FSIZE 0 leaves it), and
+// RLIMIT_NPROC when given, limits what may
 // be executed to the N files when given, and replaces itself with the command, keeping
 // its environment. It returns only when it could not, with the exit code a shell would
 // give (127 not found, 126 otherwise) and why.
 func Exec(args []string) (code int, err error) {
-	const usage = "want FSIZE [--cgroup K] [--root DIR] [--as UID GID] [--exec-only N FILE…] PATH ARGV0 [ARGS…]"
+	const usage = "want FSIZE [--cgroup K] [--root DIR] [--as UID GID] [--nproc N] [--exec-only N FILE…] PATH ARGV0 [ARGS…]"
 	if len(args) < 3 {
 		return 126, fmt.Errorf("%s: %s", Flag, usage)
 	}
@@ -64,6 +68,7 @@ func Exec(args []string) (code int, err error) {
 	var groups []*os.File
 	var root string
 	var cred *syscall.Credential
+	var nproc uint64
 	for len(args) > 2 && strings.HasPrefix(args[0], "--") {
 		switch args[0] {
 		case CgroupFlag:
@@ -88,6 +93,12 @@ func Exec(args []string) (code int, err error) {
 			}
 			cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 			args = args[3:]
+		case NprocFlag:
+			v, err := strconv.ParseUint(args[1], 10, 64)
+			if err != nil || v == 0 {
+				return 126, fmt.Errorf("%s: %s %q: want a positive count of processes", Flag, NprocFlag, args[1])
+			}
+			nproc, args = v, args[2:]
 		case ExecOnlyFlag:
 			k, err := strconv.Atoi(args[1])
 			if err != nil || k < 0 || len(args) < k+4 {
@@ -118,7 +129,12 @@ func Exec(args []string) (code int, err error) {
 		}
 	}
 	if n > 0 {
-		if err := limitFileSize(uint64(n)); err != nil {
+		if err := lower(unix.RLIMIT_FSIZE, "RLIMIT_FSIZE", uint64(n)); err != nil {
+			return 126, err
+		}
+	}
+	if nproc > 0 {
+		if err := lower(unix.RLIMIT_NPROC, "RLIMIT_NPROC", nproc); err != nil {
 			return 126, err
 		}
 	}
@@ -153,15 +169,16 @@ func become(cred *syscall.Credential) error {
 	return nil
 }
 
-func limitFileSize(n uint64) error {
+// lower sets rlimit res (named name) to n, soft and hard.
+func lower(res int, name string, n uint64) error {
 	var lim unix.Rlimit
-	if err := unix.Getrlimit(unix.RLIMIT_FSIZE, &lim); err != nil {
-		return fmt.Errorf("read RLIMIT_FSIZE: %w", err)
+	if err := unix.Getrlimit(res, &lim); err != nil {
+		return fmt.Errorf("read %s: %w", name, err)
 	}
 	// Never above a hard limit already lower: only a privileged process may raise it.
 	v := min(n, lim.Max)
-	if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: v, Max: v}); err != nil {
-		return fmt.Errorf("set RLIMIT_FSIZE to %d: %w", v, err)
+	if err := unix.Setrlimit(res, &unix.Rlimit{Cur: v, Max: v}); err != nil {
+		return fmt.Errorf("set %s to %d: %w", name, v, err)
 	}
 	return nil
 }

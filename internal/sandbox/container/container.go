@@ -282,6 +282,8 @@ func (sb *Sandbox) start(ctx context.Context, cfg Config) error {
 	}
 	if !rt.userKernel {
 		env.GatedRoot = wire.GatedRootPath
+	} else {
+		env.CommandNproc = gvisorNproc(cfg.Limits)
 	}
 	var cmdGroups []*os.File
 	if !rt.userKernel {

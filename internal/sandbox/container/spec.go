@@ -265,10 +265,10 @@ func withoutSetID(sc *specs.LinuxSeccomp) *specs.LinuxSeccomp {
 //   - pids: the host's pids cgroup counts the Sentry's threads and stub processes, and the
 //     Sentry is a Go program that dies when it cannot make a thread: hitting pids.max
 //     kills the whole sandbox instead of failing a fork. So the sandbox's own tasks are
-//     limited inside gVisor, by RLIMIT_NPROC (the Sentry counts it per user within the
-//     sandbox, threads included, as pids.max does; every sandbox process runs as the same
-//     unprivileged user, which cannot raise its hard limit), and the host's pids.max stays
-//     as a backstop above what those tasks can make the Sentry use (see sentryPids).
+//     limited inside gVisor, by RLIMIT_NPROC: the agent's is the sandbox's limit (it is
+//     root in the sandbox, counted apart from the commands' user), the commands' their
+//     own (see gvisorNproc); the host's pids.max stays as a backstop above what those
+//     tasks can make the Sentry use (see sentryPids).
 func gvisorLimits(s *specs.Spec, l Limits) {
 	if l.Pids <= 0 {
 		return
@@ -276,6 +276,20 @@ func gvisorLimits(s *specs.Spec, l Limits) {
 	n := uint64(l.Pids)
 	s.Process.Rlimits = append(s.Process.Rlimits, specs.POSIXRlimit{Type: "RLIMIT_NPROC", Hard: n, Soft: n})
 	s.Linux.Resources.Pids = &specs.LinuxPids{Limit: ptr(sentryPids(l.Pids))}
+}
+
+// gvisorNproc is the commands' RLIMIT_NPROC under runsc (wire.Envelope.CommandNproc) for
+// commands limited to l.CommandPids tasks, the command itself included; 0: none of their
+// own. The Sentry counts it per user within the sandbox, threads included, as pids.max
+// does; every command runs as the same unprivileged user, which cannot raise its hard
+// limit. The agent (root in the sandbox) is not counted. Nor is a command's first process:
+// the agent forks it as root, and the Sentry keeps a task on the counter of the user that
+// made it when it then drops to the sandbox user. So a command gets the limit plus itself.
+func gvisorNproc(l Limits) int64 {
+	if l.CommandPids <= 0 {
+		return 0
+	}
+	return max(l.CommandPids-1, 1)
 }
 
 // sentryPids is the host's pids limit for a gVisor sandbox whose own tasks are limited to

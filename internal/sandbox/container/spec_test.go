@@ -47,6 +47,16 @@ func TestGvisorLimits(t *testing.T) {
 	if rl := rlimit(gv, "RLIMIT_NPROC"); rl == nil || rl.Hard != 100 || rl.Soft != 100 {
 		t.Errorf("runsc RLIMIT_NPROC = %+v, want 100/100", rl)
 	}
+	// The commands' own limit is theirs (the trampoline sets it); the command itself is
+	// the one task their count leaves out.
+	b.limits.CommandPids = 64
+	if rl := rlimit(mustSpec(t, b), "RLIMIT_NPROC"); rl == nil || rl.Hard != 100 {
+		t.Errorf("runsc RLIMIT_NPROC of the agent with commands limited to 64 = %+v, want the sandbox's 100", rl)
+	}
+	if got := gvisorNproc(b.limits); got != 63 {
+		t.Errorf("the commands' RLIMIT_NPROC when limited to 64 = %d, want 63", got)
+	}
+	b.limits.CommandPids = 0
 	if got := *gv.Linux.Resources.Pids.Limit; got != sentryPids(100) || got < 2*100 {
 		t.Errorf("runsc pids.max = %d, want the Sentry's headroom %d", got, sentryPids(100))
 	}
@@ -261,4 +271,13 @@ func TestOwnHistory(t *testing.T) {
 			t.Fatalf("the file a link in the store points to changed hands (uid %d, %v)", st.Uid, err)
 		}
 	}
+}
+
+func mustSpec(t *testing.T, b bundleSpec) *specs.Spec {
+	t.Helper()
+	s, err := buildSpec(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

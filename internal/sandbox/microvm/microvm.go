@@ -111,6 +111,9 @@ type Limits struct {
 	// Pids caps processes and threads in the guest (agent included), in a guest cgroup;
 	// 0: no limit. QEMU's own cgroup has none: its threads are not the sandbox's.
 	Pids int64
+	// CommandPids caps the processes and threads of the sandbox's commands, in a guest
+	// group below Pids' that holds no agent thread; 0: only Pids does.
+	CommandPids int64
 	// TmpBytes sizes the guest's /tmp (a tmpfs in guest RAM); 0: half the guest's RAM.
 	TmpBytes int64
 }
@@ -444,6 +447,7 @@ func envelope(cfg Config) *wire.Envelope {
 		Env:      cfg.Env, Main: cfg.Main,
 		RunAs:          &wire.User{UID: cfg.UID, GID: cfg.GID},
 		CapabilityKeys: cfg.CapabilityKeys, FileSizeLimit: cfg.FileSizeLimit,
+		CommandPids: cfg.Limits.CommandPids,
 	}
 }
 
