@@ -31,7 +31,8 @@ const LimitedExecFlag = trampoline.Flag
 // it. So the child execs self, the agent's own binary, with LimitedExecFlag; that sets
 // the limit and execs the command in the same process, which therefore never runs a
 // single instruction unlimited. The session's PID, process group, terminal, credentials
-// and parent-death signal are the command's, as without the limit.
+// and parent-death signal are the command's, as without the limit. A trampoline named
+// before by SetSelf (paddock-exec) stays: self is used only when none was.
 func (m *Manager) LimitFileSize(n int64, self string) error {
 	if n <= 0 {
 		return fmt.Errorf("file size limit %d: must be positive: %w", n, errdefs.ErrInvalidArgument)
@@ -41,7 +42,10 @@ func (m *Manager) LimitFileSize(n int64, self string) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.fileSize, m.self = n, self
+	m.fileSize = n
+	if m.self == "" {
+		m.self = self
+	}
 	return nil
 }
 

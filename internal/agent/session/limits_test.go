@@ -144,3 +144,32 @@ func TestProcessLimit(t *testing.T) {
 		}
 	})
 }
+
+// TestFileSizeLimitKeepsTrampoline: a trampoline named by SetSelf (paddock-exec in a
+// sandbox) still starts commands once a file size limit is set with the agent's binary,
+// and the limit holds. The trampoline here is a script that leaves a mark, then execs the
+// test binary's.
+func TestFileSizeLimitKeepsTrampoline(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	mark, tramp := filepath.Join(dir, "used"), filepath.Join(dir, "paddock-exec")
+	script := "#!/bin/sh\ntouch " + mark + "\nexec " + self + " \"$@\"\n"
+	if err := os.WriteFile(tramp, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m := newManager(t)
+	m.SetSelf(tramp)
+	if err := m.LimitFileSize(1<<20, self); err != nil {
+		t.Fatal(err)
+	}
+	out, _, _ := collect(t, start(t, m, "sh", "-c", "ulimit -H -f"))
+	if out != "2048\n" {
+		t.Errorf("hard file size limit in the command: %q, want 2048 blocks", out)
+	}
+	if _, err := os.Stat(mark); err != nil {
+		t.Errorf("the command did not start through the trampoline set by SetSelf: %v", err)
+	}
+}
