@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -265,11 +266,18 @@ func (r *Runner) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 	return sb, nil
 }
 
-func (r *Runner) start(ctx context.Context, spec Spec, sb *Sandbox, agentBin string) (backend, error) {
-	dir, err := r.sandboxDir(sb.ID)
+func (r *Runner) start(ctx context.Context, spec Spec, sb *Sandbox, agentBin string) (_ backend, err error) {
+	dir, made, err := r.sandboxDir(sb.ID)
 	if err != nil {
 		return nil, err
 	}
+	// A failed start leaves no state directory; one that was there before (another
+	// sandbox's, with the same ID) is not this start's to remove.
+	defer func() {
+		if err != nil && made {
+			_ = os.RemoveAll(dir)
+		}
+	}()
 	main := &wire.Command{Argv: spec.Main, Restart: spec.RestartMain}
 	if len(spec.Main) == 0 {
 		main = nil
@@ -362,18 +370,30 @@ func (r *Runner) microvmAccel(ctx context.Context, in microvm.Install, agentBin 
 
 // sandboxDir makes <state_dir>/sandboxes/<id>. The directories on the way are 0711:
 // traversable but not listable, so that a process-tier sandbox's user reaches its own
-// private tmp inside (0700, its own) without seeing other sandboxes.
-func (r *Runner) sandboxDir(id string) (string, error) {
-	dir := filepath.Join(r.cfg.StateDir, "sandboxes", id)
-	for _, d := range []string{r.cfg.StateDir, filepath.Dir(dir), dir} {
+// private tmp inside (0700, its own) without seeing other sandboxes. made says whether
+// this call made <id> (it did not exist).
+func (r *Runner) sandboxDir(id string) (dir string, made bool, err error) {
+	dir = filepath.Join(r.cfg.StateDir, "sandboxes", id)
+	for _, d := range []string{r.cfg.StateDir, filepath.Dir(dir)} {
 		if err := os.MkdirAll(d, 0o711); err != nil {
-			return "", fmt.Errorf("state dir: %w", err)
+			return "", false, fmt.Errorf("state dir: %w", err)
 		}
 		if err := os.Chmod(d, 0o711); err != nil {
-			return "", fmt.Errorf("state dir: %w", err)
+			return "", false, fmt.Errorf("state dir: %w", err)
 		}
 	}
-	return dir, nil
+	err = os.Mkdir(dir, 0o711)
+	made = err == nil
+	if err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", false, fmt.Errorf("state dir: %w", err)
+	}
+	if err := os.Chmod(dir, 0o711); err != nil {
+		if made {
+			_ = os.Remove(dir)
+		}
+		return "", false, fmt.Errorf("state dir: %w", err)
+	}
+	return dir, made, nil
 }
 
 func (r *Runner) containerRuntime(name string) (*container.Runtime, error) {
