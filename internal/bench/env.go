@@ -99,7 +99,7 @@ func (e *Env) Close() error {
 		e.proxy.Close()
 		e.proxy = nil
 	}
-	return os.RemoveAll(e.Dir)
+	return errors.Join(runner.UnmountAll(e.Dir), os.RemoveAll(e.Dir))
 }
 
 // findRunc is the runc paddock itself would pick: its own install, then PATH.

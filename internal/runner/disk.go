@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 
@@ -285,6 +286,31 @@ func (d *disk) close() error {
 		return err
 	}
 	return errors.Join(os.Remove(d.mount), os.Remove(d.image))
+}
+
+// UnmountAll detaches every file system mounted below dir, deepest first. Persistent
+// sandboxes' disk images stay mounted while their workspaces exist; a caller removing a
+// whole data directory (a test's, a benchmark's) calls this first, or the images stay
+// held by their loop devices after the files are gone.
+func UnmountAll(dir string) error {
+	info, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return fmt.Errorf("disk: read mounts: %w", err)
+	}
+	var points []string
+	for _, line := range strings.Split(string(info), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			points = append(points, f[4])
+		}
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(points)))
+	var errs []error
+	for _, p := range points {
+		if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			errs = append(errs, fmt.Errorf("disk: unmount %s: %w", p, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // unmount detaches whatever is mounted at dir, if anything.

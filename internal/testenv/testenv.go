@@ -9,10 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -120,30 +118,10 @@ func shortTempDir(t testing.TB) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		unmountUnder(dir)
+		runner.UnmountAll(dir)
 		os.RemoveAll(dir)
 	})
 	return dir
-}
-
-// unmountUnder detaches every mount below dir, deepest first: the disk images of
-// persistent sandboxes a test left (they stay mounted, as a workspace directory would
-// stay), which RemoveAll would otherwise empty and leave held by their loop devices.
-func unmountUnder(dir string) {
-	info, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return
-	}
-	var points []string
-	for _, line := range strings.Split(string(info), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
-			points = append(points, f[4])
-		}
-	}
-	sort.Sort(sort.Reverse(sort.StringSlice(points)))
-	for _, p := range points {
-		syscall.Unmount(p, syscall.MNT_DETACH)
-	}
 }
 
 // Runner returns a runner over Config(t) that logs through t.
