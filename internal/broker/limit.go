@@ -26,9 +26,30 @@ type denyLimiter struct {
 }
 
 type denyBucket struct {
-	tokens     float64
-	last       time.Time
+	bucket
 	suppressed int
+}
+
+// bucket is one sandbox's token bucket.
+type bucket struct {
+	tokens float64
+	last   time.Time // zero: never used, full
+}
+
+// spend refills b at rate, up to burst, for the time since its last use and spends one
+// token; when there is none it returns how long until there is.
+func (b *bucket) spend(now time.Time, rate, burst float64) (wait time.Duration) {
+	if b.last.IsZero() {
+		b.tokens = burst
+	} else {
+		b.tokens = min(burst, b.tokens+now.Sub(b.last).Seconds()*rate)
+	}
+	b.last = now
+	if b.tokens < 1 {
+		return time.Duration((1 - b.tokens) / rate * float64(time.Second))
+	}
+	b.tokens--
+	return 0
 }
 
 // take says whether a denial by sandbox at now is audited, and how many earlier denials
@@ -41,16 +62,13 @@ func (l *denyLimiter) take(sandbox string, now time.Time) (audit bool, suppresse
 	}
 	b, ok := l.buckets[sandbox]
 	if !ok {
-		b = &denyBucket{tokens: denyBurst, last: now}
+		b = &denyBucket{}
 		l.buckets[sandbox] = b
 	}
-	b.tokens = min(denyBurst, b.tokens+now.Sub(b.last).Seconds()*denyRate)
-	b.last = now
-	if b.tokens < 1 {
+	if b.spend(now, denyRate, denyBurst) > 0 {
 		b.suppressed++
 		return false, 0
 	}
-	b.tokens--
 	suppressed, b.suppressed = b.suppressed, 0
 	return true, suppressed
 }
@@ -81,7 +99,7 @@ const (
 type grantLimiter struct {
 	mu          sync.Mutex
 	rate, burst float64 // zero: the defaults
-	buckets     map[string]*grantBucket
+	buckets     map[string]*bucket
 }
 
 // set changes the rate and burst (zero: the defaults).
@@ -101,32 +119,21 @@ func (l *grantLimiter) limits() (rate, burst float64) {
 	return rate, max(burst, 1)
 }
 
-type grantBucket struct {
-	tokens float64
-	last   time.Time
-}
-
 // take spends one grant of sandbox at now; when there is none left it returns how long
 // until there is.
 func (l *grantLimiter) take(sandbox string, now time.Time) (wait time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.buckets == nil {
-		l.buckets = map[string]*grantBucket{}
+		l.buckets = map[string]*bucket{}
 	}
-	rate, burst := l.limits()
 	b, ok := l.buckets[sandbox]
 	if !ok {
-		b = &grantBucket{tokens: burst, last: now}
+		b = &bucket{}
 		l.buckets[sandbox] = b
 	}
-	b.tokens = min(burst, b.tokens+now.Sub(b.last).Seconds()*rate)
-	b.last = now
-	if b.tokens < 1 {
-		return time.Duration((1 - b.tokens) / rate * float64(time.Second))
-	}
-	b.tokens--
-	return 0
+	rate, burst := l.limits()
+	return b.spend(now, rate, burst)
 }
 
 // forget drops a sandbox's bucket.
