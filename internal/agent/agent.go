@@ -130,7 +130,8 @@ func Run(ctx context.Context, env *wire.Envelope, lis net.Listener, confine Conf
 		user = identity.User{UID: env.RunAs.UID, GID: env.RunAs.GID}
 		m.RunAs(user.UID, user.GID)
 	}
-	if self, err := os.Executable(); err == nil && filepath.IsAbs(self) {
+	self, selfErr := os.Executable()
+	if selfErr == nil && filepath.IsAbs(self) {
 		m.SetSelf(self)
 	}
 	if t := env.Trampoline; t != "" {
@@ -149,7 +150,7 @@ func Run(ctx context.Context, env *wire.Envelope, lis net.Listener, confine Conf
 		}
 	}
 	if env.FileSizeLimit > 0 && env.Process == nil {
-		self, err := os.Executable()
+		err := selfErr
 		if err == nil {
 			err = m.LimitFileSize(env.FileSizeLimit, self)
 		}

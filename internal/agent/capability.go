@@ -154,47 +154,43 @@ func smallestMaxSize(d capability.Decision) int64 {
 
 // allowExec verifies token for running argv with the request's env: exec of every
 // program argv runs (policy.Programs: argv[0], and what sh -c strings, wrappers and
-// pipelines in it run). A command line whose programs cannot be known from its text, or
-// whose environment holds code bash would run (BASH_FUNC_…), is refused.
-func (c *capabilities) allowExec(ctx context.Context, token string, argv, env []string) error {
+// pipelines in it run), which it returns. A command line whose programs cannot be known
+// from its text, or whose environment holds code bash would run (BASH_FUNC_…), is refused.
+func (c *capabilities) allowExec(ctx context.Context, token string, argv, env []string) ([]string, error) {
 	if c.verifier == nil {
-		return errNoKeyring
+		return nil, errNoKeyring
 	}
 	progs, err := policy.Programs(argv)
 	if err != nil {
-		return fmt.Errorf("exec under a capability token: %v: %w", err, errdefs.ErrPermissionDenied)
+		return nil, fmt.Errorf("exec under a capability token: %v: %w", err, errdefs.ErrPermissionDenied)
 	}
 	if err := policy.EnvCode(env); err != nil {
-		return fmt.Errorf("exec under a capability token: %v: what it runs is in no word of the command line: %w", err, errdefs.ErrPermissionDenied)
+		return nil, fmt.Errorf("exec under a capability token: %v: what it runs is in no word of the command line: %w", err, errdefs.ErrPermissionDenied)
 	}
 	for _, p := range progs {
 		if _, err := c.verify(ctx, token, capability.Request{Resource: "exec:" + p, Action: capability.Exec}); err != nil {
-			return fmt.Errorf("exec %s: %w", p, err)
+			return nil, fmt.Errorf("exec %s: %w", p, err)
 		}
 	}
-	return nil
+	return progs, nil
 }
 
 // anyProgram is a program name no grant names but exec:*: a token that allows it allows
 // every program.
 const anyProgram = "paddock-any-program"
 
-// execOnly is what a command under token may execute: the files of the programs its
-// command line runs, found as the session will find them (the sandbox's default PATH: a
+// execOnly is what a command under token may execute: the files of progs, the programs
+// its command line runs (allowExec's), found as the session will find them (the sandbox's default PATH: a
 // gated exec cannot set PATH), with the interpreters they need (session.ExecClosure); nil
 // when the token grants every program (exec:*). A command line that names a program by a
 // path is refused unless that path leads to the file the grant means, the one PATH finds.
 // A kernel without Landlock cannot hold this, and the exec is refused.
-func (c *capabilities) execOnly(ctx context.Context, token string, m *session.Manager, spec *session.Spec) ([]string, error) {
+func (c *capabilities) execOnly(ctx context.Context, token string, m *session.Manager, spec *session.Spec, progs []string) ([]string, error) {
 	if _, err := c.verifier.Verify(ctx, token, capability.Request{Subject: c.subject, Resource: "exec:" + anyProgram, Action: capability.Exec}); err == nil {
 		return nil, nil
 	}
 	if why := session.CanRestrictExec(); why != "" {
 		return nil, fmt.Errorf("exec under a capability token: %s; such an exec is refused here rather than run unlimited: %w", why, errdefs.ErrFailedPrecondition)
-	}
-	progs, err := policy.Programs(spec.Argv)
-	if err != nil {
-		return nil, fmt.Errorf("exec under a capability token: %v: %w", err, errdefs.ErrPermissionDenied)
 	}
 	files := make([]string, 0, len(progs))
 	for _, name := range progs {

@@ -211,10 +211,11 @@ func (p *processService) allowExec(ctx context.Context, token string, gate *pb.E
 	if token == "" {
 		return nil
 	}
-	if err := p.caps.allowExec(ctx, token, spec.Argv, spec.Env); err != nil {
+	progs, err := p.caps.allowExec(ctx, token, spec.Argv, spec.Env)
+	if err != nil {
 		return err
 	}
-	only, err := p.caps.execOnly(ctx, token, p.m, spec)
+	only, err := p.caps.execOnly(ctx, token, p.m, spec, progs)
 	if err != nil {
 		return err
 	}
