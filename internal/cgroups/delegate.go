@@ -165,7 +165,7 @@ func Open(dirs map[string]string) (*Group, error) {
 }
 
 // Command makes the group of one command below a group opened with Open, and opens the
-// cgroup.procs files the command writes to join it (JoinFiles). The group is made in the
+// cgroup.procs files the command writes to join it (the trampoline's join). The group is made in the
 // freezer hierarchy alone (pids without one): it is the handle that kills whatever the
 // command left, and nothing else. In the other hierarchies the command joins g itself,
 // where the kernel's counts (OOM kills, refused forks) outlive the command's group.
@@ -222,17 +222,4 @@ func (g *Group) commandV2(name string) (*Group, []*os.File, error) {
 		return nil, nil, sub.wrap(err)
 	}
 	return sub, []*os.File{f}, nil
-}
-
-// JoinFiles moves the calling process into the group each of fds (cgroup.procs files
-// opened for writing) belongs to, and closes them.
-func JoinFiles(fds []*os.File) error {
-	for _, f := range fds {
-		_, err := f.WriteString("0")
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("join cgroup through %s: %w", f.Name(), err)
-		}
-	}
-	return nil
 }

@@ -161,10 +161,6 @@ func ClaimIDRange(dir string, prefer uint32) (uint32, func(), error) {
 // SandboxHostID is the host id of a sandbox's id in the range that begins at base.
 func SandboxHostID(base, id uint32) uint32 { return sandboxHostID(base, id) }
 
-// OwnWorkspace is ownWorkspace, for the other tiers: it gives the sandbox user's files in
-// a workspace of paddock's own to the ids of the range that begins at base.
-func OwnWorkspace(dir string, base, uid, gid uint32) error { return ownWorkspace(dir, base, uid, gid) }
-
 // releaseIDRange gives back the range the sandbox whose directory is dir holds, if the
 // claim is still its own. Errors are ignored: a claim left behind is taken over once the
 // directory is gone.
