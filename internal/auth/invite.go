@@ -43,17 +43,21 @@ func ParseRegistrationMode(s, listen string) (RegistrationMode, error) {
 // DefaultRegistration is open for a control plane that listens on loopback only (a
 // local install, where whoever registers is on this machine) and invite otherwise.
 func DefaultRegistration(listen string) RegistrationMode {
+	if LoopbackListen(listen) {
+		return RegistrationOpen
+	}
+	return RegistrationInvite
+}
+
+// LoopbackListen reports a listen address (host:port, or a bare host) that only this
+// machine reaches: localhost or a loopback IP.
+func LoopbackListen(listen string) bool {
 	host, _, err := net.SplitHostPort(listen)
 	if err != nil {
 		host = listen
 	}
-	if host == "localhost" {
-		return RegistrationOpen
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		return RegistrationOpen
-	}
-	return RegistrationInvite
+	ip := net.ParseIP(host)
+	return host == "localhost" || ip != nil && ip.IsLoopback()
 }
 
 // Invite codes are "inv_" and 24 random bytes in base64url (36 characters). Only their

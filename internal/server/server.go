@@ -134,7 +134,7 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 		return err
 	}
 	s.handoffs = origins.NewHandoffs(opts.HandoffClock)
-	if host, _, err := net.SplitHostPort(cfg.Listen); err == nil && !isLoopback(host) && s.origins.AppsDomain() == origins.DefaultAppsDomain && cfg.PublicURL == "" {
+	if _, _, err := net.SplitHostPort(cfg.Listen); err == nil && !auth.LoopbackListen(cfg.Listen) && s.origins.AppsDomain() == origins.DefaultAppsDomain && cfg.PublicURL == "" {
 		s.log.Warn("listening beyond loopback, but apps are served on *.localhost and the control plane at 127.0.0.1: only this machine's browsers can reach them; set public_url and apps_domain (a wildcard DNS name of a site of its own)",
 			"listen", cfg.Listen)
 	}
@@ -207,12 +207,6 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 	}
 	s.handler = s.routes()
 	return nil
-}
-
-// isLoopback reports a listen host that only this machine reaches.
-func isLoopback(host string) bool {
-	ip := net.ParseIP(host)
-	return host == "localhost" || ip != nil && ip.IsLoopback()
 }
 
 // Handler is the control plane's HTTP handler.
