@@ -223,7 +223,7 @@ func splitHandoff(raw string) (code, rest string) {
 // may reach, with a single-use code for that host. Anything else is refused: a URL that
 // is no apps host (no open redirect), another user's host.
 func (s *Server) handoff(w http.ResponseWriter, r *http.Request) {
-	web.SecurityHeaders(w.Header())
+	web.SecurityHeaders(w.Header(), "")
 	w.Header().Set("Referrer-Policy", "no-referrer")
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")

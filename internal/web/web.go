@@ -119,8 +119,7 @@ func (w *Web) Register(mux *http.ServeMux) {
 // methods (nil: any) with a JSON 405.
 func (w *Web) route(methods []string, h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		securityHeaders(rw.Header())
-		rw.Header().Set("Content-Security-Policy", w.csp)
+		SecurityHeaders(rw.Header(), w.csp)
 		if methods != nil && !contains(methods, r.Method) {
 			rw.Header().Set("Allow", strings.Join(methods, ", "))
 			api.WriteErrorCode(rw, http.StatusMethodNotAllowed, api.CodeMethodNotAllowed,
@@ -140,13 +139,17 @@ func contains(list []string, s string) bool {
 	return false
 }
 
+// DefaultCSP confines a page to its own origin's assets and forms, out of every frame.
+const DefaultCSP = "default-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
+
 // SecurityHeaders keeps the control plane's answers out of frames and caches and
 // confines its pages to their own origin's assets: no inline script or style runs,
-// even injected.
-func SecurityHeaders(h http.Header) { securityHeaders(h) }
-
-func securityHeaders(h http.Header) {
-	h.Set("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+// even injected. csp is the Content-Security-Policy ("": DefaultCSP).
+func SecurityHeaders(h http.Header, csp string) {
+	if csp == "" {
+		csp = DefaultCSP
+	}
+	h.Set("Content-Security-Policy", csp)
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Referrer-Policy", "same-origin")
 	h.Set("X-Content-Type-Options", "nosniff")
