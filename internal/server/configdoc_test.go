@@ -1,0 +1,168 @@
+package server_test
+
+import (
+	"bufio"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/runner"
+	"github.com/paddockhq/paddock/internal/server"
+)
+
+// configDoc is the configuration reference; its tables are checked against the structs.
+const configDoc = "../../docs/configuration.md"
+
+// The sections of configDoc whose tables list a struct's keys.
+const (
+	serverSection = "## Every key"
+	userSection   = "## Per-user files"
+)
+
+// TestConfigDoc checks docs/configuration.md against the configuration structs: every
+// YAML key of `paddock serve`'s Config (the runner's inlined) and of the per-user file
+// has a row with its type, and no row names a key that no longer exists.
+func TestConfigDoc(t *testing.T) {
+	rows := docRows(t, configDoc)
+	for _, c := range []struct {
+		section string
+		v       any
+	}{
+		{serverSection, server.Config{}},
+		{userSection, runner.UserConfig{}},
+	} {
+		t.Run(strings.TrimPrefix(c.section, "## "), func(t *testing.T) {
+			want := map[string]string{}
+			configKeys(reflect.TypeOf(c.v), "", want)
+			got := rows[c.section]
+			if len(got) == 0 {
+				t.Fatalf("%s: no table under %q", configDoc, c.section)
+			}
+			for _, k := range sortedKeys(want) {
+				typ, ok := got[k]
+				switch {
+				case !ok:
+					t.Errorf("%s, %s: key `%s` (%s) has no row; add one", configDoc, c.section, k, want[k])
+				case typ != want[k]:
+					t.Errorf("%s, %s: key `%s` is a %s, the doc says %q", configDoc, c.section, k, want[k], typ)
+				}
+			}
+			for _, k := range sortedKeys(got) {
+				if _, ok := want[k]; !ok {
+					t.Errorf("%s, %s: row `%s` names no key of the configuration; remove it", configDoc, c.section, k)
+				}
+			}
+		})
+	}
+}
+
+// docRows reads, per "## " section, the table rows whose first cell is a `key`: key → type.
+func docRows(t *testing.T, path string) map[string]map[string]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string]map[string]string{}
+	section := ""
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "## ") {
+			section = strings.TrimSpace(line)
+			continue
+		}
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 {
+			t.Fatalf("%s: row %q has fewer than key, type and default", path, line)
+		}
+		key := strings.Trim(strings.TrimSpace(cells[1]), "`")
+		if out[section] == nil {
+			out[section] = map[string]string{}
+		}
+		if _, dup := out[section][key]; dup {
+			t.Errorf("%s, %s: key `%s` has two rows", path, section, key)
+		}
+		out[section][key] = strings.TrimSpace(cells[2])
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+var (
+	durationType = reflect.TypeFor[time.Duration]()
+	sizeType     = reflect.TypeFor[runner.Size]()
+)
+
+// configKeys adds t's YAML keys under prefix to keys (key → type name): a struct field's
+// key joined with a dot, an element of a list of structs with "[].", inline fields at
+// their parent's level; fields tagged "-" are not configuration.
+func configKeys(t reflect.Type, prefix string, keys map[string]string) {
+	for f := range t.Fields() {
+		tag := f.Tag.Get("yaml")
+		name, opts, _ := strings.Cut(tag, ",")
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		if strings.Contains(opts, "inline") {
+			configKeys(f.Type, prefix, keys)
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		key := prefix + name
+		ft := f.Type
+		switch {
+		case ft.Kind() == reflect.Struct && ft != durationType:
+			configKeys(ft, key+".", keys)
+		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
+			configKeys(ft.Elem(), key+"[].", keys)
+		default:
+			keys[key] = typeName(ft)
+		}
+	}
+}
+
+// typeName is how configDoc names a leaf's type.
+func typeName(t reflect.Type) string {
+	switch {
+	case t == durationType:
+		return "duration"
+	case t == sizeType:
+		return "size"
+	case t.Kind() == reflect.Pointer:
+		return typeName(t.Elem())
+	case t.Kind() == reflect.Slice:
+		return "list of " + typeName(t.Elem()) + "s"
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "string"
+	case reflect.Bool:
+		return "bool"
+	case reflect.Int, reflect.Int64, reflect.Uint32:
+		return "integer"
+	case reflect.Float64:
+		return "number"
+	}
+	return t.String()
+}
+
+func sortedKeys(m map[string]string) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
