@@ -33,9 +33,8 @@ build:
 # runsc (gVisor) instead of runc, the backend conformance suite and the containment
 # suite's guest probes on the microVM tier, and a short run of every fuzz target. The
 # microvm tag adds that tier to the conformance suite (internal/runner), a guest boot per
-# test, about two minutes under TCG here; it runs on its own after the rest, so that its
-# guests do not share the 2 cores with the other packages' microVM tests (under that load
-# a guest's channel was once lost: see the README's microvm notes).
+# test; it runs on its own after the rest, so that its guests do not share the cores with
+# the other packages' microVM tests (see docs/limitations.md, microvm).
 TESTTAGS ?= microvm
 
 test: setup build

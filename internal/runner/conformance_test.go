@@ -328,7 +328,7 @@ for k in kids:
     os.waitpid(k, 0)
 `
 
-// TestPidsCountsTheCommand holds --pids N to what README and `paddock run --help` say it
+// TestPidsCountsTheCommand holds --pids N to what docs/tiers.md and `paddock run --help` say it
 // gives a command: N processes, the command itself included, in every tier but the
 // process tier, where the agent's unused thread reserve adds up to 8. The smallest limit
 // leaves the agent's threads no room but their reserve.

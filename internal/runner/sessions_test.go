@@ -132,7 +132,7 @@ func testContainerSessionsAndFiles(t *testing.T, runtime string) {
 
 // --pids N holds the commands running at once together. Under runc an exec beside the
 // main command gets N-1, the main command holding one. Under runsc each command's first
-// process is left out of the count (see the README), so k commands at once get N-1+k:
+// process is left out of the count (see docs/tiers.md), so k commands at once get N-1+k:
 // the exec gets N.
 func TestPidsSharedByCommands(t *testing.T) {
 	const n = 16
