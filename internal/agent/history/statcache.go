@@ -11,8 +11,8 @@ import (
 	"github.com/paddockhq/paddock/internal/errdefs"
 )
 
-// The stat cache is rewritten on every scan, so it is a flat binary file rather than JSON
-// (about 10x faster to encode): a magic, then per entry: path length (uvarint), path,
+// The stat cache is rewritten on every scan, so it is a flat binary file, much cheaper to
+// encode than JSON: a magic, then per entry: path length (uvarint), path,
 // size, mtime, ctime, inode, dev, mode (uvarint each, zigzag for the signed ones), and the
 // 32-byte SHA-256.
 const statMagic = "paddock-statcache-1\n"
