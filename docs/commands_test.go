@@ -12,8 +12,8 @@ import (
 	"github.com/paddockhq/paddock/internal/cli"
 )
 
-// TestCommands checks every `paddock …` command line in the pages' sh blocks against the
-// CLI itself: each subcommand exists, and each flag is one that subcommand's --help lists.
+// TestCommands checks every `paddock …` command line in the pages (sh blocks and code
+// spans) against the CLI itself: each subcommand exists, and each flag is one that subcommand's --help lists.
 func TestCommands(t *testing.T) {
 	pages, err := filepath.Glob("*.md")
 	if err != nil {
@@ -43,7 +43,11 @@ type commandLine struct {
 // pipe, `$(`, `;`, `&&` or an environment assignment.
 var invocation = regexp.MustCompile(`(?:^|[|;(&]\s*|^[A-Z_]+=\S+\s+|\s[A-Z_]+=\S+\s+)(?:bin/|scripts/)?paddock\s+([^|;)]*)`)
 
-// commandLines reads the paddock command lines of a page's sh blocks, comments dropped.
+// inline finds a code span that is a paddock command line.
+var inline = regexp.MustCompile("`(?:bin/|scripts/)?paddock ([^`]*)`")
+
+// commandLines reads the paddock command lines of a page's sh blocks (comments dropped)
+// and of its code spans.
 func commandLines(t *testing.T, path string) []commandLine {
 	t.Helper()
 	f, err := os.Open(path)
@@ -61,6 +65,9 @@ func commandLines(t *testing.T, path string) []commandLine {
 			continue
 		}
 		if !inSh {
+			for _, m := range inline.FindAllStringSubmatch(line, -1) {
+				out = append(out, commandLine{args: strings.Fields(m[1]), line: n})
+			}
 			continue
 		}
 		if i := strings.Index(line, " #"); i >= 0 {
@@ -91,8 +98,12 @@ func checkCommand(args []string) string {
 	if len(path) == 0 {
 		return "no such command"
 	}
+	rest := args[len(path):]
+	if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") && len(subcommands(help)) > 0 && takesNoArgs(help, path) {
+		return "paddock " + strings.Join(path, " ") + " has no subcommand " + rest[0]
+	}
 	flags := flagsOf(help)
-	for _, a := range args[len(path):] {
+	for _, a := range rest {
 		if a == "--" {
 			break
 		}
@@ -127,6 +138,14 @@ func subcommands(help string) map[string]bool {
 		out[strings.Fields(line)[0]] = true
 	}
 	return out
+}
+
+// takesNoArgs says whether help's first usage line is "paddock PATH [flags]": a command
+// that is only a group of subcommands.
+func takesNoArgs(help string, path []string) bool {
+	_, usage, _ := strings.Cut(help, "Usage:\n")
+	first, _, _ := strings.Cut(usage, "\n")
+	return strings.TrimSpace(first) == "paddock "+strings.Join(path, " ")+" [flags]"
 }
 
 var flagRE = regexp.MustCompile(`(?m)^\s+(?:(-[a-zA-Z]), )?(--[a-z][a-z0-9-]*)`)
