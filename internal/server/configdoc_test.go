@@ -24,7 +24,8 @@ const (
 
 // TestConfigDoc checks docs/configuration.md against the configuration structs: every
 // YAML key of `paddock serve`'s Config (the runner's inlined) and of the per-user file
-// has a row with its type, and no row names a key that no longer exists.
+// has a row with its type, no row names a key that no longer exists, and the rows marked
+// *run* are exactly the runner's keys (what `paddock run --config` reads).
 func TestConfigDoc(t *testing.T) {
 	rows := docRows(t, configDoc)
 	for _, c := range []struct {
@@ -57,7 +58,18 @@ func TestConfigDoc(t *testing.T) {
 			}
 		})
 	}
+	runKeys := map[string]string{}
+	configKeys(reflect.TypeFor[runner.Config](), "", runKeys)
+	for _, k := range sortedKeys(rows[serverSection]) {
+		_, isRun := runKeys[k]
+		if marked := runMarked[k]; marked != isRun {
+			t.Errorf("%s: key `%s` is marked *run*: %v, but paddock run reads it: %v", configDoc, k, marked, isRun)
+		}
+	}
 }
+
+// runMarked holds the keys whose row says *run*, filled by docRows.
+var runMarked = map[string]bool{}
 
 // docRows reads, per "## " section, the table rows whose first cell is a `key`: key → type.
 func docRows(t *testing.T, path string) map[string]map[string]string {
@@ -68,6 +80,7 @@ func docRows(t *testing.T, path string) map[string]map[string]string {
 	}
 	defer f.Close()
 	out := map[string]map[string]string{}
+	clear(runMarked)
 	section := ""
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
@@ -91,6 +104,9 @@ func docRows(t *testing.T, path string) map[string]map[string]string {
 			t.Errorf("%s, %s: key `%s` has two rows", path, section, key)
 		}
 		out[section][key] = strings.TrimSpace(cells[2])
+		if section == serverSection && len(cells) > 4 && strings.HasPrefix(strings.TrimSpace(cells[4]), "*run*") {
+			runMarked[key] = true
+		}
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
