@@ -90,7 +90,7 @@ func Locate(guestDir string) (Install, error) {
 	}
 	in.Kernel = kernels[len(kernels)-1]
 	in.Version = strings.TrimPrefix(filepath.Base(in.Kernel), "vmlinuz-")
-	// The uncompressed kernel, where setup.sh made one, boots about 7 s sooner under TCG
+	// The uncompressed kernel, where setup.sh made one, boots sooner under TCG
 	// (the bzImage decompresses itself with emulated instructions).
 	if vmlinux := filepath.Join(guestDir, "boot", "vmlinux-"+in.Version); isFile(vmlinux) {
 		in.Kernel = vmlinux
