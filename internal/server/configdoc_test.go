@@ -3,6 +3,7 @@ package server_test
 import (
 	"bufio"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -70,6 +71,27 @@ func TestConfigDoc(t *testing.T) {
 
 // runMarked holds the keys whose row says *run*, filled by docRows.
 var runMarked = map[string]bool{}
+
+// TestConfigDocExample loads the example at the top of docs/configuration.md as
+// `paddock serve` would: an example that does not load teaches the wrong thing.
+func TestConfigDocExample(t *testing.T) {
+	b, err := os.ReadFile(configDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "```yaml\n")
+	example, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatalf("%s: no yaml example", configDoc)
+	}
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(example), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := server.LoadConfig(path, t.TempDir(), ""); err != nil {
+		t.Errorf("%s: the example does not load: %v", configDoc, err)
+	}
+}
 
 // docRows reads, per "## " section, the table rows whose first cell is a `key`: key → type.
 func docRows(t *testing.T, path string) map[string]map[string]string {
