@@ -1,0 +1,99 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/origins"
+	"github.com/paddockhq/paddock/internal/servertest"
+)
+
+// GET /api/v1/users lists every account for an admin (a token needs scope admin); a
+// plain user is refused.
+func TestListUsers(t *testing.T) {
+	e := servertest.Start(t)
+	_, pw, err := e.Server.FirstAdmin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := e.Register(t, "alice")
+	admin := e.Token(t, "admin", pw)
+	var list api.UserList
+	servertest.Decode(t, bearer(t, e, admin, "GET", "/api/v1/users", nil), http.StatusOK, &list)
+	var names []string
+	for _, u := range list.Users {
+		names = append(names, u.Username+"/"+u.Role)
+		if u.ID == "" || u.CreatedAt.IsZero() {
+			t.Errorf("user %+v lacks an ID or creation time", u)
+		}
+	}
+	if got := strings.Join(names, " "); got != "admin/admin alice/user" {
+		t.Errorf("users %q, want admin/admin alice/user, oldest first", got)
+	}
+	servertest.ErrorOf(t, alice.Do("GET", "/api/v1/users", nil), http.StatusForbidden)
+	var narrow api.Token
+	servertest.Decode(t, bearer(t, e, admin, "POST", "/api/v1/tokens", api.CreateTokenRequest{Name: "ro", Scopes: []string{"read"}}), http.StatusCreated, &narrow)
+	servertest.ErrorOf(t, bearer(t, e, narrow.Secret, "GET", "/api/v1/users", nil), http.StatusForbidden)
+}
+
+// GET /api/v1/events?before=ID pages back through the caller's events, newest first,
+// without gaps or repeats; a bad cursor is a 400 naming it.
+func TestEventsPaging(t *testing.T) {
+	e := servertest.Start(t)
+	c := e.Register(t, "pager")
+	for i := range 7 {
+		servertest.Decode(t, c.Do("PUT", fmt.Sprintf("/api/v1/me/secrets/s%d", i), api.PutSecretRequest{Value: "v"}), http.StatusOK, nil)
+	}
+	var all api.EventList
+	c.MustJSON("GET", "/api/v1/events?limit=1000", nil, http.StatusOK, &all)
+	var paged []int64
+	before := ""
+	for range 100 {
+		var page api.EventList
+		c.MustJSON("GET", "/api/v1/events?limit=3"+before, nil, http.StatusOK, &page)
+		for _, ev := range page.Events {
+			paged = append(paged, ev.ID)
+		}
+		if len(page.Events) < 3 {
+			break
+		}
+		before = fmt.Sprintf("&before=%d", page.Events[len(page.Events)-1].ID)
+	}
+	if len(paged) != len(all.Events) || len(all.Events) < 7 {
+		t.Fatalf("paged %d events, listed %d at once", len(paged), len(all.Events))
+	}
+	for i, ev := range all.Events {
+		if paged[i] != ev.ID {
+			t.Fatalf("page order %v differs from %v", paged, all.Events)
+		}
+	}
+	got := servertest.ErrorOf(t, c.Do("GET", "/api/v1/events?before=soon", nil), http.StatusBadRequest)
+	if !strings.Contains(got.Message, "before") {
+		t.Errorf("message %q does not name before", got.Message)
+	}
+}
+
+// The console's desktop link for a sandbox is the handoff to its desktop-<id> host; an
+// ID that is none is 404, never a redirect.
+func TestConsoleDesktopLink(t *testing.T) {
+	e := servertest.Start(t)
+	c := e.Register(t, "desk")
+	noFollow := *c.HTTP
+	noFollow.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := noFollow.Get(e.URL + "/console/desktop/sb-abcdefghij")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	want := origins.HandoffPath(e.AppsURL(origins.Host{Kind: origins.KindDesktop, ID: "sb-abcdefghij"}))
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != want {
+		t.Errorf("desktop link: %d to %q, want 303 to %q", resp.StatusCode, resp.Header.Get("Location"), want)
+	}
+	servertest.ErrorOf(t, c.Do("GET", "/console/desktop/"+url.PathEscape("../../etc"), nil), http.StatusNotFound)
+	servertest.ErrorOf(t, c.Do("GET", "/console/desktop/sb-UPPER", nil), http.StatusNotFound)
+}
