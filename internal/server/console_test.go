@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/browsertest"
 	"github.com/paddockhq/paddock/internal/origins"
 	"github.com/paddockhq/paddock/internal/servertest"
 )
@@ -96,4 +99,51 @@ func TestConsoleDesktopLink(t *testing.T) {
 	}
 	servertest.ErrorOf(t, c.Do("GET", "/console/desktop/"+url.PathEscape("../../etc"), nil), http.StatusNotFound)
 	servertest.ErrorOf(t, c.Do("GET", "/console/desktop/sb-UPPER", nil), http.StatusNotFound)
+}
+
+// The console in a real browser: tests/browser/console.mjs drives every section (sandboxes,
+// roles, secrets, tokens, account, events, admin) with bad input first, and saves a
+// screenshot of each. What the pages did is then checked through the API.
+func TestBrowserConsole(t *testing.T) {
+	e := servertest.Start(t)
+	_, adminPW, err := e.Server.FirstAdmin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := e.Register(t, "carla")
+	c.Start()
+	shots := os.Getenv("SCREENSHOT_DIR")
+	if shots == "" {
+		shots = t.TempDir()
+	}
+	out := browsertest.RunFor(t, "console", map[string]string{
+		"BASE_URL": e.URL, "USERNAME": "carla", "PASSWORD": "correct horse battery carla",
+		"ADMIN_USERNAME": "admin", "ADMIN_PASSWORD": adminPW, "SCREENSHOT_DIR": shots,
+	}, 6*time.Minute)
+	t.Log(out)
+	seen := map[string]string{}
+	for _, line := range strings.Split(out, "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok && !strings.Contains(k, " ") {
+			seen[k] = v
+		}
+	}
+	// The password the console set is the account's now; the promotion happened.
+	tok := e.Token(t, "carla", "a console chosen passphrase")
+	var roles api.Roles
+	servertest.Decode(t, bearer(t, e, tok, "GET", "/api/v1/roles", nil), http.StatusOK, &roles)
+	if roles.Live.ID != seen["promoted_live"] || roles.Dev.ID != seen["live"] {
+		t.Errorf("roles live=%s dev=%s; the console promoted %s over %s", roles.Live.ID, roles.Dev.ID, seen["promoted_live"], seen["live"])
+	}
+	var secrets api.SecretList
+	servertest.Decode(t, bearer(t, e, tok, "GET", "/api/v1/me/secrets", nil), http.StatusOK, &secrets)
+	if len(secrets.Secrets) != 1 || secrets.Secrets[0].Name != "db-url" {
+		t.Errorf("secrets %+v, want db-url alone", secrets.Secrets)
+	}
+	// No secret value, token or password typed into the console reached the log.
+	logs := e.Logs.String()
+	for _, s := range []string{"value-typed-into-the-console-42", "postgres://example", "a console chosen passphrase"} {
+		if strings.Contains(logs, s) {
+			t.Errorf("the server log holds %q", s)
+		}
+	}
 }

@@ -52,7 +52,8 @@ async function api(method, path, body) {
 // sentence capitalises a server message and ends it with a full stop.
 function sentence(s) {
   s = String(s).replace(/: (invalid argument|not found|permission denied|already exists|failed precondition|unauthenticated|limit exceeded|unavailable)$/, '');
-  s = s.charAt(0).toUpperCase() + s.slice(1);
+  // A leading field name (expires_in, limits.memory) stays as the API spells it.
+  if (!/^[a-z0-9]+[._][a-z0-9._]*\b/.test(s)) s = s.charAt(0).toUpperCase() + s.slice(1);
   return /[.!?]$/.test(s) ? s : s + '.';
 }
 
@@ -380,7 +381,7 @@ form('create-token', async (f) => {
   if (f.elements.expires_in.value.trim()) req.expires_in = f.elements.expires_in.value.trim();
   const t = await api('POST', '/api/v1/tokens', req);
   f.reset();
-  $('#new-token-value').textContent = t.secret;
+  $('#new-token-value').textContent = t.token;
   $('#new-token').hidden = false;
   flash(`Created token ${t.name || t.prefix}.`);
   await loadTokens();
