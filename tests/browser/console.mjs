@@ -49,7 +49,8 @@ async function signIn(page, name, pw) {
 // section opens a console section by its nav link and waits for its data.
 async function section(page, name, id) {
   await page.getByRole('navigation', { name: 'Console sections' }).getByRole('link', { name, exact: true }).click();
-  await page.locator(`#${id}[data-loaded="true"]`).waitFor();
+  // Shown and loaded change together in one task, so a stale "loaded" cannot pass.
+  await page.locator(`#${id}:not([hidden])[data-loaded="true"]`).waitFor();
   assert.equal(await page.locator(`#${id}`).isVisible(), true);
 }
 
@@ -137,9 +138,8 @@ try {
   await page.getByRole('button', { name: 'Promote dev to live' }).click();
   await confirm(page, true);
   await page.locator('#flash', { hasText: 'Promoted' }).waitFor(slow);
-  await page.locator('#roles[data-loaded="true"]').waitFor();
-  const liveCard = page.getByRole('article', { name: 'live sandbox' });
-  assert.match(await liveCard.textContent(), new RegExp(dev), 'the old dev is live');
+  // The old dev is live.
+  await page.getByRole('article', { name: 'live sandbox' }).filter({ hasText: dev }).waitFor();
   console.log(`promoted_live=${dev}`);
 
   // ---- Secrets
@@ -165,7 +165,7 @@ try {
   await setSecret.getByLabel('Value').fill(`${secretValue}-2`);
   await setSecret.getByRole('button', { name: 'Save secret' }).click();
   await page.locator('#flash', { hasText: 'version 2' }).waitFor();
-  assert.match(await apiKey.locator('td').nth(1).textContent(), /^2$/);
+  await apiKey.locator('td').nth(1).filter({ hasText: /^2$/ }).waitFor();
   await setSecret.getByLabel('Name').fill('db-url');
   await setSecret.getByLabel('Value').fill('postgres://example');
   await setSecret.getByRole('button', { name: 'Save secret' }).click();
