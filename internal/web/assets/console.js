@@ -518,6 +518,22 @@ form('create-invite', async (f) => {
   await loadAdmin();
 });
 
+// labelCells gives each cell its column's heading (data-label), which the narrow
+// layout shows before the value once a table's rows are stacked.
+function labelCells(table) {
+  const heads = $$('thead th', table).map((th) => th.textContent);
+  for (const tr of $$('tbody tr', table)) {
+    $$('td', tr).forEach((td, i) => {
+      if (heads[i] && !td.hasAttribute('colspan')) td.dataset.label = heads[i];
+    });
+  }
+}
+
+for (const table of $$('table.list')) {
+  labelCells(table);
+  new MutationObserver(() => labelCells(table)).observe($('tbody', table), { childList: true });
+}
+
 // ---- Sections --------------------------------------------------------------------
 
 const loaders = { sandboxes: loadSandboxes, roles: loadRoles, secrets: loadSecrets, tokens: loadTokens, account: async () => {}, events: loadEvents, admin: loadAdmin };
