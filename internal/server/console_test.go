@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -139,11 +140,17 @@ func TestBrowserConsole(t *testing.T) {
 	if len(secrets.Secrets) != 1 || secrets.Secrets[0].Name != "db-url" {
 		t.Errorf("secrets %+v, want db-url alone", secrets.Secrets)
 	}
-	// No secret value, token or password typed into the console reached the log.
+	// No secret value or password typed into the console reached the log or an event.
+	var evs api.EventList
+	servertest.Decode(t, bearer(t, e, tok, "GET", "/api/v1/events?limit=1000", nil), http.StatusOK, &evs)
+	dump, _ := json.Marshal(evs)
 	logs := e.Logs.String()
 	for _, s := range []string{"value-typed-into-the-console-42", "postgres://example", "a console chosen passphrase"} {
 		if strings.Contains(logs, s) {
 			t.Errorf("the server log holds %q", s)
+		}
+		if strings.Contains(string(dump), s) {
+			t.Errorf("an event holds %q", s)
 		}
 	}
 }

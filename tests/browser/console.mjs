@@ -68,6 +68,10 @@ async function confirm(page, ok) {
   await d.waitFor({ state: 'hidden' });
 }
 
+async function focused(page) {
+  return page.evaluate(() => document.activeElement && document.activeElement.id);
+}
+
 function row(page, table, text) {
   return page.locator(`${table} tbody tr`, { hasText: text });
 }
@@ -102,6 +106,7 @@ try {
   assert.match(await formError(create), /memory/i);
   assert.equal(await create.getByLabel('Name').inputValue(), 'scratch');
   assert.equal(await create.getByLabel('Memory').inputValue(), 'lots');
+  assert.equal(await focused(page), 'sb-memory', 'the cursor is in the field the message names');
 
   step('sandboxes: create scratch (256Mi)');
   await create.getByLabel('Memory').fill('256Mi');
@@ -152,6 +157,7 @@ try {
   assert.match(await formError(setSecret), /Bad Name!|name/);
   assert.equal(await setSecret.getByLabel('Value').inputValue(), secretValue);
   assert.equal(await setSecret.getByLabel('Name').inputValue(), 'Bad Name!');
+  assert.equal(await focused(page), 'secret-name');
 
   step('secrets: save (keyboard: Enter in the name field), then a second version');
   await setSecret.getByLabel('Name').fill('api-key');
@@ -232,6 +238,7 @@ try {
   await change.getByRole('button', { name: 'Change password' }).click();
   assert.match(await formError(change), /not your current password/i);
   assert.equal(await change.getByLabel('New password', { exact: true }).inputValue(), newPassword, 'the new password typed is kept');
+  assert.equal(await focused(page), 'pw-current');
   step('account: a weak new password is refused by the server, naming the rule');
   await change.getByLabel('Current password').fill(password);
   await change.getByLabel('New password', { exact: true }).fill('password1234');

@@ -132,11 +132,18 @@ function confirmDialog(title, text, okLabel) {
   });
 }
 
-// focusField puts the cursor in the field a server message names ("new_password: ...").
+// focusField puts the cursor in the field a server message names: a leading field
+// ("new_password: …", "limits.memory: …", by its last part), or, for a secret, its
+// value when the message is about the value and its name otherwise.
 function focusField(form, err) {
-  const m = /^([a-z_]+): /i.exec((err && err.message) || '');
-  const field = m && form.elements[m[1].toLowerCase()];
+  const msg = (err && err.message) || '';
+  let name = '';
+  const m = /^([a-z_.]+): /i.exec(msg);
+  if (m) name = m[1].split('.').pop().toLowerCase();
+  else if (/^secret /i.test(msg)) name = /\bvalue\b/.test(msg) ? 'value' : 'name';
+  const field = name && form.elements[name];
   if (field && field.focus) field.focus();
+  else if (field && field[0] && field[0].focus) field[0].focus(); // a group of checkboxes
 }
 
 // form wires a form's submit: run(fields) does the work; on failure the message is
