@@ -136,9 +136,13 @@ try {
   await scratch.waitFor({ state: 'detached', ...slow });
 
   // ---- Roles
-  step('roles: promote swaps live and dev');
+  step('roles: looking at them starts nothing (dev stopped first)');
+  await devRow.getByRole('button', { name: /^Stop / }).click();
+  await devRow.getByRole('button', { name: /^Start / }).waitFor(slow);
   await section(page, 'Roles', 'roles');
   assert.match(await page.locator('#role-cards').textContent(), new RegExp(live));
+  assert.match(await page.getByRole('article', { name: 'dev sandbox' }).textContent(), /stopped/);
+  step('roles: promote swaps live and dev (and starts dev)');
   await shot(page, 'console-roles');
   await page.getByRole('button', { name: 'Promote dev to live' }).click();
   await confirm(page, true);

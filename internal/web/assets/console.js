@@ -259,19 +259,28 @@ function roleCard(role, sb) {
     el('a', { class: 'button small', href: `/console/desktop/${encodeURIComponent(sb.id)}` }, `Open ${role} desktop`));
 }
 
+// loadRoles reads the roles from the sandbox listing, not GET /api/v1/roles: that one
+// makes and starts the standing sandboxes, which merely looking must not do.
 async function loadRoles() {
   const box = $('#roles-error');
   clearError(box);
+  let list;
   try {
-    const r = await api('GET', '/api/v1/roles');
-    $('#role-cards').replaceChildren(roleCard('live', r.live), roleCard('dev', r.dev),
-      el('p', { class: 'hint' }, `Promotions so far: ${r.generation}.`));
-    $('#promote').hidden = false;
+    list = (await api('GET', '/api/v1/sandboxes')).sandboxes;
   } catch (err) {
     $('#role-cards').replaceChildren();
-    $('#promote').hidden = err.status === 404 || err.status === 409;
     showError(box, err);
+    return;
   }
+  const live = list.find((sb) => sb.role === 'live');
+  const dev = list.find((sb) => sb.role === 'dev');
+  if (!live || !dev) {
+    $('#role-cards').replaceChildren(el('p', {}, 'You have no live and dev sandboxes yet. ', el('a', { href: '/start' }, 'Make them'), '.'));
+    $('#promote').hidden = true;
+    return;
+  }
+  $('#role-cards').replaceChildren(roleCard('live', live), roleCard('dev', dev));
+  $('#promote').hidden = false;
 }
 
 $('#promote').addEventListener('click', async (ev) => {
