@@ -20,8 +20,8 @@ import (
 // actions the API has no route for (change password, new recovery codes) are the
 // /auth endpoints below, which take a browser session only.
 
-// consolePage is the console's own document: wider than the sign-in card's layout.
-var consolePage = template.Must(template.ParseFS(templateFS, "templates/console.html"))
+// consoleTemplate is the console's own document: wider than the sign-in card's layout.
+var consoleTemplate = template.Must(template.ParseFS(templateFS, "templates/console.html"))
 
 // consoleView is what the console page renders on the server: who is signed in and
 // the CSRF token its script sends. Everything else the script fetches.
@@ -59,7 +59,7 @@ func (w *Web) consolePage(rw http.ResponseWriter, r *http.Request) {
 		CSRFToken: auth.CSRFToken(sess), Role: w.roleOf(r), MinPasswordLen: auth.MinPasswordLen,
 	}
 	var buf bytes.Buffer
-	if err := consolePage.ExecuteTemplate(&buf, "console", v); err != nil {
+	if err := consoleTemplate.ExecuteTemplate(&buf, "console", v); err != nil {
 		w.log.Error("rendering page", "page", "console", "err", err)
 		http.Error(rw, "internal error", http.StatusInternalServerError)
 		return

@@ -232,6 +232,8 @@ try {
   watch(otherPage);
   await signIn(otherPage, user, password);
   assert.equal((await otherPage.request.get('/auth/session')).status(), 200);
+  await otherPage.goto('/console');
+  await otherPage.locator('#sandboxes:not([hidden])[data-loaded="true"]').waitFor();
 
   await section(page, 'Account', 'account');
   const change = page.locator('#change-password');
@@ -261,6 +263,9 @@ try {
   assert.equal(await change.locator('[data-error]').isVisible(), false);
   assert.equal((await page.request.get('/auth/session')).status(), 200);
   assert.equal((await otherPage.request.get('/auth/session')).status(), 401);
+  step('account: the other browser\'s console says its session ended');
+  await section(otherPage, 'Secrets', 'secrets');
+  assert.match(await otherPage.locator('#secret-table tbody').textContent(), /Your session has ended\. Sign in again/);
   await closeOther();
 
   step('account: new recovery codes need the password, and are shown once');
