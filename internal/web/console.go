@@ -27,10 +27,8 @@ var consoleTemplate = template.Must(template.ParseFS(templateFS, "templates/cons
 // the CSRF token its script sends. Everything else the script fetches.
 type consoleView struct {
 	Username       string
-	UserID         string
 	Admin          bool
 	CSRFToken      string
-	Role           string
 	MinPasswordLen int
 }
 
@@ -55,8 +53,8 @@ func (w *Web) consolePage(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := consoleView{
-		Username: sess.User.Username, UserID: sess.User.ID, Admin: sess.User.IsAdmin(),
-		CSRFToken: auth.CSRFToken(sess), Role: w.roleOf(r), MinPasswordLen: auth.MinPasswordLen,
+		Username: sess.User.Username, Admin: sess.User.IsAdmin(),
+		CSRFToken: auth.CSRFToken(sess), MinPasswordLen: auth.MinPasswordLen,
 	}
 	var buf bytes.Buffer
 	if err := consoleTemplate.ExecuteTemplate(&buf, "console", v); err != nil {
