@@ -94,6 +94,13 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, c fleet.Caller) 
 		}
 		f.Limit = n
 	}
+	if v := q.Get("before"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			return invalidQuery("before", v, "an event ID (a positive number)")
+		}
+		f.Before = n
+	}
 	if v := q.Get("all"); v == "true" {
 		if !c.Admin {
 			return s.fleetDenied("every user's events")

@@ -153,7 +153,8 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 	if s.metricsToken, err = loadMetricsToken(cfg.Metrics.TokenFile); err != nil {
 		return err
 	}
-	s.web = web.New(web.Options{Auth: s.auth, Log: s.log, FormTargets: []string{"*." + s.origins.AppsDomain() + ":*"}, Start: s.startSandboxes})
+	s.web = web.New(web.Options{Auth: s.auth, Log: s.log, FormTargets: []string{"*." + s.origins.AppsDomain() + ":*"}, Start: s.startSandboxes,
+		DesktopURL: s.desktopHandoff})
 	app := store.App{Command: cfg.App.Command, Port: cfg.App.Port, Build: cfg.App.Build}
 	if len(app.Command) == 0 {
 		app = store.App{Command: wire.WelcomeCommand(wire.AgentPath, 8080), Port: 8080, Build: "welcome"}

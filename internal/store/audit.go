@@ -49,6 +49,9 @@ type AuditFilter struct {
 	ActorUserID string
 	Action      string
 	Limit       int // default 100
+	// Before, when positive, keeps only events with a smaller ID: the next page of a
+	// newest-first listing whose last event was Before.
+	Before int64
 }
 
 // ListAudit returns the newest events matching f, newest first.
@@ -57,8 +60,8 @@ func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]AuditEvent, err
 		f.Limit = 100
 	}
 	rows, err := s.r.QueryContext(ctx, `SELECT id, at, actor_user_id, action, target, detail FROM audit_events
-		WHERE (? = '' OR actor_user_id = ?) AND (? = '' OR action = ?) ORDER BY id DESC LIMIT ?`,
-		f.ActorUserID, f.ActorUserID, f.Action, f.Action, f.Limit)
+		WHERE (? = '' OR actor_user_id = ?) AND (? = '' OR action = ?) AND (? <= 0 OR id < ?) ORDER BY id DESC LIMIT ?`,
+		f.ActorUserID, f.ActorUserID, f.Action, f.Action, f.Before, f.Before, f.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("list audit events: %w", mapErr(err))
 	}
