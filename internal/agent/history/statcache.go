@@ -30,7 +30,7 @@ func encodeStatCache(m map[string]statEntry) []byte {
 		buf = binary.AppendUvarint(buf, e.Key.Ino)
 		buf = binary.AppendUvarint(buf, e.Key.Dev)
 		buf = binary.AppendUvarint(buf, uint64(e.Key.Mode))
-		hex.Decode(sum[:], []byte(e.Hash))
+		_, _ = hex.Decode(sum[:], []byte(e.Hash)) // this package wrote Hash: 64 hex digits
 		buf = append(buf, sum[:]...)
 	}
 	return buf
