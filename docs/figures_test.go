@@ -9,7 +9,7 @@ import (
 )
 
 // measured matches a measured figure: a time per operation, a rate, a ratio.
-var measured = regexp.MustCompile(`\b[0-9]+(\.[0-9]+)? ?(ms|µs|ns|MB/s|GB/s|MiB/s|req/s)\b|[0-9](\.[0-9]+)?×|[0-9](\.[0-9]+)?x (faster|slower)`)
+var measured = regexp.MustCompile(`\b[0-9]+(\.[0-9]+)? ?(ms|µs|ns|MB/s|GB/s|MiB/s|req/s)\b|[0-9](\.[0-9]+)?×([^0-9]|$)|[0-9](\.[0-9]+)?x (faster|slower)`)
 
 // TestFiguresOnlyInBenchmarks keeps measured figures in benchmarks.md, which make bench
 // rewrites: a figure copied into another page goes stale there. Pages link to its tables.
