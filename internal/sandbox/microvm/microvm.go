@@ -512,6 +512,11 @@ func (sb *Sandbox) LastError() string {
 // Cgroup is the sandbox's cgroup path (QEMU's).
 func (sb *Sandbox) Cgroup() string { return "/paddock/" + sb.ID }
 
+// Exited is closed once QEMU has exited: the guest's agent ended (it is the guest's PID 1,
+// whose end panics the guest kernel, and a panicked guest ends QEMU), QEMU itself died, or
+// Destroy. Nil before the guest started.
+func (sb *Sandbox) Exited() <-chan struct{} { return sb.exited }
+
 // Destroy kills QEMU and everything else in the sandbox's cgroup, and removes the cgroup
 // and the sandbox's directory (sockets, initramfs, logs). It is idempotent.
 func (sb *Sandbox) Destroy(ctx context.Context) error {
