@@ -106,7 +106,7 @@ func (e *Env) startEgress(ctx context.Context, size int64) (f *egressFixture, er
 	if f.sb, err = e.egressSandbox(ctx, f.workspace); err != nil {
 		return nil, err
 	}
-	f.agent = pb.NewProcessClient(f.sb.Conn())
+	f.agent = f.sb.Agent().Process()
 	upstream, err := f.serve(body, cert, e.log)
 	if err != nil {
 		return nil, err

@@ -24,7 +24,7 @@ func (e *Env) StartExecSandbox(ctx context.Context) (*ExecSandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &ExecSandbox{Sandbox: sb, env: e, client: pb.NewProcessClient(sb.Conn())}
+	s := &ExecSandbox{Sandbox: sb, env: e, client: sb.Agent().Process()}
 	if _, err := s.AgentExec(ctx); err != nil {
 		_ = sb.Destroy(context.WithoutCancel(ctx))
 		return nil, err

@@ -40,7 +40,7 @@ func (e *Env) IdleSandboxes(ctx context.Context, n int, idle time.Duration) (mem
 			return nil, err
 		}
 		sbs = append(sbs, sb)
-		if _, err := pb.NewAgentClient(sb.Conn()).Info(ctx, &pb.InfoRequest{}); err != nil {
+		if _, err := sb.Agent().Agent().Info(ctx, &pb.InfoRequest{}); err != nil {
 			return nil, fmt.Errorf("sandbox %s: agent info: %w", sb.ID, err)
 		}
 	}
