@@ -215,6 +215,10 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // Secrets is the users' secrets store (the broker resolves leases with it).
 func (s *Server) Secrets() *secrets.Secrets { return s.secrets }
 
+// Ops is what can be done to the server's sandboxes, for front doors other than its HTTP
+// API (the MCP server, the SDK service, the desktop) and for tests.
+func (s *Server) Ops() *sandboxops.Ops { return s.ops }
+
 // Fleet is the server's sandbox lifecycle (tests and benchmarks reach sandboxes with it).
 func (s *Server) Fleet() *fleet.Fleet { return s.fleet }
 
