@@ -17,6 +17,13 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request, c fleet.Caller)
 	return writeOr(w, http.StatusOK, out, err)
 }
 
+// reachFirst refuses a running sandbox the caller may not reach before the request's body
+// is read: another user's is not found, whatever the body says.
+func (s *Server) reachFirst(r *http.Request, c fleet.Caller) error {
+	_, err := s.fleet.Handle(r.Context(), c, r.PathValue("id"))
+	return err
+}
+
 // writeOr answers out with status, or err.
 func writeOr(w http.ResponseWriter, status int, out any, err error) error {
 	if err != nil {
@@ -29,6 +36,9 @@ func writeOr(w http.ResponseWriter, status int, out any, err error) error {
 // createCheckpoint answers 201 with a new checkpoint, or 200 with the current one when
 // nothing changed since it.
 func (s *Server) createCheckpoint(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {
+	if err := s.reachFirst(r, c); err != nil {
+		return err
+	}
 	var req api.CheckpointRequest
 	if r.ContentLength != 0 { // a bare POST is a checkpoint without a message
 		if err := api.DecodeJSON(w, r, &req, maxHistoryBody); err != nil {
@@ -54,6 +64,9 @@ func (s *Server) redo(w http.ResponseWriter, r *http.Request, c fleet.Caller) er
 }
 
 func (s *Server) restoreCheckpoint(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {
+	if err := s.reachFirst(r, c); err != nil {
+		return err
+	}
 	var req api.RestoreRequest
 	if err := api.DecodeJSON(w, r, &req, maxHistoryBody); err != nil {
 		return err
@@ -64,6 +77,9 @@ func (s *Server) restoreCheckpoint(w http.ResponseWriter, r *http.Request, c fle
 
 // beginTransaction answers 201 with the transaction begun, or 409 naming the one open.
 func (s *Server) beginTransaction(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {
+	if err := s.reachFirst(r, c); err != nil {
+		return err
+	}
 	var req api.BeginRequest
 	if r.ContentLength != 0 { // a bare POST is a transaction without a message
 		if err := api.DecodeJSON(w, r, &req, maxHistoryBody); err != nil {

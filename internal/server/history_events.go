@@ -10,6 +10,9 @@ import (
 // historyEvents lists a sandbox's timeline events (recorded by sandboxops.FollowHistory),
 // oldest first, after the cursor given: it answers whether the sandbox runs or not.
 func (s *Server) historyEvents(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {
+	if _, err := s.fleet.Get(r.Context(), c, r.PathValue("id")); err != nil {
+		return err // another user's sandbox is not found, whatever the query
+	}
 	var after int64
 	limit := 100
 	q := r.URL.Query()
