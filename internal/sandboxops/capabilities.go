@@ -28,7 +28,7 @@ import (
 // on the sandbox's exec and file routes, and nowhere else. Every request is checked
 // twice:
 //
-//  1. here, when it arrives (Admit: signature, audience, revocation, subject — the
+//  1. here, when it arrives (AdmitCapability: signature, audience, revocation, subject — the
 //     sandbox in the URL, never a field of the request — and the validity window), and
 //     again for what it asks (Verify: the file path as the API names it, the programs
 //     the command line runs, the size of a write);
