@@ -270,7 +270,9 @@ func (s *Stream[T]) Recv() (*T, error) {
 }
 
 // Upload is a stream to the agent, answered once at its end.
-type Upload[Req, Res any] struct{ s grpc.ClientStreamingClient[Req, Res] }
+type Upload[Req, Res any] struct {
+	s grpc.ClientStreamingClient[Req, Res]
+}
 
 // Send sends one message; an error means the agent stopped taking them, and CloseAndRecv
 // says why.
