@@ -108,8 +108,8 @@ type Download struct {
 	closed bool
 }
 
-// WriteTo writes the content to w; a stream that breaks off is logged by the operation
-// and ends the content short.
+// WriteTo writes the content to w. A stream from the sandbox that breaks off ends the
+// content short, and is the error; a w that fails stops it.
 func (d *Download) WriteTo(w io.Writer) (int64, error) {
 	var n int64
 	chunk := d.first
@@ -118,7 +118,7 @@ func (d *Download) WriteTo(w io.Writer) (int64, error) {
 		m, werr := w.Write(chunk)
 		n += int64(m)
 		if werr != nil {
-			d.end(nil)
+			d.closed = true // the reader went away: the content did not end
 			return n, werr
 		}
 		if chunk, err = d.next(); err != nil {

@@ -64,6 +64,8 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, c fleet.Call
 		return errResponded
 	}
 	defer sess.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	go pumpInput(ctx, ws, sess)
 	for {
 		stream, data, exit, err := sess.Recv()
