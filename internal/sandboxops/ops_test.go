@@ -186,6 +186,9 @@ func TestOpsWithoutHTTP(t *testing.T) {
 		if _, err := e.ops.History(ctx, e.bob, e.sb); !errors.Is(err, errdefs.ErrNotFound) {
 			t.Errorf("another user's sandbox: %v, want ErrNotFound", err)
 		}
+		if _, err := e.ops.HistoryEvents(ctx, e.alice, e.sb, -1, 0); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("events after -1: %v, want ErrInvalidArgument", err)
+		}
 		if _, err := e.ops.Restore(ctx, e.alice, e.sb, api.RestoreRequest{}); !errors.Is(err, errdefs.ErrInvalidArgument) {
 			t.Errorf("restore of no checkpoint: %v, want ErrInvalidArgument", err)
 		}
@@ -226,6 +229,20 @@ func TestOpsPolicyAndCapability(t *testing.T) {
 	}
 	if len(e.events(t, "sandbox.exec_denied")) != 1 {
 		t.Error("want one sandbox.exec_denied event")
+	}
+	// A stream's command is decided once it is known; nothing reaches the sandbox.
+	gate, err := e.ops.OpenStream(ctx, e.alice, e.sb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := gate.Start(ctx, api.StreamStart{Argv: []string{"touch", "/workspace/pwned"}}); !errors.Is(err, errdefs.ErrPermissionDenied) {
+		t.Errorf("a denied stream: %v, want ErrPermissionDenied", err)
+	}
+	if len(e.events(t, "sandbox.exec_stream_denied")) != 1 {
+		t.Error("want one sandbox.exec_stream_denied event")
+	}
+	if got := e.sh(t, ctx, "ls /workspace"); strings.Contains(got, "pwned") {
+		t.Errorf("a denied command ran: %q", got)
 	}
 	if err := e.ops.DeletePolicy(ctx, e.alice, e.sb); err != nil {
 		t.Fatal(err)
