@@ -369,7 +369,7 @@ func qemuCPUUnderQuota(t *testing.T, h *harness) {
 	}
 	defer sb.Destroy(context.Background())
 	before, began := cgroupCPU(t, sb.Cgroup()), time.Now()
-	res, err := pb.NewProcessClient(sb.Conn()).Execute(ctx, &pb.ExecuteRequest{
+	res, err := sb.Agent().Process().Execute(ctx, &pb.ExecuteRequest{
 		Argv: []string{"sh", "-c", `(while :; do :; done) & a=$!; (while :; do :; done) & b=$!; sleep 2; kill $a $b`}})
 	if err != nil || res.GetStatus().GetExitCode() != 0 {
 		t.Fatalf("busy loops: %v %+v", err, res)
