@@ -48,7 +48,7 @@ type Quota struct {
 	// Sandboxes is the most sandboxes a user may have, the two standing ones included.
 	Sandboxes int `yaml:"sandboxes"`
 	// Memory is the most memory their limits may add up to.
-	Memory runner.Size `yaml:"memory"`
+	Memory wire.Size `yaml:"memory"`
 }
 
 // Config configures a Fleet.
@@ -58,7 +58,7 @@ type Config struct {
 	Runtime string
 	// Memory is a new sandbox's memory limit when its request gives none (quotas add
 	// limits up, so every sandbox has one).
-	Memory runner.Size
+	Memory wire.Size
 	Quota  Quota
 	// App is what a sandbox runs when its request names no command: the welcome page.
 	App store.App
@@ -304,7 +304,7 @@ func (f *Fleet) checkQuota(ctx context.Context, tx *store.Tx, c Caller, rec stor
 	}
 	if u.MemoryBytes+rec.MemoryBytes > int64(q.Memory) {
 		return fmt.Errorf("quota: %s's sandboxes would take %s of memory, over the %s allowed: %w",
-			c.Username, runner.Size(u.MemoryBytes+rec.MemoryBytes), q.Memory, errdefs.ErrLimitExceeded)
+			c.Username, wire.Size(u.MemoryBytes+rec.MemoryBytes), q.Memory, errdefs.ErrLimitExceeded)
 	}
 	return nil
 }
@@ -412,9 +412,9 @@ func (f *Fleet) spec(rec store.Sandbox) runner.Spec {
 }
 
 // limitsOf is a recorded sandbox's limits, as the runner takes them.
-func limitsOf(rec store.Sandbox) runner.Limits {
-	return runner.Limits{Memory: runner.Size(rec.MemoryBytes), CPUs: rec.CPUs, Pids: rec.Pids,
-		Tmp: runner.Size(rec.TmpBytes), FileSize: runner.Size(rec.FileSizeBytes), Disk: runner.Size(rec.DiskBytes)}
+func limitsOf(rec store.Sandbox) wire.Limits {
+	return wire.Limits{Memory: wire.Size(rec.MemoryBytes), CPUs: rec.CPUs, Pids: rec.Pids,
+		Tmp: wire.Size(rec.TmpBytes), FileSize: wire.Size(rec.FileSizeBytes), Disk: wire.Size(rec.DiskBytes)}
 }
 
 func (f *Fleet) agentKeys(id string) string {

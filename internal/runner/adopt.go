@@ -21,7 +21,7 @@ type Record struct {
 	User    string
 	Tier    wire.Tier
 	Runtime string
-	Limits  Limits
+	Limits  wire.Limits
 }
 
 // adoptTimeout bounds the check that an adopted sandbox's agent still answers.

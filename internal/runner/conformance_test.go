@@ -66,7 +66,7 @@ func forEachTier(t *testing.T, f func(t *testing.T, h *harness)) {
 }
 
 func (h *harness) spec(argv ...string) runner.Spec {
-	return runner.Spec{User: "conf", Tier: h.tier, Runtime: h.runtime, Insecure: h.insecure, Main: argv, Limits: runner.Limits{Timeout: time.Minute}}
+	return runner.Spec{User: "conf", Tier: h.tier, Runtime: h.runtime, Insecure: h.insecure, Main: argv, Limits: wire.Limits{Timeout: time.Minute}}
 }
 
 type outcome struct {
@@ -263,7 +263,7 @@ func TestLimits(t *testing.T) {
 		})
 		t.Run("memory", func(t *testing.T) {
 			// A microVM's limit is its guest's RAM, which must hold a kernel too.
-			limit, bombMiB := runner.Size(64<<20), 200
+			limit, bombMiB := wire.Size(64<<20), 200
 			if h.tier == wire.TierMicroVM {
 				limit, bombMiB = 160<<20, 600
 			}

@@ -36,7 +36,7 @@ func TestWorkspaceOwner(t *testing.T) {
 	if _, err := exec.LookPath("setpriv"); err != nil {
 		t.Skip("setpriv (util-linux) is not installed")
 	}
-	for _, disk := range []runner.Size{128 << 20, 0} {
+	for _, disk := range []wire.Size{128 << 20, 0} {
 		t.Run("disk="+disk.String(), func(t *testing.T) {
 			cfg := testenv.Config(t)
 			if !cfg.UserNS() {

@@ -43,7 +43,7 @@ type Result struct {
 	StartError string
 	// Sandbox is the sandbox the command ran in, and Limits what it ran under.
 	Sandbox string
-	Limits  Limits
+	Limits  wire.Limits
 }
 
 // ExitCode maps a result to the `paddock run` contract: the command's own code; 128+N for

@@ -64,7 +64,7 @@ type Spec struct {
 	// Workspace is a host directory bound at /workspace; empty means a fresh temporary one
 	// that Destroy removes.
 	Workspace string
-	Limits    Limits
+	Limits    wire.Limits
 	// Env is added to the sandbox's default environment ("K=V").
 	Env []string
 	// Main is the command line of the sandbox's main command.
@@ -82,7 +82,7 @@ type Sandbox struct {
 	ID        string
 	Tier      wire.Tier
 	Workspace string
-	Limits    Limits
+	Limits    wire.Limits
 	backend   backend
 	// agent calls the sandbox's agent over the backend's channel.
 	agent *agentclient.Client
@@ -296,7 +296,7 @@ func (r *Runner) start(ctx context.Context, spec Spec, sb *Sandbox, agentBin str
 		}
 		cfg := container.Config{
 			ID: sb.ID, Dir: dir, Workspace: sb.Workspace, History: sb.History, Agent: agentBin, UID: uid, GID: gid,
-			Env: containerEnv(spec.Env), Main: main, Limits: sb.Limits.container(), HostPorts: r.cfg.HostPorts,
+			Env: containerEnv(spec.Env), Main: main, Limits: sb.Limits, HostPorts: r.cfg.HostPorts,
 			CapabilityKeys: spec.CapabilityKeys, FileSizeLimit: int64(sb.Limits.FileSize),
 			UserNS: r.cfg.UserNS(), OwnWorkspace: spec.Workspace == "",
 		}
@@ -307,7 +307,7 @@ func (r *Runner) start(ctx context.Context, spec Spec, sb *Sandbox, agentBin str
 	case wire.TierProcess:
 		cfg := process.Config{
 			ID: sb.ID, Dir: dir, Workspace: sb.Workspace, Agent: agentBin, UID: uid, GID: gid,
-			Env: spec.Env, Main: main, Limits: sb.Limits.cgroup(), CapabilityKeys: spec.CapabilityKeys,
+			Env: spec.Env, Main: main, Limits: cgroupLimits(sb.Limits), CapabilityKeys: spec.CapabilityKeys,
 			FileSizeLimit: int64(sb.Limits.FileSize),
 		}
 		return process.Start(ctx, cfg, r.log)
@@ -328,7 +328,7 @@ func (r *Runner) start(ctx context.Context, spec Spec, sb *Sandbox, agentBin str
 			ID: sb.ID, Dir: dir, Workspace: sb.Workspace, Agent: agentBin, UID: uid, GID: gid,
 			Env: containerEnv(spec.Env), Main: main, Install: in, Accel: r.microvmAccel(ctx, in, agentBin, uid, gid),
 			CapabilityKeys: spec.CapabilityKeys, FileSizeLimit: int64(sb.Limits.FileSize),
-			Limits: microvm.Limits{MemoryBytes: int64(sb.Limits.Memory), CPUs: sb.Limits.CPUs, Pids: sb.Limits.cgroupPids(), CommandPids: sb.Limits.Pids, TmpBytes: int64(sb.Limits.Tmp)},
+			Limits: sb.Limits,
 		}
 		return microvm.Start(ctx, cfg)
 	}
@@ -454,15 +454,15 @@ func (r *Runner) resolveTier(spec Spec, uc UserConfig) (wire.Tier, error) {
 	return wire.TierContainer, nil
 }
 
-func (r *Runner) limits(asked Limits, uc UserConfig) (Limits, error) {
+func (r *Runner) limits(asked wire.Limits, uc UserConfig) (wire.Limits, error) {
 	if err := asked.Validate(""); err != nil {
-		return Limits{}, err
+		return wire.Limits{}, err
 	}
 	l := asked.Or(uc.Limits).Or(r.cfg.Limits)
 	if err := l.Over(r.cfg.MaxLimits); err != nil {
-		return Limits{}, err
+		return wire.Limits{}, err
 	}
-	return l, l.checkTmp()
+	return l, l.CheckTmp()
 }
 
 func validEnv(env []string) error {

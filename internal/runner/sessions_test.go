@@ -141,7 +141,7 @@ func TestPidsSharedByCommands(t *testing.T) {
 		want    int
 	}{{"runc", n - 1}, {"runsc", n}} {
 		t.Run(tt.runtime, func(t *testing.T) {
-			sb := create(t, runner.Spec{User: "c", Tier: wire.TierContainer, Runtime: tt.runtime, Main: []string{"sleep", "600"}, Limits: runner.Limits{Pids: n}})
+			sb := create(t, runner.Spec{User: "c", Tier: wire.TierContainer, Runtime: tt.runtime, Main: []string{"sleep", "600"}, Limits: wire.Limits{Pids: n}})
 			resp, err := sb.Agent().Process().Execute(tctx(t), &pb.ExecuteRequest{Argv: []string{"python3", "-c", forkCount}})
 			if err != nil {
 				t.Fatal(err)

@@ -18,7 +18,6 @@ import (
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
 	"github.com/paddockhq/paddock/internal/policy"
-	"github.com/paddockhq/paddock/internal/runner"
 	"github.com/paddockhq/paddock/internal/store"
 	"github.com/paddockhq/paddock/internal/wire"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
@@ -146,7 +145,7 @@ type Policies struct {
 	log  *slog.Logger
 	file string // the default policy's file ("" without one)
 	dir  string // <users_dir>/policies
-	max  runner.Limits
+	max  wire.Limits
 
 	mu       sync.Mutex
 	def      InForce // source none when there is no default; the last good one (ReloadDefault)
@@ -164,7 +163,7 @@ type userPolicy struct {
 
 // NewPolicies finds the policies in force: file is the server's default policy ("" for none),
 // usersDir the runner's users_dir, max the server's max_limits.
-func NewPolicies(file, usersDir string, max runner.Limits, st *store.Store, log *slog.Logger) (*Policies, error) {
+func NewPolicies(file, usersDir string, max wire.Limits, st *store.Store, log *slog.Logger) (*Policies, error) {
 	ps := &Policies{
 		st: st, log: log, def: InForce{source: api.PolicyNone}, file: file,
 		dir: filepath.Join(usersDir, userPolicyDir), max: max,
@@ -183,14 +182,14 @@ func NewPolicies(file, usersDir string, max runner.Limits, st *store.Store, log 
 
 // CheckPolicyFile loads the policy file at file, whose resources must be within max, and
 // says what is wrong with it.
-func CheckPolicyFile(file string, max runner.Limits) error {
+func CheckPolicyFile(file string, max wire.Limits) error {
 	_, _, err := loadPolicyFile(file, file, max)
 	return err
 }
 
 // loadPolicyFile reads and loads a policy file whose resources must be within max; source
 // names it in errors.
-func loadPolicyFile(file, source string, max runner.Limits) (*policy.Policy, string, error) {
+func loadPolicyFile(file, source string, max wire.Limits) (*policy.Policy, string, error) {
 	f, err := os.Open(file)
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: %w", err, errdefs.ErrNotFound)
@@ -212,25 +211,25 @@ func loadPolicyFile(file, source string, max runner.Limits) (*policy.Policy, str
 
 // WithinMax refuses resources over the server's max_limits: a policy may narrow what a
 // sandbox gets, never widen it past what the operator allows anyone.
-func WithinMax(r policy.Resources, max runner.Limits) error {
+func WithinMax(r wire.Limits, max wire.Limits) error {
 	over := func(field, got, limit string) error {
 		return fmt.Errorf("resources.%s: %s is over the server's maximum (max_limits.%s) of %s: %w", field, got, field, limit, errdefs.ErrInvalidArgument)
 	}
 	switch {
-	case max.Memory > 0 && r.Memory > int64(max.Memory):
-		return over("memory", runner.Size(r.Memory).String(), max.Memory.String())
+	case max.Memory > 0 && r.Memory > max.Memory:
+		return over("memory", r.Memory.String(), max.Memory.String())
 	case max.CPUs > 0 && r.CPUs > max.CPUs:
 		return over("cpus", fmt.Sprint(r.CPUs), fmt.Sprint(max.CPUs))
 	case max.Pids > 0 && r.Pids > max.Pids:
 		return over("pids", fmt.Sprint(r.Pids), fmt.Sprint(max.Pids))
 	case max.Timeout > 0 && r.Timeout > max.Timeout:
 		return over("timeout", r.Timeout.String(), max.Timeout.String())
-	case max.Tmp > 0 && r.Tmp > int64(max.Tmp):
-		return over("tmp", runner.Size(r.Tmp).String(), max.Tmp.String())
-	case max.FileSize > 0 && r.FileSize > int64(max.FileSize):
-		return over("file_size", runner.Size(r.FileSize).String(), max.FileSize.String())
-	case max.Disk > 0 && r.Disk > int64(max.Disk):
-		return over("disk", runner.Size(r.Disk).String(), max.Disk.String())
+	case max.Tmp > 0 && r.Tmp > max.Tmp:
+		return over("tmp", r.Tmp.String(), max.Tmp.String())
+	case max.FileSize > 0 && r.FileSize > max.FileSize:
+		return over("file_size", r.FileSize.String(), max.FileSize.String())
+	case max.Disk > 0 && r.Disk > max.Disk:
+		return over("disk", r.Disk.String(), max.Disk.String())
 	}
 	return nil
 }
@@ -292,15 +291,15 @@ func (ps *Policies) ForNew(username string) (InForce, error) {
 
 // PolicyLimits makes a create request's limits the policy's resources: a limit the request
 // does not give is the policy's, and one over the policy's is refused, naming both.
-func PolicyLimits(l *api.Limits, r policy.Resources) error {
+func PolicyLimits(l *api.Limits, r wire.Limits) error {
 	over := func(field, got, limit string) error {
 		return fmt.Errorf("limits.%s: %s is over the policy's resources.%s of %s: %w", field, got, field, limit, errdefs.ErrInvalidArgument)
 	}
 	if r.Memory > 0 {
 		if l.Memory == "" {
-			l.Memory = runner.Size(r.Memory).String()
-		} else if m, err := runner.ParseSize(l.Memory); err == nil && int64(m) > r.Memory {
-			return over("memory", m.String(), runner.Size(r.Memory).String())
+			l.Memory = r.Memory.String()
+		} else if m, err := wire.ParseSize(l.Memory); err == nil && m > r.Memory {
+			return over("memory", m.String(), r.Memory.String())
 		}
 	}
 	if r.CPUs > 0 {
@@ -328,14 +327,14 @@ func PolicyLimits(l *api.Limits, r policy.Resources) error {
 
 // policySize makes a size limit of a create request (*l) the policy's (r, 0: none) when
 // the request gives none, and refuses one over it.
-func policySize(l *string, r int64, field string, over func(field, got, limit string) error) error {
+func policySize(l *string, r wire.Size, field string, over func(field, got, limit string) error) error {
 	if r <= 0 {
 		return nil
 	}
 	if *l == "" {
-		*l = runner.Size(r).String()
-	} else if v, err := runner.ParseSize(*l); err == nil && int64(v) > r {
-		return over(field, v.String(), runner.Size(r).String())
+		*l = r.String()
+	} else if v, err := wire.ParseSize(*l); err == nil && v > r {
+		return over(field, v.String(), r.String())
 	}
 	return nil
 }
@@ -548,8 +547,9 @@ func (o *Ops) mayChangePolicy(ctx context.Context, c fleet.Caller, rec store.San
 
 // resourceLimits are the runner's limits a policy's resources set; the timeout is not
 // among them: it bounds each exec, where the policy in force is read (InForce.timeout).
-func resourceLimits(r policy.Resources) runner.Limits {
-	return runner.Limits{Memory: runner.Size(r.Memory), CPUs: r.CPUs, Pids: r.Pids, Tmp: runner.Size(r.Tmp), FileSize: runner.Size(r.FileSize), Disk: runner.Size(r.Disk)}
+func resourceLimits(r wire.Limits) wire.Limits {
+	r.Timeout = 0
+	return r
 }
 
 func apiPolicy(rec store.Sandbox, in InForce) api.SandboxPolicy {

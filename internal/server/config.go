@@ -39,7 +39,7 @@ type Config struct {
 	// Quota bounds each user's sandboxes (default 10 sandboxes, 8 GiB of memory limits).
 	Quota fleet.Quota `yaml:"quota"`
 	// SandboxMemory is a new sandbox's memory limit when its request gives none (512M).
-	SandboxMemory runner.Size `yaml:"sandbox_memory"`
+	SandboxMemory wire.Size `yaml:"sandbox_memory"`
 	// App is what new sandboxes run by default; empty means the built-in welcome page.
 	App AppConfig `yaml:"app"`
 	// TrustedOrigins are origins besides the server's own whose pages may make
