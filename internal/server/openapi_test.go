@@ -92,6 +92,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"SandboxList": api.SandboxList{}, "CreateSandboxRequest": api.CreateSandboxRequest{}, "Roles": api.Roles{},
 		"ExecRequest": api.ExecRequest{}, "ExecResult": api.ExecResult{}, "FileInfo": api.FileInfo{},
 		"FileList": api.FileList{}, "FileMkdirRequest": api.FileMkdirRequest{}, "FileMoveRequest": api.FileMoveRequest{},
+		"ArchiveResult": api.ArchiveResult{},
 		"Event": api.Event{}, "EventList": api.EventList{}, "Health": api.Health{},
 		"Error": api.Error{}, "PutSecretRequest": api.PutSecretRequest{}, "Secret": api.Secret{}, "SecretList": api.SecretList{},
 		"Checkpoint": api.Checkpoint{}, "History": api.History{}, "CheckpointRequest": api.CheckpointRequest{},
