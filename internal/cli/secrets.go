@@ -15,7 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/paddockhq/paddock/internal/client"
+	"github.com/paddockhq/paddock"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/secrets"
 	"github.com/paddockhq/paddock/internal/server"
@@ -43,7 +43,7 @@ func newSecretsListCommand() *cobra.Command {
 		Short:   "list your secrets (names and versions; values are never shown)",
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return withClient(func(ctx context.Context, cl *client.Client) error {
+			return withClient(func(ctx context.Context, cl *paddock.Client) error {
 				list, err := cl.ListSecrets(ctx)
 				if err != nil {
 					return err
@@ -75,7 +75,7 @@ secret makes its next version.`,
 			if err != nil {
 				return err
 			}
-			return withClient(func(ctx context.Context, cl *client.Client) error {
+			return withClient(func(ctx context.Context, cl *paddock.Client) error {
 				s, err := cl.PutSecret(ctx, args[0], value)
 				if err != nil {
 					return err
@@ -128,7 +128,7 @@ func newSecretsRemoveCommand() *cobra.Command {
 		Short:   "delete a secret",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			return withClient(func(ctx context.Context, cl *client.Client) error {
+			return withClient(func(ctx context.Context, cl *paddock.Client) error {
 				return cl.DeleteSecret(ctx, args[0])
 			})
 		},

@@ -288,3 +288,31 @@ func checkLink(target, base, name string) error {
 	}
 	return nil
 }
+
+// Rename is sink s with the first name of every entry's path replaced by name: an
+// archive of a tree extracted under a name of the caller's choosing.
+func Rename(s Sink, name string) Sink { return renamed{s, name} }
+
+type renamed struct {
+	Sink
+	name string
+}
+
+func (r renamed) rename(p string) string {
+	if _, rest, ok := strings.Cut(p, "/"); ok {
+		return r.name + "/" + rest
+	}
+	return r.name
+}
+
+func (r renamed) Mkdir(ctx context.Context, p string, mode fs.FileMode) error {
+	return r.Sink.Mkdir(ctx, r.rename(p), mode)
+}
+
+func (r renamed) WriteFile(ctx context.Context, p string, mode fs.FileMode, size int64, rd io.Reader) error {
+	return r.Sink.WriteFile(ctx, r.rename(p), mode, size, rd)
+}
+
+func (r renamed) Symlink(ctx context.Context, p, target string) error {
+	return r.Sink.Symlink(ctx, r.rename(p), target)
+}
