@@ -73,9 +73,9 @@ func (t *agentTree) agentErr(op, p string, err error) error {
 		if t.disk > 0 {
 			value = " (" + t.disk.String() + ")"
 		}
-		err = &api.LimitError{Limit: api.LimitDisk, Err: fmt.Errorf("the sandbox's disk limit%s was reached: %w", value, errdefs.ErrLimitExceeded)}
+		return &api.LimitError{Limit: api.LimitDisk, Err: fmt.Errorf("%s %s: the sandbox's disk limit%s was reached: %w", op, p, value, errdefs.ErrLimitExceeded)}
 	}
-	return fmt.Errorf("%s %s: %w", op, p, err)
+	return err // the agent's message names the operation and the path
 }
 
 func entryOf(e *pb.FileInfo) filearchive.Entry {
@@ -252,7 +252,7 @@ func (s *Server) getArchive(w http.ResponseWriter, r *http.Request, c fleet.Call
 	}
 	entries, err := filearchive.Walk(r.Context(), t, root, name)
 	if err != nil {
-		return fmt.Errorf("archive of %s: %w", root, err)
+		return err
 	}
 	for _, e := range entries {
 		if _, err := t.decide(r.Context(), policy.Read, capability.Read, e.Path, e.Size); err != nil {
