@@ -35,6 +35,7 @@ type agentTree struct {
 	c    fleet.Caller
 	id   string
 	fc   pb.FilesClient
+	hc   pb.HistoryClient
 	in   inForce
 	base string // where the Sink's root is, relative to the workspace
 	disk runner.Size
@@ -50,7 +51,7 @@ func (s *Server) agentTree(r *http.Request, c fleet.Caller, base string) (*agent
 	if err != nil {
 		return nil, err
 	}
-	t := &agentTree{s: s, r: r, c: c, id: id, fc: pb.NewFilesClient(conn), in: in, base: base}
+	t := &agentTree{s: s, r: r, c: c, id: id, fc: pb.NewFilesClient(conn), hc: pb.NewHistoryClient(conn), in: in, base: base}
 	if rec, err := s.fleet.Get(r.Context(), c, id); err == nil {
 		t.disk = runner.Size(rec.DiskBytes)
 	}
@@ -223,6 +224,35 @@ func (t *agentTree) WriteFile(ctx context.Context, p string, mode fs.FileMode, s
 // Symlink is skipped: the agent's file API makes no symlinks.
 func (t *agentTree) Symlink(context.Context, string, string) error { return filearchive.ErrSkip }
 
+// extract makes directory root and extracts the archive in body into it.
+func (t *agentTree) extract(ctx context.Context, body io.Reader, root string) (filearchive.Result, error) {
+	if root != "." {
+		if err := t.Mkdir(ctx, ".", 0); err != nil {
+			return filearchive.Result{}, err
+		}
+	}
+	return filearchive.Extract(ctx, body, t, root)
+}
+
+// begin opens a transaction around an upload, so that the workspace's history records
+// it as one checkpoint (message) rather than one per file; the function it returns
+// commits it, also after a failure, so that what was written can be undone in one step.
+// A transaction the user holds open already takes the upload in; a sandbox whose history
+// cannot begin one records a checkpoint per file, as single writes do.
+func (t *agentTree) begin(ctx context.Context, message string) (commit func()) {
+	if _, err := t.hc.Begin(ctx, &pb.BeginRequest{Message: message}); err != nil {
+		t.s.log.Debug("files archive: no transaction of its own", "sandbox", t.id, "err", err)
+		return func() {}
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if _, err := t.hc.Commit(ctx, &pb.CommitRequest{}); err != nil {
+			t.s.log.Warn("files archive: commit", "sandbox", t.id, "err", err)
+		}
+	}
+}
+
 // archiveRoot is the workspace path of ?path= (the workspace when absent).
 func archiveRoot(r *http.Request) (string, error) {
 	p := r.URL.Query().Get("path")
@@ -290,12 +320,9 @@ func (s *Server) putArchive(w http.ResponseWriter, r *http.Request, c fleet.Call
 	if err != nil {
 		return err
 	}
-	if root != "." {
-		if err := t.Mkdir(r.Context(), ".", 0); err != nil {
-			return err
-		}
-	}
-	res, err := filearchive.Extract(r.Context(), r.Body, t, root)
+	commit := t.begin(r.Context(), "copy into "+root)
+	res, err := t.extract(r.Context(), r.Body, root)
+	commit()
 	detail := map[string]any{"sandbox": t.id, "path": root, "files": res.Files, "dirs": res.Dirs, "bytes": res.Bytes, "policy": t.in.source}
 	if err != nil {
 		detail["error"] = err.Error()

@@ -56,6 +56,17 @@ func TestFilesArchiveRoundTrip(t *testing.T) {
 	if res.Path != "in" || res.Files != 2 || res.Dirs != 3 || res.Bytes != int64(len(big))+18 {
 		t.Errorf("upload: %+v, want 2 files, 3 directories in \"in\"", res)
 	}
+	// The upload is one checkpoint, not one per file.
+	var h api.History
+	servertest.Decode(t, alice.DoToken("GET", "/api/v1/sandboxes/"+sb.ID+"/history", nil), http.StatusOK, &h)
+	if len(h.Checkpoints) == 0 || h.Checkpoints[0].Message != "copy into in" || h.Checkpoints[0].Changed < 3 || h.Checkpoints[0].ID != h.Current {
+		t.Errorf("history after the upload: %+v, want one checkpoint \"copy into in\"", h.Checkpoints)
+	}
+	for _, cp := range h.Checkpoints {
+		if cp.Cause == "agent-write" {
+			t.Errorf("a checkpoint of one file of the upload: %+v", cp)
+		}
+	}
 	if got := execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{"sh", "-c", "stat -c %s in/proj/big.bin && in/proj/sub/run.sh"}}); string(got.Stdout) != "6291579\nhi\n" {
 		t.Errorf("in the sandbox: %+v", got)
 	}
