@@ -167,3 +167,36 @@ func TestFilesArchiveDiskLimit(t *testing.T) {
 type zeros struct{}
 
 func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// The policy decides each entry of an upload as it decides a single write: a protected
+// path or a file over max_file_size is refused with a 403 naming the rule and the file.
+func TestFilesArchivePolicy(t *testing.T) {
+	e := servertest.Start(t)
+	alice := e.Register(t, "alice")
+	var sb api.Sandbox
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "cp"}), http.StatusCreated, &sb)
+	servertest.Decode(t, putPolicy(t, alice, sb.ID, "application/yaml", "files:\n  jail: /workspace\n  deny_write: [\"**/.env\"]\n  max_file_size: 1KiB\n"), http.StatusOK, nil)
+	for _, tc := range []struct {
+		name string
+		size int
+		want string
+	}{
+		{"app/.env", 4, "files.deny_write[0]"},
+		{"app/big.txt", 2048, "max_file_size"},
+	} {
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		tw.WriteHeader(&tar.Header{Name: "app/ok.txt", Typeflag: tar.TypeReg, Size: 2, Mode: 0o644})
+		io.WriteString(tw, "ok")
+		tw.WriteHeader(&tar.Header{Name: tc.name, Typeflag: tar.TypeReg, Size: int64(tc.size), Mode: 0o644})
+		io.WriteString(tw, strings.Repeat("x", tc.size))
+		tw.Close()
+		got := servertest.ErrorOf(t, alice.DoToken("PUT", "/api/v1/sandboxes/"+sb.ID+"/files/archive?path=up", &buf), http.StatusForbidden)
+		if !strings.Contains(got.Message, tc.want) || !strings.Contains(got.Message, tc.name) {
+			t.Errorf("%s: %+v, want the rule %s and the file named", tc.name, got, tc.want)
+		}
+	}
+	if res := execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{"ls", "-A", "/workspace/up/app"}}); string(res.Stdout) != "ok.txt\n" {
+		t.Errorf("what the refused uploads left: %q", res.Stdout)
+	}
+}
