@@ -133,3 +133,18 @@ func TestErrorNamesTheLimit(t *testing.T) {
 		t.Errorf("got %v (%#v), want limit disk", err, err)
 	}
 }
+
+// The package's names for the API's values are the API's.
+func TestConstantsAreTheAPIs(t *testing.T) {
+	for _, c := range [][2]any{
+		{paddock.LimitTimeout, api.LimitTimeout}, {paddock.LimitMemory, api.LimitMemory}, {paddock.LimitPids, api.LimitPids},
+		{paddock.LimitFileSize, api.LimitFileSize}, {paddock.LimitDisk, api.LimitDisk},
+		{paddock.StateCreating, api.StateCreating}, {paddock.StateRunning, api.StateRunning}, {paddock.StateStopped, api.StateStopped},
+		{paddock.StateFailed, api.StateFailed}, {paddock.StateLost, api.StateLost},
+		{paddock.Stdout, api.StreamStdout}, {paddock.Stderr, api.StreamStderr},
+	} {
+		if c[0] != c[1] {
+			t.Errorf("%v, the API's %v", c[0], c[1])
+		}
+	}
+}

@@ -41,11 +41,11 @@ var (
 
 // Limits an Error, an ExecResult or a StreamExit names.
 const (
-	LimitTimeout  = api.LimitTimeout
-	LimitMemory   = api.LimitMemory
-	LimitPids     = api.LimitPids
-	LimitFileSize = api.LimitFileSize
-	LimitDisk     = api.LimitDisk
+	LimitTimeout  = "timeout"
+	LimitMemory   = "memory"
+	LimitPids     = "pids"
+	LimitFileSize = "file_size"
+	LimitDisk     = "disk"
 )
 
 // Error is an error the server answered with. It unwraps to the sentinel of its code, so

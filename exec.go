@@ -130,8 +130,8 @@ func (s *Stream) control(ctx context.Context, ctl api.StreamControl) error {
 
 // Which stream an Output's data is of.
 const (
-	Stdout = api.StreamStdout
-	Stderr = api.StreamStderr
+	Stdout byte = 1
+	Stderr byte = 2
 )
 
 // Output is one message from the server: a chunk of output, or the exit status.
@@ -166,11 +166,11 @@ func (s *Stream) Next(ctx context.Context) (Output, error) {
 
 // Copy writes the command's output to stdout and stderr until it exits, and returns its
 // exit status.
-func (s *Stream) Copy(ctx context.Context, stdout, stderr io.Writer) (api.StreamExit, error) {
+func (s *Stream) Copy(ctx context.Context, stdout, stderr io.Writer) (StreamExit, error) {
 	for {
 		out, err := s.Next(ctx)
 		if err != nil {
-			return api.StreamExit{}, err
+			return StreamExit{}, err
 		}
 		if out.Exit != nil {
 			return *out.Exit, nil
@@ -180,7 +180,7 @@ func (s *Stream) Copy(ctx context.Context, stdout, stderr io.Writer) (api.Stream
 			w = stderr
 		}
 		if _, err := w.Write(out.Data); err != nil {
-			return api.StreamExit{}, fmt.Errorf("writing the command's output: %w", err)
+			return StreamExit{}, fmt.Errorf("writing the command's output: %w", err)
 		}
 	}
 }

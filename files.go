@@ -70,7 +70,7 @@ func (s *Sandbox) Mkdir(ctx context.Context, p string, parents bool, mode fs.Fil
 }
 
 // MkdirRequest makes a directory from the full request (an octal mode string).
-func (s *Sandbox) MkdirRequest(ctx context.Context, req api.FileMkdirRequest) (FileInfo, error) {
+func (s *Sandbox) MkdirRequest(ctx context.Context, req FileMkdirRequest) (FileInfo, error) {
 	var fi FileInfo
 	return fi, s.c.do(ctx, "POST", s.path("files", "mkdir"), req, &fi, http.StatusOK)
 }

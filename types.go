@@ -25,6 +25,8 @@ type (
 	StreamExit = api.StreamExit
 	// FileInfo describes a file of a sandbox's workspace.
 	FileInfo = api.FileInfo
+	// FileMkdirRequest makes a directory: path, parents, an octal mode ("755").
+	FileMkdirRequest = api.FileMkdirRequest
 	// ArchiveResult is what an archive made in a sandbox.
 	ArchiveResult = api.ArchiveResult
 	// History is a workspace's timeline of checkpoints, newest first.
@@ -70,9 +72,12 @@ type (
 
 // Sandbox states (SandboxInfo.State).
 const (
-	StateCreating = api.StateCreating
-	StateRunning  = api.StateRunning
-	StateStopped  = api.StateStopped
-	StateFailed   = api.StateFailed
-	StateLost     = api.StateLost
+	StateCreating = "creating"
+	StateRunning  = "running"
+	StateStopped  = "stopped"
+	// StateFailed: the sandbox could not start or died; SandboxInfo.Error says why.
+	StateFailed = "failed"
+	// StateLost: the server restarted and could not take the sandbox back; its workspace
+	// is kept: start or delete it.
+	StateLost = "lost"
 )

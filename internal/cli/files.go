@@ -20,7 +20,8 @@ func newFilesCommand() *cobra.Command {
 		Long: `Paths name the sandbox's workspace: src/a.go, /src/a.go and /workspace/src/a.go are the
 same file, and no path (nor a symlink on the way) leads outside it. The sandbox's policy
 decides each operation before it reaches the sandbox, and a capability token used as
-PADDOCK_TOKEN bounds it further (write to make, delete to remove, both to move).`,
+PADDOCK_TOKEN bounds it further (write to make, delete to remove, both to move).
+To copy files and directories in or out, use paddock sandbox cp.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			return fmt.Errorf("sandbox files: give a subcommand: mkdir, mv or rm: %w", errdefs.ErrInvalidArgument)
