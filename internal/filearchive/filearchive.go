@@ -216,6 +216,13 @@ func Check(hdr *tar.Header, base string) (Entry, error) {
 	bad := func(why string) (Entry, error) {
 		return Entry{}, fmt.Errorf("archive entry %q: %s: %w", hdr.Name, why, errdefs.ErrInvalidArgument)
 	}
+	// A sparse file's holes are bytes the archive does not carry: a few bytes of it could
+	// stand for terabytes of zeros.
+	for k := range hdr.PAXRecords {
+		if strings.HasPrefix(k, "GNU.sparse.") {
+			return bad("sparse files are not supported")
+		}
+	}
 	switch hdr.Typeflag {
 	case tar.TypeReg, tar.TypeRegA:
 		if name == "." {
