@@ -200,3 +200,30 @@ func TestFilesArchivePolicy(t *testing.T) {
 		t.Errorf("what the refused uploads left: %q", res.Stdout)
 	}
 }
+
+// A capability token bounds an archive as it bounds single files: a tree under its path
+// goes in and out, and an entry outside it is refused, naming the resource.
+func TestFilesArchiveCapability(t *testing.T) {
+	e := servertest.Start(t)
+	alice := e.Register(t, "alice")
+	var sb api.Sandbox
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "cp"}), http.StatusCreated, &sb)
+	execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{"sh", "-c", "mkdir -p /workspace/pub /workspace/secret && echo p > /workspace/pub/p.txt && echo s > /workspace/secret/s.txt"}})
+	capa := mintCap(t, alice, sb.ID, api.CapabilityRequest{Resource: "file:/workspace/pub", Actions: []string{"read", "write"}, TTLSeconds: 600})
+	h := holder(alice, capa.Token)
+	archivePath := "/api/v1/sandboxes/" + sb.ID + "/files/archive?path="
+
+	resp := h.DoToken("GET", archivePath+"pub", nil)
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !bytes.Contains(data, []byte("pub/p.txt")) {
+		t.Errorf("pub under the token: %s", resp.Status)
+	}
+	wantRefused(t, h.DoToken("GET", archivePath+".", nil), "outside file:/workspace/pub")
+
+	servertest.Decode(t, h.DoToken("PUT", archivePath+"pub/in", bytes.NewReader(data)), http.StatusOK, nil)
+	wantRefused(t, h.DoToken("PUT", archivePath+"secret", bytes.NewReader(data)), "outside file:/workspace/pub")
+	if res := execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{"sh", "-c", "cat /workspace/pub/in/pub/p.txt; ls -A /workspace/secret"}}); string(res.Stdout) != "p\ns.txt\n" {
+		t.Errorf("after the uploads: %q", res.Stdout)
+	}
+}
