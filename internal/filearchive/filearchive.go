@@ -99,7 +99,7 @@ func Write(ctx context.Context, w io.Writer, src Source, entries []Entry) error 
 }
 
 func writeEntry(ctx context.Context, tw *tar.Writer, src Source, e Entry) error {
-	hdr := &tar.Header{Name: e.Name, Mode: int64(e.Mode.Perm()), ModTime: e.ModTime, Format: tar.FormatPAX}
+	hdr := &tar.Header{Name: e.Name, Mode: int64(e.Mode.Perm()), ModTime: e.ModTime.Truncate(time.Second)}
 	switch e.Type {
 	case Dir:
 		hdr.Typeflag, hdr.Name = tar.TypeDir, e.Name+"/"
