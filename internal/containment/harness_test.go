@@ -119,7 +119,7 @@ func (h *harness) newBox(t *testing.T, o boxOpts) *box {
 	if err != nil {
 		t.Fatalf("create sandbox: %v", err)
 	}
-	b := &box{h: h, sb: sb, uid: uid, ws: sb.Workspace, pc: pb.NewProcessClient(sb.Conn())}
+	b := &box{h: h, sb: sb, uid: uid, ws: sb.Workspace, pc: sb.Agent().Process()}
 	t.Cleanup(func() { b.destroy(t) })
 	if sb.Tier != o.tier {
 		t.Fatalf("asked for the %s tier, got %s", o.tier, sb.Tier)

@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc"
 
+	"github.com/paddockhq/paddock/internal/agentclient"
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/runner"
@@ -243,13 +243,13 @@ func (f *Fleet) List(ctx context.Context, c Caller, all bool) ([]store.Sandbox, 
 	return f.st.ListSandboxes(ctx, owner)
 }
 
-// Conn is the channel to a running sandbox's agent, for exec and files.
-func (f *Fleet) Conn(ctx context.Context, c Caller, id string) (*grpc.ClientConn, error) {
+// Agent is the client of a running sandbox's agent, for exec and files.
+func (f *Fleet) Agent(ctx context.Context, c Caller, id string) (*agentclient.Client, error) {
 	h, err := f.Handle(ctx, c, id)
 	if err != nil {
 		return nil, err
 	}
-	return h.Conn(), nil
+	return h.Agent(), nil
 }
 
 // Handle is a running sandbox, for exec: its channel, the limits it runs under and what
@@ -361,13 +361,13 @@ const appWait = 15 * time.Second
 func waitApp(ctx context.Context, sb *runner.Sandbox, port int) error {
 	ctx, cancel := context.WithTimeout(ctx, appWait)
 	defer cancel()
-	agent := pb.NewAgentClient(sb.Conn())
+	agent := sb.Agent()
 	for delay := 5 * time.Millisecond; ; delay = min(2*delay, 100*time.Millisecond) {
 		c, err := sb.DialPort(ctx, port)
 		if err == nil {
 			return c.Close()
 		}
-		if st, aerr := agent.App(ctx, &pb.AppRequest{}); aerr == nil && st.GetState() == appBackoff {
+		if st, aerr := agent.App(ctx); aerr == nil && st.GetState() == appBackoff {
 			return fmt.Errorf("the app exited before it listened on port %d (%s); the agent starts it again with backoff", port, exitText(st.GetLastExit()))
 		}
 		select {
@@ -584,7 +584,7 @@ func (f *Fleet) Close() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for id, sb := range f.running {
-		sb.Conn().Close()
+		sb.Agent().Close()
 		delete(f.running, id)
 	}
 }

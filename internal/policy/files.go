@@ -183,12 +183,12 @@ func compileWriteRule(jail, src string) (writeRule, error) {
 		r.anchored = strings.Contains(p, "/")
 	}
 	for _, seg := range strings.Split(p, "/") {
-		switch {
-		case seg == "..":
-			return r, fmt.Errorf("%q climbs out of the jail with ..", src)
-		case seg == "." || seg == "":
+		switch seg {
+		case "..":
+			return r, fmt.Errorf("%q climbs out of the jail with a \"..\" segment", src)
+		case ".", "":
 			continue
-		case seg == "**":
+		case "**":
 			if len(r.segs) > 0 && r.segs[len(r.segs)-1] == "**" {
 				continue
 			}

@@ -69,7 +69,7 @@ func TestLoadErrors(t *testing.T) {
 		{"item is a mapping", "shell:\n  deny:\n    - {rm: x}\n", `:3: shell.deny[0]: want a string, got a mapping`},
 		{"invalid glob", "files:\n  jail: /workspace\n  deny_write:\n    - .env\n    - a/**\n    - \"[\"\n", `:6: files.deny_write[2]: invalid glob "[": syntax error in pattern`},
 		{"deny_write outside the jail", "files:\n  jail: /workspace\n  deny_write: [/etc/passwd]\n", `:3: files.deny_write[0]: "/etc/passwd" is outside the jail /workspace`},
-		{"deny_write climbs out", "files:\n  jail: /workspace\n  deny_write: [\"a/../../x\"]\n", `:3: files.deny_write[0]: "a/../../x" climbs out of the jail with ..`},
+		{"deny_write climbs out", "files:\n  jail: /workspace\n  deny_write: [\"a/../../x\"]\n", `:3: files.deny_write[0]: "a/../../x" climbs out of the jail with a ".." segment`},
 		{"deny_write is the jail", "files:\n  jail: /workspace\n  deny_write: [./]\n", `names the jail itself`},
 		{"jail missing", "files:\n  deny_write: [.env]\n", `:1: files.jail: required`},
 		{"jail relative", "files:\n  jail: workspace\n", `:2: files.jail: "workspace" is not an absolute path`},

@@ -328,7 +328,7 @@ for k in kids:
     os.waitpid(k, 0)
 `
 
-// TestPidsCountsTheCommand holds --pids N to what README and `paddock run --help` say it
+// TestPidsCountsTheCommand holds --pids N to what docs/tiers.md and `paddock run --help` say it
 // gives a command: N processes, the command itself included, in every tier but the
 // process tier, where the agent's unused thread reserve adds up to 8. The smallest limit
 // leaves the agent's threads no room but their reserve.
@@ -369,7 +369,7 @@ func qemuCPUUnderQuota(t *testing.T, h *harness) {
 	}
 	defer sb.Destroy(context.Background())
 	before, began := cgroupCPU(t, sb.Cgroup()), time.Now()
-	res, err := pb.NewProcessClient(sb.Conn()).Execute(ctx, &pb.ExecuteRequest{
+	res, err := sb.Agent().Process().Execute(ctx, &pb.ExecuteRequest{
 		Argv: []string{"sh", "-c", `(while :; do :; done) & a=$!; (while :; do :; done) & b=$!; sleep 2; kill $a $b`}})
 	if err != nil || res.GetStatus().GetExitCode() != 0 {
 		t.Fatalf("busy loops: %v %+v", err, res)

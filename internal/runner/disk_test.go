@@ -79,7 +79,7 @@ func TestDiskLimit(t *testing.T) {
 			t.Errorf("the host holds %d bytes for a sandbox with a %d-byte disk", used, limit)
 		}
 		// Deleted inside: given back to the host (discard).
-		res, err := pb.NewProcessClient(sb.Conn()).Execute(ctx, &pb.ExecuteRequest{Argv: []string{"sh", "-c", "rm /workspace/f; sync"}})
+		res, err := sb.Agent().Process().Execute(ctx, &pb.ExecuteRequest{Argv: []string{"sh", "-c", "rm /workspace/f; sync"}})
 		if err != nil || res.GetStatus().GetExitCode() != 0 {
 			t.Fatalf("rm: %v %+v", err, res)
 		}
@@ -153,7 +153,7 @@ func TestPersistentDisk(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := pb.NewProcessClient(sb.Conn()).Execute(tctx(t), &pb.ExecuteRequest{Argv: []string{"sh", "-c", script}})
+		res, err := sb.Agent().Process().Execute(tctx(t), &pb.ExecuteRequest{Argv: []string{"sh", "-c", script}})
 		sb.Destroy(context.Background())
 		if err != nil || res.GetStatus().GetExitCode() != 0 {
 			t.Fatalf("start %d: %v %+v", i, err, res)

@@ -21,6 +21,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/paddockhq/paddock/internal/agentclient"
 	"github.com/paddockhq/paddock/internal/cgroups"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/sandbox/container"
@@ -83,6 +84,8 @@ type Sandbox struct {
 	Workspace string
 	Limits    Limits
 	backend   backend
+	// agent calls the sandbox's agent over the backend's channel.
+	agent *agentclient.Client
 	// removeWorkspace is set when the workspace was made for this sandbox alone.
 	removeWorkspace bool
 	// History is the host directory of the workspace's history (persistent container
@@ -150,8 +153,8 @@ func (s *Sandbox) LastError() string { return s.backend.LastError() }
 // Cgroup is the sandbox's cgroup path (as in /sys/fs/cgroup/<controller><path> on v1).
 func (s *Sandbox) Cgroup() string { return s.backend.Cgroup() }
 
-// Conn is the channel to the sandbox's agent.
-func (s *Sandbox) Conn() *grpc.ClientConn { return s.backend.Conn() }
+// Agent is the typed client of the sandbox's agent.
+func (s *Sandbox) Agent() *agentclient.Client { return s.agent }
 
 // hostNet is what a backend that shares its network namespace with the host provides
 // (the container tier under runc).
@@ -171,7 +174,7 @@ func (s *Sandbox) Listen(port, idle int, log *slog.Logger) net.Listener {
 			return l
 		}
 	}
-	return tunnel.Listen(s.Conn(), port, idle, log)
+	return tunnel.Listen(s.backend.Conn(), port, idle, log)
 }
 
 // DialPort connects to port on the sandbox's loopback: directly where the host shares the
@@ -182,7 +185,7 @@ func (s *Sandbox) DialPort(ctx context.Context, port int) (net.Conn, error) {
 			return c, err
 		}
 	}
-	return tunnel.Dial(ctx, s.Conn(), port)
+	return tunnel.Dial(ctx, s.backend.Conn(), port)
 }
 
 // OOMKills counts processes the sandbox's memory limit has killed.
@@ -263,6 +266,7 @@ func (r *Runner) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 		_ = sb.disk.close()
 		return nil, err
 	}
+	sb.agent = agentclient.New(sb.backend.Conn())
 	return sb, nil
 }
 

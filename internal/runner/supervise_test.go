@@ -13,7 +13,7 @@ func waitRestarts(t *testing.T, sb *runner.Sandbox, n int32, within time.Duratio
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		st, err := pb.NewAgentClient(sb.Conn()).App(tctx(t), &pb.AppRequest{})
+		st, err := sb.Agent().Agent().App(tctx(t), &pb.AppRequest{})
 		if err != nil {
 			t.Fatalf("App: %v", err)
 		}
@@ -31,7 +31,7 @@ func waitRestarts(t *testing.T, sb *runner.Sandbox, n int32, within time.Duratio
 func executeWithin(t *testing.T, sb *runner.Sandbox, d time.Duration) *pb.ExecuteResponse {
 	t.Helper()
 	start := time.Now()
-	resp, err := pb.NewProcessClient(sb.Conn()).Execute(tctx(t), &pb.ExecuteRequest{Argv: []string{"echo", "ok"}, TimeoutMs: uint64(d.Milliseconds())})
+	resp, err := sb.Agent().Process().Execute(tctx(t), &pb.ExecuteRequest{Argv: []string{"echo", "ok"}, TimeoutMs: uint64(d.Milliseconds())})
 	if err != nil {
 		t.Fatalf("Execute: %v", err)
 	}

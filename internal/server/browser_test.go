@@ -115,4 +115,6 @@ func TestBrowserHostilePage(t *testing.T) {
 			t.Errorf("a token %q was minted", tok.Name)
 		}
 	}
+	// The page did not change alice's password (which would also have revoked "tests").
+	e.Token(t, "alice", "correct horse battery alice")
 }

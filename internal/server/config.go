@@ -19,6 +19,7 @@ import (
 	"github.com/paddockhq/paddock/internal/gateway"
 	"github.com/paddockhq/paddock/internal/origins"
 	"github.com/paddockhq/paddock/internal/runner"
+	"github.com/paddockhq/paddock/internal/sandboxops"
 	"github.com/paddockhq/paddock/internal/wire"
 )
 
@@ -180,7 +181,7 @@ func LoadConfig(path, dataDir, listen string) (Config, error) {
 	}
 	cfg.Runner = rc
 	if cfg.Policy != "" {
-		if _, _, err := loadPolicyFile(cfg.Policy, cfg.Policy, cfg.Runner.MaxLimits); err != nil {
+		if err := sandboxops.CheckPolicyFile(cfg.Policy, cfg.Runner.MaxLimits); err != nil {
 			return cfg, fmt.Errorf("policy: %w", err)
 		}
 	}

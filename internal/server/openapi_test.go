@@ -101,6 +101,8 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"CommitResult": api.CommitResult{}, "RollbackResult": api.RollbackResult{},
 		"SandboxPolicy":     api.SandboxPolicy{},
 		"CapabilityRequest": api.CapabilityRequest{}, "Capability": api.Capability{}, "CapabilityList": api.CapabilityList{},
+		"ChangePasswordRequest": api.ChangePasswordRequest{}, "RenewRecoveryCodesRequest": api.RenewRecoveryCodesRequest{},
+		"RecoveryCodes": api.RecoveryCodes{}, "AccountInfo": api.AccountInfo{}, "UserList": api.UserList{},
 	}
 	for name, v := range types {
 		schema, ok := doc.Components.Schemas[name]

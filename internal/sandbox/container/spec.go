@@ -115,7 +115,7 @@ func idmapWorkspace(s *specs.Spec, b bundleSpec) {
 	}
 	for i, m := range s.Mounts {
 		if m.Destination == wire.WorkspacePath || m.Destination == wire.GatedRootPath+wire.WorkspacePath {
-			s.Mounts[i].Options = append(m.Options, "idmap")
+			s.Mounts[i].Options = append(s.Mounts[i].Options, "idmap")
 			s.Mounts[i].UIDMappings, s.Mounts[i].GIDMappings = uids, gids
 		}
 	}

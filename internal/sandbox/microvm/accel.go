@@ -113,7 +113,7 @@ func probeTrial(ctx context.Context, in Install, agentBin, dir string, uid, gid 
 	if err != nil {
 		return Probe{Accel: AccelTCG, Reason: "/dev/kvm is there, but a trial guest under KVM did not boot: " + firstLine(err.Error())}
 	}
-	defer sb.Destroy(context.WithoutCancel(ctx))
+	defer func() { _ = sb.Destroy(context.WithoutCancel(ctx)) }() // best effort: a trial guest
 	ictx, cancel := context.WithTimeout(ctx, KVMProbeTimeout)
 	defer cancel()
 	if _, err := pb.NewAgentClient(sb.Conn()).Info(ictx, &pb.InfoRequest{}); err != nil {

@@ -90,7 +90,7 @@ func Locate(guestDir string) (Install, error) {
 	}
 	in.Kernel = kernels[len(kernels)-1]
 	in.Version = strings.TrimPrefix(filepath.Base(in.Kernel), "vmlinuz-")
-	// The uncompressed kernel, where setup.sh made one, boots about 7 s sooner under TCG
+	// The uncompressed kernel, where setup.sh made one, boots sooner under TCG
 	// (the bzImage decompresses itself with emulated instructions).
 	if vmlinux := filepath.Join(guestDir, "boot", "vmlinux-"+in.Version); isFile(vmlinux) {
 		in.Kernel = vmlinux
@@ -511,6 +511,11 @@ func (sb *Sandbox) LastError() string {
 
 // Cgroup is the sandbox's cgroup path (QEMU's).
 func (sb *Sandbox) Cgroup() string { return "/paddock/" + sb.ID }
+
+// Exited is closed once QEMU has exited: the guest's agent ended (it is the guest's PID 1,
+// whose end panics the guest kernel, and a panicked guest ends QEMU), QEMU itself died, or
+// Destroy. Nil before the guest started.
+func (sb *Sandbox) Exited() <-chan struct{} { return sb.exited }
 
 // Destroy kills QEMU and everything else in the sandbox's cgroup, and removes the cgroup
 // and the sandbox's directory (sockets, initramfs, logs). It is idempotent.

@@ -1,4 +1,4 @@
-package server
+package sandboxops
 
 import (
 	"errors"
@@ -58,23 +58,23 @@ func TestLimitHit(t *testing.T) {
 func TestPolicyLimitsSizes(t *testing.T) {
 	r := policy.Resources{Tmp: 64 << 20, FileSize: 1 << 20}
 	var l api.Limits
-	if err := policyLimits(&l, r); err != nil || l.Tmp != "64MiB" || l.FileSize != "1MiB" {
+	if err := PolicyLimits(&l, r); err != nil || l.Tmp != "64MiB" || l.FileSize != "1MiB" {
 		t.Errorf("policyLimits of an empty request: %+v, %v", l, err)
 	}
 	l = api.Limits{Tmp: "32M", FileSize: "512k"}
-	if err := policyLimits(&l, r); err != nil || l.Tmp != "32M" || l.FileSize != "512k" {
+	if err := PolicyLimits(&l, r); err != nil || l.Tmp != "32M" || l.FileSize != "512k" {
 		t.Errorf("policyLimits of a request within the policy: %+v, %v", l, err)
 	}
 	l = api.Limits{FileSize: "2M"}
-	err := policyLimits(&l, r)
+	err := PolicyLimits(&l, r)
 	if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "limits.file_size: 2MiB is over the policy's resources.file_size of 1MiB") {
 		t.Errorf("policyLimits of a request over the policy: %v", err)
 	}
-	err = withinMax(r, runner.Limits{Tmp: 32 << 20})
+	err = WithinMax(r, runner.Limits{Tmp: 32 << 20})
 	if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "resources.tmp: 64MiB is over the server's maximum (max_limits.tmp) of 32MiB") {
 		t.Errorf("withinMax of tmp over the max: %v", err)
 	}
-	err = withinMax(r, runner.Limits{FileSize: 512 << 10})
+	err = WithinMax(r, runner.Limits{FileSize: 512 << 10})
 	if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "resources.file_size: 1MiB is over the server's maximum (max_limits.file_size) of 512KiB") {
 		t.Errorf("withinMax of file_size over the max: %v", err)
 	}
