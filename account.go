@@ -13,13 +13,15 @@ import (
 // reads a secret's value back.
 func (c *Client) ListSecrets(ctx context.Context) ([]Secret, error) {
 	var list api.SecretList
-	return list.Secrets, c.do(ctx, "GET", "/api/v1/me/secrets", nil, &list, http.StatusOK)
+	err := c.do(ctx, "GET", "/api/v1/me/secrets", nil, &list, http.StatusOK)
+	return list.Secrets, err
 }
 
 // PutSecret sets the caller's secret name to value and describes it.
 func (c *Client) PutSecret(ctx context.Context, name, value string) (Secret, error) {
 	var s Secret
-	return s, c.do(ctx, "PUT", "/api/v1/me/secrets/"+url.PathEscape(name), api.PutSecretRequest{Value: value}, &s, http.StatusOK)
+	err := c.do(ctx, "PUT", "/api/v1/me/secrets/"+url.PathEscape(name), api.PutSecretRequest{Value: value}, &s, http.StatusOK)
+	return s, err
 }
 
 // DeleteSecret deletes the caller's secret name.
@@ -30,25 +32,29 @@ func (c *Client) DeleteSecret(ctx context.Context, name string) error {
 // Roles is the caller's live and dev sandboxes (created when missing).
 func (c *Client) Roles(ctx context.Context) (Roles, error) {
 	var r Roles
-	return r, c.do(ctx, "GET", "/api/v1/roles", nil, &r, http.StatusOK)
+	err := c.do(ctx, "GET", "/api/v1/roles", nil, &r, http.StatusOK)
+	return r, err
 }
 
 // Promote swaps the caller's live and dev sandboxes.
 func (c *Client) Promote(ctx context.Context) (Roles, error) {
 	var r Roles
-	return r, c.do(ctx, "POST", "/api/v1/promote", nil, &r, http.StatusOK)
+	err := c.do(ctx, "POST", "/api/v1/promote", nil, &r, http.StatusOK)
+	return r, err
 }
 
 // ListTokens lists the caller's API tokens (without their secrets).
 func (c *Client) ListTokens(ctx context.Context) ([]Token, error) {
 	var list api.TokenList
-	return list.Tokens, c.do(ctx, "GET", "/api/v1/tokens", nil, &list, http.StatusOK)
+	err := c.do(ctx, "GET", "/api/v1/tokens", nil, &list, http.StatusOK)
+	return list.Tokens, err
 }
 
 // CreateToken makes an API token; its secret is in the answer only.
 func (c *Client) CreateToken(ctx context.Context, req CreateTokenRequest) (Token, error) {
 	var t Token
-	return t, c.do(ctx, "POST", "/api/v1/tokens", req, &t, http.StatusCreated)
+	err := c.do(ctx, "POST", "/api/v1/tokens", req, &t, http.StatusCreated)
+	return t, err
 }
 
 // RevokeToken revokes one of the caller's API tokens.
@@ -59,13 +65,15 @@ func (c *Client) RevokeToken(ctx context.Context, id string) error {
 // ListInvites lists the registration invites (admins).
 func (c *Client) ListInvites(ctx context.Context) ([]Invite, error) {
 	var list api.InviteList
-	return list.Invites, c.do(ctx, "GET", "/api/v1/invites", nil, &list, http.StatusOK)
+	err := c.do(ctx, "GET", "/api/v1/invites", nil, &list, http.StatusOK)
+	return list.Invites, err
 }
 
 // CreateInvite makes a registration invite (admins); its code is in the answer only.
 func (c *Client) CreateInvite(ctx context.Context, req CreateInviteRequest) (Invite, error) {
 	var in Invite
-	return in, c.do(ctx, "POST", "/api/v1/invites", req, &in, http.StatusCreated)
+	err := c.do(ctx, "POST", "/api/v1/invites", req, &in, http.StatusCreated)
+	return in, err
 }
 
 // RevokeInvite revokes a registration invite (admins).
@@ -98,5 +106,13 @@ func (c *Client) Events(ctx context.Context, q EventQuery) ([]Event, error) {
 		path += "?" + v.Encode()
 	}
 	var list api.EventList
-	return list.Events, c.do(ctx, "GET", path, nil, &list, http.StatusOK)
+	err := c.do(ctx, "GET", path, nil, &list, http.StatusOK)
+	return list.Events, err
+}
+
+// ListUsers lists every account, oldest first (admins; a token needs scope admin).
+func (c *Client) ListUsers(ctx context.Context) ([]Account, error) {
+	var list api.UserList
+	err := c.do(ctx, "GET", "/api/v1/users", nil, &list, http.StatusOK)
+	return list.Users, err
 }

@@ -185,6 +185,10 @@ func TestEveryRoute(t *testing.T) {
 	_, err = admin.ListInvites(ctx)
 	ok(t, err)
 	ok(t, admin.RevokeInvite(ctx, inv.ID))
+	users, err := admin.ListUsers(ctx)
+	if ok(t, err); len(users) != 2 {
+		t.Errorf("users: %+v", users)
+	}
 	events, err := c.Events(ctx, paddock.EventQuery{Action: "sandbox.create", Limit: 5})
 	if ok(t, err); len(events) == 0 {
 		t.Errorf("no sandbox.create event")

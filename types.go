@@ -53,8 +53,9 @@ type (
 	Capability        = api.Capability
 	// Event is an audit event: who did what to what.
 	Event = api.Event
-	// User is a user of the server.
-	User = api.User
+	// User is a user of the server; Account is one as an admin's list shows it.
+	User    = api.User
+	Account = api.AccountInfo
 	// Token describes an API token; Secret is set only in the answer that made it.
 	Token = api.Token
 	// CreateTokenRequest asks for an API token: name, scopes, lifetime.
