@@ -84,7 +84,8 @@ func (c *Client) BaseURL() string { return c.base }
 // healthy answers with its checks and no error.
 func (c *Client) Health(ctx context.Context) (Health, error) {
 	var h Health
-	return h, c.do(ctx, "GET", "/healthz", nil, &h, http.StatusOK, http.StatusServiceUnavailable)
+	err := c.do(ctx, "GET", "/healthz", nil, &h, http.StatusOK, http.StatusServiceUnavailable)
+	return h, err
 }
 
 // do sends a request with a JSON body (in, unless nil) and decodes a JSON answer into
@@ -189,5 +190,6 @@ func (c *Client) Login(ctx context.Context, username, password, name string) (To
 // Me is the caller (GET /api/v1/me).
 func (c *Client) Me(ctx context.Context) (User, error) {
 	var u User
-	return u, c.do(ctx, "GET", "/api/v1/me", nil, &u, http.StatusOK)
+	err := c.do(ctx, "GET", "/api/v1/me", nil, &u, http.StatusOK)
+	return u, err
 }

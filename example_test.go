@@ -71,7 +71,8 @@ func Example() {
 
 	res, err := sb.Exec(ctx, []string{"sh", "-c", "echo hello from $(pwd)"})
 	if err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	fmt.Printf("exit %d: %s", res.ExitCode, res.Stdout)
 	// Output: exit 0: hello from /workspace
@@ -87,18 +88,21 @@ func ExampleSandbox_WriteFile() {
 	defer sb.Delete(ctx)
 
 	if _, err := sb.WriteFile(ctx, "src/main.go", strings.NewReader("package main\n"), 0o644); err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	files, err := sb.ListFiles(ctx, "src")
 	if err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	for _, f := range files {
 		fmt.Println(f.Path, f.Size, f.Mode)
 	}
 	r, err := sb.ReadFile(ctx, "/workspace/src/main.go")
 	if err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	defer r.Close()
 	io.Copy(os.Stdout, r)
@@ -121,7 +125,8 @@ func ExampleSandbox_Undo() {
 	sb.Exec(ctx, []string{"sh", "-c", "echo refactored > notes.txt"})
 
 	if _, err := sb.Undo(ctx); err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	res, _ := sb.Exec(ctx, []string{"cat", "notes.txt"})
 	fmt.Print(string(res.Stdout))
@@ -144,7 +149,8 @@ func ExampleSandbox_PutArchive() {
 	tw.Close()
 	res, err := sb.PutArchive(ctx, "www", &buf)
 	if err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	fmt.Printf("%d file, %d bytes into %s\n", res.Files, res.Bytes, res.Path)
 
@@ -171,14 +177,16 @@ func ExampleSandbox_Stream() {
 
 	st, err := sb.Stream(ctx, paddock.StreamStart{Argv: []string{"tr", "a-z", "A-Z"}})
 	if err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	defer st.Close()
 	st.Write(ctx, []byte("streamed stdin\n"))
 	st.CloseStdin(ctx)
 	exit, err := st.Copy(ctx, os.Stdout, os.Stderr)
 	if err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	fmt.Println("exit", exit.ExitCode)
 	// Output:

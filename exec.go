@@ -50,7 +50,8 @@ func (s *Sandbox) Exec(ctx context.Context, argv []string, opts ...ExecOption) (
 // Run runs a one-shot command from the full request.
 func (s *Sandbox) Run(ctx context.Context, req ExecRequest) (ExecResult, error) {
 	var res ExecResult
-	return res, s.c.do(ctx, "POST", s.path("exec"), req, &res, http.StatusOK)
+	err := s.c.do(ctx, "POST", s.path("exec"), req, &res, http.StatusOK)
+	return res, err
 }
 
 // Stream is a running command of the exec stream (a WebSocket): stdin goes in with
@@ -93,11 +94,11 @@ func (c *Client) stream(ctx context.Context, id string, start api.StreamStart) (
 	ws.SetReadLimit(maxStreamMessage)
 	data, err := json.Marshal(start)
 	if err != nil {
-		ws.CloseNow()
+		_ = ws.CloseNow()
 		return nil, err
 	}
 	if err := ws.Write(ctx, websocket.MessageText, data); err != nil {
-		ws.CloseNow()
+		_ = ws.CloseNow()
 		return nil, streamError(err)
 	}
 	return &Stream{ws: ws}, nil

@@ -52,7 +52,8 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, r io.Reader, mode fs.
 	if err != nil {
 		return fi, err
 	}
-	return fi, decodeRaw(resp, &fi, "write "+p)
+	err = decodeRaw(resp, &fi, "write "+p)
+	return fi, err
 }
 
 // Mkdir makes directory p; with parents, also the missing parents, accepting an existing
@@ -72,14 +73,16 @@ func (s *Sandbox) Mkdir(ctx context.Context, p string, parents bool, mode fs.Fil
 // MkdirRequest makes a directory from the full request (an octal mode string).
 func (s *Sandbox) MkdirRequest(ctx context.Context, req FileMkdirRequest) (FileInfo, error) {
 	var fi FileInfo
-	return fi, s.c.do(ctx, "POST", s.path("files", "mkdir"), req, &fi, http.StatusOK)
+	err := s.c.do(ctx, "POST", s.path("files", "mkdir"), req, &fi, http.StatusOK)
+	return fi, err
 }
 
 // Move renames from to to and describes it at its new path. Without overwrite, something
 // already at to is ErrAlreadyExists.
 func (s *Sandbox) Move(ctx context.Context, from, to string, overwrite bool) (FileInfo, error) {
 	var fi FileInfo
-	return fi, s.c.do(ctx, "POST", s.path("files", "move"), api.FileMoveRequest{From: from, To: to, Overwrite: overwrite}, &fi, http.StatusOK)
+	err := s.c.do(ctx, "POST", s.path("files", "move"), api.FileMoveRequest{From: from, To: to, Overwrite: overwrite}, &fi, http.StatusOK)
+	return fi, err
 }
 
 // Remove deletes a file or symlink (never its target); a directory with what it holds
@@ -112,7 +115,8 @@ func (s *Sandbox) PutArchive(ctx context.Context, dir string, r io.Reader) (Arch
 	if err != nil {
 		return res, err
 	}
-	return res, decodeRaw(resp, &res, "archive into "+dir)
+	err = decodeRaw(resp, &res, "archive into "+dir)
+	return res, err
 }
 
 // CopyIn copies the local file or directory local (recursively) to dst in the sandbox,

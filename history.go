@@ -19,14 +19,16 @@ import (
 // History is the sandbox's workspace timeline, newest first.
 func (s *Sandbox) History(ctx context.Context) (History, error) {
 	var h History
-	return h, s.c.do(ctx, "GET", s.path("history"), nil, &h, http.StatusOK)
+	err := s.c.do(ctx, "GET", s.path("history"), nil, &h, http.StatusOK)
+	return h, err
 }
 
 // Checkpoint records the workspace now, with an optional message. Created is false in
 // the result when nothing had changed.
 func (s *Sandbox) Checkpoint(ctx context.Context, message string) (CheckpointResult, error) {
 	var res CheckpointResult
-	return res, s.c.do(ctx, "POST", s.path("history", "checkpoints"), api.CheckpointRequest{Message: message}, &res, http.StatusCreated, http.StatusOK)
+	err := s.c.do(ctx, "POST", s.path("history", "checkpoints"), api.CheckpointRequest{Message: message}, &res, http.StatusCreated, http.StatusOK)
+	return res, err
 }
 
 // Undo restores the workspace to the checkpoint before the current one.
@@ -46,7 +48,8 @@ func (s *Sandbox) Restore(ctx context.Context, checkpoint string) (RestoreResult
 
 func (s *Sandbox) restore(ctx context.Context, op string, in any) (RestoreResult, error) {
 	var res RestoreResult
-	return res, s.c.do(ctx, "POST", s.path("history", op), in, &res, http.StatusOK)
+	err := s.c.do(ctx, "POST", s.path("history", op), in, &res, http.StatusOK)
+	return res, err
 }
 
 // Diff lists the paths that differ from checkpoint from to checkpoint to; an empty from
@@ -57,25 +60,29 @@ func (s *Sandbox) Diff(ctx context.Context, from, to string) (HistoryDiff, error
 		q.Set("from", from)
 	}
 	var d HistoryDiff
-	return d, s.c.do(ctx, "GET", s.path("history", "diff")+"?"+q.Encode(), nil, &d, http.StatusOK)
+	err := s.c.do(ctx, "GET", s.path("history", "diff")+"?"+q.Encode(), nil, &d, http.StatusOK)
+	return d, err
 }
 
 // Begin opens a transaction on the workspace; message becomes its commit's.
 func (s *Sandbox) Begin(ctx context.Context, message string) (Transaction, error) {
 	var tx Transaction
-	return tx, s.c.do(ctx, "POST", s.path("history", "transaction"), api.BeginRequest{Message: message}, &tx, http.StatusCreated)
+	err := s.c.do(ctx, "POST", s.path("history", "transaction"), api.BeginRequest{Message: message}, &tx, http.StatusCreated)
+	return tx, err
 }
 
 // Commit closes the open transaction as one checkpoint.
 func (s *Sandbox) Commit(ctx context.Context) (CommitResult, error) {
 	var res CommitResult
-	return res, s.c.do(ctx, "POST", s.path("history", "transaction", "commit"), nil, &res, http.StatusOK)
+	err := s.c.do(ctx, "POST", s.path("history", "transaction", "commit"), nil, &res, http.StatusOK)
+	return res, err
 }
 
 // Rollback restores the workspace to its state when the open transaction began.
 func (s *Sandbox) Rollback(ctx context.Context) (RollbackResult, error) {
 	var res RollbackResult
-	return res, s.c.do(ctx, "POST", s.path("history", "transaction", "rollback"), nil, &res, http.StatusOK)
+	err := s.c.do(ctx, "POST", s.path("history", "transaction", "rollback"), nil, &res, http.StatusOK)
+	return res, err
 }
 
 // HistoryEvents lists the sandbox's timeline events (checkpoints, restores,
@@ -93,7 +100,8 @@ func (s *Sandbox) HistoryEvents(ctx context.Context, after int64, limit int) ([]
 		path += "?" + q.Encode()
 	}
 	var list api.EventList
-	return list.Events, s.c.do(ctx, "GET", path, nil, &list, http.StatusOK)
+	err := s.c.do(ctx, "GET", path, nil, &list, http.StatusOK)
+	return list.Events, err
 }
 
 // ExportHistory writes the sandbox's whole history, as one file, to w.
@@ -116,5 +124,6 @@ func (s *Sandbox) ImportHistory(ctx context.Context, r io.Reader) (RestoreResult
 	if err != nil {
 		return res, err
 	}
-	return res, decodeRaw(resp, &res, "import into "+s.ID)
+	err = decodeRaw(resp, &res, "import into "+s.ID)
+	return res, err
 }

@@ -9,7 +9,8 @@ import (
 // Policy returns the policy in force for the sandbox and where it comes from.
 func (s *Sandbox) Policy(ctx context.Context) (SandboxPolicy, error) {
 	var p SandboxPolicy
-	return p, s.c.do(ctx, "GET", s.path("policy"), nil, &p, http.StatusOK)
+	err := s.c.do(ctx, "GET", s.path("policy"), nil, &p, http.StatusOK)
+	return p, err
 }
 
 // SetPolicy attaches the policy file text (YAML) to the sandbox. A policy that does not
@@ -21,7 +22,8 @@ func (s *Sandbox) SetPolicy(ctx context.Context, text []byte) (SandboxPolicy, er
 	if err != nil {
 		return p, err
 	}
-	return p, decodeRaw(resp, &p, "PUT "+s.path("policy"))
+	err = decodeRaw(resp, &p, "PUT "+s.path("policy"))
+	return p, err
 }
 
 // DeletePolicy detaches the sandbox's own policy; its owner's or the server's default

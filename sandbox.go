@@ -59,7 +59,8 @@ func (s *Sandboxes) List(ctx context.Context, all bool) ([]SandboxInfo, error) {
 		path += "?all=true"
 	}
 	var list api.SandboxList
-	return list.Sandboxes, s.c.do(ctx, "GET", path, nil, &list, http.StatusOK)
+	err := s.c.do(ctx, "GET", path, nil, &list, http.StatusOK)
+	return list.Sandboxes, err
 }
 
 // Get finds sandbox id.
@@ -92,7 +93,8 @@ func (s *Sandbox) path(rest ...string) string { return sandboxPath(s.ID, rest...
 // Describe asks the server for the sandbox's description now.
 func (s *Sandbox) Describe(ctx context.Context) (SandboxInfo, error) {
 	var info SandboxInfo
-	return info, s.c.do(ctx, "GET", s.path(), nil, &info, http.StatusOK)
+	err := s.c.do(ctx, "GET", s.path(), nil, &info, http.StatusOK)
+	return info, err
 }
 
 // Delete destroys the sandbox and its workspace.
@@ -113,30 +115,35 @@ func (s *Sandbox) Restart(ctx context.Context) (SandboxInfo, error) {
 
 func (s *Sandbox) lifecycle(ctx context.Context, op string) (SandboxInfo, error) {
 	var info SandboxInfo
-	return info, s.c.do(ctx, "POST", s.path(op), nil, &info, http.StatusOK)
+	err := s.c.do(ctx, "POST", s.path(op), nil, &info, http.StatusOK)
+	return info, err
 }
 
 // App is what the sandbox's supervised app is doing.
 func (s *Sandbox) App(ctx context.Context) (AppStatus, error) {
 	var st AppStatus
-	return st, s.c.do(ctx, "GET", s.path("app"), nil, &st, http.StatusOK)
+	err := s.c.do(ctx, "GET", s.path("app"), nil, &st, http.StatusOK)
+	return st, err
 }
 
 // MintCapability mints a capability token for the sandbox; the answer's Token is the
 // only copy of it.
 func (s *Sandbox) MintCapability(ctx context.Context, req CapabilityRequest) (Capability, error) {
 	var out Capability
-	return out, s.c.do(ctx, "POST", s.path("capabilities"), req, &out, http.StatusCreated)
+	err := s.c.do(ctx, "POST", s.path("capabilities"), req, &out, http.StatusCreated)
+	return out, err
 }
 
 // Capabilities lists the sandbox's capability tokens, newest first (without the tokens).
 func (s *Sandbox) Capabilities(ctx context.Context) ([]Capability, error) {
 	var out api.CapabilityList
-	return out.Capabilities, s.c.do(ctx, "GET", s.path("capabilities"), nil, &out, http.StatusOK)
+	err := s.c.do(ctx, "GET", s.path("capabilities"), nil, &out, http.StatusOK)
+	return out.Capabilities, err
 }
 
 // RevokeCapability revokes the sandbox's capability token capID.
 func (s *Sandbox) RevokeCapability(ctx context.Context, capID string) (Capability, error) {
 	var out Capability
-	return out, s.c.do(ctx, "DELETE", s.path("capabilities", url.PathEscape(capID)), nil, &out, http.StatusOK)
+	err := s.c.do(ctx, "DELETE", s.path("capabilities", url.PathEscape(capID)), nil, &out, http.StatusOK)
+	return out, err
 }

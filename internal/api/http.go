@@ -63,7 +63,7 @@ func WriteError(w http.ResponseWriter, log *slog.Logger, err error) {
 	// the message already says; "not found" and "already exists" are kept, as they are
 	// the message's point ("sandbox sb-…: not found").
 	for _, s := range statusOf {
-		if errors.Is(err, s.err) && s.err != errdefs.ErrNotFound && s.err != errdefs.ErrAlreadyExists {
+		if errors.Is(err, s.err) && s.err != errdefs.ErrNotFound && s.err != errdefs.ErrAlreadyExists { //nolint:errorlint // the table's own sentinels
 			msg = strings.TrimSuffix(msg, ": "+s.err.Error())
 		}
 	}

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 
@@ -83,7 +82,7 @@ func newHistoryImportCommand() *cobra.Command {
 		Long:  "import replaces the empty history of sandbox ID (a new sandbox's) with the export in FILE\n(- for standard input), restores its workspace to the export's current checkpoint and\nrestarts its app. A sandbox with a history of its own refuses it.\n\n" + transferHelp,
 		Args:  exactArgs(2, "ID and FILE"),
 		RunE: func(c *cobra.Command, args []string) error {
-			var in io.Reader = c.InOrStdin()
+			in := c.InOrStdin()
 			if args[1] != "-" {
 				f, err := os.Open(args[1])
 				if err != nil {

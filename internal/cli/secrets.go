@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -102,7 +103,7 @@ func readSecretValue(c *cobra.Command, name string) (string, error) {
 		value, err = readLine(bufio.NewReader(in))
 		restore()
 		fmt.Fprintln(c.ErrOrStderr())
-		if err != nil && err != io.EOF {
+		if err != nil && !errors.Is(err, io.EOF) {
 			return "", fmt.Errorf("secrets set: reading the value: %w", err)
 		}
 	} else {

@@ -224,7 +224,7 @@ func Check(hdr *tar.Header, base string) (Entry, error) {
 		}
 	}
 	switch hdr.Typeflag {
-	case tar.TypeReg, tar.TypeRegA:
+	case tar.TypeReg: // the reader turns the old TypeRegA into TypeReg
 		if name == "." {
 			return bad("a file cannot be the archive's root")
 		}
