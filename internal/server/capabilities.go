@@ -54,6 +54,8 @@ var capabilityRoutes = map[Route]bool{
 	{"DELETE", "/api/v1/sandboxes/{id}/files/content"}: true,
 	{"POST", "/api/v1/sandboxes/{id}/files/mkdir"}:     true,
 	{"POST", "/api/v1/sandboxes/{id}/files/move"}:      true,
+	{"GET", "/api/v1/sandboxes/{id}/files/archive"}:    true,
+	{"PUT", "/api/v1/sandboxes/{id}/files/archive"}:    true,
 }
 
 // capabilityBearer returns the capability token r carries as its bearer credential.
