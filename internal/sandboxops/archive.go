@@ -17,7 +17,6 @@ import (
 	"github.com/paddockhq/paddock/internal/filearchive"
 	"github.com/paddockhq/paddock/internal/fleet"
 	"github.com/paddockhq/paddock/internal/policy"
-	"github.com/paddockhq/paddock/internal/runner"
 	"github.com/paddockhq/paddock/internal/wire"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
 )
@@ -35,7 +34,7 @@ type agentTree struct {
 	agent *agentclient.Client
 	in    InForce
 	base  string // where the Sink's root is, relative to the workspace
-	disk  runner.Size
+	disk  wire.Size
 }
 
 func (o *Ops) agentTree(ctx context.Context, c fleet.Caller, id, base string) (*agentTree, error) {
@@ -49,7 +48,7 @@ func (o *Ops) agentTree(ctx context.Context, c fleet.Caller, id, base string) (*
 	}
 	t := &agentTree{o: o, c: c, id: id, agent: agent, in: in, base: base}
 	if rec, err := o.fleet.Get(ctx, c, id); err == nil {
-		t.disk = runner.Size(rec.DiskBytes)
+		t.disk = wire.Size(rec.DiskBytes)
 	}
 	return t, nil
 }
