@@ -178,7 +178,7 @@ func TestOpenAPILint(t *testing.T) {
 	spec := filepath.Join(dir, "..", "..", "api", "openapi.yaml")
 	out := runLinter(t, dir, redocly, "lint", "--config", "redocly.yaml", "--format=json", spec)
 	var report struct {
-		Totals struct{ Errors, Warnings int } `json:"totals"`
+		Totals   struct{ Errors, Warnings int } `json:"totals"`
 		Problems []struct {
 			RuleID   string `json:"ruleId"`
 			Severity string `json:"severity"`
