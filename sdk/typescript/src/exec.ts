@@ -32,8 +32,9 @@ export interface StreamStart {
   tty?: { rows: number; cols: number };
 }
 
-// Past this many unread events the socket is paused until the reader catches up.
-const highWater = 256;
+// Past this many bytes of unread output the socket is paused until the reader has read
+// half of them.
+const highWater = 1 << 20;
 
 /**
  * ExecStream is a running command. Iterate it (`for await (const ev of stream)`) for
@@ -50,6 +51,8 @@ export class ExecStream implements AsyncIterable<OutputEvent> {
   private failure: Error | null = null;
   private ended = false;
   private iterating = false;
+  private buffered = 0;
+  private paused = false;
   private readonly exited: Promise<ExitStatus>;
   private settle!: { resolve: (e: ExitStatus) => void; reject: (e: Error) => void };
 
@@ -76,6 +79,11 @@ export class ExecStream implements AsyncIterable<OutputEvent> {
       },
     );
     this.opened.catch(() => {});
+  }
+
+  /** bufferedBytes is the output received and not yet read (at most about 1 MiB more is read ahead). */
+  get bufferedBytes(): number {
+    return this.buffered;
   }
 
   /** write sends bytes (or a string, as UTF-8) to the command's stdin. */
@@ -132,7 +140,11 @@ export class ExecStream implements AsyncIterable<OutputEvent> {
       for (;;) {
         const ev = this.queue.shift();
         if (ev !== undefined) {
-          if (this.queue.length === highWater / 2) this.conn?.resume();
+          this.buffered -= ev.data.length;
+          if (this.paused && this.buffered < highWater / 2) {
+            this.paused = false;
+            this.conn?.resume();
+          }
           yield ev;
           continue;
         }
@@ -153,7 +165,11 @@ export class ExecStream implements AsyncIterable<OutputEvent> {
       if (b.length === 0) return;
       const stream = b[0] === 2 ? "stderr" : "stdout";
       this.queue.push({ stream, data: b.subarray(1) });
-      if (this.queue.length >= highWater) this.conn?.pause();
+      this.buffered += b.length - 1;
+      if (!this.paused && this.buffered >= highWater) {
+        this.paused = true;
+        this.conn?.pause();
+      }
       this.notify();
       return;
     }

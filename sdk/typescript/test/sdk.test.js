@@ -10,6 +10,7 @@ import {
   NotFoundError,
   Paddock,
   PaddockError,
+  PermissionDeniedError,
   UnauthenticatedError,
 } from "../dist/index.js";
 
@@ -126,6 +127,37 @@ describe("exec", () => {
     await s.signal(15);
     const exit = await s.wait();
     assert.equal(exit.signal, 15, JSON.stringify(exit));
+  });
+
+  test("output past the read-ahead waits for the reader, then arrives whole and in order", { timeout: 120000 }, async () => {
+    const s = sb.exec(["seq", "1", "2000000"]); // about 14 MiB
+    // Read nothing until the stream holds its read-ahead (1 MiB): it stops reading there.
+    const deadline = Date.now() + 60000;
+    while (s.bufferedBytes < 1 << 20) {
+      assert.ok(Date.now() < deadline, `the stream buffered only ${s.bufferedBytes} bytes`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    let text = "";
+    for await (const ev of s) text += Buffer.from(ev.data).toString("latin1");
+    const lines = text.trimEnd().split("\n");
+    assert.equal(lines.length, 2000000);
+    const wrong = lines.findIndex((l, i) => l !== String(i + 1));
+    assert.equal(wrong, -1, `line ${wrong + 1} is ${JSON.stringify(lines[wrong])}`);
+    assert.equal((await s.wait()).exitCode, 0);
+  });
+
+  test("a command the sandbox's policy denies is PermissionDeniedError naming the rule", async () => {
+    const policy = `${url}/api/v1/sandboxes/${sb.id}/policy`;
+    const auth = { Authorization: `Bearer ${token}` };
+    const put = await fetch(policy, { method: "PUT", headers: auth, body: 'shell: {deny: ["rm *"]}\n' });
+    assert.equal(put.status, 200, await put.text());
+    try {
+      await assert.rejects(sb.exec(["rm", "x"]).wait(), (e) => e instanceof PermissionDeniedError && /shell\.deny/.test(e.message));
+      await assert.rejects(sb.run(["rm", "x"]), PermissionDeniedError);
+    } finally {
+      const del = await fetch(policy, { method: "DELETE", headers: auth });
+      assert.ok(del.ok, `detach the policy: ${del.status}`);
+    }
   });
 
   test("pty: a terminal of the asked size, resized", async () => {
