@@ -599,6 +599,50 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/sandboxes/{id}/files/archive": {
+        parameters: {
+            query?: {
+                /** @description The tree to copy out, or the directory to extract into (made with its parents); the workspace when absent. */
+                path?: string;
+            };
+            header?: never;
+            path: {
+                id: components["parameters"]["id"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Copy a file or directory tree out of the workspace as a tar archive.
+         * @description Entries start with the tree's own name (workspace for the whole workspace):
+         *     files, directories and symlinks, with their permission bits and times. Every
+         *     listing and file goes through the file API, so the policy's file rules and a
+         *     capability token apply to each one. Everything is decided before the first byte
+         *     is sent; a failure after that aborts the connection, so a client never takes a
+         *     cut archive for a whole one.
+         */
+        get: operations["getFilesArchive"];
+        /**
+         * Extract a tar archive into a directory of the workspace.
+         * @description The body is a tar archive (ustar, PAX or GNU), streamed: no size bounds it but the
+         *     policy's file rules (max_file_size, per file) and the sandbox's disk. Each entry
+         *     is written through the file API, so the policy, a capability token (write) and the
+         *     workspace's history apply to each file. An entry whose name is absolute or climbs
+         *     with "..", a symlink whose target leaves the workspace, a hard link or a device,
+         *     pipe or other special file is refused with a 400 that names it. Symlinks inside
+         *     the workspace are skipped and listed in skipped. Only permission bits are kept.
+         *     The first failure ends the upload; the entries before it stay. The workspace's
+         *     history records the upload as one checkpoint (a transaction, message "copy into
+         *     DIR"), also when it ends part way, so one undo takes it back; inside a transaction
+         *     the caller holds open, it is part of that one.
+         */
+        put: operations["putFilesArchive"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/sandboxes/{id}/policy": {
         parameters: {
             query?: never;
@@ -1159,6 +1203,11 @@ export interface components {
             error: {
                 code: string;
                 message: string;
+                /**
+                 * @description On some limit_exceeded errors, the limit that was hit.
+                 * @enum {string}
+                 */
+                limit?: "timeout" | "memory" | "pids" | "file_size" | "disk";
             };
         };
         User: {
@@ -1370,6 +1419,16 @@ export interface components {
             is_dir?: boolean;
             /** Format: date-time */
             mod_time?: string;
+        };
+        ArchiveResult: {
+            /** @description The directory extracted into, relative to the workspace. */
+            path?: string;
+            files?: number;
+            dirs?: number;
+            /** @description The size of the files written. */
+            bytes?: number;
+            /** @description Entries not made: symlinks, which the file API does not make. */
+            skipped?: string[];
         };
         FileList: {
             path?: string;
@@ -2636,6 +2695,120 @@ export interface operations {
             };
             /** @description Something is at to and overwrite is false; with overwrite, a non-empty directory at to, or a file at to when from is a directory; or the sandbox is not running. */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getFilesArchive: {
+        parameters: {
+            query?: {
+                /** @description The tree to copy out, or the directory to extract into (made with its parents); the workspace when absent. */
+                path?: string;
+            };
+            header?: never;
+            path: {
+                id: components["parameters"]["id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The archive. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-tar": string;
+                };
+            };
+            /** @description A path that leaves the workspace. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Error"];
+            /** @description The policy (the message names the rule and the file) or the capability token refuses a file of the tree. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such sandbox, or nothing at path. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            409: components["responses"]["Error"];
+        };
+    };
+    putFilesArchive: {
+        parameters: {
+            query?: {
+                /** @description The tree to copy out, or the directory to extract into (made with its parents); the workspace when absent. */
+                path?: string;
+            };
+            header?: never;
+            path: {
+                id: components["parameters"]["id"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/x-tar": string;
+            };
+        };
+        responses: {
+            /** @description Extracted. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ArchiveResult"];
+                };
+            };
+            /** @description A bad archive or entry; the message names the entry and what is wrong with it. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Error"];
+            /** @description The policy (the message names the rule) or the capability token refuses an entry. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            404: components["responses"]["Error"];
+            409: components["responses"]["Error"];
+            415: components["responses"]["Error"];
+            /** @description The sandbox's disk is full: limit is disk, and the message names its size and the entry. */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
