@@ -1,0 +1,115 @@
+package coder
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/wire"
+)
+
+const servicesEnv = wire.ServicesEnv
+
+// Host is what the sandbox's platform does for the harness: checkpoint the workspace,
+// undo, and report the app. Its answers are text for the model.
+type Host interface {
+	Checkpoint(ctx context.Context, message string) (id string, err error)
+	Undo(ctx context.Context) (string, error)
+	App(ctx context.Context) (string, error)
+}
+
+// Paths of the host's services that serve the harness. The control plane knows the
+// sandbox from the connection they arrive on, never from what the request says.
+const (
+	PathCheckpoint = "/sandbox/v1/checkpoint"
+	PathUndo       = "/sandbox/v1/undo"
+	PathApp        = "/sandbox/v1/app"
+)
+
+// ServicesHost reaches the host's services at base (the sandbox's PADDOCK_SERVICES_URL).
+type ServicesHost struct {
+	Base   string
+	Client *http.Client
+}
+
+var _ Host = (*ServicesHost)(nil)
+
+func (h *ServicesHost) Checkpoint(ctx context.Context, message string) (string, error) {
+	var res api.CheckpointResult
+	if err := h.do(ctx, "POST", PathCheckpoint, api.CheckpointRequest{Message: message}, &res); err != nil {
+		return "", fmt.Errorf("checkpoint: %w", err)
+	}
+	return res.Checkpoint.ID, nil
+}
+
+func (h *ServicesHost) Undo(ctx context.Context) (string, error) {
+	var res api.RestoreResult
+	if err := h.do(ctx, "POST", PathUndo, nil, &res); err != nil {
+		return "", fmt.Errorf("undo: %w", err)
+	}
+	s := fmt.Sprintf("undone: the workspace is back at checkpoint %s (%s)", res.Checkpoint.ID, res.Checkpoint.Message)
+	if res.AppRestarted {
+		s += "; the app restarted on it"
+	}
+	if res.AppNote != "" {
+		s += "; " + res.AppNote
+	}
+	return s, nil
+}
+
+func (h *ServicesHost) App(ctx context.Context) (string, error) {
+	var st api.AppStatus
+	if err := h.do(ctx, "GET", PathApp, nil, &st); err != nil {
+		return "", fmt.Errorf("app status: %w", err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "state: %s\nrestarts: %d\nsince: %s\n", st.State, st.Restarts, st.Since.Format("2006-01-02T15:04:05Z"))
+	if e := st.LastExit; e != nil {
+		fmt.Fprintf(&b, "last exit: code %d signal %d %s\n", e.ExitCode, e.Signal, e.Error)
+	}
+	if st.LastOutput != "" {
+		b.WriteString("--- the end of its output ---\n" + st.LastOutput)
+	}
+	return b.String(), nil
+}
+
+func (h *ServicesHost) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(h.Base, "/")+path, body)
+	if err != nil {
+		return fmt.Errorf("%s %q: %w", servicesEnv, h.Base, errdefs.ErrInvalidArgument)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	c := h.Client
+	if c == nil {
+		c = http.DefaultClient
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return fmt.Errorf("the host's services did not answer (%s): %w", shortErr(err), errdefs.ErrUnavailable)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("HTTP %d: %s: %w", resp.StatusCode, errorMessage(b), errdefs.ErrUnavailable)
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("the host's answer is not what was expected: %w", errdefs.ErrUnavailable)
+	}
+	return nil
+}
