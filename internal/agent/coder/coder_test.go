@@ -3,6 +3,7 @@ package coder_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -43,7 +44,7 @@ func newSession(t *testing.T, script string, files map[string]string, gw func(*g
 	if gw != nil {
 		gw(&p)
 	}
-	g, err := gateway.New(gateway.Config{Providers: []gateway.Provider{p}}, gateway.Options{})
+	g, err := gateway.New(gateway.Config{Providers: []gateway.Provider{p}}, gateway.Options{Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

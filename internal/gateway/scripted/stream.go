@@ -30,9 +30,9 @@ type delta struct {
 }
 
 type toolCallDelta struct {
-	Index    int            `json:"index"`
-	ID       string         `json:"id,omitempty"`
-	Type     string         `json:"type,omitempty"`
+	Index    int           `json:"index"`
+	ID       string        `json:"id,omitempty"`
+	Type     string        `json:"type,omitempty"`
 	Function functionDelta `json:"function"`
 }
 
