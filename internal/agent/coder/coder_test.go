@@ -241,6 +241,9 @@ func TestTurnStops(t *testing.T) {
 			if d, _ := s.last(coder.EvDone); d.Kind != tc.kind {
 				t.Errorf("done event %+v", d)
 			}
+			if tc.kind == coder.KindStepBudget && len(s.provider.Requests()) != 5 {
+				t.Errorf("the model was asked %d times, want 5", len(s.provider.Requests()))
+			}
 		})
 	}
 }
