@@ -8,8 +8,8 @@
 // holds no platform credential: the gateway adds the provider key, and the control plane
 // knows the sandbox from the connection its requests arrive on. Each run is one turn of a
 // conversation kept in a file outside the workspace (so that undo does not rewrite it,
-// and a restart of the harness keeps it); each turn ends with a checkpoint of the
-// workspace named for it. Every step streams as a JSON line (see Event) for the CLI and
+// and a restart of the harness keeps it); each turn is one transaction of the workspace's
+// history, committed as one checkpoint named for the turn. Every step streams as a JSON line (see Event) for the CLI and
 // the desktop to show as it happens.
 //
 // Threat model: the model's output is untrusted input. A call of an unknown tool,
@@ -109,7 +109,10 @@ var ErrTurnStopped = errors.New("the turn stopped")
 
 // Agent runs turns of one sandbox's conversation.
 type Agent struct {
-	cfg   Config
+	cfg    Config
+	turn   int
+	prompt string
+	inTx   bool // the turn's transaction is open
 	llm   *client
 	tools *toolbox
 	conv  *conversation
@@ -147,13 +150,14 @@ func New(cfg Config, emit func(Event)) (*Agent, error) {
 		root.Close()
 		return nil, err
 	}
-	return &Agent{
-		cfg:   cfg,
-		llm:   &client{base: cfg.BaseURL, key: cfg.APIKey, model: cfg.Model, http: hc, idle: cfg.IdleTimeout},
-		tools: &toolbox{dir: cfg.Workspace, root: root, host: cfg.Host},
-		conv:  conv,
-		emit:  emit,
-	}, nil
+	a := &Agent{
+		cfg:  cfg,
+		llm:  &client{base: cfg.BaseURL, key: cfg.APIKey, model: cfg.Model, http: hc, idle: cfg.IdleTimeout},
+		conv: conv,
+		emit: emit,
+	}
+	a.tools = &toolbox{dir: cfg.Workspace, root: root, host: cfg.Host, undo: a.undo}
+	return a, nil
 }
 
 // Close releases the workspace.
@@ -164,9 +168,11 @@ func (a *Agent) Close() error { return a.tools.root.Close() }
 // ErrTurnStopped (wrapping the cause) when the turn stopped first.
 func (a *Agent) Run(ctx context.Context, prompt string) (string, error) {
 	turn := a.conv.begin(prompt)
+	a.turn, a.prompt = turn, prompt
 	a.emit(Event{Type: EvTurn, Turn: turn, Text: prompt})
+	a.beginTurn(ctx)
 	answer, stopErr := a.loop(ctx, turn)
-	a.checkpoint(ctx, turn, prompt)
+	a.endTurn(ctx)
 	if stopErr != nil {
 		kind, msg := describeStop(stopErr)
 		a.emit(Event{Type: EvError, Turn: turn, Kind: kind, Message: msg})
@@ -239,19 +245,67 @@ func (a *Agent) ask(ctx context.Context, turn, step int, msgs []Message, tools [
 	}
 }
 
-// checkpoint records the workspace at the end of a turn, named for it.
-func (a *Agent) checkpoint(ctx context.Context, turn int, prompt string) {
+// turnMessage names the turn's checkpoint.
+func (a *Agent) turnMessage() string {
+	return fmt.Sprintf("agent turn %d: %s", a.turn, errdefs.Clip(a.prompt, 200))
+}
+
+// hostCtx bounds a call to the host, even when the turn was canceled: the turn's work
+// is still recorded.
+func hostCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+}
+
+// beginTurn opens the transaction that makes the turn one checkpoint. When it cannot
+// (another transaction is open), the turn goes on and ends with a plain checkpoint.
+func (a *Agent) beginTurn(ctx context.Context) {
 	if a.cfg.Host == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	ctx, cancel := hostCtx(ctx)
 	defer cancel()
-	id, err := a.cfg.Host.Checkpoint(ctx, fmt.Sprintf("agent turn %d: %s", turn, errdefs.Clip(prompt, 200)))
-	if err != nil {
-		a.emit(Event{Type: EvError, Turn: turn, Kind: KindCheckpoint, Message: "the turn's checkpoint was not taken: " + err.Error()})
+	if err := a.cfg.Host.Begin(ctx, a.turnMessage()); err != nil {
+		a.emit(Event{Type: EvError, Turn: a.turn, Kind: KindCheckpoint,
+			Message: "the turn is not one checkpoint (its changes are recorded as the workspace's own): " + err.Error()})
 		return
 	}
-	a.emit(Event{Type: EvCheckpoint, Turn: turn, Checkpoint: id})
+	a.inTx = true
+}
+
+// endTurn commits the turn's transaction, or checkpoints when there is none.
+func (a *Agent) endTurn(ctx context.Context) {
+	if a.cfg.Host == nil {
+		return
+	}
+	ctx, cancel := hostCtx(ctx)
+	defer cancel()
+	var id string
+	var err error
+	if a.inTx {
+		a.inTx = false
+		id, err = a.cfg.Host.Commit(ctx)
+	} else {
+		id, err = a.cfg.Host.Checkpoint(ctx, a.turnMessage())
+	}
+	if err != nil {
+		a.emit(Event{Type: EvError, Turn: a.turn, Kind: KindCheckpoint, Message: "the turn's checkpoint was not taken: " + err.Error()})
+		return
+	}
+	a.emit(Event{Type: EvCheckpoint, Turn: a.turn, Checkpoint: id})
+}
+
+// undo is the undo tool: it commits the turn so far (undo is refused inside a
+// transaction), takes the workspace back one checkpoint, and opens the turn again.
+func (a *Agent) undo(ctx context.Context) (string, error) {
+	if a.cfg.Host == nil {
+		return "", fmt.Errorf("undo is not available here: the harness runs outside a paddock sandbox (no %s): %w", servicesEnv, errdefs.ErrUnavailable)
+	}
+	if a.inTx {
+		a.endTurn(ctx)
+	}
+	out, err := a.cfg.Host.Undo(ctx)
+	a.beginTurn(ctx)
+	return out, err
 }
 
 type stepBudget struct{ n int }

@@ -16,21 +16,16 @@ import (
 
 const servicesEnv = wire.ServicesEnv
 
-// Host is what the sandbox's platform does for the harness: checkpoint the workspace,
-// undo, and report the app. Its answers are text for the model.
+// Host is what the sandbox's platform does for the harness: make a turn one checkpoint (a
+// transaction of the workspace's history, or a checkpoint when no transaction can be
+// opened), undo, and report the app. Undo's and App's answers are text for the model.
 type Host interface {
+	Begin(ctx context.Context, message string) error
+	Commit(ctx context.Context) (id string, err error)
 	Checkpoint(ctx context.Context, message string) (id string, err error)
 	Undo(ctx context.Context) (string, error)
 	App(ctx context.Context) (string, error)
 }
-
-// Paths of the host's services that serve the harness. The control plane knows the
-// sandbox from the connection they arrive on, never from what the request says.
-const (
-	PathCheckpoint = "/sandbox/v1/checkpoint"
-	PathUndo       = "/sandbox/v1/undo"
-	PathApp        = "/sandbox/v1/app"
-)
 
 // ServicesHost reaches the host's services at base (the sandbox's PADDOCK_SERVICES_URL).
 type ServicesHost struct {
@@ -42,15 +37,31 @@ var _ Host = (*ServicesHost)(nil)
 
 func (h *ServicesHost) Checkpoint(ctx context.Context, message string) (string, error) {
 	var res api.CheckpointResult
-	if err := h.do(ctx, "POST", PathCheckpoint, api.CheckpointRequest{Message: message}, &res); err != nil {
+	if err := h.do(ctx, "POST", wire.ServicesCheckpointPath, api.CheckpointRequest{Message: message}, &res); err != nil {
 		return "", fmt.Errorf("checkpoint: %w", err)
+	}
+	return res.Checkpoint.ID, nil
+}
+
+func (h *ServicesHost) Begin(ctx context.Context, message string) error {
+	var tx api.Transaction
+	if err := h.do(ctx, "POST", wire.ServicesBeginPath, api.BeginRequest{Message: message}, &tx); err != nil {
+		return fmt.Errorf("opening the turn's transaction: %w", err)
+	}
+	return nil
+}
+
+func (h *ServicesHost) Commit(ctx context.Context) (string, error) {
+	var res api.CommitResult
+	if err := h.do(ctx, "POST", wire.ServicesCommitPath, nil, &res); err != nil {
+		return "", fmt.Errorf("committing the turn's transaction: %w", err)
 	}
 	return res.Checkpoint.ID, nil
 }
 
 func (h *ServicesHost) Undo(ctx context.Context) (string, error) {
 	var res api.RestoreResult
-	if err := h.do(ctx, "POST", PathUndo, nil, &res); err != nil {
+	if err := h.do(ctx, "POST", wire.ServicesUndoPath, nil, &res); err != nil {
 		return "", fmt.Errorf("undo: %w", err)
 	}
 	s := fmt.Sprintf("undone: the workspace is back at checkpoint %s (%s)", res.Checkpoint.ID, res.Checkpoint.Message)
@@ -65,7 +76,7 @@ func (h *ServicesHost) Undo(ctx context.Context) (string, error) {
 
 func (h *ServicesHost) App(ctx context.Context) (string, error) {
 	var st api.AppStatus
-	if err := h.do(ctx, "GET", PathApp, nil, &st); err != nil {
+	if err := h.do(ctx, "GET", wire.ServicesAppPath, nil, &st); err != nil {
 		return "", fmt.Errorf("app status: %w", err)
 	}
 	var b strings.Builder

@@ -14,7 +14,7 @@ import (
 )
 
 // Subcommand is the paddock-agent subcommand that runs the harness.
-const Subcommand = "code"
+const Subcommand = wire.CodeSubcommand
 
 // Environment variables the harness reads.
 const (

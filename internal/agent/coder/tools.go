@@ -65,6 +65,7 @@ type toolbox struct {
 	dir  string
 	root *os.Root
 	host Host
+	undo func(context.Context) (string, error)
 }
 
 // call runs the tool a model asked for. Its error is for the model: it says what was
@@ -92,7 +93,7 @@ func (tb *toolbox) call(ctx context.Context, name, args string) (string, error) 
 	case "app_status":
 		return run(args, name, func(struct{}) (string, error) { return tb.hostCall(ctx, "app_status", Host.App) })
 	case "undo":
-		return run(args, name, func(struct{}) (string, error) { return tb.hostCall(ctx, "undo", Host.Undo) })
+		return run(args, name, func(struct{}) (string, error) { return tb.undo(ctx) })
 	}
 	names := make([]string, 0, 8)
 	for _, t := range Tools() {

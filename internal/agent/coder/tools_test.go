@@ -21,7 +21,9 @@ func newToolbox(t *testing.T) *toolbox {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { root.Close() })
-	return &toolbox{dir: dir, root: root}
+	tb := &toolbox{dir: dir, root: root}
+	tb.undo = (&Agent{tools: tb}).undo
+	return tb
 }
 
 func args(v any) string {
