@@ -113,10 +113,10 @@ type Agent struct {
 	turn   int
 	prompt string
 	inTx   bool // the turn's transaction is open
-	llm   *client
-	tools *toolbox
-	conv  *conversation
-	emit  func(Event)
+	llm    *client
+	tools  *toolbox
+	conv   *conversation
+	emit   func(Event)
 }
 
 // New opens the workspace and the conversation. emit receives every event in order; it
