@@ -20,6 +20,8 @@ func (s *Server) handleAgentServices(mux *http.ServeMux) {
 	mux.HandleFunc("POST "+wire.ServicesUndoPath, s.fromSandbox(s.undo))
 	mux.HandleFunc("POST "+wire.ServicesBeginPath, s.fromSandbox(s.beginTransaction))
 	mux.HandleFunc("POST "+wire.ServicesCommitPath, s.fromSandbox(s.commitTransaction))
+	mux.HandleFunc("POST "+wire.ServicesRollbackPath, s.fromSandbox(s.rollbackTransaction))
+	mux.HandleFunc("GET "+wire.ServicesHistoryPath, s.fromSandbox(s.history))
 	mux.HandleFunc("GET "+wire.ServicesAppPath, s.fromSandbox(s.appStatus))
 }
 

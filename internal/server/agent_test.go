@@ -103,3 +103,65 @@ func TestAgentInSandbox(t *testing.T) {
 		t.Errorf("the script: %v (done %v)", err, provider.Done())
 	}
 }
+
+// The agent killed in the middle of a turn: the conversation survives, and the next run
+// rolls the unfinished turn back, so the workspace is at the last checkpoint, and says so.
+func TestAgentKilledInTurn(t *testing.T) {
+	sc, err := scripted.Load("testdata/agent_killed.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	provider := scripted.New(sc)
+	up := httptest.NewServer(provider)
+	defer up.Close()
+	e := servertest.Start(t, func(c *server.Config) {
+		c.Gateway = gateway.Config{AgentModel: "m", Providers: []gateway.Provider{{Name: "p", Kind: gateway.KindOpenAI, BaseURL: up.URL, APIKey: "sk-platform"}}}
+	})
+	alice := e.Register(t, "alice")
+	var sb api.Sandbox
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "work"}), http.StatusCreated, &sb)
+	execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{"sh", "-c", "echo original > /workspace/index.html"}})
+
+	// Kill the agent once its edit is done and it waits for the stalled model.
+	script := wire.AgentPath + ` code -- "rewrite the page" > /tmp/ev 2>&1 & pid=$!
+for i in $(seq 600); do grep -q '"type":"tool_result"' /tmp/ev && break; sleep 0.1; done
+kill -9 $pid; wait $pid; cat /tmp/ev`
+	res := execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{"sh", "-c", script}, TimeoutMS: 120_000})
+	if !strings.Contains(string(res.Stdout), `"type":"tool_result"`) {
+		t.Fatalf("the first turn did not get to its edit: %s %s", res.Stdout, res.Stderr)
+	}
+	if got := fileContent(t, alice, sb.ID, "index.html"); got != "half-done\n" {
+		t.Fatalf("index.html while the turn was under way: %q", got)
+	}
+
+	res = execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{wire.AgentPath, wire.CodeSubcommand, "--", "what happened?"}, TimeoutMS: 120_000})
+	if res.ExitCode != 0 {
+		t.Fatalf("the next turn: exit %d\n%s\n%s\n%v", res.ExitCode, res.Stdout, res.Stderr, provider.Err())
+	}
+	var recovered *coder.Event
+	for _, ev := range agentEvents(t, res.Stdout) {
+		if ev.Type == coder.EvRecovered {
+			recovered = &ev
+		}
+	}
+	if recovered == nil || !strings.Contains(recovered.Message, "rolled back") {
+		t.Errorf("no recovered event in\n%s", res.Stdout)
+	}
+	if got := fileContent(t, alice, sb.ID, "index.html"); got != "original\n" {
+		t.Errorf("index.html after the unfinished turn: %q, want the last checkpoint's", got)
+	}
+	// The conversation survived: the model saw the first turn, and the note.
+	reqs := provider.Requests()
+	last := reqs[len(reqs)-1]
+	var text []string
+	for _, m := range last.Messages {
+		text = append(text, m.Role+": "+string(m.Content))
+	}
+	all := strings.Join(text, "\n")
+	if !strings.Contains(all, "rewrite the page") || !strings.Contains(all, "its changes were rolled back") {
+		t.Errorf("the model's view of the conversation:\n%s", all)
+	}
+	if err := provider.Err(); err != nil || !provider.Done() {
+		t.Errorf("the script: %v (done %v)", err, provider.Done())
+	}
+}

@@ -133,8 +133,11 @@ const (
 )
 
 // Paths of the host's services that open and commit the transaction that makes one turn
-// of the coding agent one checkpoint.
+// of the coding agent one checkpoint, roll back a turn the agent did not finish, and
+// list the history (to find that turn's transaction still open).
 const (
-	ServicesBeginPath  = "/sandbox/v1/transaction/begin"
-	ServicesCommitPath = "/sandbox/v1/transaction/commit"
+	ServicesBeginPath    = "/sandbox/v1/transaction/begin"
+	ServicesCommitPath   = "/sandbox/v1/transaction/commit"
+	ServicesRollbackPath = "/sandbox/v1/transaction/rollback"
+	ServicesHistoryPath  = "/sandbox/v1/history"
 )

@@ -92,6 +92,7 @@ const (
 	EvWait       = "wait"        // rate limited: waiting RetryAfter before asking again
 	EvError      = "error"       // the turn stopped: Kind and Message say why
 	EvCheckpoint = "checkpoint"  // the turn's checkpoint
+	EvRecovered  = "recovered"   // an unfinished turn's changes were rolled back
 	EvAnswer     = "answer"      // the model's final answer
 	EvDone       = "done"        // the turn ended
 )
@@ -170,6 +171,7 @@ func (a *Agent) Run(ctx context.Context, prompt string) (string, error) {
 	turn := a.conv.begin(prompt)
 	a.turn, a.prompt = turn, prompt
 	a.emit(Event{Type: EvTurn, Turn: turn, Text: prompt})
+	a.recoverTurn(ctx)
 	a.beginTurn(ctx)
 	answer, stopErr := a.loop(ctx, turn)
 	a.endTurn(ctx)
@@ -264,12 +266,45 @@ func (a *Agent) beginTurn(ctx context.Context) {
 	}
 	ctx, cancel := hostCtx(ctx)
 	defer cancel()
-	if err := a.cfg.Host.Begin(ctx, a.turnMessage()); err != nil {
+	id, err := a.cfg.Host.Begin(ctx, a.turnMessage())
+	if err != nil {
 		a.emit(Event{Type: EvError, Turn: a.turn, Kind: KindCheckpoint,
 			Message: "the turn is not one checkpoint (its changes are recorded as the workspace's own): " + err.Error()})
 		return
 	}
 	a.inTx = true
+	if err := a.conv.setOpenTx(id); err != nil {
+		a.emit(Event{Type: EvError, Turn: a.turn, Kind: KindCheckpoint, Message: err.Error()})
+	}
+}
+
+// recoverTurn rolls back the transaction of a turn that never ended (the harness was
+// killed in it), so that the workspace is at the last checkpoint, and tells the model and
+// the person watching.
+func (a *Agent) recoverTurn(ctx context.Context) {
+	left := a.conv.OpenTx
+	if a.cfg.Host == nil || left == "" {
+		return
+	}
+	ctx, cancel := hostCtx(ctx)
+	defer cancel()
+	open, err := a.cfg.Host.OpenTransaction(ctx)
+	if err != nil {
+		a.emit(Event{Type: EvError, Turn: a.turn, Kind: KindCheckpoint, Message: "checking for an unfinished turn: " + err.Error()})
+		return
+	}
+	_ = a.conv.setOpenTx("")
+	if open != left {
+		return // committed or rolled back since, by someone else: not ours to touch
+	}
+	current, err := a.cfg.Host.Rollback(ctx)
+	if err != nil {
+		a.emit(Event{Type: EvError, Turn: a.turn, Kind: KindCheckpoint, Message: "rolling back the unfinished turn: " + err.Error()})
+		return
+	}
+	msg := fmt.Sprintf("the previous turn was stopped before it ended; its changes were rolled back, and the workspace is at checkpoint %s again", current)
+	a.emit(Event{Type: EvRecovered, Turn: a.turn, Message: msg, Checkpoint: current})
+	_ = a.conv.insertNote("(paddock: " + msg + ")")
 }
 
 // endTurn commits the turn's transaction, or checkpoints when there is none.
@@ -283,7 +318,9 @@ func (a *Agent) endTurn(ctx context.Context) {
 	var err error
 	if a.inTx {
 		a.inTx = false
-		id, err = a.cfg.Host.Commit(ctx)
+		if id, err = a.cfg.Host.Commit(ctx); err == nil {
+			err = a.conv.setOpenTx("")
+		}
 	} else {
 		id, err = a.cfg.Host.Checkpoint(ctx, a.turnMessage())
 	}

@@ -25,6 +25,9 @@ type conversation struct {
 	path     string
 	Turns    int       `json:"turns"`
 	Messages []Message `json:"messages"`
+	// OpenTx is the transaction of the turn under way: set when it begins, cleared when
+	// it is committed. Still set at the next run, it is a turn that never ended.
+	OpenTx string `json:"open_tx,omitempty"`
 }
 
 // openConversation reads the conversation in dir, or starts one.
@@ -80,6 +83,16 @@ func (c *conversation) begin(prompt string) int {
 // add appends m and saves.
 func (c *conversation) add(m Message) error {
 	c.Messages = append(c.Messages, m)
+	return c.save()
+}
+
+// setOpenTx records the turn's open transaction ("" once it is committed).
+func (c *conversation) setOpenTx(id string) error {
+	c.OpenTx = id
+	return c.save()
+}
+
+func (c *conversation) save() error {
 	b, err := json.Marshal(c)
 	if err != nil {
 		return err
@@ -111,4 +124,15 @@ func Reset(dir string) error {
 		return nil
 	}
 	return err
+}
+
+// insertNote puts a note for the model before the last message (the new turn's prompt).
+func (c *conversation) insertNote(note string) error {
+	n := len(c.Messages)
+	if n == 0 {
+		return c.add(Message{Role: "user", Content: note})
+	}
+	last := c.Messages[n-1]
+	c.Messages = append(c.Messages[:n-1], Message{Role: "user", Content: note}, last)
+	return c.save()
 }

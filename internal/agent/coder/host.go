@@ -20,8 +20,15 @@ const servicesEnv = wire.ServicesEnv
 // transaction of the workspace's history, or a checkpoint when no transaction can be
 // opened), undo, and report the app. Undo's and App's answers are text for the model.
 type Host interface {
-	Begin(ctx context.Context, message string) error
+	// Begin opens a transaction and returns its ID.
+	Begin(ctx context.Context, message string) (id string, err error)
+	// Commit commits it and returns its checkpoint.
 	Commit(ctx context.Context) (id string, err error)
+	// OpenTransaction is the ID of the transaction open in the workspace, or "".
+	OpenTransaction(ctx context.Context) (id string, err error)
+	// Rollback rolls the open transaction back and returns the checkpoint the workspace
+	// is at again.
+	Rollback(ctx context.Context) (current string, err error)
 	Checkpoint(ctx context.Context, message string) (id string, err error)
 	Undo(ctx context.Context) (string, error)
 	App(ctx context.Context) (string, error)
@@ -43,12 +50,31 @@ func (h *ServicesHost) Checkpoint(ctx context.Context, message string) (string, 
 	return res.Checkpoint.ID, nil
 }
 
-func (h *ServicesHost) Begin(ctx context.Context, message string) error {
+func (h *ServicesHost) Begin(ctx context.Context, message string) (string, error) {
 	var tx api.Transaction
 	if err := h.do(ctx, "POST", wire.ServicesBeginPath, api.BeginRequest{Message: message}, &tx); err != nil {
-		return fmt.Errorf("opening the turn's transaction: %w", err)
+		return "", fmt.Errorf("opening the turn's transaction: %w", err)
 	}
-	return nil
+	return tx.ID, nil
+}
+
+func (h *ServicesHost) OpenTransaction(ctx context.Context) (string, error) {
+	var hist api.History
+	if err := h.do(ctx, "GET", wire.ServicesHistoryPath, nil, &hist); err != nil {
+		return "", fmt.Errorf("reading the history: %w", err)
+	}
+	if hist.Transaction == nil {
+		return "", nil
+	}
+	return hist.Transaction.ID, nil
+}
+
+func (h *ServicesHost) Rollback(ctx context.Context) (string, error) {
+	var res api.RollbackResult
+	if err := h.do(ctx, "POST", wire.ServicesRollbackPath, nil, &res); err != nil {
+		return "", fmt.Errorf("rolling back: %w", err)
+	}
+	return res.Current, nil
 }
 
 func (h *ServicesHost) Commit(ctx context.Context) (string, error) {
