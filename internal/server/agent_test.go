@@ -165,3 +165,37 @@ kill -9 $pid; wait $pid; cat /tmp/ev`
 		t.Errorf("the script: %v (done %v)", err, provider.Done())
 	}
 }
+
+// With only an Anthropic provider configured, the agent speaks Anthropic's Messages API
+// to it through the gateway.
+func TestAgentInSandboxAnthropic(t *testing.T) {
+	sc, err := scripted.Parse([]byte(`{"steps": [
+	  {"expect": {"model": "claude-scripted", "last_role": "user", "last_contains": ["make the header blue"]},
+	   "respond": {"tool_calls": [{"name": "edit_file", "arguments": {"path": "index.html", "old_string": "red", "new_string": "blue"}}]}},
+	  {"expect": {"last_role": "tool", "last_contains": ["edited index.html"]}, "respond": {"content": "Blue."}}
+	]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	provider := scripted.New(sc)
+	up := httptest.NewServer(provider)
+	defer up.Close()
+	e := servertest.Start(t, func(c *server.Config) {
+		c.Gateway = gateway.Config{AgentModel: "claude-scripted",
+			Providers: []gateway.Provider{{Name: "claude", Kind: gateway.KindAnthropic, BaseURL: up.URL, APIKey: "sk-ant-platform"}}}
+	})
+	alice := e.Register(t, "alice")
+	var sb api.Sandbox
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "work"}), http.StatusCreated, &sb)
+	execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{"sh", "-c", "echo 'h1 { color: red }' > /workspace/index.html"}})
+	res := execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{wire.AgentPath, wire.CodeSubcommand, "--", "make the header blue"}, TimeoutMS: 120_000})
+	if res.ExitCode != 0 || !strings.Contains(string(res.Stdout), `"type":"answer","turn":1,"text":"Blue."`) {
+		t.Fatalf("exit %d\n%s\n%s\n%v", res.ExitCode, res.Stdout, res.Stderr, provider.Err())
+	}
+	if got := fileContent(t, alice, sb.ID, "index.html"); got != "h1 { color: blue }\n" {
+		t.Errorf("index.html: %q", got)
+	}
+	if reqs := provider.Requests(); len(reqs) != 2 || reqs[0].API != "anthropic" {
+		t.Errorf("requests %+v", reqs)
+	}
+}

@@ -146,12 +146,12 @@ func gatewayEnv(cfg gateway.Config, servicesURL string) []string {
 		switch p.Kind {
 		case gateway.KindOpenAI:
 			env = append(env, "OPENAI_BASE_URL="+servicesURL+"/gateway/"+p.Name+"/v1", "OPENAI_API_KEY="+gatewayPlaceholderKey)
-			if cfg.AgentModel != "" {
-				env = append(env, "PADDOCK_AGENT_MODEL="+cfg.AgentModel)
-			}
 		case gateway.KindAnthropic:
 			env = append(env, "ANTHROPIC_BASE_URL="+servicesURL+"/gateway/"+p.Name, "ANTHROPIC_API_KEY="+gatewayPlaceholderKey)
 		}
+	}
+	if cfg.AgentModel != "" && len(cfg.Providers) > 0 {
+		env = append(env, "PADDOCK_AGENT_MODEL="+cfg.AgentModel)
 	}
 	return env
 }

@@ -1,6 +1,6 @@
 // Package coder is the coding agent that runs in a sandbox (`paddock-agent code`): a
 // tool-calling loop against the provider gateway's OpenAI-compatible chat-completions
-// endpoint, with tools to read, write, edit, list and search the workspace's files, run
+// endpoint or its Anthropic Messages endpoint, with tools to read, write, edit, list and search the workspace's files, run
 // commands, read the app's state and undo. Its system prompt and tool descriptions are
 // the files in prompts/, embedded.
 //
@@ -38,7 +38,10 @@ type Config struct {
 	Workspace string
 	// StateDir holds the conversation; it must be outside Workspace.
 	StateDir string
-	// BaseURL is the OpenAI-compatible base, ending in /v1 (the sandbox's OPENAI_BASE_URL).
+	// API is the wire format of BaseURL: APIOpenAI (the default) or APIAnthropic.
+	API string
+	// BaseURL is the OpenAI-compatible base, ending in /v1 (the sandbox's OPENAI_BASE_URL),
+	// or the Anthropic base, without /v1 (ANTHROPIC_BASE_URL).
 	BaseURL string
 	// APIKey is sent as the bearer token; in a sandbox it is a placeholder that the
 	// gateway replaces.
@@ -59,6 +62,12 @@ type Config struct {
 	// stream for minutes; IdleTimeout bounds silence instead).
 	HTTPClient *http.Client
 }
+
+// Wire formats of Config.API.
+const (
+	APIOpenAI    = "openai"
+	APIAnthropic = "anthropic"
+)
 
 // Event is one step of a turn, written as one JSON line.
 type Event struct {
@@ -114,7 +123,7 @@ type Agent struct {
 	turn   int
 	prompt string
 	inTx   bool // the turn's transaction is open
-	llm    *client
+	llm    completer
 	tools  *toolbox
 	conv   *conversation
 	emit   func(Event)
@@ -127,7 +136,7 @@ func New(cfg Config, emit func(Event)) (*Agent, error) {
 		return nil, fmt.Errorf("model: required (give --model or PADDOCK_AGENT_MODEL): %w", errdefs.ErrInvalidArgument)
 	}
 	if cfg.BaseURL == "" {
-		return nil, fmt.Errorf("base URL: required (OPENAI_BASE_URL is not set: is the gateway configured?): %w", errdefs.ErrInvalidArgument)
+		return nil, fmt.Errorf("base URL: required (OPENAI_BASE_URL or ANTHROPIC_BASE_URL is not set: is the gateway configured?): %w", errdefs.ErrInvalidArgument)
 	}
 	if cfg.MaxSteps <= 0 {
 		cfg.MaxSteps = 40
@@ -151,11 +160,15 @@ func New(cfg Config, emit func(Event)) (*Agent, error) {
 		root.Close()
 		return nil, err
 	}
-	a := &Agent{
-		cfg:  cfg,
-		llm:  &client{base: cfg.BaseURL, key: cfg.APIKey, model: cfg.Model, http: hc, idle: cfg.IdleTimeout},
-		conv: conv,
-		emit: emit,
+	a := &Agent{cfg: cfg, conv: conv, emit: emit}
+	switch cfg.API {
+	case APIOpenAI, "":
+		a.llm = &client{base: cfg.BaseURL, key: cfg.APIKey, model: cfg.Model, http: hc, idle: cfg.IdleTimeout}
+	case APIAnthropic:
+		a.llm = &anthropicClient{base: cfg.BaseURL, key: cfg.APIKey, model: cfg.Model, http: hc, idle: cfg.IdleTimeout}
+	default:
+		root.Close()
+		return nil, fmt.Errorf("api %q: want %s or %s: %w", cfg.API, APIOpenAI, APIAnthropic, errdefs.ErrInvalidArgument)
 	}
 	a.tools = &toolbox{dir: cfg.Workspace, root: root, host: cfg.Host, undo: a.undo}
 	return a, nil

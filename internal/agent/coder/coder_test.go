@@ -21,6 +21,7 @@ import (
 // session is a harness talking to a scripted provider through the real gateway.
 type session struct {
 	t         *testing.T
+	api       string
 	provider  *scripted.Provider
 	workspace string
 	state     string
@@ -31,16 +32,16 @@ type session struct {
 
 // newSession serves script behind a real gateway (configured by gw) and returns a
 // session whose workspace holds files.
-func newSession(t *testing.T, script string, files map[string]string, gw func(*gateway.Provider)) *session {
+func newSession(t *testing.T, api, script string, files map[string]string, gw func(*gateway.Provider)) *session {
 	t.Helper()
 	sc, err := scripted.Load(filepath.Join("testdata", script))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &session{t: t, provider: scripted.New(sc), workspace: t.TempDir(), state: t.TempDir()}
+	s := &session{t: t, api: api, provider: scripted.New(sc), workspace: t.TempDir(), state: t.TempDir()}
 	up := httptest.NewServer(s.provider)
 	t.Cleanup(up.Close)
-	p := gateway.Provider{Name: "scripted", Kind: gateway.KindOpenAI, BaseURL: up.URL, APIKey: "sk-platform-key"}
+	p := gateway.Provider{Name: "scripted", Kind: api, BaseURL: up.URL, APIKey: "sk-platform-key"}
 	if gw != nil {
 		gw(&p)
 	}
@@ -53,7 +54,10 @@ func newSession(t *testing.T, script string, files map[string]string, gw func(*g
 		g.ServeHTTP(w, r.WithContext(gateway.WithCaller(r.Context(), caller)))
 	})))
 	t.Cleanup(front.Close)
-	s.baseURL = front.URL + "/gateway/scripted/v1"
+	s.baseURL = front.URL + "/gateway/scripted"
+	if api == coder.APIOpenAI {
+		s.baseURL += "/v1"
+	}
 	for name, content := range files {
 		p := filepath.Join(s.workspace, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -67,7 +71,7 @@ func newSession(t *testing.T, script string, files map[string]string, gw func(*g
 }
 
 func (s *session) config() coder.Config {
-	return coder.Config{Workspace: s.workspace, StateDir: s.state, BaseURL: s.baseURL, APIKey: "sandbox-placeholder", Model: "scripted-1"}
+	return coder.Config{API: s.api, Workspace: s.workspace, StateDir: s.state, BaseURL: s.baseURL, APIKey: "sandbox-placeholder", Model: "scripted-1"}
 }
 
 // run runs one turn with cfg changed by change, bounded by a generous deadline so that a
@@ -138,8 +142,17 @@ func (s *session) types() []string {
 	return out
 }
 
+// apis are the wire formats every session runs in.
+var apis = []string{coder.APIOpenAI, coder.APIAnthropic}
+
 func TestEditFile(t *testing.T) {
-	s := newSession(t, "edit_file.json", map[string]string{"index.html": "<h1 style=\"color: red\">Hello</h1>\n"}, nil)
+	for _, api := range apis {
+		t.Run(api, func(t *testing.T) { testEditFile(t, api) })
+	}
+}
+
+func testEditFile(t *testing.T, api string) {
+	s := newSession(t, api, "edit_file.json", map[string]string{"index.html": "<h1 style=\"color: red\">Hello</h1>\n"}, nil)
 	answer, err := s.run("make the header blue", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -170,7 +183,13 @@ func TestEditFile(t *testing.T) {
 }
 
 func TestFixFailingTest(t *testing.T) {
-	s := newSession(t, "fix_test.json", map[string]string{
+	for _, api := range apis {
+		t.Run(api, func(t *testing.T) { testFixFailingTest(t, api) })
+	}
+}
+
+func testFixFailingTest(t *testing.T, api string) {
+	s := newSession(t, api, "fix_test.json", map[string]string{
 		"add.sh":  "expr $1 + $2 + 1\n",
 		"test.sh": "got=$(sh add.sh 2 3)\nif [ \"$got\" != 5 ]; then echo \"FAIL: add 2 3 = $got, want 5\"; exit 1; fi\necho ok\n",
 	}, nil)
@@ -192,16 +211,18 @@ func TestBadToolCalls(t *testing.T) {
 		{"unknown_tool.json", false},
 		{"malformed_arguments.json", true},
 	} {
-		t.Run(tc.script, func(t *testing.T) {
-			s := newSession(t, tc.script, map[string]string{"index.html": "Hello\n"}, nil)
-			if _, err := s.run("do it", nil); err != nil {
-				t.Fatal(err)
-			}
-			s.scriptDone()
-			if e, _ := s.last(coder.EvToolResult); e.OK == nil || *e.OK != tc.lastOK {
-				t.Errorf("the last tool result: %+v, want ok %v", e, tc.lastOK)
-			}
-		})
+		for _, api := range apis {
+			t.Run(tc.script+"/"+api, func(t *testing.T) {
+				s := newSession(t, api, tc.script, map[string]string{"index.html": "Hello\n"}, nil)
+				if _, err := s.run("do it", nil); err != nil {
+					t.Fatal(err)
+				}
+				s.scriptDone()
+				if e, _ := s.last(coder.EvToolResult); e.OK == nil || *e.OK != tc.lastOK {
+					t.Errorf("the last tool result: %+v, want ok %v", e, tc.lastOK)
+				}
+			})
+		}
 	}
 }
 
@@ -228,29 +249,31 @@ func TestTurnStops(t *testing.T) {
 		{name: "out of budget", script: "endless_loop.json", gw: func(p *gateway.Provider) { p.TokensPerDay = 1 },
 			kind: coder.KindOutOfBudget, msg: "tokens per day limit reached"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s := newSession(t, tc.script, nil, tc.gw)
-			_, err := s.run("go", tc.cfg)
-			if !errors.Is(err, coder.ErrTurnStopped) {
-				t.Fatalf("err = %v, want the turn stopped", err)
-			}
-			e, ok := s.last(coder.EvError)
-			if !ok || e.Kind != tc.kind || !strings.Contains(e.Message, tc.msg) {
-				t.Fatalf("error event %+v, want kind %s with %q", e, tc.kind, tc.msg)
-			}
-			if d, _ := s.last(coder.EvDone); d.Kind != tc.kind {
-				t.Errorf("done event %+v", d)
-			}
-			if tc.kind == coder.KindStepBudget && len(s.provider.Requests()) != 5 {
-				t.Errorf("the model was asked %d times, want 5", len(s.provider.Requests()))
-			}
-		})
+		for _, api := range apis {
+			t.Run(tc.name+"/"+api, func(t *testing.T) {
+				s := newSession(t, api, tc.script, nil, tc.gw)
+				_, err := s.run("go", tc.cfg)
+				if !errors.Is(err, coder.ErrTurnStopped) {
+					t.Fatalf("err = %v, want the turn stopped", err)
+				}
+				e, ok := s.last(coder.EvError)
+				if !ok || e.Kind != tc.kind || !strings.Contains(e.Message, tc.msg) {
+					t.Fatalf("error event %+v, want kind %s with %q", e, tc.kind, tc.msg)
+				}
+				if d, _ := s.last(coder.EvDone); d.Kind != tc.kind {
+					t.Errorf("done event %+v", d)
+				}
+				if tc.kind == coder.KindStepBudget && len(s.provider.Requests()) != 5 {
+					t.Errorf("the model was asked %d times, want 5", len(s.provider.Requests()))
+				}
+			})
+		}
 	}
 }
 
 // A stream that goes silent mid-answer ends the turn after the idle timeout.
 func TestStalledStream(t *testing.T) {
-	s := newSession(t, "stalled.json", nil, nil)
+	s := newSession(t, coder.APIOpenAI, "stalled.json", nil, nil)
 	_, err := s.run("go", func(c *coder.Config) { c.IdleTimeout = 300 * time.Millisecond })
 	if e, _ := s.last(coder.EvError); !errors.Is(err, coder.ErrTurnStopped) || e.Kind != coder.KindStalled {
 		t.Fatalf("err %v, event %+v", err, e)
@@ -259,7 +282,7 @@ func TestStalledStream(t *testing.T) {
 
 // A 429 with a short Retry-After is waited out, and the turn goes on.
 func TestRateLimitWait(t *testing.T) {
-	s := newSession(t, "retry_after.json", nil, nil)
+	s := newSession(t, coder.APIOpenAI, "retry_after.json", nil, nil)
 	answer, err := s.run("go", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -276,7 +299,7 @@ func TestRateLimitWait(t *testing.T) {
 
 // The conversation survives the harness: a second process continues it.
 func TestConversationSurvivesRestart(t *testing.T) {
-	s := newSession(t, "two_turns.json", nil, nil)
+	s := newSession(t, coder.APIOpenAI, "two_turns.json", nil, nil)
 	if _, err := s.run("remember the word kumquat", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +323,7 @@ func TestConversationSurvivesRestart(t *testing.T) {
 
 // The conversation may not live in the workspace, where undo would rewrite it.
 func TestStateOutsideWorkspace(t *testing.T) {
-	s := newSession(t, "two_turns.json", nil, nil)
+	s := newSession(t, coder.APIOpenAI, "two_turns.json", nil, nil)
 	cfg := s.config()
 	cfg.StateDir = filepath.Join(s.workspace, ".agent")
 	if _, err := coder.New(cfg, func(coder.Event) {}); err == nil || !strings.Contains(err.Error(), "inside the workspace") {

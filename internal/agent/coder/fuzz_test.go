@@ -23,6 +23,19 @@ func FuzzReadStream(f *testing.F) {
 	})
 }
 
+// FuzzReadAnthropicStream is FuzzReadStream for Anthropic's stream.
+func FuzzReadAnthropicStream(f *testing.F) {
+	f.Add([]byte("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"t\",\"name\":\"x\"}}\n\n" +
+		"data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{}\"}}\n\ndata: {\"type\":\"message_stop\"}\n\n"))
+	f.Add([]byte("data: {\"type\":\"error\",\"error\":{\"message\":\"overloaded\"}}\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := readAnthropicStream(strings.NewReader(string(b)), func(string) {})
+		if err == nil && (len(m.Content) > maxAnswer || len(m.ToolCalls) > maxToolCalls) {
+			t.Fatalf("answer over its bounds: %d bytes, %d calls", len(m.Content), len(m.ToolCalls))
+		}
+	})
+}
+
 // FuzzToolCall gives the file tools that only read any name and arguments: an answer or
 // an error, never a panic, and never a file outside the workspace.
 func FuzzToolCall(f *testing.F) {

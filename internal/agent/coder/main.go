@@ -32,6 +32,7 @@ func Main(ctx context.Context, args []string, out io.Writer) error {
 	state := fl.String("state", defaultState(), "the directory that keeps the conversation, outside the workspace")
 	maxSteps := fl.Int("max-steps", 40, "the most answers of the model in one turn")
 	reset := fl.Bool("reset", false, "forget the conversation before this turn")
+	apiName := fl.String("api", "", "the provider's API, openai or anthropic (default: openai when OPENAI_BASE_URL is set, else anthropic when ANTHROPIC_BASE_URL is)")
 	if err := fl.Parse(args); err != nil {
 		return fmt.Errorf("%v; usage: paddock-agent code [--model M] [--max-steps N] [--reset] MESSAGE: %w", err, errdefs.ErrInvalidArgument)
 	}
@@ -44,9 +45,14 @@ func Main(ctx context.Context, args []string, out io.Writer) error {
 			return fmt.Errorf("forgetting the conversation: %w", err)
 		}
 	}
-	cfg := Config{
-		Workspace: *workspace, StateDir: *state, Model: *model, MaxSteps: *maxSteps,
-		BaseURL: strings.TrimRight(os.Getenv("OPENAI_BASE_URL"), "/"), APIKey: os.Getenv("OPENAI_API_KEY"),
+	cfg := Config{Workspace: *workspace, StateDir: *state, Model: *model, MaxSteps: *maxSteps, API: *apiName}
+	if cfg.API == "" && os.Getenv("OPENAI_BASE_URL") == "" && os.Getenv("ANTHROPIC_BASE_URL") != "" {
+		cfg.API = APIAnthropic
+	}
+	if cfg.API == APIAnthropic {
+		cfg.BaseURL, cfg.APIKey = strings.TrimRight(os.Getenv("ANTHROPIC_BASE_URL"), "/"), os.Getenv("ANTHROPIC_API_KEY")
+	} else {
+		cfg.BaseURL, cfg.APIKey = strings.TrimRight(os.Getenv("OPENAI_BASE_URL"), "/"), os.Getenv("OPENAI_API_KEY")
 	}
 	if u := os.Getenv(servicesEnv); u != "" {
 		cfg.Host = &ServicesHost{Base: u}

@@ -113,6 +113,17 @@ type chunk struct {
 	} `json:"error"`
 }
 
+// completer asks a model for the next message of a conversation, calling text with
+// each piece of its text as it streams.
+type completer interface {
+	complete(ctx context.Context, msgs []Message, tools []Tool, text func(string)) (Message, error)
+}
+
+var (
+	_ completer = (*client)(nil)
+	_ completer = (*anthropicClient)(nil)
+)
+
 // client talks to an OpenAI-compatible chat-completions endpoint (the provider gateway).
 type client struct {
 	base, key, model string
@@ -137,31 +148,52 @@ func (c *client) complete(ctx context.Context, msgs []Message, tools []Tool, tex
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
 	req.Header.Set("Authorization", "Bearer "+c.key)
-	watch := newIdleWatch(c.idle, func() { cancel(errStalled) })
+	return doStream(ctx, cancel, c.http, req, c.base, c.idle, func(r io.Reader) (Message, error) { return readStream(r, text) })
+}
+
+// doStream sends req and reads its streamed answer with read, canceling it (cancel is
+// ctx's) when nothing arrives for idle.
+func doStream(ctx context.Context, cancel context.CancelCauseFunc, hc *http.Client, req *http.Request, base string, idle time.Duration,
+	read func(io.Reader) (Message, error)) (Message, error) {
+	watch := newIdleWatch(idle, func() { cancel(errStalled) })
 	defer watch.stop()
-	resp, err := c.http.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		if context.Cause(ctx) == errStalled {
-			return Message{}, stalled(c.idle)
+			return Message{}, stalled(idle)
 		}
 		if ctx.Err() != nil {
 			return Message{}, ctx.Err()
 		}
 		return Message{}, &ProviderError{Kind: KindUnreachable, err: errdefs.ErrUnavailable,
-			Msg: fmt.Sprintf("the provider gateway at %s did not answer (%s); is the gateway configured for this sandbox?", c.base, shortErr(err))}
+			Msg: fmt.Sprintf("the provider gateway at %s did not answer (%s); is the gateway configured for this sandbox?", base, shortErr(err))}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		return Message{}, statusError(resp)
 	}
-	m, err := readStream(&touchReader{r: resp.Body, touch: watch.touch, d: c.idle}, text)
+	m, err := read(&touchReader{r: resp.Body, touch: watch.touch, d: idle})
 	if err != nil && context.Cause(ctx) == errStalled {
-		return Message{}, stalled(c.idle)
+		return Message{}, stalled(idle)
 	}
 	if err != nil && ctx.Err() != nil {
 		return Message{}, ctx.Err()
 	}
 	return m, err
+}
+
+// streamErr is the error of a stream that could not be read on: too long a line, or an
+// end before it finished.
+func streamErr(err error, events int) error {
+	if errors.Is(err, errdefs.ErrLimitExceeded) {
+		return &ProviderError{Kind: KindBadStream, err: err, Msg: "the provider's answer had a line longer than 1 MiB; the turn stopped"}
+	}
+	return cut(events)
+}
+
+func notJSON(data string) error {
+	return &ProviderError{Kind: KindBadStream, err: errdefs.ErrInvalidArgument,
+		Msg: fmt.Sprintf("the provider's answer held an event that is not JSON (%s); the turn stopped", errdefs.Clip(data, 80))}
 }
 
 var errStalled = errors.New("stalled")
@@ -250,10 +282,7 @@ func readStream(r io.Reader, text func(string)) (Message, error) {
 			return Message{}, cut(events)
 		}
 		if err != nil {
-			if errors.Is(err, errdefs.ErrLimitExceeded) {
-				return Message{}, &ProviderError{Kind: KindBadStream, err: err, Msg: "the provider's answer had a line longer than 1 MiB; the turn stopped"}
-			}
-			return Message{}, cut(events)
+			return Message{}, streamErr(err, events)
 		}
 		data, ok := strings.CutPrefix(line, "data:")
 		if !ok {
@@ -267,8 +296,7 @@ func readStream(r io.Reader, text func(string)) (Message, error) {
 		events++
 		var c chunk
 		if err := json.Unmarshal([]byte(data), &c); err != nil {
-			return Message{}, &ProviderError{Kind: KindBadStream, err: errdefs.ErrInvalidArgument,
-				Msg: fmt.Sprintf("the provider's answer held an event that is not JSON (%s); the turn stopped", errdefs.Clip(data, 80))}
+			return Message{}, notJSON(data)
 		}
 		if c.Error != nil {
 			return Message{}, &ProviderError{Kind: KindProviderSaid, err: errdefs.ErrUnavailable,

@@ -1,10 +1,12 @@
-// Package scripted is a scripted LLM provider: an OpenAI chat-completions server that
-// answers from a script instead of a model, for testing agents end to end without one.
-// It speaks the wire format as OpenAI does, streaming included: server-sent events of
-// chat.completion.chunk objects, tool calls as streamed deltas (index, id, function name,
-// then the arguments in fragments), a usage chunk when stream_options.include_usage asks
-// for one, and data: [DONE]. Serve it on loopback and point the real gateway's base_url
-// at it.
+// Package scripted is a scripted LLM provider: an OpenAI chat-completions and Anthropic
+// messages server that answers from a script instead of a model, for testing agents end
+// to end without one. It speaks each wire format as its provider does, streaming
+// included. OpenAI: server-sent events of chat.completion.chunk objects, tool calls as
+// streamed deltas (index, id, function name, then the arguments in fragments), a usage
+// chunk when stream_options.include_usage asks for one, and data: [DONE]. Anthropic:
+// message_start, a content block per text and tool_use (its input as input_json_delta
+// fragments), message_delta with the stop reason and usage, message_stop. Serve it on
+// loopback and point the real gateway's base_url at it.
 //
 // A script is a list of steps, each an expectation of the request and the answer to give.
 // Requests take the steps in order; one that does not meet its step's expectation is
@@ -92,14 +94,31 @@ type Usage struct {
 	TotalTokens      int `json:"total_tokens"`
 }
 
-// Request is a chat-completions request as the provider read it.
+// Request is a request as the provider read it, the same for both wire formats: an
+// Anthropic user message that holds only tool results has the role "tool", and a
+// message's Content is its text and its tool results' text, joined.
 type Request struct {
+	API          string // "openai" or "anthropic"
+	Model        string
+	Stream       bool
+	IncludeUsage bool
+	Messages     []RequestMessage
+	Tools        []string
+}
+
+// RequestMessage is a message of a Request.
+type RequestMessage struct {
+	Role    string
+	Content string
+}
+
+// openAIRequest is a chat-completions request body.
+type openAIRequest struct {
 	Model    string `json:"model"`
 	Stream   bool   `json:"stream"`
 	Messages []struct {
-		Role       string          `json:"role"`
-		Content    json.RawMessage `json:"content"`
-		ToolCallID string          `json:"tool_call_id,omitempty"`
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
 	} `json:"messages"`
 	Tools []struct {
 		Function struct {
@@ -109,6 +128,17 @@ type Request struct {
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
+}
+
+func (o openAIRequest) normal() Request {
+	r := Request{API: "openai", Model: o.Model, Stream: o.Stream, IncludeUsage: o.StreamOptions != nil && o.StreamOptions.IncludeUsage}
+	for _, m := range o.Messages {
+		r.Messages = append(r.Messages, RequestMessage{Role: m.Role, Content: contentText(m.Content)})
+	}
+	for _, t := range o.Tools {
+		r.Tools = append(r.Tools, t.Function.Name)
+	}
+	return r
 }
 
 // Load reads a script from a JSON file.
@@ -172,13 +202,29 @@ func (p *Provider) Done() bool {
 }
 
 func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != "POST" || !strings.HasSuffix(r.URL.Path, "/chat/completions") {
-		writeError(w, http.StatusNotFound, "scripted provider: only POST …/chat/completions is served, not "+r.Method+" "+r.URL.Path)
-		return
-	}
 	var req Request
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<20)).Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, "scripted provider: the body is not a chat-completions request: "+err.Error())
+	body := http.MaxBytesReader(w, r.Body, 64<<20)
+	switch {
+	case r.Method == "POST" && strings.HasSuffix(r.URL.Path, "/chat/completions"):
+		var o openAIRequest
+		if err := json.NewDecoder(body).Decode(&o); err != nil {
+			writeError(w, http.StatusBadRequest, "scripted provider: the body is not a chat-completions request: "+err.Error())
+			return
+		}
+		req = o.normal()
+	case r.Method == "POST" && strings.HasSuffix(r.URL.Path, "/messages"):
+		var a anthropicRequest
+		if err := json.NewDecoder(body).Decode(&a); err != nil {
+			writeError(w, http.StatusBadRequest, "scripted provider: the body is not a messages request: "+err.Error())
+			return
+		}
+		if err := a.validate(); err != nil {
+			writeError(w, http.StatusBadRequest, "scripted provider: "+err.Error())
+			return
+		}
+		req = a.normal()
+	default:
+		writeError(w, http.StatusNotFound, "scripted provider: only POST …/chat/completions and …/messages are served, not "+r.Method+" "+r.URL.Path)
 		return
 	}
 	step, n, err := p.take(req)
@@ -203,12 +249,16 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write(res.Body)
 		return
 	}
-	id := fmt.Sprintf("chatcmpl-scripted-%d", n)
-	if !req.Stream {
-		writeWhole(w, n, id, req.Model, res)
-		return
+	switch {
+	case req.API == "anthropic" && !req.Stream:
+		writeAnthropicWhole(w, n, req.Model, res)
+	case req.API == "anthropic":
+		streamAnthropic(w, r, n, req.Model, res)
+	case !req.Stream:
+		writeWhole(w, n, fmt.Sprintf("chatcmpl-scripted-%d", n), req.Model, res)
+	default:
+		stream(w, r, n, fmt.Sprintf("chatcmpl-scripted-%d", n), req.Model, res, req.IncludeUsage)
 	}
-	stream(w, r, n, id, req.Model, res, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
 }
 
 // take checks req against the next step and moves past it.
@@ -242,7 +292,7 @@ func (e Expect) check(req Request) error {
 	for _, name := range e.Tools {
 		found := false
 		for _, t := range req.Tools {
-			found = found || t.Function.Name == name
+			found = found || t == name
 		}
 		if !found {
 			return fmt.Errorf("want tool %q offered", name)
@@ -258,7 +308,7 @@ func (e Expect) check(req Request) error {
 	if e.LastRole != "" && last.Role != e.LastRole {
 		return fmt.Errorf("want the last message's role %q, got %q", e.LastRole, last.Role)
 	}
-	text := contentText(last.Content)
+	text := last.Content
 	for _, s := range e.LastContains {
 		if !strings.Contains(text, s) {
 			return fmt.Errorf("want the last message to contain %q, got %q", s, errdefs.Clip(text, 2000))
