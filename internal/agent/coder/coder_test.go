@@ -20,7 +20,7 @@ import (
 
 // session is a harness talking to a scripted provider through the real gateway.
 type session struct {
-	t         *testing.T
+	t         testing.TB
 	api       string
 	provider  *scripted.Provider
 	workspace string
@@ -32,7 +32,7 @@ type session struct {
 
 // newSession serves script behind a real gateway (configured by gw) and returns a
 // session whose workspace holds files.
-func newSession(t *testing.T, api, script string, files map[string]string, gw func(*gateway.Provider)) *session {
+func newSession(t testing.TB, api, script string, files map[string]string, gw func(*gateway.Provider)) *session {
 	t.Helper()
 	sc, err := scripted.Load(filepath.Join("testdata", script))
 	if err != nil {
