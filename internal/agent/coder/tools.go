@@ -250,11 +250,14 @@ func (tb *toolbox) edit(a editArgs) (string, error) {
 	case n > 1 && !a.ReplaceAll:
 		return "", fmt.Errorf("old_string occurs %d times in %s; give more surrounding text to make it unique, or set replace_all: %w", n, p, errdefs.ErrInvalidArgument)
 	}
-	s = strings.Replace(s, a.OldString, a.NewString, map[bool]int{true: -1, false: 1}[a.ReplaceAll])
+	if !a.ReplaceAll {
+		n = 1
+	}
+	s = strings.Replace(s, a.OldString, a.NewString, n)
 	if err := tb.root.WriteFile(p, []byte(s), 0o644); err != nil {
 		return "", fileErr(p, err)
 	}
-	return fmt.Sprintf("edited %s: replaced %d occurrence(s)", p, map[bool]int{true: n, false: 1}[a.ReplaceAll]), nil
+	return fmt.Sprintf("edited %s: replaced %d occurrence(s)", p, n), nil
 }
 
 type listArgs struct {
