@@ -1,4 +1,4 @@
-package client_test
+package paddock_test
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/paddockhq/paddock"
 	"github.com/paddockhq/paddock/internal/api"
-	"github.com/paddockhq/paddock/internal/client"
 	"github.com/paddockhq/paddock/internal/errdefs"
 )
 
@@ -42,8 +42,8 @@ func TestErrors(t *testing.T) {
 				api.WriteErrorCode(w, tc.status, tc.code, "sandbox sb-x: it went wrong")
 			}))
 			defer srv.Close()
-			_, err := client.New(srv.URL, "secret").GetSandbox(context.Background(), "sb-x")
-			var ce *client.Error
+			_, err := paddock.New(srv.URL, paddock.WithToken("secret")).Sandboxes.Get(context.Background(), "sb-x")
+			var ce *paddock.Error
 			if !errors.Is(err, tc.want) || !errors.As(err, &ce) || err.Error() != "sandbox sb-x: it went wrong" || ce.Status != tc.status {
 				t.Errorf("got %v (%#v), want %v with the server's message", err, err, tc.want)
 			}
@@ -56,7 +56,7 @@ func TestErrorNotInTheAPIShape(t *testing.T) {
 		http.Error(w, "<html>bad gateway</html>", http.StatusBadGateway)
 	}))
 	defer srv.Close()
-	_, err := client.New(srv.URL, "secret").Me(context.Background())
+	_, err := paddock.New(srv.URL, paddock.WithToken("secret")).Me(context.Background())
 	if !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "502") {
 		t.Errorf("got %v", err)
 	}
@@ -66,12 +66,12 @@ func TestUnreachable(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
 	srv.Close()
-	c := client.New(url, "secret-token")
+	c := paddock.New(url, paddock.WithToken("secret-token"))
 	_, err := c.Me(context.Background())
 	if !errors.Is(err, errdefs.ErrUnavailable) || strings.Contains(err.Error(), "secret-token") {
 		t.Errorf("got %v", err)
 	}
-	_, err = c.Stream(context.Background(), "sb-x", api.StreamStart{Argv: []string{"true"}})
+	_, err = c.Sandbox("sb-x").Stream(context.Background(), api.StreamStart{Argv: []string{"true"}})
 	if !errors.Is(err, errdefs.ErrUnavailable) {
 		t.Errorf("stream: got %v", err)
 	}
@@ -80,13 +80,13 @@ func TestUnreachable(t *testing.T) {
 func TestCredentials(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("XDG_CONFIG_HOME", dir)
-	t.Setenv(client.EnvServer, "")
-	t.Setenv(client.EnvToken, "")
-	if _, err := client.LoadCredentials(); !errors.Is(err, errdefs.ErrUnauthenticated) || !strings.Contains(err.Error(), "paddock login") {
+	t.Setenv(paddock.EnvServer, "")
+	t.Setenv(paddock.EnvToken, "")
+	if _, err := paddock.LoadCredentials(); !errors.Is(err, errdefs.ErrUnauthenticated) || !strings.Contains(err.Error(), "paddock login") {
 		t.Fatalf("no credentials: %v", err)
 	}
-	in := client.Credentials{Server: "http://example.test:8080", Token: "pdk_secret", Username: "alice", TokenID: "tok1"}
-	if err := client.SaveCredentials(in); err != nil {
+	in := paddock.Credentials{Server: "http://example.test:8080", Token: "pdk_secret", Username: "alice", TokenID: "tok1"}
+	if err := paddock.SaveCredentials(in); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, "paddock", "credentials.json")
@@ -96,16 +96,16 @@ func TestCredentials(t *testing.T) {
 			t.Errorf("%s: %v, mode %v, want %o", p, err, fi.Mode().Perm(), want)
 		}
 	}
-	got, err := client.LoadCredentials()
+	got, err := paddock.LoadCredentials()
 	if err != nil || got != in {
 		t.Fatalf("load: %v %+v", err, got)
 	}
-	t.Setenv(client.EnvToken, "pdk_other")
-	if got, _ := client.LoadCredentials(); got.Token != "pdk_other" || got.Server != in.Server {
+	t.Setenv(paddock.EnvToken, "pdk_other")
+	if got, _ := paddock.LoadCredentials(); got.Token != "pdk_other" || got.Server != in.Server {
 		t.Errorf("PADDOCK_TOKEN does not override: %v", got)
 	}
-	t.Setenv(client.EnvServer, "http://other.test")
-	if got, _ := client.LoadCredentials(); got.Server != "http://other.test" {
+	t.Setenv(paddock.EnvServer, "http://other.test")
+	if got, _ := paddock.LoadCredentials(); got.Server != "http://other.test" {
 		t.Errorf("PADDOCK_SERVER does not override: %v", got)
 	}
 	var logged strings.Builder
@@ -113,10 +113,38 @@ func TestCredentials(t *testing.T) {
 	if s := logged.String() + fmt.Sprint(in) + fmt.Sprintf("%+v", in); strings.Contains(s, "pdk_secret") {
 		t.Errorf("the token is printed: %s", s)
 	}
-	if err := client.RemoveCredentials(); err != nil {
+	if err := paddock.RemoveCredentials(); err != nil {
 		t.Fatal(err)
 	}
-	if err := client.RemoveCredentials(); !errors.Is(err, errdefs.ErrNotFound) {
+	if err := paddock.RemoveCredentials(); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("second remove: %v", err)
+	}
+}
+
+// A limit the server names comes back in Error.Limit, and the error is ErrLimitExceeded.
+func TestErrorNamesTheLimit(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		api.WriteError(w, nil, &api.LimitError{Limit: api.LimitDisk, Err: fmt.Errorf("the sandbox's disk limit (96MiB) was reached: %w", errdefs.ErrLimitExceeded)})
+	}))
+	defer srv.Close()
+	_, err := paddock.New(srv.URL).Sandbox("sb-x").PutArchive(context.Background(), "dir", strings.NewReader(""))
+	var pe *paddock.Error
+	if !errors.Is(err, paddock.ErrLimitExceeded) || !errors.As(err, &pe) || pe.Limit != paddock.LimitDisk || pe.Status != 429 {
+		t.Errorf("got %v (%#v), want limit disk", err, err)
+	}
+}
+
+// The package's names for the API's values are the API's.
+func TestConstantsAreTheAPIs(t *testing.T) {
+	for _, c := range [][2]any{
+		{paddock.LimitTimeout, api.LimitTimeout}, {paddock.LimitMemory, api.LimitMemory}, {paddock.LimitPids, api.LimitPids},
+		{paddock.LimitFileSize, api.LimitFileSize}, {paddock.LimitDisk, api.LimitDisk},
+		{paddock.StateCreating, api.StateCreating}, {paddock.StateRunning, api.StateRunning}, {paddock.StateStopped, api.StateStopped},
+		{paddock.StateFailed, api.StateFailed}, {paddock.StateLost, api.StateLost},
+		{paddock.Stdout, api.StreamStdout}, {paddock.Stderr, api.StreamStderr},
+	} {
+		if c[0] != c[1] {
+			t.Errorf("%v, the API's %v", c[0], c[1])
+		}
 	}
 }

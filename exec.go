@@ -1,4 +1,4 @@
-package client
+package paddock
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -17,14 +18,61 @@ import (
 // maxStreamMessage bounds one message from the server (a chunk of output).
 const maxStreamMessage = 4 << 20
 
-// Stream is a running command of the exec stream (internal/api/stream.go): stdin goes
-// in with Write, output and the exit status come out of Next.
+// ExecOption sets a field of a one-shot command's request.
+type ExecOption func(*ExecRequest)
+
+// WithStdin gives the command stdin (at most the server's exec limit, 5 MiB; stream a
+// larger input with Stream, or copy files in with PutArchive).
+func WithStdin(data []byte) ExecOption { return func(r *ExecRequest) { r.Stdin = data } }
+
+// WithEnv adds environment variables (KEY=VALUE).
+func WithEnv(env ...string) ExecOption { return func(r *ExecRequest) { r.Env = append(r.Env, env...) } }
+
+// WithDir runs the command in dir (relative to the workspace, or absolute).
+func WithDir(dir string) ExecOption { return func(r *ExecRequest) { r.Cwd = dir } }
+
+// WithTimeout bounds how long the command may run; past it, the command is killed and
+// the result names LimitTimeout.
+func WithTimeout(d time.Duration) ExecOption {
+	return func(r *ExecRequest) { r.TimeoutMS = d.Milliseconds() }
+}
+
+// Exec runs argv in the sandbox and returns how it ended and its whole output. A
+// command that fails is not an error: see ExitCode, Signal and Limit in the result.
+func (s *Sandbox) Exec(ctx context.Context, argv []string, opts ...ExecOption) (ExecResult, error) {
+	req := ExecRequest{Argv: argv}
+	for _, o := range opts {
+		o(&req)
+	}
+	return s.Run(ctx, req)
+}
+
+// Run runs a one-shot command from the full request.
+func (s *Sandbox) Run(ctx context.Context, req ExecRequest) (ExecResult, error) {
+	var res ExecResult
+	err := s.c.do(ctx, "POST", s.path("exec"), req, &res, http.StatusOK)
+	return res, err
+}
+
+// Stream is a running command of the exec stream (a WebSocket): stdin goes in with
+// Write, output and the exit status come out of Next (or Copy). Close it when done.
 type Stream struct {
 	ws *websocket.Conn
 }
 
-// Stream starts a command in sandbox id over the WebSocket exec stream.
-func (c *Client) Stream(ctx context.Context, id string, start api.StreamStart) (*Stream, error) {
+// Stream starts a command in the sandbox over the exec stream. With start.TTY set it
+// runs on a terminal of that size (see PTY).
+func (s *Sandbox) Stream(ctx context.Context, start StreamStart) (*Stream, error) {
+	return s.c.stream(ctx, s.ID, start)
+}
+
+// PTY starts argv on a terminal of rows by cols: what it writes comes out of Next as
+// stdout, keys go in with Write, and Resize follows the terminal's size.
+func (s *Sandbox) PTY(ctx context.Context, argv []string, rows, cols uint32) (*Stream, error) {
+	return s.Stream(ctx, StreamStart{Argv: argv, TTY: &TTYSize{Rows: rows, Cols: cols}})
+}
+
+func (c *Client) stream(ctx context.Context, id string, start api.StreamStart) (*Stream, error) {
 	opts := &websocket.DialOptions{
 		HTTPClient:   c.http,
 		HTTPHeader:   http.Header{},
@@ -46,11 +94,11 @@ func (c *Client) Stream(ctx context.Context, id string, start api.StreamStart) (
 	ws.SetReadLimit(maxStreamMessage)
 	data, err := json.Marshal(start)
 	if err != nil {
-		ws.CloseNow()
+		_ = ws.CloseNow()
 		return nil, err
 	}
 	if err := ws.Write(ctx, websocket.MessageText, data); err != nil {
-		ws.CloseNow()
+		_ = ws.CloseNow()
 		return nil, streamError(err)
 	}
 	return &Stream{ws: ws}, nil
@@ -81,9 +129,15 @@ func (s *Stream) control(ctx context.Context, ctl api.StreamControl) error {
 	return streamError(s.ws.Write(ctx, websocket.MessageText, data))
 }
 
+// Which stream an Output's data is of.
+const (
+	Stdout byte = 1
+	Stderr byte = 2
+)
+
 // Output is one message from the server: a chunk of output, or the exit status.
 type Output struct {
-	// Stream is api.StreamStdout or api.StreamStderr when Data is set.
+	// Stream is Stdout or Stderr when Data is set.
 	Stream byte
 	Data   []byte
 	// Exit is set on the last message.
@@ -113,11 +167,11 @@ func (s *Stream) Next(ctx context.Context) (Output, error) {
 
 // Copy writes the command's output to stdout and stderr until it exits, and returns its
 // exit status.
-func (s *Stream) Copy(ctx context.Context, stdout, stderr io.Writer) (api.StreamExit, error) {
+func (s *Stream) Copy(ctx context.Context, stdout, stderr io.Writer) (StreamExit, error) {
 	for {
 		out, err := s.Next(ctx)
 		if err != nil {
-			return api.StreamExit{}, err
+			return StreamExit{}, err
 		}
 		if out.Exit != nil {
 			return *out.Exit, nil
@@ -127,7 +181,7 @@ func (s *Stream) Copy(ctx context.Context, stdout, stderr io.Writer) (api.Stream
 			w = stderr
 		}
 		if _, err := w.Write(out.Data); err != nil {
-			return api.StreamExit{}, fmt.Errorf("writing the command's output: %w", err)
+			return StreamExit{}, fmt.Errorf("writing the command's output: %w", err)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package client
+package paddock
 
 import (
 	"encoding/json"

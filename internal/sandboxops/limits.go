@@ -1,4 +1,4 @@
-package server
+package sandboxops
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/runner"
+	"github.com/paddockhq/paddock/internal/wire"
 )
 
 // Which limit ended or hurt a command (api.ExecResult.Limit). The timeout and the file
@@ -46,7 +47,7 @@ type commandEnd struct {
 
 // limitHit names the limit a command met, from how it ended and the sandbox's counts
 // before and after it, with a message that says which and its value; "" when none.
-func limitHit(end commandEnd, before, after limitCounts, l runner.Limits) (limit, msg string) {
+func limitHit(end commandEnd, before, after limitCounts, l wire.Limits) (limit, msg string) {
 	switch {
 	case end.timedOut:
 		return api.LimitTimeout, end.timeout + " was hit: the command was killed"

@@ -1,4 +1,4 @@
-package server
+package sandboxops
 
 import (
 	"errors"
@@ -8,12 +8,11 @@ import (
 
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/errdefs"
-	"github.com/paddockhq/paddock/internal/policy"
-	"github.com/paddockhq/paddock/internal/runner"
+	"github.com/paddockhq/paddock/internal/wire"
 )
 
 func TestLimitHit(t *testing.T) {
-	l := runner.Limits{Memory: 256 << 20, Pids: 64, FileSize: 1 << 20}
+	l := wire.Limits{Memory: 256 << 20, Pids: 64, FileSize: 1 << 20}
 	zero := limitCounts{oomKnown: true, forksKnown: true}
 	counts := func(oom, forks uint64) limitCounts {
 		return limitCounts{oom: oom, forks: forks, oomKnown: true, forksKnown: true}
@@ -22,7 +21,7 @@ func TestLimitHit(t *testing.T) {
 		name          string
 		end           commandEnd
 		before, after limitCounts
-		l             runner.Limits
+		l             wire.Limits
 		limit, msg    string
 	}{
 		{"nothing", commandEnd{}, zero, counts(0, 0), l, "", ""},
@@ -30,7 +29,7 @@ func TestLimitHit(t *testing.T) {
 			api.LimitTimeout, "the policy's timeout (2s) was hit: the command was killed"},
 		{"file size", commandEnd{signal: int(syscall.SIGXFSZ)}, zero, counts(0, 0), l,
 			api.LimitFileSize, "the sandbox's file size limit (1MiB) was hit: the command was ended by SIGXFSZ"},
-		{"file size set by the command itself", commandEnd{signal: int(syscall.SIGXFSZ)}, zero, zero, runner.Limits{},
+		{"file size set by the command itself", commandEnd{signal: int(syscall.SIGXFSZ)}, zero, zero, wire.Limits{},
 			api.LimitFileSize, "the sandbox's file size limit was hit: the command was ended by SIGXFSZ"},
 		{"one OOM kill", commandEnd{signal: 9}, counts(3, 0), counts(4, 0), l,
 			api.LimitMemory, "the sandbox's memory limit (256MiB) was hit: a process was killed"},
@@ -56,25 +55,25 @@ func TestLimitHit(t *testing.T) {
 // A create request under a policy gets the policy's tmp and file size when it gives none,
 // and is refused, naming both, when it asks for more.
 func TestPolicyLimitsSizes(t *testing.T) {
-	r := policy.Resources{Tmp: 64 << 20, FileSize: 1 << 20}
+	r := wire.Limits{Tmp: 64 << 20, FileSize: 1 << 20}
 	var l api.Limits
-	if err := policyLimits(&l, r); err != nil || l.Tmp != "64MiB" || l.FileSize != "1MiB" {
+	if err := PolicyLimits(&l, r); err != nil || l.Tmp != "64MiB" || l.FileSize != "1MiB" {
 		t.Errorf("policyLimits of an empty request: %+v, %v", l, err)
 	}
 	l = api.Limits{Tmp: "32M", FileSize: "512k"}
-	if err := policyLimits(&l, r); err != nil || l.Tmp != "32M" || l.FileSize != "512k" {
+	if err := PolicyLimits(&l, r); err != nil || l.Tmp != "32M" || l.FileSize != "512k" {
 		t.Errorf("policyLimits of a request within the policy: %+v, %v", l, err)
 	}
 	l = api.Limits{FileSize: "2M"}
-	err := policyLimits(&l, r)
+	err := PolicyLimits(&l, r)
 	if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "limits.file_size: 2MiB is over the policy's resources.file_size of 1MiB") {
 		t.Errorf("policyLimits of a request over the policy: %v", err)
 	}
-	err = withinMax(r, runner.Limits{Tmp: 32 << 20})
+	err = WithinMax(r, wire.Limits{Tmp: 32 << 20})
 	if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "resources.tmp: 64MiB is over the server's maximum (max_limits.tmp) of 32MiB") {
 		t.Errorf("withinMax of tmp over the max: %v", err)
 	}
-	err = withinMax(r, runner.Limits{FileSize: 512 << 10})
+	err = WithinMax(r, wire.Limits{FileSize: 512 << 10})
 	if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "resources.file_size: 1MiB is over the server's maximum (max_limits.file_size) of 512KiB") {
 		t.Errorf("withinMax of file_size over the max: %v", err)
 	}
