@@ -70,7 +70,7 @@ func runAgent(c *cobra.Command, id string, argv []string, raw bool, code *int) e
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	dialCtx, dialCancel := context.WithTimeout(ctx, requestTimeout)
-	st, err := cl.Stream(dialCtx, id, api.StreamStart{Argv: argv, Cwd: wire.WorkspacePath})
+	st, err := cl.Sandbox(id).Stream(dialCtx, api.StreamStart{Argv: argv, Cwd: wire.WorkspacePath})
 	dialCancel()
 	if err != nil {
 		return err
