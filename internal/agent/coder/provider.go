@@ -159,7 +159,7 @@ func doStream(ctx context.Context, cancel context.CancelCauseFunc, hc *http.Clie
 	defer watch.stop()
 	resp, err := hc.Do(req)
 	if err != nil {
-		if context.Cause(ctx) == errStalled {
+		if errors.Is(context.Cause(ctx), errStalled) {
 			return Message{}, stalled(idle)
 		}
 		if ctx.Err() != nil {
@@ -173,7 +173,7 @@ func doStream(ctx context.Context, cancel context.CancelCauseFunc, hc *http.Clie
 		return Message{}, statusError(resp)
 	}
 	m, err := read(&touchReader{r: resp.Body, touch: watch.touch, d: idle})
-	if err != nil && context.Cause(ctx) == errStalled {
+	if err != nil && errors.Is(context.Cause(ctx), errStalled) {
 		return Message{}, stalled(idle)
 	}
 	if err != nil && ctx.Err() != nil {
@@ -275,7 +275,7 @@ func readStream(r io.Reader, text func(string)) (Message, error) {
 	finished := false
 	for {
 		line, err := readLine(br)
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			if finished {
 				break
 			}
@@ -290,7 +290,6 @@ func readStream(r io.Reader, text func(string)) (Message, error) {
 		}
 		data = strings.TrimPrefix(data, " ")
 		if data == "[DONE]" {
-			finished = true
 			break
 		}
 		events++
