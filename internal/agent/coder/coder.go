@@ -56,6 +56,9 @@ type Config struct {
 	// MaxRetryWait is the longest Retry-After the harness waits for before it asks again
 	// (default 60 s); a longer one stops the turn.
 	MaxRetryWait time.Duration
+	// MaxContextBytes bounds the conversation sent to the model (default 512 KiB): past
+	// it the oldest turns are left out, whole, and the model is told so.
+	MaxContextBytes int
 	// Host checkpoints, undoes and reports the app; nil outside a sandbox.
 	Host Host
 	// HTTPClient reaches the provider; nil uses one without an overall timeout (answers
@@ -144,6 +147,9 @@ func New(cfg Config, emit func(Event)) (*Agent, error) {
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = 2 * time.Minute
 	}
+	if cfg.MaxContextBytes <= 0 {
+		cfg.MaxContextBytes = 512 << 10
+	}
 	if cfg.MaxRetryWait <= 0 {
 		cfg.MaxRetryWait = time.Minute
 	}
@@ -206,7 +212,7 @@ func (a *Agent) loop(ctx context.Context, turn int) (string, error) {
 		if step > a.cfg.MaxSteps {
 			return "", &stepBudget{a.cfg.MaxSteps}
 		}
-		msgs := append([]Message{{Role: "system", Content: systemPrompt}}, a.conv.Messages...)
+		msgs := append([]Message{{Role: "system", Content: systemPrompt}}, window(a.conv.Messages, a.cfg.MaxContextBytes)...)
 		m, err := a.ask(ctx, turn, step, msgs, tools)
 		if err != nil {
 			return "", err
@@ -387,4 +393,29 @@ func (a *Agent) Messages() []Message { return a.conv.Messages }
 func encodeEvent(e Event) []byte {
 	b, _ := json.Marshal(e)
 	return append(b, '\n')
+}
+
+// window is the most recent part of msgs that fits in max bytes, cut only where a user's
+// message begins (so that no tool call is parted from its result), with a note of what was
+// left out. The current turn is kept whole even when it alone is larger.
+func window(msgs []Message, max int) []Message {
+	size, cut := 0, -1
+	for i := len(msgs) - 1; i >= 0; i-- {
+		size += len(msgs[i].Content) + len(msgs[i].ToolCallID)
+		for _, tc := range msgs[i].ToolCalls {
+			size += len(tc.Function.Name) + len(tc.Function.Arguments) + len(tc.ID)
+		}
+		if msgs[i].Role != "user" {
+			continue
+		}
+		if size > max && cut >= 0 {
+			break
+		}
+		cut = i
+	}
+	if cut <= 0 {
+		return msgs
+	}
+	note := Message{Role: "user", Content: fmt.Sprintf("(paddock: the %d oldest messages of this conversation were left out to fit the model's context)", cut)}
+	return append([]Message{note}, msgs[cut:]...)
 }
