@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/paddockhq/paddock/internal/agent/coder"
 	"github.com/paddockhq/paddock/internal/api"
@@ -197,5 +198,45 @@ func TestAgentInSandboxAnthropic(t *testing.T) {
 	}
 	if reqs := provider.Requests(); len(reqs) != 2 || reqs[0].API != "anthropic" {
 		t.Errorf("requests %+v", reqs)
+	}
+}
+
+// The app crashing: the agent's app_status shows it crashed, how it ended and what it
+// printed.
+func TestAgentSeesAppCrash(t *testing.T) {
+	sc, err := scripted.Parse([]byte(`{"steps": [
+	  {"expect": {"last_contains": ["why is the app down?"]}, "respond": {"tool_calls": [{"name": "app_status"}]}},
+	  {"expect": {"last_role": "tool", "last_contains": ["state: backoff", "last exit: code 3", "config.json: no such file"]},
+	   "respond": {"content": "It crashed: config.json is missing."}}
+	]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	provider := scripted.New(sc)
+	up := httptest.NewServer(provider)
+	defer up.Close()
+	e := servertest.Start(t, func(c *server.Config) {
+		c.Gateway = gateway.Config{AgentModel: "m", Providers: []gateway.Provider{{Name: "p", Kind: gateway.KindOpenAI, BaseURL: up.URL, APIKey: "sk-platform"}}}
+	})
+	alice := e.Register(t, "alice")
+	var sb api.Sandbox
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "broken",
+		App: api.Template{Command: []string{"sh", "-c", "echo config.json: no such file; exit 3"}, Port: 8080}}), http.StatusCreated, &sb)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var st api.AppStatus
+		servertest.Decode(t, alice.DoToken("GET", "/api/v1/sandboxes/"+sb.ID+"/app", nil), http.StatusOK, &st)
+		if st.State == "backoff" && st.LastExit != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the app never crashed: %+v", st)
+		}
+	}
+	res := execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{wire.AgentPath, wire.CodeSubcommand, "--", "why is the app down?"}, TimeoutMS: 120_000})
+	if res.ExitCode != 0 {
+		t.Fatalf("exit %d\n%s\n%s\n%v", res.ExitCode, res.Stdout, res.Stderr, provider.Err())
+	}
+	if err := provider.Err(); err != nil || !provider.Done() {
+		t.Errorf("the script: %v", err)
 	}
 }
