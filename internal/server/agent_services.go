@@ -23,6 +23,7 @@ func (s *Server) handleAgentServices(mux *http.ServeMux) {
 	mux.HandleFunc("POST "+wire.ServicesRollbackPath, s.fromSandbox(s.rollbackTransaction))
 	mux.HandleFunc("GET "+wire.ServicesHistoryPath, s.fromSandbox(s.history))
 	mux.HandleFunc("GET "+wire.ServicesAppPath, s.fromSandbox(s.appStatus))
+	mux.HandleFunc("POST "+wire.ServicesAppRestartPath, s.fromSandbox(s.restartApp))
 }
 
 // fromSandbox runs an API handler for the sandbox whose channel the request came on, with
@@ -40,4 +41,15 @@ func (s *Server) fromSandbox(h func(http.ResponseWriter, *http.Request, fleet.Ca
 			api.WriteError(w, s.log, err)
 		}
 	}
+}
+
+// restartApp starts the sandbox's app again for its coding agent.
+func (s *Server) restartApp(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {
+	out, err := s.ops.RestartApp(r.Context(), c, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	s.event(r.Context(), c.UserID, "sandbox.app_restart", map[string]any{"sandbox": r.PathValue("id"), "by": "agent"})
+	api.WriteJSON(w, http.StatusOK, out)
+	return nil
 }

@@ -202,12 +202,16 @@ func TestAgentInSandboxAnthropic(t *testing.T) {
 }
 
 // The app crashing: the agent's app_status shows it crashed, how it ended and what it
-// printed.
+// printed; the agent fixes the cause and restarts the app, which then runs.
 func TestAgentSeesAppCrash(t *testing.T) {
 	sc, err := scripted.Parse([]byte(`{"steps": [
 	  {"expect": {"last_contains": ["why is the app down?"]}, "respond": {"tool_calls": [{"name": "app_status"}]}},
-	  {"expect": {"last_role": "tool", "last_contains": ["state: backoff", "last exit: code 3", "config.json: no such file"]},
-	   "respond": {"content": "It crashed: config.json is missing."}}
+	  {"expect": {"last_role": "tool", "last_contains": ["state: backoff", "last exit: code 3", "config.json: No such file"]},
+	   "respond": {"tool_calls": [{"name": "write_file", "arguments": {"path": "config.json", "content": "{}"}}, {"name": "restart_app"}]}},
+	  {"expect": {"last_role": "tool", "last_contains": ["the app is restarting"]},
+	   "respond": {"content": "config.json was missing; I wrote one and restarted the app."}},
+	  {"expect": {"last_contains": ["restart it again"]}, "respond": {"tool_calls": [{"name": "restart_app"}]}},
+	  {"expect": {"last_role": "tool", "last_contains": ["the app is restarting"]}, "respond": {"content": "Restarted."}}
 	]}`))
 	if err != nil {
 		t.Fatal(err)
@@ -221,22 +225,40 @@ func TestAgentSeesAppCrash(t *testing.T) {
 	alice := e.Register(t, "alice")
 	var sb api.Sandbox
 	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "broken",
-		App: api.Template{Command: []string{"sh", "-c", "echo config.json: no such file; exit 3"}, Port: 8080}}), http.StatusCreated, &sb)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		App: api.Template{Command: []string{"sh", "-c", "cat /workspace/config.json || exit 3; exec sleep 100000"}, Port: 8080}}), http.StatusCreated, &sb)
+	appState := func(want string, restarts int) api.AppStatus {
+		t.Helper()
 		var st api.AppStatus
-		servertest.Decode(t, alice.DoToken("GET", "/api/v1/sandboxes/"+sb.ID+"/app", nil), http.StatusOK, &st)
-		if st.State == "backoff" && st.LastExit != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the app never crashed: %+v", st)
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			st = api.AppStatus{}
+			servertest.Decode(t, alice.DoToken("GET", "/api/v1/sandboxes/"+sb.ID+"/app", nil), http.StatusOK, &st)
+			if st.State == want && (want != "backoff" || st.LastExit != nil) && st.Restarts >= restarts {
+				return st
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the app never reached %s: %+v", want, st)
+			}
 		}
 	}
-	res := execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{wire.AgentPath, wire.CodeSubcommand, "--", "why is the app down?"}, TimeoutMS: 120_000})
-	if res.ExitCode != 0 {
-		t.Fatalf("exit %d\n%s\n%s\n%v", res.ExitCode, res.Stdout, res.Stderr, provider.Err())
+	turn := func(msg string) {
+		t.Helper()
+		res := execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{wire.AgentPath, wire.CodeSubcommand, "--", msg}, TimeoutMS: 120_000})
+		if res.ExitCode != 0 {
+			t.Fatalf("exit %d\n%s\n%s\n%v", res.ExitCode, res.Stdout, res.Stderr, provider.Err())
+		}
 	}
+	appState("backoff", 0)
+	turn("why is the app down?")
+	running := appState("running", 0)
+	// A running app restarts only when told: the restart is the agent's.
+	turn("restart it again")
+	appState("running", running.Restarts+1)
 	if err := provider.Err(); err != nil || !provider.Done() {
 		t.Errorf("the script: %v", err)
+	}
+	var evs api.EventList
+	servertest.Decode(t, alice.DoToken("GET", "/api/v1/events?action=sandbox.app_restart", nil), http.StatusOK, &evs)
+	if len(evs.Events) != 2 || evs.Events[0].Detail["by"] != "agent" {
+		t.Errorf("the restart's audit events: %+v", evs.Events)
 	}
 }

@@ -124,12 +124,13 @@ func WelcomeCommand(agentPath string, port int) []string {
 const CodeSubcommand = "code"
 
 // Paths of the host's services that the coding agent calls for its sandbox: a checkpoint
-// of the workspace, undo, and the app's state. The host knows the sandbox from the channel
+// of the workspace, undo, the app's state and its restart. The host knows the sandbox from the channel
 // a request arrives on, never from the request.
 const (
 	ServicesCheckpointPath = "/sandbox/v1/checkpoint"
 	ServicesUndoPath       = "/sandbox/v1/undo"
 	ServicesAppPath        = "/sandbox/v1/app"
+	ServicesAppRestartPath = "/sandbox/v1/app/restart"
 )
 
 // Paths of the host's services that open and commit the transaction that makes one turn

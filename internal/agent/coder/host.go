@@ -32,6 +32,7 @@ type Host interface {
 	Checkpoint(ctx context.Context, message string) (id string, err error)
 	Undo(ctx context.Context) (string, error)
 	App(ctx context.Context) (string, error)
+	RestartApp(ctx context.Context) (string, error)
 }
 
 // ServicesHost reaches the host's services at base (the sandbox's PADDOCK_SERVICES_URL).
@@ -105,6 +106,19 @@ func (h *ServicesHost) App(ctx context.Context) (string, error) {
 	if err := h.do(ctx, "GET", wire.ServicesAppPath, nil, &st); err != nil {
 		return "", fmt.Errorf("app status: %w", err)
 	}
+	return describeApp(st), nil
+}
+
+func (h *ServicesHost) RestartApp(ctx context.Context) (string, error) {
+	var st api.AppStatus
+	if err := h.do(ctx, "POST", wire.ServicesAppRestartPath, nil, &st); err != nil {
+		return "", fmt.Errorf("restarting the app: %w", err)
+	}
+	return "the app is restarting; app_status shows how it goes\n" + describeApp(st), nil
+}
+
+// describeApp is the app's state as text for the model.
+func describeApp(st api.AppStatus) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "state: %s\nrestarts: %d\nsince: %s\n", st.State, st.Restarts, st.Since.Format("2006-01-02T15:04:05Z"))
 	if e := st.LastExit; e != nil {
@@ -113,7 +127,7 @@ func (h *ServicesHost) App(ctx context.Context) (string, error) {
 	if st.LastOutput != "" {
 		b.WriteString("--- the end of its output ---\n" + st.LastOutput)
 	}
-	return b.String(), nil
+	return b.String()
 }
 
 func (h *ServicesHost) do(ctx context.Context, method, path string, in, out any) error {

@@ -92,6 +92,8 @@ func (tb *toolbox) call(ctx context.Context, name, args string) (string, error) 
 		return run(args, name, func(a commandArgs) (string, error) { return tb.command(ctx, a) })
 	case "app_status":
 		return run(args, name, func(struct{}) (string, error) { return tb.hostCall(ctx, "app_status", Host.App) })
+	case "restart_app":
+		return run(args, name, func(struct{}) (string, error) { return tb.hostCall(ctx, "restart_app", Host.RestartApp) })
 	case "undo":
 		return run(args, name, func(struct{}) (string, error) { return tb.undo(ctx) })
 	}

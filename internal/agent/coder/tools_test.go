@@ -140,7 +140,7 @@ func TestRunCommand(t *testing.T) {
 
 func TestHostToolsOutsideSandbox(t *testing.T) {
 	tb := newToolbox(t)
-	for _, name := range []string{"app_status", "undo"} {
+	for _, name := range []string{"app_status", "restart_app", "undo"} {
 		if _, err := tb.call(context.Background(), name, ""); !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), servicesEnv) {
 			t.Errorf("%s: %v", name, err)
 		}
