@@ -103,6 +103,11 @@ func (c *Client) App(ctx context.Context) (*pb.AppStatus, error) {
 	return shortUnary(ctx, c.agent.App, &pb.AppRequest{})
 }
 
+// RestartApp starts the sandbox's supervised app again now.
+func (c *Client) RestartApp(ctx context.Context) (*pb.AppStatus, error) {
+	return shortUnary(ctx, c.agent.RestartApp, &pb.RestartAppRequest{})
+}
+
 // Execute runs a command to its end. Its deadline is the caller's: the agent enforces the
 // command's own timeout.
 func (c *Client) Execute(ctx context.Context, req *pb.ExecuteRequest) (*pb.ExecuteResponse, error) {

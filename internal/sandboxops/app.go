@@ -26,6 +26,19 @@ func (o *Ops) AppStatus(ctx context.Context, c fleet.Caller, id string) (api.App
 	return appStatusOf(st), nil
 }
 
+// RestartApp starts the sandbox's app again now, on what its workspace holds.
+func (o *Ops) RestartApp(ctx context.Context, c fleet.Caller, id string) (api.AppStatus, error) {
+	agent, err := o.fleet.Agent(ctx, c, id)
+	if err != nil {
+		return api.AppStatus{}, err
+	}
+	st, err := agent.RestartApp(ctx)
+	if err != nil {
+		return api.AppStatus{}, fmt.Errorf("restarting the app of sandbox %s: %w", id, err)
+	}
+	return appStatusOf(st), nil
+}
+
 func appStatusOf(st *pb.AppStatus) api.AppStatus {
 	out := api.AppStatus{
 		State: st.GetState(), Restarts: int(st.GetRestarts()),

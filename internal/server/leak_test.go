@@ -113,6 +113,17 @@ func TestNothingLeaks(t *testing.T) {
 		record(res.Stdout)
 		record(res.Stderr)
 	}
+	// The coding agent: a turn through the gateway (it stops, as the answer is not a
+	// stream), its events and its conversation file.
+	agentRun := wire.AgentPath + " code --model m -- hello; cat /tmp/.paddock-agent/conversation.json"
+	for _, env := range [][]string{nil, {"OPENAI_BASE_URL=" + "http://127.0.0.1:4750/gateway/openai/v1/../../openai/v1"}} {
+		res := execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{"sh", "-c", agentRun}, Env: env})
+		if !bytes.Contains(res.Stdout, []byte(`"type":"done"`)) {
+			t.Errorf("the coding agent's turn did not end: %s %s", res.Stdout, res.Stderr)
+		}
+		record(res.Stdout)
+		record(res.Stderr)
+	}
 	// Client errors and a crash: bad JSON, a bad ID, a missing file, an app killed.
 	for _, req := range []struct {
 		method, path string
