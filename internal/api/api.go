@@ -71,6 +71,7 @@ const (
 	CodeMethodNotAllowed   = "method_not_allowed"  // 405
 	CodeAlreadyExists      = "already_exists"      // 409
 	CodeFailedPrecondition = "failed_precondition" // 409
+	CodeStale              = "stale"               // 412
 	CodeTooLarge           = "payload_too_large"   // 413
 	CodeUnsupportedMedia   = "unsupported_media"   // 415
 	CodeLimitExceeded      = "limit_exceeded"      // 429
