@@ -76,6 +76,10 @@ func (s *Server) serveAppsHost(w http.ResponseWriter, r *http.Request, h origins
 		api.WriteError(w, s.log, err)
 		return
 	}
+	if h.Kind == origins.KindDesktop {
+		s.serveDesktop(w, r, h, who)
+		return
+	}
 	s.proxy.Serve(w, r, c)
 }
 
@@ -118,7 +122,13 @@ func (s *Server) appsCaller(ctx context.Context, userID string, h origins.Host) 
 			return proxy.Caller{}, err
 		}
 	case origins.KindDesktop:
-		return proxy.Caller{}, fmt.Errorf("%s: desktops are not served yet: %w", h.Label(), errdefs.ErrNotFound)
+		// The desktop is its owner's alone, as the app host is; what it serves is the
+		// agent's, never the app's (desktop.go).
+		if _, err := s.fleet.Get(ctx, fleet.Caller{UserID: userID}, h.ID); err == nil {
+			return proxy.Caller{UserID: userID, SandboxID: h.ID}, nil
+		} else if !errors.Is(err, errdefs.ErrNotFound) {
+			return proxy.Caller{}, err
+		}
 	}
 	return proxy.Caller{}, fmt.Errorf("no apps host %s of yours: %w", h.Label(), errdefs.ErrNotFound)
 }

@@ -128,7 +128,7 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request, c fleet.Caller
 	if err != nil {
 		return err
 	}
-	stream, err := pb.NewFilesClient(f.conn).Read(r.Context(), &pb.ReadRequest{Path: p, Capability: f.capTok, Policy: f.in.fileRules()})
+	stream, err := pb.NewFilesClient(f.conn).Read(r.Context(), &pb.ReadRequest{Path: p, Etag: true, Capability: f.capTok, Policy: f.in.fileRules()})
 	if err != nil {
 		return fmt.Errorf("read %s: %w", p, s.fromAgent(r, c, "sandbox.file_denied", map[string]any{"op": "read", "path": p}, err))
 	}
@@ -142,6 +142,10 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request, c fleet.Caller
 	h.Set("Content-Type", "application/octet-stream")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Content-Disposition", "attachment")
+	h.Set("Cache-Control", "no-store")
+	if first != nil && first.Etag != "" {
+		h.Set("ETag", quoteETag(first.Etag))
+	}
 	w.WriteHeader(http.StatusOK)
 	for chunk := first; chunk != nil; {
 		if _, err := w.Write(chunk.Data); err != nil {
@@ -176,6 +180,10 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request, c fleet.Calle
 	if err != nil {
 		return err
 	}
+	ifMatch, err := ifMatchOf(r)
+	if err != nil {
+		return err
+	}
 	conn, in, capTok := f.conn, f.in, f.capTok
 	held := capTok != ""
 	// A body that breaks off cancels the write, and the agent discards the partial file
@@ -203,6 +211,7 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request, c fleet.Calle
 			msg := &pb.WriteRequest{Data: buf[:n]}
 			if first {
 				msg.Path, msg.Mode, msg.MakeParents, msg.Capability, msg.Policy = p, uint32(mode), true, capTok, in.fileRules()
+				msg.IfMatch = ifMatch
 				first = false
 			}
 			if err := stream.Send(msg); err != nil {
@@ -226,6 +235,9 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request, c fleet.Calle
 		return fmt.Errorf("write %s: %w", p, s.fromAgent(r, c, "sandbox.file_denied", map[string]any{"op": "write", "path": p}, err))
 	}
 	s.event(r.Context(), c.UserID, "sandbox.file_write", map[string]any{"sandbox": r.PathValue("id"), "path": info.Path, "size": info.Size, "policy": in.source})
+	if info.Etag != "" {
+		w.Header().Set("ETag", quoteETag(info.Etag))
+	}
 	api.WriteJSON(w, http.StatusOK, fileInfo(info))
 	return nil
 }
@@ -395,4 +407,23 @@ func (s *Server) removeFile(w http.ResponseWriter, r *http.Request, c fleet.Call
 	s.event(r.Context(), c.UserID, "sandbox.file_remove", map[string]any{"sandbox": r.PathValue("id"), "path": rel, "recursive": recursive, "policy": f.in.source})
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// quoteETag is tag as an HTTP entity tag (strong: it names the bytes).
+func quoteETag(tag string) string { return `"` + tag + `"` }
+
+// ifMatchOf reads a PUT's If-Match: one strong entity tag, as GET files/content gave it.
+// Absent: an unconditional write. "*" and lists are refused, as is a weak tag (W/): a
+// save is based on one read.
+func ifMatchOf(r *http.Request) (string, error) {
+	v := strings.TrimSpace(r.Header.Get("If-Match"))
+	if v == "" {
+		return "", nil
+	}
+	tag, ok := strings.CutPrefix(v, `"`)
+	tag, ok2 := strings.CutSuffix(tag, `"`)
+	if ok && ok2 && tag != "" && len(tag) <= 128 && strings.Trim(tag, "0123456789abcdefABCDEF-_:.") == "" {
+		return tag, nil
+	}
+	return "", fmt.Errorf("If-Match: %q: want the one ETag that GET files/content answered, in quotes: %w", errdefs.Clip(v, 80), errdefs.ErrInvalidArgument)
 }

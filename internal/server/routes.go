@@ -110,6 +110,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /metrics", s.metrics())
 	mux.HandleFunc("/auth/handoff", s.handoff)
 	mux.HandleFunc("/", s.app)
+	s.desktop = s.desktopRoutes()
 	return s.byHost(s.instrument(mux))
 }
 

@@ -119,3 +119,9 @@ const WelcomeSubcommand = "welcome"
 func WelcomeCommand(agentPath string, port int) []string {
 	return []string{agentPath, WelcomeSubcommand, "--listen", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
 }
+
+// DesktopPort is the port of the sandbox's loopback where the agent serves the desktop's
+// page and assets (desktop-<sandbox ID> under the apps domain, through the host). The agent
+// binds it before it starts the app, so the app cannot take it; an app that asks for it
+// is refused at creation.
+const DesktopPort = 4751

@@ -1,0 +1,221 @@
+package server_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/origins"
+	"github.com/paddockhq/paddock/internal/servertest"
+)
+
+// desktopReq sends a request to the desktop host at base with the client's cookies and
+// the given Origin ("" for none).
+func desktopReq(t *testing.T, c *servertest.Client, base, origin, method, path, body string, hdr map[string]string) *http.Response {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, base+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if origin != "" {
+		req.Header.Set("Origin", origin)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return resp
+}
+
+func readBody(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// A sandbox's desktop host serves its owner the agent's page, and on its own origin that
+// sandbox's file, exec, history and app API, nothing else; a state change or a WebSocket
+// needs the desktop's own Origin; another user gets 404.
+func TestDesktopHost(t *testing.T) {
+	e := servertest.Start(t)
+	alice, bob := e.Register(t, "alice"), e.Register(t, "bob")
+	alice.Start()
+	bob.Start()
+	var roles, bobRoles api.Roles
+	alice.MustJSON("GET", "/api/v1/roles", nil, http.StatusOK, &roles)
+	bob.MustJSON("GET", "/api/v1/roles", nil, http.StatusOK, &bobRoles)
+	id := roles.Live.ID
+	desk := e.AppsURL(origins.Host{Kind: origins.KindDesktop, ID: id})
+	appOrigin := alice.SandboxURL(id)
+
+	// The page comes from the agent, framed by nobody.
+	resp := alice.AppAt(desk, "GET", "/", nil)
+	page := readBody(t, resp)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(page, "paddock desktop") {
+		t.Fatalf("GET / on the desktop: %s %q", resp.Status, servertestClip(page))
+	}
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "frame-ancestors 'none'") || !strings.Contains(csp, "frame-src "+appOrigin) {
+		t.Errorf("desktop page CSP %q: want frame-ancestors 'none' and frame-src %s", csp, appOrigin)
+	}
+
+	api1 := "/api/v1/sandboxes/" + id
+	t.Run("scope", func(t *testing.T) {
+		for _, p := range []string{api1 + "/files/list?path=.", api1 + "/history", api1 + "/app", api1} {
+			if resp := desktopReq(t, alice, desk, "", "GET", p, "", nil); resp.StatusCode != http.StatusOK {
+				t.Errorf("GET %s on the desktop: %s %s", p, resp.Status, readBody(t, resp))
+			} else {
+				resp.Body.Close()
+			}
+		}
+		for _, p := range []string{
+			"/api/v1/sandboxes/" + roles.Dev.ID + "/files/list?path=.", "/api/v1/sandboxes/" + bobRoles.Live.ID + "/files/list?path=.",
+			"/api/v1/me/secrets", "/api/v1/tokens", "/api/v1/sandboxes", "/api/v1/me", "/api/v1/roles", "/api/v1/events",
+			api1 + "/policy", api1 + "/capabilities", api1 + "/history/export", "/me/secrets",
+		} {
+			resp := desktopReq(t, alice, desk, "", "GET", p, "", nil)
+			if body := readBody(t, resp); resp.StatusCode != http.StatusNotFound {
+				t.Errorf("GET %s on the desktop: %s %s, want 404", p, resp.Status, body)
+			}
+		}
+		for _, p := range []string{"/api/v1/promote", "/api/v1/tokens", api1 + "/stop", api1 + "/capabilities"} {
+			resp := desktopReq(t, alice, desk, desk, "POST", p, "{}", map[string]string{"Content-Type": "application/json"})
+			if body := readBody(t, resp); resp.StatusCode != http.StatusNotFound {
+				t.Errorf("POST %s on the desktop: %s %s, want 404", p, resp.Status, body)
+			}
+		}
+	})
+
+	t.Run("origin", func(t *testing.T) {
+		put := api1 + "/files/content?path=o.txt"
+		for _, origin := range []string{"", appOrigin, alice.AppURL("live"), e.URL, "null"} {
+			resp := desktopReq(t, alice, desk, origin, "PUT", put, "x", nil)
+			if body := readBody(t, resp); resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "is not this desktop's") {
+				t.Errorf("PUT with Origin %q: %s %s, want 403", origin, resp.Status, body)
+			}
+		}
+		resp := desktopReq(t, alice, desk, desk, "PUT", put, "x", nil)
+		if body := readBody(t, resp); resp.StatusCode != http.StatusOK {
+			t.Fatalf("PUT with the desktop's Origin: %s %s", resp.Status, body)
+		}
+		stream := "ws" + strings.TrimPrefix(desk, "http") + api1 + "/exec/stream"
+		for origin, want := range map[string]int{appOrigin: http.StatusForbidden, desk: http.StatusSwitchingProtocols} {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			ws, resp, _ := websocket.Dial(ctx, stream, &websocket.DialOptions{
+				HTTPClient: alice.HTTP, HTTPHeader: http.Header{"Origin": {origin}}, Subprotocols: []string{api.StreamProtocol},
+			})
+			cancel()
+			got := 0
+			if resp != nil {
+				got = resp.StatusCode
+			}
+			if ws != nil {
+				ws.CloseNow()
+			}
+			if got != want {
+				t.Errorf("exec stream from %s on the desktop: %d, want %d", origin, got, want)
+			}
+		}
+	})
+
+	t.Run("etag", func(t *testing.T) {
+		content := api1 + "/files/content?path=" + url.QueryEscape("src/e.txt")
+		resp := desktopReq(t, alice, desk, desk, "PUT", content, "one\n", nil)
+		first := resp.Header.Get("ETag")
+		if body := readBody(t, resp); resp.StatusCode != http.StatusOK || first == "" {
+			t.Fatalf("PUT: %s ETag %q %s", resp.Status, first, body)
+		}
+		resp = desktopReq(t, alice, desk, "", "GET", content, "", nil)
+		if body := readBody(t, resp); body != "one\n" || resp.Header.Get("ETag") != first {
+			t.Fatalf("GET after PUT: %q ETag %q, want the PUT's %q", body, resp.Header.Get("ETag"), first)
+		}
+		shIn(t, alice, id, "echo two > /workspace/src/e.txt")
+		resp = desktopReq(t, alice, desk, desk, "PUT", content, "mine\n", map[string]string{"If-Match": first})
+		if body := readBody(t, resp); resp.StatusCode != http.StatusPreconditionFailed || !strings.Contains(body, "changed since it was read") || !strings.Contains(body, `"stale"`) {
+			t.Fatalf("PUT over a change with a stale If-Match: %s %s, want 412 naming the change", resp.Status, body)
+		}
+		if out := shIn(t, alice, id, "cat /workspace/src/e.txt"); out != "two\n" {
+			t.Fatalf("a refused save changed the file: %q", out)
+		}
+		resp = desktopReq(t, alice, desk, "", "GET", content, "", nil)
+		now := resp.Header.Get("ETag")
+		readBody(t, resp)
+		resp = desktopReq(t, alice, desk, desk, "PUT", content, "mine\n", map[string]string{"If-Match": now})
+		if body := readBody(t, resp); resp.StatusCode != http.StatusOK || resp.Header.Get("ETag") == now {
+			t.Fatalf("PUT with the current If-Match: %s %s", resp.Status, body)
+		}
+		for _, bad := range []string{"*", "W/" + now, now + ", " + first, "abc"} {
+			resp = desktopReq(t, alice, desk, desk, "PUT", content, "z", map[string]string{"If-Match": bad})
+			if body := readBody(t, resp); resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "If-Match") {
+				t.Errorf("If-Match %q: %s %s, want 400 naming If-Match", bad, resp.Status, body)
+			}
+		}
+		// The control plane's own API honours it the same way.
+		req, _ := http.NewRequest("PUT", e.URL+content, strings.NewReader("x"))
+		req.Header.Set("Authorization", "Bearer "+alice.Token)
+		req.Header.Set("If-Match", first)
+		r2, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body := readBody(t, r2); r2.StatusCode != http.StatusPreconditionFailed {
+			t.Errorf("PUT with a stale If-Match on the control plane: %s %s", r2.Status, body)
+		}
+	})
+
+	t.Run("other users", func(t *testing.T) {
+		s := newStepper(t, sessionJar(t, bob))
+		if resp := s.get(e.URL+"/auth/handoff?to="+url.QueryEscape(desk+"/"), true); resp.StatusCode != http.StatusNotFound {
+			t.Errorf("bob's handoff to alice's desktop: %s, want 404", resp.Status)
+		}
+		resp := bob.AppToken(desk, "GET", "/", nil)
+		if body := readBody(t, resp); resp.StatusCode != http.StatusNotFound {
+			t.Errorf("bob's token on alice's desktop: %s %s, want 404", resp.Status, body)
+		}
+		// Alice's cookie on her desktop opens nothing of bob's desktop.
+		bobDesk := e.AppsURL(origins.Host{Kind: origins.KindDesktop, ID: bobRoles.Live.ID})
+		resp = desktopReq(t, alice, bobDesk, "", "GET", "/api/v1/sandboxes/"+bobRoles.Live.ID+"/files/list?path=.", "", nil)
+		if body := readBody(t, resp); resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusNotFound {
+			t.Errorf("alice on bob's desktop: %s %s, want 401 or 404", resp.Status, body)
+		}
+	})
+
+	t.Run("preview", func(t *testing.T) {
+		s := newStepper(t, alice.HTTP.Jar)
+		to := s.expect(s.get(desk+"/desktop/preview", false), http.StatusSeeOther)
+		if !strings.HasPrefix(to, appOrigin+"/?"+origins.HandoffParam+"=") {
+			t.Fatalf("the preview went to %s, want %s with a code", to, appOrigin)
+		}
+		clean := s.expect(s.get(to, false), http.StatusSeeOther)
+		if clean != appOrigin+"/" {
+			t.Fatalf("the app host's exchange sent the frame to %s", clean)
+		}
+		if len(appCookies(alice.HTTP.Jar, appOrigin)) == 0 {
+			t.Fatalf("no cookie on %s after the preview's handoff", appOrigin)
+		}
+	})
+}
+
+func servertestClip(s string) string {
+	if len(s) > 200 {
+		return s[:200]
+	}
+	return s
+}
