@@ -184,7 +184,15 @@ func (s *Server) exchange(w http.ResponseWriter, r *http.Request, h origins.Host
 			_, err = s.appsCaller(r.Context(), g.UserID, h)
 			if err == nil {
 				g.Expires = sess.ExpiresAt
-				http.SetCookie(w, s.appCookie(r, s.handoffs.Open(g), g))
+				ck := s.appCookie(r, s.handoffs.Open(g), g)
+				if r.Header.Get("Sec-Fetch-Dest") == "iframe" {
+					// A frame (the desktop's preview) is a cross-site context for a Lax
+					// cookie: this one is partitioned to the framing page's site, so that it
+					// works in that frame and nowhere else (CHIPS; browsers take Secure on
+					// loopback names over plain http).
+					ck.SameSite, ck.Secure, ck.Partitioned = http.SameSiteNoneMode, true, true
+				}
+				http.SetCookie(w, ck)
 				http.Redirect(w, r, clean, http.StatusSeeOther)
 				return
 			}

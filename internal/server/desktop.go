@@ -72,6 +72,7 @@ func (s *Server) desktopRoutes() http.Handler {
 		mux.HandleFunc(p, notHere)
 	}
 	mux.HandleFunc("GET /desktop/preview", s.desktopPreview)
+	mux.HandleFunc("GET /desktop/switch", s.desktopSwitch)
 	mux.HandleFunc("/", s.desktopAsset)
 	return mux
 }
@@ -206,11 +207,56 @@ func (s *Server) desktopAsset(w http.ResponseWriter, r *http.Request) {
 }
 
 // desktopCSP lets the desktop's page run its own script and styles, call its own origin
-// (HTTP and WebSocket) and frame its sandbox's app host, and nothing else.
+// (HTTP and WebSocket) and frame its sandbox's app host (through its own /desktop/preview,
+// which redirects there), and nothing else.
 func (s *Server) desktopCSP(r *http.Request, h origins.Host) string {
 	self := s.origins.URL(h, r.Host)
 	ws := "ws" + strings.TrimPrefix(self, "http")
 	app := s.origins.URL(origins.Host{Kind: origins.KindApp, ID: h.ID}, r.Host)
 	return "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; font-src 'self'; " +
-		"connect-src 'self' " + ws + "; frame-src " + app + "; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+		"connect-src 'self' " + ws + "; frame-src 'self' " + app + "; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+}
+
+// desktopSwitch sends the browser to the desktop of the owner's other role (?role=live or
+// dev), through the control plane's handoff.
+func (s *Server) desktopSwitch(w http.ResponseWriter, r *http.Request) {
+	d := r.Context().Value(desktopKey{}).(desktopRequest)
+	to, err := s.desktopURL(r, d.who.User.ID, r.URL.Query().Get("role"))
+	if err != nil {
+		api.WriteError(w, s.log, err)
+		return
+	}
+	http.Redirect(w, r, s.origins.ControlURL(r.Host)+origins.HandoffPath(to), http.StatusSeeOther)
+}
+
+// desktopURL is the desktop of the sandbox that holds userID's role now.
+func (s *Server) desktopURL(r *http.Request, userID, role string) (string, error) {
+	o, err := s.fleet.Owner(r.Context(), fleet.Caller{UserID: userID}, role)
+	if err != nil {
+		return "", err
+	}
+	return s.origins.URL(origins.Host{Kind: origins.KindDesktop, ID: o.Sandbox.ID}, r.Host) + "/", nil
+}
+
+// openDesktop: GET /desktop on the control plane sends a signed-in browser to the desktop
+// of its role's sandbox (?role= chooses), through the handoff.
+func (s *Server) openDesktop(w http.ResponseWriter, r *http.Request) {
+	c, err := s.web.Identify(r)
+	if err != nil {
+		http.Redirect(w, r, "/login", http.StatusSeeOther)
+		return
+	}
+	if !s.appGate(w, r, c, "/start") {
+		return
+	}
+	role := r.URL.Query().Get("role")
+	if role == "" {
+		role = c.Role
+	}
+	to, err := s.desktopURL(r, c.User.ID, role)
+	if err != nil {
+		api.WriteError(w, s.log, err)
+		return
+	}
+	http.Redirect(w, r, origins.HandoffPath(to), http.StatusSeeOther)
 }

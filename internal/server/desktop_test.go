@@ -72,7 +72,7 @@ func TestDesktopHost(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(page, "paddock desktop") {
 		t.Fatalf("GET / on the desktop: %s %q", resp.Status, servertestClip(page))
 	}
-	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "frame-ancestors 'none'") || !strings.Contains(csp, "frame-src "+appOrigin) {
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "frame-ancestors 'none'") || !strings.Contains(csp, "frame-src 'self' "+appOrigin) {
 		t.Errorf("desktop page CSP %q: want frame-ancestors 'none' and frame-src %s", csp, appOrigin)
 	}
 

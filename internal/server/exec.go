@@ -8,15 +8,18 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
+	"google.golang.org/grpc"
 
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
 	"github.com/paddockhq/paddock/internal/policy"
+	"github.com/paddockhq/paddock/internal/runner"
 	"github.com/paddockhq/paddock/internal/wire"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
 	"github.com/paddockhq/paddock/internal/wire/channel"
@@ -148,6 +151,10 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, c fleet.Call
 		ws.Close(api.CloseBadRequest, truncateReason(err.Error()))
 		return errResponded
 	}
+	if start.Attach != "" {
+		s.attachStream(ctx, ws, c, r.PathValue("id"), sb, start)
+		return errResponded
+	}
 	var d policy.Decision
 	if in.pol != nil {
 		// The command is known only now, after the upgrade: a denial is an exit that says
@@ -201,6 +208,13 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, c fleet.Call
 		s.endStream(ctx, ws, exit(ex))
 		return errResponded
 	}
+	if start.Keep {
+		if !s.sendStarted(ctx, ws, session) {
+			s.keep(r.PathValue("id"), session, pc)
+			return errResponded
+		}
+		s.kept.Store(keptKey(r.PathValue("id"), session), (*time.Timer)(nil))
+	}
 	if t := in.timeout(); t > 0 {
 		// The policy's wall-clock limit: the session is killed, and ends as killed.
 		kill := time.AfterFunc(t, func() {
@@ -209,7 +223,26 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, c fleet.Call
 		})
 		defer kill.Stop()
 	}
-	go s.pumpInput(ctx, ws, pc, session)
+	s.relayStream(ctx, cancel, ws, pc, events, session, exit, r.PathValue("id"), start.Keep)
+	return errResponded
+}
+
+// relayStream pumps the client's input to session and its events to the client until it
+// exits or either side goes away. A session that is not kept is killed then, as a closed
+// terminal would hang it up; a kept one runs on for KeptIdle, for a client to reattach.
+func (s *Server) relayStream(ctx context.Context, cancel context.CancelFunc, ws *websocket.Conn, pc pb.ProcessClient,
+	events grpc.ServerStreamingClient[pb.ProcessEvent], session string, exit func(*pb.ExitStatus) api.StreamExit, sandboxID string, kept bool) {
+	gone := func() {
+		if kept {
+			s.keep(sandboxID, session, pc)
+			return
+		}
+		_, _ = pc.SendSignal(context.WithoutCancel(ctx), &pb.SendSignalRequest{SessionId: session, Signal: 9})
+	}
+	go func() {
+		s.pumpInput(ctx, ws, pc, session)
+		cancel() // the client went away: stop relaying its events
+	}()
 	for {
 		ev, err := events.Recv()
 		if err != nil {
@@ -217,9 +250,8 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, c fleet.Call
 			if ctx.Err() == nil {
 				ws.Close(websocket.StatusInternalError, "the sandbox ended the stream: "+truncateReason(errdefs.FromGRPC(err).Error()))
 			}
-			// Whatever runs is killed, as a closed terminal would hang it up.
-			_, _ = pc.SendSignal(context.WithoutCancel(ctx), &pb.SendSignalRequest{SessionId: session, Signal: 9})
-			return errResponded
+			gone()
+			return
 		}
 		switch e := ev.Event.(type) {
 		case *pb.ProcessEvent_Output:
@@ -231,14 +263,78 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, c fleet.Call
 			msg[0] = stream
 			copy(msg[1:], e.Output.Data)
 			if err := ws.Write(ctx, websocket.MessageBinary, msg); err != nil {
-				_, _ = pc.SendSignal(context.WithoutCancel(ctx), &pb.SendSignalRequest{SessionId: session, Signal: 9})
-				return errResponded
+				gone()
+				return
 			}
 		case *pb.ProcessEvent_Exited:
+			s.kept.Delete(keptKey(sandboxID, session))
 			s.endStream(ctx, ws, exit(e.Exited))
-			return errResponded
+			return
 		}
 	}
+}
+
+func keptKey(sandboxID, session string) string { return sandboxID + "/" + session }
+
+// keep arms the kill of a kept session that lost its client: KeptIdle from now, unless a
+// client attaches first.
+func (s *Server) keep(sandboxID, session string, pc pb.ProcessClient) {
+	key := keptKey(sandboxID, session)
+	t := time.AfterFunc(api.KeptIdle, func() {
+		if v, ok := s.kept.Load(key); ok && v.(*time.Timer) != nil {
+			s.kept.Delete(key)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, _ = pc.SendSignal(ctx, &pb.SendSignalRequest{SessionId: session, Signal: 9})
+		}
+	})
+	if old, loaded := s.kept.Swap(key, t); loaded && old.(*time.Timer) != nil {
+		old.(*time.Timer).Stop()
+	}
+}
+
+func (s *Server) sendStarted(ctx context.Context, ws *websocket.Conn, session string) bool {
+	b, _ := json.Marshal(api.StreamStarted{Type: "started", SessionID: session})
+	return ws.Write(ctx, websocket.MessageText, b) == nil
+}
+
+// attachStream reattaches the client to a kept session of the sandbox, replaying its
+// output from the client's offset. Only a session this server kept (started with keep)
+// can be attached to, and not under a capability token: a token limits what its holder
+// runs, and a kept shell is its owner's.
+func (s *Server) attachStream(ctx context.Context, ws *websocket.Conn, c fleet.Caller, sandboxID string, sb *runner.Sandbox, start api.StreamStart) {
+	key := keptKey(sandboxID, start.Attach)
+	if heldCapabilityOf(ctx) != nil {
+		s.endStream(ctx, ws, api.StreamExit{Type: "exit", ExitCode: 126, Error: "attach: a capability token cannot attach to a terminal session"})
+		return
+	}
+	v, ok := s.kept.Load(key)
+	if !ok {
+		s.endStream(ctx, ws, api.StreamExit{Type: "exit", ExitCode: 127, Error: fmt.Sprintf("attach: no kept session %s in this sandbox (it ended, or was not started with keep)", errdefs.Clip(start.Attach, 64))})
+		return
+	}
+	if t := v.(*time.Timer); t != nil {
+		t.Stop()
+	}
+	s.kept.Store(key, (*time.Timer)(nil))
+	s.event(ctx, c.UserID, "sandbox.exec_attach", map[string]any{"sandbox": sandboxID, "session": start.Attach})
+	pc := pb.NewProcessClient(sb.Conn())
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	events, err := pc.Attach(ctx, &pb.AttachRequest{SessionId: start.Attach, Offset: start.Offset})
+	if err != nil {
+		s.keep(sandboxID, start.Attach, pc)
+		s.endStream(ctx, ws, api.StreamExit{Type: "exit", ExitCode: 127, Error: errdefs.FromGRPC(err).Error()})
+		return
+	}
+	if !s.sendStarted(ctx, ws, start.Attach) {
+		s.keep(sandboxID, start.Attach, pc)
+		return
+	}
+	if start.TTY != nil {
+		_, _ = pc.ResizeTTY(ctx, &pb.ResizeTTYRequest{SessionId: start.Attach, Size: &pb.TTYSize{Rows: start.TTY.Rows, Cols: start.TTY.Cols}})
+	}
+	s.relayStream(ctx, cancel, ws, pc, events, start.Attach, exitOf, sandboxID, true)
 }
 
 func readStart(ctx context.Context, ws *websocket.Conn) (api.StreamStart, error) {
@@ -254,6 +350,20 @@ func readStart(ctx context.Context, ws *websocket.Conn) (api.StreamStart, error)
 	}
 	if err := api.Decode(bytes.NewReader(data), &start, 1<<20); err != nil {
 		return start, err
+	}
+	if start.Attach != "" {
+		switch {
+		case len(start.Argv) > 0 || len(start.Env) > 0 || start.Cwd != "" || start.Keep:
+			return start, fmt.Errorf("attach: give the session and offset only, no argv, env, cwd or keep: %w", errdefs.ErrInvalidArgument)
+		case len(start.Attach) > 64 || strings.ContainsFunc(start.Attach, func(r rune) bool { return r <= ' ' || r > '~' }):
+			return start, fmt.Errorf("attach: %q is no session ID: %w", errdefs.Clip(start.Attach, 64), errdefs.ErrInvalidArgument)
+		case start.Attach == wire.MainSessionID:
+			return start, fmt.Errorf("attach: the app's session is not a terminal; see GET …/app for its output: %w", errdefs.ErrInvalidArgument)
+		}
+		return start, nil
+	}
+	if start.Keep && start.TTY == nil {
+		return start, fmt.Errorf("keep: only a terminal (tty) session is kept: %w", errdefs.ErrInvalidArgument)
 	}
 	return start, checkCommand(start.Argv, start.Env)
 }

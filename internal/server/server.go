@@ -80,6 +80,9 @@ type Server struct {
 	// historyFollowers counts the running sandboxes whose history events are followed
 	// (history_events.go), so that a test sees none is left behind.
 	historyFollowers atomic.Int64
+	// kept holds the kept terminal sessions (exec.go), by sandbox and session: nil while a
+	// client is attached, else the timer that kills it.
+	kept sync.Map
 }
 
 // Options are what tests change; the zero value is production.
