@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
@@ -218,4 +219,121 @@ func servertestClip(s string) string {
 		return s[:200]
 	}
 	return s
+}
+
+// streamClient is one exec stream connection, read as text.
+type streamClient struct {
+	t  *testing.T
+	ws *websocket.Conn
+}
+
+func dialStream(t *testing.T, url, token string, start any) *streamClient {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{
+		HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}, Subprotocols: []string{api.StreamProtocol},
+	})
+	if err != nil {
+		t.Fatalf("dial %s: %v", url, err)
+	}
+	b, _ := json.Marshal(start)
+	if err := ws.Write(ctx, websocket.MessageText, b); err != nil {
+		t.Fatal(err)
+	}
+	return &streamClient{t: t, ws: ws}
+}
+
+// until reads messages until the output holds want (or a text message does), and returns
+// the output read and the text messages.
+func (s *streamClient) until(want string) (string, []string) {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out strings.Builder
+	var texts []string
+	for {
+		typ, data, err := s.ws.Read(ctx)
+		if err != nil {
+			s.t.Fatalf("waiting for %q: %v (output so far %q, messages %q)", want, err, out.String(), texts)
+		}
+		if typ == websocket.MessageText {
+			texts = append(texts, string(data))
+			if strings.Contains(string(data), want) {
+				return out.String(), texts
+			}
+			continue
+		}
+		out.Write(data[1:])
+		if strings.Contains(out.String(), want) {
+			return out.String(), texts
+		}
+	}
+}
+
+func (s *streamClient) send(text string) {
+	s.t.Helper()
+	if err := s.ws.Write(context.Background(), websocket.MessageBinary, []byte(text)); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// A kept terminal session outlives its connection: a new connection attaches to it (the
+// shell's state is there) and gets the output it had not shown replayed; a session that
+// was not kept, the app's, or another sandbox's cannot be attached to.
+func TestExecStreamKeepAttach(t *testing.T) {
+	e := servertest.Start(t)
+	alice := e.Register(t, "alice")
+	alice.Start()
+	var roles api.Roles
+	alice.MustJSON("GET", "/api/v1/roles", nil, http.StatusOK, &roles)
+	url := "ws" + strings.TrimPrefix(e.URL, "http") + "/api/v1/sandboxes/" + roles.Live.ID + "/exec/stream"
+	tty := &api.TTYSize{Rows: 24, Cols: 80}
+
+	s := dialStream(t, url, alice.Token, api.StreamStart{Argv: []string{"/bin/sh"}, TTY: tty, Keep: true})
+	_, texts := s.until(`"started"`)
+	var started api.StreamStarted
+	if err := json.Unmarshal([]byte(texts[len(texts)-1]), &started); err != nil || started.SessionID == "" {
+		t.Fatalf("first message %q: want a StreamStarted with the session", texts)
+	}
+	s.send("X=kept-$((3*3)); echo mark-$((1+1))\n")
+	out, _ := s.until("mark-2")
+	shown := uint64(len(out))
+	// Output made while nobody is attached is replayed on attach.
+	s.send("sleep 1; echo while-away-$((4+4))\n")
+	s.ws.CloseNow()
+
+	a := dialStream(t, url, alice.Token, api.StreamStart{Attach: started.SessionID, Offset: shown, TTY: tty})
+	a.send("echo \"$X\"\n")
+	out, _ = a.until("kept-9")
+	if !strings.Contains(out, "while-away-8") {
+		t.Errorf("the attach did not replay the output made while away: %q", out)
+	}
+	if strings.Contains(out, "mark-2") {
+		t.Errorf("the attach replayed output the client had shown (offset %d): %q", shown, out)
+	}
+	a.send("exit 7\n")
+	if _, texts := a.until(`"exit"`); !strings.Contains(texts[len(texts)-1], `"exit_code":7`) {
+		t.Errorf("the shell's end: %q", texts)
+	}
+	a.ws.CloseNow()
+
+	// Once it exited it is gone; a session that was not kept, or the app's, cannot be had.
+	g := dialStream(t, url, alice.Token, api.StreamStart{Attach: started.SessionID})
+	if _, texts := g.until(`"exit"`); !strings.Contains(texts[len(texts)-1], "no kept session") {
+		t.Errorf("attach to an ended session: %q", texts)
+	}
+	g.ws.CloseNow()
+	plain := dialStream(t, url, alice.Token, api.StreamStart{Argv: []string{"sleep", "30"}})
+	plain.ws.CloseNow()
+	m := dialStream(t, url, alice.Token, api.StreamStart{Attach: "main"})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, _, err := m.ws.Read(ctx); websocket.CloseStatus(err) != api.CloseBadRequest {
+		t.Errorf("attach to the app's session: %v, want close %d", err, api.CloseBadRequest)
+	}
+	bad := dialStream(t, url, alice.Token, api.StreamStart{Argv: []string{"sh"}, Keep: true})
+	if _, _, err := bad.ws.Read(ctx); websocket.CloseStatus(err) != api.CloseBadRequest {
+		t.Errorf("keep without a tty: %v, want close %d", err, api.CloseBadRequest)
+	}
 }

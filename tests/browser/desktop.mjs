@@ -111,8 +111,23 @@ try {
   await page.locator('#term-1 .xterm-helper-textarea').focus();
   await page.keyboard.type('echo "answer-$((6*7))"\n');
   await page.locator('#term-1 .xterm-rows').getByText('answer-42').first().waitFor({ timeout: 30000 });
-  await shot(page, 'terminal');
   step('the terminal echoed');
+  // A dropped connection reattaches to the same shell, its screen kept.
+  await page.keyboard.type('S=kept-$((3*3))\n');
+  await page.evaluate(() => window.paddockDesktop.terminal.current.ws.close());
+  await page.locator('#term-1 .xterm-rows').getByText('reconnecting').first().waitFor({ timeout: 30000 });
+  await page.waitForFunction(() => window.paddockDesktop.terminal.current.ws.readyState === 1, null, { timeout: 30000 });
+  await page.keyboard.type('echo "same shell: $S"\n');
+  await page.locator('#term-1 .xterm-rows').getByText('same shell: kept-9').first().waitFor({ timeout: 30000 });
+  assert.equal(await page.locator('#term-1 .xterm-rows').getByText('answer-42').count() > 0, true, 'the scrollback was lost');
+  // A second tab is a second shell.
+  await page.getByRole('button', { name: 'New terminal' }).click();
+  await page.locator('#term-2 .xterm-rows').waitFor();
+  await page.keyboard.type('echo "tab two: ${S:-unset}"\n');
+  await page.locator('#term-2 .xterm-rows').getByText('tab two: unset').first().waitFor({ timeout: 30000 });
+  await page.locator('#term-tab-1').click();
+  await shot(page, 'terminal');
+  step('the terminal reattached after a drop; a second tab has its own shell');
 
   // Preview: the app serves the saved file.
   await page.getByRole('tab', { name: 'Preview' }).click();

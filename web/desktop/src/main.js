@@ -93,5 +93,7 @@ async function loadSandbox() {
 loadSandbox();
 preview.poll();
 setInterval(() => preview.poll(), 3000);
+// Tests reach the panes here (to drop a terminal's connection, as a network would).
+window.paddockDesktop = { files, terminal, timeline, preview };
 select(panes.find((p) => '#' + p.id === location.hash)?.id || 'files');
 void appBadge;

@@ -63,11 +63,12 @@ export class TimelinePane {
         ? h('div', { class: cls }, h('h3', {}, `${title} (${names.length})`), h('ul', {}, names.map((n) => h('li', {}, n))))
         : null;
       const none = !d.added.length && !d.changed.length && !d.removed.length;
-      this.diff.replaceChildren(
+      this.diff.replaceChildren(...[
         h('h2', {}, `${cp.cause}${cp.message ? ': ' + cp.message : ''}`),
         h('p', { class: 'muted' }, new Date(cp.time).toLocaleString()),
         none ? h('p', {}, 'No file changed.') : null,
-        group('Added', 'added', d.added), group('Changed', 'changed', d.changed), group('Removed', 'removed', d.removed));
+        group('Added', 'added', d.added), group('Changed', 'changed', d.changed), group('Removed', 'removed', d.removed),
+      ].filter(Boolean));
     } catch (e) {
       fail(e);
     }
