@@ -145,7 +145,7 @@ while (1) {
 // says what): files with a save conflict, terminal, preview, timeline undo, undo while the
 // app crash-loops, and a page on the app's host that cannot drive the desktop. Screenshots
 // of each pane go to a directory under the test's temp dir (SCREENSHOT_DIR/desktop when
-// set); DESKTOP_DOC_SHOT=path copies the whole desktop's to path (docs/desktop.png).
+// set); DESKTOP_DOC_SHOT=path copies the files pane's, with a conflict, to path (docs/desktop.png).
 func TestBrowserDesktop(t *testing.T) {
 	e := servertest.Start(t, func(c *server.Config) {
 		c.App = server.AppConfig{Command: []string{"/usr/bin/perl", "-e", crashingServer}, Port: 8080, Build: "crashing"}

@@ -9,8 +9,8 @@
 //             output), and undo, which works while the app is down, brings it back
 //   hostile   a page on the app's host cannot drive the desktop's API
 // Run by internal/server's TestBrowserDesktop, which sets BASE_URL, USERNAME, PASSWORD,
-// SANDBOX (the live sandbox's ID), SHOTS (where screenshots go) and DOC_SHOT (a copy of
-// one for docs/, optional).
+// SANDBOX (the live sandbox's ID), SHOTS (where screenshots go) and DOC_SHOT (where to
+// copy the files pane's, with a save conflict, for docs/; optional).
 import assert from 'node:assert/strict';
 import { copyFile, mkdir } from 'node:fs/promises';
 import path from 'node:path';
@@ -94,7 +94,8 @@ try {
   await page.locator('#conflict').getByText('changed on disk since you opened it').waitFor();
   await page.locator('#merge').getByText('changed on disk').first().waitFor();
   await statusIs(page, /Not saved: .*changed since it was read/);
-  await shot(page, 'files-conflict');
+  const conflictShot = await shot(page, 'files-conflict');
+  if (process.env.DOC_SHOT) await copyFile(conflictShot, process.env.DOC_SHOT);
   const onDisk = await page.evaluate(async (sb) => (await fetch(`/api/v1/sandboxes/${sb}/files/content?path=index.html`)).text(), sandbox);
   assert.equal(onDisk, '<h1>changed on disk</h1>\n', 'a stale save overwrote the change on disk');
   await page.getByRole('button', { name: "Take the disk's version" }).click();
@@ -166,8 +167,7 @@ try {
   await page.getByRole('tab', { name: 'Preview' }).click();
   await page.locator('#app-state').filter({ hasText: 'app: running' }).waitFor({ timeout: 60000 });
   await frame.getByText('changed on disk').waitFor({ timeout: 60000 });
-  const docShot = await shot(page, 'desktop');
-  if (process.env.DOC_SHOT) await copyFile(docShot, process.env.DOC_SHOT);
+  await shot(page, 'desktop');
   step('undo while the app crash-looped brought it back');
 
   // Narrow: the panes still fit.

@@ -10,6 +10,7 @@ const wsURL = () => `${location.protocol === 'https:' ? 'wss' : 'ws'}://${locati
 const SHELL = ['/bin/sh', '-c', 'if command -v bash >/dev/null; then exec bash -l; else exec sh -l; fi'];
 const enc = new TextEncoder();
 const CHUNK = 32 << 10; // a paste goes out in pieces, each well under the stream's message limit
+const MAX_PENDING = 1 << 20;
 
 class Session {
   constructor(pane, n) {
@@ -19,6 +20,9 @@ class Session {
     this.session = null;
     this.ended = false;
     this.retries = 0;
+    this.ready = false;
+    this.pending = [];
+    this.pendingBytes = 0;
     this.term = new Terminal({ cursorBlink: true, fontSize: 13, scrollback: 5000, fontFamily: 'ui-monospace, Menlo, Consolas, monospace' });
     this.fit = new FitAddon();
     this.term.loadAddon(this.fit);
@@ -39,8 +43,16 @@ class Session {
     try { this.fit.fit(); } catch { /* hidden: no size */ }
   }
 
+  // send writes keystrokes; those typed while the connection is down wait for it (up to
+  // a bound), so nothing typed is lost to a reconnect.
   send(bytes) {
-    if (!this.ws || this.ws.readyState !== WebSocket.OPEN) return;
+    if (!this.ready) {
+      if (this.pendingBytes + bytes.length <= MAX_PENDING) {
+        this.pending.push(bytes);
+        this.pendingBytes += bytes.length;
+      }
+      return;
+    }
     for (let i = 0; i < bytes.length; i += CHUNK) this.ws.send(bytes.subarray(i, i + CHUNK));
   }
 
@@ -61,7 +73,16 @@ class Session {
     ws.onmessage = (e) => {
       if (typeof e.data === 'string') {
         const m = JSON.parse(e.data);
-        if (m.type === 'started') this.session = m.session_id;
+        if (m.type === 'started') {
+          const again = this.session !== null;
+          this.session = m.session_id;
+          this.ready = true;
+          const queued = this.pending;
+          this.pending = [];
+          this.pendingBytes = 0;
+          for (const b of queued) this.send(b);
+          if (again) say(`Terminal ${this.n}: reconnected to the same shell`);
+        }
         else if (m.type === 'exit') {
           this.ended = true;
           this.term.write(`\r\n\x1b[2m[the shell ended: exit ${m.exit_code}${m.error ? ' — ' + m.error : ''}]\x1b[0m\r\n`);
@@ -74,6 +95,7 @@ class Session {
       this.term.write(b.subarray(1));
     };
     ws.onclose = (e) => {
+      if (this.ws === ws) this.ready = false;
       if (this.ended || this.closed || this.ws !== ws) return;
       if (e.code === 4400 || e.code === 4403) {
         this.ended = true;
