@@ -211,6 +211,25 @@ func TestDesktopHost(t *testing.T) {
 		if len(appCookies(alice.HTTP.Jar, appOrigin)) == 0 {
 			t.Fatalf("no cookie on %s after the preview's handoff", appOrigin)
 		}
+		// In a frame, the cookie is partitioned to the framing site: SameSite=None would
+		// otherwise let any site's frame carry it.
+		to = s.expect(s.get(desk+"/desktop/preview", false), http.StatusSeeOther)
+		req, _ := http.NewRequest("GET", to, nil)
+		req.Header.Set("Sec-Fetch-Dest", "iframe")
+		resp, err := s.hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		set := resp.Header.Get("Set-Cookie")
+		for _, want := range []string{origins.CookieName + "=", "SameSite=None", "Secure", "Partitioned", "HttpOnly"} {
+			if !strings.Contains(set, want) {
+				t.Errorf("the frame's cookie %q lacks %s", set, want)
+			}
+		}
+		if strings.Contains(strings.ToLower(set), "domain=") {
+			t.Errorf("the frame's cookie %q names a domain", set)
+		}
 	})
 }
 
