@@ -178,6 +178,7 @@ try {
 
   // Hostile: the app's page (same site, another origin) tries to drive the desktop.
   const app = `http://app-${sandbox}.localhost:${new URL(desk).port}`;
+  const before = await page.evaluate(async (sb) => (await (await fetch(`/api/v1/sandboxes/${sb}/history`)).json()).current, sandbox);
   const hostile = await context.newPage();
   await hostile.goto(desk + '/desktop/preview');
   await hostile.waitForURL((u) => u.origin === app);
@@ -188,6 +189,7 @@ try {
     await attempt('read a file', async () => (await fetch(`${api}/files/content?path=index.html`, { credentials: 'include' })).text());
     await attempt('exec (no-cors)', async () => { await fetch(`${api}/exec`, { method: 'POST', mode: 'no-cors', credentials: 'include', body: JSON.stringify({ argv: ['touch', '/workspace/pwned'] }) }); return 'sent'; });
     await attempt('checkpoint (no-cors)', async () => { await fetch(`${api}/history/checkpoints`, { method: 'POST', mode: 'no-cors', credentials: 'include', body: '{"message":"pwned"}' }); return 'sent'; });
+    await attempt('undo (no-cors, no body)', async () => { await fetch(`${api}/history/undo`, { method: 'POST', mode: 'no-cors', credentials: 'include' }); return 'sent'; });
     await attempt('write (cors)', async () => (await fetch(`${api}/files/content?path=pwned2`, { method: 'PUT', credentials: 'include', body: 'x' })).status);
     await attempt('terminal', () => new Promise((resolve) => {
       const ws = new WebSocket(`${api.replace('http', 'ws')}/exec/stream`, 'paddock.exec.v1');
@@ -204,8 +206,9 @@ try {
     const api = `/api/v1/sandboxes/${sb}`;
     const list = await (await fetch(`${api}/files/list?path=.`)).json();
     const hist = await (await fetch(`${api}/history`)).json();
-    return { names: list.entries.map((e) => e.name), messages: hist.checkpoints.map((c) => c.message) };
+    return { names: list.entries.map((e) => e.name), messages: hist.checkpoints.map((c) => c.message), current: hist.current };
   }, sandbox);
+  assert.equal(seen.current, before, 'the app page moved the workspace (an undo went through)');
   assert.ok(!seen.names.some((n) => n.startsWith('pwned')), `the app page wrote to the workspace: ${seen.names}`);
   assert.ok(!seen.messages.includes('pwned'), 'the app page made a checkpoint');
   step('the app page could not drive the desktop');
