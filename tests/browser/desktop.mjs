@@ -213,6 +213,26 @@ try {
   assert.ok(!seen.messages.includes('pwned'), 'the app page made a checkpoint');
   step('the app page could not drive the desktop');
 
+  // Signed out (here: the session ends, as after paddock forgets the host's sign-in):
+  // the page says so, keeps the editor's text, and signs in again through the handoff.
+  await page.getByRole('tab', { name: 'Files' }).click();
+  await page.locator('#tree, .tree').getByText('index.html').first().click();
+  await page.locator('#file-title').filter({ hasText: 'index.html' }).waitFor();
+  await setEditor(page, '<h1>unsaved</h1>\n');
+  await context.clearCookies();
+  await page.locator('#refresh').click();
+  await page.locator('#signin').filter({ hasText: 'signed out' }).waitFor();
+  assert.match(await page.locator('#editor .cm-content').innerText(), /unsaved/);
+  await page.goto(base + '/login');
+  await page.getByLabel('Username').fill(env('USERNAME'));
+  await page.getByLabel('Password', { exact: true }).fill(env('PASSWORD'));
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.waitForURL((u) => u.pathname === '/', { timeout: 60000 });
+  await page.goto(desk + '/');
+  await page.locator('#role').filter({ hasText: 'live sandbox' }).waitFor({ timeout: 60000 });
+  assert.equal(new URL(page.url()).origin, desk);
+  step('signed out: said so, kept the text; signing in again reopened the desktop');
+
   assert.deepEqual(errors, []);
   step('done');
 } catch (e) {

@@ -37,7 +37,10 @@ export async function call(method, path, { body, headers = {}, raw = false } = {
       msg = j.error.message;
       code = j.error.code;
     } catch { /* not the API's error shape */ }
-    if (res.status === 401) msg += ' — reload the page to sign in again';
+    if (res.status === 401) {
+      msg += ' — use "Sign in again" at the top (your unsaved edits stay until you do)';
+      window.dispatchEvent(new CustomEvent('paddock:signedout'));
+    }
     throw new APIError(res.status, code, msg);
   }
   if (raw) return res;

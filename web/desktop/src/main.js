@@ -76,6 +76,17 @@ document.body.append(
   h('footer', {}, statusEl),
 );
 
+// Signed out (the session ended, or paddock restarted and forgot this host's sign-in): a
+// reload goes through the handoff again. Unsaved edits ask before the page goes.
+const signin = h('div', { class: 'signin', id: 'signin', role: 'alert', hidden: true },
+  'You are signed out of this desktop. ',
+  h('button', { id: 'signin-again', onclick: () => location.reload() }, 'Sign in again'));
+document.body.prepend(signin);
+window.addEventListener('paddock:signedout', () => { signin.hidden = false; });
+window.addEventListener('beforeunload', (e) => {
+  if (files.dirty) e.preventDefault();
+});
+
 async function loadSandbox() {
   try {
     const sb = await call('GET', '');
