@@ -54,6 +54,8 @@ try {
   page.on('pageerror', (e) => errors.push(String(e)));
   page.on('dialog', (d) => d.accept(page.__answer ?? ''));
   page.on('framenavigated', (f) => { if (f !== page.mainFrame()) step(`frame → ${f.url()}`); });
+  page.on('requestfinished', (r) => { if (r.frame() !== page.mainFrame()) r.response().then((x) => step(`frame request ${r.url()} → ${x?.status()}`)).catch(() => {}); });
+  page.on('requestfailed', (r) => { if (r.frame() !== page.mainFrame()) step(`frame request ${r.url()} failed: ${r.failure()?.errorText}`); });
   const answer = (v) => { page.__answer = v; };
 
   await page.goto('/login');
@@ -159,6 +161,8 @@ try {
   await page.getByRole('button', { name: 'Reload' }).click(); // a request makes it look
   await page.locator('#app-state').filter({ hasText: /backoff.*code 3/ }).waitFor({ timeout: 60000 });
   await page.locator('#app-output').filter({ hasText: 'crashing on purpose' }).waitFor({ timeout: 30000 });
+  await page.getByRole('button', { name: 'Reload' }).click();
+  await frame.getByText('not answering').waitFor({ timeout: 30000 });
   await shot(page, 'preview-crashed');
   step('the preview shows the crash-looping app');
   await page.getByRole('tab', { name: 'Timeline' }).click();
@@ -169,6 +173,26 @@ try {
   await frame.getByText('changed on disk').waitFor({ timeout: 60000 });
   await shot(page, 'desktop');
   step('undo while the app crash-looped brought it back');
+
+  // The tree's other actions: a folder, an upload into it, a download, a rename, a delete.
+  await page.getByRole('tab', { name: 'Files' }).click();
+  answer('src');
+  await page.getByRole('button', { name: 'New folder' }).click();
+  await page.locator('.tree [data-path="src"]').waitFor();
+  await page.locator('#upload + input[type=file], .toolbar input[type=file]').setInputFiles({ name: 'up.txt', mimeType: 'text/plain', buffer: Buffer.from('uploaded\n') });
+  await statusIs(page, /Uploaded src\/up.txt/);
+  await page.locator('.tree [data-path="src/up.txt"]').click();
+  await page.locator('#file-title').filter({ hasText: 'src/up.txt' }).waitFor();
+  const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Download' }).click()]);
+  assert.equal(download.suggestedFilename(), 'up.txt');
+  answer('src/moved.txt');
+  await page.getByRole('button', { name: 'Rename' }).click();
+  await page.locator('.tree [data-path="src/moved.txt"]').waitFor();
+  await page.getByRole('button', { name: 'Delete' }).click();
+  await statusIs(page, /Deleted src\/moved.txt/);
+  const left = await page.evaluate(async (sb) => (await (await fetch(`/api/v1/sandboxes/${sb}/files/list?path=src`)).json()).entries.map((e) => e.name), sandbox);
+  assert.deepEqual(left, []);
+  step('folder, upload, download, rename and delete');
 
   // Narrow: the panes still fit.
   await page.setViewportSize({ width: 600, height: 800 });

@@ -343,6 +343,7 @@ export class FilesPane {
       }
     }
     this.upload.value = '';
+    if (at !== '.') this.expanded.add(at);
     await this.refresh();
   }
 
