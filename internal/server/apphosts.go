@@ -186,10 +186,10 @@ func (s *Server) exchange(w http.ResponseWriter, r *http.Request, h origins.Host
 				g.Expires = sess.ExpiresAt
 				ck := s.appCookie(r, s.handoffs.Open(g), g)
 				if r.Header.Get("Sec-Fetch-Dest") == "iframe" {
-					// A frame (the desktop's preview) is a cross-site context for a Lax
-					// cookie: this one is partitioned to the framing page's site, so that it
-					// works in that frame and nowhere else (CHIPS; browsers take Secure on
-					// loopback names over plain http).
+					// A frame (the desktop's preview) may be a cross-site context, where a
+					// Lax cookie is not sent: this one is partitioned (CHIPS), kept apart for
+					// each top-level site that frames the host, and sent in no top-level
+					// request (browsers take Secure on loopback names over plain http).
 					ck.SameSite, ck.Secure, ck.Partitioned = http.SameSiteNoneMode, true, true
 				}
 				http.SetCookie(w, ck)

@@ -78,6 +78,16 @@ func TestDesktopHost(t *testing.T) {
 	}
 
 	api1 := "/api/v1/sandboxes/" + id
+	t.Run("port", func(t *testing.T) {
+		// The agent holds the desktop's port before the app starts: a process in the
+		// sandbox cannot take it, and an app cannot be made to listen there.
+		script := `use IO::Socket::INET; print IO::Socket::INET->new(LocalAddr => "127.0.0.1", LocalPort => 4751, Listen => 1, ReuseAddr => 1) ? "bound" : "taken"`
+		if out := shIn(t, alice, id, "perl -e '"+script+"'"); out != "taken" {
+			t.Errorf("a process in the sandbox binding the desktop's port: %q, want taken", out)
+		}
+		req := api.CreateSandboxRequest{Name: "x", App: api.Template{Command: []string{"sh"}, Port: 4751}}
+		wantError(t, alice.DoToken("POST", "/api/v1/sandboxes", req), http.StatusBadRequest, "app.port")
+	})
 	t.Run("scope", func(t *testing.T) {
 		for _, p := range []string{api1 + "/files/list?path=.", api1 + "/history", api1 + "/app", api1} {
 			if resp := desktopReq(t, alice, desk, "", "GET", p, "", nil); resp.StatusCode != http.StatusOK {
