@@ -1,12 +1,17 @@
 # paddock's build. `make test` is the README's test command and what CI runs.
 GO        ?= /usr/local/go/bin/go
 export PATH := /usr/local/go/bin:$(PATH)
+# The Go release paddock is built and tested with: the go command fetches it through the
+# module proxy once (golang.org/toolchain) whatever Go is installed, so that the standard
+# library's security fixes are in every build (make vuln checks).
+export GOTOOLCHAIN := go1.26.11
+PADDOCK_PREFIX ?= /usr/local/lib/paddock
 VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X github.com/paddockhq/paddock/internal/cli.Version=$(VERSION)
 AGENTLDFLAGS := -X github.com/paddockhq/paddock/internal/agent.Version=$(VERSION)
 FUZZTIME  ?= 10s
 
-.PHONY: all setup build test unit fuzz bench clean proto desktop
+.PHONY: all setup build test unit lint vuln fuzz bench clean proto desktop
 
 all: build
 
@@ -33,18 +38,27 @@ build:
 # runsc (gVisor) instead of runc, the backend conformance suite and the containment
 # suite's guest probes on the microVM tier, and a short run of every fuzz target. The
 # microvm tag adds that tier to the conformance suite (internal/runner), a guest boot per
-# test, about two minutes under TCG here; it runs on its own after the rest, so that its
-# guests do not share the 2 cores with the other packages' microVM tests (under that load
-# a guest's channel was once lost: see the README's microvm notes).
+# test; it runs on its own after the rest, so that its guests do not share the cores with
+# the other packages' microVM tests (see docs/limitations.md, microvm).
 TESTTAGS ?= microvm
 
 test: setup build
 	$(GO) vet -tags '$(TESTTAGS)' ./...
+	@$(MAKE) --no-print-directory lint vuln
 	$(GO) test -race -count=1 -timeout 30m ./...
 	$(GO) test -race -count=1 -timeout 10m ./internal/containment -args -runtime=runsc
 	$(GO) test -race -count=1 -tags '$(TESTTAGS)' -timeout 20m -run '/microvm' ./internal/runner
 	$(GO) test -race -count=1 -tags '$(TESTTAGS)' -timeout 10m -run 'TestMicroVM' ./internal/containment
 	@$(MAKE) --no-print-directory fuzz
+
+# lint runs golangci-lint with .golangci.yml (setup installs the pinned version).
+lint:
+	$(PADDOCK_PREFIX)/bin/golangci-lint run --build-tags '$(TESTTAGS)' ./...
+
+# vuln reports known vulnerabilities that paddock's code reaches, in its modules and in the
+# standard library of GOTOOLCHAIN, from the database snapshot setup indexed.
+vuln:
+	$(PADDOCK_PREFIX)/bin/govulncheck -db file://$(PADDOCK_PREFIX)/vulndb/current ./...
 
 unit:
 	$(GO) test -count=1 ./...

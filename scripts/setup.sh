@@ -24,11 +24,20 @@
 #     under ${PADDOCK_PREFIX}/guest. It is never installed as a host kernel. Not the -cloud-amd64
 #     flavour: that one is built without 9p (CONFIG_NET_9P is not set), and the guest reaches
 #     /usr and the workspace over virtio-9p. paddock builds the guest's initramfs itself.
+#   - golangci-lint ${GOLANGCI_LINT_VERSION} and govulncheck ${GOVULNCHECK_VERSION}, built from
+#     their Go modules (make lint, make vuln), and the Go vulnerability database govulncheck
+#     reads, built offline from golang.org/x/vulndb ${VULNDB_VERSION} (its OSV files, indexed
+#     by its own cmd/indexdb) under ${PADDOCK_PREFIX}/vulndb: vuln.go.dev may be unreachable,
+#     and a pinned snapshot gives every machine the same findings. Move the pin to see newer
+#     reports.
 #   - tests/browser/node_modules: playwright-core at the exact version package-lock.json pins,
 #     by `npm ci`, rerun when the lockfile changes. Needs Node.js 20 or newer (Debian 12's
-#     nodejs is 18: use NodeSource's or another build).
+#     nodejs is 18: use NodeSource's or another build). The same for tools/openapi (the
+#     OpenAPI linters, Redocly's CLI and swagger-cli) and sdk/typescript (the TypeScript
+#     SDK's build and type generator: typescript, openapi-typescript).
 # Everything paddock installs lives under ${PADDOCK_PREFIX} (default /usr/local/lib/paddock),
-# except tests/browser/node_modules, which lives in the checkout (and is ignored by git).
+# except the node_modules of tests/browser, tools/openapi and sdk/typescript, which live in
+# the checkout (and are ignored by git).
 set -euo pipefail
 
 RUNC_VERSION=${RUNC_VERSION:-1.5.2}
@@ -36,6 +45,9 @@ RUNSC_VERSION=${RUNSC_VERSION:-v0.0.0-20260905035102-160fafc42237}
 QEMU_DEB_VERSION=${QEMU_DEB_VERSION:-1:7.2+dfsg-7+deb12u18+b3}
 GUEST_KERNEL_ABI=${GUEST_KERNEL_ABI:-6.1.0-56-amd64}
 GUEST_KERNEL_DEB_VERSION=${GUEST_KERNEL_DEB_VERSION:-6.1.192-2}
+GOLANGCI_LINT_VERSION=${GOLANGCI_LINT_VERSION:-v2.15.0}
+GOVULNCHECK_VERSION=${GOVULNCHECK_VERSION:-v1.9.0}
+VULNDB_VERSION=${VULNDB_VERSION:-v0.0.0-20261105234957-e22db6528018}
 PADDOCK_PREFIX=${PADDOCK_PREFIX:-/usr/local/lib/paddock}
 export PATH=/usr/local/go/bin:$PATH
 
@@ -189,6 +201,40 @@ if [ ! -s "$guest_vmlinux" ]; then
 fi
 log "guest kernel: $guest_kernel"
 
+# go_tool NAME MODULE VERSION PACKAGE installs a developer tool (pure Go) unless the binary
+# there already says it was built from MODULE@VERSION.
+go_tool() {
+	local bin="$PADDOCK_PREFIX/bin/$1"
+	if ! go version -m "$bin" 2>/dev/null | grep -qE "^[[:space:]]+dep[[:space:]]+$2[[:space:]]+$3([[:space:]]|\$)"; then
+		log "building $1 $3 from the Go module proxy"
+		go_install "$1" "$2" "$3" "$4" 0 "" ""
+	fi
+}
+go_tool golangci-lint github.com/golangci/golangci-lint/v2 "$GOLANGCI_LINT_VERSION" github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+go_tool govulncheck golang.org/x/vuln "$GOVULNCHECK_VERSION" golang.org/x/vuln/cmd/govulncheck
+
+vulndb="$PADDOCK_PREFIX/vulndb/$VULNDB_VERSION"
+if [ ! -s "$vulndb/index/db.json" ]; then
+	log "indexing the Go vulnerability database golang.org/x/vulndb $VULNDB_VERSION"
+	work_db=$(mktemp -d)
+	if ! (
+		cd "$work_db" || exit 1
+		go mod init paddock.local/vulndb >/dev/null 2>&1 || exit 1
+		go mod edit -require="golang.org/x/vulndb@$VULNDB_VERSION" || exit 1
+		GOFLAGS=-mod=mod go mod download golang.org/x/vulndb || exit 1
+		src=$(GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' golang.org/x/vulndb) && [ -d "$src/data/osv" ] || exit 1
+		mkdir -p "$PADDOCK_PREFIX/vulndb" && rm -rf "$vulndb.new"
+		GOFLAGS=-mod=mod go run golang.org/x/vulndb/cmd/indexdb -vulns "$src/data/osv" -out "$vulndb.new" || exit 1
+	); then
+		rm -rf "$work_db" "$vulndb.new"
+		log "indexing the vulnerability database failed"
+		exit 1
+	fi
+	rm -rf "$work_db" "$vulndb"
+	mv "$vulndb.new" "$vulndb"
+fi
+ln -sfn "$vulndb" "$PADDOCK_PREFIX/vulndb/current"
+
 # The browser tests' Node dependencies, from the lockfile exactly. node_modules is stale when
 # the lockfile it was installed from (its digest is kept in a stamp file) is not the current one.
 browser_dir="$(cd "$(dirname "$0")/.." && pwd)/tests/browser"
@@ -201,11 +247,20 @@ if [ "$node_major" -lt 20 ]; then
 	log "Node.js 20 or newer is needed for the browser tests (found: $(node --version 2>/dev/null || echo none)); install it and rerun"
 	exit 1
 fi
-lock_sum=$(sha256sum "$browser_dir/package-lock.json" | cut -d' ' -f1)
-stamp="$browser_dir/node_modules/.paddock-lock-sha256"
-if [ "$(cat "$stamp" 2>/dev/null)" != "$lock_sum" ]; then
-	log "installing the browser tests' Node packages (npm ci in tests/browser)"
-	(cd "$browser_dir" && npm ci --no-audit --no-fund --loglevel=error)
-	echo "$lock_sum" >"$stamp"
-fi
+# npm_ci DIR WHAT installs DIR's Node packages from its lockfile, unless the stamp says
+# node_modules came from this lockfile already.
+npm_ci() {
+	local dir=$1 what=$2 lock_sum stamp
+	lock_sum=$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)
+	stamp="$dir/node_modules/.paddock-lock-sha256"
+	if [ "$(cat "$stamp" 2>/dev/null)" != "$lock_sum" ]; then
+		log "installing the Node packages of $what (npm ci in ${dir#"$root"/})"
+		(cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+		echo "$lock_sum" >"$stamp"
+	fi
+}
+root="$(cd "$(dirname "$0")/.." && pwd)"
+npm_ci "$browser_dir" "the browser tests"
+npm_ci "$root/tools/openapi" "the OpenAPI linters"
+npm_ci "$root/sdk/typescript" "the TypeScript SDK"
 log "browser tests: $(chromium --version 2>/dev/null | head -1), playwright-core $(node -p "require('$browser_dir/node_modules/playwright-core/package.json').version")"

@@ -11,6 +11,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -33,32 +34,35 @@ func main() {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	if os.Getpid() == 1 && len(os.Args) > 1 && os.Args[1] == wire.VMInitFlag {
-		err := agent.VMInit(ctx, log)
-		// PID 1 exiting panics the guest kernel, which ends the VM (panic=-1, -no-reboot).
-		log.Error("agent failed", "err", err)
+	err := run(ctx, log)
+	stop()
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "paddock-agent: %v\n", err)
 		os.Exit(1)
 	}
-	if len(os.Args) > 1 && os.Args[1] == wire.WelcomeSubcommand {
-		if err := welcome.Main(ctx, os.Args[2:], log); err != nil {
-			fmt.Fprintf(os.Stderr, "paddock-agent: %v\n", err)
-			os.Exit(1)
+}
+
+// run runs the agent, or the subcommand its arguments name, until ctx ends.
+func run(ctx context.Context, log *slog.Logger) error {
+	if os.Getpid() == 1 && len(os.Args) > 1 && os.Args[1] == wire.VMInitFlag {
+		// PID 1 exiting panics the guest kernel, which ends the VM (panic=-1, -no-reboot).
+		err := agent.VMInit(ctx, log)
+		if err == nil {
+			err = errors.New("the guest's init returned")
 		}
-		return
+		log.Error("agent failed", "err", err)
+		return err
+	}
+	if len(os.Args) > 1 && os.Args[1] == wire.WelcomeSubcommand {
+		return welcome.Main(ctx, os.Args[2:], log)
 	}
 	if len(os.Args) > 1 && os.Args[1] == "secret" {
-		if err := brokerclient.Main(ctx, os.Args[2:], os.Stdout); err != nil {
-			fmt.Fprintf(os.Stderr, "paddock-agent: %v\n", err)
-			os.Exit(1)
-		}
-		return
+		return brokerclient.Main(ctx, os.Args[2:], os.Stdout)
 	}
 	connected := len(os.Args) > 1 && os.Args[1] == wire.ConnectedFlag
 	if err := agent.Bootstrap(ctx, os.Stdin, connected, confine(log), log); err != nil {
 		log.Error("agent failed", "err", err)
-		fmt.Fprintf(os.Stderr, "paddock-agent: %v\n", err)
-		os.Exit(1)
+		return err
 	}
+	return nil
 }

@@ -240,9 +240,9 @@ func TestHistoryWatcherDebounces(t *testing.T) {
 		}
 		time.Sleep(60 * time.Millisecond)
 	}
-	l := a.waitCheckpoints(t, 2, 10*time.Second)
+	a.waitCheckpoints(t, 2, 10*time.Second)
 	time.Sleep(900 * time.Millisecond) // a checkpoint per write would have shown by now
-	if l = a.list(t).Checkpoints; len(l) != 2 || l[0].Changed != 6 {
+	if l := a.list(t).Checkpoints; len(l) != 2 || l[0].Changed != 6 {
 		t.Fatalf("checkpoints after a burst of 6 writes: %v, want one of all 6", l)
 	}
 }

@@ -60,6 +60,9 @@ type Error struct {
 type ErrorBody struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// Limit names the limit that was hit (one of the Limit* names), on some
+	// limit_exceeded errors.
+	Limit string `json:"limit,omitempty"`
 }
 
 // Error codes, one per HTTP status the API answers with.
@@ -330,6 +333,8 @@ type FileInfo struct {
 	Mode    string    `json:"mode"`
 	IsDir   bool      `json:"is_dir"`
 	ModTime time.Time `json:"mod_time"`
+	// ETag is a written file's content tag, answered in the ETag header (unquoted here).
+	ETag string `json:"-"`
 }
 
 // FileList is GET /api/v1/sandboxes/{id}/files/list?path=…

@@ -24,11 +24,11 @@ type Params struct {
 	KeyLen  uint32 // bytes
 }
 
-// DefaultParams: 32 MiB, 2 passes, 1 lane, 16-byte salt, 32-byte key. 70-85 ms per
-// hash on the 2-vCPU build hosts (measured 2026-11 with BenchmarkHashPassword;
-// OWASP's minimum m=19 MiB, t=2 took 41 ms; 64 MiB, t=1 took 96 ms), so above
-// OWASP's floor and inside the 50-100 ms budget. One lane because the server hashes for many users at once; the
-// memory (32 MiB per concurrent hash) is why hashing is also capped by a semaphore.
+// DefaultParams: 32 MiB, 2 passes, 1 lane, 16-byte salt, 32-byte key. That is above
+// OWASP's floor (19 MiB, 2 passes) and keeps a hash inside a 50-100 ms budget on small
+// hosts (BenchmarkHashPassword measures it). One lane, because the server hashes for many
+// users at once. The memory (32 MiB per concurrent hash) is why hashing is also capped by
+// a semaphore.
 // The parameters are stored with every hash, so raising them later rehashes each
 // password at its owner's next login ([NeedsRehash]).
 var DefaultParams = Params{Memory: 32 * 1024, Time: 2, Threads: 1, SaltLen: 16, KeyLen: 32}

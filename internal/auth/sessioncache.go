@@ -8,8 +8,8 @@ import (
 )
 
 // sessionCacheTTL is how long a verified session is served from memory. Every request a
-// signed-in browser makes to its sandbox goes through [Service.Session], and the SQLite
-// lookup was the largest single cost of a proxied request (17% of its CPU, measured with
+// signed-in browser makes to its sandbox goes through [Service.Session], and a SQLite
+// lookup per request is a large share of a proxied request's CPU (profile it with
 // `go run ./internal/bench/cmd -only "proxy load" -cpuprofile`).
 //
 // Everything in this process that ends sessions (logout, recovery, a password change,

@@ -12,8 +12,7 @@ import (
 // committer writes the broker's records (leases and audit events) with group commit:
 // writes that arrive while a commit is under way wait and go together in the next
 // transaction. Every decision must be durable before the sandbox hears of it, and one
-// synchronous SQLite commit costs a disk flush (about 0.2 ms on these machines); sharing
-// it between concurrent decisions is what lets the broker answer several sandboxes at
+// synchronous SQLite commit costs a disk flush; sharing it between concurrent decisions is what lets the broker answer several sandboxes at
 // once. A batch that fails is retried one write at a time, so that one bad write fails
 // alone.
 type committer struct {

@@ -31,6 +31,13 @@ const timeout = 2 * time.Minute
 // A non-zero exit fails the test with that output.
 func Run(t *testing.T, script string, env map[string]string) string {
 	t.Helper()
+	return RunFor(t, script, env, timeout)
+}
+
+// RunFor is Run with its own bound on the script, for one that waits on sandboxes
+// being made, stopped and started.
+func RunFor(t *testing.T, script string, env map[string]string, timeout time.Duration) string {
+	t.Helper()
 	dir, err := scriptDir()
 	if err != nil {
 		t.Fatalf("browsertest: %v", err)

@@ -313,7 +313,7 @@ func TestCaveatsOnlyNarrow(t *testing.T) {
 			t.Fatalf("the narrowed token refuses what it allows: %v", err)
 		}
 	}
-	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	at := t0.Add
 	for _, tt := range []struct {
 		name   string
 		req    Request
@@ -941,7 +941,7 @@ func TestRotationKeepsRunningAgents(t *testing.T) {
 		t.Errorf("an agent started after the rotation refuses the reissued token: %v", err)
 	}
 
-	dropped, err := NewKeyring(2, map[uint32]RootKey{2: RootKey{rotated.keys[2]}})
+	dropped, err := NewKeyring(2, map[uint32]RootKey{2: {rotated.keys[2]}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package capability_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -55,7 +56,10 @@ func Example() {
 		{tok.Encoded(), capability.Request{Subject: "sandbox:sb-abc", Resource: "file:/workspace/src/app.ts", Action: capability.Read, Now: now.Add(time.Hour)}},
 	} {
 		if _, err := v.Verify(context.Background(), c.token, c.req); err != nil {
-			fmt.Println("refused:", err.(*capability.Error).Reason)
+			var ce *capability.Error
+			if errors.As(err, &ce) {
+				fmt.Println("refused:", ce.Reason)
+			}
 			continue
 		}
 		fmt.Println("allowed:", c.req.Action, c.req.Resource)

@@ -24,7 +24,7 @@ func createV1(root, path string, l Limits) (_ *Group, err error) {
 	g := &Group{path: path, mode: V1, root: root}
 	defer func() {
 		if err != nil {
-			g.Delete() // best effort: remove what this call made
+			_ = g.Delete() // best effort: remove what this call made
 		}
 	}()
 	for _, c := range v1Controllers {

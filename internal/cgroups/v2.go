@@ -44,7 +44,7 @@ func createV2(root, path string, l Limits) (_ *Group, err error) {
 	}
 	g.dirs = []string{dir}
 	if err := g.setLimitsV2(l); err != nil {
-		g.Delete() // best effort: remove what this call made
+		_ = g.Delete() // best effort: remove what this call made
 		return nil, g.wrap(err)
 	}
 	return g, nil

@@ -269,7 +269,7 @@ func TestUserNamespace(t *testing.T) {
 	for i, b := range boxes {
 		// A command that runs on (a session: an exec's processes end with it).
 		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
+		t.Cleanup(cancel)
 		stream, err := b.pc.Start(ctx, &pb.StartRequest{Argv: []string{"sleep", "30"}})
 		if err == nil {
 			_, err = stream.Recv()

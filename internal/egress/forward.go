@@ -161,7 +161,7 @@ func (p *Proxy) waitBody(x *exchange, sent chan error) bool {
 		return err == nil
 	case <-time.After(lingerTimeout):
 		_ = x.client.Conn.Close()
-		<-sent
+		<-sent //nolint:errcheck // the sender is cut off: its error says only that
 		return false
 	}
 }

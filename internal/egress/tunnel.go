@@ -78,7 +78,7 @@ func (p *Proxy) tunnel(ctx context.Context, x *exchange, t target, up *conn) {
 		_ = up.Conn.Close()
 		lingerClose(client.Conn)
 		if p.opaque {
-			<-down
+			<-down //nolint:errcheck // the copy back ends with the closed connections
 		}
 		return
 	}

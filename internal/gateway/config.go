@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -195,7 +196,7 @@ func resolveKey(p Provider, i int, log *slog.Logger) (Secret, error) {
 
 // pathErr is err without the operation and path that os errors repeat.
 func pathErr(err error) error {
-	if pe, ok := err.(*os.PathError); ok {
+	if pe, ok := errors.AsType[*os.PathError](err); ok {
 		return pe.Err
 	}
 	return err

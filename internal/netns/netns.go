@@ -10,8 +10,8 @@
 //
 // Why: a relay in the sandbox's agent (read a connection's bytes in the sandbox, frame
 // them over the agent's channel, unframe them on the host) costs two more processes'
-// worth of reads, writes and context switches per request; measured in docs/benchmarks.md
-// (tables 5 and 8), it was most of the cost of a request to the secrets broker. Identity
+// worth of reads, writes and context switches per request, a large part of the cost of a
+// request to the secrets broker (docs/benchmarks.md, tables 5 and 8). Identity
 // does not change: a listener made in sandbox A's namespace can be reached only from A's
 // namespace, so every connection it accepts is A's, whatever the bytes say.
 //

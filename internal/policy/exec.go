@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -57,8 +58,11 @@ func (p *Policy) GatedEnv(env []string) Decision {
 		return noShellRules
 	}
 	if err := GatedEnv(env, p.shell.env); err != nil {
-		e := err.(*EnvError)
-		return deny(e.Rule, "%v", err)
+		rule := "shell.env"
+		if e, ok := errors.AsType[*EnvError](err); ok {
+			rule = e.Rule
+		}
+		return deny(rule, "%v", err)
 	}
 	return allow("shell.env", "every variable the exec sets is allowed")
 }

@@ -83,7 +83,7 @@ func FuzzExec(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, argv, env string) {
 		args, vars := strings.Split(argv, "\x00"), strings.Split(env, "\x00")
-		if StdinShell(args) != StdinShell(args) {
+		if first, again := StdinShell(args), StdinShell(args); first != again {
 			t.Fatalf("StdinShell(%q) not deterministic", args)
 		}
 		d := p.ShellEnv(vars)

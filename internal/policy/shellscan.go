@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -185,7 +186,7 @@ func (s *scanner) stmt(st *syntax.Stmt, a at) []int {
 		if c.Op == syntax.Pipe || c.Op == syntax.PipeAll {
 			s.link(x, y)
 		}
-		ids = append(x, y...)
+		ids = slices.Concat(x, y)
 	case *syntax.FuncDecl:
 		ids = s.stmt(c.Body, a)
 	default:

@@ -61,9 +61,8 @@ func (p *Proxy) newReverseProxy() *httputil.ReverseProxy {
 		Transport: p.tr,
 		// 0, not -1: ReverseProxy flushes every write of an SSE stream or a body of unknown
 		// length (chunked: a stream) by itself. A body of known length goes out as the
-		// server's buffer fills and at its end, without a flush (a ResponseController call,
-		// a lock and often a write) per read: +10% requests/s through the proxy, measured
-		// with make bench's table 5.
+		// server's buffer fills and at its end: a flush per read (a ResponseController call,
+		// a lock and often a write) would cost throughput (make bench's table 5).
 		FlushInterval:  0,
 		ModifyResponse: p.modifyResponse,
 		ErrorHandler:   p.upstreamError,

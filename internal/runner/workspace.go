@@ -105,7 +105,7 @@ func (r *Runner) persistentWorkspace(user, id string) (string, *disk) {
 	if err != nil {
 		return dir, nil
 	}
-	d := &disk{image: img, mount: dir, size: Size(fi.Size())}
+	d := &disk{image: img, mount: dir, size: wire.Size(fi.Size())}
 	return d.workspace(), d
 }
 

@@ -115,6 +115,8 @@ func TestBrowserHostilePage(t *testing.T) {
 			t.Errorf("a token %q was minted", tok.Name)
 		}
 	}
+	// The page did not change alice's password (which would also have revoked "tests").
+	e.Token(t, "alice", "correct horse battery alice")
 }
 
 // crashingServer is staticServer that serves index.html at / and exits 3 at once, start

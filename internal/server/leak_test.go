@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock"
 	"github.com/paddockhq/paddock/internal/api"
-	"github.com/paddockhq/paddock/internal/client"
 	"github.com/paddockhq/paddock/internal/gateway"
 	"github.com/paddockhq/paddock/internal/server"
 	"github.com/paddockhq/paddock/internal/servertest"
@@ -131,13 +131,13 @@ func TestNothingLeaks(t *testing.T) {
 	record(execIn(t, alice, roles.Live.ID, api.ExecRequest{Argv: []string{"sh", "-c", "pkill -9 -f welcome || true"}}).Stderr)
 
 	// A streaming exec and a PTY over WebSocket: every frame is recorded.
-	cl := client.New(e.URL, alice.Token)
+	cl := paddock.New(e.URL, paddock.WithToken(alice.Token))
 	for _, start := range []api.StreamStart{
 		{Argv: []string{"sh", "-c", wire.AgentPath + " secret get github 2>&1; env"}},
 		{Argv: []string{"sh", "-c", "env; exit 3"}, TTY: &api.TTYSize{Rows: 24, Cols: 80}},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		s, err := cl.Stream(ctx, sb.ID, start)
+		s, err := cl.Sandbox(sb.ID).Stream(ctx, start)
 		if err != nil {
 			t.Fatal(err)
 		}

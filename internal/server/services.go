@@ -96,7 +96,7 @@ func (s *Server) serveServices(rec store.Sandbox, sb *runner.Sandbox) (stop func
 	}
 	go func() { _ = hs.Serve(netutil.LimitListener(l, servicesConns)) }()
 	stopEgress := s.serveEgress(rec, sb)
-	stopHistory := s.followHistory(rec, sb)
+	stopHistory := s.ops.FollowHistory(rec, sb)
 	return func() {
 		stopHistory()
 		stopEgress()

@@ -25,6 +25,18 @@ type AuditEvent struct {
 
 const appendAuditSQL = `INSERT INTO audit_events (at, actor_user_id, action, target, detail) VALUES (?, ?, ?, ?, ?)`
 
+// Audit appends events to the audit log, in one transaction: all of them or none.
+func (s *Store) Audit(ctx context.Context, events ...AuditEvent) error {
+	return s.Update(ctx, func(tx *Tx) error {
+		for _, e := range events {
+			if err := tx.AppendAudit(ctx, e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // AppendAudit records e.
 func (tx *Tx) AppendAudit(ctx context.Context, e AuditEvent) error {
 	if e.Action == "" {
@@ -49,6 +61,9 @@ type AuditFilter struct {
 	ActorUserID string
 	Action      string
 	Limit       int // default 100
+	// Before, when positive, keeps only events with a smaller ID: the next page of a
+	// newest-first listing whose last event was Before.
+	Before int64
 }
 
 // ListAudit returns the newest events matching f, newest first.
@@ -57,8 +72,8 @@ func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]AuditEvent, err
 		f.Limit = 100
 	}
 	rows, err := s.r.QueryContext(ctx, `SELECT id, at, actor_user_id, action, target, detail FROM audit_events
-		WHERE (? = '' OR actor_user_id = ?) AND (? = '' OR action = ?) ORDER BY id DESC LIMIT ?`,
-		f.ActorUserID, f.ActorUserID, f.Action, f.Action, f.Limit)
+		WHERE (? = '' OR actor_user_id = ?) AND (? = '' OR action = ?) AND (? <= 0 OR id < ?) ORDER BY id DESC LIMIT ?`,
+		f.ActorUserID, f.ActorUserID, f.Action, f.Action, f.Before, f.Before, f.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("list audit events: %w", mapErr(err))
 	}

@@ -70,8 +70,8 @@ func TestOpenCreatesPrivateFileAndConfiguresSQLite(t *testing.T) {
 			name string
 			get  func(q string) (string, error)
 		}{
-			{"writer", func(q string) (string, error) { var v string; return v, s.w.QueryRow(q).Scan(&v) }},
-			{"reader", func(q string) (string, error) { var v string; return v, s.r.QueryRow(q).Scan(&v) }},
+			{"writer", func(q string) (string, error) { var v string; err := s.w.QueryRow(q).Scan(&v); return v, err }},
+			{"reader", func(q string) (string, error) { var v string; err := s.r.QueryRow(q).Scan(&v); return v, err }},
 		} {
 			got, err := db.get("PRAGMA " + p)
 			if err != nil {

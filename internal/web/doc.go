@@ -7,6 +7,12 @@
 // everything else a signed-in browser sees belongs to its sandbox, on apps hosts of
 // its own (package origins).
 //
+// The console (/console) is the one page here that runs script: the user's
+// sandboxes, roles, secrets, tokens, account and events, from assets/console.js
+// calling /api/v1 with the session cookie and the CSRF token the page carries. It
+// adds /auth/password and /auth/recovery-codes, which take a browser session, its
+// CSRF token and the current password.
+//
 // # Threat model
 //
 // The attacker is anyone on the network, any web page the user visits, and the
@@ -18,13 +24,17 @@
 //     (Sec-Fetch-Site / Origin); cross-site form posts that a browser does not
 //     label are caught by SameSite=Lax and by refusing every content type but a
 //     urlencoded form and JSON.
-//   - CSRF on signed-in actions (logout, role switch): cookie-authenticated
+//   - CSRF on signed-in actions (logout, role switch, the console's calls): cookie-authenticated
 //     requests must carry the session's CSRF token as well; bearer-token requests
 //     carry no ambient credential and are exempt.
 //   - Clickjacking and content injection on the pages: CSP default-src 'self' with
 //     frame-ancestors 'none', X-Frame-Options DENY, no inline script or style, and
 //     html/template escaping of everything echoed (the username typed is kept,
-//     the password never is).
+//     the password never is). The console's script builds every element from
+//     text nodes, never from HTML strings, so nothing the API returns is markup.
+//   - A stolen session turned into a lasting account takeover: changing the password
+//     and making new recovery codes both need the current password, counted against
+//     the sign-in limits.
 //   - Resource exhaustion through bodies: every body is capped at [MaxBody] before
 //     it is parsed, and form fields are counted, named and single.
 //   - The sandbox app reading or planting control-plane cookies: it is on another

@@ -17,6 +17,8 @@ func FuzzDecodeBody(f *testing.F) {
 	f.Add(false, []byte(`{"username":"alice","password":"correct horse battery staple"}`))
 	f.Add(false, []byte(`{"username":"alice","recovery_code":"abcd-efgh","new_password":"x"} `))
 	f.Add(false, []byte(`{"role":"dev"}{}`))
+	f.Add(false, []byte(`{"current_password":"old one","new_password":"new one"}`))
+	f.Add(true, []byte("current_password=a&current_password=b"))
 	f.Add(false, []byte(`{"username":"\u0000\ud800"}`))
 	f.Add(true, []byte("username=alice&password=correct+horse&csrf_token=abc"))
 	f.Add(true, []byte("username=a&username=b"))
@@ -28,7 +30,7 @@ func FuzzDecodeBody(f *testing.F) {
 		if form {
 			m = mediaForm
 		}
-		for _, dst := range []any{&api.Credentials{}, &api.RecoverRequest{}, &api.TokenRequest{}, &api.RoleRequest{}, &struct{}{}} {
+		for _, dst := range []any{&api.Credentials{}, &api.RecoverRequest{}, &api.TokenRequest{}, &api.RoleRequest{}, &api.ChangePasswordRequest{}, &api.RenewRecoveryCodesRequest{}, &struct{}{}} {
 			vals, err := decodeBody(m, body, dst, false)
 			if err != nil {
 				if status, _ := api.StatusOf(err); status < 400 || status > 499 {

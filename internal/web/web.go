@@ -54,6 +54,9 @@ type Options struct {
 	// Default auth.ClientFromRequest (r.RemoteAddr); behind a reverse proxy the
 	// edge supplies one that believes its own proxy's forwarding header.
 	Client func(*http.Request) auth.Client
+	// DesktopURL is where the console's "Open desktop" link for a sandbox goes: the
+	// handoff to its desktop host (an error when id names none). Nil: those links 404.
+	DesktopURL func(r *http.Request, id string) (string, error)
 }
 
 // Web serves the pages and /auth/* endpoints. Create it with New.
@@ -64,6 +67,8 @@ type Web struct {
 	home   string
 	client func(*http.Request) auth.Client
 	start  func(ctx context.Context, u auth.User) error
+	// desktopURL is Options.DesktopURL.
+	desktopURL func(r *http.Request, id string) (string, error)
 }
 
 // New returns a Web. It panics when o.Auth is nil or o.Home is not a local path
@@ -85,7 +90,7 @@ func New(o Options) *Web {
 		o.Client = auth.ClientFromRequest
 	}
 	csp := "default-src 'self'; frame-ancestors 'none'; form-action " + strings.Join(append([]string{"'self'"}, o.FormTargets...), " ") + "; base-uri 'none'"
-	return &Web{csp: csp, auth: o.Auth, log: o.Log, home: o.Home, client: o.Client, start: o.Start}
+	return &Web{csp: csp, auth: o.Auth, log: o.Log, home: o.Home, client: o.Client, start: o.Start, desktopURL: o.DesktopURL}
 }
 
 // Register adds the pages and endpoints to mux. Patterns carry no method, so that
@@ -110,6 +115,7 @@ func (w *Web) Register(mux *http.ServeMux) {
 		mux.Handle("/start", w.route(get, w.startPage))
 		mux.Handle("/auth/start", w.route(post, w.startSandboxes))
 	}
+	w.registerConsole(mux)
 	mux.Handle("/auth/", w.route(nil, func(rw http.ResponseWriter, r *http.Request) {
 		api.WriteErrorCode(rw, http.StatusNotFound, api.CodeNotFound, "no such /auth endpoint")
 	}))

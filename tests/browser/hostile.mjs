@@ -54,6 +54,11 @@ try {
   for (const k of ['mint a token (control plane)', 'mint a token (own origin)', 'mint a token (control plane, no preflight)']) {
     judge(k, /^201 /.test(results[k]));
   }
+  judge('read /console (control plane)', /csrf-token/.test(results['read /console (control plane)']));
+  for (const k of ['change the password (control plane, no preflight)', 'change the password (control plane)']) {
+    judge(k, /^204/.test(results[k]));
+  }
+  judge('frame /console', /^readable/.test(results['frame /console']));
   judge('WebSocket to the control plane', results['WebSocket to the control plane'] === 'opened');
   judge("read another user's apps host", /BOB-SECRET/.test(results["read another user's apps host"]));
   judge('frame /api/v1/me', /^readable/.test(results['frame /api/v1/me']));

@@ -1,6 +1,6 @@
 // Command sockmap measures what an eBPF sockmap shortcut would do for the egress proxy,
 // against today's splice relay and a direct connection, on loopback. It is the
-// experiment behind the README's note on the egress proxy's throughput; paddock does not
+// experiment behind the note on the egress proxy's throughput in docs/limitations.md; paddock does not
 // use sockmaps (see why below). Run it as root:
 //
 //	go run . -mode direct                   # the client reads the body from the server

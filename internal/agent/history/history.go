@@ -619,7 +619,8 @@ func (h *History) Diff(a, b string) (DiffResult, error) {
 
 func (h *History) diffTrees(a, b string) (DiffResult, error) {
 	var d DiffResult
-	return d, h.diffDir(&d, "", a, b)
+	err := h.diffDir(&d, "", a, b)
+	return d, err
 }
 
 func (h *History) diffDir(d *DiffResult, prefix, a, b string) error {

@@ -505,11 +505,11 @@ func (h *History) replace(dir *os.Root, rel string, e entry, fi fs.FileInfo, exi
 	}
 	tmp := tempPrefix + randomSuffix()
 	if err := create(tmp); err != nil {
-		dir.Remove(tmp)
+		_ = dir.Remove(tmp) // best effort: the temporary name is ours
 		return err
 	}
 	if err := dir.Rename(tmp, e.Name); err != nil {
-		dir.Remove(tmp)
+		_ = dir.Remove(tmp) // best effort: the temporary name is ours
 		return wsErr("replace", rel, err)
 	}
 	if err := h.step(); err != nil {

@@ -78,7 +78,7 @@ func waitQueued(ctx context.Context, f *os.File) error {
 	if err := f.SetReadDeadline(time.Time{}); err != nil {
 		return err
 	}
-	stop := context.AfterFunc(ctx, func() { f.SetReadDeadline(time.Unix(1, 0)) })
+	stop := context.AfterFunc(ctx, func() { _ = f.SetReadDeadline(time.Unix(1, 0)) })
 	defer stop()
 	err = rc.Read(func(fd uintptr) bool {
 		// The poller reports edges: ask the kernel whether events are already queued, and
@@ -109,7 +109,7 @@ func (w *watcher) add(rel string, dirfd int) {
 	}
 	if old, ok := w.paths[rel]; ok && old != id && w.wds[old] == rel {
 		delete(w.wds, old) // another directory was here before
-		unix.InotifyRmWatch(w.fd, uint32(old))
+		_, _ = unix.InotifyRmWatch(w.fd, uint32(old))
 	}
 	w.wds[id], w.paths[rel] = rel, id
 }
@@ -137,7 +137,7 @@ func (w *watcher) restart() map[int32]string {
 func (w *watcher) finish(old map[int32]string) {
 	for wd := range old {
 		if _, ok := w.wds[wd]; !ok {
-			unix.InotifyRmWatch(w.fd, uint32(wd))
+			_, _ = unix.InotifyRmWatch(w.fd, uint32(wd))
 		}
 	}
 }
@@ -236,7 +236,7 @@ func (w *watcher) forget(p string) {
 		delete(w.paths, q)
 		if w.wds[wd] == q {
 			delete(w.wds, wd)
-			unix.InotifyRmWatch(w.fd, uint32(wd))
+			_, _ = unix.InotifyRmWatch(w.fd, uint32(wd))
 		}
 	}
 }

@@ -477,7 +477,7 @@ func (s *Session) spawn(l launch, cred *syscall.Credential) error {
 	if l.asSelf {
 		procCred = nil // the trampoline takes cred once it has joined its cgroup
 	}
-	files := append(child, l.cgroup...)
+	files := slices.Concat(child, l.cgroup)
 	attr := &os.ProcAttr{Dir: l.dir, Env: l.env, Files: files, Sys: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: procCred}}
 	if s.TTY {
 		attr.Sys = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, Pdeathsig: syscall.SIGKILL, Credential: procCred}

@@ -88,7 +88,7 @@ func echo(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return // Accept has answered already
 	}
-	defer c.CloseNow()
+	defer func() { _ = c.CloseNow() }()
 	c.SetReadLimit(maxEchoMessage)
 	ctx := r.Context()
 	for {

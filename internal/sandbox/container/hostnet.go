@@ -62,7 +62,8 @@ func adoptHostNet(pid, pidfd int, ports []int) (*hostNet, error) {
 		return nil, fmt.Errorf("the sandbox's first process is gone: %w", err)
 	}
 	hn := &hostNet{ns: ns, listeners: map[int]*net.TCPListener{}}
-	return hn, hn.listen(ports)
+	err = hn.listen(ports)
+	return hn, err
 }
 
 func (hn *hostNet) listen(ports []int) error {
