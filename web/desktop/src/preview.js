@@ -25,10 +25,17 @@ export class PreviewPane {
   }
 
   shown() {
-    if (!this.loaded) this.reload();
+    if (!this.loaded || this.stale) this.reload();
   }
 
+  // reload loads the app again in the frame; while the pane is hidden it waits until the
+  // pane is shown (a frame loaded out of sight may not be laid out when it comes back).
   reload() {
+    if (this.el.hidden) {
+      this.stale = this.loaded;
+      return;
+    }
+    this.stale = false;
     this.loaded = true;
     // The desktop host hands the frame off to the app's host (a frame cannot sign in).
     this.frame.src = `/desktop/preview?t=${Date.now()}`;
