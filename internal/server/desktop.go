@@ -203,7 +203,7 @@ func (s *Server) desktopAsset(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Content-Security-Policy", s.desktopCSP(r, d.host))
 	w.WriteHeader(res.StatusCode)
-	io.Copy(w, res.Body)
+	_, _ = io.Copy(w, res.Body)
 }
 
 // desktopCSP lets the desktop's page run its own script and styles, call its own origin

@@ -72,7 +72,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		hd.Set("Content-Length", strconv.Itoa(len(body)))
 		w.WriteHeader(http.StatusOK)
 		if r.Method == http.MethodGet {
-			w.Write(body)
+			_, _ = w.Write(body)
 		}
 		return
 	}
@@ -83,13 +83,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(http.StatusOK)
 	if r.Method == http.MethodGet {
-		io.Copy(w, zr)
+		_, _ = io.Copy(w, zr)
 	}
 }
 
 func (h *handler) hashAll() {
 	h.tags = map[string]string{}
-	fs.WalkDir(dist, "dist", func(p string, d fs.DirEntry, err error) error {
+	_ = fs.WalkDir(dist, "dist", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return nil
 		}
