@@ -145,7 +145,7 @@ func (cp *ControlPlane) handoff(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	io.Copy(io.Discard, resp.Body)
+	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	for _, c := range cp.Client.Jar.Cookies(req.URL) {
 		if c.Name == origins.CookieName {

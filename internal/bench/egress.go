@@ -179,7 +179,7 @@ func (f *egressFixture) serve(body []byte, cert tls.Certificate, log *slog.Logge
 	}
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-		w.Write(body)
+		_, _ = w.Write(body)
 	})
 	conf := &tls.Config{Certificates: []tls.Certificate{cert}}
 	quiet := slog.NewLogLogger(slog.DiscardHandler, slog.LevelError)

@@ -137,7 +137,7 @@ func TestProvisionAndWorkspaceChecks(t *testing.T) {
 	if got, err := r.checkWorkspace(proj); err != nil || got != proj {
 		t.Fatalf("project dir refused: %v", err)
 	}
-	for _, ws := range []string{"/", "/etc", "/tmp", "/nonexistent", r.cfg.DataDir, filepath.Dir(r.cfg.DataDir), dir, filepath.Join(r.cfg.StateDir)} {
+	for _, ws := range []string{"/", "/etc", "/tmp", "/nonexistent", r.cfg.DataDir, filepath.Dir(r.cfg.DataDir), dir, r.cfg.StateDir} {
 		_ = os.MkdirAll(r.cfg.StateDir, 0o700)
 		if _, err := r.checkWorkspace(ws); err == nil {
 			t.Errorf("workspace %s accepted", ws)

@@ -106,7 +106,8 @@ func (r *Runner) persistentWorkspace(user, id string) (string, *disk) {
 		return dir, nil
 	}
 	d := &disk{image: img, mount: dir, size: wire.Size(fi.Size())}
-	return d.workspace(), d
+	ws := d.workspace()
+	return ws, d
 }
 
 // makeHistory makes the directory of the sandbox's workspace history,

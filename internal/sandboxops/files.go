@@ -49,7 +49,7 @@ func (o *Ops) prepareFileOp(ctx context.Context, c fleet.Caller, id string, op p
 	if f.in, err = o.policyOf(ctx, c, id); err != nil {
 		return f, err
 	}
-	if err = o.decideFile(ctx, c, id, f.in, op, p, size); err != nil {
+	if err := o.decideFile(ctx, c, id, f.in, op, p, size); err != nil {
 		return f, err
 	}
 	f.capTok, err = o.capabilityFile(ctx, p, action, size)

@@ -272,12 +272,3 @@ func TestOwnHistory(t *testing.T) {
 		}
 	}
 }
-
-func mustSpec(t *testing.T, b bundleSpec) *specs.Spec {
-	t.Helper()
-	s, err := buildSpec(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
