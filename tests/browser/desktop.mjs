@@ -129,8 +129,16 @@ try {
   await page.keyboard.type('echo "tab two: ${S:-unset}"\n');
   await page.locator('#term-2 .xterm-rows').getByText('tab two: unset').first().waitFor({ timeout: 30000 });
   await page.locator('#term-tab-1').click();
+  // The PTY has the terminal's size, and follows a resize of the window.
+  await page.setViewportSize({ width: 900, height: 600 });
+  await page.waitForFunction(() => window.paddockDesktop.terminal.current.term.cols < 120, null, { timeout: 30000 });
+  const size = await page.evaluate(() => { const t = window.paddockDesktop.terminal.current.term; return `${t.rows} ${t.cols}`; });
+  await page.locator('#term-1 .xterm-helper-textarea').focus();
+  await page.keyboard.type('echo "size=$(stty size)"\n');
+  await page.locator('#term-1 .xterm-rows').getByText(`size=${size}`).first().waitFor({ timeout: 30000 });
+  await page.setViewportSize({ width: 1280, height: 800 });
   await shot(page, 'terminal');
-  step('the terminal reattached after a drop; a second tab has its own shell');
+  step('the terminal reattached after a drop; a second tab has its own shell; the PTY follows a resize');
 
   // Preview: the app serves the saved file.
   await page.getByRole('tab', { name: 'Preview' }).click();
