@@ -137,8 +137,17 @@ try {
   await page.keyboard.type('echo "size=$(stty size)"\n');
   await page.locator('#term-1 .xterm-rows').getByText(`size=${size}`).first().waitFor({ timeout: 30000 });
   await page.setViewportSize({ width: 1280, height: 800 });
+  // A large paste arrives whole (the page sends it in pieces under the stream's limit).
+  await page.keyboard.type('cat > /tmp/paste\n');
+  // Once cat reads the terminal, the shell has left bracketed-paste mode.
+  await page.waitForFunction(() => !window.paddockDesktop.terminal.current.term.modes.bracketedPasteMode, null, { timeout: 30000 });
+  await page.evaluate(() => window.paddockDesktop.terminal.current.term.paste(('x'.repeat(99) + '\n').repeat(2000)));
+  await page.keyboard.press('Control+D');
+  await page.keyboard.type('echo "pasted=$(wc -c < /tmp/paste)"\n');
+  await page.locator('#term-1 .xterm-rows').getByText('pasted=200000').first().waitFor({ timeout: 60000 });
+  await page.keyboard.type('clear\n');
   await shot(page, 'terminal');
-  step('the terminal reattached after a drop; a second tab has its own shell; the PTY follows a resize');
+  step('the terminal reattached after a drop; a second tab has its own shell; the PTY follows a resize; a 200 kB paste arrives whole');
 
   // Preview: the app serves the saved file.
   await page.getByRole('tab', { name: 'Preview' }).click();
