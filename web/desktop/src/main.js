@@ -65,7 +65,6 @@ document.addEventListener('keydown', (e) => {
 
 const roleEl = h('span', { class: 'role', id: 'role' });
 const switchLink = h('a', { id: 'switch-role', hidden: true });
-const appBadge = preview.state;
 
 document.body.append(
   h('header', { class: 'top' },
@@ -107,4 +106,3 @@ setInterval(() => preview.poll(), 3000);
 // Tests reach the panes here (to drop a terminal's connection, as a network would).
 window.paddockDesktop = { files, terminal, timeline, preview };
 select(panes.find((p) => '#' + p.id === location.hash)?.id || 'files');
-void appBadge;

@@ -1,5 +1,5 @@
 // The preview pane: the app in a frame on its own origin (app-<sandbox>), and its state.
-import { call, h, base } from './api.js';
+import { call, h } from './api.js';
 import { say, fail } from './status.js';
 
 export class PreviewPane {
@@ -95,4 +95,3 @@ export class PreviewPane {
     }
   }
 }
-void base;
