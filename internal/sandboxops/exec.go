@@ -210,9 +210,17 @@ func (g *StreamGate) Start(ctx context.Context, start api.StreamStart) (sess *Se
 		})
 	}
 	if s.kept {
-		o.kept.Store(keptKey(id, s.id), (*time.Timer)(nil))
+		o.kept.Store(keptKey(id, s.id), &keptSession{agent: s.agent})
 	}
 	return s, nil, nil
+}
+
+// keptSession is a kept session's entry: the agent it runs under (a restarted sandbox has
+// another, whose sessions reuse the IDs), and while no client is attached, the timer that
+// kills it.
+type keptSession struct {
+	agent *agentclient.Client
+	idle  *time.Timer
 }
 
 // Attach reattaches to a kept session of the sandbox (StreamStart.Attach), replaying its
@@ -226,13 +234,17 @@ func (g *StreamGate) Attach(ctx context.Context, start api.StreamStart) (sess *S
 	}
 	key := keptKey(id, start.Attach)
 	v, ok := o.kept.Load(key)
+	if ok && v.(*keptSession).agent != g.sb.Agent() {
+		o.kept.CompareAndDelete(key, v) // the sandbox restarted since: that session is gone
+		ok = false
+	}
 	if !ok {
 		return nil, &api.StreamExit{Type: "exit", ExitCode: 127, Error: fmt.Sprintf("attach: no kept session %s in this sandbox (it ended, or was not started with keep)", errdefs.Clip(start.Attach, 64))}, nil
 	}
-	if t := v.(*time.Timer); t != nil {
+	if t := v.(*keptSession).idle; t != nil {
 		t.Stop()
 	}
-	o.kept.Store(key, (*time.Timer)(nil))
+	o.kept.Store(key, &keptSession{agent: g.sb.Agent()})
 	o.event(ctx, g.c.UserID, "sandbox.exec_attach", map[string]any{"sandbox": id, "session": start.Attach})
 	s := &Session{o: o, sandboxID: id, agent: g.sb.Agent(), sb: g.sb, in: g.in, before: countLimits(g.sb), kept: true, id: start.Attach}
 	s.ctx, s.cancel = context.WithCancel(ctx)
@@ -261,16 +273,17 @@ func (s *Session) Leave() {
 	}
 	key, agent, id := keptKey(s.sandboxID, s.id), s.agent, s.id
 	o := s.o
-	t := time.AfterFunc(keptIdle, func() {
-		if v, ok := o.kept.Load(key); ok && v.(*time.Timer) != nil {
-			o.kept.Delete(key)
+	entry := &keptSession{agent: agent}
+	entry.idle = time.AfterFunc(keptIdle, func() {
+		// Only if no client attached since: an attach replaces the entry.
+		if o.kept.CompareAndDelete(key, entry) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			_ = agent.Signal(ctx, id, 9)
 		}
 	})
-	if old, loaded := o.kept.Swap(key, t); loaded && old.(*time.Timer) != nil {
-		old.(*time.Timer).Stop()
+	if old, loaded := o.kept.Swap(key, entry); loaded && old.(*keptSession).idle != nil {
+		old.(*keptSession).idle.Stop()
 	}
 }
 
@@ -319,7 +332,10 @@ func (s *Session) Recv() (stream byte, data []byte, exit *api.StreamExit, err er
 			return stream, e.Output.Data, nil, nil
 		case *pb.ProcessEvent_Exited:
 			if s.kept {
-				s.o.kept.Delete(keptKey(s.sandboxID, s.id))
+				key := keptKey(s.sandboxID, s.id)
+				if v, ok := s.o.kept.Load(key); ok && v.(*keptSession).agent == s.agent {
+					s.o.kept.CompareAndDelete(key, v)
+				}
 			}
 			x := s.exit(e.Exited)
 			return 0, nil, &x, nil

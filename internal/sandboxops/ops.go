@@ -34,8 +34,8 @@ type Ops struct {
 	caps  *Capabilities
 	// followers counts the running sandboxes whose history events are followed.
 	followers atomic.Int64
-	// kept holds the kept terminal sessions (exec.go), by sandbox and session: nil while a
-	// client is attached, else the timer that kills it.
+	// kept holds the kept terminal sessions (exec.go), by sandbox and session, each a
+	// *keptSession.
 	kept sync.Map
 }
 

@@ -365,4 +365,23 @@ func TestExecStreamKeepAttach(t *testing.T) {
 	if _, _, err := bad.ws.Read(ctx); websocket.CloseStatus(err) != api.CloseBadRequest {
 		t.Errorf("keep without a tty: %v, want close %d", err, api.CloseBadRequest)
 	}
+
+	// A restarted sandbox reuses session IDs: a session kept before is gone, and its ID
+	// does not attach to whatever runs under it now.
+	k := dialStream(t, url, alice.Token, api.StreamStart{Argv: []string{"/bin/sh"}, TTY: tty, Keep: true})
+	_, texts = k.until(`"started"`)
+	var old api.StreamStarted
+	if err := json.Unmarshal([]byte(texts[len(texts)-1]), &old); err != nil {
+		t.Fatal(err)
+	}
+	k.ws.CloseNow()
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes/"+roles.Live.ID+"/restart", nil), http.StatusOK, nil)
+	n := dialStream(t, url, alice.Token, api.StreamStart{Argv: []string{"/bin/sh"}, TTY: tty, Keep: true})
+	n.until(`"started"`)
+	after := dialStream(t, url, alice.Token, api.StreamStart{Attach: old.SessionID})
+	if _, texts := after.until(`"exit"`); !strings.Contains(texts[len(texts)-1], "no kept session") {
+		t.Errorf("attach to a session kept before a restart: %q", texts)
+	}
+	after.ws.CloseNow()
+	n.ws.CloseNow()
 }
