@@ -11,7 +11,7 @@ LDFLAGS   := -X github.com/paddockhq/paddock/internal/cli.Version=$(VERSION)
 AGENTLDFLAGS := -X github.com/paddockhq/paddock/internal/agent.Version=$(VERSION)
 FUZZTIME  ?= 10s
 
-.PHONY: all setup build test unit lint vuln fuzz bench clean proto
+.PHONY: all setup build test unit lint vuln fuzz bench clean proto desktop
 
 all: build
 
@@ -69,6 +69,12 @@ fuzz:
 
 bench: setup build
 	$(GO) run ./internal/bench/cmd -out docs/benchmarks.md
+
+# desktop rebuilds the sandbox desktop's page (web/desktop) into internal/agent/desktop/dist,
+# which is committed, so `make build` needs no npm: npm ci installs the packages the
+# lockfile pins, esbuild bundles them, and the build fails past 400 KB gzipped.
+desktop:
+	cd web/desktop && npm ci --no-audit --no-fund && node build.mjs
 
 proto:
 	PATH=$$($(GO) env GOPATH)/bin:$$PATH protoc -I proto --go_out=. --go_opt=module=github.com/paddockhq/paddock \

@@ -53,6 +53,7 @@ import (
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 
+	"github.com/paddockhq/paddock/internal/agent/desktop"
 	"github.com/paddockhq/paddock/internal/agent/files"
 	"github.com/paddockhq/paddock/internal/agent/identity"
 	"github.com/paddockhq/paddock/internal/agent/session"
@@ -163,6 +164,11 @@ func Run(ctx context.Context, env *wire.Envelope, lis net.Listener, confine Conf
 	if nets.refused == "" {
 		var stop func()
 		nets.services, stop = startServices(env.Env, env.HostPorts, log)
+		defer stop()
+	}
+	// The desktop's port is the agent's before the app starts, so the app cannot take it.
+	if nets.refused == "" {
+		stop := serveDesktop(ctx, log)
 		defer stop()
 	}
 	var app *supervisor
@@ -348,4 +354,22 @@ func (a *agentService) RestartApp(context.Context, *pb.RestartAppRequest) (*pb.A
 		a.app.Restart()
 	}
 	return a.app.App() // a nil supervisor answers "no supervised app"
+}
+
+// serveDesktop serves the desktop's files on wire.DesktopPort of the sandbox's loopback
+// until the returned stop is called. A port already taken (an agent in a test, sharing the
+// host's network) leaves the desktop unserved, logged.
+func serveDesktop(ctx context.Context, log *slog.Logger) (stop func()) {
+	l, err := desktop.Listen(net.JoinHostPort("127.0.0.1", strconv.Itoa(wire.DesktopPort)))
+	if err != nil {
+		log.Warn("desktop not served", "port", wire.DesktopPort, "err", err)
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		desktop.Serve(ctx, l, log)
+	}()
+	return func() { cancel(); <-done }
 }

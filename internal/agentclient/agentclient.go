@@ -129,6 +129,15 @@ func (c *Client) Start(ctx context.Context, req *pb.StartRequest) (*Stream[pb.Pr
 	return &Stream[pb.ProcessEvent]{s: s}, nil
 }
 
+// Attach streams a running session's events, replaying its output from offset.
+func (c *Client) Attach(ctx context.Context, session string, offset uint64) (*Stream[pb.ProcessEvent], error) {
+	s, err := c.process.Attach(ctx, &pb.AttachRequest{SessionId: session, Offset: offset})
+	if err != nil {
+		return nil, errdefs.FromGRPC(err)
+	}
+	return &Stream[pb.ProcessEvent]{s: s}, nil
+}
+
 // Signal sends sig to a session's processes.
 func (c *Client) Signal(ctx context.Context, session string, sig int32) error {
 	_, err := shortUnary(ctx, c.process.SendSignal, &pb.SendSignalRequest{SessionId: session, Signal: sig})

@@ -74,6 +74,7 @@ const (
 	CodeMethodNotAllowed   = "method_not_allowed"  // 405
 	CodeAlreadyExists      = "already_exists"      // 409
 	CodeFailedPrecondition = "failed_precondition" // 409
+	CodeStale              = "stale"               // 412
 	CodeTooLarge           = "payload_too_large"   // 413
 	CodeUnsupportedMedia   = "unsupported_media"   // 415
 	CodeLimitExceeded      = "limit_exceeded"      // 429
@@ -332,6 +333,8 @@ type FileInfo struct {
 	Mode    string    `json:"mode"`
 	IsDir   bool      `json:"is_dir"`
 	ModTime time.Time `json:"mod_time"`
+	// ETag is a written file's content tag, answered in the ETag header (unquoted here).
+	ETag string `json:"-"`
 }
 
 // FileList is GET /api/v1/sandboxes/{id}/files/list?path=…

@@ -37,6 +37,7 @@ var statusOf = []struct {
 	{errdefs.ErrNotFound, http.StatusNotFound, CodeNotFound},
 	{errdefs.ErrAlreadyExists, http.StatusConflict, CodeAlreadyExists},
 	{errdefs.ErrFailedPrecondition, http.StatusConflict, CodeFailedPrecondition},
+	{errdefs.ErrStale, http.StatusPreconditionFailed, CodeStale},
 	{errdefs.ErrLimitExceeded, http.StatusTooManyRequests, CodeLimitExceeded},
 	{errdefs.ErrUnavailable, http.StatusServiceUnavailable, CodeUnavailable},
 	{errdefs.ErrDeadlineExceeded, http.StatusGatewayTimeout, CodeDeadlineExceeded},

@@ -1,5 +1,7 @@
 package api
 
+import "time"
+
 // The streaming exec and the interactive shell share one WebSocket protocol, at
 // GET /api/v1/sandboxes/{id}/exec/stream (subprotocol StreamProtocol).
 //
@@ -7,6 +9,10 @@ package api
 //   - the first message, text: a StreamStart (JSON);
 //   - binary messages: bytes for the command's stdin;
 //   - text messages: a StreamControl (JSON): resize, signal, or eof (close stdin).
+//
+// A start with keep set, or an attach (StreamStart.Attach), gets a StreamStarted text
+// message first; a kept session survives its connection and is reattached with its
+// output replayed from the client's offset.
 //
 // Server → client:
 //   - binary messages: the first byte says the stream (StreamStdout or StreamStderr; a
@@ -40,7 +46,25 @@ type StreamStart struct {
 	Cwd  string   `json:"cwd,omitempty"`
 	// TTY, when set, runs the command on a pseudo-terminal of that size.
 	TTY *TTYSize `json:"tty,omitempty"`
+	// Keep keeps the session running when the connection drops, for a client to
+	// reattach to (a terminal tab that reconnects): the server sends a StreamStarted
+	// first, and ends a kept session that no client attaches to for KeptIdle.
+	Keep bool `json:"keep,omitempty"`
+	// Attach, instead of Argv, reattaches to a kept session of the sandbox (its ID, from
+	// StreamStarted), replaying its output from Offset: the bytes of output (without the
+	// stream prefix) the client has shown. TTY, when set, resizes it.
+	Attach string `json:"attach,omitempty"`
+	Offset uint64 `json:"offset,omitempty"`
 }
+
+// StreamStarted is the first server message of a kept or attached stream.
+type StreamStarted struct {
+	Type      string `json:"type"` // "started"
+	SessionID string `json:"session_id"`
+}
+
+// KeptIdle is how long a kept session runs with no client attached before it is killed.
+const KeptIdle = 15 * time.Minute
 
 // TTYSize is a terminal's size.
 type TTYSize struct {

@@ -30,6 +30,9 @@ var (
 	// ErrDataLoss means stored data is unrecoverably corrupt (a ciphertext that no longer
 	// authenticates): retrying will not help, restoring a backup may.
 	ErrDataLoss = errors.New("data loss")
+	// ErrStale means a conditional change was refused because what it was based on has
+	// changed since (an If-Match whose ETag the file no longer has: HTTP 412).
+	ErrStale = errors.New("stale")
 )
 
 var codeOf = []struct {
@@ -46,6 +49,7 @@ var codeOf = []struct {
 	{ErrDeadlineExceeded, codes.DeadlineExceeded},
 	{ErrUnauthenticated, codes.Unauthenticated},
 	{ErrDataLoss, codes.DataLoss},
+	{ErrStale, codes.Aborted},
 	{context.DeadlineExceeded, codes.DeadlineExceeded},
 	{context.Canceled, codes.Canceled},
 }

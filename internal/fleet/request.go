@@ -148,6 +148,9 @@ func checkApp(a store.App) error {
 	if a.Port < 1 || a.Port > 65535 {
 		return invalid("app.port", "%d is not a TCP port (1-65535)", a.Port)
 	}
+	if a.Port == wire.DesktopPort {
+		return invalid("app.port", "%d is the sandbox's desktop, served by paddock; pick another port", a.Port)
+	}
 	if len(a.Build) > 128 || strings.ContainsFunc(a.Build, func(r rune) bool { return r < 0x21 || r > 0x7e }) {
 		return invalid("app.build", "want at most 128 printable ASCII characters without spaces")
 	}

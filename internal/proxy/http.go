@@ -166,7 +166,24 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 	p.log.Warn("proxy: sandbox not answering", "user", info.caller.UserID, "role", info.caller.Role,
 		"sandbox", info.target.SandboxID, "method", r.Method, "path", errdefs.Clip(r.URL.Path, 64), "err", err)
 	stampResponse(w.Header(), info)
+	if r.Method == http.MethodGet && isPage(r) {
+		// A page (a tab, the desktop's preview frame) tries again by itself: an app that
+		// is restarting (after an undo) is back within seconds.
+		w.Header().Set("Refresh", pageRetrySeconds)
+	}
 	api.WriteErrorCode(w, http.StatusBadGateway, api.CodeUnavailable, unavailableMessage(info, err))
+}
+
+// pageRetrySeconds is how soon a page that found the app not answering loads again.
+const pageRetrySeconds = "2"
+
+// isPage reports a request for a document, top-level or in a frame.
+func isPage(r *http.Request) bool {
+	switch r.Header.Get("Sec-Fetch-Dest") {
+	case "document", "iframe", "frame":
+		return true
+	}
+	return false
 }
 
 func unavailableMessage(info *reqInfo, err error) string {

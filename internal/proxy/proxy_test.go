@@ -378,3 +378,21 @@ func TestServeAfterClose(t *testing.T) {
 }
 
 var _ = context.Background
+
+// A page (a tab or a frame) that finds the app not answering loads again by itself, as
+// after an undo restarts the app; a fetch gets the plain error.
+func TestUnavailableUpstreamPageRetries(t *testing.T) {
+	h := newHarness(t, Options{})
+	h.router.live.srv.Close()
+	for dest, want := range map[string]string{"iframe": pageRetrySeconds, "document": pageRetrySeconds, "empty": "", "": ""} {
+		req := newRequest(t, "GET", h.front.URL+"/")
+		if dest != "" {
+			req.Header.Set("Sec-Fetch-Dest", dest)
+		}
+		res := get(t, req)
+		res.Body.Close()
+		if res.StatusCode != http.StatusBadGateway || res.Header.Get("Refresh") != want {
+			t.Errorf("Sec-Fetch-Dest %q: %d, Refresh %q, want 502 and %q", dest, res.StatusCode, res.Header.Get("Refresh"), want)
+		}
+	}
+}

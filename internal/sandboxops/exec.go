@@ -181,7 +181,10 @@ func (g *StreamGate) Start(ctx context.Context, start api.StreamStart) (sess *Se
 	if start.TTY != nil {
 		req.Tty = &pb.TTYSize{Rows: start.TTY.Rows, Cols: start.TTY.Cols}
 	}
-	s := &Session{agent: g.sb.Agent(), sb: g.sb, in: in, before: countLimits(g.sb)}
+	if start.Keep && start.TTY == nil {
+		return nil, nil, fmt.Errorf("keep: only a terminal (tty) session is kept: %w", errdefs.ErrInvalidArgument)
+	}
+	s := &Session{o: o, sandboxID: id, agent: g.sb.Agent(), sb: g.sb, in: in, before: countLimits(g.sb), kept: start.Keep}
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	events, err := s.agent.Start(s.ctx, req)
 	if err == nil {
@@ -206,22 +209,106 @@ func (g *StreamGate) Start(ctx context.Context, start api.StreamStart) (sess *Se
 			s.Kill()
 		})
 	}
+	if s.kept {
+		o.kept.Store(keptKey(id, s.id), &keptSession{agent: s.agent})
+	}
 	return s, nil, nil
 }
+
+// keptSession is a kept session's entry: the agent it runs under (a restarted sandbox has
+// another, whose sessions reuse the IDs), and while no client is attached, the timer that
+// kills it.
+type keptSession struct {
+	agent *agentclient.Client
+	idle  *time.Timer
+}
+
+// Attach reattaches to a kept session of the sandbox (StreamStart.Attach), replaying its
+// output from start.Offset. Only a session started with keep can be attached to, and not
+// under a capability token: a token limits what its holder runs, and a kept shell is its
+// owner's. A session that is gone is an exit that says so.
+func (g *StreamGate) Attach(ctx context.Context, start api.StreamStart) (sess *Session, exit *api.StreamExit, err error) {
+	o, id := g.o, g.id
+	if heldCapabilityOf(ctx) != nil {
+		return nil, nil, fmt.Errorf("attach: a capability token cannot attach to a terminal session: %w", errdefs.ErrPermissionDenied)
+	}
+	key := keptKey(id, start.Attach)
+	v, ok := o.kept.Load(key)
+	if ok && v.(*keptSession).agent != g.sb.Agent() {
+		o.kept.CompareAndDelete(key, v) // the sandbox restarted since: that session is gone
+		ok = false
+	}
+	if !ok {
+		return nil, &api.StreamExit{Type: "exit", ExitCode: 127, Error: fmt.Sprintf("attach: no kept session %s in this sandbox (it ended, or was not started with keep)", errdefs.Clip(start.Attach, 64))}, nil
+	}
+	if t := v.(*keptSession).idle; t != nil {
+		t.Stop()
+	}
+	o.kept.Store(key, &keptSession{agent: g.sb.Agent()})
+	o.event(ctx, g.c.UserID, "sandbox.exec_attach", map[string]any{"sandbox": id, "session": start.Attach})
+	s := &Session{o: o, sandboxID: id, agent: g.sb.Agent(), sb: g.sb, in: g.in, before: countLimits(g.sb), kept: true, id: start.Attach}
+	s.ctx, s.cancel = context.WithCancel(ctx)
+	if s.events, err = s.agent.Attach(s.ctx, start.Attach, start.Offset); err != nil {
+		s.Leave()
+		s.Close()
+		return nil, &api.StreamExit{Type: "exit", ExitCode: 127, Error: err.Error()}, nil
+	}
+	if start.TTY != nil {
+		_ = s.Resize(start.TTY.Rows, start.TTY.Cols)
+	}
+	return s, nil, nil
+}
+
+func keptKey(sandboxID, session string) string { return sandboxID + "/" + session }
+
+// keptIdle is how long a kept session runs with no client (api.KeptIdle).
+var keptIdle = api.KeptIdle
+
+// Leave is the client going away: a kept session runs on for keptIdle, for a client to
+// reattach; any other is killed, as a closed terminal would hang it up.
+func (s *Session) Leave() {
+	if !s.kept {
+		s.Kill()
+		return
+	}
+	key, agent, id := keptKey(s.sandboxID, s.id), s.agent, s.id
+	o := s.o
+	entry := &keptSession{agent: agent}
+	entry.idle = time.AfterFunc(keptIdle, func() {
+		// Only if no client attached since: an attach replaces the entry.
+		if o.kept.CompareAndDelete(key, entry) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = agent.Signal(ctx, id, 9)
+		}
+	})
+	if old, loaded := o.kept.Swap(key, entry); loaded && old.(*keptSession).idle != nil {
+		old.(*keptSession).idle.Stop()
+	}
+}
+
+// ID is the session's ID in the sandbox.
+func (s *Session) ID() string { return s.id }
+
+// Kept says whether the session outlives its client (StreamStart.Keep, or an attach).
+func (s *Session) Kept() bool { return s.kept }
 
 // Session is an interactive command running in a sandbox. Recv is for one goroutine, the
 // input methods for another.
 type Session struct {
-	agent    *agentclient.Client
-	sb       *runner.Sandbox
-	in       InForce
-	before   limitCounts
-	id       string
-	events   *agentclient.Stream[pb.ProcessEvent]
-	ctx      context.Context
-	cancel   context.CancelFunc
-	kill     *time.Timer
-	timedOut atomic.Bool
+	o         *Ops
+	sandboxID string
+	kept      bool
+	agent     *agentclient.Client
+	sb        *runner.Sandbox
+	in        InForce
+	before    limitCounts
+	id        string
+	events    *agentclient.Stream[pb.ProcessEvent]
+	ctx       context.Context
+	cancel    context.CancelFunc
+	kill      *time.Timer
+	timedOut  atomic.Bool
 }
 
 // Recv is the session's next output (stream api.StreamStdout or api.StreamStderr, and
@@ -231,8 +318,9 @@ func (s *Session) Recv() (stream byte, data []byte, exit *api.StreamExit, err er
 	for {
 		ev, err := s.events.Recv()
 		if err != nil {
-			// Whatever runs is killed, as a closed terminal would hang it up.
-			s.Kill()
+			// Whatever runs is killed, as a closed terminal would hang it up, unless
+			// the session is kept.
+			s.Leave()
 			return 0, nil, nil, fmt.Errorf("the sandbox ended the stream: %w", err)
 		}
 		switch e := ev.Event.(type) {
@@ -243,6 +331,12 @@ func (s *Session) Recv() (stream byte, data []byte, exit *api.StreamExit, err er
 			}
 			return stream, e.Output.Data, nil, nil
 		case *pb.ProcessEvent_Exited:
+			if s.kept {
+				key := keptKey(s.sandboxID, s.id)
+				if v, ok := s.o.kept.Load(key); ok && v.(*keptSession).agent == s.agent {
+					s.o.kept.CompareAndDelete(key, v)
+				}
+			}
 			x := s.exit(e.Exited)
 			return 0, nil, &x, nil
 		}

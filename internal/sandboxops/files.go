@@ -102,6 +102,9 @@ func fileInfo(e *pb.FileInfo) api.FileInfo {
 // that comes before any content (a missing file, a refusal) is the operation's, and one
 // after it cuts the content short.
 type Download struct {
+	// ETag is the file's content tag (the agent's, unquoted): a WriteRequest with it in
+	// IfMatch writes only over these bytes.
+	ETag   string
 	first  []byte
 	next   func() ([]byte, error)
 	done   func(err error)
@@ -149,7 +152,7 @@ func (o *Ops) ReadFile(ctx context.Context, c fleet.Caller, id, p string) (*Down
 	if err != nil {
 		return nil, err
 	}
-	stream, err := f.agent.Read(ctx, &pb.ReadRequest{Path: p, Capability: f.capTok, Policy: f.in.fileRules()})
+	stream, err := f.agent.Read(ctx, &pb.ReadRequest{Path: p, Etag: true, Capability: f.capTok, Policy: f.in.fileRules()})
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", p, o.fileDenied(ctx, c, id, "read", p, err))
 	}
@@ -164,7 +167,7 @@ func (o *Ops) ReadFile(ctx context.Context, c fleet.Caller, id, p string) (*Down
 	if first == nil {
 		next = func() ([]byte, error) { return nil, io.EOF }
 	}
-	return &Download{first: first.GetData(), next: next, done: func(err error) {
+	return &Download{ETag: first.GetEtag(), first: first.GetData(), next: next, done: func(err error) {
 		if err != nil {
 			o.log.Warn("read file: stream broke", "path", p, "err", err)
 		}
@@ -179,6 +182,9 @@ type WriteRequest struct {
 	// Size is how many bytes the content says it has (a chunked body: 0): the policy
 	// decides on it, and again on every chunk that takes the content past it.
 	Size int64
+	// IfMatch, when set, is the content tag (Download.ETag) the file must still have: the
+	// agent compares it and writes as one step, else the write is errdefs.ErrStale.
+	IfMatch string
 }
 
 // WriteFile writes content to req.Path, replacing what was there once all of it arrived.
@@ -228,6 +234,7 @@ func (o *Ops) WriteFile(ctx context.Context, c fleet.Caller, id string, req Writ
 			msg := &pb.WriteRequest{Data: buf[:n]}
 			if first {
 				msg.Path, msg.Mode, msg.MakeParents, msg.Capability, msg.Policy = p, mode, true, capTok, in.fileRules()
+				msg.IfMatch = req.IfMatch
 				first = false
 			}
 			if err := stream.Send(msg); err != nil {
@@ -250,7 +257,9 @@ func (o *Ops) WriteFile(ctx context.Context, c fleet.Caller, id string, req Writ
 		return api.FileInfo{}, fmt.Errorf("write %s: %w", p, o.fileDenied(ctx, c, id, "write", p, err))
 	}
 	o.event(ctx, c.UserID, "sandbox.file_write", map[string]any{"sandbox": id, "path": info.Path, "size": info.Size, "policy": in.source})
-	return fileInfo(info), nil
+	out := fileInfo(info)
+	out.ETag = info.GetEtag()
+	return out, nil
 }
 
 // missingField is the error of a request without a path it needs.

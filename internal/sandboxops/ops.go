@@ -16,6 +16,7 @@ package sandboxops
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -33,6 +34,9 @@ type Ops struct {
 	caps  *Capabilities
 	// followers counts the running sandboxes whose history events are followed.
 	followers atomic.Int64
+	// kept holds the kept terminal sessions (exec.go), by sandbox and session, each a
+	// *keptSession.
+	kept sync.Map
 }
 
 // Config is what Ops works with.

@@ -76,6 +76,10 @@ func (s *Server) serveAppsHost(w http.ResponseWriter, r *http.Request, h origins
 		api.WriteError(w, s.log, err)
 		return
 	}
+	if h.Kind == origins.KindDesktop {
+		s.serveDesktop(w, r, h, who)
+		return
+	}
 	s.proxy.Serve(w, r, c)
 }
 
@@ -118,7 +122,13 @@ func (s *Server) appsCaller(ctx context.Context, userID string, h origins.Host) 
 			return proxy.Caller{}, err
 		}
 	case origins.KindDesktop:
-		return proxy.Caller{}, fmt.Errorf("%s: desktops are not served yet: %w", h.Label(), errdefs.ErrNotFound)
+		// The desktop is its owner's alone, as the app host is; what it serves is the
+		// agent's, never the app's (desktop.go).
+		if _, err := s.fleet.Get(ctx, fleet.Caller{UserID: userID}, h.ID); err == nil {
+			return proxy.Caller{UserID: userID, SandboxID: h.ID}, nil
+		} else if !errors.Is(err, errdefs.ErrNotFound) {
+			return proxy.Caller{}, err
+		}
 	}
 	return proxy.Caller{}, fmt.Errorf("no apps host %s of yours: %w", h.Label(), errdefs.ErrNotFound)
 }
@@ -174,7 +184,15 @@ func (s *Server) exchange(w http.ResponseWriter, r *http.Request, h origins.Host
 			_, err = s.appsCaller(r.Context(), g.UserID, h)
 			if err == nil {
 				g.Expires = sess.ExpiresAt
-				http.SetCookie(w, s.appCookie(r, s.handoffs.Open(g), g))
+				ck := s.appCookie(r, s.handoffs.Open(g), g)
+				if r.Header.Get("Sec-Fetch-Dest") == "iframe" {
+					// A frame (the desktop's preview) may be a cross-site context, where a
+					// Lax cookie is not sent: this one is partitioned (CHIPS), kept apart for
+					// each top-level site that frames the host, and sent in no top-level
+					// request (browsers take Secure on loopback names over plain http).
+					ck.SameSite, ck.Secure, ck.Partitioned = http.SameSiteNoneMode, true, true
+				}
+				http.SetCookie(w, ck)
 				http.Redirect(w, r, clean, http.StatusSeeOther)
 				return
 			}

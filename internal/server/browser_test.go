@@ -118,3 +118,59 @@ func TestBrowserHostilePage(t *testing.T) {
 	// The page did not change alice's password (which would also have revoked "tests").
 	e.Token(t, "alice", "correct horse battery alice")
 }
+
+// crashingServer is staticServer that serves index.html at / and exits 3 at once, start
+// after start, while /workspace/crash exists: the desktop test's app.
+const crashingServer = `if (-e "/workspace/crash") { print STDERR "crashing on purpose: /workspace/crash exists\n"; exit 3 }
+use IO::Socket::INET;
+$SIG{CHLD} = 'IGNORE';
+my $s = IO::Socket::INET->new(LocalPort => 8080, Listen => 64, ReuseAddr => 1) or die "listen: $!";
+while (1) {
+  my $c = $s->accept or next;
+  if (-e "/workspace/crash") { print STDERR "crashing on purpose: /workspace/crash exists\n"; exit 3 }
+  if (fork()) { close $c; next }
+  alarm 30;
+  my $req = <$c> // exit;
+  while (my $l = <$c>) { last if $l =~ /^\r?\n$/ }
+  my ($path) = $req =~ m{^\S+ /([^ ?]*)};
+  $path =~ s/[^A-Za-z0-9._-]//g;
+  $path = "index.html" if $path eq "";
+  my ($code, $type, $body) = ("404 Not Found", "text/plain", "not found\n");
+  if (open(my $f, "<", "/workspace/$path")) { local $/; $body = <$f>; $code = "200 OK"; $type = "text/html" if $path =~ /\.html$/ }
+  print $c "HTTP/1.0 $code\r\nContent-Type: $type\r\nCache-Control: no-store\r\nContent-Length: " . length($body) . "\r\nConnection: close\r\n\r\n$body";
+  close $c;
+  exit;
+}
+`
+
+// The desktop in a real browser, each pane as a person uses it (tests/browser/desktop.mjs
+// says what): files with a save conflict, terminal, preview, timeline undo, undo while the
+// app crash-loops, and a page on the app's host that cannot drive the desktop. Screenshots
+// of each pane go to a directory under the test's temp dir (SCREENSHOT_DIR/desktop when
+// set); DESKTOP_DOC_SHOT=path copies the files pane's, with a conflict, to path (docs/desktop.png).
+func TestBrowserDesktop(t *testing.T) {
+	e := servertest.Start(t, func(c *server.Config) {
+		c.App = server.AppConfig{Command: []string{"/usr/bin/perl", "-e", crashingServer}, Port: 8080, Build: "crashing"}
+	})
+	alice := e.Register(t, "alice")
+	alice.Start()
+	var roles api.Roles
+	alice.MustJSON("GET", "/api/v1/roles", nil, http.StatusOK, &roles)
+	shots := filepath.Join(t.TempDir(), "screenshots")
+	if d := os.Getenv("SCREENSHOT_DIR"); d != "" {
+		shots = filepath.Join(d, "desktop")
+	}
+	env := map[string]string{
+		"BASE_URL": e.URL, "USERNAME": "alice", "PASSWORD": "correct horse battery alice",
+		"SANDBOX": roles.Live.ID, "SHOTS": shots,
+	}
+	if d := os.Getenv("DESKTOP_DOC_SHOT"); d != "" {
+		env["DOC_SHOT"] = d
+	}
+	t.Log(browsertest.Run(t, "desktop", env))
+	for _, name := range []string{"files", "files-conflict", "terminal", "preview", "timeline", "preview-crashed", "desktop", "narrow"} {
+		if _, err := os.Stat(filepath.Join(shots, name+".png")); err != nil {
+			t.Errorf("no screenshot of %s: %v", name, err)
+		}
+	}
+}

@@ -7,13 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/coder/websocket"
 
 	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
 	"github.com/paddockhq/paddock/internal/sandboxops"
+	"github.com/paddockhq/paddock/internal/wire"
 )
 
 // maxExecBody bounds an exec request: the command line plus its whole stdin.
@@ -54,7 +57,13 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, c fleet.Call
 	}
 	// The command is known only now, after the upgrade: a refusal is an exit that says
 	// why, and a close with its own code. Nothing reached the sandbox.
-	sess, exit, err := gate.Start(ctx, start)
+	var sess *sandboxops.Session
+	var exit *api.StreamExit
+	if start.Attach != "" {
+		sess, exit, err = gate.Attach(ctx, start)
+	} else {
+		sess, exit, err = gate.Start(ctx, start)
+	}
 	switch {
 	case err != nil:
 		s.refuseStream(ctx, ws, err.Error())
@@ -64,9 +73,21 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, c fleet.Call
 		return errResponded
 	}
 	defer sess.Close()
+	if sess.Kept() {
+		b, _ := json.Marshal(api.StreamStarted{Type: "started", SessionID: sess.ID()})
+		if err := ws.Write(ctx, websocket.MessageText, b); err != nil {
+			sess.Leave()
+			return errResponded
+		}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go pumpInput(ctx, ws, sess)
+	go func() {
+		pumpInput(ctx, ws, sess)
+		// The client went away (or the handler ended): stop relaying, which kills the
+		// session unless it is kept.
+		sess.Close()
+	}()
 	for {
 		stream, data, exit, err := sess.Recv()
 		switch {
@@ -83,7 +104,7 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, c fleet.Call
 		msg[0] = stream
 		copy(msg[1:], data)
 		if err := ws.Write(ctx, websocket.MessageBinary, msg); err != nil {
-			sess.Kill()
+			sess.Leave()
 			return errResponded
 		}
 	}
@@ -102,6 +123,20 @@ func readStart(ctx context.Context, ws *websocket.Conn) (api.StreamStart, error)
 	}
 	if err := api.Decode(bytes.NewReader(data), &start, 1<<20); err != nil {
 		return start, err
+	}
+	if start.Attach != "" {
+		switch {
+		case len(start.Argv) > 0 || len(start.Env) > 0 || start.Cwd != "" || start.Keep:
+			return start, fmt.Errorf("attach: give the session and offset only, no argv, env, cwd or keep: %w", errdefs.ErrInvalidArgument)
+		case len(start.Attach) > 64 || strings.ContainsFunc(start.Attach, func(r rune) bool { return r <= ' ' || r > '~' }):
+			return start, fmt.Errorf("attach: %q is no session ID: %w", errdefs.Clip(start.Attach, 64), errdefs.ErrInvalidArgument)
+		case start.Attach == wire.MainSessionID:
+			return start, fmt.Errorf("attach: the app's session is not a terminal; see GET …/app for its output: %w", errdefs.ErrInvalidArgument)
+		}
+		return start, nil
+	}
+	if start.Keep && start.TTY == nil {
+		return start, fmt.Errorf("keep: only a terminal (tty) session is kept: %w", errdefs.ErrInvalidArgument)
 	}
 	return start, sandboxops.CheckCommand(start.Argv, start.Env)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/errdefs"
@@ -49,6 +50,10 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request, c fleet.Caller
 	h.Set("Content-Type", "application/octet-stream")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Content-Disposition", "attachment")
+	h.Set("Cache-Control", "no-store")
+	if d.ETag != "" {
+		h.Set("ETag", quoteETag(d.ETag))
+	}
 	w.WriteHeader(http.StatusOK)
 	_, _ = d.WriteTo(w)
 	return errResponded
@@ -66,10 +71,17 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request, c fleet.Calle
 		}
 	}
 	// The policy decides on the size the body says it has (a chunked body starts at 0).
-	req := sandboxops.WriteRequest{Path: p, Mode: uint32(mode), Size: r.ContentLength}
+	ifMatch, err := ifMatchOf(r)
+	if err != nil {
+		return err
+	}
+	req := sandboxops.WriteRequest{Path: p, Mode: uint32(mode), Size: r.ContentLength, IfMatch: ifMatch}
 	info, err := s.ops.WriteFile(r.Context(), c, r.PathValue("id"), req, r.Body)
 	if err != nil {
 		return err
+	}
+	if info.ETag != "" {
+		w.Header().Set("ETag", quoteETag(info.ETag))
 	}
 	api.WriteJSON(w, http.StatusOK, info)
 	return nil
@@ -117,4 +129,23 @@ func (s *Server) removeFile(w http.ResponseWriter, r *http.Request, c fleet.Call
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// quoteETag is tag as an HTTP entity tag (strong: it names the bytes).
+func quoteETag(tag string) string { return `"` + tag + `"` }
+
+// ifMatchOf reads a PUT's If-Match: one strong entity tag, as GET files/content gave it.
+// Absent: an unconditional write. "*" and lists are refused, as is a weak tag (W/): a
+// save is based on one read.
+func ifMatchOf(r *http.Request) (string, error) {
+	v := strings.TrimSpace(r.Header.Get("If-Match"))
+	if v == "" {
+		return "", nil
+	}
+	tag, ok := strings.CutPrefix(v, `"`)
+	tag, ok2 := strings.CutSuffix(tag, `"`)
+	if ok && ok2 && tag != "" && len(tag) <= 128 && strings.Trim(tag, "0123456789abcdefABCDEF-_:.") == "" {
+		return tag, nil
+	}
+	return "", fmt.Errorf("If-Match: %q: want the one ETag that GET files/content answered, in quotes: %w", errdefs.Clip(v, 80), errdefs.ErrInvalidArgument)
 }

@@ -112,7 +112,9 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.Handle("GET /metrics", s.metrics())
 	mux.HandleFunc("/auth/handoff", s.handoff)
+	mux.HandleFunc("GET /desktop", s.openDesktop)
 	mux.HandleFunc("/", s.app)
+	s.desktop = s.desktopRoutes()
 	return s.byHost(s.instrument(mux))
 }
 

@@ -59,7 +59,9 @@ type Server struct {
 	reg      *prometheus.Registry
 	m        *metrics
 	handler  http.Handler
-	health   healthCache
+	// desktop serves the desktop hosts (desktop.go).
+	desktop http.Handler
+	health  healthCache
 	// broker and services are the host's services to sandboxes (services.go).
 	broker       *broker.Broker
 	services     http.Handler

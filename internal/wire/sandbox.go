@@ -142,3 +142,9 @@ const (
 	ServicesRollbackPath = "/sandbox/v1/transaction/rollback"
 	ServicesHistoryPath  = "/sandbox/v1/history"
 )
+
+// DesktopPort is the port of the sandbox's loopback where the agent serves the desktop's
+// page and assets (desktop-<sandbox ID> under the apps domain, through the host). The agent
+// binds it before it starts the app, so the app cannot take it; an app that asks for it
+// is refused at creation.
+const DesktopPort = 4751

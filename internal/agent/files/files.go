@@ -87,6 +87,10 @@ type Service struct {
 	// unjailed, set by tests, stands for kernelFollowsNoFollow's answer.
 	unjailed  error
 	offLogged sync.Once
+	// commitMu makes a Write's If-Match check and its rename one step among Writes.
+	commitMu sync.Mutex
+	// beforeCommit, set by tests, runs between that check and the rename.
+	beforeCommit func()
 
 	// Limits, fields so that tests can lower them.
 	maxWrite   int64

@@ -33,6 +33,25 @@ func (s *Service) read(ctx context.Context, req *agentv1.ReadRequest, send func(
 		}
 	}
 	r := io.NewSectionReader(f, off, n)
+	if req.GetEtag() && off == 0 && req.GetLength() == 0 {
+		// The tag is of the bytes as they were hashed: a change meanwhile makes a later
+		// If-Match fail, never pass.
+		tag, err := etagOf(r)
+		if err != nil {
+			return s.fsError("read", p, err)
+		}
+		if _, err := r.Seek(0, io.SeekStart); err != nil {
+			return s.fsError("read", p, err)
+		}
+		err = sendChunks(ctx, r, off, func(c *agentv1.FileChunk) error {
+			c.Etag, tag = tag, ""
+			return send(c)
+		})
+		if err == nil && tag != "" { // an empty file: one empty chunk carries its tag
+			err = send(&agentv1.FileChunk{Etag: tag})
+		}
+		return s.fsError("read", p, err)
+	}
 	return s.fsError("read", p, sendChunks(ctx, r, off, send))
 }
 

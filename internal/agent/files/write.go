@@ -131,7 +131,8 @@ func (s *Service) writeInto(stream writeStream, first *agentv1.WriteRequest, dir
 		return nil, s.fsError("write", p, err)
 	}
 	defer tmp.discard()
-	if err := s.copyStream(stream, first.GetData(), tmp.f, p, g); err != nil {
+	tag := newTagger()
+	if err := s.copyStream(stream, first.GetData(), io.MultiWriter(tmp.f, tag), p, g); err != nil {
 		return nil, err
 	}
 	fi, err := tmp.finish(mode)
@@ -143,15 +144,29 @@ func (s *Service) writeInto(stream writeStream, first *agentv1.WriteRequest, dir
 			return nil, err
 		}
 	}
+	// The check of If-Match and the rename are one step among the agent's own writes:
+	// two saves based on the same read cannot both pass.
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	if want := first.GetIfMatch(); want != "" {
+		if err := s.checkMatch(dir, path.Base(rel), p, want); err != nil {
+			return nil, err
+		}
+	}
+	if s.beforeCommit != nil {
+		s.beforeCommit()
+	}
 	if err := tmp.rename(path.Base(rel)); err != nil {
 		return nil, s.fsError("write", p, err)
 	}
-	return infoOf(rel, fi, ""), nil
+	info := infoOf(rel, fi, "")
+	info.Etag = tagOf(tag)
+	return info, nil
 }
 
 // copyStream writes data and then every later message's data to f, refusing to grow past
 // the write limit, or past the max_size of the capability token g (nil: none).
-func (s *Service) copyStream(stream writeStream, data []byte, f *os.File, p string, g *writeGrant) error {
+func (s *Service) copyStream(stream writeStream, data []byte, f io.Writer, p string, g *writeGrant) error {
 	var total int64
 	for {
 		total += int64(len(data))

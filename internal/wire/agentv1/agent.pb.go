@@ -1442,6 +1442,9 @@ type ReadRequest struct {
 	Offset uint64                 `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
 	// length 0 reads to the end of the file.
 	Length uint64 `protobuf:"varint,3,opt,name=length,proto3" json:"length,omitempty"`
+	// etag asks for the file's content tag (FileChunk.etag, on the first chunk) of a read
+	// from offset 0 to the end: the agent hashes the file before it streams it.
+	Etag bool `protobuf:"varint,4,opt,name=etag,proto3" json:"etag,omitempty"`
 	// capability, when set, is an Agent-audience capability token (package capability)
 	// the request acts under: the agent verifies it with its own keyring against what it
 	// really touches (the path with symlinks resolved, the program run) and refuses the
@@ -1508,6 +1511,13 @@ func (x *ReadRequest) GetLength() uint64 {
 	return 0
 }
 
+func (x *ReadRequest) GetEtag() bool {
+	if x != nil {
+		return x.Etag
+	}
+	return false
+}
+
 func (x *ReadRequest) GetCapability() string {
 	if x != nil {
 		return x.Capability
@@ -1523,9 +1533,11 @@ func (x *ReadRequest) GetPolicy() string {
 }
 
 type FileChunk struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
-	Offset        uint64                 `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Data   []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	Offset uint64                 `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	// etag is the file's content tag (see ReadRequest.etag), on the first chunk only.
+	Etag          string `protobuf:"bytes,3,opt,name=etag,proto3" json:"etag,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1574,6 +1586,13 @@ func (x *FileChunk) GetOffset() uint64 {
 	return 0
 }
 
+func (x *FileChunk) GetEtag() string {
+	if x != nil {
+		return x.Etag
+	}
+	return ""
+}
+
 type WriteRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// path, mode, capability and policy are read from the first message only.
@@ -1582,6 +1601,10 @@ type WriteRequest struct {
 	Data []byte `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
 	// make_parents creates missing parent directories.
 	MakeParents bool `protobuf:"varint,4,opt,name=make_parents,json=makeParents,proto3" json:"make_parents,omitempty"`
+	// if_match, when set, is the content tag (FileChunk.etag) the file must still have:
+	// the agent compares it with the file's and renames the new one into place as one step
+	// among its own writes, and refuses (ABORTED) when the file changed or is gone.
+	IfMatch string `protobuf:"bytes,5,opt,name=if_match,json=ifMatch,proto3" json:"if_match,omitempty"`
 	// capability, when set, is an Agent-audience capability token (package capability)
 	// the request acts under: the agent verifies it with its own keyring against what it
 	// really touches (the path with symlinks resolved, the program run) and refuses the
@@ -1655,6 +1678,13 @@ func (x *WriteRequest) GetMakeParents() bool {
 	return false
 }
 
+func (x *WriteRequest) GetIfMatch() string {
+	if x != nil {
+		return x.IfMatch
+	}
+	return ""
+}
+
 func (x *WriteRequest) GetCapability() string {
 	if x != nil {
 		return x.Capability
@@ -1678,7 +1708,9 @@ type FileInfo struct {
 	Mode          uint32   `protobuf:"varint,4,opt,name=mode,proto3" json:"mode,omitempty"`
 	MtimeUnixNano int64    `protobuf:"varint,5,opt,name=mtime_unix_nano,json=mtimeUnixNano,proto3" json:"mtime_unix_nano,omitempty"`
 	// link_target is the target of a symlink, as stored (never followed).
-	LinkTarget    string `protobuf:"bytes,6,opt,name=link_target,json=linkTarget,proto3" json:"link_target,omitempty"`
+	LinkTarget string `protobuf:"bytes,6,opt,name=link_target,json=linkTarget,proto3" json:"link_target,omitempty"`
+	// etag is the content tag of what a Write wrote; empty elsewhere.
+	Etag          string `protobuf:"bytes,7,opt,name=etag,proto3" json:"etag,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1751,6 +1783,13 @@ func (x *FileInfo) GetMtimeUnixNano() int64 {
 func (x *FileInfo) GetLinkTarget() string {
 	if x != nil {
 		return x.LinkTarget
+	}
+	return ""
+}
+
+func (x *FileInfo) GetEtag() string {
+	if x != nil {
+		return x.Etag
 	}
 	return ""
 }
@@ -4150,27 +4189,30 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"\x04exit\x18\x05 \x01(\v2\x1c.paddock.agent.v1.ExitStatusR\x04exit\x12\x10\n" +
 	"\x03tty\x18\x06 \x01(\bR\x03tty\"I\n" +
 	"\fListResponse\x129\n" +
-	"\bsessions\x18\x01 \x03(\v2\x1d.paddock.agent.v1.SessionInfoR\bsessions\"\x89\x01\n" +
+	"\bsessions\x18\x01 \x03(\v2\x1d.paddock.agent.v1.SessionInfoR\bsessions\"\x9d\x01\n" +
 	"\vReadRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x04R\x06offset\x12\x16\n" +
-	"\x06length\x18\x03 \x01(\x04R\x06length\x12\x1e\n" +
+	"\x06length\x18\x03 \x01(\x04R\x06length\x12\x12\n" +
+	"\x04etag\x18\x04 \x01(\bR\x04etag\x12\x1e\n" +
 	"\n" +
 	"capability\x18\x0f \x01(\tR\n" +
 	"capability\x12\x16\n" +
-	"\x06policy\x18\x10 \x01(\tR\x06policy\"7\n" +
+	"\x06policy\x18\x10 \x01(\tR\x06policy\"K\n" +
 	"\tFileChunk\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x16\n" +
-	"\x06offset\x18\x02 \x01(\x04R\x06offset\"\xa5\x01\n" +
+	"\x06offset\x18\x02 \x01(\x04R\x06offset\x12\x12\n" +
+	"\x04etag\x18\x03 \x01(\tR\x04etag\"\xc0\x01\n" +
 	"\fWriteRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04mode\x18\x02 \x01(\rR\x04mode\x12\x12\n" +
 	"\x04data\x18\x03 \x01(\fR\x04data\x12!\n" +
-	"\fmake_parents\x18\x04 \x01(\bR\vmakeParents\x12\x1e\n" +
+	"\fmake_parents\x18\x04 \x01(\bR\vmakeParents\x12\x19\n" +
+	"\bif_match\x18\x05 \x01(\tR\aifMatch\x12\x1e\n" +
 	"\n" +
 	"capability\x18\x0f \x01(\tR\n" +
 	"capability\x12\x16\n" +
-	"\x06policy\x18\x10 \x01(\tR\x06policy\"\xbf\x01\n" +
+	"\x06policy\x18\x10 \x01(\tR\x06policy\"\xd3\x01\n" +
 	"\bFileInfo\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12.\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x1a.paddock.agent.v1.FileTypeR\x04type\x12\x12\n" +
@@ -4178,7 +4220,8 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"\x04mode\x18\x04 \x01(\rR\x04mode\x12&\n" +
 	"\x0fmtime_unix_nano\x18\x05 \x01(\x03R\rmtimeUnixNano\x12\x1f\n" +
 	"\vlink_target\x18\x06 \x01(\tR\n" +
-	"linkTarget\"!\n" +
+	"linkTarget\x12\x12\n" +
+	"\x04etag\x18\a \x01(\tR\x04etag\"!\n" +
 	"\vStatRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\"t\n" +
 	"\x10ListFilesRequest\x12\x12\n" +

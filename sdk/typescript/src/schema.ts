@@ -486,6 +486,14 @@ export interface paths {
          *     shell rules, a shell that reads its commands from the stream (an interactive shell:
          *     sh, bash -i, env bash, sudo -s) is denied unless the policy says shell.interactive:
          *     allow, since its commands cannot be decided before they run.
+         *
+         *     A terminal: a start with tty and keep true gets a text message
+         *     {"type":"started","session_id":…} first, and its session outlives the connection
+         *     (killed after 15 minutes with no client). A later start {"attach": session_id,
+         *     "offset": N, "tty": {…}} (no argv) reattaches to it, replaying its output from byte N
+         *     (the bytes of output the client has shown). Attaching to a session that was not
+         *     kept or has ended ends with a StreamExit naming it; to the app's session (main), or
+         *     keep without tty, closes with 4400; under a capability token, attach is refused.
          */
         get: operations["execStream"];
         put?: never;
@@ -528,9 +536,21 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** Read a file of the workspace. */
+        /**
+         * Read a file of the workspace.
+         * @description The answer's ETag (strong) names the file's bytes: the first 128 bits of their
+         *     SHA-256, hashed by the sandbox's agent before it sends them. A PUT with that tag in
+         *     If-Match writes only if the file still has it.
+         */
         get: operations["readFile"];
-        /** Write a file of the workspace atomically (parents made); at most 1 GiB. */
+        /**
+         * Write a file of the workspace atomically (parents made); at most 1 GiB.
+         * @description With If-Match (one strong tag, as GET answered it), the write is conditional: the
+         *     sandbox's agent compares the file's tag now with it and renames the new file into
+         *     place as one step among its own writes (two saves based on one read cannot both
+         *     pass); a file changed or deleted since is left as it is, and the answer is 412
+         *     (code stale) saying which. Without If-Match the write is unconditional.
+         */
         put: operations["writeFile"];
         post?: never;
         /**
@@ -2464,6 +2484,8 @@ export interface operations {
             /** @description The file's bytes. */
             200: {
                 headers: {
+                    /** @description The content tag, in quotes: "3f0c…" (32 hex digits). */
+                    ETag?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2482,7 +2504,10 @@ export interface operations {
                 path: string;
                 mode?: string;
             };
-            header?: never;
+            header?: {
+                /** @description The ETag of the read this write is based on: "3f0c…". "*", W/ tags and lists are refused (400). */
+                "If-Match"?: string;
+            };
             path: {
                 id: components["parameters"]["id"];
             };
@@ -2497,6 +2522,8 @@ export interface operations {
             /** @description Written. */
             200: {
                 headers: {
+                    /** @description The new content's tag. */
+                    ETag?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2515,6 +2542,15 @@ export interface operations {
                 };
             };
             404: components["responses"]["Error"];
+            /** @description If-Match does not hold: the file changed (the message gives both tags) or was deleted since it was read. Nothing was written. */
+            412: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             413: components["responses"]["Error"];
         };
     };

@@ -1,0 +1,97 @@
+// The preview pane: the app in a frame on its own origin (app-<sandbox>), and its state.
+import { call, h } from './api.js';
+import { say, fail } from './status.js';
+
+export class PreviewPane {
+  constructor() {
+    this.frame = h('iframe', {
+      id: 'preview', title: 'App preview', src: 'about:blank',
+      // No top navigation: the app cannot take the desktop's tab away.
+      sandbox: 'allow-scripts allow-same-origin allow-forms allow-popups allow-modals allow-downloads',
+    });
+    this.state = h('span', { class: 'app-state', id: 'app-state', role: 'status' }, 'app: …');
+    this.output = h('pre', { class: 'app-output', id: 'app-output', 'aria-label': 'The app\'s last output', hidden: true });
+    this.openLink = h('a', { id: 'app-open', target: '_blank', rel: 'noopener', hidden: true }, 'Open in a new tab');
+    const b = (label, id, f) => h('button', { id, onclick: f }, label);
+    this.el = h('div', { class: 'pane preview', id: 'pane-preview', role: 'tabpanel', 'aria-labelledby': 'tab-preview', hidden: true },
+      h('div', { class: 'toolbar', role: 'toolbar', 'aria-label': 'Preview actions' },
+        this.state,
+        b('Reload', 'preview-reload', () => this.reload()),
+        b('Logs', 'app-logs', () => { this.output.hidden = !this.output.hidden; }),
+        b('Restart sandbox', 'sandbox-restart', () => this.restart()),
+        this.openLink),
+      this.output, this.frame);
+    this.loaded = false;
+  }
+
+  shown() {
+    if (!this.loaded || this.stale) this.reload();
+  }
+
+  // reload loads the app again in the frame; while the pane is hidden it waits until the
+  // pane is shown (a frame loaded out of sight may not be laid out when it comes back).
+  reload() {
+    if (this.el.hidden) {
+      this.stale = this.loaded;
+      return;
+    }
+    this.stale = false;
+    this.loaded = true;
+    // The desktop host hands the frame off to the app's host (a frame cannot sign in).
+    this.frame.src = `/desktop/preview?t=${Date.now()}`;
+  }
+
+  async poll() {
+    try {
+      const st = await call('GET', '/app');
+      this.status = st;
+      let text = `app: ${st.state}`;
+      if (st.state === 'backoff') {
+        const x = st.last_exit || {};
+        text += ` — exited ${x.signal ? 'on signal ' + x.signal : 'with code ' + x.exit_code}` +
+          (st.next_start ? `, starts again ${new Date(st.next_start).toLocaleTimeString()}` : '') + ` (${st.restarts} restarts)`;
+      } else if (st.restarts) {
+        text += ` (${st.restarts} restarts)`;
+      }
+      this.state.textContent = text;
+      this.state.dataset.state = st.state;
+      this.output.textContent = st.last_output || '(no output from the last run)';
+      if (st.state === 'backoff' && st.last_output) this.output.hidden = false;
+      if (st.url) { this.openLink.href = st.url; this.openLink.hidden = false; }
+    } catch (e) {
+      this.state.textContent = `app: unknown (${e.message})`;
+      this.state.dataset.state = 'unknown';
+    }
+    return this.status;
+  }
+
+  // afterRestore reloads the frame on the restored files at once, and again once the app,
+  // restarted on them, is running (a frame that finds it not answering retries by itself).
+  async afterRestore(res) {
+    if (!this.loaded) return;
+    this.reload();
+    if (!res.app_restarted) return;
+    const deadline = Date.now() + 60000;
+    let down = false;
+    const quiet = Date.now() + 3000;
+    while (Date.now() < deadline) {
+      const st = await this.poll();
+      if (st && st.state !== 'running') down = true;
+      else if (st && down) { this.reload(); return; }
+      else if (!down && Date.now() > quiet) return;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+
+  async restart() {
+    if (!confirm('Restart the whole sandbox? Running terminals end; the workspace is kept.')) return;
+    try {
+      say('Restarting the sandbox…');
+      await call('POST', '/restart');
+      say('The sandbox restarted');
+      this.reload();
+    } catch (e) {
+      fail(e);
+    }
+  }
+}
