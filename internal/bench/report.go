@@ -26,6 +26,9 @@ type Row struct {
 	Ratio string
 	// Target is what the row should meet, and Met whether it does ("" for no target).
 	Target, Met string
+	// Missing, when set, says why the row has no figures (a peer that is not installed, or
+	// could not run here).
+	Missing string
 }
 
 // Report is a whole run of the benchmarks.
@@ -73,6 +76,10 @@ func (t *Table) WriteMarkdown(w io.Writer) {
 	fmt.Fprintln(w, "| measurement | n | p50 | p90 | min | ratio (p50) | target | met |")
 	fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|---|---|")
 	for _, r := range t.Rows {
+		if r.Missing != "" {
+			fmt.Fprintf(w, "| %s | 0 | not measured: %s | — | — | — | %s | — |\n", r.Name, r.Missing, r.Target)
+			continue
+		}
 		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s | %s | %s |\n", r.Name, r.N,
 			format(r.P50, r.Unit), format(r.P90, r.Unit), format(r.Min, r.Unit), r.Ratio, r.Target, r.Met)
 	}
