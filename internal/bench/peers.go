@@ -242,6 +242,13 @@ backend app
 `, port, upstream)
 }
 
+// reverseProxiesAbout says what table 5's peers are and how the bench configures them.
+const reverseProxiesAbout = "Debian's nginx and haproxy in front of the direct app on the host's loopback, each as its own process with a " +
+	"configuration the bench writes: they drop `Cookie` and `Authorization` from the request and keep connections to the app alive, as paddock's " +
+	"proxy contract asks. nginx: `worker_processes auto` (one per CPU), `upstream` with `keepalive 32`, `proxy_http_version 1.1` and an empty " +
+	"`Connection` header, `proxy_set_header Cookie \"\"` and `Authorization \"\"`, no access log. haproxy: `mode http`, its default one thread per CPU, " +
+	"`option http-keep-alive`, `http-reuse always`, `http-request del-header Cookie` and `Authorization`."
+
 // startReverseProxy starts peer name (nginx or haproxy) in front of upstream (host:port).
 func (e *Env) startReverseProxy(ctx context.Context, name, upstream string) *reverseProxy {
 	bin := map[string]string{"nginx": "nginx", "haproxy": "haproxy"}[name]
