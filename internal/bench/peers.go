@@ -14,11 +14,15 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/paddockhq/paddock/internal/cgroups"
+	"github.com/paddockhq/paddock/internal/netns"
 )
 
 // peer is one peer in one table: measured, or why not.
@@ -362,6 +366,15 @@ func (e *Env) startForwardProxy(ctx context.Context, name, nsPath string, port, 
 		if err != nil {
 			return err
 		}
+		// Both drop to an unprivileged user before they open their logs.
+		owner := map[string]string{"squid": "proxy", "tinyproxy": "nobody"}[name]
+		if u, err := user.Lookup(owner); err == nil {
+			uid, _ := strconv.Atoi(u.Uid)
+			gid, _ := strconv.Atoi(u.Gid)
+			if err := os.Chown(dir, uid, gid); err != nil {
+				return err
+			}
+		}
 		conf := filepath.Join(dir, name+".conf")
 		var text string
 		var argv []string
@@ -382,4 +395,70 @@ func (e *Env) startForwardProxy(ctx context.Context, name, nsPath string, port, 
 		p.fail(fmt.Errorf("could not start: %w", err))
 	}
 	return f
+}
+
+// Ports of the sandbox's loopback where the peer forward proxies listen.
+const squidPort, tinyproxyPort = 3129, 3130
+
+// forwardProxiesAbout says what table 13's peers are and how the bench configures them.
+const forwardProxiesAbout = "Debian's squid and tinyproxy as forward proxies, each started by the bench with `nsenter --net` in the sandbox's " +
+	"network namespace (listening on its loopback, ports 3129 and 3130), as paddock's proxy listens there, with a configuration the bench writes; " +
+	"the same client goes through them with `-proxy http://127.0.0.1:PORT` to `https://127.0.0.1:8443/blob` (CONNECT) and `http://127.0.0.1:8080/blob` " +
+	"(the download server's listeners in the namespace, the certificate naming 127.0.0.1 too: the peers are given no name resolution). " +
+	"squid: `http_access allow all`, `cache deny all`, `cache_mem 0 MB`, no access log, `via off`, one process (`-N`). tinyproxy: " +
+	"`ConnectPort 8443`, `LogLevel Error`, `DisableViaHeader Yes`, `MaxClients 100`. Neither checks a policy or an address; a peer's download " +
+	"is checked by its length (and the warm-up's by its hash), not by an audit trail."
+
+// startForwardProxies starts squid and tinyproxy in the network namespace of f's sandbox;
+// the returned func stops them.
+func (e *Env) startForwardProxies(ctx context.Context, f *egressFixture) ([]*forwardProxy, func()) {
+	nsPath, h, err := sandboxNetNS(f)
+	var peers []*forwardProxy
+	for _, v := range []struct {
+		name string
+		port int
+	}{{"squid", squidPort}, {"tinyproxy", tinyproxyPort}} {
+		if err != nil {
+			p, _ := lookPeer(v.name, v.name)
+			p.fail(fmt.Errorf("could not open the sandbox's network namespace: %w", err))
+			peers = append(peers, &forwardProxy{peer: p})
+			continue
+		}
+		addr := "127.0.0.1:" + strconv.Itoa(v.port)
+		ready := func(ctx context.Context) error {
+			c, err := h.Dial(ctx, addr)
+			if err == nil {
+				c.Close()
+			}
+			return err
+		}
+		peers = append(peers, e.startForwardProxy(ctx, v.name, nsPath, v.port, directTLSPort, ready))
+	}
+	return peers, func() {
+		for _, p := range peers {
+			p.Close()
+		}
+		if h != nil {
+			h.Close()
+		}
+	}
+}
+
+// sandboxNetNS is the path of the network namespace of f's sandbox (by a process of its
+// cgroup) and an open handle on it.
+func sandboxNetNS(f *egressFixture) (string, *netns.Handle, error) {
+	g, err := cgroups.Load(f.sb.Cgroup())
+	if err != nil {
+		return "", nil, err
+	}
+	pids, err := g.Pids()
+	if err != nil {
+		return "", nil, err
+	}
+	if len(pids) == 0 {
+		return "", nil, errors.New("no process in the sandbox's cgroup")
+	}
+	path := "/proc/" + strconv.Itoa(pids[0]) + "/ns/net"
+	h, err := netns.Open(path)
+	return path, h, err
 }
