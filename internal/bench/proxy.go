@@ -216,7 +216,7 @@ func (e *Env) ProxyLoadTable(ctx context.Context, o Options) (*Table, error) {
 		t.Rows = append(t.Rows,
 			p.row(Row{Name: "*peer:* through " + p.name + ": requests/s (" + cs + ")", Unit: "req/s", Summary: r, Ratio: vsPeer(r.P50, dr.P50, "direct", pr.P50)}),
 			p.row(Row{Name: "*peer:* through " + p.name + ": p99 latency (" + cs + ")", Unit: "ms", Summary: l99, Ratio: vsPeer(l99.P50, d99.P50, "direct", p99.P50)}),
-			p.row(Row{Name: "*peer:* *added* p99 latency, " + p.name + " − direct (" + cs + ")", Unit: "ms", Summary: a99}),
+			p.row(Row{Name: "*added* p99 latency, " + p.name + " (peer) − direct (" + cs + ")", Unit: "ms", Summary: a99}),
 			p.row(Row{Name: "*peer:* through " + p.name + ": p50 latency (C=1, serial)", Unit: "ms", Summary: l1, Ratio: vsPeer(l1.P50, sd50.P50, "direct", s50.P50)}))
 		if p.missing != "" {
 			vs = append(vs, fmt.Sprintf("%s not measured (%s)", p.name, p.missing))
