@@ -52,7 +52,7 @@ func TestRunOnce(t *testing.T) {
 	}
 	var md bytes.Buffer
 	r.WriteMarkdown(&md)
-	for _, want := range []string{"make bench", "| measurement |", "*peer:* `podman run --rm`", "*peer:* through nginx", "*peer:* HTTPS through squid", "≤ 1.5× runc run", "≥ 500 MB/s", "≤ 15 MiB", "≥ 0.8× direct", "≤ 1 ms", "Promotion under load", "≥ 5,000/s", "provider gateway", "egress proxy", "≤ 1.2× net/http"} {
+	for _, want := range []string{"make bench", "| measurement |", "**Peers.**", "*peer:* `podman run --rm`", "*peer:* through nginx", "*peer:* HTTPS through squid", "≤ 1.5× runc run", "≥ 500 MB/s", "≤ 15 MiB", "≥ 0.8× direct", "≤ 1 ms", "Promotion under load", "≥ 5,000/s", "provider gateway", "egress proxy", "≤ 1.2× net/http"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("report lacks %q", want)
 		}

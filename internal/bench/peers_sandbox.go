@@ -115,8 +115,9 @@ type podmanPeer struct {
 // podmanImage is the name the bench's rootfs is imported as.
 const podmanImage = "localhost/paddock-bench-rootfs"
 
-// startPodman imports the rootfs of paddock's bundle as an image, once. The OCI runtime
-// is paddock's runc: Debian's crun refuses a hybrid cgroup hierarchy.
+// startPodman imports the rootfs of paddock's bundle as an image, once. The OCI runtime is
+// the baseline's runc, so that the difference is podman's own (Debian's crun also refuses
+// a hybrid cgroup hierarchy).
 func (e *Env) startPodman(ctx context.Context) *podmanPeer {
 	pr, bin := lookPeer("podman", "podman")
 	p := &podmanPeer{peer: pr, bin: bin, image: podmanImage, cgroup: "/" + filepath.Base(e.Dir) + "-podman", version: "podman"}
@@ -191,7 +192,7 @@ func firstBytePeersAbout(runsc *runscPeer, bwrap *bwrapPeer, podman *podmanPeer)
 		"the host's /usr read-only and /bin, /lib, … as the host has them, a fresh /proc, /dev and /tmp: the floor of a sandbox made of " +
 		"namespaces alone, with no cgroup, no seccomp profile and no runtime state; `podman run --rm --network none` (Debian's " + podman.version +
 		", rootful, its storage (overlay), run state and temporary files under the bench's directory, `--cgroup-manager cgroupfs --events-backend none`, " +
-		"its OCI runtime paddock's runc, since Debian's crun refuses this machine's hybrid cgroup layout) of an image imported once with `podman import` " +
+		"its OCI runtime the baseline's runc, so that the difference is podman's own (Debian's crun also refuses a hybrid cgroup layout such as this machine's)) of an image imported once with `podman import` " +
 		"from a tar of paddock's rootfs, with the host's /usr bound read-only as in the bundle, as the sandbox user, and `--ulimit nofile=1024:1024 " +
 		"--ulimit nproc=1024:1024` (podman's defaults are above what root may set here without CAP_SYS_RESOURCE)."
 }
