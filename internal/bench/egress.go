@@ -373,7 +373,7 @@ func (e *Env) EgressTable(ctx context.Context, o Options) (*Table, error) {
 	for _, p := range peers {
 		fns = append(fns, p.round(variant("https."+p.name, peerSecure, "", p.URL)), p.round(variant("http."+p.name, peerPlain, "", p.URL)))
 	}
-	if err = interleave(rec, 1, o.EgressRounds, fns...); err != nil {
+	if err := interleave(rec, 1, o.EgressRounds, fns...); err != nil {
 		return nil, err
 	}
 	sp, sd := rec.summary("https.proxy"), rec.summary("https.direct")

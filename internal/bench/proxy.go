@@ -172,7 +172,7 @@ func (e *Env) ProxyLoadTable(ctx context.Context, o Options) (*Table, error) {
 	for _, p := range peers {
 		fns = append(fns, p.round(variant(p.name, p.URL+"/api/info", c)), p.round(variant(p.name+"1", p.URL+"/api/info", 1)))
 	}
-	if err = interleave(rec, 1, o.ProxyRounds, fns...); err != nil {
+	if err := interleave(rec, 1, o.ProxyRounds, fns...); err != nil {
 		return nil, err
 	}
 	pr, dr := rec.summary("proxy.rate"), rec.summary("direct.rate")
