@@ -188,7 +188,7 @@ func (p *podmanPeer) Close() {
 func firstBytePeersAbout(runsc *runscPeer, bwrap *bwrapPeer, podman *podmanPeer) string {
 	return "`runsc run` (gVisor's runsc at " + runsc.bin + ", global flags as paddock's runner gives them: `" + strings.Join(container.RunscFlags, " ") +
 		"`) in the foreground on the bundle paddock writes for its gVisor tier (no user namespace; the Sentry's own kernel), with `/bin/echo hi` as its process; " +
-		"`bwrap` (Debian's bubblewrap" + versionOf(bwrap.bin, "--version") + ") with every namespace new (`--unshare-all --unshare-user`, the sandbox user mapped), " +
+		"`bwrap` (Debian's " + versionOf(bwrap.bin, "--version", "bubblewrap") + ") with every namespace new (`--unshare-all --unshare-user`, the sandbox user mapped), " +
 		"the host's /usr read-only and /bin, /lib, … as the host has them, a fresh /proc, /dev and /tmp: the floor of a sandbox made of " +
 		"namespaces alone, with no cgroup, no seccomp profile and no runtime state; `podman run --rm --network none` (Debian's " + podman.version +
 		", rootful, its storage (overlay), run state and temporary files under the bench's directory, `--cgroup-manager cgroupfs --events-backend none`, " +
@@ -197,14 +197,14 @@ func firstBytePeersAbout(runsc *runscPeer, bwrap *bwrapPeer, podman *podmanPeer)
 		"--ulimit nproc=1024:1024` (podman's defaults are above what root may set here without CAP_SYS_RESOURCE)."
 }
 
-// versionOf is a space and the first line of `bin arg`, or "" where it says nothing.
-func versionOf(bin, arg string) string {
+// versionOf is the first line of `bin arg`, or name where it says nothing.
+func versionOf(bin, arg, name string) string {
 	if bin == "" {
-		return ""
+		return name
 	}
 	out, err := exec.Command(bin, arg).CombinedOutput()
-	if err != nil {
-		return ""
+	if err != nil || firstLine(out) == "" {
+		return name
 	}
-	return " " + firstLine(out)
+	return firstLine(out)
 }
