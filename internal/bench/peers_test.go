@@ -3,9 +3,15 @@ package bench
 import (
 	"bytes"
 	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -96,5 +102,80 @@ func TestDaemonStopsItsGroup(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the daemon's child %s still runs after Close: %s", child, stat)
 		}
+	}
+}
+
+// TestReverseProxyPeersAsConfigured: nginx and haproxy, as the bench configures them, drop
+// Cookie and Authorization before the app and keep their connections to it alive, as
+// table 5 says they do.
+func TestReverseProxyPeersAsConfigured(t *testing.T) {
+	var (
+		mu    sync.Mutex
+		conns int
+		seen  []http.Header
+	)
+	app := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Header.Clone())
+		mu.Unlock()
+		_, _ = io.WriteString(w, "ok")
+	}))
+	app.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			mu.Lock()
+			conns++
+			mu.Unlock()
+		}
+	}
+	app.Start()
+	defer app.Close()
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	e := &Env{Dir: dir}
+	for _, name := range []string{"nginx", "haproxy"} {
+		t.Run(name, func(t *testing.T) {
+			p := e.startReverseProxy(context.Background(), name, strings.TrimPrefix(app.URL, "http://"))
+			defer p.Close()
+			if _, err := exec.LookPath(name); err != nil {
+				t.Skipf("%s is not installed here: %s", name, p.missing)
+			}
+			if p.missing != "" {
+				t.Fatal(p.missing)
+			}
+			mu.Lock()
+			conns, seen = 0, nil
+			mu.Unlock()
+			const n = 20
+			for range n {
+				req, _ := http.NewRequest("GET", p.URL+"/api/info", nil)
+				req.Header.Set("Cookie", "paddock_session=secret")
+				req.Header.Set("Authorization", "Bearer secret")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK || string(b) != "ok" {
+					t.Fatalf("%s: %s %q", name, resp.Status, b)
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(seen) != n {
+				t.Fatalf("the app saw %d requests, want %d", len(seen), n)
+			}
+			for _, h := range seen {
+				if h.Get("Cookie") != "" || h.Get("Authorization") != "" {
+					t.Fatalf("the app got Cookie %q, Authorization %q", h.Get("Cookie"), h.Get("Authorization"))
+				}
+			}
+			// Serial requests over kept-alive connections: one or two, never one each.
+			if conns > 2 {
+				t.Errorf("%d connections to the app for %d serial requests", conns, n)
+			}
+		})
 	}
 }
