@@ -24,6 +24,12 @@
 #     under ${PADDOCK_PREFIX}/guest. It is never installed as a host kernel. Not the -cloud-amd64
 #     flavour: that one is built without 9p (CONFIG_NET_9P is not set), and the guest reaches
 #     /usr and the workspace over virtio-9p. paddock builds the guest's initramfs itself.
+#   - the bench's peers (make bench measures them beside paddock, in the same run; see
+#     docs/benchmarks.md), from Debian at pinned versions, their services never started:
+#     podman ${PODMAN_DEB_VERSION} and bubblewrap ${BUBBLEWRAP_DEB_VERSION} (table 1), nginx
+#     ${NGINX_DEB_VERSION} and haproxy ${HAPROXY_DEB_VERSION} (table 5), squid ${SQUID_DEB_VERSION}
+#     and tinyproxy ${TINYPROXY_DEB_VERSION} (table 13). The bench writes their configuration
+#     and starts and stops them itself, on loopback.
 #   - golangci-lint ${GOLANGCI_LINT_VERSION} and govulncheck ${GOVULNCHECK_VERSION}, built from
 #     their Go modules (make lint, make vuln), and the Go vulnerability database govulncheck
 #     reads, built offline from golang.org/x/vulndb ${VULNDB_VERSION} (its OSV files, indexed
@@ -48,6 +54,12 @@ GUEST_KERNEL_DEB_VERSION=${GUEST_KERNEL_DEB_VERSION:-6.1.192-2}
 GOLANGCI_LINT_VERSION=${GOLANGCI_LINT_VERSION:-v2.15.0}
 GOVULNCHECK_VERSION=${GOVULNCHECK_VERSION:-v1.9.0}
 VULNDB_VERSION=${VULNDB_VERSION:-v0.0.0-20261105234957-e22db6528018}
+PODMAN_DEB_VERSION=${PODMAN_DEB_VERSION:-4.3.1+ds1-8+deb12u1+b3}
+BUBBLEWRAP_DEB_VERSION=${BUBBLEWRAP_DEB_VERSION:-0.8.0-2+deb12u1}
+NGINX_DEB_VERSION=${NGINX_DEB_VERSION:-1.22.1-9+deb12u11}
+HAPROXY_DEB_VERSION=${HAPROXY_DEB_VERSION:-2.6.12-1+deb12u4}
+SQUID_DEB_VERSION=${SQUID_DEB_VERSION:-5.7-2+deb12u6}
+TINYPROXY_DEB_VERSION=${TINYPROXY_DEB_VERSION:-1.11.1-2.1+deb12u1}
 PADDOCK_PREFIX=${PADDOCK_PREFIX:-/usr/local/lib/paddock}
 export PATH=/usr/local/go/bin:$PATH
 
@@ -145,6 +157,37 @@ fi
 installed_qemu=$(dpkg-query -W -f='${Version}' qemu-system-x86 2>/dev/null || echo unknown)
 [ "$installed_qemu" = "$QEMU_DEB_VERSION" ] || log "note: qemu-system-x86 is $installed_qemu, tested with $QEMU_DEB_VERSION"
 log "qemu: $(qemu-system-x86_64 --version | head -1)"
+
+# The bench's peers. Their packages would start system services (nginx on port 80, squid on
+# 3128, ...): a policy-rc.d that refuses every start is in place while they install, unless
+# one already is (container images ship one).
+peer_pkgs=()
+for pv in "podman=$PODMAN_DEB_VERSION" "bubblewrap=$BUBBLEWRAP_DEB_VERSION" "nginx=$NGINX_DEB_VERSION" \
+	"haproxy=$HAPROXY_DEB_VERSION" "squid=$SQUID_DEB_VERSION" "tinyproxy=$TINYPROXY_DEB_VERSION"; do
+	dpkg-query -W -f='${Status}' "${pv%%=*}" 2>/dev/null | grep -q 'install ok installed' || peer_pkgs+=("$pv")
+done
+if ((${#peer_pkgs[@]})); then
+	if [ "$(id -u)" != 0 ]; then
+		log "missing the bench's peers: ${peer_pkgs[*]%%=*}; run this script as root"
+		exit 1
+	fi
+	log "installing the bench's peers: ${peer_pkgs[*]}"
+	apt-get update -qq
+	own_policy=
+	if [ ! -e /usr/sbin/policy-rc.d ]; then
+		printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod 0755 /usr/sbin/policy-rc.d && own_policy=1
+		trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+	fi
+	for pv in "${peer_pkgs[@]}"; do
+		apt_install_pinned "${pv%%=*}" "${pv#*=}"
+	done
+	[ -z "$own_policy" ] || { rm -f /usr/sbin/policy-rc.d; trap - EXIT; }
+fi
+for pv in "podman=$PODMAN_DEB_VERSION" "bubblewrap=$BUBBLEWRAP_DEB_VERSION" "nginx=$NGINX_DEB_VERSION" \
+	"haproxy=$HAPROXY_DEB_VERSION" "squid=$SQUID_DEB_VERSION" "tinyproxy=$TINYPROXY_DEB_VERSION"; do
+	got=$(dpkg-query -W -f='${Version}' "${pv%%=*}" 2>/dev/null || echo unknown)
+	[ "$got" = "${pv#*=}" ] || log "note: ${pv%%=*} is $got, tested with ${pv#*=}"
+done
 
 # /dev/kvm as Debian's udev rule makes it (root:kvm, 0660), where no udev ran (a container
 # or a minimal VM leaves it root's, 0600): the microvm tier's QEMU runs unprivileged and

@@ -107,6 +107,16 @@ func Run(ctx context.Context, e *Env, o Options) (*Report, error) {
 func (e *Env) FirstByteTable(ctx context.Context, o Options) (*Table, error) {
 	rec := newRecorder()
 	tmpfs := tmpfsDir()
+	runsc, bwrap, podman := e.newRunscPeer(), newBwrapPeer(), e.startPodman(ctx)
+	defer podman.Close()
+	peerRun := func(p *peer, key string, run func(context.Context, *Env) (Timing, error)) func() error {
+		return p.round(func() error {
+			t, err := run(ctx, e)
+			rec.add(key+".first", ms(t.First))
+			rec.add(key+".exit", ms(t.Exit))
+			return err
+		})
+	}
 	err := interleave(rec, o.Warmup, o.N,
 		func() error {
 			t, err := e.PaddockRun(ctx)
@@ -152,6 +162,9 @@ func (e *Env) FirstByteTable(ctx context.Context, o Options) (*Table, error) {
 			rec.add("bundle.tmpfs", ms(d))
 			return err
 		},
+		peerRun(runsc.peer, "runsc", runsc.Run),
+		peerRun(bwrap.peer, "bwrap", bwrap.Run),
+		peerRun(podman.peer, "podman", podman.Run),
 	)
 	if err != nil {
 		return nil, err
@@ -165,20 +178,36 @@ func (e *Env) FirstByteTable(ctx context.Context, o Options) (*Table, error) {
 			"byte on their stdout pipe, and to their exit. The *breakdown* rows split paddock's time: the same run done " +
 			"in process through the runner (phase by phase), the cost of starting the CLI's process at all, writing a bundle, " +
 			"and removing a running container as Sandbox.Destroy does; the *what if* rows time alternatives paddock does not " +
-			"use today. Every row takes one sample per round, all interleaved.",
+			"use today. The *peer* rows are what a user would pick instead, in the same rounds: " + firstBytePeersAbout(runsc, bwrap, podman) +
+			" Their ratio column is the peer against `runc run`, then paddock's figure against the peer's. Every row takes one sample per round, all interleaved.",
 		Rows: []Row{
 			{Name: "`paddock run -- echo hi`: fork → first byte", Unit: "ms", Summary: pf, Ratio: ratio(pf.P50, rf.P50), Target: "≤ 1.5× runc run", Met: yesNo(pf.P50 <= 1.5*rf.P50)},
 			{Name: "`runc run` of paddock's bundle: fork → first byte", Unit: "ms", Summary: rf, Ratio: "1.00× (baseline)"},
 			{Name: "`paddock run -- echo hi`: fork → exit", Unit: "ms", Summary: pe, Ratio: ratio(pe.P50, re.P50)},
 			{Name: "`runc run` of paddock's bundle: fork → exit", Unit: "ms", Summary: re, Ratio: "1.00× (baseline)"},
-			{Name: "*breakdown:* `paddock version`: fork → exit (CLI process start)", Unit: "ms", Summary: rec.summary("version")},
-			{Name: "*breakdown:* runner.Create (in process)", Unit: "ms", Summary: rec.summary("create")},
-			{Name: "*breakdown:* Create returned → first output via Attach", Unit: "ms", Summary: rec.summary("attach.first")},
-			{Name: "*breakdown:* Create returned → exit status via Attach", Unit: "ms", Summary: rec.summary("attach.exit")},
-			{Name: "*breakdown:* Sandbox.Destroy", Unit: "ms", Summary: rec.summary("destroy")},
-			{Name: "*breakdown:* container.WriteBundle (part of Create), state dir's filesystem", Unit: "ms", Summary: rec.summary("bundle")},
 		},
 	}
+	for _, v := range []struct {
+		p         *peer
+		key, name string
+	}{
+		{runsc.peer, "runsc", "*peer:* `runsc run` (gVisor) of paddock's gVisor bundle"},
+		{bwrap.peer, "bwrap", "*peer:* `bwrap` (bubblewrap, namespaces only) of the host's /usr"},
+		{podman.peer, "podman", "*peer:* `podman run --rm` of paddock's rootfs imported as an image"},
+	} {
+		first, exit := rec.summary(v.key+".first"), rec.summary(v.key+".exit")
+		t.Rows = append(t.Rows,
+			v.p.row(Row{Name: v.name + ": fork → first byte", Unit: "ms", Summary: first, Ratio: vsPeer(first.P50, rf.P50, "runc run", pf.P50)}),
+			v.p.row(Row{Name: v.name + ": fork → exit", Unit: "ms", Summary: exit, Ratio: vsPeer(exit.P50, re.P50, "runc run", pe.P50)}))
+	}
+	t.Rows = append(t.Rows, []Row{
+		{Name: "*breakdown:* `paddock version`: fork → exit (CLI process start)", Unit: "ms", Summary: rec.summary("version")},
+		{Name: "*breakdown:* runner.Create (in process)", Unit: "ms", Summary: rec.summary("create")},
+		{Name: "*breakdown:* Create returned → first output via Attach", Unit: "ms", Summary: rec.summary("attach.first")},
+		{Name: "*breakdown:* Create returned → exit status via Attach", Unit: "ms", Summary: rec.summary("attach.exit")},
+		{Name: "*breakdown:* Sandbox.Destroy", Unit: "ms", Summary: rec.summary("destroy")},
+		{Name: "*breakdown:* container.WriteBundle (part of Create), state dir's filesystem", Unit: "ms", Summary: rec.summary("bundle")},
+	}...)
 	if tmpfs != "" {
 		t.Rows = append(t.Rows, Row{Name: "*what if:* container.WriteBundle into tmpfs (" + tmpfs + ")", Unit: "ms", Summary: rec.summary("bundle.tmpfs")})
 	}
@@ -204,6 +233,19 @@ func (e *Env) FirstByteTable(ctx context.Context, o Options) (*Table, error) {
 			"freezer's 1 s timeout. A foreground `runc run` exits %.1f ms after its first byte.",
 			pe.P50-pf.P50, destroy, force.P50, kill.P50, re.P50-rf.P50),
 	}
+	var vs []string
+	for _, v := range []struct {
+		p         *peer
+		key, name string
+	}{{runsc.peer, "runsc", "`runsc run`"}, {bwrap.peer, "bwrap", "`bwrap`"}, {podman.peer, "podman", "`podman run --rm`"}} {
+		if v.p.missing == "" {
+			f, x := rec.summary(v.key+".first").P50, rec.summary(v.key+".exit").P50
+			vs = append(vs, fmt.Sprintf("%s %.1f ms to first byte and %.1f ms to exit (paddock %s and %s of it)", v.name, f, x, ratio(pf.P50, f), ratio(pe.P50, x)))
+		} else {
+			vs = append(vs, fmt.Sprintf("%s not measured (%s)", v.name, v.p.missing))
+		}
+	}
+	t.Notes = append(t.Notes, "Against the peers, in the same rounds, at the median: "+strings.Join(vs, "; ")+".")
 	if stateDir := runner.DefaultConfig().StateDir; tmpfs != "" {
 		t.Notes = append(t.Notes, fmt.Sprintf("Writing the bundle (about 50 directories, files and symlinks of the rootfs, and config.json) is "+
 			"file-system metadata work: %.1f ms where the harness writes it (%s), %.1f ms on tmpfs. paddock's state_dir is meant to be on tmpfs; "+

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -38,8 +39,12 @@ func TestRunOnce(t *testing.T) {
 	if len(r.Tables) != 14 {
 		t.Fatalf("%d tables, want 14", len(r.Tables))
 	}
+	checkPeers(t, e, r)
 	for _, tb := range r.Tables {
 		for _, row := range tb.Rows {
+			if row.Missing != "" {
+				continue // checkPeers says whether it may be
+			}
 			if row.N < 1 || row.N != 1 && !strings.Contains(row.Name, "promote") && !strings.Contains(tb.Title, "gateway") && !strings.Contains(tb.Title, "history") || row.P50 <= 0 && row.Unit != "MiB" && row.Unit != "count" && !strings.HasPrefix(row.Name, "*added*") {
 				t.Errorf("%s: %s: %+v, want one positive sample", tb.Title, row.Name, row.Summary)
 			}
@@ -47,9 +52,46 @@ func TestRunOnce(t *testing.T) {
 	}
 	var md bytes.Buffer
 	r.WriteMarkdown(&md)
-	for _, want := range []string{"make bench", "| measurement |", "≤ 1.5× runc run", "≥ 500 MB/s", "≤ 15 MiB", "≥ 0.8× direct", "≤ 1 ms", "Promotion under load", "≥ 5,000/s", "provider gateway", "egress proxy", "≤ 1.2× net/http"} {
+	for _, want := range []string{"make bench", "| measurement |", "**Peers.**", "*peer:* `podman run --rm`", "*peer:* through nginx", "*peer:* HTTPS through squid", "≤ 1.5× runc run", "≥ 500 MB/s", "≤ 15 MiB", "≥ 0.8× direct", "≤ 1 ms", "Promotion under load", "≥ 5,000/s", "provider gateway", "egress proxy", "≤ 1.2× net/http"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("report lacks %q", want)
+		}
+	}
+}
+
+// checkPeers checks that every peer has its rows in its table, measured, unless its
+// program is missing here, which the test says.
+func checkPeers(t *testing.T, e *Env, r *Report) {
+	t.Helper()
+	runsc := e.newRunscPeer()
+	for _, p := range []struct{ table, name, bin string }{
+		{"1. ", "`runsc run`", runsc.bin}, {"1. ", "`bwrap`", "bwrap"}, {"1. ", "`podman run --rm`", "podman"},
+		{"5. ", "nginx", "nginx"}, {"5. ", "haproxy", "haproxy"},
+		{"13. ", "squid", "squid"}, {"13. ", "tinyproxy", "tinyproxy"},
+	} {
+		var rows []Row
+		for _, tb := range r.Tables {
+			if strings.HasPrefix(tb.Title, p.table) {
+				for _, row := range tb.Rows {
+					if strings.Contains(row.Name, p.name) {
+						rows = append(rows, row)
+					}
+				}
+			}
+		}
+		if len(rows) == 0 {
+			t.Errorf("table %s has no row of peer %s", p.table, p.name)
+			continue
+		}
+		for _, row := range rows {
+			switch _, err := exec.LookPath(p.bin); {
+			case row.Missing != "" && err != nil:
+				t.Logf("skipping peer %s: %s is not installed here (%s)", p.name, p.bin, row.Missing)
+			case row.Missing != "":
+				t.Errorf("%s: %s is installed, but the row says: not measured: %s", row.Name, p.bin, row.Missing)
+			case row.N != 1 || row.P50 <= 0 && !strings.HasPrefix(row.Name, "*added*"):
+				t.Errorf("%s: %+v, want one positive sample", row.Name, row.Summary)
+			}
 		}
 	}
 }

@@ -229,13 +229,17 @@ func (f *egressFixture) carried() int64 {
 	return f.in
 }
 
-// download runs the client in the sandbox once: through the proxy when connect is "",
-// else straight to connect on the sandbox's loopback. It checks that the whole body
-// arrived (and its hash, with sum), and through the proxy that the proxy carried it.
-func (f *egressFixture) download(ctx context.Context, url, connect string, sum bool) (fetchResult, error) {
+// download runs the client in the sandbox once: through paddock's proxy when connect and
+// peer are "", through the peer proxy at URL peer, else straight to connect on the
+// sandbox's loopback. It checks that the whole body arrived (and its hash, with sum), and
+// through paddock's proxy that the proxy carried it.
+func (f *egressFixture) download(ctx context.Context, url, connect, peer string, sum bool) (fetchResult, error) {
 	argv := []string{wire.WorkspacePath + "/fetch", "-url", url, "-ca", wire.WorkspacePath + "/ca.pem"}
-	if connect != "" {
+	switch {
+	case connect != "":
 		argv = append(argv, "-connect", connect)
+	case peer != "":
+		argv = append(argv, "-proxy", peer)
 	}
 	if sum {
 		argv = append(argv, "-sum")
@@ -258,7 +262,7 @@ func (f *egressFixture) download(ctx context.Context, url, connect string, sum b
 		return r, fmt.Errorf("fetch %s: the body's SHA-256 is %s, want %s", url, r.SHA256, f.sum)
 	case connect == "" && r.Proxy == "":
 		return r, fmt.Errorf("fetch %s: the download did not go through the proxy", url)
-	case connect == "":
+	case connect == "" && peer == "":
 		if got := f.waitCarried(before, f.size); got < f.size {
 			return r, fmt.Errorf("fetch %s: the proxy carried %d bytes to the sandbox, want at least %d", url, got, f.size)
 		}
@@ -318,7 +322,10 @@ func selfSigned(host string) (tls.Certificate, []byte, error) {
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: host}, DNSNames: []string{host},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		// The peer proxies are sent to the server's loopback address in the sandbox (they
+		// resolve no name the bench could give them).
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		NotBefore:   time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		BasicConstraintsValid: true, IsCA: true,
 	}
@@ -337,11 +344,13 @@ func (e *Env) EgressTable(ctx context.Context, o Options) (*Table, error) {
 		return nil, err
 	}
 	defer f.Close()
+	peers, closePeers := e.startForwardProxies(ctx, f)
+	defer closePeers()
 	rec := newRecorder()
-	variant := func(name, url, connect string) func() error {
+	variant := func(name, url, connect, peer string) func() error {
 		return func() error {
 			// The warm-up round checks the body's hash; the timed rounds its length.
-			r, err := f.download(ctx, url, connect, !rec.on)
+			r, err := f.download(ctx, url, connect, peer, !rec.on)
 			if err != nil {
 				return err
 			}
@@ -354,13 +363,17 @@ func (e *Env) EgressTable(ctx context.Context, o Options) (*Table, error) {
 		}
 	}
 	secure, plain := "https://"+downloadHost+"/blob", "http://"+downloadHost+"/blob"
-	err = interleave(rec, 1, o.EgressRounds,
-		variant("https.proxy", secure, ""),
-		variant("https.direct", secure, fmt.Sprintf("127.0.0.1:%d", directTLSPort)),
-		variant("http.proxy", plain, ""),
-		variant("http.direct", plain, fmt.Sprintf("127.0.0.1:%d", directPlainPort)),
-	)
-	if err != nil {
+	fns := []func() error{
+		variant("https.proxy", secure, "", ""),
+		variant("https.direct", secure, fmt.Sprintf("127.0.0.1:%d", directTLSPort), ""),
+		variant("http.proxy", plain, "", ""),
+		variant("http.direct", plain, fmt.Sprintf("127.0.0.1:%d", directPlainPort), ""),
+	}
+	peerSecure, peerPlain := fmt.Sprintf("https://127.0.0.1:%d/blob", directTLSPort), fmt.Sprintf("http://127.0.0.1:%d/blob", directPlainPort)
+	for _, p := range peers {
+		fns = append(fns, p.round(variant("https."+p.name, peerSecure, "", p.URL)), p.round(variant("http."+p.name, peerPlain, "", p.URL)))
+	}
+	if err := interleave(rec, 1, o.EgressRounds, fns...); err != nil {
 		return nil, err
 	}
 	sp, sd := rec.summary("https.proxy"), rec.summary("https.direct")
@@ -380,7 +393,8 @@ func (e *Env) EgressTable(ctx context.Context, o Options) (*Table, error) {
 			"times them. %d rounds of the four variants, interleaved, after a warm-up round; every download must deliver exactly %d bytes, the "+
 			"warm-up's must have the body's SHA-256, and every proxied one must show in the proxy's audit trail as a closed exchange that carried them. "+
 			"The *breakdown* rows are CPU time per download: the client's (getrusage in the client) and the harness process's (the server's, "+
-			"and the proxy's when it is used); the *added* rows are the per-round difference of their sums, proxy − direct.",
+			"and the proxy's when it is used); the *added* rows are the per-round difference of their sums, proxy − direct. The *peer* rows are "+
+			forwardProxiesAbout+" Their ratio column is the peer against direct, then paddock's proxy against the peer.",
 			size, downloadHost, server.EgressPort, directTLSPort, directPlainPort, o.EgressRounds, o.EgressBytes),
 		Rows: []Row{
 			{Name: "HTTPS through the proxy (CONNECT tunnel)", Unit: "MiB/s", Summary: sp, Ratio: ratio(sp.P50, sd.P50), Target: "≥ 0.8× direct", Met: yesNo(sp.P50 >= 0.8*sd.P50)},
@@ -388,6 +402,19 @@ func (e *Env) EgressTable(ctx context.Context, o Options) (*Table, error) {
 			{Name: "plain HTTP through the proxy (forwarded request)", Unit: "MiB/s", Summary: pp, Ratio: ratio(pp.P50, pd.P50), Target: "≥ 0.8× direct", Met: yesNo(pp.P50 >= 0.8*pd.P50)},
 			{Name: "plain HTTP direct", Unit: "MiB/s", Summary: pd, Ratio: "1.00× (baseline)"},
 		},
+	}
+	var vs []string
+	for _, p := range peers {
+		ps, pp2 := rec.summary("https."+p.name), rec.summary("http."+p.name)
+		t.Rows = append(t.Rows,
+			p.row(Row{Name: "*peer:* HTTPS through " + p.name + " (CONNECT tunnel)", Unit: "MiB/s", Summary: ps, Ratio: vsPeer(ps.P50, sd.P50, "direct", sp.P50)}),
+			p.row(Row{Name: "*peer:* plain HTTP through " + p.name + " (forwarded request)", Unit: "MiB/s", Summary: pp2, Ratio: vsPeer(pp2.P50, pd.P50, "direct", pp.P50)}))
+		if p.missing != "" {
+			vs = append(vs, fmt.Sprintf("%s not measured (%s)", p.name, p.missing))
+			continue
+		}
+		vs = append(vs, fmt.Sprintf("%s %.0f MiB/s over HTTPS and %.0f MiB/s over plain HTTP (%s and %s of direct; paddock's proxy %s and %s of it)",
+			p.name, ps.P50, pp2.P50, ratio(ps.P50, sd.P50), ratio(pp2.P50, pd.P50), ratio(sp.P50, ps.P50), ratio(pp.P50, pp2.P50)))
 	}
 	for _, v := range []struct{ key, name, host string }{
 		{"https.proxy", "HTTPS through the proxy", "server and proxy"}, {"https.direct", "HTTPS direct", "server"},
@@ -433,5 +460,6 @@ func (e *Env) EgressTable(ctx context.Context, o Options) (*Table, error) {
 			"more and refuse loopback. Not included: real DNS and a real network. To run this table alone: `make build`, then, as root, "+
 			"`go run ./internal/bench/cmd -only egress` (-egress-rounds and -egress-bytes change its size).", downloadHost, downloadAddr),
 	}
+	t.Notes = append(t.Notes[:1], append([]string{"Against the peers, same client, same body, same rounds: " + strings.Join(vs, "; ") + "."}, t.Notes[1:]...)...)
 	return t, nil
 }

@@ -156,13 +156,23 @@ func (e *Env) ProxyLoadTable(ctx context.Context, o Options) (*Table, error) {
 		}
 	}
 	c := o.ProxyClients
-	err = interleave(rec, 1, o.ProxyRounds,
+	upstream := strings.TrimPrefix(f.direct.URL, "http://")
+	peers := []*reverseProxy{e.startReverseProxy(ctx, "nginx", upstream), e.startReverseProxy(ctx, "haproxy", upstream)}
+	defer func() {
+		for _, p := range peers {
+			p.Close()
+		}
+	}()
+	fns := []func() error{
 		variant("direct", f.direct.URL+"/api/info", c),
 		variant("proxy", f.cp.AppURL+"/api/info", c),
 		variant("direct1", f.direct.URL+"/api/info", 1),
 		variant("proxy1", f.cp.AppURL+"/api/info", 1),
-	)
-	if err != nil {
+	}
+	for _, p := range peers {
+		fns = append(fns, p.round(variant(p.name, p.URL+"/api/info", c)), p.round(variant(p.name+"1", p.URL+"/api/info", 1)))
+	}
+	if err := interleave(rec, 1, o.ProxyRounds, fns...); err != nil {
 		return nil, err
 	}
 	pr, dr := rec.summary("proxy.rate"), rec.summary("direct.rate")
@@ -180,7 +190,7 @@ func (e *Env) ProxyLoadTable(ctx context.Context, o Options) (*Table, error) {
 			"with the cookie the handoff gave it: client → control plane (apps host, cookie and session, role lookup) → proxy → tunnel over the sandbox's agent channel → agent → app inside the user's "+
 			"live container sandbox. *Direct*: the same app code (welcome.Serve) on a host loopback port. The same Go HTTP client (keep-alive, "+
 			"a connection per worker) sends both, from the harness's process, which also hosts the control plane. Each round, %s concurrent "+
-			"clients send requests back to back for %s, and one client (C=1) does the same; the four variants are interleaved over %d rounds "+
+			"clients send requests back to back for %s, and one client (C=1) does the same; the four variants, and the peers' below, are interleaved over %d rounds "+
 			"after a short warm-up. Rates are completed requests per second of a round; p50 and p99 are the latencies of all requests of a round; "+
 			"every row is the median (p90, min) over the rounds. The *added* rows are the per-round difference proxy − direct.",
 			cs, o.ProxyRound, o.ProxyRounds),
@@ -199,6 +209,22 @@ func (e *Env) ProxyLoadTable(ctx context.Context, o Options) (*Table, error) {
 			{Name: "*added* p50 latency, proxy − direct (C=1, serial)", Unit: "ms", Summary: sAdded},
 		},
 	}
+	var vs []string
+	for _, p := range peers {
+		r, l99, l1 := rec.summary(p.name+".rate"), rec.summary(p.name+".p99"), rec.summary(p.name+"1.p50")
+		a99 := paired(rec, p.name+".p99", "direct.p99")
+		t.Rows = append(t.Rows,
+			p.row(Row{Name: "*peer:* through " + p.name + ": requests/s (" + cs + ")", Unit: "req/s", Summary: r, Ratio: vsPeer(r.P50, dr.P50, "direct", pr.P50)}),
+			p.row(Row{Name: "*peer:* through " + p.name + ": p99 latency (" + cs + ")", Unit: "ms", Summary: l99, Ratio: vsPeer(l99.P50, d99.P50, "direct", p99.P50)}),
+			p.row(Row{Name: "*added* p99 latency, " + p.name + " (peer) − direct (" + cs + ")", Unit: "ms", Summary: a99}),
+			p.row(Row{Name: "*peer:* through " + p.name + ": p50 latency (C=1, serial)", Unit: "ms", Summary: l1, Ratio: vsPeer(l1.P50, sd50.P50, "direct", s50.P50)}))
+		if p.missing != "" {
+			vs = append(vs, fmt.Sprintf("%s not measured (%s)", p.name, p.missing))
+			continue
+		}
+		vs = append(vs, fmt.Sprintf("%s serves %.0f requests/s (%s of direct; paddock's proxy %s of it) and adds %.2f ms to the p99", p.name, r.P50, ratio(r.P50, dr.P50), ratio(pr.P50, r.P50), a99.P50))
+	}
+	t.About += " The *peer* rows put " + reverseProxiesAbout + " They are driven by the same client in the same rounds; their ratio column is the peer against direct, then paddock's proxy against the peer."
 	t.Notes = []string{
 		fmt.Sprintf("With %s clients the proxy serves %.0f requests/s against %.0f direct (%s; target ≥ 0.8×: %s), and adds %.2f ms to the p99 "+
 			"(%.2f ms against %.2f ms; target ≤ 1 ms: %s). A single client waits %.2f ms per request through the proxy against %.2f ms direct.",
@@ -211,6 +237,8 @@ func (e *Env) ProxyLoadTable(ctx context.Context, o Options) (*Table, error) {
 			"To see where the control plane's time goes, run `go run ./internal/bench/cmd -only \"proxy load\" -cpuprofile cpu.prof` and "+
 			"`go tool pprof`: the harness's process hosts the control plane (the agent and the app run in the sandbox, in processes of their own).",
 			cs, d99.P50/max(d50.P50, 1e-9)),
+		"Against the peers, in front of the same app, with " + cs + ": " + strings.Join(vs, "; ") + ". A peer does less than paddock's proxy: no session " +
+			"lookup, no tunnel, no second process between it and the app.",
 	}
 	return t, nil
 }

@@ -26,6 +26,9 @@ type Row struct {
 	Ratio string
 	// Target is what the row should meet, and Met whether it does ("" for no target).
 	Target, Met string
+	// Missing, when set, says why the row has no figures (a peer that is not installed, or
+	// could not run here).
+	Missing string
 }
 
 // Report is a whole run of the benchmarks.
@@ -73,6 +76,10 @@ func (t *Table) WriteMarkdown(w io.Writer) {
 	fmt.Fprintln(w, "| measurement | n | p50 | p90 | min | ratio (p50) | target | met |")
 	fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|---|---|")
 	for _, r := range t.Rows {
+		if r.Missing != "" {
+			fmt.Fprintf(w, "| %s | 0 | not measured: %s | — | — | — | %s | — |\n", r.Name, r.Missing, r.Target)
+			continue
+		}
 		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s | %s | %s |\n", r.Name, r.N,
 			format(r.P50, r.Unit), format(r.P90, r.Unit), format(r.Min, r.Unit), r.Ratio, r.Target, r.Met)
 	}
@@ -102,11 +109,22 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "The proxy's benchmarks (tables 5-7) run %d concurrent clients in rounds of %s, %d rounds of each variant; "+
 		"the WebSocket echo sends %d messages of %d bytes per round; promotions run %d rounds of %s, one every %s.\n\n",
 		o.ProxyClients, o.ProxyRound, o.ProxyRounds, o.EchoN, o.EchoBytes, o.PromoteRounds, o.PromoteFor, o.PromoteEvery)
+	fmt.Fprintf(w, "%s\n\n", peersParagraph)
 	for _, t := range r.Tables {
 		t.WriteMarkdown(w)
 	}
 	fmt.Fprint(w, methodNotes)
 }
+
+// peersParagraph introduces the peers' rows of tables 1, 5 and 13.
+const peersParagraph = "**Peers.** Tables 1, 5 and 13 also measure, in the same interleaved rounds as paddock and with the same client, what a user would " +
+	"pick instead: `runsc run` (gVisor), `bwrap` (bubblewrap: the floor of a sandbox made of namespaces alone) and `podman run --rm` " +
+	"beside `runc run` (table 1); nginx and haproxy as reverse proxies in front of the same app (table 5); squid and tinyproxy as " +
+	"forward proxies for the same download, plain HTTP and CONNECT (table 13). Each is Debian's build, installed at a pinned version by " +
+	"`scripts/setup.sh` (runsc is paddock's own build); the bench writes each one's configuration (each table says what it is), starts " +
+	"it on loopback and stops it when the table is done. A peer's ratio column gives the peer against the floor, then paddock's figure " +
+	"against the peer's; a peer that is not installed or cannot run here keeps its rows, which say why. To run only these tables: `make " +
+	"build`, then, as root, `go run ./internal/bench/cmd -only \"create\"` (or `-only \"proxy load\"`, `-only egress`)."
 
 const methodNotes = `## Notes on method
 

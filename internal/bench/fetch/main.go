@@ -20,6 +20,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"syscall"
 	"time"
@@ -44,8 +45,9 @@ func main() {
 	connect := flag.String("connect", "", "dial this host:port whatever the URL names, with no proxy (as curl --resolve); empty: through the environment's proxy, which must be set")
 	ca := flag.String("ca", "", "PEM file of the roots HTTPS trusts (default: the system's)")
 	sum := flag.Bool("sum", false, "hash the body (SHA-256) as it arrives; this costs CPU, so the time is not the download's alone")
+	proxy := flag.String("proxy", "", "go through this proxy (http://host:port) instead of the environment's, even to a loopback address (a peer proxy of the bench)")
 	flag.Parse()
-	r, err := fetch(*url, *connect, *ca, *sum)
+	r, err := fetch(*url, *connect, *proxy, *ca, *sum)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fetch:", err)
 		os.Exit(1)
@@ -53,7 +55,7 @@ func main() {
 	_ = json.NewEncoder(os.Stdout).Encode(r)
 }
 
-func fetch(url, connect, caFile string, sum bool) (Result, error) {
+func fetch(url, connect, proxy, caFile string, sum bool) (Result, error) {
 	tr := &http.Transport{DisableCompression: true, TLSClientConfig: &tls.Config{}}
 	defer tr.CloseIdleConnections()
 	if caFile != "" {
@@ -71,12 +73,19 @@ func fetch(url, connect, caFile string, sum bool) (Result, error) {
 		return Result{}, err
 	}
 	var r Result
-	if connect != "" {
+	switch {
+	case proxy != "":
+		p, err := neturl.Parse(proxy)
+		if err != nil || p.Scheme != "http" || p.Host == "" {
+			return Result{}, fmt.Errorf("-proxy %q: want http://host:port", proxy)
+		}
+		tr.Proxy, r.Proxy = http.ProxyURL(p), p.String()
+	case connect != "":
 		tr.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, network, connect)
 		}
-	} else {
+	default:
 		// A download that bypassed the proxy would be timed as a proxied one: refuse.
 		p, err := http.ProxyFromEnvironment(req)
 		if err != nil || p == nil {

@@ -414,7 +414,13 @@ func protectFromOOM(pid int) error {
 // user, no capabilities). Benchmarks use it to run exactly paddock's container under a
 // bare runtime.
 func WriteBundle(cfg Config, dir, cgroup string, args []string) error {
-	return writeBundle(cfg, dir, cgroup, false, func(s *specs.Spec) {
+	return Runc("", "", nil).WriteBundle(cfg, dir, cgroup, args)
+}
+
+// WriteBundle is the package's WriteBundle for rt: under runsc the bundle is the one Start
+// writes for gVisor (no user namespace, no gated root, gVisor's limits).
+func (rt *Runtime) WriteBundle(cfg Config, dir, cgroup string, args []string) error {
+	return writeBundle(cfg, dir, cgroup, rt.userKernel, func(s *specs.Spec) {
 		p := s.Process
 		p.Args = args
 		p.User = specs.User{UID: cfg.UID, GID: cfg.GID, AdditionalGids: []uint32{cfg.GID}}

@@ -1,0 +1,181 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestPeerMissing: a peer whose program is not installed keeps its rows, which say why
+// they have no figures, and its samples are never taken.
+func TestPeerMissing(t *testing.T) {
+	p, path := lookPeer("nope", "paddock-no-such-peer")
+	if path != "" || !strings.Contains(p.missing, "paddock-no-such-peer is not installed") {
+		t.Fatalf("lookPeer: %q, %q", path, p.missing)
+	}
+	ran := false
+	if err := p.round(func() error { ran = true; return nil })(); err != nil || ran {
+		t.Fatalf("round of a missing peer: ran %v, %v", ran, err)
+	}
+	tb := &Table{Title: "t", Rows: []Row{p.row(Row{Name: "through nope", Unit: "ms", Summary: Summary{N: 1, P50: 1}, Ratio: "1.00×"})}}
+	var md bytes.Buffer
+	tb.WriteMarkdown(&md)
+	if !strings.Contains(md.String(), "| through nope | 0 | not measured: paddock-no-such-peer is not installed") || strings.Contains(md.String(), "1.00×") {
+		t.Errorf("markdown:\n%s", md.String())
+	}
+}
+
+// TestPeerFailsWhileMeasured: a peer whose sample fails is measured no more and its rows
+// say why, without failing the table.
+func TestPeerFailsWhileMeasured(t *testing.T) {
+	p := &peer{name: "flaky"}
+	n := 0
+	fn := p.round(func() error { n++; return context.DeadlineExceeded })
+	for range 3 {
+		if err := fn(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n != 1 || !strings.Contains(p.missing, "failed while measured") {
+		t.Errorf("ran %d times, missing %q", n, p.missing)
+	}
+	if r := p.row(Row{Name: "x", Summary: Summary{N: 2, P50: 3}}); r.N != 0 || r.Missing == "" {
+		t.Errorf("row %+v", r)
+	}
+}
+
+// TestDaemonExitsAsItStarts: a peer's server that exits before it is ready is an error
+// that quotes its output.
+func TestDaemonExitsAsItStarts(t *testing.T) {
+	dir := t.TempDir()
+	start := time.Now()
+	_, err := startDaemon(context.Background(), "sh", dir+"/out.log", []string{"/bin/sh", "-c", "echo bad config >&2; exit 3"},
+		dialReady("127.0.0.1:1"))
+	if err == nil || !strings.Contains(err.Error(), "exited as it started") || !strings.Contains(err.Error(), "bad config") {
+		t.Fatalf("err = %v", err)
+	}
+	if time.Since(start) > 20*time.Second {
+		t.Errorf("took %s to notice the exit", time.Since(start))
+	}
+}
+
+// TestDaemonStopsItsGroup: Close ends the daemon and what it started in its group.
+func TestDaemonStopsItsGroup(t *testing.T) {
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "child")
+	ready := func(context.Context) error {
+		_, err := os.Stat(pidFile)
+		return err
+	}
+	d, err := startDaemon(context.Background(), "sh", filepath.Join(dir, "out.log"),
+		[]string{"/bin/sh", "-c", "sleep 600 & echo $! >" + pidFile + ".new && mv " + pidFile + ".new " + pidFile + "; wait"}, ready)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := strings.TrimSpace(string(b))
+	d.Close()
+	select {
+	case <-d.exited:
+	default:
+		t.Fatal("the daemon still runs after Close")
+	}
+	// The child was sent SIGKILL; it is gone, or a zombie its new parent has yet to reap.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		stat, err := os.ReadFile("/proc/" + child + "/stat")
+		if err != nil || strings.Contains(string(stat), ") Z ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon's child %s still runs after Close: %s", child, stat)
+		}
+	}
+}
+
+// TestReverseProxyPeersAsConfigured: nginx and haproxy, as the bench configures them, drop
+// Cookie and Authorization before the app and keep their connections to it alive, as
+// table 5 says they do.
+func TestReverseProxyPeersAsConfigured(t *testing.T) {
+	var (
+		mu    sync.Mutex
+		conns int
+		seen  []http.Header
+	)
+	app := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Header.Clone())
+		mu.Unlock()
+		_, _ = io.WriteString(w, "ok")
+	}))
+	app.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			mu.Lock()
+			conns++
+			mu.Unlock()
+		}
+	}
+	app.Start()
+	defer app.Close()
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	e := &Env{Dir: dir}
+	for _, name := range []string{"nginx", "haproxy"} {
+		t.Run(name, func(t *testing.T) {
+			p := e.startReverseProxy(context.Background(), name, strings.TrimPrefix(app.URL, "http://"))
+			defer p.Close()
+			if _, err := exec.LookPath(name); err != nil {
+				t.Skipf("%s is not installed here: %s", name, p.missing)
+			}
+			if p.missing != "" {
+				t.Fatal(p.missing)
+			}
+			mu.Lock()
+			conns, seen = 0, nil
+			mu.Unlock()
+			const n = 20
+			for range n {
+				req, _ := http.NewRequest("GET", p.URL+"/api/info", nil)
+				req.Header.Set("Cookie", "paddock_session=secret")
+				req.Header.Set("Authorization", "Bearer secret")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK || string(b) != "ok" {
+					t.Fatalf("%s: %s %q", name, resp.Status, b)
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(seen) != n {
+				t.Fatalf("the app saw %d requests, want %d", len(seen), n)
+			}
+			for _, h := range seen {
+				if h.Get("Cookie") != "" || h.Get("Authorization") != "" {
+					t.Fatalf("the app got Cookie %q, Authorization %q", h.Get("Cookie"), h.Get("Authorization"))
+				}
+			}
+			// Serial requests over kept-alive connections: one or two, never one each.
+			if conns > 2 {
+				t.Errorf("%d connections to the app for %d serial requests", conns, n)
+			}
+		})
+	}
+}
