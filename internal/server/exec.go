@@ -37,15 +37,26 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, c fleet.Caller) er
 	if err := api.DecodeJSON(w, r, &req, maxExecBody); err != nil {
 		return err
 	}
-	if err := checkCommand(req.Argv, req.Env); err != nil {
+	out, err := s.execute(r, c, req)
+	if err != nil {
 		return err
+	}
+	api.WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// execute runs a one-shot command in the sandbox r names, under its policy, capability
+// and limits.
+func (s *Server) execute(r *http.Request, c fleet.Caller, req api.ExecRequest) (api.ExecResult, error) {
+	if err := checkCommand(req.Argv, req.Env); err != nil {
+		return api.ExecResult{}, err
 	}
 	timeout, output := time.Duration(req.TimeoutMS)*time.Millisecond, req.MaxOutputBytes
 	switch {
 	case req.TimeoutMS < 0 || timeout > maxExecTimeout:
-		return fmt.Errorf("timeout_ms: %d is not between 0 and %d: %w", req.TimeoutMS, maxExecTimeout.Milliseconds(), errdefs.ErrInvalidArgument)
+		return api.ExecResult{}, fmt.Errorf("timeout_ms: %d is not between 0 and %d: %w", req.TimeoutMS, maxExecTimeout.Milliseconds(), errdefs.ErrInvalidArgument)
 	case output < 0 || output > maxExecOutput:
-		return fmt.Errorf("max_output_bytes: %d is not between 0 and %d: %w", output, maxExecOutput, errdefs.ErrInvalidArgument)
+		return api.ExecResult{}, fmt.Errorf("max_output_bytes: %d is not between 0 and %d: %w", output, maxExecOutput, errdefs.ErrInvalidArgument)
 	}
 	if timeout == 0 {
 		timeout = defaultExecTimeout
@@ -55,25 +66,25 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, c fleet.Caller) er
 	}
 	sb, err := s.fleet.Handle(r.Context(), c, r.PathValue("id"))
 	if err != nil {
-		return err
+		return api.ExecResult{}, err
 	}
 	in, err := s.policyOf(r.Context(), c, r.PathValue("id"))
 	if err != nil {
-		return err
+		return api.ExecResult{}, err
 	}
 	var d policy.Decision
 	if in.pol != nil {
 		if d = in.exec(req.Argv, req.Env, req.Stdin); !d.Allow {
 			s.audit(r.Context(), c, "sandbox.exec_denied", r.PathValue("id"), req.Argv, in, d, req.Env)
-			return in.denied(d)
+			return api.ExecResult{}, in.denied(d)
 		}
 	}
 	if err := s.capabilityEnv(r.Context(), c, r.PathValue("id"), req.Argv, req.Env); err != nil {
-		return err
+		return api.ExecResult{}, err
 	}
 	capTok, err := s.capabilityExec(r.Context(), req.Argv, req.Env)
 	if err != nil {
-		return err
+		return api.ExecResult{}, err
 	}
 	s.audit(r.Context(), c, "sandbox.exec", r.PathValue("id"), req.Argv, in, d, nil)
 	timeoutBy := "the exec's timeout"
@@ -89,7 +100,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, c fleet.Caller) er
 		TimeoutMs: uint64(timeout.Milliseconds()), MaxOutputBytes: uint64(output), Capability: capTok, Gate: in.gate(),
 	})
 	if err != nil {
-		return fmt.Errorf("exec in sandbox %s: %w", r.PathValue("id"), s.fromAgent(r, c, "sandbox.exec_denied", map[string]any{"program": req.Argv[0]}, err))
+		return api.ExecResult{}, fmt.Errorf("exec in sandbox %s: %w", r.PathValue("id"), s.fromAgent(r, c, "sandbox.exec_denied", map[string]any{"program": req.Argv[0]}, err))
 	}
 	st := res.GetStatus()
 	out := api.ExecResult{
@@ -101,8 +112,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, c fleet.Caller) er
 	var msg string
 	out.Limit, msg = limitHit(end, before, countLimits(sb), sb.Limits)
 	out.Error = cmp.Or(out.Error, msg)
-	api.WriteJSON(w, http.StatusOK, out)
-	return nil
+	return out, nil
 }
 
 func nonNil(b []byte) []byte {
