@@ -29,9 +29,11 @@ func goCmd(args ...string) Command {
 	return Command{Name: "go " + args[0], Argv: append([]string{"go"}, args...), Env: goEnv}
 }
 
-func (Go) Resolve(Project) []Command  { return []Command{goCmd("mod", "download")} }
-func (Go) Build(Project) []Command    { return []Command{goCmd("build", "./...")} }
-func (Go) Validate(Project) []Command { return []Command{goCmd("vet", "./..."), goCmd("test", "./...")} }
+func (Go) Resolve(Project) []Command { return []Command{goCmd("mod", "download")} }
+func (Go) Build(Project) []Command   { return []Command{goCmd("build", "./...")} }
+func (Go) Validate(Project) []Command {
+	return []Command{goCmd("vet", "./..."), goCmd("test", "./...")}
+}
 
 // Package builds the main package into .paddock/out/app.
 func (Go) Package(Project) ([]Command, string) {

@@ -112,8 +112,8 @@ func scripts(p Project, names ...string) []Command {
 func (Node) Scaffold(name string) (map[string][]byte, error) {
 	pkg, err := json.MarshalIndent(map[string]any{
 		"name": name, "private": true, "version": "0.1.0", "type": "module",
-		"scripts": map[string]string{"dev": "vite", "build": "vite build", "preview": "vite preview"},
-		"dependencies": map[string]string{"react": viteTemplate.react, "react-dom": viteTemplate.react},
+		"scripts":         map[string]string{"dev": "vite", "build": "vite build", "preview": "vite preview"},
+		"dependencies":    map[string]string{"react": viteTemplate.react, "react-dom": viteTemplate.react},
 		"devDependencies": map[string]string{"vite": viteTemplate.vite, "@vitejs/plugin-react": viteTemplate.pluginReact},
 	}, "", "  ")
 	if err != nil {

@@ -129,3 +129,81 @@ func TestProviderStatic(t *testing.T) {
 		t.Errorf("after clean, site holds %q", ls)
 	}
 }
+
+// An existing npm project's own scripts are its steps: build runs npm install then its
+// build script, validate its lint and test scripts, and package refuses a project whose
+// tests fail, naming the failing script. A corrupt package.json is refused saying so.
+func TestProviderNodeProject(t *testing.T) {
+	e := servertest.Start(t)
+	alice := e.Register(t, "alice")
+	var sb api.Sandbox
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "p"}), http.StatusCreated, &sb)
+	execOK(t, alice, sb.ID, "sh", "-c", `mkdir app && cd app && cat > package.json <<'JSON'
+{"name": "app", "version": "1.0.0", "scripts": {
+  "build": "mkdir -p dist && echo '<p>built</p>' > dist/index.html && echo built the app",
+  "lint": "echo lint is clean",
+  "test": "node test.js",
+  "dev": "node server.js"}}
+JSON
+echo 'console.log("tests pass")' > test.js`)
+	app := api.ProviderRequest{Dir: "app"}
+
+	evs := providerStep(t, alice, sb.ID, "build", app)
+	if r := result(evs); r.Error != "" || r.Runtime != "node" {
+		t.Fatalf("build: %+v", evs)
+	}
+	if got := ran(evs); !slices.Equal(got, []string{"resolve: npm install", "build: npm run build"}) || !logged(evs, "built the app") {
+		t.Errorf("build ran %q, want npm install then the build script, with its output", got)
+	}
+	evs = providerStep(t, alice, sb.ID, "validate", app)
+	if got := ran(evs); result(evs).Error != "" || !slices.Equal(got, []string{"resolve: npm install", "validate: npm run lint", "validate: npm run test"}) || !logged(evs, "tests pass") {
+		t.Errorf("validate: ran %q, result %+v", got, result(evs))
+	}
+	pv := result(providerStep(t, alice, sb.ID, "preview", app)).Preview
+	if pv == nil || strings.Join(pv.Command, " ") != "npm run dev" || pv.HotReload || !slices.Contains(pv.Env, "PORT=8080") {
+		t.Errorf("preview of a project whose dev script is not vite: %+v", pv)
+	}
+
+	execOK(t, alice, sb.ID, "sh", "-c", `echo 'console.error("1 test failed: adds"); process.exit(3)' > app/test.js`)
+	evs = providerStep(t, alice, sb.ID, "package", app)
+	r := result(evs)
+	if !strings.Contains(r.Error, "npm run test") || !strings.Contains(r.Error, "exit status 3") || r.Artifact != "" {
+		t.Errorf("package of a project whose tests fail: result %+v, want the failing script named and no artifact", r)
+	}
+	if slices.Contains(ran(evs), "package: npm run build") || !logged(evs, "1 test failed: adds") {
+		t.Errorf("package with failing tests ran %q", ran(evs))
+	}
+
+	execOK(t, alice, sb.ID, "sh", "-c", `echo '{"scripts": {' > app/package.json`)
+	msg := servertest.ErrorOf(t, alice.DoToken("POST", "/api/v1/sandboxes/"+sb.ID+"/app/build", app), http.StatusBadRequest).Message
+	if !strings.Contains(msg, "package.json is not valid JSON") {
+		t.Errorf("build with a corrupt package.json: %q", msg)
+	}
+}
+
+// A new Go module is scaffolded, vetted and tested with the sandbox's toolchain, and
+// packaged as its binary.
+func TestProviderGo(t *testing.T) {
+	e := servertest.Start(t)
+	alice := e.Register(t, "alice")
+	var sb api.Sandbox
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "p"}), http.StatusCreated, &sb)
+	svc := api.ProviderRequest{Dir: "svc"}
+	if r := result(providerStep(t, alice, sb.ID, "new", api.ProviderRequest{Runtime: "go", Dir: "svc"})); r.Error != "" || r.Runtime != "go" {
+		t.Fatalf("new go: %+v", r)
+	}
+	evs := providerStep(t, alice, sb.ID, "package", svc)
+	if got := ran(evs); result(evs).Error != "" || !slices.Contains(got, "validate: go vet") || !slices.Contains(got, "validate: go test") {
+		t.Fatalf("package go: ran %q, result %+v", got, result(evs))
+	}
+	if !logged(evs, "ok  \tsvc") {
+		t.Errorf("package go: the tests' output is not in the log: %+v", evs)
+	}
+	if list := execOK(t, alice, sb.ID, "tar", "-tzf", result(evs).Artifact); !strings.Contains(list, "./app") {
+		t.Errorf("the go package holds %q, want the binary", list)
+	}
+	pv := result(providerStep(t, alice, sb.ID, "preview", svc)).Preview
+	if pv == nil || !slices.Contains(pv.Env, "PORT=8080") || pv.HotReload {
+		t.Errorf("preview go: %+v", pv)
+	}
+}
