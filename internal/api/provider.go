@@ -56,6 +56,8 @@ type ProviderEvent struct {
 	Dir     string `json:"dir,omitempty"`
 	// Preview is the dev server a "preview" result found.
 	Preview *ProviderPreview `json:"preview,omitempty"`
+	// URL is where a preview is served.
+	URL string `json:"url,omitempty"`
 	// Artifact is the archive a "package" result made, relative to the workspace.
 	Artifact string `json:"artifact,omitempty"`
 }

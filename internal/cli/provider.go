@@ -23,12 +23,12 @@ func newAppCommand() *cobra.Command {
 		Short: "make, build, validate, package and preview a project in a sandbox",
 		Long:  "app runs a runtime provider's steps on the project in a sandbox's workspace.\n\n" + appHelp,
 	}
-	c.AddCommand(newAppNewCommand())
+	c.AddCommand(newAppNewCommand(), newAppSetCommand(), newAppResetCommand())
 	for _, s := range []struct{ step, short string }{
 		{api.StepBuild, "fetch the project's dependencies and build it"},
 		{api.StepValidate, "run the project's tests, lint and checks"},
 		{api.StepPackage, "validate the project and archive its build output"},
-		{api.StepPreview, "fetch the dependencies and say how the dev server runs"},
+		{api.StepPreview, "fetch the dependencies and serve the project's dev server as the sandbox's app"},
 		{api.StepClean, "remove what the steps left (dependencies, build output)"},
 	} {
 		c.AddCommand(newAppStepCommand(s.step, s.short))
@@ -126,6 +126,9 @@ func printProviderEvent(w io.Writer, ev api.ProviderEvent) {
 			}
 			fmt.Fprintf(w, "dev server: %s on port %d (%s)\n", strings.Join(pv.Command, " "), pv.Port, reload)
 		}
+		if ev.URL != "" {
+			fmt.Fprintf(w, "served at %s\n", ev.URL)
+		}
 	}
 }
 
@@ -136,4 +139,58 @@ func rangeArgs(lo, hi int, what string) cobra.PositionalArgs {
 		}
 		return nil
 	}
+}
+
+func newAppSetCommand() *cobra.Command {
+	var t api.Template
+	c := &cobra.Command{
+		Use:   "set [SANDBOX] --port PORT -- COMMAND [ARG...]",
+		Short: "run your own command as the sandbox's app, served on PORT",
+		Long: "set makes COMMAND the sandbox's app (the dev sandbox when none is named) and restarts\n" +
+			"the sandbox on it. The agent keeps it running, restarting it when it exits. With\n" +
+			"--hot-reload an undo or restore does not restart it (for a dev server that reloads\n" +
+			"changed files itself). paddock app reset goes back to the server's default app.",
+		Args: minArgs(1, "COMMAND after --"),
+		RunE: func(c *cobra.Command, args []string) error {
+			sandbox := args[:0]
+			if n := c.ArgsLenAtDash(); n > 0 {
+				sandbox, args = args[:n], args[n:]
+			}
+			if len(sandbox) > 1 || len(args) == 0 {
+				return fmt.Errorf("%s: want [SANDBOX] -- COMMAND [ARG...] (see %s --help): %w", c.CommandPath(), c.CommandPath(), errdefs.ErrInvalidArgument)
+			}
+			t.Command = args
+			return setApp(c.OutOrStdout(), sandbox, t)
+		},
+	}
+	c.Flags().IntVar(&t.Port, "port", 8080, "the port the command serves on, inside the sandbox")
+	c.Flags().StringVar(&t.Dir, "dir", "", "the directory it runs in, relative to the workspace")
+	c.Flags().BoolVar(&t.HotReload, "hot-reload", false, "it reloads changed files itself: an undo does not restart it")
+	return c
+}
+
+func newAppResetCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "reset [SANDBOX]",
+		Short: "run the server's default app in the sandbox again",
+		Args:  rangeArgs(0, 1, "[SANDBOX]"),
+		RunE: func(c *cobra.Command, args []string) error {
+			return setApp(c.OutOrStdout(), args, api.Template{})
+		},
+	}
+}
+
+func setApp(w io.Writer, args []string, t api.Template) error {
+	return withClient(func(ctx context.Context, cl *client.Client) error {
+		id, err := sandboxOrDev(ctx, cl, args)
+		if err != nil {
+			return err
+		}
+		sb, err := cl.SetApp(ctx, id, t)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "%s runs %s on port %d\n", sb.ID, strings.Join(sb.App.Command, " "), sb.App.Port)
+		return nil
+	})
 }

@@ -92,3 +92,9 @@ func ReadProviderEvents(r io.Reader, emit func(api.ProviderEvent)) error {
 	}
 	return sc.Err()
 }
+
+// SetApp chooses what a sandbox runs as its app; an empty template is the server's default.
+func (c *Client) SetApp(ctx context.Context, id string, t api.Template) (api.Sandbox, error) {
+	var sb api.Sandbox
+	return sb, c.do(ctx, "PUT", sandboxPath(id, "app"), t, &sb, http.StatusOK)
+}

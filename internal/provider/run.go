@@ -24,6 +24,9 @@ type Plan struct {
 	files    map[string][]byte
 	phases   []phase
 	artifact string
+	// Serve, for a preview, makes the dev server the sandbox's app and returns its URL;
+	// nil only reports it.
+	Serve func(ctx context.Context, pv api.ProviderPreview) (string, error)
 }
 
 type phase struct {
@@ -146,17 +149,35 @@ func archive(out, artifact, dir string) Command {
 func (pl *Plan) Run(ctx context.Context, r Runner, ws Workspace, emit func(api.ProviderEvent)) error {
 	err := pl.run(ctx, r, ws, emit)
 	res := api.ProviderEvent{Type: api.EventResult, Step: pl.step, Runtime: pl.Project.Runtime, Dir: pl.Project.Dir}
+	if err == nil && pl.step == api.StepPreview {
+		pv := pl.provider.Preview(pl.Project, PreviewPort)
+		res.Preview = &pv
+		res.URL, err = pl.serve(ctx, pv, emit)
+	}
 	if err != nil {
-		res.Error = err.Error()
+		res.Error, res.Preview = err.Error(), nil
 	} else {
 		res.Artifact = pl.artifact
-		if pl.step == api.StepPreview {
-			pv := pl.provider.Preview(pl.Project, PreviewPort)
-			res.Preview = &pv
-		}
 	}
 	emit(res)
 	return err
+}
+
+func (pl *Plan) serve(ctx context.Context, pv api.ProviderPreview, emit func(api.ProviderEvent)) (string, error) {
+	if pl.Serve == nil {
+		return "", nil
+	}
+	ev := api.ProviderEvent{Type: api.EventProgress, Step: "serve", Command: strings.Join(pv.Command, " "), Index: 1, Total: 1, State: "running"}
+	emit(ev)
+	url, err := pl.Serve(ctx, pv)
+	if err != nil {
+		ev.State, ev.Error = "failed", err.Error()
+		emit(ev)
+		return "", fmt.Errorf("serve: %w", err)
+	}
+	ev.State = "ok"
+	emit(ev)
+	return url, nil
 }
 
 func (pl *Plan) run(ctx context.Context, r Runner, ws Workspace, emit func(api.ProviderEvent)) error {

@@ -3,11 +3,9 @@ package provider
 import (
 	"context"
 	"fmt"
-	"path"
 	"strings"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
-	"github.com/paddockhq/paddock/internal/wire"
 )
 
 // Runner runs one command inside the sandbox, in dir (relative to the workspace), and
@@ -87,6 +85,3 @@ func lastLine(b []byte) string {
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	return strings.TrimSpace(lines[len(lines)-1])
 }
-
-// Cwd is the absolute directory in the sandbox of dir, relative to the workspace.
-func Cwd(dir string) string { return path.Join(wire.WorkspacePath, dir) }

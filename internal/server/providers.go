@@ -6,11 +6,15 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
+	"github.com/paddockhq/paddock/internal/origins"
 	"github.com/paddockhq/paddock/internal/provider"
+	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
 )
 
 // appStep is POST /api/v1/sandboxes/{id}/app/{step}: a runtime provider's step, each of
@@ -35,6 +39,9 @@ func (s *Server) appStep(w http.ResponseWriter, r *http.Request, c fleet.Caller)
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	sse := sseWriter{w: w}
+	plan.Serve = func(ctx context.Context, pv api.ProviderPreview) (string, error) {
+		return s.servePreview(r.WithContext(ctx), c, pv)
+	}
 	if err := plan.Run(r.Context(), run, ws, sse.emit); err != nil {
 		s.log.Info("provider step failed", "sandbox", r.PathValue("id"), "step", r.PathValue("step"), "runtime", plan.Project.Runtime, "err", err)
 	}
@@ -53,8 +60,9 @@ func (e execRunner) Run(ctx context.Context, dir string, cmd provider.Command) (
 	if timeout == 0 {
 		timeout = provider.DefaultTimeout
 	}
+	// The agent takes a relative directory from the workspace, in every tier.
 	out, err := e.s.execute(e.r.WithContext(ctx), e.c, api.ExecRequest{
-		Argv: cmd.Argv, Env: cmd.Env, Cwd: provider.Cwd(dir), Stdin: cmd.Stdin, TimeoutMS: timeout.Milliseconds(),
+		Argv: cmd.Argv, Env: cmd.Env, Cwd: dir, Stdin: cmd.Stdin, TimeoutMS: timeout.Milliseconds(),
 	})
 	if err != nil {
 		return provider.Result{}, err
@@ -80,4 +88,49 @@ func (s *sseWriter) emit(ev api.ProviderEvent) {
 	if _, s.err = fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", ev.Type, b); s.err == nil {
 		s.err = http.NewResponseController(s.w).Flush()
 	}
+}
+
+// setApp is PUT /api/v1/sandboxes/{id}/app: what the sandbox runs as its app (no command:
+// the server's default), applied by restarting it.
+func (s *Server) setApp(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {
+	var t api.Template
+	if err := api.DecodeJSON(w, r, &t, 1<<16); err != nil {
+		return err
+	}
+	sb, err := s.fleet.SetApp(r.Context(), c, r.PathValue("id"), t)
+	if err != nil {
+		return err
+	}
+	return s.writeSandbox(w, r, http.StatusOK, sb)
+}
+
+// servePreview makes a provider's dev server the sandbox's app and says where it is
+// served; an app that exits before it listens is an error with what it printed.
+func (s *Server) servePreview(r *http.Request, c fleet.Caller, pv api.ProviderPreview) (string, error) {
+	argv := append(append([]string{"env"}, pv.Env...), pv.Command...)
+	if len(pv.Env) == 0 {
+		argv = pv.Command
+	}
+	id := r.PathValue("id")
+	if _, err := s.fleet.SetApp(r.Context(), c, id, api.Template{Command: argv, Port: pv.Port, Dir: pv.Dir, HotReload: pv.HotReload}); err != nil {
+		return "", err
+	}
+	conn, err := s.fleet.Conn(r.Context(), c, id)
+	if err != nil {
+		return "", err
+	}
+	st, err := pb.NewAgentClient(conn).App(r.Context(), &pb.AppRequest{})
+	if err != nil {
+		return "", fmt.Errorf("the app of sandbox %s: %w", id, errdefs.FromGRPC(err))
+	}
+	if st.GetState() != "running" {
+		out := appStatusOf(st)
+		return "", fmt.Errorf("the dev server did not start (%s): %s: %w", out.State, lastLines(out.LastOutput, 5), errdefs.ErrFailedPrecondition)
+	}
+	return s.origins.URL(origins.Host{Kind: origins.KindApp, ID: id}, r.Host), nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], " / ")
 }

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/client"
+	"github.com/paddockhq/paddock/internal/origins"
 	"github.com/paddockhq/paddock/internal/servertest"
 )
 
@@ -205,5 +207,73 @@ func TestProviderGo(t *testing.T) {
 	pv := result(providerStep(t, alice, sb.ID, "preview", svc)).Preview
 	if pv == nil || !slices.Contains(pv.Env, "PORT=8080") || pv.HotReload {
 		t.Errorf("preview go: %+v", pv)
+	}
+}
+
+// A preview makes the provider's dev server the sandbox's app, served through the proxy;
+// with a server that reloads changed files itself an undo does not restart it. A user's
+// own command and port replace the app the same way, and reset brings back the default.
+func TestProviderPreviewServes(t *testing.T) {
+	e := servertest.Start(t)
+	alice, bob := e.Register(t, "alice"), e.Register(t, "bob")
+	var sb api.Sandbox
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "p"}), http.StatusCreated, &sb)
+	appURL := e.AppsURL(origins.Host{Kind: origins.KindApp, ID: sb.ID})
+	page := func() string {
+		t.Helper()
+		resp := alice.AppToken(appURL, "GET", "/", nil)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("the sandbox's app: %d %s", resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	if !strings.Contains(page(), "Your paddock sandbox is running") {
+		t.Fatal("the default app is not the welcome page")
+	}
+
+	site := api.ProviderRequest{Dir: "site"}
+	providerStep(t, alice, sb.ID, "new", api.ProviderRequest{Runtime: "static", Name: "my-site", Dir: "site"})
+	r := result(providerStep(t, alice, sb.ID, "preview", site))
+	if r.Error != "" || r.URL == "" {
+		t.Fatalf("preview: %+v", r)
+	}
+	if got := page(); !strings.Contains(got, "<h1>my-site</h1>") {
+		t.Fatalf("after preview the app serves %q, want the site", got)
+	}
+	var got api.Sandbox
+	servertest.Decode(t, alice.DoToken("GET", "/api/v1/sandboxes/"+sb.ID, nil), http.StatusOK, &got)
+	if got.App.Dir != "site" || !got.App.HotReload || got.App.Port != 8080 {
+		t.Errorf("the sandbox's app after preview: %+v", got.App)
+	}
+
+	execOK(t, alice, sb.ID, "sh", "-c", "echo '<h1>changed</h1>' > site/index.html")
+	if !strings.Contains(page(), "changed") {
+		t.Fatal("the change is not served")
+	}
+	var undo api.RestoreResult
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes/"+sb.ID+"/history/undo", nil), http.StatusOK, &undo)
+	if undo.AppRestarted || !strings.Contains(undo.AppNote, "reloads changed files itself") {
+		t.Errorf("undo under a hot-reloading app: restarted %v, note %q", undo.AppRestarted, undo.AppNote)
+	}
+	if !strings.Contains(page(), "<h1>my-site</h1>") {
+		t.Error("after undo the old page is not served")
+	}
+
+	servertest.ErrorOf(t, bob.DoToken("PUT", "/api/v1/sandboxes/"+sb.ID+"/app", api.Template{Command: []string{"true"}, Port: 80}), http.StatusNotFound)
+	msg := servertest.ErrorOf(t, alice.DoToken("PUT", "/api/v1/sandboxes/"+sb.ID+"/app", api.Template{Command: []string{"x"}, Port: 80, Dir: "../up"}), http.StatusBadRequest).Message
+	if !strings.Contains(msg, "app.dir") {
+		t.Errorf("an app dir out of the workspace: %q", msg)
+	}
+	execOK(t, alice, sb.ID, "mkdir", "own")
+	servertest.Decode(t, alice.DoToken("PUT", "/api/v1/sandboxes/"+sb.ID+"/app", api.Template{
+		Command: []string{"sh", "-c", "echo mine > index.html && exec python3 -m http.server 9000"}, Port: 9000, Dir: "own"}), http.StatusOK, &got)
+	if got.App.Port != 9000 || page() != "mine\n" {
+		t.Errorf("own app: %+v serves %q", got.App, page())
+	}
+	servertest.Decode(t, alice.DoToken("PUT", "/api/v1/sandboxes/"+sb.ID+"/app", api.Template{}), http.StatusOK, &got)
+	if !strings.Contains(page(), "Your paddock sandbox is running") {
+		t.Error("after reset the app is not the welcome page")
 	}
 }
