@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -119,8 +120,13 @@ func (Node) Scaffold(name string) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	lock, err := templateLock(name)
+	if err != nil {
+		return nil, err
+	}
 	return map[string][]byte{
-		"package.json": append(pkg, '\n'),
+		"package.json":      append(pkg, '\n'),
+		"package-lock.json": lock,
 		"vite.config.js": []byte(`import { defineConfig } from 'vite'
 import react from '@vitejs/plugin-react'
 
@@ -170,6 +176,26 @@ h1 { color: var(--accent); }
 `),
 		".gitignore": []byte("node_modules\ndist\n.paddock\n"),
 	}, nil
+}
+
+// NodeTemplateLock is the Vite template's package-lock.json: every package a new app
+// installs, pinned with its integrity.
+//
+//go:embed templates/vite/package-lock.json
+var NodeTemplateLock []byte
+
+// templateLock is the template's lockfile for an app called name.
+func templateLock(name string) ([]byte, error) {
+	var lock map[string]any
+	if err := json.Unmarshal(NodeTemplateLock, &lock); err != nil {
+		return nil, fmt.Errorf("the template's lockfile: %w", err)
+	}
+	lock["name"] = name
+	if root, ok := lock["packages"].(map[string]any)[""].(map[string]any); ok {
+		root["name"] = name
+	}
+	b, err := json.MarshalIndent(lock, "", "  ")
+	return append(b, '\n'), err
 }
 
 // viteTemplate pins the template's packages: a new app is the same app every time.

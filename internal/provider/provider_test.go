@@ -3,6 +3,7 @@ package provider_test
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -61,6 +62,22 @@ func TestNodeTemplate(t *testing.T) {
 	}
 	if pkg.Name != "my-site" || pkg.Dev["vite"] == "" || pkg.Deps["react"] == "" {
 		t.Errorf("package.json: %s", files["package.json"])
+	}
+	// npm ci installs only when the lockfile's root agrees with package.json.
+	var lock struct {
+		Name     string
+		Packages map[string]struct {
+			Name string
+			Deps map[string]string `json:"dependencies"`
+			Dev  map[string]string `json:"devDependencies"`
+		}
+	}
+	if err := json.Unmarshal(files["package-lock.json"], &lock); err != nil {
+		t.Fatal(err)
+	}
+	root := lock.Packages[""]
+	if lock.Name != "my-site" || root.Name != "my-site" || !maps.Equal(root.Deps, pkg.Deps) || !maps.Equal(root.Dev, pkg.Dev) {
+		t.Errorf("the lockfile's root %+v does not match package.json %+v", root, pkg)
 	}
 	pv := provider.Node{}.Preview(provider.Project{Scripts: scripts}, 8080)
 	if !pv.HotReload || files["src/theme.css"] == nil || !strings.Contains(string(files["src/theme.css"]), "--accent") {
