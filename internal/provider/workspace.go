@@ -81,7 +81,12 @@ func failure(res Result) string {
 	return msg
 }
 
+// lastLine is the last lines of b (at most three): where tools say what went wrong.
 func lastLine(b []byte) string {
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	return strings.TrimSpace(lines[len(lines)-1])
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	lines = lines[max(0, len(lines)-3):]
+	for i := range lines {
+		lines[i] = strings.TrimSpace(lines[i])
+	}
+	return strings.Join(lines, " / ")
 }

@@ -111,3 +111,18 @@ func logText(evs []api.ProviderEvent) string {
 	}
 	return b.String()
 }
+
+// A registry the policy does not allow fails the install with npm's own output naming
+// the host and the rule that refused it, not a bare 403.
+func TestProviderNpmEgressRefusal(t *testing.T) {
+	e, env := startWithRegistry(t)
+	alice := e.Register(t, "alice")
+	env = []string{strings.Replace(env[0], registryHost, "elsewhere.npm.test", 1)}
+	var sb api.Sandbox
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "p", Env: env}), http.StatusCreated, &sb)
+	evs := providerStep(t, alice, sb.ID, "new", api.ProviderRequest{Runtime: "node", Name: "my-site", Dir: "my-site"})
+	r, log := result(evs), logText(evs)
+	if r.Error == "" || !strings.Contains(log, "elsewhere.npm.test") || !strings.Contains(log, "network.default") {
+		t.Errorf("install from a host the policy does not allow: result %+v; npm printed:\n%s\nwant the host and the rule", r, log)
+	}
+}
