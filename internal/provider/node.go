@@ -130,8 +130,11 @@ func (Node) Scaffold(name string) (map[string][]byte, error) {
 		"vite.config.js": []byte(`import { defineConfig } from 'vite'
 import react from '@vitejs/plugin-react'
 
+// The dev server is reached only through paddock's proxy, which decides who may, on
+// the user's own apps host: Vite need not check the Host itself.
 export default defineConfig({
   plugins: [react()],
+  server: { allowedHosts: true },
 })
 `),
 		"index.html": []byte(`<!doctype html>
@@ -199,4 +202,4 @@ func templateLock(name string) ([]byte, error) {
 }
 
 // viteTemplate pins the template's packages: a new app is the same app every time.
-var viteTemplate = struct{ vite, pluginReact, react string }{vite: "5.4.11", pluginReact: "4.3.4", react: "18.3.1"}
+var viteTemplate = struct{ vite, pluginReact, react string }{vite: "5.4.21", pluginReact: "4.3.4", react: "18.3.1"}

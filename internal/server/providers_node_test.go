@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/browsertest"
 	"github.com/paddockhq/paddock/internal/egress"
 	"github.com/paddockhq/paddock/internal/origins"
 	"github.com/paddockhq/paddock/internal/provider"
@@ -125,4 +126,42 @@ func TestProviderNpmEgressRefusal(t *testing.T) {
 	if r.Error == "" || !strings.Contains(log, "elsewhere.npm.test") || !strings.Contains(log, "network.default") {
 		t.Errorf("install from a host the policy does not allow: result %+v; npm printed:\n%s\nwant the host and the rule", r, log)
 	}
+}
+
+// The vibecoding loop (tests/browser/vibe.mjs): the dev sandbox runs the Vite template's
+// dev server; a theme change through the file API reaches the page by HMR through the
+// proxy, and undo takes it back the same way without restarting the dev server.
+func TestBrowserVibecoding(t *testing.T) {
+	e, env := startWithRegistry(t)
+	alice := e.Register(t, "alice")
+	var roles api.Roles
+	alice.MustJSON("GET", "/api/v1/roles", nil, http.StatusOK, &roles)
+	dev := roles.Dev.ID
+	// The project's .npmrc names the registry, as a user's would name their mirror.
+	registry, _ := strings.CutPrefix(env[0], "npm_config_")
+	servertest.Decode(t, alice.DoToken("PUT", "/api/v1/sandboxes/"+dev+"/files/content?path=my-site/.npmrc", strings.NewReader(registry+"\n")), http.StatusOK, nil)
+	if r := result(providerStep(t, alice, dev, "new", api.ProviderRequest{Runtime: "node", Name: "my-site", Dir: "my-site"})); r.Error != "" {
+		t.Fatalf("new: %+v", r)
+	}
+	if r := result(providerStep(t, alice, dev, "preview", api.ProviderRequest{Dir: "my-site"})); r.Error != "" {
+		t.Fatalf("preview: %+v", r)
+	}
+	files, err := provider.Node{}.Scaffold("my-site")
+	if err != nil {
+		t.Fatal(err)
+	}
+	theme := strings.Replace(string(files["src/theme.css"]), "--accent: #2563eb", "--accent: #dc2626", 1)
+	benv := map[string]string{
+		"BASE_URL": e.URL, "USERNAME": "alice", "PASSWORD": "correct horse battery alice",
+		"TOKEN": e.Token(t, "alice", "correct horse battery alice"), "SANDBOX": dev,
+		"THEME_PATH": "my-site/src/theme.css", "NEW_THEME": theme,
+	}
+	if d := os.Getenv("SCREENSHOT_DIR"); d != "" {
+		benv["SCREENSHOT_DIR"] = d
+	}
+	out := browsertest.RunFor(t, "vibe", benv, 4*time.Minute)
+	if !strings.Contains(out, "vibe=ok") {
+		t.Errorf("vibe.mjs: %s", out)
+	}
+	t.Log(out)
 }
