@@ -24,6 +24,9 @@ type Plan struct {
 	files    map[string][]byte
 	phases   []phase
 	artifact string
+	// Atomic, when set, runs a step that changes the workspace (new, build, validate,
+	// package) as one transaction: run's failure leaves the workspace as it was before.
+	Atomic func(ctx context.Context, emit func(api.ProviderEvent), run func() error) error
 	// Serve, for a preview, makes the dev server the sandbox's app and returns its URL;
 	// nil only reports it.
 	Serve func(ctx context.Context, pv api.ProviderPreview) (string, error)
@@ -33,6 +36,9 @@ type phase struct {
 	name string
 	cmds []Command
 }
+
+// atomicSteps are the steps run as one workspace transaction when the Plan can.
+var atomicSteps = []string{api.StepNew, api.StepBuild, api.StepValidate, api.StepPackage}
 
 var steps = []string{api.StepNew, api.StepBuild, api.StepValidate, api.StepPackage, api.StepPreview, api.StepClean}
 
@@ -147,7 +153,13 @@ func archive(out, artifact, dir string) Command {
 // Run runs the plan's phases in the sandbox, emitting progress and log events, and ends
 // with a result event (with the error, if one failed).
 func (pl *Plan) Run(ctx context.Context, r Runner, ws Workspace, emit func(api.ProviderEvent)) error {
-	err := pl.run(ctx, r, ws, emit)
+	run := func() error { return pl.run(ctx, r, ws, emit) }
+	var err error
+	if pl.Atomic != nil && slices.Contains(atomicSteps, pl.step) {
+		err = pl.Atomic(ctx, emit, run)
+	} else {
+		err = run()
+	}
 	res := api.ProviderEvent{Type: api.EventResult, Step: pl.step, Runtime: pl.Project.Runtime, Dir: pl.Project.Dir}
 	if err == nil && pl.step == api.StepPreview {
 		pv := pl.provider.Preview(pl.Project, PreviewPort)

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -39,6 +40,9 @@ func (s *Server) appStep(w http.ResponseWriter, r *http.Request, c fleet.Caller)
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	sse := sseWriter{w: w}
+	plan.Atomic = func(ctx context.Context, emit func(api.ProviderEvent), run func() error) error {
+		return s.atomically(r.WithContext(ctx), c, emit, run)
+	}
 	plan.Serve = func(ctx context.Context, pv api.ProviderPreview) (string, error) {
 		return s.servePreview(r.WithContext(ctx), c, pv)
 	}
@@ -133,4 +137,37 @@ func (s *Server) servePreview(r *http.Request, c fleet.Caller, pv api.ProviderPr
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], " / ")
+}
+
+// atomically runs a step as one workspace transaction: committed when it succeeds (one
+// checkpoint for the step), rolled back when it fails, so the workspace is as before. A
+// transaction already open (the user's own, or a step's the control plane did not finish)
+// refuses the step, saying which.
+func (s *Server) atomically(r *http.Request, c fleet.Caller, emit func(api.ProviderEvent), run func() error) error {
+	hc, err := s.historyClient(r, c)
+	if err != nil {
+		return err
+	}
+	step := r.PathValue("step")
+	if _, err := hc.Begin(r.Context(), &pb.BeginRequest{Message: "paddock app " + step}); err != nil {
+		err = errdefs.FromGRPC(err)
+		if !errors.Is(err, errdefs.ErrUnavailable) {
+			return fmt.Errorf("%s: %w", step, err)
+		}
+		// No history (a process-tier sandbox): the step runs, not atomically.
+		emit(api.ProviderEvent{Type: api.EventLog, Step: step, Stream: "paddock", Line: "not atomic: " + err.Error()})
+		return run()
+	}
+	if err := run(); err != nil {
+		ctx := context.WithoutCancel(r.Context())
+		if _, rerr := hc.Rollback(ctx, &pb.RollbackRequest{}); rerr != nil {
+			return fmt.Errorf("%w; rolling the workspace back failed too: %v", err, errdefs.FromGRPC(rerr))
+		}
+		emit(api.ProviderEvent{Type: api.EventLog, Step: step, Stream: "paddock", Line: "the workspace is as it was before " + step})
+		return err
+	}
+	if _, err := hc.Commit(r.Context(), &pb.CommitRequest{}); err != nil {
+		return fmt.Errorf("%s: commit: %w", step, errdefs.FromGRPC(err))
+	}
+	return nil
 }

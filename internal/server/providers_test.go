@@ -147,7 +147,8 @@ func TestProviderNodeProject(t *testing.T) {
   "test": "node test.js",
   "dev": "node server.js"}}
 JSON
-echo 'console.log("tests pass")' > test.js`)
+echo 'console.log("tests pass")' > test.js
+echo 'require("http").createServer((q, s) => s.end("node dev")).listen(process.env.PORT)' > server.js`)
 	app := api.ProviderRequest{Dir: "app"}
 
 	evs := providerStep(t, alice, sb.ID, "build", app)
@@ -166,7 +167,7 @@ echo 'console.log("tests pass")' > test.js`)
 		t.Errorf("preview of a project whose dev script is not vite: %+v", pv)
 	}
 
-	execOK(t, alice, sb.ID, "sh", "-c", `echo 'console.error("1 test failed: adds"); process.exit(3)' > app/test.js`)
+	execOK(t, alice, sb.ID, "sh", "-c", `echo 'require("fs").writeFileSync("half-done", ""); console.error("1 test failed: adds"); process.exit(3)' > app/test.js`)
 	evs = providerStep(t, alice, sb.ID, "package", app)
 	r := result(evs)
 	if !strings.Contains(r.Error, "npm run test") || !strings.Contains(r.Error, "exit status 3") || r.Artifact != "" {
@@ -175,6 +176,16 @@ echo 'console.log("tests pass")' > test.js`)
 	if slices.Contains(ran(evs), "package: npm run build") || !logged(evs, "1 test failed: adds") {
 		t.Errorf("package with failing tests ran %q", ran(evs))
 	}
+	// The failed step ran as one transaction, rolled back: what it wrote is gone.
+	if ls := execOK(t, alice, sb.ID, "ls", "app"); strings.Contains(ls, "half-done") || !logged(evs, "the workspace is as it was before package") {
+		t.Errorf("after a failed package the project holds %q", ls)
+	}
+	// A transaction already open (the user's, or one a step did not finish) refuses a step.
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes/"+sb.ID+"/history/transaction", api.BeginRequest{Message: "mine"}), http.StatusCreated, nil)
+	if r := result(providerStep(t, alice, sb.ID, "validate", app)); !strings.Contains(r.Error, "transaction") || !strings.Contains(r.Error, "mine") {
+		t.Errorf("validate while a transaction is open: %+v", r)
+	}
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes/"+sb.ID+"/history/transaction/rollback", nil), http.StatusOK, nil)
 
 	execOK(t, alice, sb.ID, "sh", "-c", `echo '{"scripts": {' > app/package.json`)
 	msg := servertest.ErrorOf(t, alice.DoToken("POST", "/api/v1/sandboxes/"+sb.ID+"/app/build", app), http.StatusBadRequest).Message
