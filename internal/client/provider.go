@@ -96,5 +96,6 @@ func ReadProviderEvents(r io.Reader, emit func(api.ProviderEvent)) error {
 // SetApp chooses what a sandbox runs as its app; an empty template is the server's default.
 func (c *Client) SetApp(ctx context.Context, id string, t api.Template) (api.Sandbox, error) {
 	var sb api.Sandbox
-	return sb, c.do(ctx, "PUT", sandboxPath(id, "app"), t, &sb, http.StatusOK)
+	err := c.do(ctx, "PUT", sandboxPath(id, "app"), t, &sb, http.StatusOK)
+	return sb, err
 }

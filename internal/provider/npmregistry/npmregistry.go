@@ -188,6 +188,6 @@ func Handler(dir string) http.Handler {
 		}
 		b = bytes.ReplaceAll(b, []byte(Upstream), []byte("http://"+r.Host+"/"))
 		w.Header().Set("Content-Type", "application/json")
-		w.Write(b)
+		_, _ = w.Write(b)
 	})
 }
