@@ -26,7 +26,11 @@ func (g Go) Detect(ctx context.Context, ws Workspace, dir string) (Project, bool
 var goEnv = []string{"GOTOOLCHAIN=local", "CGO_ENABLED=0"}
 
 func goCmd(args ...string) Command {
-	return Command{Name: "go " + args[0], Argv: append([]string{"go"}, args...), Env: goEnv}
+	name := "go " + args[0]
+	if args[0] == "mod" {
+		name += " " + args[1]
+	}
+	return Command{Name: name, Argv: append([]string{"go"}, args...), Env: goEnv}
 }
 
 func (Go) Resolve(Project) []Command { return []Command{goCmd("mod", "download")} }
