@@ -78,7 +78,8 @@ func runAppStep(w io.Writer, step string, args []string, req api.ProviderRequest
 		if err != nil {
 			return err
 		}
-		_, err = cl.AppStep(ctx, id, step, req, func(ev api.ProviderEvent) { printProviderEvent(w, ev) })
+		_, tty := terminal(w)
+		_, err = cl.AppStep(ctx, id, step, req, func(ev api.ProviderEvent) { printProviderEvent(w, ev, tty) })
 		return err
 	})
 }
@@ -98,14 +99,19 @@ func sandboxOrDev(ctx context.Context, cl *client.Client, args []string) (string
 	return roles.Dev.ID, nil
 }
 
-// printProviderEvent writes one event as a line: a step's command as it starts, how it
-// failed, its output indented, and the result.
-func printProviderEvent(w io.Writer, ev api.ProviderEvent) {
+// printProviderEvent writes one event as a line: a step's command as it starts (with a
+// bar of the step's commands on a terminal), how it failed, its output indented, and the
+// result.
+func printProviderEvent(w io.Writer, ev api.ProviderEvent, tty bool) {
 	switch ev.Type {
 	case api.EventProgress:
 		switch ev.State {
 		case "running":
-			fmt.Fprintf(w, "==> %s [%d/%d] %s\n", ev.Step, ev.Index, ev.Total, ev.Command)
+			bar := ""
+			if tty && ev.Total > 0 {
+				bar = "[" + strings.Repeat("#", ev.Index-1) + ">" + strings.Repeat(".", ev.Total-ev.Index) + "] "
+			}
+			fmt.Fprintf(w, "==> %s%s [%d/%d] %s\n", bar, ev.Step, ev.Index, ev.Total, ev.Command)
 		case "failed":
 			fmt.Fprintf(w, "    failed: %s\n", ev.Error)
 		}
