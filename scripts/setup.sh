@@ -32,9 +32,12 @@
 #     reports.
 #   - tests/browser/node_modules: playwright-core at the exact version package-lock.json pins,
 #     by `npm ci`, rerun when the lockfile changes. Needs Node.js 20 or newer (Debian 12's
-#     nodejs is 18: use NodeSource's or another build).
+#     nodejs is 18: use NodeSource's or another build). The same for tools/openapi (the
+#     OpenAPI linters, Redocly's CLI and swagger-cli) and sdk/typescript (the TypeScript
+#     SDK's build and type generator: typescript, openapi-typescript).
 # Everything paddock installs lives under ${PADDOCK_PREFIX} (default /usr/local/lib/paddock),
-# except tests/browser/node_modules, which lives in the checkout (and is ignored by git).
+# except the node_modules of tests/browser, tools/openapi and sdk/typescript, which live in
+# the checkout (and are ignored by git).
 set -euo pipefail
 
 RUNC_VERSION=${RUNC_VERSION:-1.5.2}
@@ -244,11 +247,20 @@ if [ "$node_major" -lt 20 ]; then
 	log "Node.js 20 or newer is needed for the browser tests (found: $(node --version 2>/dev/null || echo none)); install it and rerun"
 	exit 1
 fi
-lock_sum=$(sha256sum "$browser_dir/package-lock.json" | cut -d' ' -f1)
-stamp="$browser_dir/node_modules/.paddock-lock-sha256"
-if [ "$(cat "$stamp" 2>/dev/null)" != "$lock_sum" ]; then
-	log "installing the browser tests' Node packages (npm ci in tests/browser)"
-	(cd "$browser_dir" && npm ci --no-audit --no-fund --loglevel=error)
-	echo "$lock_sum" >"$stamp"
-fi
+# npm_ci DIR WHAT installs DIR's Node packages from its lockfile, unless the stamp says
+# node_modules came from this lockfile already.
+npm_ci() {
+	local dir=$1 what=$2 lock_sum stamp
+	lock_sum=$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)
+	stamp="$dir/node_modules/.paddock-lock-sha256"
+	if [ "$(cat "$stamp" 2>/dev/null)" != "$lock_sum" ]; then
+		log "installing the Node packages of $what (npm ci in ${dir#"$root"/})"
+		(cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+		echo "$lock_sum" >"$stamp"
+	fi
+}
+root="$(cd "$(dirname "$0")/.." && pwd)"
+npm_ci "$browser_dir" "the browser tests"
+npm_ci "$root/tools/openapi" "the OpenAPI linters"
+npm_ci "$root/sdk/typescript" "the TypeScript SDK"
 log "browser tests: $(chromium --version 2>/dev/null | head -1), playwright-core $(node -p "require('$browser_dir/node_modules/playwright-core/package.json').version")"

@@ -4,7 +4,8 @@
 // guest and serves on the VM's virtio-serial port instead. `paddock-agent welcome` runs the
 // default app of a new sandbox instead (package welcome). It is built static
 // (CGO_ENABLED=0) so that it runs in any root filesystem. `paddock-agent secret get NAME`,
-// run by a process in the sandbox, asks the secrets broker for a capability. With
+// run by a process in the sandbox, asks the secrets broker for a capability. `paddock-agent
+// code MESSAGE` runs a turn of the coding agent (package agent/coder) as the sandbox user. With
 // --exec-limited it is the trampoline through which the agent starts a command under the
 // sandbox's file size limit (session.ExecLimited).
 package main
@@ -19,6 +20,7 @@ import (
 	"syscall"
 
 	"github.com/paddockhq/paddock/internal/agent"
+	"github.com/paddockhq/paddock/internal/agent/coder"
 	"github.com/paddockhq/paddock/internal/agent/session"
 	"github.com/paddockhq/paddock/internal/agent/welcome"
 	"github.com/paddockhq/paddock/internal/brokerclient"
@@ -55,6 +57,9 @@ func run(ctx context.Context, log *slog.Logger) error {
 	}
 	if len(os.Args) > 1 && os.Args[1] == wire.WelcomeSubcommand {
 		return welcome.Main(ctx, os.Args[2:], log)
+	}
+	if len(os.Args) > 1 && os.Args[1] == coder.Subcommand {
+		return coder.Main(ctx, os.Args[2:], os.Stdout)
 	}
 	if len(os.Args) > 1 && os.Args[1] == "secret" {
 		return brokerclient.Main(ctx, os.Args[2:], os.Stdout)

@@ -342,3 +342,10 @@ func kernelOOMKills() uint64 {
 func (a *agentService) App(context.Context, *pb.AppRequest) (*pb.AppStatus, error) {
 	return a.app.App()
 }
+
+func (a *agentService) RestartApp(context.Context, *pb.RestartAppRequest) (*pb.AppStatus, error) {
+	if a.app != nil {
+		a.app.Restart()
+	}
+	return a.app.App() // a nil supervisor answers "no supervised app"
+}

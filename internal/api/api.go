@@ -60,6 +60,9 @@ type Error struct {
 type ErrorBody struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// Limit names the limit that was hit (one of the Limit* names), on some
+	// limit_exceeded errors.
+	Limit string `json:"limit,omitempty"`
 }
 
 // Error codes, one per HTTP status the API answers with.

@@ -63,7 +63,7 @@ func WriteError(w http.ResponseWriter, log *slog.Logger, err error) {
 	// the message already says; "not found" and "already exists" are kept, as they are
 	// the message's point ("sandbox sb-…: not found").
 	for _, s := range statusOf {
-		if errors.Is(err, s.err) && s.err != errdefs.ErrNotFound && s.err != errdefs.ErrAlreadyExists {
+		if errors.Is(err, s.err) && s.err != errdefs.ErrNotFound && s.err != errdefs.ErrAlreadyExists { //nolint:errorlint // the table's own sentinels
 			msg = strings.TrimSuffix(msg, ": "+s.err.Error())
 		}
 	}
@@ -77,8 +77,24 @@ func WriteError(w http.ResponseWriter, log *slog.Logger, err error) {
 			msg = "internal error; the server log has the details"
 		}
 	}
-	WriteErrorCode(w, status, code, msg)
+	body := ErrorBody{Code: code, Message: msg}
+	var le *LimitError
+	if errors.As(err, &le) {
+		body.Limit = le.Limit
+	}
+	WriteJSON(w, status, Error{Error: body})
 }
+
+// LimitError is an error of a limit that was hit, which the error response names in
+// its limit field (one of the Limit* names). It unwraps to Err, which is in the taxonomy
+// (errdefs.ErrLimitExceeded).
+type LimitError struct {
+	Limit string
+	Err   error
+}
+
+func (e *LimitError) Error() string { return e.Err.Error() }
+func (e *LimitError) Unwrap() error { return e.Err }
 
 // WriteErrorCode answers an error with an explicit status, code and message.
 func WriteErrorCode(w http.ResponseWriter, status int, code, msg string) {

@@ -84,6 +84,7 @@ func Run(ctx context.Context, e *Env, o Options) (*Report, error) {
 		{"microvm boot", e.MicroVMTable},
 		{"execution kernel", e.KernelTable},
 		{"egress download", e.EgressTable},
+		{"go client", e.ClientTable},
 	} {
 		if o.Only != "" && !strings.Contains(b.name, o.Only) {
 			continue

@@ -35,8 +35,8 @@ func TestRunOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Tables) != 13 {
-		t.Fatalf("%d tables, want 13", len(r.Tables))
+	if len(r.Tables) != 14 {
+		t.Fatalf("%d tables, want 14", len(r.Tables))
 	}
 	for _, tb := range r.Tables {
 		for _, row := range tb.Rows {
@@ -47,7 +47,7 @@ func TestRunOnce(t *testing.T) {
 	}
 	var md bytes.Buffer
 	r.WriteMarkdown(&md)
-	for _, want := range []string{"make bench", "| measurement |", "≤ 1.5× runc run", "≥ 500 MB/s", "≤ 15 MiB", "≥ 0.8× direct", "≤ 1 ms", "Promotion under load", "≥ 5,000/s", "provider gateway", "egress proxy"} {
+	for _, want := range []string{"make bench", "| measurement |", "≤ 1.5× runc run", "≥ 500 MB/s", "≤ 15 MiB", "≥ 0.8× direct", "≤ 1 ms", "Promotion under load", "≥ 5,000/s", "provider gateway", "egress proxy", "≤ 1.2× net/http"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("report lacks %q", want)
 		}
@@ -129,4 +129,24 @@ func BenchmarkProxyVsDirect(b *testing.B) {
 			})
 		})
 	}
+}
+
+// TestClientTable takes samples of the Go client's table alone.
+func TestClientTable(t *testing.T) {
+	e := newEnv(t)
+	r, err := Run(context.Background(), e, Options{N: 2, Only: "go client"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Tables) != 1 || len(r.Tables[0].Rows) != 4 {
+		t.Fatalf("tables %+v", r.Tables)
+	}
+	for _, row := range r.Tables[0].Rows {
+		if row.N != 2 || row.P50 <= 0 {
+			t.Errorf("%s: %+v, want two positive samples", row.Name, row.Summary)
+		}
+	}
+	var md bytes.Buffer
+	r.WriteMarkdown(&md)
+	t.Log(md.String())
 }

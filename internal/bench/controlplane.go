@@ -48,7 +48,18 @@ const benchPassword = "correct horse battery bench"
 // StartControlPlane starts a control plane and signs a user up, and waits until the user's
 // live sandbox's app answers through the proxy. Close stops it and destroys its sandboxes.
 func (e *Env) StartControlPlane(ctx context.Context, log *slog.Logger) (cp *ControlPlane, err error) {
-	rc, err := e.runnerConfig("cp")
+	// A directory of its own: a run starts several control planes, each signing the same
+	// user up in a database of its own.
+	dir, err := os.MkdirTemp(e.Dir, "cp-")
+	if err != nil {
+		return nil, err
+	}
+	// Searchable by all, as the environment's directory is: a container's root under a
+	// user namespace is another host id, which must reach its bundle below it.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return nil, err
+	}
+	rc, err := e.runnerConfig(filepath.Base(dir))
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +156,7 @@ func (cp *ControlPlane) handoff(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	io.Copy(io.Discard, resp.Body)
+	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	for _, c := range cp.Client.Jar.Cookies(req.URL) {
 		if c.Name == origins.CookieName {

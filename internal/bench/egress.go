@@ -30,6 +30,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/paddockhq/paddock/internal/agentclient"
 	"github.com/paddockhq/paddock/internal/egress"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/policy"
@@ -72,7 +73,7 @@ type fetchResult struct {
 type egressFixture struct {
 	workspace string
 	sb        *runner.Sandbox
-	agent     pb.ProcessClient
+	agent     *agentclient.Client
 	proxy     *egress.Proxy
 	servers   []*http.Server
 	// listeners are the server's on the host's loopback (the sandbox's go with it).
@@ -106,7 +107,7 @@ func (e *Env) startEgress(ctx context.Context, size int64) (f *egressFixture, er
 	if f.sb, err = e.egressSandbox(ctx, f.workspace); err != nil {
 		return nil, err
 	}
-	f.agent = pb.NewProcessClient(f.sb.Conn())
+	f.agent = f.sb.Agent()
 	upstream, err := f.serve(body, cert, e.log)
 	if err != nil {
 		return nil, err
@@ -178,7 +179,7 @@ func (f *egressFixture) serve(body []byte, cert tls.Certificate, log *slog.Logge
 	}
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-		w.Write(body)
+		_, _ = w.Write(body)
 	})
 	conf := &tls.Config{Certificates: []tls.Certificate{cert}}
 	quiet := slog.NewLogLogger(slog.DiscardHandler, slog.LevelError)

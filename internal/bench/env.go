@@ -123,7 +123,7 @@ func (e *Env) bundleConfig(id, dir string) container.Config {
 		ID: id, Dir: dir, Workspace: e.workspace, Agent: e.Agent, UID: d.SandboxUID, GID: d.SandboxGID,
 		// As runner.containerEnv: the environment does not change what is timed.
 		Env:    []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/tmp", "USER=sandbox", "LANG=C.UTF-8", "TMPDIR=/tmp"},
-		Limits: container.Limits{MemoryBytes: int64(d.Limits.Memory), CPUs: d.Limits.CPUs, Pids: d.Limits.Pids, TmpBytes: int64(d.Limits.Tmp)},
+		Limits: d.Limits,
 		UserNS: d.UserNS(),
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paddockhq/paddock/internal/agentclient"
 	"github.com/paddockhq/paddock/internal/runner"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
 )
@@ -15,7 +16,7 @@ import (
 type ExecSandbox struct {
 	*runner.Sandbox
 	env    *Env
-	client pb.ProcessClient
+	client *agentclient.Client
 }
 
 // StartExecSandbox creates a sandbox through the runner and waits until its agent answers.
@@ -24,7 +25,7 @@ func (e *Env) StartExecSandbox(ctx context.Context) (*ExecSandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &ExecSandbox{Sandbox: sb, env: e, client: pb.NewProcessClient(sb.Conn())}
+	s := &ExecSandbox{Sandbox: sb, env: e, client: sb.Agent()}
 	if _, err := s.AgentExec(ctx); err != nil {
 		_ = sb.Destroy(context.WithoutCancel(ctx))
 		return nil, err

@@ -99,7 +99,7 @@ func (e *Env) RunnerRun(ctx context.Context) (p Phases, err error) {
 	}()
 	start = time.Now()
 	var out []byte
-	stream, err := pb.NewProcessClient(sb.Conn()).Attach(ctx, &pb.AttachRequest{SessionId: wire.MainSessionID})
+	stream, err := sb.Agent().Process().Attach(ctx, &pb.AttachRequest{SessionId: wire.MainSessionID})
 	if err != nil {
 		return p, err
 	}

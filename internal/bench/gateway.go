@@ -90,9 +90,9 @@ func (f *gatewayFixture) serveCompletion(w http.ResponseWriter, r *http.Request)
 		fl.Flush()
 	}
 	if strings.Contains(string(body), `"include_usage":true`) {
-		io.WriteString(w, "data: {\"id\":\"chatcmpl-b\",\"object\":\"chat.completion.chunk\",\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":8,\"total_tokens\":17}}\n\n")
+		_, _ = io.WriteString(w, "data: {\"id\":\"chatcmpl-b\",\"object\":\"chat.completion.chunk\",\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":8,\"total_tokens\":17}}\n\n")
 	}
-	io.WriteString(w, "data: [DONE]\n\n")
+	_, _ = io.WriteString(w, "data: [DONE]\n\n")
 }
 
 // completion posts a streamed completion to url and returns the time to its first body

@@ -798,7 +798,7 @@ func (f genFile) content(buf []byte) []byte {
 		for i := range 8 {
 			seed[i] = byte(f.Seed >> (8 * i))
 		}
-		rand.NewChaCha8(seed).Read(buf[len(buf)-f.Size:])
+		_, _ = rand.NewChaCha8(seed).Read(buf[len(buf)-f.Size:]) // never fails
 		return buf
 	}
 	rng := rand.New(rand.NewPCG(f.Seed, 1))

@@ -12,7 +12,6 @@ import (
 
 	"github.com/paddockhq/paddock/internal/cgroups"
 	"github.com/paddockhq/paddock/internal/runner"
-	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
 )
 
 // IdleMemory is what one idle sandbox holds, in bytes.
@@ -40,7 +39,7 @@ func (e *Env) IdleSandboxes(ctx context.Context, n int, idle time.Duration) (mem
 			return nil, err
 		}
 		sbs = append(sbs, sb)
-		if _, err := pb.NewAgentClient(sb.Conn()).Info(ctx, &pb.InfoRequest{}); err != nil {
+		if _, err := sb.Agent().Info(ctx); err != nil {
 			return nil, fmt.Errorf("sandbox %s: agent info: %w", sb.ID, err)
 		}
 	}

@@ -29,7 +29,7 @@ func (e *Env) bootToExec(ctx context.Context, tier wire.Tier) (time.Duration, *r
 	if err != nil {
 		return 0, nil, err
 	}
-	res, err := pb.NewProcessClient(sb.Conn()).Execute(ctx, &pb.ExecuteRequest{Argv: echoHi})
+	res, err := sb.Agent().Execute(ctx, &pb.ExecuteRequest{Argv: echoHi})
 	d := time.Since(start)
 	if err == nil && string(res.GetStdout()) != "hi\n" {
 		err = fmt.Errorf("%s sandbox: echo hi printed %q", tier, res.GetStdout())

@@ -124,6 +124,6 @@ func (t *tailBuffer) String() string { return string(t.b) }
 // tail is the end of a log, enough to say why something failed.
 func tail(s string) string {
 	var t tailBuffer
-	t.Write([]byte(s))
+	_, _ = t.Write([]byte(s))
 	return strings.TrimSpace(t.String())
 }

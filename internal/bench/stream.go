@@ -45,7 +45,7 @@ func (e *Env) RunnerStream(ctx context.Context, n int64) (t Timing, agentCPU tim
 		return t, 0, err
 	}
 	defer func() { err = errors.Join(err, sb.Destroy(context.WithoutCancel(ctx))) }()
-	stream, err := pb.NewProcessClient(sb.Conn()).Attach(ctx, &pb.AttachRequest{SessionId: wire.MainSessionID})
+	stream, err := sb.Agent().Process().Attach(ctx, &pb.AttachRequest{SessionId: wire.MainSessionID})
 	if err != nil {
 		return t, 0, err
 	}

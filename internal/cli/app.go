@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/paddockhq/paddock"
 	"github.com/paddockhq/paddock/internal/api"
-	"github.com/paddockhq/paddock/internal/client"
 )
 
 func newSandboxAppCommand() *cobra.Command {
@@ -22,8 +22,8 @@ func newSandboxAppCommand() *cobra.Command {
 			"a crashed app shows as backoff, with its exit and the end of its output.",
 		Args: exactArgs(1, "ID"),
 		RunE: func(c *cobra.Command, args []string) error {
-			return withClient(func(ctx context.Context, cl *client.Client) error {
-				st, err := cl.App(ctx, args[0])
+			return withClient(func(ctx context.Context, cl *paddock.Client) error {
+				st, err := cl.Sandbox(args[0]).App(ctx)
 				if err != nil {
 					return err
 				}

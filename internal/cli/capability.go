@@ -10,9 +10,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/paddockhq/paddock"
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/capability"
-	"github.com/paddockhq/paddock/internal/client"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/server"
 )
@@ -96,8 +96,8 @@ token goes to the egress proxy, as its user name: HTTPS_PROXY=http://TOKEN@127.0
 				return fmt.Errorf("--ttl %s: want a positive whole number of seconds, like 30m or 2h: %w", ttl, errdefs.ErrInvalidArgument)
 			}
 			req.TTLSeconds = int64(ttl / time.Second)
-			return withClient(func(ctx context.Context, cl *client.Client) error {
-				out, err := cl.MintCapability(ctx, args[0], req)
+			return withClient(func(ctx context.Context, cl *paddock.Client) error {
+				out, err := cl.Sandbox(args[0]).MintCapability(ctx, req)
 				if err != nil {
 					return err
 				}
@@ -120,8 +120,8 @@ func newCapabilityListCommand() *cobra.Command {
 		Short:   "list sandbox ID's tokens (their IDs and grants, never the tokens)",
 		Args:    exactArgs(1, "ID"),
 		RunE: func(c *cobra.Command, args []string) error {
-			return withClient(func(ctx context.Context, cl *client.Client) error {
-				caps, err := cl.Capabilities(ctx, args[0])
+			return withClient(func(ctx context.Context, cl *paddock.Client) error {
+				caps, err := cl.Sandbox(args[0]).Capabilities(ctx)
 				if err != nil {
 					return err
 				}
@@ -154,8 +154,8 @@ func newCapabilityRevokeCommand() *cobra.Command {
 		Short: "revoke a token of sandbox ID, and every token narrowed from it",
 		Args:  exactArgs(2, "ID CAPABILITY-ID"),
 		RunE: func(c *cobra.Command, args []string) error {
-			return withClient(func(ctx context.Context, cl *client.Client) error {
-				if _, err := cl.RevokeCapability(ctx, args[0], args[1]); err != nil {
+			return withClient(func(ctx context.Context, cl *paddock.Client) error {
+				if _, err := cl.Sandbox(args[0]).RevokeCapability(ctx, args[1]); err != nil {
 					return err
 				}
 				fmt.Fprintf(c.OutOrStdout(), "capability %s revoked\n", args[1])

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/paddockhq/paddock/internal/client"
+	"github.com/paddockhq/paddock"
 	"github.com/paddockhq/paddock/internal/errdefs"
 )
 
@@ -36,7 +36,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	})
 	root.AddCommand(newRunCommand(&code), newServeCommand(), newVersionCommand(),
 		newLoginCommand(), newLogoutCommand(), newSandboxCommand(&code), newRolesCommand(), newPromoteCommand(), newSecretsCommand(), newPolicyCommand(&code),
-		newTokenCommand(), newInviteCommand(), newAppCommand())
+		newTokenCommand(), newInviteCommand(), newAgentCommand(&code), newAppCommand())
 	root.AddCommand(newHistoryCommands()...)
 	if err := root.Execute(); err != nil {
 		fmt.Fprintf(stderr, "paddock: %s\n", message(err))
@@ -48,7 +48,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // message is an error as one line for a user: the taxonomy suffix that %w left at the end
 // ("…: invalid argument") is dropped, since the text before it already says what happened.
 //
-// A server's "not found" and "already exists" (*client.Error) are the exception: they
+// A server's "not found" and "already exists" (*paddock.Error) are the exception: they
 // are the message's point ("sandbox sb-…", `mkdir "src"`), as the server keeps them, so
 // the words are put back. A 401 says how to sign in.
 func message(err error) string {
@@ -58,7 +58,7 @@ func message(err error) string {
 			msg = strings.TrimSuffix(msg, ": "+kind.Error())
 		}
 	}
-	var serverErr *client.Error
+	var serverErr *paddock.Error
 	if errors.As(err, &serverErr) {
 		for _, kind := range []error{errdefs.ErrNotFound, errdefs.ErrAlreadyExists} {
 			if errors.Is(err, kind) && !strings.Contains(msg, kind.Error()) {

@@ -12,8 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/paddockhq/paddock"
 	"github.com/paddockhq/paddock/internal/api"
-	"github.com/paddockhq/paddock/internal/client"
 	"github.com/paddockhq/paddock/internal/errdefs"
 )
 
@@ -95,7 +95,7 @@ func runExec(c *cobra.Command, id string, req api.ExecRequest, timeout time.Dura
 	defer cancel()
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	res, err := cl.Exec(ctx, id, req)
+	res, err := cl.Sandbox(id).Run(ctx, req)
 	if errors.Is(err, context.Canceled) {
 		fmt.Fprintln(c.ErrOrStderr(), "paddock: interrupted")
 		*code = exitInterrupted
@@ -168,7 +168,7 @@ func runShell(c *cobra.Command, id string, start api.StreamStart, code *int) err
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	dialCtx, dialCancel := context.WithTimeout(ctx, requestTimeout)
-	st, err := cl.Stream(dialCtx, id, start)
+	st, err := cl.Sandbox(id).Stream(dialCtx, start)
 	dialCancel()
 	if err != nil {
 		return err
@@ -211,7 +211,7 @@ func restoreLine(c *cobra.Command) { fmt.Fprint(c.ErrOrStderr(), "\r") }
 // relaySignals resizes the remote terminal on SIGWINCH; without a terminal it forwards
 // SIGINT, SIGTERM and SIGHUP to the command. With a terminal (where ^C is a byte for the
 // remote side), SIGTERM and SIGHUP end the session.
-func relaySignals(ctx context.Context, st *client.Stream, sigs <-chan os.Signal, fd int, tty bool, cancel func()) {
+func relaySignals(ctx context.Context, st *paddock.Stream, sigs <-chan os.Signal, fd int, tty bool, cancel func()) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -233,7 +233,7 @@ func relaySignals(ctx context.Context, st *client.Stream, sigs <-chan os.Signal,
 }
 
 // pumpStdin sends stdin to the command and closes the command's stdin at its end.
-func pumpStdin(ctx context.Context, st *client.Stream, in io.Reader) {
+func pumpStdin(ctx context.Context, st *paddock.Stream, in io.Reader) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := in.Read(buf)

@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/paddockhq/paddock"
 	"github.com/paddockhq/paddock/internal/api"
-	"github.com/paddockhq/paddock/internal/client"
 	"github.com/paddockhq/paddock/internal/errdefs"
 )
 
@@ -20,7 +20,8 @@ func newFilesCommand() *cobra.Command {
 		Long: `Paths name the sandbox's workspace: src/a.go, /src/a.go and /workspace/src/a.go are the
 same file, and no path (nor a symlink on the way) leads outside it. The sandbox's policy
 decides each operation before it reaches the sandbox, and a capability token used as
-PADDOCK_TOKEN bounds it further (write to make, delete to remove, both to move).`,
+PADDOCK_TOKEN bounds it further (write to make, delete to remove, both to move).
+To copy files and directories in or out, use paddock sandbox cp.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			return fmt.Errorf("sandbox files: give a subcommand: mkdir, mv or rm: %w", errdefs.ErrInvalidArgument)
@@ -37,10 +38,10 @@ func newFilesMkdirCommand() *cobra.Command {
 		Short: "make directories in sandbox ID's workspace, printing each one made",
 		Args:  minArgs(2, "ID PATH..."),
 		RunE: func(c *cobra.Command, args []string) error {
-			return eachPath(c, "directories not made", args, func(ctx context.Context, cl *client.Client, p string) error {
+			return eachPath(c, "directories not made", args, func(ctx context.Context, cl *paddock.Client, p string) error {
 				r := req
 				r.Path = p
-				fi, err := cl.Mkdir(ctx, args[0], r)
+				fi, err := cl.Sandbox(args[0]).MkdirRequest(ctx, r)
 				if err == nil {
 					fmt.Fprintln(c.OutOrStdout(), fi.Path)
 				}
@@ -63,8 +64,8 @@ func newFilesMoveCommand() *cobra.Command {
 into. Something already at TO is an error unless --force is given.`,
 		Args: exactArgs(3, "ID FROM TO"),
 		RunE: func(c *cobra.Command, args []string) error {
-			return withClient(func(ctx context.Context, cl *client.Client) error {
-				fi, err := cl.Move(ctx, args[0], api.FileMoveRequest{From: args[1], To: args[2], Overwrite: overwrite})
+			return withClient(func(ctx context.Context, cl *paddock.Client) error {
+				fi, err := cl.Sandbox(args[0]).Move(ctx, args[1], args[2], overwrite)
 				if err != nil {
 					return err
 				}
@@ -84,8 +85,8 @@ func newFilesRemoveCommand() *cobra.Command {
 		Short: "remove files, symlinks (never their targets) or, with -r, directories from sandbox ID's workspace",
 		Args:  minArgs(2, "ID PATH..."),
 		RunE: func(c *cobra.Command, args []string) error {
-			return eachPath(c, "paths not removed", args, func(ctx context.Context, cl *client.Client, p string) error {
-				err := cl.Remove(ctx, args[0], p, recursive)
+			return eachPath(c, "paths not removed", args, func(ctx context.Context, cl *paddock.Client, p string) error {
+				err := cl.Sandbox(args[0]).Remove(ctx, p, recursive)
 				if err == nil {
 					fmt.Fprintln(c.OutOrStdout(), p)
 				}
@@ -99,8 +100,8 @@ func newFilesRemoveCommand() *cobra.Command {
 
 // eachPath runs op on every path of args (ID PATH...). One path's error is the command's;
 // with several, each failure is reported on stderr and the rest go on, as rm does.
-func eachPath(c *cobra.Command, failed string, args []string, op func(ctx context.Context, cl *client.Client, p string) error) error {
-	return withClient(func(ctx context.Context, cl *client.Client) error {
+func eachPath(c *cobra.Command, failed string, args []string, op func(ctx context.Context, cl *paddock.Client, p string) error) error {
+	return withClient(func(ctx context.Context, cl *paddock.Client) error {
 		paths := args[1:]
 		var n int
 		for _, p := range paths {

@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/paddockhq/paddock"
 	"github.com/paddockhq/paddock/internal/api"
-	"github.com/paddockhq/paddock/internal/client"
 )
 
 // historyHelp is what the history commands share in their help.
@@ -25,8 +25,8 @@ the container tier.`
 // newHistoryCommands are paddock history, checkpoint, undo, redo, restore and tx.
 func newHistoryCommands() []*cobra.Command {
 	return []*cobra.Command{newHistoryCommand(), newCheckpointCommand(), newTxCommand(),
-		newRestoreOpCommand("undo", "go back one checkpoint in a sandbox's workspace", (*client.Client).Undo),
-		newRestoreOpCommand("redo", "take back the last undo in a sandbox's workspace", (*client.Client).Redo),
+		newRestoreOpCommand("undo", "go back one checkpoint in a sandbox's workspace", (*paddock.Sandbox).Undo),
+		newRestoreOpCommand("redo", "take back the last undo in a sandbox's workspace", (*paddock.Sandbox).Redo),
 		newRestoreCommand()}
 }
 
@@ -37,8 +37,8 @@ func newHistoryCommand() *cobra.Command {
 		Long:  "history shows the checkpoints of a sandbox's workspace, newest first; * marks the one\nundo starts from.\n\n" + historyHelp,
 		Args:  exactArgs(1, "ID"),
 		RunE: func(c *cobra.Command, args []string) error {
-			return withClient(func(ctx context.Context, cl *client.Client) error {
-				h, err := cl.History(ctx, args[0])
+			return withClient(func(ctx context.Context, cl *paddock.Client) error {
+				h, err := cl.Sandbox(args[0]).History(ctx)
 				if err != nil {
 					return err
 				}
@@ -79,8 +79,8 @@ func newCheckpointCommand() *cobra.Command {
 		Long:  "checkpoint records the sandbox's workspace as it is now. When nothing changed since the\ncurrent checkpoint, it records nothing and says so.\n\n" + historyHelp,
 		Args:  exactArgs(1, "ID"),
 		RunE: func(c *cobra.Command, args []string) error {
-			return withClient(func(ctx context.Context, cl *client.Client) error {
-				res, err := cl.Checkpoint(ctx, args[0], message)
+			return withClient(func(ctx context.Context, cl *paddock.Client) error {
+				res, err := cl.Sandbox(args[0]).Checkpoint(ctx, message)
 				if err != nil {
 					return err
 				}
@@ -97,15 +97,15 @@ func newCheckpointCommand() *cobra.Command {
 	return c
 }
 
-func newRestoreOpCommand(name, short string, op func(*client.Client, context.Context, string) (api.RestoreResult, error)) *cobra.Command {
+func newRestoreOpCommand(name, short string, op func(*paddock.Sandbox, context.Context) (api.RestoreResult, error)) *cobra.Command {
 	return &cobra.Command{
 		Use:   name + " ID",
 		Short: short,
 		Long:  name + " rewrites the sandbox's workspace in place and restarts its app.\n\n" + historyHelp,
 		Args:  exactArgs(1, "ID"),
 		RunE: func(c *cobra.Command, args []string) error {
-			return withClient(func(ctx context.Context, cl *client.Client) error {
-				res, err := op(cl, ctx, args[0])
+			return withClient(func(ctx context.Context, cl *paddock.Client) error {
+				res, err := op(cl.Sandbox(args[0]), ctx)
 				if err != nil {
 					return err
 				}
@@ -123,8 +123,8 @@ func newRestoreCommand() *cobra.Command {
 		Long:  "restore rewrites the sandbox's workspace in place to CHECKPOINT's state (see paddock\nhistory ID) and restarts its app. Changes not yet checkpointed are checkpointed first, so\nundo takes the restore back.\n\n" + historyHelp,
 		Args:  exactArgs(2, "ID and CHECKPOINT"),
 		RunE: func(c *cobra.Command, args []string) error {
-			return withClient(func(ctx context.Context, cl *client.Client) error {
-				res, err := cl.Restore(ctx, args[0], args[1])
+			return withClient(func(ctx context.Context, cl *paddock.Client) error {
+				res, err := cl.Sandbox(args[0]).Restore(ctx, args[1])
 				if err != nil {
 					return err
 				}

@@ -3,13 +3,12 @@ package cli
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
 
-	"github.com/paddockhq/paddock/internal/client"
+	"github.com/paddockhq/paddock"
 	"github.com/paddockhq/paddock/internal/errdefs"
 )
 
@@ -20,7 +19,7 @@ another. A corrupt or truncated file is refused whole, naming what is wrong.`
 
 // withTransfer runs f with a signed-in client and no deadline: a transfer lasts as long
 // as its file does (interrupt it to stop it).
-func withTransfer(f func(ctx context.Context, cl *client.Client) error) error {
+func withTransfer(f func(ctx context.Context, cl *paddock.Client) error) error {
 	cl, err := connect()
 	if err != nil {
 		return err
@@ -39,9 +38,9 @@ func newHistoryExportCommand() *cobra.Command {
 			if (out == "" || out == "-") && stdoutIsTerminal(c) {
 				return fmt.Errorf("history export: standard output is a terminal: give -o FILE: %w", errdefs.ErrInvalidArgument)
 			}
-			return withTransfer(func(ctx context.Context, cl *client.Client) error {
+			return withTransfer(func(ctx context.Context, cl *paddock.Client) error {
 				if out == "" || out == "-" {
-					return cl.ExportHistory(ctx, args[0], c.OutOrStdout())
+					return cl.Sandbox(args[0]).ExportHistory(ctx, c.OutOrStdout())
 				}
 				if err := exportToFile(ctx, cl, args[0], out); err != nil {
 					return err
@@ -57,13 +56,13 @@ func newHistoryExportCommand() *cobra.Command {
 
 // exportToFile writes the export beside path and renames it into place once whole, so
 // that a failed export leaves no file that looks like one.
-func exportToFile(ctx context.Context, cl *client.Client, id, path string) error {
+func exportToFile(ctx context.Context, cl *paddock.Client, id, path string) error {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.partial")
 	if err != nil {
 		return fmt.Errorf("history export: %w", err)
 	}
 	defer os.Remove(f.Name()) // after a successful rename, there is nothing left to remove
-	if err := cl.ExportHistory(ctx, id, f); err != nil {
+	if err := cl.Sandbox(id).ExportHistory(ctx, f); err != nil {
 		f.Close()
 		return err
 	}
@@ -83,7 +82,7 @@ func newHistoryImportCommand() *cobra.Command {
 		Long:  "import replaces the empty history of sandbox ID (a new sandbox's) with the export in FILE\n(- for standard input), restores its workspace to the export's current checkpoint and\nrestarts its app. A sandbox with a history of its own refuses it.\n\n" + transferHelp,
 		Args:  exactArgs(2, "ID and FILE"),
 		RunE: func(c *cobra.Command, args []string) error {
-			var in io.Reader = c.InOrStdin()
+			in := c.InOrStdin()
 			if args[1] != "-" {
 				f, err := os.Open(args[1])
 				if err != nil {
@@ -92,8 +91,8 @@ func newHistoryImportCommand() *cobra.Command {
 				defer f.Close()
 				in = f
 			}
-			return withTransfer(func(ctx context.Context, cl *client.Client) error {
-				res, err := cl.ImportHistory(ctx, args[0], in)
+			return withTransfer(func(ctx context.Context, cl *paddock.Client) error {
+				res, err := cl.Sandbox(args[0]).ImportHistory(ctx, in)
 				if err != nil {
 					return err
 				}

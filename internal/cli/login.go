@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/paddockhq/paddock/internal/client"
+	"github.com/paddockhq/paddock"
 	"github.com/paddockhq/paddock/internal/errdefs"
 )
 
@@ -23,12 +23,12 @@ const requestTimeout = 5 * time.Minute
 
 // connect returns a client signed in with the stored credentials (or PADDOCK_SERVER and
 // PADDOCK_TOKEN).
-func connect() (*client.Client, error) {
-	creds, err := client.LoadCredentials()
+func connect() (*paddock.Client, error) {
+	creds, err := paddock.LoadCredentials()
 	if err != nil {
 		return nil, err
 	}
-	return client.New(creds.Server, creds.Token), nil
+	return paddock.New(creds.Server, paddock.WithToken(creds.Token)), nil
 }
 
 // loginFailed marks a 401 from POST /auth/token: a wrong password, not a missing login,
@@ -45,12 +45,12 @@ func newLoginCommand() *cobra.Command {
 		Short: "sign in to a paddock server and store an API token for it",
 		Long: `login asks for your username and password, trades them for an API token named
 "paddock CLI on <hostname>", and stores the server and token in
-$XDG_CONFIG_HOME/paddock/credentials.json (mode 0600). URL defaults to ` + client.DefaultServer + `.
+$XDG_CONFIG_HOME/paddock/credentials.json (mode 0600). URL defaults to ` + paddock.DefaultServer + `.
 
 The environment variables PADDOCK_SERVER and PADDOCK_TOKEN override the stored ones.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			server := client.DefaultServer
+			server := paddock.DefaultServer
 			if len(args) == 1 {
 				server = args[0]
 			}
@@ -77,7 +77,7 @@ The environment variables PADDOCK_SERVER and PADDOCK_TOKEN override the stored o
 func serverURL(s string) (string, error) {
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-		return "", fmt.Errorf("server URL %q: want http(s)://HOST[:PORT], like %s: %w", s, client.DefaultServer, errdefs.ErrInvalidArgument)
+		return "", fmt.Errorf("server URL %q: want http(s)://HOST[:PORT], like %s: %w", s, paddock.DefaultServer, errdefs.ErrInvalidArgument)
 	}
 	return strings.TrimRight(u.String(), "/"), nil
 }
@@ -144,7 +144,7 @@ func login(c *cobra.Command, server, username, password string) error {
 	if err != nil || host == "" {
 		host = "unknown host"
 	}
-	tok, err := client.New(server, "").Login(ctx, username, password, "paddock CLI on "+host)
+	tok, err := paddock.New(server).Login(ctx, username, password, "paddock CLI on "+host)
 	if errors.Is(err, errdefs.ErrUnauthenticated) {
 		return loginFailed{err}
 	}
@@ -154,12 +154,12 @@ func login(c *cobra.Command, server, username, password string) error {
 	if tok.Secret == "" {
 		return fmt.Errorf("login: %s answered without a token: %w", server, errdefs.ErrUnavailable)
 	}
-	me, err := client.New(server, tok.Secret).Me(ctx)
+	me, err := paddock.New(server, paddock.WithToken(tok.Secret)).Me(ctx)
 	if err != nil {
 		return err
 	}
-	creds := client.Credentials{Server: server, Token: tok.Secret, Username: me.Username, TokenID: tok.ID}
-	if err := client.SaveCredentials(creds); err != nil {
+	creds := paddock.Credentials{Server: server, Token: tok.Secret, Username: me.Username, TokenID: tok.ID}
+	if err := paddock.SaveCredentials(creds); err != nil {
 		return err
 	}
 	fmt.Fprintf(c.OutOrStdout(), "signed in to %s as %s\n", server, me.Username)
@@ -172,7 +172,7 @@ func newLogoutCommand() *cobra.Command {
 		Short: "revoke the stored API token and remove the credentials file",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			creds, err := client.ReadCredentials()
+			creds, err := paddock.ReadCredentials()
 			if errors.Is(err, errdefs.ErrNotFound) {
 				fmt.Fprintln(c.OutOrStdout(), "not signed in")
 				return nil
@@ -182,7 +182,7 @@ func newLogoutCommand() *cobra.Command {
 					fmt.Fprintf(c.ErrOrStderr(), "paddock: could not revoke the token on the server (%s); revoke it in the web UI\n", message(err))
 				}
 			}
-			if err := client.RemoveCredentials(); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			if err := paddock.RemoveCredentials(); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 				return err
 			}
 			if creds.Server != "" {
@@ -197,10 +197,10 @@ func newLogoutCommand() *cobra.Command {
 
 // revoke revokes the stored token: by its ID, or (for a file without one) by finding the
 // token whose prefix the secret starts with.
-func revoke(creds client.Credentials) error {
+func revoke(creds paddock.Credentials) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cl := client.New(creds.Server, creds.Token)
+	cl := paddock.New(creds.Server, paddock.WithToken(creds.Token))
 	id := creds.TokenID
 	if id == "" {
 		toks, err := cl.ListTokens(ctx)

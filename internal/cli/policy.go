@@ -147,7 +147,7 @@ func readPolicy(c *cobra.Command, file string) (*policy.Policy, error) {
 // readPolicyData reads a policy file ("-": standard input) and names its source. The read
 // is bounded, so pointing it at /dev/zero is a clear error rather than a hang.
 func readPolicyData(c *cobra.Command, file string) (data []byte, source string, err error) {
-	var r io.Reader = c.InOrStdin()
+	r := c.InOrStdin()
 	source = "stdin"
 	if file != "-" {
 		f, err := os.Open(file)

@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/paddockhq/paddock"
 	"github.com/paddockhq/paddock/internal/api"
-	"github.com/paddockhq/paddock/internal/client"
 	"github.com/paddockhq/paddock/internal/errdefs"
 )
 
@@ -73,7 +73,7 @@ func newAppStepCommand(step, short string) *cobra.Command {
 }
 
 func runAppStep(w io.Writer, step string, args []string, req api.ProviderRequest) error {
-	return withClient(func(ctx context.Context, cl *client.Client) error {
+	return withClient(func(ctx context.Context, cl *paddock.Client) error {
 		id, err := sandboxOrDev(ctx, cl, args)
 		if err != nil {
 			return err
@@ -85,7 +85,7 @@ func runAppStep(w io.Writer, step string, args []string, req api.ProviderRequest
 }
 
 // sandboxOrDev is the sandbox named, or the user's dev sandbox.
-func sandboxOrDev(ctx context.Context, cl *client.Client, args []string) (string, error) {
+func sandboxOrDev(ctx context.Context, cl *paddock.Client, args []string) (string, error) {
 	if len(args) > 0 {
 		return args[0], nil
 	}
@@ -187,7 +187,7 @@ func newAppResetCommand() *cobra.Command {
 }
 
 func setApp(w io.Writer, args []string, t api.Template) error {
-	return withClient(func(ctx context.Context, cl *client.Client) error {
+	return withClient(func(ctx context.Context, cl *paddock.Client) error {
 		id, err := sandboxOrDev(ctx, cl, args)
 		if err != nil {
 			return err

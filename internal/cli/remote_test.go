@@ -286,7 +286,7 @@ func TestRemote(t *testing.T) {
 func roles(t *testing.T) (live, dev string) {
 	t.Helper()
 	out := mustRemote(t, "", "roles")
-	m := regexp.MustCompile(`(?m)^live\s+(\S+)\s+running\n^dev\s+(\S+)\s+running\ngeneration \d+\n`).FindStringSubmatch(strings.SplitN(out, "\n", 2)[1])
+	m := regexp.MustCompile(`(?m)^live\s+(\S+)\s+running\ndev\s+(\S+)\s+running\ngeneration \d+\n`).FindStringSubmatch(strings.SplitN(out, "\n", 2)[1])
 	if m == nil {
 		t.Fatalf("roles: %q", out)
 	}

@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/paddockhq/paddock"
 	"github.com/paddockhq/paddock/internal/api"
-	"github.com/paddockhq/paddock/internal/client"
 )
 
 func newRolesCommand() *cobra.Command {
@@ -17,7 +17,7 @@ func newRolesCommand() *cobra.Command {
 		Short: "show your live and dev sandboxes (creating them when missing)",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return withClient(func(ctx context.Context, cl *client.Client) error {
+			return withClient(func(ctx context.Context, cl *paddock.Client) error {
 				r, err := cl.Roles(ctx)
 				if err != nil {
 					return err
@@ -41,7 +41,7 @@ func newPromoteCommand() *cobra.Command {
 		Short: "swap your live and dev sandboxes: dev goes live",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return withClient(func(ctx context.Context, cl *client.Client) error {
+			return withClient(func(ctx context.Context, cl *paddock.Client) error {
 				r, err := cl.Promote(ctx)
 				if err != nil {
 					return err

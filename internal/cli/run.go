@@ -73,12 +73,12 @@ func (f *runFlags) spec(args []string) (runner.Spec, runner.Config, error) {
 		}
 	}
 	if f.memory != "" {
-		if spec.Limits.Memory, err = runner.ParseSize(f.memory); err != nil {
+		if spec.Limits.Memory, err = wire.ParseSize(f.memory); err != nil {
 			return spec, runner.Config{}, fmt.Errorf("--memory: %w", err)
 		}
 	}
 	if f.disk != "" {
-		if spec.Limits.Disk, err = runner.ParseSize(f.disk); err != nil {
+		if spec.Limits.Disk, err = wire.ParseSize(f.disk); err != nil {
 			return spec, runner.Config{}, fmt.Errorf("--disk: %w", err)
 		}
 	}

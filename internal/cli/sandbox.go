@@ -12,8 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/paddockhq/paddock"
 	"github.com/paddockhq/paddock/internal/api"
-	"github.com/paddockhq/paddock/internal/client"
 	"github.com/paddockhq/paddock/internal/errdefs"
 )
 
@@ -28,15 +28,15 @@ func newSandboxCommand(code *int) *cobra.Command {
 		},
 	}
 	c.AddCommand(newSandboxListCommand(), newSandboxCreateCommand(), newSandboxGetCommand(), newSandboxRemoveCommand(),
-		newLifecycleCommand("stop", "stop a sandbox, keeping its workspace", (*client.Client).Stop),
-		newLifecycleCommand("start", "start a stopped sandbox", (*client.Client).Start),
-		newLifecycleCommand("restart", "stop and start a sandbox", (*client.Client).Restart),
-		newExecCommand(code), newShellCommand(code), newFilesCommand(), newSandboxPolicyCommand(), newSandboxAppCommand(), newCapabilityCommand())
+		newLifecycleCommand("stop", "stop a sandbox, keeping its workspace", (*paddock.Sandbox).Stop),
+		newLifecycleCommand("start", "start a stopped sandbox", (*paddock.Sandbox).Start),
+		newLifecycleCommand("restart", "stop and start a sandbox", (*paddock.Sandbox).Restart),
+		newExecCommand(code), newShellCommand(code), newFilesCommand(), newCopyCommand(), newSandboxPolicyCommand(), newSandboxAppCommand(), newCapabilityCommand())
 	return c
 }
 
 // withClient runs f with a signed-in client and a context that bounds a request.
-func withClient(f func(ctx context.Context, cl *client.Client) error) error {
+func withClient(f func(ctx context.Context, cl *paddock.Client) error) error {
 	cl, err := connect()
 	if err != nil {
 		return err
@@ -54,8 +54,8 @@ func newSandboxListCommand() *cobra.Command {
 		Short:   "list your sandboxes",
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return withClient(func(ctx context.Context, cl *client.Client) error {
-				list, err := cl.ListSandboxes(ctx, all)
+			return withClient(func(ctx context.Context, cl *paddock.Client) error {
+				list, err := cl.Sandboxes.List(ctx, all)
 				if err != nil {
 					return err
 				}
@@ -146,13 +146,13 @@ APP COMMAND serving on --port inside the sandbox.`,
 			if f.port != 0 && len(args) == 0 {
 				return fmt.Errorf("sandbox create: --port is the port of an app command; give one after --: %w", errdefs.ErrInvalidArgument)
 			}
-			return withClient(func(ctx context.Context, cl *client.Client) error {
-				sb, err := cl.CreateSandbox(ctx, req)
+			return withClient(func(ctx context.Context, cl *paddock.Client) error {
+				sb, err := cl.Sandboxes.CreateRequest(ctx, req)
 				if err != nil {
 					return err
 				}
 				fmt.Fprintln(c.OutOrStdout(), sb.ID)
-				return failedState(sb)
+				return failedState(sb.Info)
 			})
 		},
 	}
@@ -188,8 +188,8 @@ func newSandboxGetCommand() *cobra.Command {
 		Short: "show a sandbox as JSON",
 		Args:  exactArgs(1, "ID"),
 		RunE: func(c *cobra.Command, args []string) error {
-			return withClient(func(ctx context.Context, cl *client.Client) error {
-				sb, err := cl.GetSandbox(ctx, args[0])
+			return withClient(func(ctx context.Context, cl *paddock.Client) error {
+				sb, err := cl.Sandbox(args[0]).Describe(ctx)
 				if err != nil {
 					return err
 				}
@@ -211,10 +211,10 @@ func newSandboxRemoveCommand() *cobra.Command {
 		Short:   "delete sandboxes and their workspaces",
 		Args:    minArgs(1, "ID..."),
 		RunE: func(c *cobra.Command, args []string) error {
-			return withClient(func(ctx context.Context, cl *client.Client) error {
+			return withClient(func(ctx context.Context, cl *paddock.Client) error {
 				var failed int
 				for _, id := range args {
-					if err := cl.DeleteSandbox(ctx, id); err != nil {
+					if err := cl.Sandbox(id).Delete(ctx); err != nil {
 						if len(args) == 1 {
 							return err
 						}
@@ -233,14 +233,14 @@ func newSandboxRemoveCommand() *cobra.Command {
 	}
 }
 
-func newLifecycleCommand(name, short string, op func(*client.Client, context.Context, string) (api.Sandbox, error)) *cobra.Command {
+func newLifecycleCommand(name, short string, op func(*paddock.Sandbox, context.Context) (api.Sandbox, error)) *cobra.Command {
 	return &cobra.Command{
 		Use:   name + " ID",
 		Short: short,
 		Args:  exactArgs(1, "ID"),
 		RunE: func(c *cobra.Command, args []string) error {
-			return withClient(func(ctx context.Context, cl *client.Client) error {
-				sb, err := op(cl, ctx, args[0])
+			return withClient(func(ctx context.Context, cl *paddock.Client) error {
+				sb, err := op(cl.Sandbox(args[0]), ctx)
 				if err != nil {
 					return err
 				}

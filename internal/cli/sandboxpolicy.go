@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/paddockhq/paddock"
 	"github.com/paddockhq/paddock/internal/api"
-	"github.com/paddockhq/paddock/internal/client"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/policy"
 )
@@ -48,8 +48,8 @@ the server) with its line and field, and the sandbox keeps the policy it had.`,
 			if err != nil {
 				return err
 			}
-			return withClient(func(ctx context.Context, cl *client.Client) error {
-				p, err := cl.SetSandboxPolicy(ctx, args[0], text)
+			return withClient(func(ctx context.Context, cl *paddock.Client) error {
+				p, err := cl.Sandbox(args[0]).SetPolicy(ctx, text)
 				if err != nil {
 					return err
 				}
@@ -69,8 +69,8 @@ comes from (the sandbox's own, its owner's, the server's default, or none), so t
 output can be edited and given back to set.`,
 		Args: exactArgs(1, "ID"),
 		RunE: func(c *cobra.Command, args []string) error {
-			return withClient(func(ctx context.Context, cl *client.Client) error {
-				p, err := cl.SandboxPolicy(ctx, args[0])
+			return withClient(func(ctx context.Context, cl *paddock.Client) error {
+				p, err := cl.Sandbox(args[0]).Policy(ctx)
 				if err != nil {
 					return err
 				}
@@ -110,8 +110,8 @@ func newSandboxPolicyRemoveCommand() *cobra.Command {
 		Short:   "detach a sandbox's own policy (its owner's or the default is then in force)",
 		Args:    exactArgs(1, "ID"),
 		RunE: func(c *cobra.Command, args []string) error {
-			return withClient(func(ctx context.Context, cl *client.Client) error {
-				if err := cl.DeleteSandboxPolicy(ctx, args[0]); err != nil {
+			return withClient(func(ctx context.Context, cl *paddock.Client) error {
+				if err := cl.Sandbox(args[0]).DeletePolicy(ctx); err != nil {
 					return err
 				}
 				fmt.Fprintf(c.OutOrStdout(), "%s: policy detached\n", args[0])

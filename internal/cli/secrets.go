@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,7 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/paddockhq/paddock/internal/client"
+	"github.com/paddockhq/paddock"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/secrets"
 	"github.com/paddockhq/paddock/internal/server"
@@ -43,7 +44,7 @@ func newSecretsListCommand() *cobra.Command {
 		Short:   "list your secrets (names and versions; values are never shown)",
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return withClient(func(ctx context.Context, cl *client.Client) error {
+			return withClient(func(ctx context.Context, cl *paddock.Client) error {
 				list, err := cl.ListSecrets(ctx)
 				if err != nil {
 					return err
@@ -75,7 +76,7 @@ secret makes its next version.`,
 			if err != nil {
 				return err
 			}
-			return withClient(func(ctx context.Context, cl *client.Client) error {
+			return withClient(func(ctx context.Context, cl *paddock.Client) error {
 				s, err := cl.PutSecret(ctx, args[0], value)
 				if err != nil {
 					return err
@@ -102,7 +103,7 @@ func readSecretValue(c *cobra.Command, name string) (string, error) {
 		value, err = readLine(bufio.NewReader(in))
 		restore()
 		fmt.Fprintln(c.ErrOrStderr())
-		if err != nil && err != io.EOF {
+		if err != nil && !errors.Is(err, io.EOF) {
 			return "", fmt.Errorf("secrets set: reading the value: %w", err)
 		}
 	} else {
@@ -128,7 +129,7 @@ func newSecretsRemoveCommand() *cobra.Command {
 		Short:   "delete a secret",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			return withClient(func(ctx context.Context, cl *client.Client) error {
+			return withClient(func(ctx context.Context, cl *paddock.Client) error {
 				return cl.DeleteSecret(ctx, args[0])
 			})
 		},

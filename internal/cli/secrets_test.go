@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paddockhq/paddock/internal/client"
+	sdk "github.com/paddockhq/paddock"
 	"github.com/paddockhq/paddock/internal/secrets"
 	"github.com/paddockhq/paddock/internal/servertest"
 	"github.com/paddockhq/paddock/internal/store"
@@ -153,8 +153,8 @@ func TestSecretsCommands(t *testing.T) {
 	e := servertest.Start(t)
 	alice := e.Register(t, "alice")
 	signedOut(t)
-	t.Setenv(client.EnvServer, e.URL)
-	t.Setenv(client.EnvToken, alice.Token)
+	t.Setenv(sdk.EnvServer, e.URL)
+	t.Setenv(sdk.EnvToken, alice.Token)
 	value := func(name string) string {
 		v, _, err := e.Server.Secrets().Get(context.Background(), alice.User.ID, name)
 		if err != nil {

@@ -9,9 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/paddockhq/paddock"
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/auth"
-	"github.com/paddockhq/paddock/internal/client"
 	"github.com/paddockhq/paddock/internal/errdefs"
 )
 
@@ -36,7 +36,7 @@ func newTokenListCommand() *cobra.Command {
 		Short:   "list your API tokens: scopes, expiry and last use (never the secrets)",
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return withClient(func(ctx context.Context, cl *client.Client) error {
+			return withClient(func(ctx context.Context, cl *paddock.Client) error {
 				list, err := cl.ListTokens(ctx)
 				if err != nil {
 					return err
@@ -77,7 +77,7 @@ may do: read, write, tokens, admin (default read,write). --expires sets its life
 			if expires > 0 {
 				req.ExpiresIn = expires.String()
 			}
-			return withClient(func(ctx context.Context, cl *client.Client) error {
+			return withClient(func(ctx context.Context, cl *paddock.Client) error {
 				t, err := cl.CreateToken(ctx, req)
 				if err != nil {
 					return err
@@ -100,7 +100,7 @@ func newTokenRevokeCommand() *cobra.Command {
 		Short:   "revoke an API token",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			return withClient(func(ctx context.Context, cl *client.Client) error {
+			return withClient(func(ctx context.Context, cl *paddock.Client) error {
 				if err := cl.RevokeToken(ctx, args[0]); err != nil {
 					return err
 				}
@@ -135,7 +135,7 @@ func newInviteCommand() *cobra.Command {
 			if expires > 0 {
 				req.ExpiresIn = expires.String()
 			}
-			return withClient(func(ctx context.Context, cl *client.Client) error {
+			return withClient(func(ctx context.Context, cl *paddock.Client) error {
 				in, err := cl.CreateInvite(ctx, req)
 				if err != nil {
 					return err
@@ -154,7 +154,7 @@ func newInviteCommand() *cobra.Command {
 		Short:   "list the invites (never their codes)",
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return withClient(func(ctx context.Context, cl *client.Client) error {
+			return withClient(func(ctx context.Context, cl *paddock.Client) error {
 				ins, err := cl.ListInvites(ctx)
 				if err != nil {
 					return err
@@ -183,7 +183,7 @@ func newInviteCommand() *cobra.Command {
 		Short:   "revoke an invite",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			return withClient(func(ctx context.Context, cl *client.Client) error {
+			return withClient(func(ctx context.Context, cl *paddock.Client) error {
 				if err := cl.RevokeInvite(ctx, args[0]); err != nil {
 					return err
 				}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/paddockhq/paddock/internal/client"
+	"github.com/paddockhq/paddock"
 	"github.com/paddockhq/paddock/internal/errdefs"
 )
 
@@ -44,8 +44,8 @@ func newTxBeginCommand() *cobra.Command {
 		Long:  "begin opens a transaction; MESSAGE becomes its commit's checkpoint message.\n\n" + txHelp,
 		Args:  exactArgs(1, "ID"),
 		RunE: func(c *cobra.Command, args []string) error {
-			return withClient(func(ctx context.Context, cl *client.Client) error {
-				tx, err := cl.Begin(ctx, args[0], message)
+			return withClient(func(ctx context.Context, cl *paddock.Client) error {
+				tx, err := cl.Sandbox(args[0]).Begin(ctx, message)
 				if err != nil {
 					return err
 				}
@@ -65,8 +65,8 @@ func newTxCommitCommand() *cobra.Command {
 		Long:  "commit closes the open transaction, recording its work as one checkpoint.\n\n" + txHelp,
 		Args:  exactArgs(1, "ID"),
 		RunE: func(c *cobra.Command, args []string) error {
-			return withClient(func(ctx context.Context, cl *client.Client) error {
-				res, err := cl.Commit(ctx, args[0])
+			return withClient(func(ctx context.Context, cl *paddock.Client) error {
+				res, err := cl.Sandbox(args[0]).Commit(ctx)
 				if err != nil {
 					return err
 				}
@@ -88,8 +88,8 @@ func newTxRollbackCommand() *cobra.Command {
 		Long:  "rollback closes the open transaction, restoring the workspace in place exactly as it was\nat begin, and restarts the sandbox's app.\n\n" + txHelp,
 		Args:  exactArgs(1, "ID"),
 		RunE: func(c *cobra.Command, args []string) error {
-			return withClient(func(ctx context.Context, cl *client.Client) error {
-				res, err := cl.Rollback(ctx, args[0])
+			return withClient(func(ctx context.Context, cl *paddock.Client) error {
+				res, err := cl.Sandbox(args[0]).Rollback(ctx)
 				if err != nil {
 					return err
 				}

@@ -39,7 +39,7 @@ func TestFilesAPI(t *testing.T) {
 	h := newHarness(t)
 	b := h.newBox(t, boxOpts{defaultWorkspace: true})
 	b.mustExec(t, plantLinks)
-	fc := pb.NewFilesClient(b.sb.Conn())
+	fc := b.sb.Agent().Files()
 
 	t.Run("controls", func(t *testing.T) {
 		if got, err := readFile(fc, "ok.txt"); err != nil || got != "inside\n" {

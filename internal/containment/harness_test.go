@@ -29,7 +29,7 @@ import (
 )
 
 // defaultLimits are generous enough for every probe and small enough to matter.
-var defaultLimits = runner.Limits{Memory: 256 << 20, Pids: 128, Timeout: 60 * time.Second}
+var defaultLimits = wire.Limits{Memory: 256 << 20, Pids: 128, Timeout: 60 * time.Second}
 
 // Every sandbox of the suite runs as a uid of its own, far above any real user's, so that
 // "no process of this sandbox is left" can be checked by uid even while other sandboxes
@@ -66,7 +66,7 @@ type box struct {
 }
 
 type boxOpts struct {
-	limits runner.Limits
+	limits wire.Limits
 	env    []string
 	// defaultWorkspace lets the runner make the workspace (under its data dir) instead of
 	// the suite giving it one of its own.
@@ -85,7 +85,7 @@ type boxOpts struct {
 // is left, for the end of the test.
 func (h *harness) newBox(t *testing.T, o boxOpts) *box {
 	t.Helper()
-	if o.limits == (runner.Limits{}) {
+	if o.limits == (wire.Limits{}) {
 		o.limits = defaultLimits
 	}
 	if o.tier == "" {
@@ -119,7 +119,7 @@ func (h *harness) newBox(t *testing.T, o boxOpts) *box {
 	if err != nil {
 		t.Fatalf("create sandbox: %v", err)
 	}
-	b := &box{h: h, sb: sb, uid: uid, ws: sb.Workspace, pc: pb.NewProcessClient(sb.Conn())}
+	b := &box{h: h, sb: sb, uid: uid, ws: sb.Workspace, pc: sb.Agent().Process()}
 	t.Cleanup(func() { b.destroy(t) })
 	if sb.Tier != o.tier {
 		t.Fatalf("asked for the %s tier, got %s", o.tier, sb.Tier)

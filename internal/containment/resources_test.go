@@ -12,6 +12,7 @@ import (
 
 	"github.com/paddockhq/paddock/internal/cgroups"
 	"github.com/paddockhq/paddock/internal/runner"
+	"github.com/paddockhq/paddock/internal/wire"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
 )
 
@@ -24,7 +25,7 @@ const forkBomb = "b() { b | b & }; b"
 // reserve for the agent's own threads; the reserve is bounded here too.)
 func TestForkBomb(t *testing.T) {
 	h := newHarness(t)
-	b := h.newBox(t, boxOpts{limits: runner.Limits{Memory: 256 << 20, Pids: 64}})
+	b := h.newBox(t, boxOpts{limits: wire.Limits{Memory: 256 << 20, Pids: 64}})
 	if err := agentAnswers(b); err != nil { // the agent is up, not still runc's init
 		t.Fatal(err)
 	}
@@ -153,7 +154,7 @@ func TestForkBombRun(t *testing.T) {
 	h := newHarness(t)
 	res, _, _, took := h.run(t, runner.Spec{
 		Main:   []string{"sh", "-c", forkBomb + "; sleep 30"},
-		Limits: runner.Limits{Memory: 256 << 20, Pids: 64, Timeout: 3 * time.Second},
+		Limits: wire.Limits{Memory: 256 << 20, Pids: 64, Timeout: 3 * time.Second},
 	})
 	t.Logf("fork bomb run: %+v in %s", res, took)
 	if took > 30*time.Second {
@@ -168,13 +169,13 @@ func TestMemoryBomb(t *testing.T) {
 	h := newHarness(t)
 	bomb := []string{"dd", "if=/dev/zero", "of=/dev/null", "bs=200M", "count=1"}
 	t.Run("under 64M", func(t *testing.T) {
-		res, _, stderr, _ := h.run(t, runner.Spec{Main: bomb, Limits: runner.Limits{Memory: 64 << 20, Pids: 64, Timeout: 30 * time.Second}})
+		res, _, stderr, _ := h.run(t, runner.Spec{Main: bomb, Limits: wire.Limits{Memory: 64 << 20, Pids: 64, Timeout: 30 * time.Second}})
 		if !res.OOM || res.ExitCode() != 137 {
 			t.Errorf("ESCAPE: want OOM and exit 137 under a 64M limit, got %+v (exit %d), stderr %q", res, res.ExitCode(), stderr)
 		}
 	})
 	t.Run("under 512M (control)", func(t *testing.T) {
-		res, _, stderr, _ := h.run(t, runner.Spec{Main: bomb, Limits: runner.Limits{Memory: 512 << 20, Pids: 64, Timeout: 30 * time.Second}})
+		res, _, stderr, _ := h.run(t, runner.Spec{Main: bomb, Limits: wire.Limits{Memory: 512 << 20, Pids: 64, Timeout: 30 * time.Second}})
 		if res.OOM || res.ExitCode() != 0 {
 			t.Errorf("CONTROL FAILED: the same command should succeed under 512M, got %+v (exit %d), stderr %q", res, res.ExitCode(), stderr)
 		}
@@ -185,7 +186,7 @@ func TestMemoryBomb(t *testing.T) {
 // and nothing of it is left (h.run checks).
 func TestTimeout(t *testing.T) {
 	h := newHarness(t)
-	res, _, _, took := h.run(t, runner.Spec{Main: []string{"sh", "-c", "sleep 60 & sleep 60"}, Limits: runner.Limits{Memory: 64 << 20, Pids: 16, Timeout: time.Second}})
+	res, _, _, took := h.run(t, runner.Spec{Main: []string{"sh", "-c", "sleep 60 & sleep 60"}, Limits: wire.Limits{Memory: 64 << 20, Pids: 16, Timeout: time.Second}})
 	if !res.TimedOut || res.ExitCode() != 124 {
 		t.Errorf("want a timeout and exit 124, got %+v (exit %d)", res, res.ExitCode())
 	}

@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc"
 
+	"github.com/paddockhq/paddock/internal/agentclient"
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/runner"
@@ -48,7 +48,7 @@ type Quota struct {
 	// Sandboxes is the most sandboxes a user may have, the two standing ones included.
 	Sandboxes int `yaml:"sandboxes"`
 	// Memory is the most memory their limits may add up to.
-	Memory runner.Size `yaml:"memory"`
+	Memory wire.Size `yaml:"memory"`
 }
 
 // Config configures a Fleet.
@@ -58,7 +58,7 @@ type Config struct {
 	Runtime string
 	// Memory is a new sandbox's memory limit when its request gives none (quotas add
 	// limits up, so every sandbox has one).
-	Memory runner.Size
+	Memory wire.Size
 	Quota  Quota
 	// App is what a sandbox runs when its request names no command: the welcome page.
 	App store.App
@@ -243,13 +243,13 @@ func (f *Fleet) List(ctx context.Context, c Caller, all bool) ([]store.Sandbox, 
 	return f.st.ListSandboxes(ctx, owner)
 }
 
-// Conn is the channel to a running sandbox's agent, for exec and files.
-func (f *Fleet) Conn(ctx context.Context, c Caller, id string) (*grpc.ClientConn, error) {
+// Agent is the client of a running sandbox's agent, for exec and files.
+func (f *Fleet) Agent(ctx context.Context, c Caller, id string) (*agentclient.Client, error) {
 	h, err := f.Handle(ctx, c, id)
 	if err != nil {
 		return nil, err
 	}
-	return h.Conn(), nil
+	return h.Agent(), nil
 }
 
 // Handle is a running sandbox, for exec: its channel, the limits it runs under and what
@@ -304,7 +304,7 @@ func (f *Fleet) checkQuota(ctx context.Context, tx *store.Tx, c Caller, rec stor
 	}
 	if u.MemoryBytes+rec.MemoryBytes > int64(q.Memory) {
 		return fmt.Errorf("quota: %s's sandboxes would take %s of memory, over the %s allowed: %w",
-			c.Username, runner.Size(u.MemoryBytes+rec.MemoryBytes), q.Memory, errdefs.ErrLimitExceeded)
+			c.Username, wire.Size(u.MemoryBytes+rec.MemoryBytes), q.Memory, errdefs.ErrLimitExceeded)
 	}
 	return nil
 }
@@ -361,13 +361,13 @@ const appWait = 15 * time.Second
 func waitApp(ctx context.Context, sb *runner.Sandbox, port int) error {
 	ctx, cancel := context.WithTimeout(ctx, appWait)
 	defer cancel()
-	agent := pb.NewAgentClient(sb.Conn())
+	agent := sb.Agent()
 	for delay := 5 * time.Millisecond; ; delay = min(2*delay, 100*time.Millisecond) {
 		c, err := sb.DialPort(ctx, port)
 		if err == nil {
 			return c.Close()
 		}
-		if st, aerr := agent.App(ctx, &pb.AppRequest{}); aerr == nil && st.GetState() == appBackoff {
+		if st, aerr := agent.App(ctx); aerr == nil && st.GetState() == appBackoff {
 			return fmt.Errorf("the app exited before it listened on port %d (%s); the agent starts it again with backoff", port, exitText(st.GetLastExit()))
 		}
 		select {
@@ -413,9 +413,9 @@ func (f *Fleet) spec(rec store.Sandbox) runner.Spec {
 }
 
 // limitsOf is a recorded sandbox's limits, as the runner takes them.
-func limitsOf(rec store.Sandbox) runner.Limits {
-	return runner.Limits{Memory: runner.Size(rec.MemoryBytes), CPUs: rec.CPUs, Pids: rec.Pids,
-		Tmp: runner.Size(rec.TmpBytes), FileSize: runner.Size(rec.FileSizeBytes), Disk: runner.Size(rec.DiskBytes)}
+func limitsOf(rec store.Sandbox) wire.Limits {
+	return wire.Limits{Memory: wire.Size(rec.MemoryBytes), CPUs: rec.CPUs, Pids: rec.Pids,
+		Tmp: wire.Size(rec.TmpBytes), FileSize: wire.Size(rec.FileSizeBytes), Disk: wire.Size(rec.DiskBytes)}
 }
 
 func (f *Fleet) agentKeys(id string) string {
@@ -585,7 +585,7 @@ func (f *Fleet) Close() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for id, sb := range f.running {
-		sb.Conn().Close()
+		sb.Agent().Close()
 		delete(f.running, id)
 	}
 }

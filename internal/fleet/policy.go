@@ -5,8 +5,8 @@ import (
 	"fmt"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
-	"github.com/paddockhq/paddock/internal/runner"
 	"github.com/paddockhq/paddock/internal/store"
+	"github.com/paddockhq/paddock/internal/wire"
 )
 
 // ApplyLimits records l as sandbox id's memory, CPU, pids, tmp, file size and disk limits (a
@@ -15,7 +15,7 @@ import (
 // not at all. The limits are the runner's from the sandbox's next start: a running
 // sandbox keeps the cgroup, /tmp and file size limit it was made with until it is
 // restarted.
-func (f *Fleet) ApplyLimits(ctx context.Context, c Caller, id string, l runner.Limits, also func(tx *store.Tx) error) (store.Sandbox, error) {
+func (f *Fleet) ApplyLimits(ctx context.Context, c Caller, id string, l wire.Limits, also func(tx *store.Tx) error) (store.Sandbox, error) {
 	rec, unlock, err := f.acquire(ctx, c, id)
 	if err != nil {
 		return rec, err
@@ -52,7 +52,7 @@ func (f *Fleet) ApplyLimits(ctx context.Context, c Caller, id string, l runner.L
 			}
 			if total := u.MemoryBytes - rec.MemoryBytes + next.MemoryBytes; total > int64(f.cfg.Quota.Memory) {
 				return fmt.Errorf("quota: with resources.memory %s, %s's sandboxes would take %s of memory, over the %s allowed: %w",
-					runner.Size(next.MemoryBytes), rec.Username, runner.Size(total), f.cfg.Quota.Memory, errdefs.ErrLimitExceeded)
+					wire.Size(next.MemoryBytes), rec.Username, wire.Size(total), f.cfg.Quota.Memory, errdefs.ErrLimitExceeded)
 			}
 			if err := tx.SetSandboxLimits(ctx, next, f.now()); err != nil {
 				return err

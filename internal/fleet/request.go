@@ -73,10 +73,10 @@ func (f *Fleet) newRecord(c Caller, req api.CreateSandboxRequest) (store.Sandbox
 	return rec, nil
 }
 
-func limits(rec *store.Sandbox, l api.Limits, defaultMemory runner.Size) error {
+func limits(rec *store.Sandbox, l api.Limits, defaultMemory wire.Size) error {
 	mem := defaultMemory
 	if l.Memory != "" {
-		m, err := runner.ParseSize(l.Memory)
+		m, err := wire.ParseSize(l.Memory)
 		if err != nil || m <= 0 {
 			return invalid("limits.memory", "%q is not a size like 512M or 2GiB", l.Memory)
 		}
@@ -113,11 +113,11 @@ func limits(rec *store.Sandbox, l api.Limits, defaultMemory runner.Size) error {
 
 // optionalSize reads a size a request may leave out ("" is 0, not set); one it gives
 // must be positive.
-func optionalSize(field, s string) (runner.Size, error) {
+func optionalSize(field, s string) (wire.Size, error) {
 	if s == "" {
 		return 0, nil
 	}
-	v, err := runner.ParseSize(s)
+	v, err := wire.ParseSize(s)
 	if err != nil || v <= 0 {
 		return 0, invalid(field, "%q is not a size like 64M or 1GiB", s)
 	}

@@ -53,6 +53,10 @@ type Config struct {
 	// MaxRequestBytes caps one request body; larger ones are refused with 413 before
 	// anything reaches the provider. 0 means DefaultMaxRequestBytes (8 MiB).
 	MaxRequestBytes int64 `yaml:"max_request_bytes"`
+	// AgentModel is the model the coding agent in a sandbox (paddock-agent code) asks for
+	// unless told another (of the first OpenAI-style provider, or else of the first
+	// Anthropic one); sandboxes find it in PADDOCK_AGENT_MODEL.
+	AgentModel string `yaml:"agent_model"`
 }
 
 // Provider is one upstream LLM API and the platform key that pays for it. Exactly one of

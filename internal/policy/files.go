@@ -9,6 +9,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/wire"
 )
 
 // Op is a file operation.
@@ -77,7 +78,7 @@ func (f *fileRules) summary() string {
 		s += ", extensions " + strings.Join(f.extensions, " ")
 	}
 	if f.maxSize > 0 {
-		s += ", max file size " + formatSize(f.maxSize)
+		s += ", max file size " + wire.Size(f.maxSize).String()
 	}
 	return s
 }
@@ -335,10 +336,10 @@ func (p *Policy) File(op Op, name string, size int64) Decision {
 		return deny("files.allowed_extensions", "%s %s: the name does not end in %s", op, rel, strings.Join(f.extensions, ", "))
 	}
 	if f.maxSize > 0 && size < 0 {
-		return deny("files.max_file_size", "%s %s: the size is not known (%d), and the limit is %s", op, rel, size, formatSize(f.maxSize))
+		return deny("files.max_file_size", "%s %s: the size is not known (%d), and the limit is %s", op, rel, size, wire.Size(f.maxSize).String())
 	}
 	if f.maxSize > 0 && size > f.maxSize {
-		return deny("files.max_file_size", "%s %s: %d bytes is over the limit of %s", op, rel, size, formatSize(f.maxSize))
+		return deny("files.max_file_size", "%s %s: %d bytes is over the limit of %s", op, rel, size, wire.Size(f.maxSize).String())
 	}
 	return Decision{Allow: true, Rule: "files.jail", Reason: f.inside}
 }

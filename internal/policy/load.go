@@ -13,6 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/wire"
 )
 
 // MaxFileSize is the largest policy file Load reads. A policy is a page of rules; a
@@ -257,7 +258,7 @@ func (l *loader) list(n *yaml.Node, field string) ([]item, error) {
 	return items, nil
 }
 
-func (l *loader) resources(n *yaml.Node, r *Resources) error {
+func (l *loader) resources(n *yaml.Node, r *wire.Limits) error {
 	return l.mapping(n, "resources", []string{"memory", "cpus", "pids", "timeout", "tmp", "file_size", "disk"}, func(key string, _, v *yaml.Node) error {
 		field := "resources." + key
 		if v.Kind != yaml.ScalarNode {
@@ -270,9 +271,9 @@ func (l *loader) resources(n *yaml.Node, r *Resources) error {
 				return err
 			}
 			if size < 4<<20 {
-				return l.errf(v, field, "%s is below the 4MiB a sandbox needs to start", formatSize(size))
+				return l.errf(v, field, "%s is below the 4MiB a sandbox needs to start", wire.Size(size).String())
 			}
-			r.Memory = size
+			r.Memory = wire.Size(size)
 		case "cpus":
 			if v.Tag != "!!int" && v.Tag != "!!float" {
 				return l.errf(v, field, "want a number of CPUs like 2 or 0.5, got %s", describe(v))
@@ -308,7 +309,7 @@ func (l *loader) resources(n *yaml.Node, r *Resources) error {
 			if size == 0 {
 				return l.errf(v, field, "0B would make /tmp unlimited, not empty; give a size like 64MiB")
 			}
-			r.Tmp = size
+			r.Tmp = wire.Size(size)
 		case "file_size":
 			size, err := l.size(v, field)
 			if err != nil {
@@ -317,7 +318,7 @@ func (l *loader) resources(n *yaml.Node, r *Resources) error {
 			if size == 0 {
 				return l.errf(v, field, "0B would forbid writing any file; leave file_size out for no limit")
 			}
-			r.FileSize = size
+			r.FileSize = wire.Size(size)
 		case "disk":
 			size, err := l.size(v, field)
 			if err != nil {
@@ -326,7 +327,7 @@ func (l *loader) resources(n *yaml.Node, r *Resources) error {
 			if size == 0 {
 				return l.errf(v, field, "0B would leave no room for the workspace; leave disk out for the server's default")
 			}
-			r.Disk = size
+			r.Disk = wire.Size(size)
 		}
 		return nil
 	})
@@ -336,40 +337,9 @@ func (l *loader) size(v *yaml.Node, field string) (int64, error) {
 	if v.Kind != yaml.ScalarNode || (v.Tag != "!!str" && v.Tag != "!!int") {
 		return 0, l.errf(v, field, "want a size like 512M or 1GiB, got %s", describe(v))
 	}
-	n, err := parseSize(v.Value)
+	n, err := wire.ParseSize(v.Value)
 	if err != nil {
-		return 0, l.errf(v, field, "%v", err)
+		return 0, l.errf(v, field, "%s", strings.TrimSuffix(err.Error(), ": "+errdefs.ErrInvalidArgument.Error()))
 	}
-	return n, nil
-}
-
-// parseSize reads "128M", "1.5G", "512MiB", "100MB", "64k" or a plain byte count. Units
-// are binary, as in the runner's configuration (runner.ParseSize), so a size means the
-// same in both files.
-func parseSize(s string) (int64, error) {
-	num := strings.TrimRight(s, "KkMmGgTtiBb")
-	unit := strings.ToUpper(strings.TrimSuffix(strings.TrimSuffix(s[len(num):], "B"), "b"))
-	shift, ok := map[string]uint{"": 0, "K": 10, "KI": 10, "M": 20, "MI": 20, "G": 30, "GI": 30, "T": 40, "TI": 40}[unit]
-	f, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
-	if !ok || err != nil || f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
-		return 0, fmt.Errorf("%q is not a size (like 512M, 1.5GiB or 1048576)", s)
-	}
-	v := f * float64(uint64(1)<<shift)
-	if v >= math.MaxInt64 {
-		return 0, fmt.Errorf("size %q is too large", s)
-	}
-	return int64(v), nil
-}
-
-// formatSize prints a size in the largest binary unit that divides it.
-func formatSize(n int64) string {
-	for _, u := range []struct {
-		shift uint
-		name  string
-	}{{40, "TiB"}, {30, "GiB"}, {20, "MiB"}, {10, "KiB"}} {
-		if n > 0 && n%(1<<u.shift) == 0 {
-			return fmt.Sprintf("%d%s", n>>u.shift, u.name)
-		}
-	}
-	return fmt.Sprintf("%dB", n)
+	return int64(n), nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/wire"
 )
 
 // example is the policy from the issue, with a deny list for hosts.
@@ -35,7 +36,7 @@ resources:
 
 func TestLoadExample(t *testing.T) {
 	p := mustLoad(t, example)
-	want := Resources{Memory: 1 << 30, CPUs: 2, Pids: 512, Timeout: 10 * time.Minute, Tmp: 256 << 20, FileSize: 1 << 20, Disk: 2 << 30}
+	want := wire.Limits{Memory: 1 << 30, CPUs: 2, Pids: 512, Timeout: 10 * time.Minute, Tmp: 256 << 20, FileSize: 1 << 20, Disk: 2 << 30}
 	if got := p.Resources(); got != want {
 		t.Errorf("Resources() = %+v, want %+v", got, want)
 	}
@@ -180,25 +181,5 @@ func TestLoadLimits(t *testing.T) {
 	var le *LoadError
 	if _, err := Load([]byte("x: 1"), ""); !errors.As(err, &le) || le.Source != "policy" || le.Line != 1 || le.Field != "x" {
 		t.Errorf("Load without a source: %#v", err)
-	}
-}
-
-func TestParseSize(t *testing.T) {
-	tests := []struct {
-		in   string
-		want int64
-	}{
-		{"100MB", 100 << 20}, {"1GiB", 1 << 30}, {"1.5G", 3 << 29}, {"512k", 512 << 10},
-		{"1048576", 1 << 20}, {"2T", 2 << 40}, {"0", 0},
-	}
-	for _, tt := range tests {
-		if got, err := parseSize(tt.in); err != nil || got != tt.want {
-			t.Errorf("parseSize(%q) = %d, %v; want %d", tt.in, got, err, tt.want)
-		}
-	}
-	for _, bad := range []string{"", "M", "-1M", "1X", "1e400", "NaN", "10PB", "9999999T"} {
-		if got, err := parseSize(bad); err == nil {
-			t.Errorf("parseSize(%q) = %d, want an error", bad, got)
-		}
 	}
 }

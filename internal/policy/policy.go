@@ -5,7 +5,8 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"time"
+
+	"github.com/paddockhq/paddock/internal/wire"
 )
 
 // Decision is the engine's answer to one question, with the rule that gave it and why.
@@ -46,43 +47,23 @@ func deny(rule, format string, args ...any) Decision {
 	return Decision{Rule: rule, Reason: fmt.Sprintf(format, args...)}
 }
 
-// Resources are the limits a policy sets; a zero field is not set, and the runner's
-// defaults apply.
-type Resources struct {
-	// Memory is the memory limit in bytes.
-	Memory int64
-	// CPUs is the CPU limit in CPUs, fractional.
-	CPUs float64
-	// Pids is the limit on the number of processes.
-	Pids int64
-	// Timeout is the wall-clock limit.
-	Timeout time.Duration
-	// Tmp is the size of the sandbox's /tmp (a tmpfs, whose pages count as its memory)
-	// in bytes.
-	Tmp int64
-	// FileSize is the largest file a command may write, in bytes (RLIMIT_FSIZE): a write
-	// past it fails, and the process that made it gets SIGXFSZ, which ends it.
-	FileSize int64
-	// Disk bounds the sandbox's workspace and /tmp together on disk, in bytes: a write past
-	// it fails with ENOSPC.
-	Disk int64
-}
-
 // Policy is a loaded policy file. It is immutable and safe for concurrent use; the zero
 // value is not valid, use [Load].
 type Policy struct {
-	source    string
-	shell     shellRules
-	files     fileRules
-	network   networkRules
-	resources Resources
+	source  string
+	shell   shellRules
+	files   fileRules
+	network networkRules
+	// resources are the limits the policy sets (resources:); a zero field is not set,
+	// and the runner's defaults apply.
+	resources wire.Limits
 }
 
 // Source is the name the policy was loaded under.
 func (p *Policy) Source() string { return p.source }
 
 // Resources returns the resource limits the policy sets.
-func (p *Policy) Resources() Resources { return p.resources }
+func (p *Policy) Resources() wire.Limits { return p.resources }
 
 // HasNetwork says whether the policy has a network section (Host denies everything
 // otherwise).
@@ -104,16 +85,16 @@ func (p *Policy) Jail() string { return p.files.jail }
 // Summary says in one line what the policy holds, section by section.
 func (p *Policy) Summary() string {
 	parts := []string{p.shell.summary(), p.files.summary(), p.network.summary()}
-	if r := p.resources.summary(); r != "" {
+	if r := resourcesSummary(p.resources); r != "" {
 		parts = append(parts, r)
 	}
 	return strings.Join(parts, "; ")
 }
 
-func (r Resources) summary() string {
+func resourcesSummary(r wire.Limits) string {
 	var s []string
 	if r.Memory != 0 {
-		s = append(s, "memory "+formatSize(r.Memory))
+		s = append(s, "memory "+r.Memory.String())
 	}
 	if r.CPUs != 0 {
 		s = append(s, fmt.Sprintf("cpus %g", r.CPUs))
@@ -125,13 +106,13 @@ func (r Resources) summary() string {
 		s = append(s, "timeout "+r.Timeout.String())
 	}
 	if r.Tmp != 0 {
-		s = append(s, "tmp "+formatSize(r.Tmp))
+		s = append(s, "tmp "+r.Tmp.String())
 	}
 	if r.FileSize != 0 {
-		s = append(s, "file_size "+formatSize(r.FileSize))
+		s = append(s, "file_size "+r.FileSize.String())
 	}
 	if r.Disk != 0 {
-		s = append(s, "disk "+formatSize(r.Disk))
+		s = append(s, "disk "+r.Disk.String())
 	}
 	if len(s) == 0 {
 		return ""

@@ -147,7 +147,7 @@ func upgradeOf(h http.Header) (string, error) {
 				continue
 			}
 			if !strings.EqualFold(tok, "websocket") {
-				return "", fmt.Errorf("Upgrade %q is not supported; only websocket is: %w", errdefs.Clip(tok, 64), errdefs.ErrInvalidArgument)
+				return "", fmt.Errorf("header Upgrade: %q is not supported; only websocket is: %w", errdefs.Clip(tok, 64), errdefs.ErrInvalidArgument)
 			}
 			n++
 		}

@@ -276,7 +276,7 @@ func (p *Proxy) routeSandbox(r *http.Request, c Caller) (*reqInfo, int64, error)
 
 // refuse answers err in the API's error shape and counts it.
 func (p *Proxy) refuse(w http.ResponseWriter, role string, err error) {
-	status := http.StatusInternalServerError
+	var status int
 	switch {
 	case errors.Is(err, errMethod):
 		status = http.StatusMethodNotAllowed

@@ -8,10 +8,10 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/paddockhq/paddock/internal/agentclient"
 	"github.com/paddockhq/paddock/internal/cgroups"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/wire"
-	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
 )
 
 // Record is what the control plane keeps of a sandbox it started: enough to find it again
@@ -21,7 +21,7 @@ type Record struct {
 	User    string
 	Tier    wire.Tier
 	Runtime string
-	Limits  Limits
+	Limits  wire.Limits
 }
 
 // adoptTimeout bounds the check that an adopted sandbox's agent still answers.
@@ -49,12 +49,13 @@ func (r *Runner) Adopt(ctx context.Context, rec Record) (*Sandbox, error) {
 	sb := &Sandbox{
 		ID: rec.ID, Tier: rec.Tier, Limits: rec.Limits, backend: cs,
 		History: filepath.Join(r.cfg.WorkspaceRoot, rec.User, "history", rec.ID),
+		agent:   agentclient.New(cs.Conn()),
 	}
 	sb.Workspace, sb.disk = r.persistentWorkspace(rec.User, rec.ID)
 	sb.uid, sb.gid = r.sandboxUser(sb.Workspace)
 	pctx, cancel := context.WithTimeout(ctx, adoptTimeout)
 	defer cancel()
-	if _, err := pb.NewAgentClient(sb.Conn()).Info(pctx, &pb.InfoRequest{}); err != nil {
+	if _, err := sb.agent.Info(pctx); err != nil {
 		_ = sb.Destroy(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("sandbox %s: its agent does not answer: %w", rec.ID, errdefs.ErrUnavailable)
 	}

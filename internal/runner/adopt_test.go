@@ -30,10 +30,10 @@ func TestAdoptRunningSandbox(t *testing.T) {
 	if sb.ID != id || !strings.Contains(sb.Workspace, filepath.Join("carol", "sandboxes", id)) {
 		t.Fatalf("sandbox %s at %s, want %s in carol/sandboxes", sb.ID, sb.Workspace, id)
 	}
-	if _, err := pb.NewProcessClient(sb.Conn()).Execute(tctx(t), &pb.ExecuteRequest{Argv: []string{"sh", "-c", "echo kept > /workspace/f"}}); err != nil {
+	if _, err := sb.Agent().Process().Execute(tctx(t), &pb.ExecuteRequest{Argv: []string{"sh", "-c", "echo kept > /workspace/f"}}); err != nil {
 		t.Fatal(err)
 	}
-	sb.Conn().Close() // the old control plane is gone; the container is not
+	sb.Agent().Close() // the old control plane is gone; the container is not
 
 	second := runner.New(cfg, testenv.Logger(t))
 	rec := runner.Record{ID: id, User: "carol", Tier: wire.TierContainer}
@@ -41,7 +41,7 @@ func TestAdoptRunningSandbox(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Adopt: %v", err)
 	}
-	res, err := pb.NewProcessClient(got.Conn()).Execute(tctx(t), &pb.ExecuteRequest{Argv: []string{"cat", "/workspace/f"}})
+	res, err := got.Agent().Process().Execute(tctx(t), &pb.ExecuteRequest{Argv: []string{"cat", "/workspace/f"}})
 	if err != nil || string(res.Stdout) != "kept\n" {
 		t.Fatalf("exec in adopted sandbox: %q, %v", res.GetStdout(), err)
 	}

@@ -19,72 +19,6 @@ import (
 	"github.com/paddockhq/paddock/internal/wire"
 )
 
-func TestParseSize(t *testing.T) {
-	tests := []struct {
-		in   string
-		want Size
-		ok   bool
-	}{
-		{"1048576", 1 << 20, true}, {"128M", 128 << 20, true}, {"128MiB", 128 << 20, true}, {"128mb", 128 << 20, true},
-		{"1.5G", 3 << 29, true}, {"64k", 64 << 10, true}, {"2T", 2 << 40, true}, {"0", 0, true},
-		{"", 0, false}, {"lots", 0, false}, {"-1M", 0, false}, {"12Q", 0, false}, {"1e400", 0, false}, {"NaNM", 0, false}, {"99999999T", 0, false},
-	}
-	for _, tt := range tests {
-		got, err := ParseSize(tt.in)
-		if (err == nil) != tt.ok || got != tt.want {
-			t.Errorf("ParseSize(%q) = %d, %v; want %d ok=%v", tt.in, got, err, tt.want, tt.ok)
-		}
-		if err != nil && !errors.Is(err, errdefs.ErrInvalidArgument) {
-			t.Errorf("ParseSize(%q) error %v is not invalid argument", tt.in, err)
-		}
-	}
-	if s := Size(128 << 20).String(); s != "128MiB" {
-		t.Errorf("String = %s", s)
-	}
-}
-
-func FuzzParseSize(f *testing.F) {
-	for _, s := range []string{"128M", "1.5GiB", "0", "-1", "1e3k"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		if v, err := ParseSize(s); err == nil && v < 0 {
-			t.Fatalf("ParseSize(%q) = %d", s, v)
-		}
-	})
-}
-
-func TestLimitsValidate(t *testing.T) {
-	bad := []struct {
-		l     Limits
-		field string
-	}{
-		{Limits{Memory: -1}, "memory"}, {Limits{Memory: 1 << 10}, "memory"}, {Limits{CPUs: -1}, "cpus"},
-		{Limits{CPUs: 0.001}, "cpus"}, {Limits{Pids: 2}, "pids"}, {Limits{Timeout: -time.Second}, "timeout"}, {Limits{Tmp: -1}, "tmp"},
-		{Limits{FileSize: -1}, "file_size"}, {Limits{Disk: -1}, "disk"}, {Limits{Disk: 1 << 20}, "disk"},
-	}
-	for _, tt := range bad {
-		err := tt.l.Validate("--")
-		if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.HasPrefix(err.Error(), "--"+tt.field) {
-			t.Errorf("Validate(%+v) = %v, want an error naming --%s", tt.l, err, tt.field)
-		}
-	}
-	max := Limits{Memory: 1 << 30, Pids: 100}
-	if err := (Limits{Memory: 2 << 30, Pids: 10}).Over(max); !errors.Is(err, errdefs.ErrLimitExceeded) || !strings.HasPrefix(err.Error(), "memory") {
-		t.Errorf("Over = %v", err)
-	}
-	if err := (Limits{Memory: 1 << 30}).Over(max); err == nil || !strings.HasPrefix(err.Error(), "pids") {
-		t.Errorf("unset pids under a max must count as over: %v", err)
-	}
-	if err := (Limits{Memory: 1 << 30, Pids: 10}).Over(Limits{FileSize: 1 << 20}); err == nil || !strings.HasPrefix(err.Error(), "file_size") {
-		t.Errorf("no file size limit under a max must count as over: %v", err)
-	}
-	got := Limits{CPUs: 2}.Or(Limits{CPUs: 1, Memory: 5 << 20, FileSize: 1 << 20})
-	if got.CPUs != 2 || got.Memory != 5<<20 || got.FileSize != 1<<20 {
-		t.Errorf("Or = %+v", got)
-	}
-}
-
 func writeFile(t *testing.T, path, content string) string {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -148,7 +82,7 @@ func TestUserConfigAndTier(t *testing.T) {
 	if err != nil || uc.Limits.Memory != 256<<20 {
 		t.Fatalf("ann: %+v %v", uc, err)
 	}
-	if l, _ := r.limits(Limits{}, uc); l.Memory != 256<<20 || l.Pids != 1024 {
+	if l, _ := r.limits(wire.Limits{}, uc); l.Memory != 256<<20 || l.Pids != 1024 {
 		t.Fatalf("user limits over defaults: %+v", l)
 	}
 	if _, err := r.cfg.LoadUser("bob"); err == nil || !strings.Contains(err.Error(), "bob.yaml") {
@@ -203,7 +137,7 @@ func TestProvisionAndWorkspaceChecks(t *testing.T) {
 	if got, err := r.checkWorkspace(proj); err != nil || got != proj {
 		t.Fatalf("project dir refused: %v", err)
 	}
-	for _, ws := range []string{"/", "/etc", "/tmp", "/nonexistent", r.cfg.DataDir, filepath.Dir(r.cfg.DataDir), dir, filepath.Join(r.cfg.StateDir)} {
+	for _, ws := range []string{"/", "/etc", "/tmp", "/nonexistent", r.cfg.DataDir, filepath.Dir(r.cfg.DataDir), dir, r.cfg.StateDir} {
 		_ = os.MkdirAll(r.cfg.StateDir, 0o700)
 		if _, err := r.checkWorkspace(ws); err == nil {
 			t.Errorf("workspace %s accepted", ws)
@@ -298,12 +232,12 @@ func (nopBackend) Destroy(ctx context.Context) error { return nil }
 // (a 1GiB /tmp in a 512MiB sandbox let a full /tmp kill the agent); without a size of its
 // own, /tmp takes no memory to ask for.
 func TestTmpWithinMemory(t *testing.T) {
-	r := New(Config{Limits: Limits{Memory: 512 << 20}}, slog.New(slog.DiscardHandler))
-	_, err := r.limits(Limits{Tmp: 1 << 30}, UserConfig{})
+	r := New(Config{Limits: wire.Limits{Memory: 512 << 20}}, slog.New(slog.DiscardHandler))
+	_, err := r.limits(wire.Limits{Tmp: 1 << 30}, UserConfig{})
 	if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.HasPrefix(err.Error(), "tmp: 1GiB is not below the memory limit (512MiB)") {
 		t.Errorf("a 1GiB /tmp in a 512MiB sandbox: %v, want refused naming tmp and memory", err)
 	}
-	for _, l := range []Limits{{Tmp: 128 << 20}, {}, {Tmp: 1 << 30, Memory: 2 << 30}} {
+	for _, l := range []wire.Limits{{Tmp: 128 << 20}, {}, {Tmp: 1 << 30, Memory: 2 << 30}} {
 		if _, err := r.limits(l, UserConfig{}); err != nil {
 			t.Errorf("limits %+v: %v", l, err)
 		}

@@ -66,7 +66,7 @@ func forEachTier(t *testing.T, f func(t *testing.T, h *harness)) {
 }
 
 func (h *harness) spec(argv ...string) runner.Spec {
-	return runner.Spec{User: "conf", Tier: h.tier, Runtime: h.runtime, Insecure: h.insecure, Main: argv, Limits: runner.Limits{Timeout: time.Minute}}
+	return runner.Spec{User: "conf", Tier: h.tier, Runtime: h.runtime, Insecure: h.insecure, Main: argv, Limits: wire.Limits{Timeout: time.Minute}}
 }
 
 type outcome struct {
@@ -263,7 +263,7 @@ func TestLimits(t *testing.T) {
 		})
 		t.Run("memory", func(t *testing.T) {
 			// A microVM's limit is its guest's RAM, which must hold a kernel too.
-			limit, bombMiB := runner.Size(64<<20), 200
+			limit, bombMiB := wire.Size(64<<20), 200
 			if h.tier == wire.TierMicroVM {
 				limit, bombMiB = 160<<20, 600
 			}
@@ -369,7 +369,7 @@ func qemuCPUUnderQuota(t *testing.T, h *harness) {
 	}
 	defer sb.Destroy(context.Background())
 	before, began := cgroupCPU(t, sb.Cgroup()), time.Now()
-	res, err := pb.NewProcessClient(sb.Conn()).Execute(ctx, &pb.ExecuteRequest{
+	res, err := sb.Agent().Process().Execute(ctx, &pb.ExecuteRequest{
 		Argv: []string{"sh", "-c", `(while :; do :; done) & a=$!; (while :; do :; done) & b=$!; sleep 2; kill $a $b`}})
 	if err != nil || res.GetStatus().GetExitCode() != 0 {
 		t.Fatalf("busy loops: %v %+v", err, res)

@@ -41,7 +41,7 @@ import (
 // disk is a sandbox's mounted image.
 type disk struct {
 	image, mount string
-	size         Size
+	size         wire.Size
 	// remove: the image goes with the sandbox (a one-shot sandbox's).
 	remove bool
 }
@@ -59,7 +59,7 @@ func (r *Runner) diskImage(user, id string) string {
 // is 0700, root's, so that no host user enters it, for a container, whose runtime opens
 // what it binds as root; for the other tiers, whose sandbox user or QEMU reaches the
 // workspace as itself on the host, it is 0711 and has no tmp/.
-func (r *Runner) openDisk(user, id, mount string, size Size, remove bool, tier wire.Tier, uid, gid uint32) (*disk, error) {
+func (r *Runner) openDisk(user, id, mount string, size wire.Size, remove bool, tier wire.Tier, uid, gid uint32) (*disk, error) {
 	d := &disk{image: r.diskImage(user, id), mount: mount, size: size, remove: remove}
 	if err := os.MkdirAll(filepath.Dir(d.image), 0o700); err != nil {
 		return nil, fmt.Errorf("disk: %w", err)
@@ -144,7 +144,7 @@ func (d *disk) prepare(tier wire.Tier, uid, gid uint32) error {
 
 // historyOf is what a sandbox's history store may take beside its image: its budget for a
 // persistent sandbox's (only those keep history), none for a one-shot sandbox's.
-func historyOf(oneShot bool) Size {
+func historyOf(oneShot bool) wire.Size {
 	if oneShot {
 		return 0
 	}
@@ -154,7 +154,7 @@ func historyOf(oneShot bool) Size {
 // makeImage makes a sparse ext4 image of size at path, unless there is one. Making one is
 // the moment the reserve is checked, under a lock, so that two sandboxes starting at once
 // never both take the last of it; extra is what else the sandbox may take beside it.
-func (r *Runner) makeImage(path string, size, extra Size) error {
+func (r *Runner) makeImage(path string, size, extra wire.Size) error {
 	if _, err := os.Stat(path); err == nil {
 		return nil
 	}
@@ -195,8 +195,8 @@ func (r *Runner) growImage(d *disk) error {
 	if err != nil {
 		return fmt.Errorf("disk: %w", err)
 	}
-	if Size(fi.Size()) >= d.size {
-		d.size = Size(fi.Size())
+	if wire.Size(fi.Size()) >= d.size {
+		d.size = wire.Size(fi.Size())
 		return nil
 	}
 	unlock, err := lockFile(filepath.Join(r.cfg.WorkspaceRoot, ".disks.lock"))
@@ -204,14 +204,14 @@ func (r *Runner) growImage(d *disk) error {
 		return fmt.Errorf("disk: %w", err)
 	}
 	defer unlock()
-	if err := r.checkReserve(d.size - Size(fi.Size())); err != nil {
+	if err := r.checkReserve(d.size - wire.Size(fi.Size())); err != nil {
 		return err
 	}
 	// Not a lazy unmount: a file system still in use (busy) must not be mounted twice.
 	if isMountPoint(d.mount) {
 		if err := unix.Unmount(d.mount, 0); err != nil {
-			r.log.Warn("the sandbox's disk is in use and keeps its size until it is not", "disk", d.image, "size", Size(fi.Size()), "limit", d.size, "err", err)
-			d.size = Size(fi.Size())
+			r.log.Warn("the sandbox's disk is in use and keeps its size until it is not", "disk", d.image, "size", wire.Size(fi.Size()), "limit", d.size, "err", err)
+			d.size = wire.Size(fi.Size())
 			return nil
 		}
 	}
@@ -238,7 +238,7 @@ func exitCode(err error) int {
 
 // checkReserve refuses a new image of size when, with every image under the workspace root
 // grown to its size, less than the reserve would be left free.
-func (r *Runner) checkReserve(size Size) error {
+func (r *Runner) checkReserve(size wire.Size) error {
 	var st unix.Statfs_t
 	if err := unix.Statfs(r.cfg.WorkspaceRoot, &st); err != nil {
 		return fmt.Errorf("disk: %w", err)
@@ -251,7 +251,7 @@ func (r *Runner) checkReserve(size Size) error {
 	promised := promisedBytes(r.cfg.WorkspaceRoot)
 	if free-promised-int64(size) < reserve {
 		return fmt.Errorf("disk: a %s disk would leave less than the %s reserved for the control plane free (%s free, %s of it promised to other sandboxes' disks); ask for a smaller disk, or remove sandboxes: %w",
-			size, Size(reserve), Size(free), Size(promised), errdefs.ErrLimitExceeded)
+			size, wire.Size(reserve), wire.Size(free), wire.Size(promised), errdefs.ErrLimitExceeded)
 	}
 	return nil
 }

@@ -79,7 +79,7 @@ func TestDiskLimit(t *testing.T) {
 			t.Errorf("the host holds %d bytes for a sandbox with a %d-byte disk", used, limit)
 		}
 		// Deleted inside: given back to the host (discard).
-		res, err := pb.NewProcessClient(sb.Conn()).Execute(ctx, &pb.ExecuteRequest{Argv: []string{"sh", "-c", "rm /workspace/f; sync"}})
+		res, err := sb.Agent().Process().Execute(ctx, &pb.ExecuteRequest{Argv: []string{"sh", "-c", "rm /workspace/f; sync"}})
 		if err != nil || res.GetStatus().GetExitCode() != 0 {
 			t.Fatalf("rm: %v %+v", err, res)
 		}
@@ -121,9 +121,9 @@ func TestDiskReserve(t *testing.T) {
 		t.Skipf("the workspaces' file system has %d bytes free; the test needs 4GiB", free)
 	}
 	// 2GiB above the reserve: room enough for the control's disk while other tests write.
-	cfg.DiskReserve = runner.Size(free - 2<<30)
+	cfg.DiskReserve = wire.Size(free - 2<<30)
 	r := runner.New(cfg, testenv.Logger(t))
-	spec := runner.Spec{User: "rita", Tier: wire.TierContainer, Main: []string{"true"}, Limits: runner.Limits{Disk: 3 << 30}}
+	spec := runner.Spec{User: "rita", Tier: wire.TierContainer, Main: []string{"true"}, Limits: wire.Limits{Disk: 3 << 30}}
 	_, err := r.Run(tctx(t), spec, runner.Stdio{}, false)
 	if !errors.Is(err, errdefs.ErrLimitExceeded) || !strings.Contains(err.Error(), "reserved for the control plane") {
 		t.Fatalf("a 3GiB disk with 2GiB left above the reserve: %v, want ErrLimitExceeded naming the reserve", err)
@@ -143,7 +143,7 @@ func TestPersistentDisk(t *testing.T) {
 	cfg := testenv.Config(t)
 	r := runner.New(cfg, testenv.Logger(t))
 	id := runner.NewID()
-	spec := runner.Spec{ID: id, Persistent: true, User: "pat", Tier: wire.TierContainer, Main: []string{"sleep", "600"}, Limits: runner.Limits{Disk: 96 << 20}}
+	spec := runner.Spec{ID: id, Persistent: true, User: "pat", Tier: wire.TierContainer, Main: []string{"sleep", "600"}, Limits: wire.Limits{Disk: 96 << 20}}
 	var sizes []int
 	for i, script := range []string{"echo kept > /workspace/f; df -k /workspace | tail -1", "cat /workspace/f; df -k /workspace | tail -1", "cat /workspace/f; df -k /workspace | tail -1"} {
 		if i == 2 {
@@ -153,7 +153,7 @@ func TestPersistentDisk(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := pb.NewProcessClient(sb.Conn()).Execute(tctx(t), &pb.ExecuteRequest{Argv: []string{"sh", "-c", script}})
+		res, err := sb.Agent().Process().Execute(tctx(t), &pb.ExecuteRequest{Argv: []string{"sh", "-c", script}})
 		sb.Destroy(context.Background())
 		if err != nil || res.GetStatus().GetExitCode() != 0 {
 			t.Fatalf("start %d: %v %+v", i, err, res)

@@ -43,7 +43,9 @@ func testForwardWelcomeApp(t *testing.T, rt string) {
 		}
 	})
 	waitListening(t, sb, 8080)
-	dial := func(ctx context.Context, _, _ string) (net.Conn, error) { return tunnel.Dial(ctx, sb.Conn(), 8080) }
+	dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return tunnel.Dial(ctx, sb.ChannelConn(), 8080)
+	}
 	client := &http.Client{Transport: &http.Transport{DialContext: dial}, Timeout: 30 * time.Second}
 	defer client.CloseIdleConnections()
 
@@ -83,7 +85,7 @@ func waitListening(t *testing.T, sb *runner.Sandbox, port int) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		c, err := tunnel.Dial(tctx(t), sb.Conn(), port)
+		c, err := tunnel.Dial(tctx(t), sb.ChannelConn(), port)
 		if err == nil {
 			c.Close()
 			return

@@ -37,7 +37,7 @@ func serveHello(l net.Listener, addrs chan<- net.Addr) {
 // any process there would, and returns what it read.
 func askHost(t *testing.T, sb *runner.Sandbox) string {
 	t.Helper()
-	res, err := pb.NewProcessClient(sb.Conn()).Execute(tctx(t), &pb.ExecuteRequest{Argv: []string{"bash", "-c",
+	res, err := sb.Agent().Process().Execute(tctx(t), &pb.ExecuteRequest{Argv: []string{"bash", "-c",
 		fmt.Sprintf("exec 3<>/dev/tcp/127.0.0.1/%d && cat <&3", servicesPort)}})
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +110,7 @@ func TestHostPortsAfterAdoption(t *testing.T) {
 	t.Cleanup(func() { _ = first.RemoveWorkspace("hpa", id) })
 	// The old control plane dies: its listener and its channel with it; the container stays.
 	sb.Listen(servicesPort, 2, testenv.Logger(t)).Close()
-	sb.Conn().Close()
+	sb.Agent().Close()
 
 	second := runner.New(cfg, testenv.Logger(t))
 	got, err := second.Adopt(tctx(t), runner.Record{ID: id, User: "hpa", Tier: wire.TierContainer})

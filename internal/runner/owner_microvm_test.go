@@ -34,7 +34,7 @@ func TestQEMUUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sb.Destroy(context.Background())
-	res, err := pb.NewProcessClient(sb.Conn()).Execute(ctx, &pb.ExecuteRequest{Argv: []string{"sh", "-c", "echo x > /workspace/f && cp /usr/bin/id /workspace/id && chmod u+s /workspace/id && stat -c %A /workspace/id && id -u"}})
+	res, err := sb.Agent().Process().Execute(ctx, &pb.ExecuteRequest{Argv: []string{"sh", "-c", "echo x > /workspace/f && cp /usr/bin/id /workspace/id && chmod u+s /workspace/id && stat -c %A /workspace/id && id -u"}})
 	if err != nil || res.GetStatus().GetExitCode() != 0 {
 		t.Fatalf("write in the guest: %v %+v", err, res)
 	}

@@ -36,7 +36,7 @@ func TestWorkspaceOwner(t *testing.T) {
 	if _, err := exec.LookPath("setpriv"); err != nil {
 		t.Skip("setpriv (util-linux) is not installed")
 	}
-	for _, disk := range []runner.Size{128 << 20, 0} {
+	for _, disk := range []wire.Size{128 << 20, 0} {
 		t.Run("disk="+disk.String(), func(t *testing.T) {
 			cfg := testenv.Config(t)
 			if !cfg.UserNS() {
@@ -61,7 +61,7 @@ func TestWorkspaceOwner(t *testing.T) {
 					t.Fatal(err)
 				}
 				script := "mkdir -p d && echo $$ >> d/f && echo x > /tmp/t && cat d/f | wc -l"
-				res, err := pb.NewProcessClient(sb.Conn()).Execute(tctx(t), &pb.ExecuteRequest{Argv: []string{"sh", "-c", script}})
+				res, err := sb.Agent().Process().Execute(tctx(t), &pb.ExecuteRequest{Argv: []string{"sh", "-c", script}})
 				if err != nil || res.GetStatus().GetExitCode() != 0 || strings.TrimSpace(string(res.Stdout)) != string(rune('1'+i)) {
 					t.Fatalf("start %d: %v %+v", i, err, res)
 				}

@@ -43,7 +43,7 @@ type Result struct {
 	StartError string
 	// Sandbox is the sandbox the command ran in, and Limits what it ran under.
 	Sandbox string
-	Limits  Limits
+	Limits  wire.Limits
 }
 
 // ExitCode maps a result to the `paddock run` contract: the command's own code; 128+N for
@@ -90,7 +90,7 @@ func (r *Runner) Run(ctx context.Context, spec Spec, stdio Stdio, keep bool) (re
 		t := time.AfterFunc(sb.Limits.Timeout, func() { timedOut.Store(true); cancel() })
 		defer t.Stop()
 	}
-	status, err := attachMain(runCtx, pb.NewProcessClient(sb.Conn()), stdio)
+	status, err := attachMain(runCtx, sb.agent.Process(), stdio)
 	r.log.Debug("main command ended", "sandbox", sb.ID, "err", err)
 	res.OOMKills, _ = sb.OOMKills()
 	res.DiskFull = sb.DiskFull()

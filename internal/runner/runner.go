@@ -21,6 +21,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/paddockhq/paddock/internal/agentclient"
 	"github.com/paddockhq/paddock/internal/cgroups"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/sandbox/container"
@@ -63,7 +64,7 @@ type Spec struct {
 	// Workspace is a host directory bound at /workspace; empty means a fresh temporary one
 	// that Destroy removes.
 	Workspace string
-	Limits    Limits
+	Limits    wire.Limits
 	// Env is added to the sandbox's default environment ("K=V").
 	Env []string
 	// Main is the command line of the sandbox's main command.
@@ -85,8 +86,10 @@ type Sandbox struct {
 	ID        string
 	Tier      wire.Tier
 	Workspace string
-	Limits    Limits
+	Limits    wire.Limits
 	backend   backend
+	// agent calls the sandbox's agent over the backend's channel.
+	agent *agentclient.Client
 	// removeWorkspace is set when the workspace was made for this sandbox alone.
 	removeWorkspace bool
 	// History is the host directory of the workspace's history (persistent container
@@ -154,8 +157,8 @@ func (s *Sandbox) LastError() string { return s.backend.LastError() }
 // Cgroup is the sandbox's cgroup path (as in /sys/fs/cgroup/<controller><path> on v1).
 func (s *Sandbox) Cgroup() string { return s.backend.Cgroup() }
 
-// Conn is the channel to the sandbox's agent.
-func (s *Sandbox) Conn() *grpc.ClientConn { return s.backend.Conn() }
+// Agent is the typed client of the sandbox's agent.
+func (s *Sandbox) Agent() *agentclient.Client { return s.agent }
 
 // hostNet is what a backend that shares its network namespace with the host provides
 // (the container tier under runc).
@@ -175,7 +178,7 @@ func (s *Sandbox) Listen(port, idle int, log *slog.Logger) net.Listener {
 			return l
 		}
 	}
-	return tunnel.Listen(s.Conn(), port, idle, log)
+	return tunnel.Listen(s.backend.Conn(), port, idle, log)
 }
 
 // DialPort connects to port on the sandbox's loopback: directly where the host shares the
@@ -186,7 +189,7 @@ func (s *Sandbox) DialPort(ctx context.Context, port int) (net.Conn, error) {
 			return c, err
 		}
 	}
-	return tunnel.Dial(ctx, s.Conn(), port)
+	return tunnel.Dial(ctx, s.backend.Conn(), port)
 }
 
 // OOMKills counts processes the sandbox's memory limit has killed.
@@ -267,6 +270,7 @@ func (r *Runner) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 		_ = sb.disk.close()
 		return nil, err
 	}
+	sb.agent = agentclient.New(sb.backend.Conn())
 	return sb, nil
 }
 
@@ -299,7 +303,7 @@ func (r *Runner) start(ctx context.Context, spec Spec, sb *Sandbox, agentBin str
 		}
 		cfg := container.Config{
 			ID: sb.ID, Dir: dir, Workspace: sb.Workspace, History: sb.History, Agent: agentBin, UID: uid, GID: gid,
-			Env: containerEnv(spec.Env), Main: main, Limits: sb.Limits.container(), HostPorts: r.cfg.HostPorts,
+			Env: containerEnv(spec.Env), Main: main, Limits: sb.Limits, HostPorts: r.cfg.HostPorts,
 			CapabilityKeys: spec.CapabilityKeys, FileSizeLimit: int64(sb.Limits.FileSize),
 			UserNS: r.cfg.UserNS(), OwnWorkspace: spec.Workspace == "",
 		}
@@ -310,7 +314,7 @@ func (r *Runner) start(ctx context.Context, spec Spec, sb *Sandbox, agentBin str
 	case wire.TierProcess:
 		cfg := process.Config{
 			ID: sb.ID, Dir: dir, Workspace: sb.Workspace, Agent: agentBin, UID: uid, GID: gid,
-			Env: spec.Env, Main: main, Limits: sb.Limits.cgroup(), CapabilityKeys: spec.CapabilityKeys,
+			Env: spec.Env, Main: main, Limits: cgroupLimits(sb.Limits), CapabilityKeys: spec.CapabilityKeys,
 			FileSizeLimit: int64(sb.Limits.FileSize),
 		}
 		return process.Start(ctx, cfg, r.log)
@@ -331,7 +335,7 @@ func (r *Runner) start(ctx context.Context, spec Spec, sb *Sandbox, agentBin str
 			ID: sb.ID, Dir: dir, Workspace: sb.Workspace, Agent: agentBin, UID: uid, GID: gid,
 			Env: containerEnv(spec.Env), Main: main, Install: in, Accel: r.microvmAccel(ctx, in, agentBin, uid, gid),
 			CapabilityKeys: spec.CapabilityKeys, FileSizeLimit: int64(sb.Limits.FileSize),
-			Limits: microvm.Limits{MemoryBytes: int64(sb.Limits.Memory), CPUs: sb.Limits.CPUs, Pids: sb.Limits.cgroupPids(), CommandPids: sb.Limits.Pids, TmpBytes: int64(sb.Limits.Tmp)},
+			Limits: sb.Limits,
 		}
 		return microvm.Start(ctx, cfg)
 	}
@@ -457,15 +461,15 @@ func (r *Runner) resolveTier(spec Spec, uc UserConfig) (wire.Tier, error) {
 	return wire.TierContainer, nil
 }
 
-func (r *Runner) limits(asked Limits, uc UserConfig) (Limits, error) {
+func (r *Runner) limits(asked wire.Limits, uc UserConfig) (wire.Limits, error) {
 	if err := asked.Validate(""); err != nil {
-		return Limits{}, err
+		return wire.Limits{}, err
 	}
 	l := asked.Or(uc.Limits).Or(r.cfg.Limits)
 	if err := l.Over(r.cfg.MaxLimits); err != nil {
-		return Limits{}, err
+		return wire.Limits{}, err
 	}
-	return l, l.checkTmp()
+	return l, l.CheckTmp()
 }
 
 func validEnv(env []string) error {

@@ -45,14 +45,14 @@ func TestProcessTierSessionsUnavailable(t *testing.T) {
 	if sb.Tier != wire.TierProcess {
 		t.Fatalf("tier %s", sb.Tier)
 	}
-	info, err := pb.NewAgentClient(sb.Conn()).Info(tctx(t), &pb.InfoRequest{})
+	info, err := sb.Agent().Agent().Info(tctx(t), &pb.InfoRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if info.SessionsAvailable || info.SessionsUnavailableReason != wire.ProcessTierReason || info.Tier != "process" {
 		t.Fatalf("Info = %+v, want sessions unavailable with the process-tier reason", info)
 	}
-	pc := pb.NewProcessClient(sb.Conn())
+	pc := sb.Agent().Process()
 	_, err = pc.Execute(tctx(t), &pb.ExecuteRequest{Argv: []string{"true"}})
 	if status.Code(err) != codes.Unavailable || !strings.Contains(status.Convert(err).Message(), "process tier") {
 		t.Fatalf("Execute: %v, want Unavailable naming the process tier", err)
@@ -79,7 +79,7 @@ func TestContainerSessionsAndFiles(t *testing.T) {
 
 func testContainerSessionsAndFiles(t *testing.T, runtime string) {
 	sb := create(t, runner.Spec{User: "c", Tier: wire.TierContainer, Runtime: runtime})
-	pc, fc := pb.NewProcessClient(sb.Conn()), pb.NewFilesClient(sb.Conn())
+	pc, fc := sb.Agent().Process(), sb.Agent().Files()
 
 	w, err := fc.Write(tctx(t))
 	if err != nil {
@@ -141,8 +141,8 @@ func TestPidsSharedByCommands(t *testing.T) {
 		want    int
 	}{{"runc", n - 1}, {"runsc", n}} {
 		t.Run(tt.runtime, func(t *testing.T) {
-			sb := create(t, runner.Spec{User: "c", Tier: wire.TierContainer, Runtime: tt.runtime, Main: []string{"sleep", "600"}, Limits: runner.Limits{Pids: n}})
-			resp, err := pb.NewProcessClient(sb.Conn()).Execute(tctx(t), &pb.ExecuteRequest{Argv: []string{"python3", "-c", forkCount}})
+			sb := create(t, runner.Spec{User: "c", Tier: wire.TierContainer, Runtime: tt.runtime, Main: []string{"sleep", "600"}, Limits: wire.Limits{Pids: n}})
+			resp, err := sb.Agent().Process().Execute(tctx(t), &pb.ExecuteRequest{Argv: []string{"python3", "-c", forkCount}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -22,7 +22,7 @@ func TestFailedStartLeavesNoState(t *testing.T) {
 	cfg := testenv.Config(t)
 	cfg.Runc = "/nonexistent/runc"
 	h := &harness{t: t, cfg: cfg, r: runner.New(cfg, testenv.Logger(t)), tier: wire.TierContainer, runtime: "runc"}
-	spec := runner.Spec{User: "conf", Tier: wire.TierContainer, Runtime: "runc", Main: []string{"true"}, Limits: runner.Limits{Timeout: time.Minute}}
+	spec := runner.Spec{User: "conf", Tier: wire.TierContainer, Runtime: "runc", Main: []string{"true"}, Limits: wire.Limits{Timeout: time.Minute}}
 	if sb, err := h.r.Create(context.Background(), spec); !errors.Is(err, errdefs.ErrUnavailable) {
 		if sb != nil {
 			_ = sb.Destroy(context.Background())

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/internal/runner"
+	"github.com/paddockhq/paddock/internal/wire"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
 )
 
@@ -13,7 +14,7 @@ func waitRestarts(t *testing.T, sb *runner.Sandbox, n int32, within time.Duratio
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		st, err := pb.NewAgentClient(sb.Conn()).App(tctx(t), &pb.AppRequest{})
+		st, err := sb.Agent().Agent().App(tctx(t), &pb.AppRequest{})
 		if err != nil {
 			t.Fatalf("App: %v", err)
 		}
@@ -31,7 +32,7 @@ func waitRestarts(t *testing.T, sb *runner.Sandbox, n int32, within time.Duratio
 func executeWithin(t *testing.T, sb *runner.Sandbox, d time.Duration) *pb.ExecuteResponse {
 	t.Helper()
 	start := time.Now()
-	resp, err := pb.NewProcessClient(sb.Conn()).Execute(tctx(t), &pb.ExecuteRequest{Argv: []string{"echo", "ok"}, TimeoutMs: uint64(d.Milliseconds())})
+	resp, err := sb.Agent().Process().Execute(tctx(t), &pb.ExecuteRequest{Argv: []string{"echo", "ok"}, TimeoutMs: uint64(d.Milliseconds())})
 	if err != nil {
 		t.Fatalf("Execute: %v", err)
 	}
@@ -44,7 +45,7 @@ func executeWithin(t *testing.T, sb *runner.Sandbox, d time.Duration) *pb.Execut
 // With RestartMain the agent keeps the app running, and serves meanwhile.
 func TestSupervisedAppRestarts(t *testing.T) {
 	sb := create(t, runner.Spec{User: "sup", Main: []string{"sh", "-c", "echo up; exit 3"}, RestartMain: true,
-		Limits: runner.Limits{Timeout: time.Minute}})
+		Limits: wire.Limits{Timeout: time.Minute}})
 	st := waitRestarts(t, sb, 2, 20*time.Second)
 	if st.LastExit.GetExitCode() != 3 {
 		t.Fatalf("App = %+v, want last exit 3", st)
@@ -58,7 +59,7 @@ func TestSupervisedAppRestarts(t *testing.T) {
 // agent still answers, and the supervisor keeps going.
 func TestSupervisedForkBomb(t *testing.T) {
 	sb := create(t, runner.Spec{User: "sup", Main: []string{"sh", "-c", "b(){ b|b& }; b"}, RestartMain: true,
-		Limits: runner.Limits{Timeout: time.Minute, Pids: 64}})
+		Limits: wire.Limits{Timeout: time.Minute, Pids: 64}})
 	time.Sleep(2 * time.Second) // let it take the pids
 	for range 3 {
 		executeWithin(t, sb, 3*time.Second) // an answer, whatever the command managed

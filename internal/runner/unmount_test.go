@@ -22,6 +22,11 @@ func TestUnmountAll(t *testing.T) {
 	if err := os.MkdirAll(outer, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// Whatever UnmountAll does, nothing stays mounted under the test's directory.
+	t.Cleanup(func() {
+		_ = unix.Unmount(inner, unix.MNT_DETACH)
+		_ = unix.Unmount(outer, unix.MNT_DETACH)
+	})
 	if err := unix.Mount("tmpfs", outer, "tmpfs", 0, "size=1m"); err != nil {
 		t.Fatal(err)
 	}

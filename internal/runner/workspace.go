@@ -105,8 +105,9 @@ func (r *Runner) persistentWorkspace(user, id string) (string, *disk) {
 	if err != nil {
 		return dir, nil
 	}
-	d := &disk{image: img, mount: dir, size: Size(fi.Size())}
-	return d.workspace(), d
+	d := &disk{image: img, mount: dir, size: wire.Size(fi.Size())}
+	ws := d.workspace()
+	return ws, d
 }
 
 // makeHistory makes the directory of the sandbox's workspace history,

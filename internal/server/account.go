@@ -44,13 +44,11 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request, c fleet.Cal
 		}
 		spec.Scopes = sc
 	}
-	if req.ExpiresIn != "" {
-		d, err := time.ParseDuration(req.ExpiresIn)
-		if err != nil || d <= 0 {
-			return fmt.Errorf("expires_in %q: want a positive duration like \"24h\" or \"90m\": %w", errdefs.Clip(req.ExpiresIn, 40), errdefs.ErrInvalidArgument)
-		}
-		spec.TTL = d
+	ttl, err := expiresIn(req.ExpiresIn)
+	if err != nil {
+		return err
 	}
+	spec.TTL = ttl
 	wc := webCaller(r)
 	spec.Parent = wc.Token
 	tok, info, err := s.auth.CreateAPIToken(r.Context(), wc.User, spec)
@@ -140,12 +138,9 @@ func (s *Server) createInvite(w http.ResponseWriter, r *http.Request, c fleet.Ca
 		return err
 	}
 	spec := auth.InviteSpec{Uses: req.Uses}
-	if req.ExpiresIn != "" {
-		d, err := time.ParseDuration(req.ExpiresIn)
-		if err != nil || d <= 0 {
-			return fmt.Errorf("expires_in %q: want a positive duration like \"168h\": %w", errdefs.Clip(req.ExpiresIn, 40), errdefs.ErrInvalidArgument)
-		}
-		spec.TTL = d
+	var err error
+	if spec.TTL, err = expiresIn(req.ExpiresIn); err != nil {
+		return err
 	}
 	code, in, err := s.auth.CreateInvite(r.Context(), inviteAdmin(r, c), spec)
 	if err != nil {
@@ -180,4 +175,16 @@ func apiInvite(in store.Invite, code string) api.Invite {
 		out.RevokedAt = &at
 	}
 	return out
+}
+
+// expiresIn reads a request's expires_in, a positive Go duration; "" is 0 (the default).
+func expiresIn(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("expires_in %q: want a positive duration like \"24h\" or \"90m\": %w", errdefs.Clip(s, 40), errdefs.ErrInvalidArgument)
+	}
+	return d, nil
 }

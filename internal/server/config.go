@@ -19,6 +19,7 @@ import (
 	"github.com/paddockhq/paddock/internal/gateway"
 	"github.com/paddockhq/paddock/internal/origins"
 	"github.com/paddockhq/paddock/internal/runner"
+	"github.com/paddockhq/paddock/internal/sandboxops"
 	"github.com/paddockhq/paddock/internal/wire"
 )
 
@@ -38,7 +39,7 @@ type Config struct {
 	// Quota bounds each user's sandboxes (default 10 sandboxes, 8 GiB of memory limits).
 	Quota fleet.Quota `yaml:"quota"`
 	// SandboxMemory is a new sandbox's memory limit when its request gives none (512M).
-	SandboxMemory runner.Size `yaml:"sandbox_memory"`
+	SandboxMemory wire.Size `yaml:"sandbox_memory"`
 	// App is what new sandboxes run by default; empty means the built-in welcome page.
 	App AppConfig `yaml:"app"`
 	// TrustedOrigins are origins besides the server's own whose pages may make
@@ -180,7 +181,7 @@ func LoadConfig(path, dataDir, listen string) (Config, error) {
 	}
 	cfg.Runner = rc
 	if cfg.Policy != "" {
-		if _, _, err := loadPolicyFile(cfg.Policy, cfg.Policy, cfg.Runner.MaxLimits); err != nil {
+		if err := sandboxops.CheckPolicyFile(cfg.Policy, cfg.Runner.MaxLimits); err != nil {
 			return cfg, fmt.Errorf("policy: %w", err)
 		}
 	}

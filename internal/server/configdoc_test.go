@@ -12,6 +12,7 @@ import (
 
 	"github.com/paddockhq/paddock/internal/runner"
 	"github.com/paddockhq/paddock/internal/server"
+	"github.com/paddockhq/paddock/internal/wire"
 )
 
 // configDoc is the configuration reference; its tables are checked against the structs.
@@ -138,7 +139,7 @@ func docRows(t *testing.T, path string) map[string]map[string]string {
 
 var (
 	durationType = reflect.TypeFor[time.Duration]()
-	sizeType     = reflect.TypeFor[runner.Size]()
+	sizeType     = reflect.TypeFor[wire.Size]()
 )
 
 // configKeys adds t's YAML keys under prefix to keys (key → type name): a struct field's

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/paddockhq/paddock/internal/capability"
 	"github.com/paddockhq/paddock/internal/egress"
 	"github.com/paddockhq/paddock/internal/policy"
 	"github.com/paddockhq/paddock/internal/runner"
@@ -49,23 +48,8 @@ func (s *Server) initEgress(pol *policy.Policy, text string, opts egress.Options
 	s.netPolicy.Store(pol)
 	s.reloaded.network = text
 	opts.Decider, opts.Log, opts.Registerer, opts.Audit = netCeiling{s}, s.log, s.reg, s.egressAudit
-	opts.Capabilities = egressCapabilities{s.caps}
+	opts.Capabilities = s.caps // net: tokens, for the sandbox the connection came from
 	s.egress = egress.New(opts)
-}
-
-// egressCapabilities verifies the net: capability tokens requests to the egress proxy
-// carry, as the API verifies the others: under the keyring in force, against the
-// revocations in the store, for the sandbox the connection came from (its listener or
-// channel, never a field of the request). The sandbox's owner mints them
-// (POST /api/v1/sandboxes/{id}/capabilities with resource net:HOST and action connect).
-type egressCapabilities struct{ cs *capabilities }
-
-func (e egressCapabilities) VerifyConnect(ctx context.Context, sandbox, token, resource string) (string, error) {
-	d, err := e.cs.now().verify.Verify(ctx, token, capability.Request{Subject: capabilitySubject(sandbox), Resource: resource, Action: capability.Connect})
-	if err != nil {
-		return "", err
-	}
-	return d.Claims.ID, nil
 }
 
 // netCeiling decides by the server's network_policy as last loaded (see Reload).
@@ -122,15 +106,15 @@ func (n sandboxNetwork) Host(host string) policy.Decision {
 	if !ok {
 		return policy.Decision{Rule: "network", Reason: "the sandbox is not running"}
 	}
-	in, err := n.s.pol.forSandbox(ctx, rec)
+	in, err := n.s.pol.ForSandbox(ctx, rec)
 	if err != nil {
 		return policy.Decision{Rule: "network", Reason: "the sandbox's policy could not be read: " + err.Error()}
 	}
-	if in.pol == nil || !in.pol.HasNetwork() {
+	if in.Policy() == nil || !in.Policy().HasNetwork() {
 		return d
 	}
-	sd := in.pol.Host(host)
-	sd.Rule = in.source + " policy " + sd.Rule
+	sd := in.Policy().Host(host)
+	sd.Rule = in.Source() + " policy " + sd.Rule
 	// Either policy may ask for a capability token; neither can waive the other's.
 	sd.RequireCapability = sd.Allow && (sd.RequireCapability || d.RequireCapability)
 	return sd

@@ -8,7 +8,7 @@ import (
 )
 
 // HistoryFollowers is how many sandboxes' history events are followed now.
-func (s *Server) HistoryFollowers() int64 { return s.historyFollowers.Load() }
+func (s *Server) HistoryFollowers() int64 { return s.ops.Followers() }
 
 // GatewaySpent is what the gateway's ledger holds for userID on provider today.
 func (s *Server) GatewaySpent(userID, provider string) (int64, error) {

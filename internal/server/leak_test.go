@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock"
 	"github.com/paddockhq/paddock/internal/api"
-	"github.com/paddockhq/paddock/internal/client"
 	"github.com/paddockhq/paddock/internal/gateway"
 	"github.com/paddockhq/paddock/internal/server"
 	"github.com/paddockhq/paddock/internal/servertest"
@@ -113,6 +113,17 @@ func TestNothingLeaks(t *testing.T) {
 		record(res.Stdout)
 		record(res.Stderr)
 	}
+	// The coding agent: a turn through the gateway (it stops, as the answer is not a
+	// stream), its events and its conversation file.
+	agentRun := wire.AgentPath + " code --model m -- hello; cat /tmp/.paddock-agent/conversation.json"
+	for _, env := range [][]string{nil, {"OPENAI_BASE_URL=" + "http://127.0.0.1:4750/gateway/openai/v1/../../openai/v1"}} {
+		res := execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{"sh", "-c", agentRun}, Env: env})
+		if !bytes.Contains(res.Stdout, []byte(`"type":"done"`)) {
+			t.Errorf("the coding agent's turn did not end: %s %s", res.Stdout, res.Stderr)
+		}
+		record(res.Stdout)
+		record(res.Stderr)
+	}
 	// Client errors and a crash: bad JSON, a bad ID, a missing file, an app killed.
 	for _, req := range []struct {
 		method, path string
@@ -131,13 +142,13 @@ func TestNothingLeaks(t *testing.T) {
 	record(execIn(t, alice, roles.Live.ID, api.ExecRequest{Argv: []string{"sh", "-c", "pkill -9 -f welcome || true"}}).Stderr)
 
 	// A streaming exec and a PTY over WebSocket: every frame is recorded.
-	cl := client.New(e.URL, alice.Token)
+	cl := paddock.New(e.URL, paddock.WithToken(alice.Token))
 	for _, start := range []api.StreamStart{
 		{Argv: []string{"sh", "-c", wire.AgentPath + " secret get github 2>&1; env"}},
 		{Argv: []string{"sh", "-c", "env; exit 3"}, TTY: &api.TTYSize{Rows: 24, Cols: 80}},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		s, err := cl.Stream(ctx, sb.ID, start)
+		s, err := cl.Sandbox(sb.ID).Stream(ctx, start)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -48,7 +48,7 @@ func (l *usageLedger) rollover(ctx context.Context) time.Time {
 		l.day = d
 		clear(l.spent)
 		// Pruning is housekeeping: a failure leaves old rows for the next day's try.
-		_ = l.st.Update(ctx, func(tx *store.Tx) error { return tx.PruneUsage(ctx, d.AddDate(0, 0, -usageKept)) })
+		_ = l.st.PruneUsage(ctx, d.AddDate(0, 0, -usageKept))
 	}
 	return d
 }
@@ -78,11 +78,7 @@ func (l *usageLedger) Add(ctx context.Context, userID, provider string, tokens i
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	day := l.rollover(ctx)
-	var total int64
-	err := l.st.Update(ctx, func(tx *store.Tx) (err error) {
-		total, err = tx.AddUsage(ctx, userID, provider, day, tokens)
-		return err
-	})
+	total, err := l.st.AddUsage(ctx, userID, provider, day, tokens)
 	if err != nil {
 		return err
 	}

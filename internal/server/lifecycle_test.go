@@ -191,7 +191,7 @@ func TestBadInput(t *testing.T) {
 		says              string
 	}{
 		{"/api/v1/sandboxes", "application/json", `{"name":`, 400, "ends early"},
-		{"/api/v1/sandboxes", "application/json", `{"nmae":"x"}`, 400, `unknown field "nmae"`},
+		{"/api/v1/sandboxes", "application/json", `{"nmae":"x"}`, 400, `unknown field "nmae"`}, //nolint:misspell // a misspelled field on purpose
 		{"/api/v1/sandboxes", "application/json", `{"name":"Bad Name"}`, 400, "name"},
 		{"/api/v1/sandboxes", "application/json", `{"tier":"process"}`, 400, "insecure"},
 		{"/api/v1/sandboxes", "application/json", `{"limits":{"memory":"lots"}}`, 400, "limits.memory"},

@@ -1,12 +1,18 @@
 package server_test
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -92,7 +98,8 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"SandboxList": api.SandboxList{}, "CreateSandboxRequest": api.CreateSandboxRequest{}, "Roles": api.Roles{},
 		"ExecRequest": api.ExecRequest{}, "ExecResult": api.ExecResult{}, "FileInfo": api.FileInfo{},
 		"FileList": api.FileList{}, "FileMkdirRequest": api.FileMkdirRequest{}, "FileMoveRequest": api.FileMoveRequest{},
-		"Event": api.Event{}, "EventList": api.EventList{}, "Health": api.Health{},
+		"ArchiveResult": api.ArchiveResult{},
+		"Event":         api.Event{}, "EventList": api.EventList{}, "Health": api.Health{},
 		"Error": api.Error{}, "PutSecretRequest": api.PutSecretRequest{}, "Secret": api.Secret{}, "SecretList": api.SecretList{},
 		"Checkpoint": api.Checkpoint{}, "History": api.History{}, "CheckpointRequest": api.CheckpointRequest{},
 		"CheckpointResult": api.CheckpointResult{}, "RestoreRequest": api.RestoreRequest{}, "RestoreResult": api.RestoreResult{},
@@ -127,4 +134,92 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 			t.Errorf("schema %s: documented %v, the Go type has %v", name, documented, actual)
 		}
 	}
+}
+
+// Every operation has an operationId, unique in the file: generated clients name their
+// methods by it.
+func TestOpenAPIOperationIDs(t *testing.T) {
+	doc := loadOpenAPI(t)
+	seen := map[string]string{}
+	for path, ops := range doc.Paths {
+		for method, op := range ops {
+			if method == "parameters" {
+				continue
+			}
+			m, _ := op.(map[string]any)
+			id, _ := m["operationId"].(string)
+			where := strings.ToUpper(method) + " " + path
+			if id == "" {
+				t.Errorf("%s has no operationId", where)
+				continue
+			}
+			if other, dup := seen[id]; dup {
+				t.Errorf("operationId %s names both %s and %s", id, other, where)
+			}
+			seen[id] = where
+		}
+	}
+}
+
+// api/openapi.yaml passes two published linters: Redocly's CLI (its recommended rules,
+// tools/openapi/redocly.yaml; no error and no warning) and swagger-cli's validation.
+// Both are installed from tools/openapi/package-lock.json by make setup.
+func TestOpenAPILint(t *testing.T) {
+	dir, err := filepath.Abs("../../tools/openapi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := func(name string) string {
+		p := filepath.Join(dir, "node_modules", ".bin", name)
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("%s is not installed: run make setup (npm ci in tools/openapi)", p)
+		}
+		return p
+	}
+	redocly, swagger := bin("redocly"), bin("swagger-cli")
+	spec := filepath.Join(dir, "..", "..", "api", "openapi.yaml")
+	out := runLinter(t, dir, redocly, "lint", "--config", "redocly.yaml", "--format=json", spec)
+	var report struct {
+		Totals   struct{ Errors, Warnings int } `json:"totals"`
+		Problems []struct {
+			RuleID   string `json:"ruleId"`
+			Severity string `json:"severity"`
+			Message  string `json:"message"`
+			Location []struct {
+				Pointer string `json:"pointer"`
+			} `json:"location"`
+		} `json:"problems"`
+	}
+	if err := json.Unmarshal(out, &report); err != nil {
+		t.Fatalf("redocly lint: %v; output:\n%s", err, out)
+	}
+	for _, p := range report.Problems {
+		where := ""
+		if len(p.Location) > 0 {
+			where = p.Location[0].Pointer
+		}
+		t.Errorf("redocly %s %s at %s: %s", p.Severity, p.RuleID, where, p.Message)
+	}
+	if report.Totals.Errors+report.Totals.Warnings != len(report.Problems) {
+		t.Errorf("redocly lint: %d errors and %d warnings", report.Totals.Errors, report.Totals.Warnings)
+	}
+	runLinter(t, dir, swagger, "validate", spec)
+}
+
+// runLinter runs a linter in dir and returns its standard output; a failed run, which
+// for redocly means errors were found, is reported with what it printed.
+func runLinter(t *testing.T, dir, bin string, args ...string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = dir
+	// No telemetry and no update check: the linters run offline.
+	cmd.Env = append(os.Environ(), "REDOCLY_TELEMETRY=off", "REDOCLY_SUPPRESS_UPDATE_NOTICE=true", "NO_COLOR=1")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Errorf("%s %s: %v\n%s%s", filepath.Base(bin), args[0], err, stdout.Bytes(), stderr.Bytes())
+	}
+	return stdout.Bytes()
 }

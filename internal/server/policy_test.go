@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock"
 	"github.com/paddockhq/paddock/internal/api"
-	"github.com/paddockhq/paddock/internal/client"
 	"github.com/paddockhq/paddock/internal/server"
 	"github.com/paddockhq/paddock/internal/servertest"
 )
@@ -118,7 +118,7 @@ func TestPolicyEnforcedOnExecAndFiles(t *testing.T) {
 	t.Run("stream", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		cl := client.New(e.URL, alice.Token)
+		cl := paddock.New(e.URL, paddock.WithToken(alice.Token))
 		exit := streamExit(ctx, t, cl, sb.ID, api.StreamStart{Argv: []string{"bash"}, TTY: &api.TTYSize{Rows: 24, Cols: 80}})
 		if exit.ExitCode != 126 || !strings.Contains(exit.Error, "rule shell.interactive:") {
 			t.Errorf("interactive shell: %+v", exit)
@@ -238,7 +238,7 @@ func TestPolicyEnforcedOnExecAndFiles(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		began = time.Now()
-		if exit := streamExit(ctx, t, client.New(e.URL, alice.Token), sb.ID, api.StreamStart{Argv: []string{"sleep", "30"}}); exit.Signal != 9 || time.Since(began) > 15*time.Second {
+		if exit := streamExit(ctx, t, paddock.New(e.URL, paddock.WithToken(alice.Token)), sb.ID, api.StreamStart{Argv: []string{"sleep", "30"}}); exit.Signal != 9 || time.Since(began) > 15*time.Second {
 			t.Errorf("stream under resources.timeout 1s: %+v after %s", exit, time.Since(began))
 		}
 		// The rest from the next start: the sandbox restarts with them, policy and all.
@@ -260,9 +260,9 @@ func TestPolicyEnforcedOnExecAndFiles(t *testing.T) {
 }
 
 // streamExit runs a command over the exec stream and returns how it ended.
-func streamExit(ctx context.Context, t *testing.T, cl *client.Client, id string, start api.StreamStart) api.StreamExit {
+func streamExit(ctx context.Context, t *testing.T, cl *paddock.Client, id string, start api.StreamStart) api.StreamExit {
 	t.Helper()
-	st, err := cl.Stream(ctx, id, start)
+	st, err := cl.Sandbox(id).Stream(ctx, start)
 	if err != nil {
 		t.Fatalf("stream %q: %v", start.Argv, err)
 	}

@@ -15,7 +15,6 @@ import (
 	"github.com/paddockhq/paddock/internal/fleet"
 	"github.com/paddockhq/paddock/internal/origins"
 	"github.com/paddockhq/paddock/internal/provider"
-	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
 )
 
 // appStep is POST /api/v1/sandboxes/{id}/app/{step}: a runtime provider's step, each of
@@ -65,7 +64,7 @@ func (e execRunner) Run(ctx context.Context, dir string, cmd provider.Command) (
 		timeout = provider.DefaultTimeout
 	}
 	// The agent takes a relative directory from the workspace, in every tier.
-	out, err := e.s.execute(e.r.WithContext(ctx), e.c, api.ExecRequest{
+	out, err := e.s.ops.Exec(ctx, e.c, e.r.PathValue("id"), api.ExecRequest{
 		Argv: cmd.Argv, Env: cmd.Env, Cwd: dir, Stdin: cmd.Stdin, TimeoutMS: timeout.Milliseconds(),
 	})
 	if err != nil {
@@ -119,17 +118,12 @@ func (s *Server) servePreview(r *http.Request, c fleet.Caller, pv api.ProviderPr
 	if _, err := s.fleet.SetApp(r.Context(), c, id, api.Template{Command: argv, Port: pv.Port, Dir: pv.Dir, HotReload: pv.HotReload}); err != nil {
 		return "", err
 	}
-	conn, err := s.fleet.Conn(r.Context(), c, id)
+	st, err := s.ops.AppStatus(r.Context(), c, id)
 	if err != nil {
 		return "", err
 	}
-	st, err := pb.NewAgentClient(conn).App(r.Context(), &pb.AppRequest{})
-	if err != nil {
-		return "", fmt.Errorf("the app of sandbox %s: %w", id, errdefs.FromGRPC(err))
-	}
-	if st.GetState() != "running" {
-		out := appStatusOf(st)
-		return "", fmt.Errorf("the dev server did not start (%s): %s: %w", out.State, lastLines(out.LastOutput, 5), errdefs.ErrFailedPrecondition)
+	if st.State != "running" {
+		return "", fmt.Errorf("the dev server did not start (%s): %s: %w", st.State, lastLines(st.LastOutput, 5), errdefs.ErrFailedPrecondition)
 	}
 	return s.origins.URL(origins.Host{Kind: origins.KindApp, ID: id}, r.Host), nil
 }
@@ -144,13 +138,8 @@ func lastLines(s string, n int) string {
 // transaction already open (the user's own, or a step's the control plane did not finish)
 // refuses the step, saying which.
 func (s *Server) atomically(r *http.Request, c fleet.Caller, emit func(api.ProviderEvent), run func() error) error {
-	hc, err := s.historyClient(r, c)
-	if err != nil {
-		return err
-	}
-	step := r.PathValue("step")
-	if _, err := hc.Begin(r.Context(), &pb.BeginRequest{Message: "paddock app " + step}); err != nil {
-		err = errdefs.FromGRPC(err)
+	step, id := r.PathValue("step"), r.PathValue("id")
+	if _, err := s.ops.Begin(r.Context(), c, id, api.BeginRequest{Message: "paddock app " + step}); err != nil {
 		if !errors.Is(err, errdefs.ErrUnavailable) {
 			return fmt.Errorf("%s: %w", step, err)
 		}
@@ -160,14 +149,14 @@ func (s *Server) atomically(r *http.Request, c fleet.Caller, emit func(api.Provi
 	}
 	if err := run(); err != nil {
 		ctx := context.WithoutCancel(r.Context())
-		if _, rerr := hc.Rollback(ctx, &pb.RollbackRequest{}); rerr != nil {
-			return fmt.Errorf("%w; rolling the workspace back failed too: %v", err, errdefs.FromGRPC(rerr))
+		if _, rerr := s.ops.Rollback(ctx, c, id); rerr != nil {
+			return fmt.Errorf("%w; rolling the workspace back failed too: %v", err, rerr)
 		}
 		emit(api.ProviderEvent{Type: api.EventLog, Step: step, Stream: "paddock", Line: "the workspace is as it was before " + step})
 		return err
 	}
-	if _, err := hc.Commit(r.Context(), &pb.CommitRequest{}); err != nil {
-		return fmt.Errorf("%s: commit: %w", step, errdefs.FromGRPC(err))
+	if _, err := s.ops.Commit(r.Context(), c, id); err != nil {
+		return fmt.Errorf("%s: commit: %w", step, err)
 	}
 	return nil
 }

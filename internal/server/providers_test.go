@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/paddockhq/paddock"
 	"github.com/paddockhq/paddock/internal/api"
-	"github.com/paddockhq/paddock/internal/client"
 	"github.com/paddockhq/paddock/internal/origins"
 	"github.com/paddockhq/paddock/internal/servertest"
 )
@@ -23,7 +23,7 @@ func providerStep(t *testing.T, c *servertest.Client, id, step string, req api.P
 		t.Fatalf("%s %+v: %d %s, want a 200 event stream", step, req, resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 	var evs []api.ProviderEvent
-	if err := client.ReadProviderEvents(resp.Body, func(ev api.ProviderEvent) { evs = append(evs, ev) }); err != nil {
+	if err := paddock.ReadProviderEvents(resp.Body, func(ev api.ProviderEvent) { evs = append(evs, ev) }); err != nil {
 		t.Fatalf("%s: reading its events: %v", step, err)
 	}
 	if len(evs) == 0 || evs[len(evs)-1].Type != api.EventResult {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/paddockhq/paddock/internal/broker"
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/sandboxops"
 )
 
 // Reload reads the server's policy files again — the default policy (`policy`), the
@@ -37,14 +38,14 @@ func (s *Server) Reload(ctx context.Context) error {
 			changed = append(changed, name)
 		}
 	}
-	ch, err := s.pol.reloadDefault()
+	ch, err := s.pol.ReloadDefault()
 	note("policy", ch, err)
 	ch, err = s.reloadNetworkPolicy()
 	note("network_policy", ch, err)
 	ch, err = s.reloadBrokerPolicy()
 	note("broker_policy", ch, err)
-	ch, err = s.caps.reload()
-	note(capabilityKeysFile, ch, err)
+	ch, err = s.caps.Reload()
+	note(sandboxops.KeysFile, ch, err)
 
 	err = errors.Join(errs...)
 	detail := map[string]any{"changed": changed, "failed": failed}

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock"
 	"github.com/paddockhq/paddock/internal/api"
-	"github.com/paddockhq/paddock/internal/client"
 	"github.com/paddockhq/paddock/internal/servertest"
 )
 
@@ -76,7 +76,7 @@ func TestResourceLimits(t *testing.T) {
 		// The exec stream's exit says the same.
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		exit := streamExit(ctx, t, client.New(e.URL, alice.Token), sb.ID, api.StreamStart{Argv: bigWrite.Argv})
+		exit := streamExit(ctx, t, paddock.New(e.URL, paddock.WithToken(alice.Token)), sb.ID, api.StreamStart{Argv: bigWrite.Argv})
 		if exit.Signal != int(syscall.SIGXFSZ) || exit.Limit != api.LimitFileSize || exit.Error != msg {
 			t.Errorf("the stream of a 4MiB write: %+v", exit)
 		}

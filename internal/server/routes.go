@@ -53,6 +53,8 @@ func (s *Server) routeTable() map[Route]apiHandler {
 		{"DELETE", "/api/v1/sandboxes/{id}/files/content"}:              s.removeFile,
 		{"POST", "/api/v1/sandboxes/{id}/files/mkdir"}:                  s.makeDir,
 		{"POST", "/api/v1/sandboxes/{id}/files/move"}:                   s.moveFile,
+		{"GET", "/api/v1/sandboxes/{id}/files/archive"}:                 s.getArchive,
+		{"PUT", "/api/v1/sandboxes/{id}/files/archive"}:                 s.putArchive,
 		{"GET", "/api/v1/sandboxes/{id}/policy"}:                        s.getPolicy,
 		{"PUT", "/api/v1/sandboxes/{id}/policy"}:                        s.putPolicy,
 		{"DELETE", "/api/v1/sandboxes/{id}/policy"}:                     s.deletePolicy,

@@ -6,6 +6,7 @@ import (
 
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/fleet"
+	"github.com/paddockhq/paddock/internal/sandboxops"
 	"github.com/paddockhq/paddock/internal/store"
 )
 
@@ -44,12 +45,12 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request, c fleet.C
 		return err
 	}
 	// The caller's policy (theirs, or the default) sets the new sandbox's limits.
-	in, err := s.pol.forNew(c.Username)
+	in, err := s.pol.ForNew(c.Username)
 	if err != nil {
 		return err
 	}
-	if in.pol != nil {
-		if err := policyLimits(&req.Limits, in.pol.Resources()); err != nil {
+	if p := in.Policy(); p != nil {
+		if err := sandboxops.PolicyLimits(&req.Limits, p.Resources()); err != nil {
 			return err
 		}
 	}
@@ -154,13 +155,8 @@ func toAPI(sb store.Sandbox, role string) api.Sandbox {
 	return api.Sandbox{
 		ID: sb.ID, Owner: sb.UserID, OwnerName: sb.Username, Name: sb.Name, Role: role,
 		Tier: sb.Tier, Runtime: sb.Runtime, State: sb.State, Error: sb.Error,
-		Limits: apiLimits(sb),
+		Limits: sandboxops.APILimits(sb),
 		App:    api.Template{Command: sb.App.Command, Port: sb.App.Port, Build: sb.App.Build, Dir: sb.App.Dir, HotReload: sb.App.HotReload},
 		Env:    sb.Env, CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt,
 	}
-}
-
-// apiLimits are a recorded sandbox's limits as a response gives them: in bytes.
-func apiLimits(sb store.Sandbox) api.Limits {
-	return api.Limits{MemoryBytes: sb.MemoryBytes, CPUs: sb.CPUs, Pids: sb.Pids, TmpBytes: sb.TmpBytes, FileSizeBytes: sb.FileSizeBytes, DiskBytes: sb.DiskBytes}
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/paddockhq/paddock/internal/policy"
 	"github.com/paddockhq/paddock/internal/proxy"
 	"github.com/paddockhq/paddock/internal/runner"
+	"github.com/paddockhq/paddock/internal/sandboxops"
 	"github.com/paddockhq/paddock/internal/secrets"
 	"github.com/paddockhq/paddock/internal/store"
 	"github.com/paddockhq/paddock/internal/web"
@@ -69,15 +70,13 @@ type Server struct {
 	// tell a change; reloadMu serializes reloads.
 	reloadMu sync.Mutex
 	reloaded struct{ network, broker string }
-	// pol finds the policy in force for a sandbox (policy.go).
-	pol *policies
-	// caps mints and checks capability tokens (capabilities.go).
-	caps *capabilities
+	// pol finds the policy in force for a sandbox; caps mints and checks capability
+	// tokens; ops runs every operation on a sandbox (package sandboxops).
+	pol  *sandboxops.Policies
+	caps *sandboxops.Capabilities
+	ops  *sandboxops.Ops
 	// metricsToken, when set, may read /metrics (metrics.token_file).
 	metricsToken string
-	// historyFollowers counts the running sandboxes whose history events are followed
-	// (history_events.go), so that a test sees none is left behind.
-	historyFollowers atomic.Int64
 }
 
 // Options are what tests change; the zero value is production.
@@ -159,10 +158,10 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 	if len(app.Command) == 0 {
 		app = store.App{Command: wire.WelcomeCommand(wire.AgentPath, 8080), Port: 8080, Build: "welcome"}
 	}
-	if s.pol, err = newPolicies(cfg, s.st, s.log); err != nil {
+	if s.pol, err = sandboxops.NewPolicies(cfg.Policy, cfg.Runner.UsersDir, cfg.Runner.MaxLimits, s.st, s.log); err != nil {
 		return err
 	}
-	if s.caps, err = newCapabilities(cfg.Runner.DataDir, s.st); err != nil {
+	if s.caps, err = sandboxops.NewCapabilities(cfg.Runner.DataDir, s.st); err != nil {
 		return err
 	}
 	servicesURL := cfg.ServicesURL
@@ -182,11 +181,12 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 	s.runner = runner.New(cfg.Runner, s.log)
 	s.fleet, err = fleet.New(s.st, s.runner, fleet.Config{
 		Tier: cfg.Runner.Tier, Runtime: cfg.Runtime, Memory: cfg.SandboxMemory, Quota: cfg.Quota, App: app,
-		Env: env, AgentKeys: s.caps.agentKeys,
+		Env: env, AgentKeys: s.caps.AgentKeys,
 	}, s.reg, s.log)
 	if err != nil {
 		return err
 	}
+	s.ops = sandboxops.New(sandboxops.Config{Fleet: s.fleet, Store: s.st, Log: s.log, Policies: s.pol, Capabilities: s.caps})
 	s.proxy, err = proxy.New(router{s.fleet}, proxy.Options{
 		Registerer: s.reg, Log: s.log, ReservedCookies: append(web.ReservedCookies(), origins.CookieName, origins.SecureCookieName), TrustedOrigins: cfg.TrustedOrigins,
 		Event:           s.event,
@@ -216,6 +216,10 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // Secrets is the users' secrets store (the broker resolves leases with it).
 func (s *Server) Secrets() *secrets.Secrets { return s.secrets }
 
+// Ops is what can be done to the server's sandboxes, for front doors other than its HTTP
+// API (the MCP server, the SDK service, the desktop) and for tests.
+func (s *Server) Ops() *sandboxops.Ops { return s.ops }
+
 // Fleet is the server's sandbox lifecycle (tests and benchmarks reach sandboxes with it).
 func (s *Server) Fleet() *fleet.Fleet { return s.fleet }
 
@@ -234,14 +238,10 @@ func (s *Server) Close() error {
 // DestroySandboxes stops every running sandbox.
 func (s *Server) DestroySandboxes(ctx context.Context) { s.fleet.DestroyAll(ctx) }
 
-// event records an event in the audit log on behalf of the proxy.
+// event records an event in the audit log (for the proxy, the gateway and the server's
+// own refusals).
 func (s *Server) event(ctx context.Context, userID, action string, detail map[string]any) {
-	err := s.st.Update(context.WithoutCancel(ctx), func(tx *store.Tx) error {
-		return tx.AppendAudit(ctx, store.AuditEvent{At: time.Now(), ActorUserID: userID, Action: action, Detail: detail})
-	})
-	if err != nil {
-		s.log.Warn("record event", "action", action, "err", err)
-	}
+	s.ops.Event(ctx, userID, action, detail)
 }
 
 // startSandboxes makes and starts u's standing sandboxes (the start page's button).

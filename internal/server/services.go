@@ -59,6 +59,7 @@ func (s *Server) initServices() error {
 		}
 		mux.Handle("/gateway/", s.gatewayCaller(http.StripPrefix("/gateway", g)))
 	}
+	s.handleAgentServices(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		api.WriteErrorCode(w, http.StatusNotFound, api.CodeNotFound, fmt.Sprintf("the host's services have no %s; the broker is at /v1/capabilities/NAME", r.URL.Path))
 	})
@@ -96,7 +97,7 @@ func (s *Server) serveServices(rec store.Sandbox, sb *runner.Sandbox) (stop func
 	}
 	go func() { _ = hs.Serve(netutil.LimitListener(l, servicesConns)) }()
 	stopEgress := s.serveEgress(rec, sb)
-	stopHistory := s.followHistory(rec, sb)
+	stopHistory := s.ops.FollowHistory(rec, sb)
 	return func() {
 		stopHistory()
 		stopEgress()
@@ -148,6 +149,9 @@ func gatewayEnv(cfg gateway.Config, servicesURL string) []string {
 		case gateway.KindAnthropic:
 			env = append(env, "ANTHROPIC_BASE_URL="+servicesURL+"/gateway/"+p.Name, "ANTHROPIC_API_KEY="+gatewayPlaceholderKey)
 		}
+	}
+	if cfg.AgentModel != "" && len(cfg.Providers) > 0 {
+		env = append(env, "PADDOCK_AGENT_MODEL="+cfg.AgentModel)
 	}
 	return env
 }

@@ -199,7 +199,7 @@ func (c *Client) Handoff(base string) {
 	if err != nil {
 		c.t.Fatalf("handoff to %s: %v", base, err)
 	}
-	io.Copy(io.Discard, resp.Body)
+	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	if !c.hasAppCookie(u) {
 		c.t.Fatalf("handoff to %s: no cookie (the last answer: %s from %s)", base, resp.Status, resp.Request.URL)

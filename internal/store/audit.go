@@ -25,6 +25,18 @@ type AuditEvent struct {
 
 const appendAuditSQL = `INSERT INTO audit_events (at, actor_user_id, action, target, detail) VALUES (?, ?, ?, ?, ?)`
 
+// Audit appends events to the audit log, in one transaction: all of them or none.
+func (s *Store) Audit(ctx context.Context, events ...AuditEvent) error {
+	return s.Update(ctx, func(tx *Tx) error {
+		for _, e := range events {
+			if err := tx.AppendAudit(ctx, e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // AppendAudit records e.
 func (tx *Tx) AppendAudit(ctx context.Context, e AuditEvent) error {
 	if e.Action == "" {

@@ -39,3 +39,20 @@ func TestListTarget(t *testing.T) {
 		t.Errorf("no target: %v, want ErrInvalidArgument", err)
 	}
 }
+
+// Audit records its events together, or none of them.
+func TestAuditAllOrNone(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	if err := s.Audit(ctx, AuditEvent{At: t0, Action: "history.lost", Target: "sb-a"}, AuditEvent{At: t0, Action: "history.checkpoint", Target: "sb-a"}); err != nil {
+		t.Fatal(err)
+	}
+	err := s.Audit(ctx, AuditEvent{At: t0, Action: "history.restore", Target: "sb-a"}, AuditEvent{At: t0, Target: "sb-a"})
+	if !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("an event without an action: %v, want ErrInvalidArgument", err)
+	}
+	got, err := s.ListTarget(ctx, TargetFilter{Target: "sb-a"})
+	if err != nil || len(got) != 2 || got[0].Action != "history.lost" || got[1].Action != "history.checkpoint" {
+		t.Errorf("events: %+v, %v; want the first two only", got, err)
+	}
+}

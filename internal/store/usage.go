@@ -47,3 +47,17 @@ func (tx *Tx) PruneUsage(ctx context.Context, day time.Time) error {
 	}
 	return nil
 }
+
+// AddUsage is Tx.AddUsage in a transaction of its own.
+func (s *Store) AddUsage(ctx context.Context, userID, provider string, day time.Time, tokens int64) (total int64, err error) {
+	err = s.Update(ctx, func(tx *Tx) error {
+		total, err = tx.AddUsage(ctx, userID, provider, day, tokens)
+		return err
+	})
+	return total, err
+}
+
+// PruneUsage is Tx.PruneUsage in a transaction of its own.
+func (s *Store) PruneUsage(ctx context.Context, day time.Time) error {
+	return s.Update(ctx, func(tx *Tx) error { return tx.PruneUsage(ctx, day) })
+}

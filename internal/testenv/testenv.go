@@ -118,7 +118,9 @@ func shortTempDir(t testing.TB) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		runner.UnmountAll(dir)
+		if err := runner.UnmountAll(dir); err != nil {
+			t.Errorf("unmount the test's data directory: %v", err)
+		}
 		os.RemoveAll(dir)
 	})
 	return dir

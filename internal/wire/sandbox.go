@@ -119,3 +119,26 @@ const WelcomeSubcommand = "welcome"
 func WelcomeCommand(agentPath string, port int) []string {
 	return []string{agentPath, WelcomeSubcommand, "--listen", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
 }
+
+// CodeSubcommand is the paddock-agent subcommand that runs a turn of the coding agent.
+const CodeSubcommand = "code"
+
+// Paths of the host's services that the coding agent calls for its sandbox: a checkpoint
+// of the workspace, undo, the app's state and its restart. The host knows the sandbox from the channel
+// a request arrives on, never from the request.
+const (
+	ServicesCheckpointPath = "/sandbox/v1/checkpoint"
+	ServicesUndoPath       = "/sandbox/v1/undo"
+	ServicesAppPath        = "/sandbox/v1/app"
+	ServicesAppRestartPath = "/sandbox/v1/app/restart"
+)
+
+// Paths of the host's services that open and commit the transaction that makes one turn
+// of the coding agent one checkpoint, roll back a turn the agent did not finish, and
+// list the history (to find that turn's transaction still open).
+const (
+	ServicesBeginPath    = "/sandbox/v1/transaction/begin"
+	ServicesCommitPath   = "/sandbox/v1/transaction/commit"
+	ServicesRollbackPath = "/sandbox/v1/transaction/rollback"
+	ServicesHistoryPath  = "/sandbox/v1/history"
+)

@@ -210,8 +210,8 @@ func (s *Service) whereNew(rel string) (string, error) {
 	for d := path.Dir(rel); ; d = path.Dir(d) {
 		f, err := s.root.OpenFile(d, os.O_RDONLY|syscall.O_DIRECTORY, 0)
 		if err == nil {
-			defer f.Close()
 			where, err := s.where(f)
+			f.Close()
 			return path.Join(where, rest), err
 		}
 		if !errors.Is(err, fs.ErrNotExist) || d == "." {

@@ -47,7 +47,7 @@ func (s *Service) fsError(op, p string, err error) error {
 	if err == nil || errdefs.GRPCCode(err) != codes.Unknown {
 		return err
 	}
-	kind, hint := classify(err)
+	hint, kind := classify(err)
 	if kind == nil {
 		s.log.Warn("unexpected file system error", "op", op, "path", p, "err", err)
 		return fmt.Errorf("%s %q: %v", op, p, innermost(err))
@@ -59,19 +59,19 @@ func (s *Service) fsError(op, p string, err error) error {
 }
 
 // classify finds err's place in the taxonomy, or nil.
-func classify(err error) (kind error, hint string) {
+func classify(err error) (hint string, kind error) {
 	switch innermost(err).Error() {
 	case escapeText:
-		return errdefs.ErrPermissionDenied, "a symlink leads outside the workspace"
+		return "a symlink leads outside the workspace", errdefs.ErrPermissionDenied
 	case notDirText:
-		return errdefs.ErrFailedPrecondition, "not a directory"
+		return "not a directory", errdefs.ErrFailedPrecondition
 	}
 	for _, e := range errnoKinds {
 		if errors.Is(err, e.errno) {
-			return e.kind, e.hint
+			return e.hint, e.kind
 		}
 	}
-	return nil, ""
+	return "", nil
 }
 
 // innermost unwraps err to its root cause, dropping the op and path os.Root put around it.

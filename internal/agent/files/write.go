@@ -231,5 +231,5 @@ func (t *tempFile) discard() {
 		return
 	}
 	t.f.Close()
-	t.dir.Remove(t.name)
+	_ = t.dir.Remove(t.name) // best effort: the temporary name is ours
 }

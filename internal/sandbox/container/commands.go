@@ -7,6 +7,7 @@ import (
 
 	"github.com/paddockhq/paddock/internal/cgroups"
 	"github.com/paddockhq/paddock/internal/sandbox"
+	"github.com/paddockhq/paddock/internal/wire"
 )
 
 // The agent's reserve: the sandbox's commands run in a child group of the sandbox's
@@ -24,10 +25,10 @@ const (
 func agentReserve(mem int64) int64 { return min(maxAgentReserve, mem/4) }
 
 // commandLimits are the commands' group's limits within the sandbox's l.
-func commandLimits(l Limits) cgroups.Limits {
-	c := cgroups.Limits{Pids: l.CommandPids}
-	if l.MemoryBytes > 0 {
-		c.MemoryBytes = max(l.MemoryBytes-agentReserve(l.MemoryBytes), min(l.MemoryBytes, minCommandMem))
+func commandLimits(l wire.Limits) cgroups.Limits {
+	c := cgroups.Limits{Pids: l.Pids}
+	if mem := int64(l.Memory); mem > 0 {
+		c.MemoryBytes = max(mem-agentReserve(mem), min(mem, minCommandMem))
 	}
 	return c
 }
@@ -39,8 +40,8 @@ func commandLimits(l Limits) cgroups.Limits {
 // given to the agent's host id, which may then make groups in them and move processes
 // into those, and nothing else; the sandbox user's commands can do neither. Where that
 // cannot be done, commands stay in the sandbox's group and the caller says why.
-func (sb *Sandbox) delegateCommands(l Limits) (files []*os.File, fds map[string]int, err error) {
-	dirs, err := cgroups.Delegate(sb.cgroup, cgroups.Limits{MemoryBytes: l.MemoryBytes, CPUs: l.CPUs, Pids: l.Pids}, commandLimits(l), int(sb.idBase))
+func (sb *Sandbox) delegateCommands(l wire.Limits) (files []*os.File, fds map[string]int, err error) {
+	dirs, err := cgroups.Delegate(sb.cgroup, cgroups.Limits{MemoryBytes: int64(l.Memory), CPUs: l.CPUs, Pids: l.SandboxPids()}, commandLimits(l), int(sb.idBase))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -44,25 +44,14 @@ import (
 	"github.com/paddockhq/paddock/internal/wire"
 )
 
-// Limits are a container's resource limits; zero means unlimited (or the default).
-type Limits struct {
-	MemoryBytes int64
-	CPUs        float64
-	Pids        int64
-	// TmpBytes sizes the /tmp tmpfs, whose pages count against MemoryBytes. Default: a
-	// quarter of MemoryBytes, at most 1 GiB. Not used when Config.Tmp puts /tmp on disk.
-	TmpBytes int64
-	// CommandPids limits the processes of the sandbox's commands (Pids adds the agent's
-	// threads); 0: only Pids does.
-	CommandPids int64
-}
-
-func (l Limits) tmpSize() int64 {
+// tmpSize sizes the /tmp tmpfs, whose pages count against the memory limit: l.Tmp, or
+// a quarter of the memory, at most 1 GiB. Not used when Config.Tmp puts /tmp on disk.
+func tmpSize(l wire.Limits) int64 {
 	switch {
-	case l.TmpBytes > 0:
-		return l.TmpBytes
-	case l.MemoryBytes > 0:
-		return min(1<<30, l.MemoryBytes/4)
+	case l.Tmp > 0:
+		return int64(l.Tmp)
+	case l.Memory > 0:
+		return min(1<<30, int64(l.Memory)/4)
 	}
 	return 1 << 30
 }
@@ -169,7 +158,7 @@ type Config struct {
 	UID, GID uint32
 	Env      []string
 	Main     *wire.Command
-	Limits   Limits
+	Limits   wire.Limits
 	// HostPorts are ports of the sandbox's loopback where the host listens itself (the
 	// host's services). Under runc the host makes the sandbox's network namespace and
 	// binds them there before the container starts (Sandbox.Listener), and the agent is

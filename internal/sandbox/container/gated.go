@@ -78,9 +78,9 @@ func gatedMounts(b bundleSpec) []specs.Mount {
 
 // gatedTmp sizes the gated root's /tmp: gatedTmpSize, or a quarter of the sandbox's
 // memory when that is less (its pages are memory).
-func gatedTmp(l Limits) int64 {
-	if l.MemoryBytes > 0 {
-		return min(gatedTmpSize, l.MemoryBytes/4)
+func gatedTmp(l wire.Limits) int64 {
+	if l.Memory > 0 {
+		return min(gatedTmpSize, int64(l.Memory)/4)
 	}
 	return gatedTmpSize
 }

@@ -2,11 +2,12 @@ package container
 
 import (
 	"fmt"
-	"github.com/paddockhq/paddock/internal/wire"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/paddockhq/paddock/internal/wire"
 )
 
 // maxCopiedEtcFile bounds what is copied of a host /etc file into a sandbox's /etc.

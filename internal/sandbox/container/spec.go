@@ -63,7 +63,7 @@ type bundleSpec struct {
 	history   string // host path of the history store; empty: none
 	agent     string // host path of paddock-agent
 	env       []string
-	limits    Limits
+	limits    wire.Limits
 	cgroup    string
 	swap      bool // the host accounts swap (memsw on v1)
 	// userKernel: the sandbox runs on gVisor's kernel (runsc), so the host sees the Sentry,
@@ -269,27 +269,27 @@ func withoutSetID(sc *specs.LinuxSeccomp) *specs.LinuxSeccomp {
 //     root in the sandbox, counted apart from the commands' user), the commands' their
 //     own (see gvisorNproc); the host's pids.max stays as a backstop above what those
 //     tasks can make the Sentry use (see sentryPids).
-func gvisorLimits(s *specs.Spec, l Limits) {
-	if l.Pids <= 0 {
+func gvisorLimits(s *specs.Spec, l wire.Limits) {
+	if l.SandboxPids() <= 0 {
 		return
 	}
-	n := uint64(l.Pids)
+	n := uint64(l.SandboxPids())
 	s.Process.Rlimits = append(s.Process.Rlimits, specs.POSIXRlimit{Type: "RLIMIT_NPROC", Hard: n, Soft: n})
-	s.Linux.Resources.Pids = &specs.LinuxPids{Limit: ptr(sentryPids(l.Pids))}
+	s.Linux.Resources.Pids = &specs.LinuxPids{Limit: ptr(sentryPids(l.SandboxPids()))}
 }
 
 // gvisorNproc is the commands' RLIMIT_NPROC under runsc (wire.Envelope.CommandNproc) for
-// commands limited to l.CommandPids tasks, the command itself included; 0: none of their
+// commands limited to l.Pids tasks, the command itself included; 0: none of their
 // own. The Sentry counts it per user within the sandbox, threads included, as pids.max
 // does; every command runs as the same unprivileged user, which cannot raise its hard
 // limit. The agent (root in the sandbox) is not counted. Nor is a command's first process:
 // the agent forks it as root, and the Sentry keeps a task on the counter of the user that
 // made it when it then drops to the sandbox user. So a command gets the limit plus itself.
-func gvisorNproc(l Limits) int64 {
-	if l.CommandPids <= 0 {
+func gvisorNproc(l wire.Limits) int64 {
+	if l.Pids <= 0 {
 		return 0
 	}
-	return max(l.CommandPids-1, 1)
+	return max(l.Pids-1, 1)
 }
 
 // sentryPids is the host's pids limit for a gVisor sandbox whose own tasks are limited to
@@ -331,22 +331,22 @@ func canLowerOOMScore() bool {
 
 func ptr[T any](v T) *T { return &v }
 
-func resources(l Limits, swap bool) *specs.LinuxResources {
+func resources(l wire.Limits, swap bool) *specs.LinuxResources {
 	r := &specs.LinuxResources{
 		Devices: []specs.LinuxDeviceCgroup{{Allow: false, Access: "rwm"}},
 	}
-	if l.MemoryBytes > 0 {
-		r.Memory = &specs.LinuxMemory{Limit: ptr(l.MemoryBytes)}
+	if l.Memory > 0 {
+		r.Memory = &specs.LinuxMemory{Limit: ptr(int64(l.Memory))}
 		if swap {
-			r.Memory.Swap = ptr(l.MemoryBytes) // memory+swap = memory: no swap
+			r.Memory.Swap = ptr(int64(l.Memory)) // memory+swap = memory: no swap
 		}
 	}
 	if l.CPUs > 0 {
 		const period = 100000
 		r.CPU = &specs.LinuxCPU{Period: ptr(uint64(period)), Quota: ptr(int64(l.CPUs * period))}
 	}
-	if l.Pids > 0 {
-		r.Pids = &specs.LinuxPids{Limit: ptr(l.Pids)}
+	if l.SandboxPids() > 0 {
+		r.Pids = &specs.LinuxPids{Limit: ptr(l.SandboxPids())}
 	}
 	return r
 }
@@ -359,7 +359,7 @@ func mounts(b bundleSpec) []specs.Mount {
 		{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}},
 		{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue", Options: []string{"nosuid", "noexec", "nodev"}},
 		{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
-		{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "mode=1777", fmt.Sprintf("size=%d", b.limits.tmpSize())}},
+		{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "mode=1777", fmt.Sprintf("size=%d", tmpSize(b.limits))}},
 		{Destination: wire.AgentPath, Type: "bind", Source: b.agent, Options: []string{"bind", "ro", "nosuid", "nodev"}},
 		{Destination: wire.WorkspacePath, Type: "bind", Source: b.workspace, Options: []string{"bind", "rw", "nosuid", "nodev"}},
 	}

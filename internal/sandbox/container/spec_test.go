@@ -27,13 +27,18 @@ func rlimit(s *specs.Spec, typ string) *specs.POSIXRlimit {
 // pids cgroup leaves the Sentry room above that; no OOM score shields the whole Sentry.
 // Under runc nothing of that changes.
 func TestGvisorLimits(t *testing.T) {
-	b := bundleSpec{uid: 1000, gid: 1000, limits: Limits{Pids: 100, MemoryBytes: 64 << 20}}
+	// Commands limited to 64 tasks: the sandbox as a whole gets the agent's threads more.
+	b := bundleSpec{uid: 1000, gid: 1000, limits: wire.Limits{Pids: 64, Memory: 64 << 20}}
+	all := b.limits.SandboxPids()
+	if all <= 64 {
+		t.Fatalf("SandboxPids %d leaves the agent no room above the commands' 64", all)
+	}
 	runc, err := buildSpec(b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := *runc.Linux.Resources.Pids.Limit; got != 100 {
-		t.Errorf("runc pids.max = %d, want 100", got)
+	if got := *runc.Linux.Resources.Pids.Limit; got != all {
+		t.Errorf("runc pids.max = %d, want %d", got, all)
 	}
 	if rlimit(runc, "RLIMIT_NPROC") != nil {
 		t.Error("runc spec sets RLIMIT_NPROC, which the host counts per user across sandboxes")
@@ -44,21 +49,16 @@ func TestGvisorLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rl := rlimit(gv, "RLIMIT_NPROC"); rl == nil || rl.Hard != 100 || rl.Soft != 100 {
-		t.Errorf("runsc RLIMIT_NPROC = %+v, want 100/100", rl)
+	if rl := rlimit(gv, "RLIMIT_NPROC"); rl == nil || rl.Hard != uint64(all) || rl.Soft != uint64(all) {
+		t.Errorf("runsc RLIMIT_NPROC of the agent = %+v, want the sandbox's %d", rl, all)
 	}
 	// The commands' own limit is theirs (the trampoline sets it); the command itself is
 	// the one task their count leaves out.
-	b.limits.CommandPids = 64
-	if rl := rlimit(mustSpec(t, b), "RLIMIT_NPROC"); rl == nil || rl.Hard != 100 {
-		t.Errorf("runsc RLIMIT_NPROC of the agent with commands limited to 64 = %+v, want the sandbox's 100", rl)
-	}
 	if got := gvisorNproc(b.limits); got != 63 {
 		t.Errorf("the commands' RLIMIT_NPROC when limited to 64 = %d, want 63", got)
 	}
-	b.limits.CommandPids = 0
-	if got := *gv.Linux.Resources.Pids.Limit; got != sentryPids(100) || got < 2*100 {
-		t.Errorf("runsc pids.max = %d, want the Sentry's headroom %d", got, sentryPids(100))
+	if got := *gv.Linux.Resources.Pids.Limit; got != sentryPids(all) || got < 2*all {
+		t.Errorf("runsc pids.max = %d, want the Sentry's headroom %d", got, sentryPids(all))
 	}
 	if gv.Process.OOMScoreAdj != nil {
 		t.Errorf("runsc spec sets oomScoreAdj %d, which would apply to the whole Sentry", *gv.Process.OOMScoreAdj)
@@ -271,13 +271,4 @@ func TestOwnHistory(t *testing.T) {
 			t.Fatalf("the file a link in the store points to changed hands (uid %d, %v)", st.Uid, err)
 		}
 	}
-}
-
-func mustSpec(t *testing.T, b bundleSpec) *specs.Spec {
-	t.Helper()
-	s, err := buildSpec(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
 }

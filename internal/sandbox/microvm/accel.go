@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/paddockhq/paddock/internal/wire"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
 )
 
@@ -108,7 +109,7 @@ func probeTrial(ctx context.Context, in Install, agentBin, dir string, uid, gid 
 	}
 	sb, err := Start(ctx, Config{
 		ID: id, Dir: sbDir, Workspace: ws, Agent: agentBin, UID: uid, GID: gid,
-		Install: in, Accel: AccelKVM, Limits: Limits{MemoryBytes: MinMemory}, BootTimeout: KVMProbeTimeout,
+		Install: in, Accel: AccelKVM, Limits: wire.Limits{Memory: MinMemory}, BootTimeout: KVMProbeTimeout,
 	})
 	if err != nil {
 		return Probe{Accel: AccelTCG, Reason: "/dev/kvm is there, but a trial guest under KVM did not boot: " + firstLine(err.Error())}

@@ -102,22 +102,6 @@ func Locate(guestDir string) (Install, error) {
 	return in, nil
 }
 
-// Limits are a guest's resources.
-type Limits struct {
-	// MemoryBytes is the guest's RAM (0: DefaultMemory).
-	MemoryBytes int64
-	// CPUs is a CPU quota for QEMU; the guest gets ceil(CPUs) vCPUs (0: one vCPU, no quota).
-	CPUs float64
-	// Pids caps processes and threads in the guest (agent included), in a guest cgroup;
-	// 0: no limit. QEMU's own cgroup has none: its threads are not the sandbox's.
-	Pids int64
-	// CommandPids caps the processes and threads of the sandbox's commands, in a guest
-	// group below Pids' that holds no agent thread; 0: only Pids does.
-	CommandPids int64
-	// TmpBytes sizes the guest's /tmp (a tmpfs in guest RAM); 0: half the guest's RAM.
-	TmpBytes int64
-}
-
 // Config describes one microVM sandbox.
 type Config struct {
 	ID string
@@ -134,9 +118,14 @@ type Config struct {
 	// reaches the host's view.
 	HostUID, HostGID uint32
 	// Env is the default environment of the sandbox's commands.
-	Env     []string
-	Main    *wire.Command
-	Limits  Limits
+	Env  []string
+	Main *wire.Command
+	// Limits are the guest's: Memory is its RAM (0: DefaultMemory); CPUs a CPU quota for
+	// QEMU, the guest getting ceil(CPUs) vCPUs (0: one vCPU, no quota); Pids caps the
+	// commands' processes and threads in a guest group of their own, SandboxPids the
+	// guest's with the agent (QEMU's own cgroup has none: its threads are not the
+	// sandbox's); Tmp sizes the guest's /tmp, a tmpfs in guest RAM (0: half of it).
+	Limits  wire.Limits
 	Install Install
 	// BootTimeout bounds boot to the agent's announcement (0: DefaultBootTimeout).
 	BootTimeout time.Duration
@@ -219,8 +208,8 @@ func (sb *Sandbox) start(ctx context.Context, cfg Config) (err error) {
 }
 
 // guestSize is the guest's RAM in bytes (whole MiB) and its vCPU count.
-func guestSize(l Limits) (mem int64, vcpus int, err error) {
-	mem = l.MemoryBytes
+func guestSize(l wire.Limits) (mem int64, vcpus int, err error) {
+	mem = int64(l.Memory)
 	if mem == 0 {
 		mem = DefaultMemory
 	}
@@ -283,16 +272,16 @@ func hostUser(cfg Config) syscall.Credential {
 // and the kernel's calibration of it against the emulated PIT fails when the host is busy
 // (it then hangs at boot), so the host's TSC frequency is handed in and the timer checks
 // that rely on emulated timing are skipped.
-func kernelCmdline(l Limits) string {
+func kernelCmdline(l wire.Limits) string {
 	cmd := "console=ttyS0 quiet panic=-1 reboot=t no_timer_check tsc=reliable"
 	if khz := hostTSCkHz(); khz > 0 {
 		cmd += " tsc_early_khz=" + strconv.Itoa(khz)
 	}
 	if l.Pids > 0 {
-		cmd += " " + wire.VMPidsEnv + "=" + strconv.FormatInt(l.Pids, 10)
+		cmd += " " + wire.VMPidsEnv + "=" + strconv.FormatInt(l.SandboxPids(), 10)
 	}
-	if l.TmpBytes > 0 {
-		cmd += " " + wire.VMTmpEnv + "=" + strconv.FormatInt(l.TmpBytes, 10)
+	if l.Tmp > 0 {
+		cmd += " " + wire.VMTmpEnv + "=" + strconv.FormatInt(int64(l.Tmp), 10)
 	}
 	return cmd + " rdinit=/init -- " + wire.VMInitFlag
 }
@@ -447,7 +436,7 @@ func envelope(cfg Config) *wire.Envelope {
 		Env:      cfg.Env, Main: cfg.Main,
 		RunAs:          &wire.User{UID: cfg.UID, GID: cfg.GID},
 		CapabilityKeys: cfg.CapabilityKeys, FileSizeLimit: cfg.FileSizeLimit,
-		CommandPids: cfg.Limits.CommandPids,
+		CommandPids: cfg.Limits.Pids,
 	}
 }
 
@@ -511,6 +500,11 @@ func (sb *Sandbox) LastError() string {
 
 // Cgroup is the sandbox's cgroup path (QEMU's).
 func (sb *Sandbox) Cgroup() string { return "/paddock/" + sb.ID }
+
+// Exited is closed once QEMU has exited: the guest's agent ended (it is the guest's PID 1,
+// whose end panics the guest kernel, and a panicked guest ends QEMU), QEMU itself died, or
+// Destroy. Nil before the guest started.
+func (sb *Sandbox) Exited() <-chan struct{} { return sb.exited }
 
 // Destroy kills QEMU and everything else in the sandbox's cgroup, and removes the cgroup
 // and the sandbox's directory (sockets, initramfs, logs). It is idempotent.

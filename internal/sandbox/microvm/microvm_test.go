@@ -63,7 +63,7 @@ func TestRunEndToEnd(t *testing.T) {
 		grep -q 127.0.0.1 /proc/net/fib_trie && echo lo-up; exit 3`
 	spec := runner.Spec{
 		User: "vm", Tier: wire.TierMicroVM, Workspace: ws, Main: []string{"sh", "-c", script},
-		Limits: runner.Limits{Timeout: 2 * time.Minute, Memory: 256 << 20, CPUs: 1.5, Pids: 40, Tmp: 16 << 20},
+		Limits: wire.Limits{Timeout: 2 * time.Minute, Memory: 256 << 20, CPUs: 1.5, Pids: 40, Tmp: 16 << 20},
 	}
 	var out, errb bytes.Buffer
 	start := time.Now()
@@ -125,7 +125,7 @@ func TestHungGuestIsKilled(t *testing.T) {
 func TestTooLittleMemory(t *testing.T) {
 	requireMicroVM(t)
 	r := testenv.Runner(t)
-	spec := runner.Spec{User: "vm", Tier: wire.TierMicroVM, Main: []string{"true"}, Limits: runner.Limits{Memory: 64 << 20}}
+	spec := runner.Spec{User: "vm", Tier: wire.TierMicroVM, Main: []string{"true"}, Limits: wire.Limits{Memory: 64 << 20}}
 	_, err := r.Run(context.Background(), spec, runner.Stdio{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}}, false)
 	if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "MiB a microVM guest needs") {
 		t.Fatalf("run with 64MiB = %v, want ErrInvalidArgument about the guest's minimum", err)

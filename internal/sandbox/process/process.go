@@ -59,6 +59,8 @@ type Sandbox struct {
 	group *cgroups.Group
 	cmd   *exec.Cmd
 	conn  *grpc.ClientConn
+	// exited is closed once the agent's process has been waited for.
+	exited chan struct{}
 }
 
 // Start starts the agent as an unprivileged host process in the sandbox's cgroup.
@@ -146,8 +148,17 @@ func (sb *Sandbox) startAgent(cfg Config, stdin, lis *os.File) error {
 		return fmt.Errorf("start agent: %w", err)
 	}
 	sb.cmd = cmd
+	sb.exited = make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(sb.exited)
+	}()
 	return nil
 }
+
+// Exited is closed once the agent's process has exited: killed, crashed, or ended by
+// Destroy. Nil before the agent started.
+func (sb *Sandbox) Exited() <-chan struct{} { return sb.exited }
 
 // Conn is the channel to the sandbox's agent.
 func (sb *Sandbox) Conn() *grpc.ClientConn { return sb.conn }
@@ -182,7 +193,11 @@ func (sb *Sandbox) Destroy(ctx context.Context) error {
 	}
 	if sb.cmd != nil {
 		_ = sb.cmd.Process.Kill()
-		_ = sb.cmd.Wait()
+		select {
+		case <-sb.exited:
+		case <-ctx.Done():
+			errs = append(errs, fmt.Errorf("the agent (pid %d) did not exit after SIGKILL", sb.cmd.Process.Pid))
+		}
 		sb.cmd = nil
 	}
 	errs = append(errs, os.RemoveAll(sb.dir))

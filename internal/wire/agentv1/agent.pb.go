@@ -2345,6 +2345,42 @@ func (*AppRequest) Descriptor() ([]byte, []int) {
 	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{33}
 }
 
+type RestartAppRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestartAppRequest) Reset() {
+	*x = RestartAppRequest{}
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestartAppRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestartAppRequest) ProtoMessage() {}
+
+func (x *RestartAppRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestartAppRequest.ProtoReflect.Descriptor instead.
+func (*RestartAppRequest) Descriptor() ([]byte, []int) {
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{34}
+}
+
 // AppStatus is the state of the supervised app.
 type AppStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2368,7 +2404,7 @@ type AppStatus struct {
 
 func (x *AppStatus) Reset() {
 	*x = AppStatus{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[34]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2380,7 +2416,7 @@ func (x *AppStatus) String() string {
 func (*AppStatus) ProtoMessage() {}
 
 func (x *AppStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[34]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2393,7 +2429,7 @@ func (x *AppStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppStatus.ProtoReflect.Descriptor instead.
 func (*AppStatus) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{34}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *AppStatus) GetState() string {
@@ -2453,7 +2489,7 @@ type InfoRequest struct {
 
 func (x *InfoRequest) Reset() {
 	*x = InfoRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[35]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2465,7 +2501,7 @@ func (x *InfoRequest) String() string {
 func (*InfoRequest) ProtoMessage() {}
 
 func (x *InfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[35]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2478,7 +2514,7 @@ func (x *InfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoRequest.ProtoReflect.Descriptor instead.
 func (*InfoRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{35}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{36}
 }
 
 type InfoResponse struct {
@@ -2501,7 +2537,7 @@ type InfoResponse struct {
 
 func (x *InfoResponse) Reset() {
 	*x = InfoResponse{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[36]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2513,7 +2549,7 @@ func (x *InfoResponse) String() string {
 func (*InfoResponse) ProtoMessage() {}
 
 func (x *InfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[36]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2526,7 +2562,7 @@ func (x *InfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoResponse.ProtoReflect.Descriptor instead.
 func (*InfoResponse) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{36}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *InfoResponse) GetSandboxId() string {
@@ -2593,7 +2629,7 @@ type ForwardRequest struct {
 
 func (x *ForwardRequest) Reset() {
 	*x = ForwardRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[37]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2605,7 +2641,7 @@ func (x *ForwardRequest) String() string {
 func (*ForwardRequest) ProtoMessage() {}
 
 func (x *ForwardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[37]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2618,7 +2654,7 @@ func (x *ForwardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardRequest.ProtoReflect.Descriptor instead.
 func (*ForwardRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{37}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ForwardRequest) GetPort() uint32 {
@@ -2654,7 +2690,7 @@ type ForwardResponse struct {
 
 func (x *ForwardResponse) Reset() {
 	*x = ForwardResponse{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[38]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2666,7 +2702,7 @@ func (x *ForwardResponse) String() string {
 func (*ForwardResponse) ProtoMessage() {}
 
 func (x *ForwardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[38]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2679,7 +2715,7 @@ func (x *ForwardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardResponse.ProtoReflect.Descriptor instead.
 func (*ForwardResponse) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{38}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ForwardResponse) GetConnected() bool {
@@ -2721,7 +2757,7 @@ type CheckpointInfo struct {
 
 func (x *CheckpointInfo) Reset() {
 	*x = CheckpointInfo{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[39]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2733,7 +2769,7 @@ func (x *CheckpointInfo) String() string {
 func (*CheckpointInfo) ProtoMessage() {}
 
 func (x *CheckpointInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[39]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2746,7 +2782,7 @@ func (x *CheckpointInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointInfo.ProtoReflect.Descriptor instead.
 func (*CheckpointInfo) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{39}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *CheckpointInfo) GetId() string {
@@ -2826,7 +2862,7 @@ type TransactionInfo struct {
 
 func (x *TransactionInfo) Reset() {
 	*x = TransactionInfo{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[40]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2838,7 +2874,7 @@ func (x *TransactionInfo) String() string {
 func (*TransactionInfo) ProtoMessage() {}
 
 func (x *TransactionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[40]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2851,7 +2887,7 @@ func (x *TransactionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionInfo.ProtoReflect.Descriptor instead.
 func (*TransactionInfo) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{40}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *TransactionInfo) GetId() string {
@@ -2891,7 +2927,7 @@ type BeginRequest struct {
 
 func (x *BeginRequest) Reset() {
 	*x = BeginRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[41]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2903,7 +2939,7 @@ func (x *BeginRequest) String() string {
 func (*BeginRequest) ProtoMessage() {}
 
 func (x *BeginRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[41]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2916,7 +2952,7 @@ func (x *BeginRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BeginRequest.ProtoReflect.Descriptor instead.
 func (*BeginRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{41}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *BeginRequest) GetMessage() string {
@@ -2935,7 +2971,7 @@ type BeginResponse struct {
 
 func (x *BeginResponse) Reset() {
 	*x = BeginResponse{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[42]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2947,7 +2983,7 @@ func (x *BeginResponse) String() string {
 func (*BeginResponse) ProtoMessage() {}
 
 func (x *BeginResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[42]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2960,7 +2996,7 @@ func (x *BeginResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BeginResponse.ProtoReflect.Descriptor instead.
 func (*BeginResponse) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{42}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *BeginResponse) GetTransaction() *TransactionInfo {
@@ -2978,7 +3014,7 @@ type CommitRequest struct {
 
 func (x *CommitRequest) Reset() {
 	*x = CommitRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[43]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2990,7 +3026,7 @@ func (x *CommitRequest) String() string {
 func (*CommitRequest) ProtoMessage() {}
 
 func (x *CommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[43]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3003,7 +3039,7 @@ func (x *CommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitRequest.ProtoReflect.Descriptor instead.
 func (*CommitRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{43}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{44}
 }
 
 type CommitResponse struct {
@@ -3019,7 +3055,7 @@ type CommitResponse struct {
 
 func (x *CommitResponse) Reset() {
 	*x = CommitResponse{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[44]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3031,7 +3067,7 @@ func (x *CommitResponse) String() string {
 func (*CommitResponse) ProtoMessage() {}
 
 func (x *CommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[44]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3044,7 +3080,7 @@ func (x *CommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitResponse.ProtoReflect.Descriptor instead.
 func (*CommitResponse) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{44}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CommitResponse) GetCheckpoint() *CheckpointInfo {
@@ -3076,7 +3112,7 @@ type RollbackRequest struct {
 
 func (x *RollbackRequest) Reset() {
 	*x = RollbackRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[45]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3088,7 +3124,7 @@ func (x *RollbackRequest) String() string {
 func (*RollbackRequest) ProtoMessage() {}
 
 func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[45]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3101,7 +3137,7 @@ func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackRequest.ProtoReflect.Descriptor instead.
 func (*RollbackRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{45}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{46}
 }
 
 type RollbackResponse struct {
@@ -3117,7 +3153,7 @@ type RollbackResponse struct {
 
 func (x *RollbackResponse) Reset() {
 	*x = RollbackResponse{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[46]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3129,7 +3165,7 @@ func (x *RollbackResponse) String() string {
 func (*RollbackResponse) ProtoMessage() {}
 
 func (x *RollbackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[46]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3142,7 +3178,7 @@ func (x *RollbackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackResponse.ProtoReflect.Descriptor instead.
 func (*RollbackResponse) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{46}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RollbackResponse) GetTransaction() *TransactionInfo {
@@ -3182,7 +3218,7 @@ type CheckpointRequest struct {
 
 func (x *CheckpointRequest) Reset() {
 	*x = CheckpointRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[47]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3194,7 +3230,7 @@ func (x *CheckpointRequest) String() string {
 func (*CheckpointRequest) ProtoMessage() {}
 
 func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[47]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3207,7 +3243,7 @@ func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointRequest.ProtoReflect.Descriptor instead.
 func (*CheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{47}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *CheckpointRequest) GetMessage() string {
@@ -3228,7 +3264,7 @@ type CheckpointResponse struct {
 
 func (x *CheckpointResponse) Reset() {
 	*x = CheckpointResponse{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[48]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3240,7 +3276,7 @@ func (x *CheckpointResponse) String() string {
 func (*CheckpointResponse) ProtoMessage() {}
 
 func (x *CheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[48]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3253,7 +3289,7 @@ func (x *CheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointResponse.ProtoReflect.Descriptor instead.
 func (*CheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{48}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *CheckpointResponse) GetCheckpoint() *CheckpointInfo {
@@ -3278,7 +3314,7 @@ type HistoryListRequest struct {
 
 func (x *HistoryListRequest) Reset() {
 	*x = HistoryListRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[49]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3290,7 +3326,7 @@ func (x *HistoryListRequest) String() string {
 func (*HistoryListRequest) ProtoMessage() {}
 
 func (x *HistoryListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[49]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3303,7 +3339,7 @@ func (x *HistoryListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryListRequest.ProtoReflect.Descriptor instead.
 func (*HistoryListRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{49}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{50}
 }
 
 type HistoryListResponse struct {
@@ -3324,7 +3360,7 @@ type HistoryListResponse struct {
 
 func (x *HistoryListResponse) Reset() {
 	*x = HistoryListResponse{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[50]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3336,7 +3372,7 @@ func (x *HistoryListResponse) String() string {
 func (*HistoryListResponse) ProtoMessage() {}
 
 func (x *HistoryListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[50]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3349,7 +3385,7 @@ func (x *HistoryListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryListResponse.ProtoReflect.Descriptor instead.
 func (*HistoryListResponse) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{50}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *HistoryListResponse) GetCheckpoints() []*CheckpointInfo {
@@ -3395,7 +3431,7 @@ type UndoRequest struct {
 
 func (x *UndoRequest) Reset() {
 	*x = UndoRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[51]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3407,7 +3443,7 @@ func (x *UndoRequest) String() string {
 func (*UndoRequest) ProtoMessage() {}
 
 func (x *UndoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[51]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3420,7 +3456,7 @@ func (x *UndoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UndoRequest.ProtoReflect.Descriptor instead.
 func (*UndoRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{51}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{52}
 }
 
 type RedoRequest struct {
@@ -3431,7 +3467,7 @@ type RedoRequest struct {
 
 func (x *RedoRequest) Reset() {
 	*x = RedoRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[52]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3443,7 +3479,7 @@ func (x *RedoRequest) String() string {
 func (*RedoRequest) ProtoMessage() {}
 
 func (x *RedoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[52]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3456,7 +3492,7 @@ func (x *RedoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedoRequest.ProtoReflect.Descriptor instead.
 func (*RedoRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{52}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{53}
 }
 
 type RestoreRequest struct {
@@ -3468,7 +3504,7 @@ type RestoreRequest struct {
 
 func (x *RestoreRequest) Reset() {
 	*x = RestoreRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[53]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3480,7 +3516,7 @@ func (x *RestoreRequest) String() string {
 func (*RestoreRequest) ProtoMessage() {}
 
 func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[53]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3493,7 +3529,7 @@ func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreRequest.ProtoReflect.Descriptor instead.
 func (*RestoreRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{53}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *RestoreRequest) GetCheckpoint() string {
@@ -3519,7 +3555,7 @@ type RestoreResponse struct {
 
 func (x *RestoreResponse) Reset() {
 	*x = RestoreResponse{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[54]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3531,7 +3567,7 @@ func (x *RestoreResponse) String() string {
 func (*RestoreResponse) ProtoMessage() {}
 
 func (x *RestoreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[54]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3544,7 +3580,7 @@ func (x *RestoreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreResponse.ProtoReflect.Descriptor instead.
 func (*RestoreResponse) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{54}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *RestoreResponse) GetCheckpoint() *CheckpointInfo {
@@ -3583,7 +3619,7 @@ type ExportRequest struct {
 
 func (x *ExportRequest) Reset() {
 	*x = ExportRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[55]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3595,7 +3631,7 @@ func (x *ExportRequest) String() string {
 func (*ExportRequest) ProtoMessage() {}
 
 func (x *ExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[55]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3608,7 +3644,7 @@ func (x *ExportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
 func (*ExportRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{55}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{56}
 }
 
 type ExportChunk struct {
@@ -3620,7 +3656,7 @@ type ExportChunk struct {
 
 func (x *ExportChunk) Reset() {
 	*x = ExportChunk{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[56]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3632,7 +3668,7 @@ func (x *ExportChunk) String() string {
 func (*ExportChunk) ProtoMessage() {}
 
 func (x *ExportChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[56]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3645,7 +3681,7 @@ func (x *ExportChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportChunk.ProtoReflect.Descriptor instead.
 func (*ExportChunk) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{56}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ExportChunk) GetData() []byte {
@@ -3664,7 +3700,7 @@ type ImportChunk struct {
 
 func (x *ImportChunk) Reset() {
 	*x = ImportChunk{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[57]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3676,7 +3712,7 @@ func (x *ImportChunk) String() string {
 func (*ImportChunk) ProtoMessage() {}
 
 func (x *ImportChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[57]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3689,7 +3725,7 @@ func (x *ImportChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportChunk.ProtoReflect.Descriptor instead.
 func (*ImportChunk) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{57}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ImportChunk) GetData() []byte {
@@ -3709,7 +3745,7 @@ type DiffRequest struct {
 
 func (x *DiffRequest) Reset() {
 	*x = DiffRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[58]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3721,7 +3757,7 @@ func (x *DiffRequest) String() string {
 func (*DiffRequest) ProtoMessage() {}
 
 func (x *DiffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[58]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3734,7 +3770,7 @@ func (x *DiffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRequest.ProtoReflect.Descriptor instead.
 func (*DiffRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{58}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *DiffRequest) GetFrom() string {
@@ -3762,7 +3798,7 @@ type DiffResponse struct {
 
 func (x *DiffResponse) Reset() {
 	*x = DiffResponse{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[59]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3774,7 +3810,7 @@ func (x *DiffResponse) String() string {
 func (*DiffResponse) ProtoMessage() {}
 
 func (x *DiffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[59]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3787,7 +3823,7 @@ func (x *DiffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffResponse.ProtoReflect.Descriptor instead.
 func (*DiffResponse) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{59}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *DiffResponse) GetAdded() []string {
@@ -3822,7 +3858,7 @@ type HistoryEventsRequest struct {
 
 func (x *HistoryEventsRequest) Reset() {
 	*x = HistoryEventsRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[60]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3834,7 +3870,7 @@ func (x *HistoryEventsRequest) String() string {
 func (*HistoryEventsRequest) ProtoMessage() {}
 
 func (x *HistoryEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[60]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3847,7 +3883,7 @@ func (x *HistoryEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryEventsRequest.ProtoReflect.Descriptor instead.
 func (*HistoryEventsRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{60}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *HistoryEventsRequest) GetEpoch() string {
@@ -3899,7 +3935,7 @@ type HistoryEvent struct {
 
 func (x *HistoryEvent) Reset() {
 	*x = HistoryEvent{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[61]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3911,7 +3947,7 @@ func (x *HistoryEvent) String() string {
 func (*HistoryEvent) ProtoMessage() {}
 
 func (x *HistoryEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[61]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3924,7 +3960,7 @@ func (x *HistoryEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryEvent.ProtoReflect.Descriptor instead.
 func (*HistoryEvent) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{61}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *HistoryEvent) GetEpoch() string {
@@ -4185,7 +4221,8 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1f.paddock.agent.v1.FileEventKindR\x04kind\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\"\f\n" +
 	"\n" +
-	"AppRequest\"\x91\x02\n" +
+	"AppRequest\"\x13\n" +
+	"\x11RestartAppRequest\"\x91\x02\n" +
 	"\tAppStatus\x12\x14\n" +
 	"\x05state\x18\x01 \x01(\tR\x05state\x12\x1a\n" +
 	"\brestarts\x18\x02 \x01(\x05R\brestarts\x129\n" +
@@ -4342,10 +4379,12 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"\x05Mkdir\x12\x1e.paddock.agent.v1.MkdirRequest\x1a\x1a.paddock.agent.v1.FileInfo\x12A\n" +
 	"\x04Move\x12\x1d.paddock.agent.v1.MoveRequest\x1a\x1a.paddock.agent.v1.FileInfo\x12K\n" +
 	"\x06Remove\x12\x1f.paddock.agent.v1.RemoveRequest\x1a .paddock.agent.v1.RemoveResponse\x12F\n" +
-	"\x05Watch\x12\x1e.paddock.agent.v1.WatchRequest\x1a\x1b.paddock.agent.v1.FileEvent0\x012\x90\x01\n" +
+	"\x05Watch\x12\x1e.paddock.agent.v1.WatchRequest\x1a\x1b.paddock.agent.v1.FileEvent0\x012\xe0\x01\n" +
 	"\x05Agent\x12E\n" +
 	"\x04Info\x12\x1d.paddock.agent.v1.InfoRequest\x1a\x1e.paddock.agent.v1.InfoResponse\x12@\n" +
-	"\x03App\x12\x1c.paddock.agent.v1.AppRequest\x1a\x1b.paddock.agent.v1.AppStatus2\xac\x01\n" +
+	"\x03App\x12\x1c.paddock.agent.v1.AppRequest\x1a\x1b.paddock.agent.v1.AppStatus\x12N\n" +
+	"\n" +
+	"RestartApp\x12#.paddock.agent.v1.RestartAppRequest\x1a\x1b.paddock.agent.v1.AppStatus2\xac\x01\n" +
 	"\x03Net\x12R\n" +
 	"\aForward\x12 .paddock.agent.v1.ForwardRequest\x1a!.paddock.agent.v1.ForwardResponse(\x010\x01\x12Q\n" +
 	"\x06Accept\x12 .paddock.agent.v1.ForwardRequest\x1a!.paddock.agent.v1.ForwardResponse(\x010\x012\xba\a\n" +
@@ -4377,7 +4416,7 @@ func file_paddock_agent_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_paddock_agent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_paddock_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
+var file_paddock_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
 var file_paddock_agent_v1_agent_proto_goTypes = []any{
 	(Stream)(0),                  // 0: paddock.agent.v1.Stream
 	(FileType)(0),                // 1: paddock.agent.v1.FileType
@@ -4416,34 +4455,35 @@ var file_paddock_agent_v1_agent_proto_goTypes = []any{
 	(*WatchRequest)(nil),         // 34: paddock.agent.v1.WatchRequest
 	(*FileEvent)(nil),            // 35: paddock.agent.v1.FileEvent
 	(*AppRequest)(nil),           // 36: paddock.agent.v1.AppRequest
-	(*AppStatus)(nil),            // 37: paddock.agent.v1.AppStatus
-	(*InfoRequest)(nil),          // 38: paddock.agent.v1.InfoRequest
-	(*InfoResponse)(nil),         // 39: paddock.agent.v1.InfoResponse
-	(*ForwardRequest)(nil),       // 40: paddock.agent.v1.ForwardRequest
-	(*ForwardResponse)(nil),      // 41: paddock.agent.v1.ForwardResponse
-	(*CheckpointInfo)(nil),       // 42: paddock.agent.v1.CheckpointInfo
-	(*TransactionInfo)(nil),      // 43: paddock.agent.v1.TransactionInfo
-	(*BeginRequest)(nil),         // 44: paddock.agent.v1.BeginRequest
-	(*BeginResponse)(nil),        // 45: paddock.agent.v1.BeginResponse
-	(*CommitRequest)(nil),        // 46: paddock.agent.v1.CommitRequest
-	(*CommitResponse)(nil),       // 47: paddock.agent.v1.CommitResponse
-	(*RollbackRequest)(nil),      // 48: paddock.agent.v1.RollbackRequest
-	(*RollbackResponse)(nil),     // 49: paddock.agent.v1.RollbackResponse
-	(*CheckpointRequest)(nil),    // 50: paddock.agent.v1.CheckpointRequest
-	(*CheckpointResponse)(nil),   // 51: paddock.agent.v1.CheckpointResponse
-	(*HistoryListRequest)(nil),   // 52: paddock.agent.v1.HistoryListRequest
-	(*HistoryListResponse)(nil),  // 53: paddock.agent.v1.HistoryListResponse
-	(*UndoRequest)(nil),          // 54: paddock.agent.v1.UndoRequest
-	(*RedoRequest)(nil),          // 55: paddock.agent.v1.RedoRequest
-	(*RestoreRequest)(nil),       // 56: paddock.agent.v1.RestoreRequest
-	(*RestoreResponse)(nil),      // 57: paddock.agent.v1.RestoreResponse
-	(*ExportRequest)(nil),        // 58: paddock.agent.v1.ExportRequest
-	(*ExportChunk)(nil),          // 59: paddock.agent.v1.ExportChunk
-	(*ImportChunk)(nil),          // 60: paddock.agent.v1.ImportChunk
-	(*DiffRequest)(nil),          // 61: paddock.agent.v1.DiffRequest
-	(*DiffResponse)(nil),         // 62: paddock.agent.v1.DiffResponse
-	(*HistoryEventsRequest)(nil), // 63: paddock.agent.v1.HistoryEventsRequest
-	(*HistoryEvent)(nil),         // 64: paddock.agent.v1.HistoryEvent
+	(*RestartAppRequest)(nil),    // 37: paddock.agent.v1.RestartAppRequest
+	(*AppStatus)(nil),            // 38: paddock.agent.v1.AppStatus
+	(*InfoRequest)(nil),          // 39: paddock.agent.v1.InfoRequest
+	(*InfoResponse)(nil),         // 40: paddock.agent.v1.InfoResponse
+	(*ForwardRequest)(nil),       // 41: paddock.agent.v1.ForwardRequest
+	(*ForwardResponse)(nil),      // 42: paddock.agent.v1.ForwardResponse
+	(*CheckpointInfo)(nil),       // 43: paddock.agent.v1.CheckpointInfo
+	(*TransactionInfo)(nil),      // 44: paddock.agent.v1.TransactionInfo
+	(*BeginRequest)(nil),         // 45: paddock.agent.v1.BeginRequest
+	(*BeginResponse)(nil),        // 46: paddock.agent.v1.BeginResponse
+	(*CommitRequest)(nil),        // 47: paddock.agent.v1.CommitRequest
+	(*CommitResponse)(nil),       // 48: paddock.agent.v1.CommitResponse
+	(*RollbackRequest)(nil),      // 49: paddock.agent.v1.RollbackRequest
+	(*RollbackResponse)(nil),     // 50: paddock.agent.v1.RollbackResponse
+	(*CheckpointRequest)(nil),    // 51: paddock.agent.v1.CheckpointRequest
+	(*CheckpointResponse)(nil),   // 52: paddock.agent.v1.CheckpointResponse
+	(*HistoryListRequest)(nil),   // 53: paddock.agent.v1.HistoryListRequest
+	(*HistoryListResponse)(nil),  // 54: paddock.agent.v1.HistoryListResponse
+	(*UndoRequest)(nil),          // 55: paddock.agent.v1.UndoRequest
+	(*RedoRequest)(nil),          // 56: paddock.agent.v1.RedoRequest
+	(*RestoreRequest)(nil),       // 57: paddock.agent.v1.RestoreRequest
+	(*RestoreResponse)(nil),      // 58: paddock.agent.v1.RestoreResponse
+	(*ExportRequest)(nil),        // 59: paddock.agent.v1.ExportRequest
+	(*ExportChunk)(nil),          // 60: paddock.agent.v1.ExportChunk
+	(*ImportChunk)(nil),          // 61: paddock.agent.v1.ImportChunk
+	(*DiffRequest)(nil),          // 62: paddock.agent.v1.DiffRequest
+	(*DiffResponse)(nil),         // 63: paddock.agent.v1.DiffResponse
+	(*HistoryEventsRequest)(nil), // 64: paddock.agent.v1.HistoryEventsRequest
+	(*HistoryEvent)(nil),         // 65: paddock.agent.v1.HistoryEvent
 }
 var file_paddock_agent_v1_agent_proto_depIdxs = []int32{
 	5,  // 0: paddock.agent.v1.StartRequest.tty:type_name -> paddock.agent.v1.TTYSize
@@ -4461,16 +4501,16 @@ var file_paddock_agent_v1_agent_proto_depIdxs = []int32{
 	26, // 12: paddock.agent.v1.ListFilesResponse.entries:type_name -> paddock.agent.v1.FileInfo
 	2,  // 13: paddock.agent.v1.FileEvent.kind:type_name -> paddock.agent.v1.FileEventKind
 	10, // 14: paddock.agent.v1.AppStatus.last_exit:type_name -> paddock.agent.v1.ExitStatus
-	43, // 15: paddock.agent.v1.BeginResponse.transaction:type_name -> paddock.agent.v1.TransactionInfo
-	42, // 16: paddock.agent.v1.CommitResponse.checkpoint:type_name -> paddock.agent.v1.CheckpointInfo
-	43, // 17: paddock.agent.v1.CommitResponse.transaction:type_name -> paddock.agent.v1.TransactionInfo
-	43, // 18: paddock.agent.v1.RollbackResponse.transaction:type_name -> paddock.agent.v1.TransactionInfo
-	42, // 19: paddock.agent.v1.CheckpointResponse.checkpoint:type_name -> paddock.agent.v1.CheckpointInfo
-	42, // 20: paddock.agent.v1.HistoryListResponse.checkpoints:type_name -> paddock.agent.v1.CheckpointInfo
-	43, // 21: paddock.agent.v1.HistoryListResponse.transaction:type_name -> paddock.agent.v1.TransactionInfo
-	42, // 22: paddock.agent.v1.RestoreResponse.checkpoint:type_name -> paddock.agent.v1.CheckpointInfo
-	42, // 23: paddock.agent.v1.HistoryEvent.checkpoint:type_name -> paddock.agent.v1.CheckpointInfo
-	43, // 24: paddock.agent.v1.HistoryEvent.transaction:type_name -> paddock.agent.v1.TransactionInfo
+	44, // 15: paddock.agent.v1.BeginResponse.transaction:type_name -> paddock.agent.v1.TransactionInfo
+	43, // 16: paddock.agent.v1.CommitResponse.checkpoint:type_name -> paddock.agent.v1.CheckpointInfo
+	44, // 17: paddock.agent.v1.CommitResponse.transaction:type_name -> paddock.agent.v1.TransactionInfo
+	44, // 18: paddock.agent.v1.RollbackResponse.transaction:type_name -> paddock.agent.v1.TransactionInfo
+	43, // 19: paddock.agent.v1.CheckpointResponse.checkpoint:type_name -> paddock.agent.v1.CheckpointInfo
+	43, // 20: paddock.agent.v1.HistoryListResponse.checkpoints:type_name -> paddock.agent.v1.CheckpointInfo
+	44, // 21: paddock.agent.v1.HistoryListResponse.transaction:type_name -> paddock.agent.v1.TransactionInfo
+	43, // 22: paddock.agent.v1.RestoreResponse.checkpoint:type_name -> paddock.agent.v1.CheckpointInfo
+	43, // 23: paddock.agent.v1.HistoryEvent.checkpoint:type_name -> paddock.agent.v1.CheckpointInfo
+	44, // 24: paddock.agent.v1.HistoryEvent.transaction:type_name -> paddock.agent.v1.TransactionInfo
 	3,  // 25: paddock.agent.v1.Process.Start:input_type -> paddock.agent.v1.StartRequest
 	6,  // 26: paddock.agent.v1.Process.Attach:input_type -> paddock.agent.v1.AttachRequest
 	11, // 27: paddock.agent.v1.Process.Execute:input_type -> paddock.agent.v1.ExecuteRequest
@@ -4487,56 +4527,58 @@ var file_paddock_agent_v1_agent_proto_depIdxs = []int32{
 	31, // 38: paddock.agent.v1.Files.Move:input_type -> paddock.agent.v1.MoveRequest
 	32, // 39: paddock.agent.v1.Files.Remove:input_type -> paddock.agent.v1.RemoveRequest
 	34, // 40: paddock.agent.v1.Files.Watch:input_type -> paddock.agent.v1.WatchRequest
-	38, // 41: paddock.agent.v1.Agent.Info:input_type -> paddock.agent.v1.InfoRequest
+	39, // 41: paddock.agent.v1.Agent.Info:input_type -> paddock.agent.v1.InfoRequest
 	36, // 42: paddock.agent.v1.Agent.App:input_type -> paddock.agent.v1.AppRequest
-	40, // 43: paddock.agent.v1.Net.Forward:input_type -> paddock.agent.v1.ForwardRequest
-	40, // 44: paddock.agent.v1.Net.Accept:input_type -> paddock.agent.v1.ForwardRequest
-	50, // 45: paddock.agent.v1.History.Checkpoint:input_type -> paddock.agent.v1.CheckpointRequest
-	52, // 46: paddock.agent.v1.History.List:input_type -> paddock.agent.v1.HistoryListRequest
-	54, // 47: paddock.agent.v1.History.Undo:input_type -> paddock.agent.v1.UndoRequest
-	55, // 48: paddock.agent.v1.History.Redo:input_type -> paddock.agent.v1.RedoRequest
-	56, // 49: paddock.agent.v1.History.Restore:input_type -> paddock.agent.v1.RestoreRequest
-	61, // 50: paddock.agent.v1.History.Diff:input_type -> paddock.agent.v1.DiffRequest
-	44, // 51: paddock.agent.v1.History.Begin:input_type -> paddock.agent.v1.BeginRequest
-	46, // 52: paddock.agent.v1.History.Commit:input_type -> paddock.agent.v1.CommitRequest
-	48, // 53: paddock.agent.v1.History.Rollback:input_type -> paddock.agent.v1.RollbackRequest
-	58, // 54: paddock.agent.v1.History.Export:input_type -> paddock.agent.v1.ExportRequest
-	60, // 55: paddock.agent.v1.History.Import:input_type -> paddock.agent.v1.ImportChunk
-	63, // 56: paddock.agent.v1.History.Events:input_type -> paddock.agent.v1.HistoryEventsRequest
-	7,  // 57: paddock.agent.v1.Process.Start:output_type -> paddock.agent.v1.ProcessEvent
-	7,  // 58: paddock.agent.v1.Process.Attach:output_type -> paddock.agent.v1.ProcessEvent
-	12, // 59: paddock.agent.v1.Process.Execute:output_type -> paddock.agent.v1.ExecuteResponse
-	14, // 60: paddock.agent.v1.Process.WriteStdin:output_type -> paddock.agent.v1.WriteStdinResponse
-	16, // 61: paddock.agent.v1.Process.SendSignal:output_type -> paddock.agent.v1.SendSignalResponse
-	18, // 62: paddock.agent.v1.Process.ResizeTTY:output_type -> paddock.agent.v1.ResizeTTYResponse
-	10, // 63: paddock.agent.v1.Process.Wait:output_type -> paddock.agent.v1.ExitStatus
-	22, // 64: paddock.agent.v1.Process.List:output_type -> paddock.agent.v1.ListResponse
-	24, // 65: paddock.agent.v1.Files.Read:output_type -> paddock.agent.v1.FileChunk
-	26, // 66: paddock.agent.v1.Files.Write:output_type -> paddock.agent.v1.FileInfo
-	26, // 67: paddock.agent.v1.Files.Stat:output_type -> paddock.agent.v1.FileInfo
-	29, // 68: paddock.agent.v1.Files.List:output_type -> paddock.agent.v1.ListFilesResponse
-	26, // 69: paddock.agent.v1.Files.Mkdir:output_type -> paddock.agent.v1.FileInfo
-	26, // 70: paddock.agent.v1.Files.Move:output_type -> paddock.agent.v1.FileInfo
-	33, // 71: paddock.agent.v1.Files.Remove:output_type -> paddock.agent.v1.RemoveResponse
-	35, // 72: paddock.agent.v1.Files.Watch:output_type -> paddock.agent.v1.FileEvent
-	39, // 73: paddock.agent.v1.Agent.Info:output_type -> paddock.agent.v1.InfoResponse
-	37, // 74: paddock.agent.v1.Agent.App:output_type -> paddock.agent.v1.AppStatus
-	41, // 75: paddock.agent.v1.Net.Forward:output_type -> paddock.agent.v1.ForwardResponse
-	41, // 76: paddock.agent.v1.Net.Accept:output_type -> paddock.agent.v1.ForwardResponse
-	51, // 77: paddock.agent.v1.History.Checkpoint:output_type -> paddock.agent.v1.CheckpointResponse
-	53, // 78: paddock.agent.v1.History.List:output_type -> paddock.agent.v1.HistoryListResponse
-	57, // 79: paddock.agent.v1.History.Undo:output_type -> paddock.agent.v1.RestoreResponse
-	57, // 80: paddock.agent.v1.History.Redo:output_type -> paddock.agent.v1.RestoreResponse
-	57, // 81: paddock.agent.v1.History.Restore:output_type -> paddock.agent.v1.RestoreResponse
-	62, // 82: paddock.agent.v1.History.Diff:output_type -> paddock.agent.v1.DiffResponse
-	45, // 83: paddock.agent.v1.History.Begin:output_type -> paddock.agent.v1.BeginResponse
-	47, // 84: paddock.agent.v1.History.Commit:output_type -> paddock.agent.v1.CommitResponse
-	49, // 85: paddock.agent.v1.History.Rollback:output_type -> paddock.agent.v1.RollbackResponse
-	59, // 86: paddock.agent.v1.History.Export:output_type -> paddock.agent.v1.ExportChunk
-	57, // 87: paddock.agent.v1.History.Import:output_type -> paddock.agent.v1.RestoreResponse
-	64, // 88: paddock.agent.v1.History.Events:output_type -> paddock.agent.v1.HistoryEvent
-	57, // [57:89] is the sub-list for method output_type
-	25, // [25:57] is the sub-list for method input_type
+	37, // 43: paddock.agent.v1.Agent.RestartApp:input_type -> paddock.agent.v1.RestartAppRequest
+	41, // 44: paddock.agent.v1.Net.Forward:input_type -> paddock.agent.v1.ForwardRequest
+	41, // 45: paddock.agent.v1.Net.Accept:input_type -> paddock.agent.v1.ForwardRequest
+	51, // 46: paddock.agent.v1.History.Checkpoint:input_type -> paddock.agent.v1.CheckpointRequest
+	53, // 47: paddock.agent.v1.History.List:input_type -> paddock.agent.v1.HistoryListRequest
+	55, // 48: paddock.agent.v1.History.Undo:input_type -> paddock.agent.v1.UndoRequest
+	56, // 49: paddock.agent.v1.History.Redo:input_type -> paddock.agent.v1.RedoRequest
+	57, // 50: paddock.agent.v1.History.Restore:input_type -> paddock.agent.v1.RestoreRequest
+	62, // 51: paddock.agent.v1.History.Diff:input_type -> paddock.agent.v1.DiffRequest
+	45, // 52: paddock.agent.v1.History.Begin:input_type -> paddock.agent.v1.BeginRequest
+	47, // 53: paddock.agent.v1.History.Commit:input_type -> paddock.agent.v1.CommitRequest
+	49, // 54: paddock.agent.v1.History.Rollback:input_type -> paddock.agent.v1.RollbackRequest
+	59, // 55: paddock.agent.v1.History.Export:input_type -> paddock.agent.v1.ExportRequest
+	61, // 56: paddock.agent.v1.History.Import:input_type -> paddock.agent.v1.ImportChunk
+	64, // 57: paddock.agent.v1.History.Events:input_type -> paddock.agent.v1.HistoryEventsRequest
+	7,  // 58: paddock.agent.v1.Process.Start:output_type -> paddock.agent.v1.ProcessEvent
+	7,  // 59: paddock.agent.v1.Process.Attach:output_type -> paddock.agent.v1.ProcessEvent
+	12, // 60: paddock.agent.v1.Process.Execute:output_type -> paddock.agent.v1.ExecuteResponse
+	14, // 61: paddock.agent.v1.Process.WriteStdin:output_type -> paddock.agent.v1.WriteStdinResponse
+	16, // 62: paddock.agent.v1.Process.SendSignal:output_type -> paddock.agent.v1.SendSignalResponse
+	18, // 63: paddock.agent.v1.Process.ResizeTTY:output_type -> paddock.agent.v1.ResizeTTYResponse
+	10, // 64: paddock.agent.v1.Process.Wait:output_type -> paddock.agent.v1.ExitStatus
+	22, // 65: paddock.agent.v1.Process.List:output_type -> paddock.agent.v1.ListResponse
+	24, // 66: paddock.agent.v1.Files.Read:output_type -> paddock.agent.v1.FileChunk
+	26, // 67: paddock.agent.v1.Files.Write:output_type -> paddock.agent.v1.FileInfo
+	26, // 68: paddock.agent.v1.Files.Stat:output_type -> paddock.agent.v1.FileInfo
+	29, // 69: paddock.agent.v1.Files.List:output_type -> paddock.agent.v1.ListFilesResponse
+	26, // 70: paddock.agent.v1.Files.Mkdir:output_type -> paddock.agent.v1.FileInfo
+	26, // 71: paddock.agent.v1.Files.Move:output_type -> paddock.agent.v1.FileInfo
+	33, // 72: paddock.agent.v1.Files.Remove:output_type -> paddock.agent.v1.RemoveResponse
+	35, // 73: paddock.agent.v1.Files.Watch:output_type -> paddock.agent.v1.FileEvent
+	40, // 74: paddock.agent.v1.Agent.Info:output_type -> paddock.agent.v1.InfoResponse
+	38, // 75: paddock.agent.v1.Agent.App:output_type -> paddock.agent.v1.AppStatus
+	38, // 76: paddock.agent.v1.Agent.RestartApp:output_type -> paddock.agent.v1.AppStatus
+	42, // 77: paddock.agent.v1.Net.Forward:output_type -> paddock.agent.v1.ForwardResponse
+	42, // 78: paddock.agent.v1.Net.Accept:output_type -> paddock.agent.v1.ForwardResponse
+	52, // 79: paddock.agent.v1.History.Checkpoint:output_type -> paddock.agent.v1.CheckpointResponse
+	54, // 80: paddock.agent.v1.History.List:output_type -> paddock.agent.v1.HistoryListResponse
+	58, // 81: paddock.agent.v1.History.Undo:output_type -> paddock.agent.v1.RestoreResponse
+	58, // 82: paddock.agent.v1.History.Redo:output_type -> paddock.agent.v1.RestoreResponse
+	58, // 83: paddock.agent.v1.History.Restore:output_type -> paddock.agent.v1.RestoreResponse
+	63, // 84: paddock.agent.v1.History.Diff:output_type -> paddock.agent.v1.DiffResponse
+	46, // 85: paddock.agent.v1.History.Begin:output_type -> paddock.agent.v1.BeginResponse
+	48, // 86: paddock.agent.v1.History.Commit:output_type -> paddock.agent.v1.CommitResponse
+	50, // 87: paddock.agent.v1.History.Rollback:output_type -> paddock.agent.v1.RollbackResponse
+	60, // 88: paddock.agent.v1.History.Export:output_type -> paddock.agent.v1.ExportChunk
+	58, // 89: paddock.agent.v1.History.Import:output_type -> paddock.agent.v1.RestoreResponse
+	65, // 90: paddock.agent.v1.History.Events:output_type -> paddock.agent.v1.HistoryEvent
+	58, // [58:91] is the sub-list for method output_type
+	25, // [25:58] is the sub-list for method input_type
 	25, // [25:25] is the sub-list for extension type_name
 	25, // [25:25] is the sub-list for extension extendee
 	0,  // [0:25] is the sub-list for field type_name
@@ -4558,7 +4600,7 @@ func file_paddock_agent_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_paddock_agent_v1_agent_proto_rawDesc), len(file_paddock_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   62,
+			NumMessages:   63,
 			NumExtensions: 0,
 			NumServices:   5,
 		},

@@ -801,8 +801,9 @@ var Files_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Agent_Info_FullMethodName = "/paddock.agent.v1.Agent/Info"
-	Agent_App_FullMethodName  = "/paddock.agent.v1.Agent/App"
+	Agent_Info_FullMethodName       = "/paddock.agent.v1.Agent/Info"
+	Agent_App_FullMethodName        = "/paddock.agent.v1.Agent/App"
+	Agent_RestartApp_FullMethodName = "/paddock.agent.v1.Agent/RestartApp"
 )
 
 // AgentClient is the client API for Agent service.
@@ -815,6 +816,9 @@ type AgentClient interface {
 	// App reports the supervised app: the main command when the envelope asks the agent to
 	// restart it (wire.Command.Restart). FAILED_PRECONDITION "no supervised app" otherwise.
 	App(ctx context.Context, in *AppRequest, opts ...grpc.CallOption) (*AppStatus, error)
+	// RestartApp starts the supervised app again now, on what the workspace holds (a
+	// running app gets SIGTERM, one in backoff starts at once), and reports it as App does.
+	RestartApp(ctx context.Context, in *RestartAppRequest, opts ...grpc.CallOption) (*AppStatus, error)
 }
 
 type agentClient struct {
@@ -845,6 +849,16 @@ func (c *agentClient) App(ctx context.Context, in *AppRequest, opts ...grpc.Call
 	return out, nil
 }
 
+func (c *agentClient) RestartApp(ctx context.Context, in *RestartAppRequest, opts ...grpc.CallOption) (*AppStatus, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AppStatus)
+	err := c.cc.Invoke(ctx, Agent_RestartApp_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AgentServer is the server API for Agent service.
 // All implementations must embed UnimplementedAgentServer
 // for forward compatibility.
@@ -855,6 +869,9 @@ type AgentServer interface {
 	// App reports the supervised app: the main command when the envelope asks the agent to
 	// restart it (wire.Command.Restart). FAILED_PRECONDITION "no supervised app" otherwise.
 	App(context.Context, *AppRequest) (*AppStatus, error)
+	// RestartApp starts the supervised app again now, on what the workspace holds (a
+	// running app gets SIGTERM, one in backoff starts at once), and reports it as App does.
+	RestartApp(context.Context, *RestartAppRequest) (*AppStatus, error)
 	mustEmbedUnimplementedAgentServer()
 }
 
@@ -870,6 +887,9 @@ func (UnimplementedAgentServer) Info(context.Context, *InfoRequest) (*InfoRespon
 }
 func (UnimplementedAgentServer) App(context.Context, *AppRequest) (*AppStatus, error) {
 	return nil, status.Error(codes.Unimplemented, "method App not implemented")
+}
+func (UnimplementedAgentServer) RestartApp(context.Context, *RestartAppRequest) (*AppStatus, error) {
+	return nil, status.Error(codes.Unimplemented, "method RestartApp not implemented")
 }
 func (UnimplementedAgentServer) mustEmbedUnimplementedAgentServer() {}
 func (UnimplementedAgentServer) testEmbeddedByValue()               {}
@@ -928,6 +948,24 @@ func _Agent_App_Handler(srv interface{}, ctx context.Context, dec func(interface
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Agent_RestartApp_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RestartAppRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServer).RestartApp(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Agent_RestartApp_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServer).RestartApp(ctx, req.(*RestartAppRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Agent_ServiceDesc is the grpc.ServiceDesc for Agent service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -942,6 +980,10 @@ var Agent_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "App",
 			Handler:    _Agent_App_Handler,
+		},
+		{
+			MethodName: "RestartApp",
+			Handler:    _Agent_RestartApp_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,63 @@
+package cli_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/gateway"
+	"github.com/paddockhq/paddock/internal/gateway/scripted"
+	"github.com/paddockhq/paddock/internal/server"
+	"github.com/paddockhq/paddock/internal/servertest"
+)
+
+const agentScript = `{"name": "cli", "steps": [
+  {"expect": {"model": "picked-by-flag", "last_contains": ["make the header blue"]},
+   "respond": {"content": "Looking.", "tool_calls": [{"name": "edit_file", "arguments": {"path": "index.html", "old_string": "red", "new_string": "blue"}}]}},
+  {"expect": {"last_role": "tool", "last_contains": ["edited index.html"]}, "respond": {"content": "The header is blue now."}},
+  {"expect": {"last_contains": ["and the footer"]}, "respond": {"content": "I will now", "cut_after": 2}}
+]}`
+
+// paddock agent runs a turn in the sandbox and shows each step as a person reads it; a
+// turn that stops says why and exits 1.
+func TestAgentCommand(t *testing.T) {
+	sc, err := scripted.Parse([]byte(agentScript))
+	if err != nil {
+		t.Fatal(err)
+	}
+	provider := scripted.New(sc)
+	up := httptest.NewServer(provider)
+	defer up.Close()
+	e := servertest.Start(t, func(c *server.Config) {
+		c.Gateway = gateway.Config{Providers: []gateway.Provider{{Name: "p", Kind: gateway.KindOpenAI, BaseURL: up.URL, APIKey: "sk-platform"}}}
+	})
+	alice := e.Register(t, "alice")
+	signedOut(t)
+	t.Setenv("PADDOCK_SERVER", e.URL)
+	t.Setenv("PADDOCK_TOKEN", alice.Token)
+	var sb api.Sandbox
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{}), http.StatusCreated, &sb)
+	mustRemote(t, "", "sandbox", "exec", sb.ID, "--", "sh", "-c", "echo 'h1 { color: red }' > /workspace/index.html")
+
+	out := mustRemote(t, "", "agent", sb.ID, "--model", "picked-by-flag", "make", "the header blue")
+	for _, want := range []string{
+		"turn 1: make the header blue\n", "Looking.\n> edit_file {", "  ok: edited index.html", "\ncheckpoint ", "The header is blue now.\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("paddock agent printed\n%s\nwithout %q", out, want)
+		}
+	}
+	if got := mustRemote(t, "", "sandbox", "exec", sb.ID, "--", "cat", "/workspace/index.html"); got != "h1 { color: blue }\n" {
+		t.Errorf("index.html: %q", got)
+	}
+
+	out, _, code := remote(t, "", "agent", sb.ID, "--model", "picked-by-flag", "and the footer")
+	if code != 1 || !strings.Contains(out, "stopped (stream_cut): the provider's answer broke off") {
+		t.Errorf("a cut stream: exit %d\n%s", code, out)
+	}
+	if err := provider.Err(); err != nil {
+		t.Error(err)
+	}
+}

@@ -1,0 +1,67 @@
+// Package sandboxops is what can be done to a sandbox, whoever asks: exec, files, history,
+// capability tokens, the app's status and the sandbox's policy. Each operation takes the
+// caller, the sandbox's ID and a typed request, and owns the whole way down: the caller
+// may reach the sandbox (the fleet's ownership), the policy in force allows it, the
+// capability the request acts under allows it (and is reissued for the agent to check
+// again), the audit event, the typed call to the agent (package agentclient) and which
+// limit a command met. The HTTP API (package server) decodes, calls and encodes; the MCP
+// server, the SDK service and the desktop call the same functions.
+//
+// Threat model: the caller is authenticated by the front door that calls (a session, an
+// API token, a capability token held in the context by WithCapability). Everything a
+// request asks is decided here before it reaches the sandbox's agent, which decides file
+// paths and capabilities again where they really lead.
+package sandboxops
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/fleet"
+	"github.com/paddockhq/paddock/internal/store"
+)
+
+// Ops runs operations on the fleet's sandboxes. It is safe for concurrent use.
+type Ops struct {
+	fleet *fleet.Fleet
+	st    *store.Store
+	log   *slog.Logger
+	pol   *Policies
+	caps  *Capabilities
+	// followers counts the running sandboxes whose history events are followed.
+	followers atomic.Int64
+}
+
+// Config is what Ops works with.
+type Config struct {
+	Fleet        *fleet.Fleet
+	Store        *store.Store
+	Log          *slog.Logger
+	Policies     *Policies
+	Capabilities *Capabilities
+}
+
+// New is the operations on cfg.Fleet's sandboxes.
+func New(cfg Config) *Ops {
+	return &Ops{fleet: cfg.Fleet, st: cfg.Store, log: cfg.Log, pol: cfg.Policies, caps: cfg.Capabilities}
+}
+
+// Event records an event in the audit log. A failure is logged, not returned: the
+// operation it records has happened.
+func (o *Ops) Event(ctx context.Context, userID, action string, detail map[string]any) {
+	if err := o.st.Audit(context.WithoutCancel(ctx), store.AuditEvent{At: time.Now(), ActorUserID: userID, Action: action, Detail: detail}); err != nil {
+		o.log.Warn("record event", "action", action, "err", err)
+	}
+}
+
+func (o *Ops) event(ctx context.Context, userID, action string, detail map[string]any) {
+	o.Event(ctx, userID, action, detail)
+}
+
+// APILimits are a recorded sandbox's limits as a response gives them: in bytes.
+func APILimits(sb store.Sandbox) api.Limits {
+	return api.Limits{MemoryBytes: sb.MemoryBytes, CPUs: sb.CPUs, Pids: sb.Pids, TmpBytes: sb.TmpBytes, FileSizeBytes: sb.FileSizeBytes, DiskBytes: sb.DiskBytes}
+}
