@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -235,10 +236,24 @@ func runOne(ctx context.Context, r Runner, dir, step string, i, n int, c Command
 	}
 	ev := api.ProviderEvent{Type: api.EventProgress, Step: step, Command: c.Name, Index: i, Total: n, State: "running"}
 	emit(ev)
-	res, err := r.Run(ctx, dir, c)
-	if err == nil {
+	var res Result
+	var err error
+	if s, ok := r.(Streamer); ok && c.Stdin == nil {
+		lines := map[string]*lineEmitter{}
+		res, err = s.Stream(ctx, dir, c, func(stream string, data []byte) {
+			if lines[stream] == nil {
+				lines[stream] = &lineEmitter{step: step, cmd: c.Name, stream: stream, emit: emit}
+			}
+			lines[stream].write(data)
+		})
+		for _, l := range lines {
+			l.flush()
+		}
+	} else if res, err = r.Run(ctx, dir, c); err == nil {
 		emitLines(step, c.Name, "stdout", res.Stdout, emit)
 		emitLines(step, c.Name, "stderr", res.Stderr, emit)
+	}
+	if err == nil {
 		if res.ExitCode != 0 || res.Error != "" {
 			err = fmt.Errorf("%s: %s: %w", c.Name, failure(res), errdefs.ErrFailedPrecondition)
 		}
@@ -264,4 +279,41 @@ func emitLines(step, cmd, stream string, b []byte, emit func(api.ProviderEvent))
 	for _, line := range strings.Split(s, "\n") {
 		emit(api.ProviderEvent{Type: api.EventLog, Step: step, Command: cmd, Stream: stream, Line: strings.TrimSuffix(line, "\r")})
 	}
+}
+
+// maxLogLine bounds a log line held back for its newline.
+const maxLogLine = 64 << 10
+
+// lineEmitter turns a stream's output into log events, a line each, as lines complete.
+type lineEmitter struct {
+	step, cmd, stream string
+	emit              func(api.ProviderEvent)
+	buf               []byte
+}
+
+func (l *lineEmitter) write(data []byte) {
+	l.buf = append(l.buf, data...)
+	for {
+		i := bytes.IndexByte(l.buf, '\n')
+		if i < 0 {
+			break
+		}
+		l.line(l.buf[:i])
+		l.buf = l.buf[i+1:]
+	}
+	if len(l.buf) > maxLogLine {
+		l.flush()
+	}
+}
+
+func (l *lineEmitter) flush() {
+	if len(l.buf) > 0 {
+		l.line(l.buf)
+		l.buf = nil
+	}
+}
+
+func (l *lineEmitter) line(b []byte) {
+	s := strings.TrimSuffix(strings.ToValidUTF8(string(b), "\uFFFD"), "\r")
+	l.emit(api.ProviderEvent{Type: api.EventLog, Step: l.step, Command: l.cmd, Stream: l.stream, Line: s})
 }

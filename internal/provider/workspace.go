@@ -15,6 +15,12 @@ type Runner interface {
 	Run(ctx context.Context, dir string, c Command) (Result, error)
 }
 
+// Streamer is a Runner that can also hand over a command's output as it comes, which
+// Run uses for a step's commands (those without stdin) so that their log is live.
+type Streamer interface {
+	Stream(ctx context.Context, dir string, c Command, out func(stream string, data []byte)) (Result, error)
+}
+
 // Result is how a command ended.
 type Result struct {
 	ExitCode int

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/paddockhq/paddock/internal/api"
@@ -71,6 +72,64 @@ func (e execRunner) Run(ctx context.Context, dir string, cmd provider.Command) (
 		return provider.Result{}, err
 	}
 	return provider.Result{ExitCode: out.ExitCode, Stdout: out.Stdout, Stderr: out.Stderr, Error: out.Error}, nil
+}
+
+// maxTail is how much of a streamed command's output a Result keeps, for the error that
+// quotes its last lines.
+const maxTail = 64 << 10
+
+// Stream runs a step's command as a streamed exec (the exec stream's path, under the same
+// policy and limits), handing its output over as it comes.
+func (e execRunner) Stream(ctx context.Context, dir string, cmd provider.Command, out func(stream string, data []byte)) (provider.Result, error) {
+	timeout := cmd.Timeout
+	if timeout == 0 {
+		timeout = provider.DefaultTimeout
+	}
+	gate, err := e.s.ops.OpenStream(ctx, e.c, e.r.PathValue("id"))
+	if err != nil {
+		return provider.Result{}, err
+	}
+	sess, exit, err := gate.Start(ctx, api.StreamStart{Argv: cmd.Argv, Env: cmd.Env, Cwd: dir})
+	if err != nil {
+		return provider.Result{}, err
+	}
+	if exit != nil {
+		return provider.Result{ExitCode: exit.ExitCode, Error: exit.Error}, nil
+	}
+	defer sess.Close()
+	_ = sess.CloseInput()
+	var timedOut atomic.Bool
+	kill := time.AfterFunc(timeout, func() { timedOut.Store(true); sess.Kill() })
+	defer kill.Stop()
+	var res provider.Result
+	for {
+		stream, data, exit, err := sess.Recv()
+		switch {
+		case err != nil:
+			return provider.Result{}, err
+		case exit != nil:
+			res.ExitCode, res.Error = exit.ExitCode, exit.Error
+			if timedOut.Load() {
+				res.Error = fmt.Sprintf("killed at the step's time limit (%s)", timeout)
+			} else if res.Error == "" && exit.Signal != 0 {
+				res.Error = fmt.Sprintf("killed by signal %d", exit.Signal)
+			}
+			return res, nil
+		case stream == api.StreamStderr:
+			res.Stderr = tail(append(res.Stderr, data...))
+			out("stderr", data)
+		default:
+			res.Stdout = tail(append(res.Stdout, data...))
+			out("stdout", data)
+		}
+	}
+}
+
+func tail(b []byte) []byte {
+	if len(b) > maxTail {
+		return b[len(b)-maxTail:]
+	}
+	return b
 }
 
 // sseWriter writes events as server-sent events, each flushed as it comes.

@@ -288,3 +288,30 @@ func TestProviderPreviewServes(t *testing.T) {
 		t.Error("after reset the app is not the welcome page")
 	}
 }
+
+// A step's log is live: a command's output arrives while it runs. The build here waits
+// for a file that the test makes only once the build's first line has arrived.
+func TestProviderLiveLog(t *testing.T) {
+	e := servertest.Start(t)
+	alice := e.Register(t, "alice")
+	var sb api.Sandbox
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "p"}), http.StatusCreated, &sb)
+	execOK(t, alice, sb.ID, "sh", "-c", `mkdir app && echo '{"scripts": {"build": "echo waiting for go; while [ ! -f go ]; do sleep 0.1; done; echo went"}}' > app/package.json`)
+	resp := alice.DoToken("POST", "/api/v1/sandboxes/"+sb.ID+"/app/build", api.ProviderRequest{Dir: "app"})
+	defer resp.Body.Close()
+	var evs []api.ProviderEvent
+	touched := false
+	err := paddock.ReadProviderEvents(resp.Body, func(ev api.ProviderEvent) {
+		evs = append(evs, ev)
+		if !touched && ev.Type == api.EventLog && ev.Line == "waiting for go" {
+			touched = true
+			execOK(t, alice, sb.ID, "touch", "app/go")
+		}
+	})
+	if err != nil || !touched {
+		t.Fatalf("the build's first line did not arrive while it ran (read: %v); events %+v", err, evs)
+	}
+	if r := result(evs); r.Error != "" || !logged(evs, "went") {
+		t.Errorf("build: %+v; log:\n%s", r, logText(evs))
+	}
+}
