@@ -152,12 +152,23 @@ func TestEveryRoute(t *testing.T) {
 		t.Errorf("app: %v", err)
 	}
 
+	// Runtime providers, and choosing the app.
+	var steps []paddock.ProviderEvent
+	step, err := c.AppStep(ctx, sb.ID, "new", paddock.ProviderRequest{Runtime: "static", Name: "site", Dir: "site"}, func(ev paddock.ProviderEvent) { steps = append(steps, ev) })
+	if ok(t, err); step.Runtime != "static" || len(steps) < 2 {
+		t.Errorf("app new: %+v, events %+v", step, steps)
+	}
+	info, err := c.SetApp(ctx, sb.ID, paddock.Template{})
+	if ok(t, err); len(info.App.Command) == 0 {
+		t.Errorf("app reset: %+v", info.App)
+	}
+
 	// Lifecycle.
 	for _, op := range []func(*paddock.Sandbox, context.Context) (paddock.SandboxInfo, error){(*paddock.Sandbox).Stop, (*paddock.Sandbox).Start, (*paddock.Sandbox).Restart} {
 		_, err := op(sb, ctx)
 		ok(t, err)
 	}
-	info, err := sb.Describe(ctx)
+	info, err = sb.Describe(ctx)
 	if ok(t, err); info.State != paddock.StateRunning {
 		t.Errorf("after restart: %+v", info)
 	}

@@ -60,6 +60,7 @@ type historyService struct {
 	unavailable string
 	app         *supervisor // nil without a supervised app
 	hasMain     bool        // a main command runs, supervised or not
+	hotReload   bool        // the app reloads changed files itself
 	log         *slog.Logger
 
 	// events tells subscribers what happens to the history (history_events.go); compacted
@@ -95,7 +96,7 @@ var _ pb.HistoryServer = (*historyService)(nil)
 // store. A store that cannot be opened leaves the agent serving, without history: the
 // sandbox is still usable, and every History call says why.
 func openHistory(env *wire.Envelope, owner identity.User, log *slog.Logger) *historyService {
-	s := &historyService{log: log, hasMain: env.Main != nil, events: newEventHub(), first: make(chan struct{})}
+	s := &historyService{log: log, hasMain: env.Main != nil, hotReload: env.Main != nil && env.Main.HotReload, events: newEventHub(), first: make(chan struct{})}
 	switch {
 	case env.Tier == wire.TierProcess:
 		s.unavailable = HistoryProcessTierReason
@@ -402,8 +403,17 @@ func (s *historyService) restore(name string, op func(*history.History) (history
 }
 
 // restartApp restarts the supervised app on files just rewritten, or says why it did not.
+func (s *historyService) appRunning() bool {
+	st, err := s.app.App()
+	return err == nil && st.GetState() == appRunning
+}
+
 func (s *historyService) restartApp() (bool, string) {
 	switch {
+	case s.app != nil && s.hotReload && s.appRunning():
+		// A restart would cost the page its state: the dev server's hot reload sends the
+		// restored files to it instead.
+		return false, "the app reloads changed files itself, so it was not restarted"
 	case s.app != nil:
 		s.app.Restart()
 		return true, ""

@@ -204,6 +204,11 @@ type Template struct {
 	// Build labels the runtime build the app serves (a version or a hash); clients report
 	// theirs in X-Paddock-Client-Build, and a difference is a runtime mismatch.
 	Build string `json:"build,omitempty"`
+	// Dir is where the command runs, relative to the workspace; empty is the workspace.
+	Dir string `json:"dir,omitempty"`
+	// HotReload says the app reloads changed files itself (a dev server with hot module
+	// replacement): an undo or restore of the workspace does not restart it.
+	HotReload bool `json:"hot_reload,omitempty"`
 }
 
 // Sandbox is a sandbox as the API shows it.

@@ -69,7 +69,9 @@ func (p *Proxy) refuse(ctx context.Context, x *exchange, r *refusal) {
 func writeRefusal(w io.Writer, r *refusal) {
 	body := "paddock egress proxy: " + r.reason + " (rule " + r.rule + ")\n"
 	var b strings.Builder
-	fmt.Fprintf(&b, "HTTP/1.1 %d %s\r\n", r.status, http.StatusText(r.status))
+	// The reason phrase carries the reason too: it is what most tools print (npm, pip,
+	// curl -v), where a body or a header goes unread.
+	fmt.Fprintf(&b, "HTTP/1.1 %d %s\r\n", r.status, reasonPhrase(http.StatusText(r.status)+" by paddock egress: "+r.reason+" (rule "+r.rule+")"))
 	b.WriteString("Content-Type: text/plain; charset=utf-8\r\n")
 	b.WriteString("Content-Length: " + strconv.Itoa(len(body)) + "\r\n")
 	b.WriteString("Connection: close\r\n")
@@ -138,4 +140,21 @@ func portList(ports []uint16) string {
 		s[i] = strconv.Itoa(int(p))
 	}
 	return strings.Join(s, ", ")
+}
+
+// maxReasonPhrase bounds the status line's reason phrase.
+const maxReasonPhrase = 300
+
+// reasonPhrase is s as a status line's reason phrase: printable ASCII, bounded.
+func reasonPhrase(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c < 0x20 || c > 0x7e {
+			b[i] = '?'
+		}
+	}
+	if len(b) > maxReasonPhrase {
+		b = append(b[:maxReasonPhrase-3], "..."...)
+	}
+	return string(b)
 }

@@ -406,7 +406,8 @@ func (f *Fleet) spec(rec store.Sandbox) runner.Spec {
 		Env:    env, Main: rec.App.Command,
 		// The app is supervised: the agent restarts it when it exits, with backoff, so a
 		// crash costs the user a moment of 502s, not their sandbox.
-		RestartMain:    true,
+		RestartMain: true,
+		MainDir:     rec.App.Dir, MainHotReload: rec.App.HotReload,
 		CapabilityKeys: f.agentKeys(rec.ID),
 	}
 }

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"fmt"
+	"path"
 	"strings"
 
 	"github.com/paddockhq/paddock/internal/api"
@@ -56,16 +57,11 @@ func (f *Fleet) newRecord(c Caller, req api.CreateSandboxRequest) (store.Sandbox
 	if err := limits(&rec, req.Limits, f.cfg.Memory); err != nil {
 		return rec, err
 	}
-	rec.App = store.App{Command: req.App.Command, Port: req.App.Port, Build: req.App.Build}
-	if len(rec.App.Command) == 0 {
-		if rec.App.Port != 0 {
-			return rec, invalid("app.port", "a port needs a command that serves on it")
-		}
-		rec.App = f.cfg.App
-	}
-	if err := checkApp(rec.App); err != nil {
+	app, err := f.appOf(req.App)
+	if err != nil {
 		return rec, err
 	}
+	rec.App = app
 	for i, kv := range rec.Env {
 		if i >= maxEnv {
 			return rec, invalid("env", "more than %d entries", maxEnv)
@@ -128,6 +124,18 @@ func optionalSize(field, s string) (wire.Size, error) {
 	return v, nil
 }
 
+// appOf is the app a request asks for, checked; no command is the server's default.
+func (f *Fleet) appOf(t api.Template) (store.App, error) {
+	app := store.App{Command: t.Command, Port: t.Port, Build: t.Build, Dir: t.Dir, HotReload: t.HotReload}
+	if len(app.Command) == 0 {
+		if app.Port != 0 || app.Dir != "" || app.HotReload {
+			return app, invalid("app.port", "a port, dir or hot_reload needs a command that serves on it")
+		}
+		app = f.cfg.App
+	}
+	return app, checkApp(app)
+}
+
 func checkApp(a store.App) error {
 	if len(a.Command) > maxArgs {
 		return invalid("app.command", "more than %d arguments", maxArgs)
@@ -150,6 +158,9 @@ func checkApp(a store.App) error {
 	}
 	if a.Port == wire.DesktopPort {
 		return invalid("app.port", "%d is the sandbox's desktop, served by paddock; pick another port", a.Port)
+	}
+	if d := path.Clean(a.Dir); a.Dir != "" && (path.IsAbs(a.Dir) || d == ".." || strings.HasPrefix(d, "../") || strings.ContainsAny(a.Dir, "\x00\n")) {
+		return invalid("app.dir", "%q is not a directory inside the workspace, like \"site\"", a.Dir)
 	}
 	if len(a.Build) > 128 || strings.ContainsFunc(a.Build, func(r rune) bool { return r < 0x21 || r > 0x7e }) {
 		return invalid("app.build", "want at most 128 printable ASCII characters without spaces")

@@ -234,3 +234,34 @@ func (f *Fleet) cachedRoles(userID string) (store.Roles, bool) {
 	r, ok := f.roles[userID]
 	return r, ok
 }
+
+// SetApp makes t what sandbox id runs as its app (no command: the server's default), and
+// restarts the sandbox on it when it runs; a stopped one runs it from its next start.
+func (f *Fleet) SetApp(ctx context.Context, c Caller, id string, t api.Template) (store.Sandbox, error) {
+	app, err := f.appOf(t)
+	if err != nil {
+		return store.Sandbox{}, err
+	}
+	rec, unlock, err := f.acquire(ctx, c, id)
+	if err != nil {
+		return rec, err
+	}
+	defer unlock()
+	err = f.st.Update(ctx, func(tx *store.Tx) error {
+		if err := tx.SetSandboxApp(ctx, id, app, f.now()); err != nil {
+			return err
+		}
+		return tx.AppendAudit(ctx, f.event(c, "sandbox.app", id, map[string]any{"program": app.Command[0], "port": app.Port, "dir": app.Dir}))
+	})
+	if err != nil {
+		return rec, fmt.Errorf("app of sandbox %s: %w", id, err)
+	}
+	rec.App = app
+	if f.handle(id) == nil {
+		return rec, nil
+	}
+	if err := f.stop(ctx, id); err != nil {
+		return rec, err
+	}
+	return f.start(ctx, c, rec)
+}

@@ -73,6 +73,10 @@ type Spec struct {
 	// whenever it exits, with backoff (wire.Command.Restart), and Agent.App reports it.
 	// Off, Main runs once and the sandbox is done when it exits.
 	RestartMain bool
+	// MainDir is where Main runs, relative to the workspace; empty is the workspace.
+	MainDir string
+	// MainHotReload: Main reloads changed files itself; a restore does not restart it.
+	MainHotReload bool
 	// CapabilityKeys is the agent's capability keyring (wire.Envelope.CapabilityKeys).
 	CapabilityKeys string
 }
@@ -282,7 +286,10 @@ func (r *Runner) start(ctx context.Context, spec Spec, sb *Sandbox, agentBin str
 			_ = os.RemoveAll(dir)
 		}
 	}()
-	main := &wire.Command{Argv: spec.Main, Restart: spec.RestartMain}
+	main := &wire.Command{Argv: spec.Main, Restart: spec.RestartMain, HotReload: spec.MainHotReload}
+	if spec.MainDir != "" {
+		main.Cwd = spec.MainDir // relative: the agent takes it from the workspace
+	}
 	if len(spec.Main) == 0 {
 		main = nil
 	}

@@ -109,6 +109,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"CapabilityRequest": api.CapabilityRequest{}, "Capability": api.Capability{}, "CapabilityList": api.CapabilityList{},
 		"ChangePasswordRequest": api.ChangePasswordRequest{}, "RenewRecoveryCodesRequest": api.RenewRecoveryCodesRequest{},
 		"RecoveryCodes": api.RecoveryCodes{}, "AccountInfo": api.AccountInfo{}, "UserList": api.UserList{},
+		"ProviderRequest": api.ProviderRequest{}, "ProviderEvent": api.ProviderEvent{},
 	}
 	for name, v := range types {
 		schema, ok := doc.Components.Schemas[name]

@@ -59,6 +59,8 @@ func (s *Server) routeTable() map[Route]apiHandler {
 		{"PUT", "/api/v1/sandboxes/{id}/policy"}:                        s.putPolicy,
 		{"DELETE", "/api/v1/sandboxes/{id}/policy"}:                     s.deletePolicy,
 		{"GET", "/api/v1/sandboxes/{id}/app"}:                           s.appStatus,
+		{"PUT", "/api/v1/sandboxes/{id}/app"}:                           s.setApp,
+		{"POST", "/api/v1/sandboxes/{id}/app/{step}"}:                   s.appStep,
 		{"GET", "/api/v1/sandboxes/{id}/capabilities"}:                  s.listCapabilities,
 		{"POST", "/api/v1/sandboxes/{id}/capabilities"}:                 s.mintCapability,
 		{"DELETE", "/api/v1/sandboxes/{id}/capabilities/{cap}"}:         s.revokeCapability,

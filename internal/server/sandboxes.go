@@ -156,7 +156,7 @@ func toAPI(sb store.Sandbox, role string) api.Sandbox {
 		ID: sb.ID, Owner: sb.UserID, OwnerName: sb.Username, Name: sb.Name, Role: role,
 		Tier: sb.Tier, Runtime: sb.Runtime, State: sb.State, Error: sb.Error,
 		Limits: sandboxops.APILimits(sb),
-		App:    api.Template{Command: sb.App.Command, Port: sb.App.Port, Build: sb.App.Build},
+		App:    api.Template{Command: sb.App.Command, Port: sb.App.Port, Build: sb.App.Build, Dir: sb.App.Dir, HotReload: sb.App.HotReload},
 		Env:    sb.Env, CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt,
 	}
 }

@@ -41,6 +41,10 @@ type App struct {
 	Command []string `json:"command,omitempty"`
 	Port    int      `json:"port,omitempty"`
 	Build   string   `json:"build,omitempty"`
+	// Dir is where the command runs, relative to the workspace; empty is the workspace.
+	Dir string `json:"dir,omitempty"`
+	// HotReload: the app reloads changed files itself, so a restore need not restart it.
+	HotReload bool `json:"hot_reload,omitempty"`
 }
 
 const sandboxCols = `s.id, s.user_id, u.username, s.name, s.tier, s.runtime, s.state, s.error,
@@ -234,6 +238,16 @@ func (tx *Tx) SwapRoles(ctx context.Context, userID string, now time.Time) (Role
 		return Roles{}, fmt.Errorf("promote: both the live and the dev sandbox must exist first: %w", errdefs.ErrFailedPrecondition)
 	}
 	return tx.RolesOf(ctx, userID)
+}
+
+// SetSandboxApp records app as what sandbox id runs, from its next start.
+func (tx *Tx) SetSandboxApp(ctx context.Context, id string, app App, now time.Time) error {
+	b, err := json.Marshal(app)
+	if err != nil {
+		return fmt.Errorf("sandbox app: %w", err)
+	}
+	res, err := tx.tx.ExecContext(ctx, `UPDATE sandboxes SET app = ?, updated_at = ? WHERE id = ?`, string(b), nanos(now), id)
+	return affectedOne(res, err, "sandbox "+id)
 }
 
 // SetSandboxLimits records sb's resource limits (memory, CPUs, pids, tmp, file size, disk) as

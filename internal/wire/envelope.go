@@ -109,6 +109,9 @@ type Command struct {
 	// command whenever it exits, with exponential backoff (100 ms doubling to 30 s, reset
 	// after it has run 10 s), and never exits itself whatever the app does.
 	Restart bool `json:"restart,omitempty"`
+	// HotReload, for the app: it reloads changed files itself, so a restore of the
+	// workspace does not restart it.
+	HotReload bool `json:"hot_reload,omitempty"`
 }
 
 // ProcessConfinement is what the process-tier agent applies to itself before it starts

@@ -222,7 +222,10 @@ dd { margin: 0; font-family: ui-monospace, monospace; }
 <body>
 <h1>Your paddock sandbox is running</h1>
 <p>This page is served by an app inside the sandbox, reached through paddock's proxy.
-Run your own app on the sandbox's port to replace it.</p>
+The sandbox keeps it running, so to replace it choose another app:
+<code>paddock app new --runtime node my-site</code> then <code>paddock app preview --dir my-site</code>
+serves a new project's dev server here, and <code>paddock app set --port 8080 -- COMMAND</code>
+serves a command of your own.</p>
 <dl>
 <dt>Sandbox</dt><dd id="sandbox">{{.Sandbox}}</dd>
 <dt>Role</dt><dd id="role">{{.Role}}</dd>

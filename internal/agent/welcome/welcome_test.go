@@ -54,6 +54,13 @@ func TestPage(t *testing.T) {
 			t.Errorf("page lacks %q", want)
 		}
 	}
+	// The page tells the truth about replacing it: the sandbox keeps it running, so an app
+	// started by hand on its port loses the race; the user chooses another app instead.
+	for _, want := range []string{"paddock app preview", "paddock app set --port 8080 -- COMMAND"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("page does not say how to replace it: lacks %q", want)
+		}
+	}
 	if strings.Contains(body, "<script>alert(1)") {
 		t.Error("the role header reached the page unescaped")
 	}

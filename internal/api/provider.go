@@ -1,0 +1,79 @@
+package api
+
+// Provider steps, as named in POST /api/v1/sandboxes/{id}/app/{step}.
+const (
+	StepNew      = "new"
+	StepBuild    = "build"
+	StepValidate = "validate"
+	StepPackage  = "package"
+	StepPreview  = "preview"
+	StepClean    = "clean"
+)
+
+// ProviderRequest is the body of POST /api/v1/sandboxes/{id}/app/{step}: a runtime
+// provider's step, run inside the sandbox.
+type ProviderRequest struct {
+	// Runtime is the provider to use: "static", "node" or "go". Required for "new";
+	// otherwise empty means the one that recognises the project.
+	Runtime string `json:"runtime,omitempty"`
+	// Dir is the project's directory, relative to the workspace; empty means the
+	// workspace itself.
+	Dir string `json:"dir,omitempty"`
+	// Name is the new project's name ("new" only).
+	Name string `json:"name,omitempty"`
+}
+
+// Provider event types, the "event:" field of the step's text/event-stream.
+const (
+	EventProgress = "progress"
+	EventLog      = "log"
+	EventResult   = "result"
+)
+
+// ProviderEvent is one event of a provider step's stream: progress of a command, a line
+// it printed, or the step's result (always last).
+type ProviderEvent struct {
+	// Type is "progress", "log" or "result".
+	Type string `json:"type"`
+	// Step is the step being run: "scaffold", "resolve", "build", "validate", "package"
+	// or "preview".
+	Step string `json:"step,omitempty"`
+	// Command is the label of the command a progress or log event is about.
+	Command string `json:"command,omitempty"`
+	// Index and Total place the command among the step's commands (1-based).
+	Index int `json:"index,omitempty"`
+	Total int `json:"total,omitempty"`
+	// State of a progress event: "running", "ok" or "failed".
+	State string `json:"state,omitempty"`
+	// Stream of a log event: "stdout", "stderr" or "paddock" (the provider's own note).
+	Stream string `json:"stream,omitempty"`
+	// Line is one line of a log event, without its newline.
+	Line string `json:"line,omitempty"`
+	// Error says why the command or the step failed.
+	Error string `json:"error,omitempty"`
+	// Runtime and Dir name the project a result is about.
+	Runtime string `json:"runtime,omitempty"`
+	Dir     string `json:"dir,omitempty"`
+	// Preview is the dev server a "preview" result found.
+	Preview *ProviderPreview `json:"preview,omitempty"`
+	// URL is where a preview is served.
+	URL string `json:"url,omitempty"`
+	// Artifact is the archive a "package" result made, relative to the workspace.
+	Artifact string `json:"artifact,omitempty"`
+}
+
+// ProviderPreview is how a provider serves a project while it is developed.
+type ProviderPreview struct {
+	// Command runs the dev server, in Dir.
+	Command []string `json:"command"`
+	Dir     string   `json:"dir,omitempty"`
+	// Env is added to the sandbox's environment for it.
+	Env []string `json:"env,omitempty"`
+	// Port is where it listens.
+	Port int `json:"port"`
+	// Ready is the HTTP path that answers 2xx once the server is up.
+	Ready string `json:"ready"`
+	// HotReload says the server reloads changed files itself: a workspace change (an
+	// undo) need not restart it.
+	HotReload bool `json:"hot_reload"`
+}

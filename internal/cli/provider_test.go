@@ -1,0 +1,35 @@
+package cli_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/paddockhq/paddock/internal/servertest"
+)
+
+// paddock app runs a provider's steps in the user's dev sandbox, printing each command as
+// it starts and the result; a workspace no provider recognises fails saying what was
+// looked for.
+func TestAppCommands(t *testing.T) {
+	e := servertest.Start(t)
+	e.Register(t, "alice")
+	signedOut(t)
+	mustRemote(t, "alice\ncorrect horse battery alice\n", "login", e.URL)
+
+	out := mustRemote(t, "", "app", "new", "--runtime", "static", "my-site")
+	for _, want := range []string{"==> scaffold [1/2] write index.html\n", "==> scaffold [2/2] write style.css\n", "new: done (static project in my-site)\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("app new: %q, want %q", out, want)
+		}
+	}
+	out = mustRemote(t, "", "app", "package", "--dir", "my-site")
+	if !strings.Contains(out, "package: my-site/.paddock/package/static.tar.gz\n") {
+		t.Errorf("app package: %q", out)
+	}
+	out = mustRemote(t, "", "app", "preview", "--dir", "my-site")
+	if !strings.Contains(out, "on port 8080 (reloads changes by itself)") {
+		t.Errorf("app preview: %q", out)
+	}
+	wantFailure(t, "", "looked for package.json (node), go.mod (go), index.html (static)", "app", "build")
+	wantFailure(t, "", "want one of node, go, static", "app", "new", "--runtime", "cobol", "x")
+}

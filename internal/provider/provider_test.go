@@ -1,0 +1,137 @@
+package provider_test
+
+import (
+	"encoding/json"
+	"errors"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/provider"
+)
+
+// Vite's dev server is told to listen on the app port on every address and says it
+// reloads by itself; any other dev script gets PORT and is restarted on change.
+func TestNodePreview(t *testing.T) {
+	for _, c := range []struct {
+		dev     string
+		want    string
+		hotLoad bool
+	}{
+		{"vite", "npm run dev -- --host 0.0.0.0 --port 8080 --strictPort", true},
+		{"vite --mode staging", "npm run dev -- --host 0.0.0.0 --port 8080 --strictPort", true},
+		{"node server.js", "npm run dev", false},
+		{"", "npm start", false},
+	} {
+		p := provider.Project{Runtime: "node", Dir: "app", Scripts: map[string]string{}}
+		if c.dev != "" {
+			p.Scripts["dev"] = c.dev
+		}
+		pv := provider.Node{}.Preview(p, 8080)
+		if got := strings.Join(pv.Command, " "); got != c.want || pv.HotReload != c.hotLoad || pv.Dir != "app" || pv.Port != 8080 {
+			t.Errorf("dev script %q: %+v, want %q hot reload %v", c.dev, pv, c.want, c.hotLoad)
+		}
+	}
+}
+
+// The Vite template pins its packages and is itself a project the node provider builds
+// with its dev server: what `app new --runtime node` makes, `app preview` serves with HMR.
+func TestNodeTemplate(t *testing.T) {
+	files, err := provider.Node{}.Scaffold("my-site")
+	if err != nil {
+		t.Fatal(err)
+	}
+	scripts, err := provider.ParsePackageJSON(files["package.json"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pkg struct {
+		Name string
+		Deps map[string]string `json:"dependencies"`
+		Dev  map[string]string `json:"devDependencies"`
+	}
+	if err := json.Unmarshal(files["package.json"], &pkg); err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range pkg.Dev {
+		if strings.ContainsAny(v, "^~*x") {
+			t.Errorf("%s@%s: not pinned", name, v)
+		}
+	}
+	if pkg.Name != "my-site" || pkg.Dev["vite"] == "" || pkg.Deps["react"] == "" {
+		t.Errorf("package.json: %s", files["package.json"])
+	}
+	// npm ci installs only when the lockfile's root agrees with package.json.
+	var lock struct {
+		Name     string
+		Packages map[string]struct {
+			Name string
+			Deps map[string]string `json:"dependencies"`
+			Dev  map[string]string `json:"devDependencies"`
+		}
+	}
+	if err := json.Unmarshal(files["package-lock.json"], &lock); err != nil {
+		t.Fatal(err)
+	}
+	root := lock.Packages[""]
+	if lock.Name != "my-site" || root.Name != "my-site" || !maps.Equal(root.Deps, pkg.Deps) || !maps.Equal(root.Dev, pkg.Dev) {
+		t.Errorf("the lockfile's root %+v does not match package.json %+v", root, pkg)
+	}
+	pv := provider.Node{}.Preview(provider.Project{Scripts: scripts}, 8080)
+	if !pv.HotReload || files["src/theme.css"] == nil || !strings.Contains(string(files["src/theme.css"]), "--accent") {
+		t.Errorf("the template's preview %+v, theme %q", pv, files["src/theme.css"])
+	}
+}
+
+func TestCleanDir(t *testing.T) {
+	for _, c := range []struct {
+		in, want string
+		bad      bool
+	}{
+		{"", ".", false}, {"site", "site", false}, {"a/../b/", "b", false}, {"./x", "x", false},
+		{"/etc", "", true}, {"..", "", true}, {"../x", "", true}, {"a/../../x", "", true}, {"a\x00b", "", true},
+	} {
+		got, err := provider.CleanDir(c.in)
+		if c.bad != (err != nil) || got != c.want {
+			t.Errorf("CleanDir(%q) = %q, %v", c.in, got, err)
+		}
+		if err != nil && !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("CleanDir(%q): %v, want invalid argument", c.in, err)
+		}
+	}
+}
+
+func TestLookup(t *testing.T) {
+	if _, err := provider.Lookup("rust"); err == nil || !strings.Contains(err.Error(), "want one of node, go, static") {
+		t.Errorf("Lookup(rust): %v", err)
+	}
+	for _, p := range provider.Providers {
+		if q, err := provider.Lookup(p.ID()); err != nil || q.ID() != p.ID() {
+			t.Errorf("Lookup(%s): %v", p.ID(), err)
+		}
+	}
+	ids := []string{}
+	for _, p := range provider.Providers {
+		ids = append(ids, p.ID())
+	}
+	if ids[len(ids)-1] != "static" || !slices.Contains(ids, "node") {
+		t.Errorf("detection order %q: static must come last", ids)
+	}
+}
+
+func FuzzParsePackageJSON(f *testing.F) {
+	f.Add([]byte(`{"scripts": {"build": "vite build"}}`))
+	f.Add([]byte(`{"scripts": null}`))
+	f.Add([]byte(`{"scripts": {"a": 1}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		scripts, err := provider.ParsePackageJSON(b)
+		if err == nil && scripts == nil {
+			t.Error("no error and no scripts map")
+		}
+		if err != nil && !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("%v: want invalid argument", err)
+		}
+	})
+}

@@ -1,0 +1,221 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/fleet"
+	"github.com/paddockhq/paddock/internal/origins"
+	"github.com/paddockhq/paddock/internal/provider"
+)
+
+// appStep is POST /api/v1/sandboxes/{id}/app/{step}: a runtime provider's step, each of
+// its commands run through the exec path (the sandbox's policy, capability and limits).
+// A bad request or an unrecognised project is an error before the stream; after it, the
+// step's progress and log are a text/event-stream ending with a result event.
+func (s *Server) appStep(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {
+	var req api.ProviderRequest
+	if err := api.DecodeJSON(w, r, &req, 1<<16); err != nil {
+		return err
+	}
+	run := execRunner{s: s, r: r, c: c}
+	ws := provider.ShellWorkspace{Runner: run}
+	plan, err := provider.Prepare(r.Context(), ws, req, r.PathValue("step"))
+	if err != nil {
+		return fmt.Errorf("%s in sandbox %s: %w", r.PathValue("step"), r.PathValue("id"), err)
+	}
+	// A step outlives the server's write timeout, as a stream does.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	sse := sseWriter{w: w}
+	plan.Atomic = func(ctx context.Context, emit func(api.ProviderEvent), run func() error) error {
+		return s.atomically(r.WithContext(ctx), c, emit, run)
+	}
+	plan.Serve = func(ctx context.Context, pv api.ProviderPreview) (string, error) {
+		return s.servePreview(r.WithContext(ctx), c, pv)
+	}
+	if err := plan.Run(r.Context(), run, ws, sse.emit); err != nil {
+		s.log.Info("provider step failed", "sandbox", r.PathValue("id"), "step", r.PathValue("step"), "runtime", plan.Project.Runtime, "err", err)
+	}
+	return errResponded
+}
+
+// execRunner runs a provider's commands as one-shot execs of the request's sandbox.
+type execRunner struct {
+	s *Server
+	r *http.Request
+	c fleet.Caller
+}
+
+func (e execRunner) Run(ctx context.Context, dir string, cmd provider.Command) (provider.Result, error) {
+	timeout := cmd.Timeout
+	if timeout == 0 {
+		timeout = provider.DefaultTimeout
+	}
+	// The agent takes a relative directory from the workspace, in every tier.
+	out, err := e.s.ops.Exec(ctx, e.c, e.r.PathValue("id"), api.ExecRequest{
+		Argv: cmd.Argv, Env: cmd.Env, Cwd: dir, Stdin: cmd.Stdin, TimeoutMS: timeout.Milliseconds(),
+	})
+	if err != nil {
+		return provider.Result{}, err
+	}
+	return provider.Result{ExitCode: out.ExitCode, Stdout: out.Stdout, Stderr: out.Stderr, Error: out.Error}, nil
+}
+
+// maxTail is how much of a streamed command's output a Result keeps, for the error that
+// quotes its last lines.
+const maxTail = 64 << 10
+
+// Stream runs a step's command as a streamed exec (the exec stream's path, under the same
+// policy and limits), handing its output over as it comes.
+func (e execRunner) Stream(ctx context.Context, dir string, cmd provider.Command, out func(stream string, data []byte)) (provider.Result, error) {
+	timeout := cmd.Timeout
+	if timeout == 0 {
+		timeout = provider.DefaultTimeout
+	}
+	gate, err := e.s.ops.OpenStream(ctx, e.c, e.r.PathValue("id"))
+	if err != nil {
+		return provider.Result{}, err
+	}
+	sess, exit, err := gate.Start(ctx, api.StreamStart{Argv: cmd.Argv, Env: cmd.Env, Cwd: dir})
+	if err != nil {
+		return provider.Result{}, err
+	}
+	if exit != nil {
+		return provider.Result{ExitCode: exit.ExitCode, Error: exit.Error}, nil
+	}
+	defer sess.Close()
+	_ = sess.CloseInput()
+	var timedOut atomic.Bool
+	kill := time.AfterFunc(timeout, func() { timedOut.Store(true); sess.Kill() })
+	defer kill.Stop()
+	var res provider.Result
+	for {
+		stream, data, exit, err := sess.Recv()
+		switch {
+		case err != nil:
+			return provider.Result{}, err
+		case exit != nil:
+			res.ExitCode, res.Error = exit.ExitCode, exit.Error
+			if timedOut.Load() {
+				res.Error = fmt.Sprintf("killed at the step's time limit (%s)", timeout)
+			} else if res.Error == "" && exit.Signal != 0 {
+				res.Error = fmt.Sprintf("killed by signal %d", exit.Signal)
+			}
+			return res, nil
+		case stream == api.StreamStderr:
+			res.Stderr = tail(append(res.Stderr, data...))
+			out("stderr", data)
+		default:
+			res.Stdout = tail(append(res.Stdout, data...))
+			out("stdout", data)
+		}
+	}
+}
+
+func tail(b []byte) []byte {
+	if len(b) > maxTail {
+		return b[len(b)-maxTail:]
+	}
+	return b
+}
+
+// sseWriter writes events as server-sent events, each flushed as it comes.
+type sseWriter struct {
+	w   http.ResponseWriter
+	err error
+}
+
+func (s *sseWriter) emit(ev api.ProviderEvent) {
+	if s.err != nil {
+		return
+	}
+	b, err := json.Marshal(ev)
+	if err != nil {
+		slog.Error("provider event", "err", err)
+		return
+	}
+	if _, s.err = fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", ev.Type, b); s.err == nil {
+		s.err = http.NewResponseController(s.w).Flush()
+	}
+}
+
+// setApp is PUT /api/v1/sandboxes/{id}/app: what the sandbox runs as its app (no command:
+// the server's default), applied by restarting it.
+func (s *Server) setApp(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {
+	var t api.Template
+	if err := api.DecodeJSON(w, r, &t, 1<<16); err != nil {
+		return err
+	}
+	sb, err := s.fleet.SetApp(r.Context(), c, r.PathValue("id"), t)
+	if err != nil {
+		return err
+	}
+	return s.writeSandbox(w, r, http.StatusOK, sb)
+}
+
+// servePreview makes a provider's dev server the sandbox's app and says where it is
+// served; an app that exits before it listens is an error with what it printed.
+func (s *Server) servePreview(r *http.Request, c fleet.Caller, pv api.ProviderPreview) (string, error) {
+	argv := append(append([]string{"env"}, pv.Env...), pv.Command...)
+	if len(pv.Env) == 0 {
+		argv = pv.Command
+	}
+	id := r.PathValue("id")
+	if _, err := s.fleet.SetApp(r.Context(), c, id, api.Template{Command: argv, Port: pv.Port, Dir: pv.Dir, HotReload: pv.HotReload}); err != nil {
+		return "", err
+	}
+	st, err := s.ops.AppStatus(r.Context(), c, id)
+	if err != nil {
+		return "", err
+	}
+	if st.State != "running" {
+		return "", fmt.Errorf("the dev server did not start (%s): %s: %w", st.State, lastLines(st.LastOutput, 5), errdefs.ErrFailedPrecondition)
+	}
+	return s.origins.URL(origins.Host{Kind: origins.KindApp, ID: id}, r.Host), nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], " / ")
+}
+
+// atomically runs a step as one workspace transaction: committed when it succeeds (one
+// checkpoint for the step), rolled back when it fails, so the workspace is as before. A
+// transaction already open (the user's own, or a step's the control plane did not finish)
+// refuses the step, saying which.
+func (s *Server) atomically(r *http.Request, c fleet.Caller, emit func(api.ProviderEvent), run func() error) error {
+	step, id := r.PathValue("step"), r.PathValue("id")
+	if _, err := s.ops.Begin(r.Context(), c, id, api.BeginRequest{Message: "paddock app " + step}); err != nil {
+		if !errors.Is(err, errdefs.ErrUnavailable) {
+			return fmt.Errorf("%s: %w", step, err)
+		}
+		// No history (a process-tier sandbox): the step runs, not atomically.
+		emit(api.ProviderEvent{Type: api.EventLog, Step: step, Stream: "paddock", Line: "not atomic: " + err.Error()})
+		return run()
+	}
+	if err := run(); err != nil {
+		ctx := context.WithoutCancel(r.Context())
+		if _, rerr := s.ops.Rollback(ctx, c, id); rerr != nil {
+			return fmt.Errorf("%w; rolling the workspace back failed too: %v", err, rerr)
+		}
+		emit(api.ProviderEvent{Type: api.EventLog, Step: step, Stream: "paddock", Line: "the workspace is as it was before " + step})
+		return err
+	}
+	if _, err := s.ops.Commit(r.Context(), c, id); err != nil {
+		return fmt.Errorf("%s: commit: %w", step, err)
+	}
+	return nil
+}

@@ -1,0 +1,167 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/browsertest"
+	"github.com/paddockhq/paddock/internal/egress"
+	"github.com/paddockhq/paddock/internal/origins"
+	"github.com/paddockhq/paddock/internal/provider"
+	"github.com/paddockhq/paddock/internal/provider/npmregistry"
+	"github.com/paddockhq/paddock/internal/server"
+	"github.com/paddockhq/paddock/internal/servertest"
+	"github.com/paddockhq/paddock/internal/testenv"
+)
+
+// registryHost is the name the sandbox's npm uses for the test's registry; the egress
+// proxy allows it and resolves it to loopback.
+const registryHost = "registry.npm.test"
+
+// npmMirror is the directory of the Vite template's packages, filled once from the public
+// registry and kept between runs (PADDOCK_NPM_MIRROR, or under the user's cache).
+func npmMirror(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("PADDOCK_NPM_MIRROR")
+	if dir == "" {
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir = filepath.Join(cache, "paddock-test", "npm")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	if err := npmregistry.Fill(ctx, dir, provider.NodeTemplateLock); err != nil {
+		t.Fatalf("filling the npm mirror %s from %s (needed once): %v", dir, npmregistry.Upstream, err)
+	}
+	return dir
+}
+
+// startWithRegistry starts a server whose network policy allows only the loopback npm
+// registry it starts, and returns the environment a sandbox's npm needs to use it.
+func startWithRegistry(t *testing.T) (*servertest.Env, []string) {
+	t.Helper()
+	testenv.RequireRoot(t)
+	reg := httptest.NewServer(npmregistry.Handler(npmMirror(t)))
+	t.Cleanup(reg.Close)
+	_, portText, _ := net.SplitHostPort(reg.Listener.Addr().String())
+	var port uint16
+	fmt.Sscan(portText, &port)
+	pol := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(pol, []byte("network:\n  default: deny\n  allow: [\""+registryHost+"\"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := servertest.StartOpts(t, server.Config{Runner: testenv.Config(t), Listen: "127.0.0.1:0", NetworkPolicy: pol}, server.Options{
+		AuthOptions: servertest.CheapAuth(),
+		Egress: egress.Options{Resolver: loopbackResolver{}, HTTPPorts: []uint16{port},
+			UnsafeAllowAddrs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, DialTimeout: 5 * time.Second},
+	})
+	return e, []string{fmt.Sprintf("npm_config_registry=http://%s:%d/", registryHost, port)}
+}
+
+// The Vite + React template is scaffolded and installed from the registry through the
+// egress allowlist, builds, and its preview is Vite's dev server, served through the proxy
+// with its HMR client.
+func TestProviderNodeVite(t *testing.T) {
+	e, env := startWithRegistry(t)
+	alice := e.Register(t, "alice")
+	var sb api.Sandbox
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "p", Env: env,
+		Limits: api.Limits{Memory: "1GiB"}}), http.StatusCreated, &sb)
+
+	evs := providerStep(t, alice, sb.ID, "new", api.ProviderRequest{Runtime: "node", Name: "my-site", Dir: "my-site"})
+	if r := result(evs); r.Error != "" || !slices.Contains(ran(evs), "resolve: npm install") {
+		t.Fatalf("new node: ran %q, result %+v; log:\n%s", ran(evs), r, logText(evs))
+	}
+	site := api.ProviderRequest{Dir: "my-site"}
+	evs = providerStep(t, alice, sb.ID, "package", site)
+	if r := result(evs); r.Error != "" || r.Artifact != "my-site/.paddock/package/node.tar.gz" {
+		t.Fatalf("package: %+v; log:\n%s", r, logText(evs))
+	}
+	r := result(providerStep(t, alice, sb.ID, "preview", site))
+	if r.Error != "" || r.Preview == nil || !r.Preview.HotReload {
+		t.Fatalf("preview: %+v", r)
+	}
+	resp := alice.AppToken(e.AppsURL(origins.Host{Kind: origins.KindApp, ID: sb.ID}), "GET", "/", nil)
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(page), "/@vite/client") || !strings.Contains(string(page), "<title>my-site</title>") {
+		t.Errorf("the preview serves %d %q, want Vite's page of my-site", resp.StatusCode, page)
+	}
+}
+
+func logText(evs []api.ProviderEvent) string {
+	var b strings.Builder
+	for _, ev := range evs {
+		if ev.Type == api.EventLog {
+			fmt.Fprintf(&b, "%s %s: %s\n", ev.Step, ev.Command, ev.Line)
+		}
+	}
+	return b.String()
+}
+
+// A registry the policy does not allow fails the install with npm's own output naming
+// the host and the rule that refused it, not a bare 403.
+func TestProviderNpmEgressRefusal(t *testing.T) {
+	e, env := startWithRegistry(t)
+	alice := e.Register(t, "alice")
+	env = []string{strings.Replace(env[0], registryHost, "elsewhere.npm.test", 1)}
+	var sb api.Sandbox
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "p", Env: env}), http.StatusCreated, &sb)
+	evs := providerStep(t, alice, sb.ID, "new", api.ProviderRequest{Runtime: "node", Name: "my-site", Dir: "my-site"})
+	r, log := result(evs), logText(evs)
+	if r.Error == "" || !strings.Contains(log, "elsewhere.npm.test") || !strings.Contains(log, "network.default") {
+		t.Errorf("install from a host the policy does not allow: result %+v; npm printed:\n%s\nwant the host and the rule", r, log)
+	}
+}
+
+// The vibecoding loop (tests/browser/vibe.mjs): the dev sandbox runs the Vite template's
+// dev server; a theme change through the file API reaches the page by HMR through the
+// proxy, and undo takes it back the same way without restarting the dev server.
+func TestBrowserVibecoding(t *testing.T) {
+	e, env := startWithRegistry(t)
+	alice := e.Register(t, "alice")
+	var roles api.Roles
+	alice.MustJSON("GET", "/api/v1/roles", nil, http.StatusOK, &roles)
+	dev := roles.Dev.ID
+	// The project's .npmrc names the registry, as a user's would name their mirror.
+	registry, _ := strings.CutPrefix(env[0], "npm_config_")
+	servertest.Decode(t, alice.DoToken("PUT", "/api/v1/sandboxes/"+dev+"/files/content?path=my-site/.npmrc", strings.NewReader(registry+"\n")), http.StatusOK, nil)
+	if r := result(providerStep(t, alice, dev, "new", api.ProviderRequest{Runtime: "node", Name: "my-site", Dir: "my-site"})); r.Error != "" {
+		t.Fatalf("new: %+v", r)
+	}
+	if r := result(providerStep(t, alice, dev, "preview", api.ProviderRequest{Dir: "my-site"})); r.Error != "" {
+		t.Fatalf("preview: %+v", r)
+	}
+	files, err := provider.Node{}.Scaffold("my-site")
+	if err != nil {
+		t.Fatal(err)
+	}
+	theme := strings.Replace(string(files["src/theme.css"]), "--accent: #2563eb", "--accent: #dc2626", 1)
+	benv := map[string]string{
+		"BASE_URL": e.URL, "USERNAME": "alice", "PASSWORD": "correct horse battery alice",
+		"TOKEN": e.Token(t, "alice", "correct horse battery alice"), "SANDBOX": dev,
+		"THEME_PATH": "my-site/src/theme.css", "NEW_THEME": theme,
+	}
+	if d := os.Getenv("SCREENSHOT_DIR"); d != "" {
+		benv["SCREENSHOT_DIR"] = d
+	}
+	out := browsertest.RunFor(t, "vibe", benv, 4*time.Minute)
+	if !strings.Contains(out, "vibe=ok") {
+		t.Errorf("vibe.mjs: %s", out)
+	}
+	t.Log(out)
+}
