@@ -718,8 +718,50 @@ export interface paths {
          *     app (409 for a sandbox made with no command).
          */
         get: operations["getAppStatus"];
-        put?: never;
+        /**
+         * Choose what the sandbox runs as its app, and restart it on that.
+         * @description The app is a command, the port it serves on, the directory it runs in (relative to
+         *     the workspace) and whether it reloads changed files itself (hot_reload: then an
+         *     undo or restore does not restart it). No command means the server's default app.
+         *     A running sandbox is restarted on the new app; a stopped one runs it from its next
+         *     start. POST …/app/preview sets it to a provider's dev server.
+         */
+        put: operations["setSandboxApp"];
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/sandboxes/{id}/app/{step}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["id"];
+                step: "new" | "build" | "validate" | "package" | "preview" | "clean";
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Run a runtime provider's step on a project in the sandbox, streaming its progress.
+         * @description A runtime provider (static, node, go) recognises the project in dir (package.json,
+         *     go.mod, index.html) and says how each step runs: new scaffolds its template and
+         *     fetches the dependencies; build fetches and builds; validate runs the tests, lint
+         *     and checks; package validates and archives the build output under
+         *     dir/.paddock/package/; preview fetches the dependencies and makes the dev server
+         *     the sandbox's app (restarting the sandbox), with url where it is served; clean
+         *     removes what the steps left. Every command runs through exec, under the sandbox's
+         *     policy and limits, each for at most 10 minutes. A bad request, a workspace no
+         *     provider recognises (the message lists what was looked for) or a new project where
+         *     one is (409) is answered before the stream. After it, the answer is a
+         *     text/event-stream of ProviderEvent (event: progress, log, result), the result
+         *     last, with error set when a command failed.
+         */
+        post: operations["runProviderStep"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1353,6 +1395,10 @@ export interface components {
             command?: string[];
             port?: number;
             build?: string;
+            /** @description Where the command runs, relative to the workspace. */
+            dir?: string;
+            /** @description The app reloads changed files itself: an undo or restore does not restart it. */
+            hot_reload?: boolean;
         };
         Sandbox: {
             id?: string;
@@ -1515,6 +1561,49 @@ export interface components {
             transaction?: string;
             /** @description On the oldest checkpoint kept: how many older ones the history's size budget dropped (undo stops here). */
             compacted?: number;
+        };
+        ProviderRequest: {
+            /**
+             * @description Required for new; otherwise the one that recognises the project.
+             * @enum {string}
+             */
+            runtime?: "static" | "node" | "go";
+            /** @description The project's directory relative to the workspace; empty means the workspace. */
+            dir?: string;
+            /** @description The new project's name (new only): lower-case letters, digits and dashes. */
+            name?: string;
+        };
+        ProviderEvent: {
+            /** @enum {string} */
+            type: "progress" | "log" | "result";
+            /** @enum {string} */
+            step?: "scaffold" | "resolve" | "build" | "validate" | "package" | "preview" | "clean" | "new";
+            /** @description The label of the command a progress or log event is about. */
+            command?: string;
+            index?: number;
+            total?: number;
+            /** @enum {string} */
+            state?: "running" | "ok" | "failed";
+            /** @enum {string} */
+            stream?: "stdout" | "stderr" | "paddock";
+            line?: string;
+            error?: string;
+            runtime?: string;
+            dir?: string;
+            /** @description The archive a package step made, relative to the workspace. */
+            artifact?: string;
+            /** @description Where a preview is served. */
+            url?: string;
+            preview?: {
+                command: string[];
+                dir?: string;
+                env?: string[];
+                port: number;
+                /** @description The HTTP path that answers 2xx once the server is up. */
+                ready: string;
+                /** @description The server reloads changed files by itself; a workspace change need not restart it. */
+                hot_reload: boolean;
+            };
         };
         AppStatus: {
             /** @enum {string} */
@@ -2981,6 +3070,68 @@ export interface operations {
                 };
             };
             401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            409: components["responses"]["Error"];
+        };
+    };
+    setSandboxApp: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["id"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Template"];
+            };
+        };
+        responses: {
+            /** @description The sandbox with its new app. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Sandbox"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    runProviderStep: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["id"];
+                step: "new" | "build" | "validate" | "package" | "preview" | "clean";
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ProviderRequest"];
+            };
+        };
+        responses: {
+            /** @description The step's events, as server-sent events whose data is a ProviderEvent. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": components["schemas"]["ProviderEvent"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
             404: components["responses"]["Error"];
             409: components["responses"]["Error"];
         };
