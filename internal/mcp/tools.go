@@ -55,7 +55,6 @@ func NewServer(b Backend, opts Options) *sdk.Server {
 	}
 	s := sdk.NewServer(&sdk.Implementation{Name: "paddock", Title: "paddock sandboxes", Version: opts.Version}, &sdk.ServerOptions{
 		Instructions: instructions,
-		Logger:       opts.Log,
 	})
 	t := &tools{b: b, log: opts.Log}
 	t.register(s)
@@ -460,8 +459,10 @@ func (t *tools) run(ctx context.Context, req *sdk.CallToolRequest, in runIn) (an
 	r := runOut{ExitCode: exit.ExitCode, Signal: exit.Signal, Limit: exit.Limit, Error: exit.Error,
 		Stdout: stdout.String(), Stderr: stderr.String(), StdoutOmitted: stdout.omitted, StderrOmitted: stderr.omitted}
 	res := &sdk.CallToolResult{StructuredContent: r, Content: []sdk.Content{&sdk.TextContent{Text: r.text()}}}
-	// A command that met a limit did not do what was asked: an error the model acts on.
-	res.IsError = r.Limit != ""
+	// A command that met a limit, or could not start (refused, not found), did not do
+	// what was asked: an error the model acts on. A command that ran and exited non-zero
+	// is a result.
+	res.IsError = r.Limit != "" || r.Error != ""
 	return res, nil
 }
 

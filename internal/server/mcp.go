@@ -33,7 +33,7 @@ func (s *Server) mcpHandler() http.Handler {
 	h := sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
 		c, _ := r.Context().Value(mcpCallerKey{}).(fleet.Caller)
 		return pmcp.NewServer(&opsBackend{s: s, c: c}, pmcp.Options{Log: s.log})
-	}, &sdk.StreamableHTTPOptions{Stateless: true, Logger: s.log, MaxRequestBodyBytes: maxMCPBody})
+	}, &sdk.StreamableHTTPOptions{Stateless: true, MaxRequestBodyBytes: maxMCPBody})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") == "" {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="paddock"`)
