@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -389,5 +390,93 @@ func TestTokens(t *testing.T) {
 	}
 	if got := servertest.ErrorOf(t, resp, http.StatusUnauthorized); !strings.Contains(got.Message, "API token") {
 		t.Errorf("no token: %q", got.Message)
+	}
+}
+
+// A published third-party client, the TypeScript MCP SDK's (tests/mcp, pinned by its
+// lockfile), run by Node over both transports.
+func TestTypeScriptClient(t *testing.T) {
+	dir, err := filepath.Abs("../../tests/mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk", "package.json")); err != nil {
+		t.Fatalf("%s/node_modules lacks @modelcontextprotocol/sdk: run make setup", dir)
+	}
+	e := servertest.Start(t)
+	alice := e.Register(t, "alice")
+	for name, cfg := range map[string]map[string]any{
+		"http": {"transport": "http", "url": e.URL + "/mcp", "token": alice.Token},
+		"stdio": {"transport": "stdio", "command": os.Args[0], "args": []string{"mcp"}, "env": map[string]string{
+			"PADDOCK_TEST_RUN_CLI": "1", "PADDOCK_SERVER": e.URL, "PADDOCK_TOKEN": alice.Token, "XDG_CONFIG_HOME": t.TempDir()}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			arg, _ := json.Marshal(cfg)
+			cmd := exec.CommandContext(t.Context(), "node", filepath.Join(dir, "client.mjs"), string(arg))
+			cmd.Stderr = testWriter{t}
+			stdout, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("node client.mjs: %v", err)
+			}
+			var got struct {
+				Server struct{ Name string }
+				Tools  []struct {
+					Name     string
+					Required []string
+				}
+				Calls []struct {
+					Name    string
+					IsError bool
+					Text    string
+				}
+				Progress []string
+				Resource string
+			}
+			if err := json.Unmarshal(stdout, &got); err != nil {
+				t.Fatalf("client.mjs wrote %.300q: %v", stdout, err)
+			}
+			if got.Server.Name != "paddock" || len(got.Tools) != len(wantTools) {
+				t.Errorf("server %q, %d tools", got.Server.Name, len(got.Tools))
+			}
+			for _, tool := range got.Tools {
+				if tool.Name == "run_command" && !slices.Equal(tool.Required, []string{"sandbox", "argv"}) {
+					t.Errorf("run_command requires %v", tool.Required)
+				}
+			}
+			want := []struct {
+				name    string
+				isError bool
+				says    string
+			}{
+				{"create_sandbox", false, `"state":"running"`},
+				{"write_file", false, "hello.txt"},
+				{"edit_file", false, `"replacements":1`},
+				{"read_file", false, "hello from the TypeScript SDK"},
+				{"run_command", false, "exit_code: 7"},
+				{"edit_file", true, "does not occur"},
+				{"run_command", true, "argv"},
+				{"list_files", true, "not found"},
+				{"delete_sandbox", false, "deleted"},
+			}
+			if len(got.Calls) != len(want) {
+				t.Fatalf("%d calls, want %d: %+v", len(got.Calls), len(want), got.Calls)
+			}
+			for i, w := range want {
+				c := got.Calls[i]
+				if c.Name != w.name || c.IsError != w.isError || !strings.Contains(c.Text, w.says) {
+					t.Errorf("call %d: %s isError=%v %q; want %s isError=%v saying %q", i, c.Name, c.IsError, c.Text, w.name, w.isError, w.says)
+				}
+			}
+			// Over stdio this client handles a notification a microtask after the message,
+			// a response at once: a progress notification read in the same chunk as its
+			// call's response comes after the call ended, and is dropped by the client. The
+			// Go client checks progress over stdio (TestToolsOverBothTransports).
+			if name == "http" && !strings.Contains(strings.Join(got.Progress, ""), "hello from the TypeScript SDK") {
+				t.Errorf("progress: %q", got.Progress)
+			}
+			if got.Resource != "hello from the TypeScript SDK\n" {
+				t.Errorf("resource: %q", got.Resource)
+			}
+		})
 	}
 }
