@@ -107,10 +107,6 @@ type (
 		Stdin          string   `json:"stdin,omitempty" jsonschema:"the command's whole standard input; it is closed after this"`
 		TimeoutSeconds int      `json:"timeout_seconds,omitempty" jsonschema:"kill the command after this many seconds (default 60, at most 600)"`
 	}
-	pathIn struct {
-		Sandbox string `json:"sandbox" jsonschema:"the sandbox's ID"`
-		Path    string `json:"path" jsonschema:"the file's path, relative to /workspace"`
-	}
 	readIn struct {
 		Sandbox  string `json:"sandbox" jsonschema:"the sandbox's ID"`
 		Path     string `json:"path" jsonschema:"the file's path, relative to /workspace"`
