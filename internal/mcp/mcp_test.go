@@ -241,8 +241,13 @@ func exercise(t *testing.T, e *servertest.Env, alice *servertest.Client, cs *sdk
 	if run.ExitCode != 3 || !strings.Contains(run.Stdout, "streamed-out") {
 		t.Errorf("run_command: %+v", run)
 	}
-	if !strings.Contains(p.all(), "streamed-out") {
-		t.Errorf("no progress notification carried the output; got %q", p.all())
+	// The client handles notifications apart from responses: the last may be handled
+	// after the call returned.
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(p.all(), "streamed-out"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Errorf("no progress notification carried the output; got %q", p.all())
+			break
+		}
 	}
 	text := ok(t, cs, "run_command", map[string]any{"sandbox": id, "argv": []string{"cat"}, "stdin": "from stdin"}, &run)
 	if run.Stdout != "from stdin" {
@@ -479,4 +484,34 @@ func TestTypeScriptClient(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Over HTTP each request acts as its own token's user: bob neither sees nor reaches
+// alice's sandbox, though both talk to the same endpoint.
+func TestCallersApart(t *testing.T) {
+	e := servertest.Start(t)
+	alice, bob := e.Register(t, "alice"), e.Register(t, "bob")
+	var sb api.Sandbox
+	alice.MustJSON("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{}, http.StatusCreated, &sb)
+	as, err := connectHTTP(t, e, alice.Token, &progress{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer as.Close()
+	bs, err := connectHTTP(t, e, bob.Token, &progress{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bs.Close()
+	var list struct{ Sandboxes []api.Sandbox }
+	ok(t, as, "list_sandboxes", map[string]any{}, &list)
+	if len(list.Sandboxes) != 1 {
+		t.Errorf("alice's sandboxes: %+v", list.Sandboxes)
+	}
+	ok(t, bs, "list_sandboxes", map[string]any{}, &list)
+	if len(list.Sandboxes) != 0 {
+		t.Errorf("bob sees %+v", list.Sandboxes)
+	}
+	fails(t, bs, "run_command", map[string]any{"sandbox": sb.ID, "argv": []string{"true"}}, "not found")
+	ok(t, as, "run_command", map[string]any{"sandbox": sb.ID, "argv": []string{"true"}}, nil)
 }

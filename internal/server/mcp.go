@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -28,11 +29,19 @@ type mcpCallerKey struct{}
 // an API token (Authorization: Bearer) with scope write, and served by an MCP server
 // whose tools call the operations layer as that token's user: the same ownership,
 // policy, capability and audit path as the API, and each tool call an event. The
-// handler is stateless, so a request never acts as anyone but its own token's user.
+// handler is stateless, so a request never acts as anyone but its own token's user, and
+// a token revoked or expired is refused at its next request.
 func (s *Server) mcpHandler() http.Handler {
+	// One MCP server per caller, made at their first request: making one (its tools'
+	// schemas) costs milliseconds, and a caller's server acts as nobody else.
+	var servers sync.Map // fleet.Caller → *sdk.Server
 	h := sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
 		c, _ := r.Context().Value(mcpCallerKey{}).(fleet.Caller)
-		return pmcp.NewServer(&opsBackend{s: s, c: c}, pmcp.Options{Log: s.log})
+		if srv, ok := servers.Load(c); ok {
+			return srv.(*sdk.Server)
+		}
+		srv, _ := servers.LoadOrStore(c, pmcp.NewServer(&opsBackend{s: s, c: c}, pmcp.Options{Log: s.log}))
+		return srv.(*sdk.Server)
 	}, &sdk.StreamableHTTPOptions{Stateless: true, MaxRequestBodyBytes: maxMCPBody})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") == "" {
