@@ -515,3 +515,33 @@ func TestCallersApart(t *testing.T) {
 	fails(t, bs, "run_command", map[string]any{"sandbox": sb.ID, "argv": []string{"true"}}, "not found")
 	ok(t, as, "run_command", map[string]any{"sandbox": sb.ID, "argv": []string{"true"}}, nil)
 }
+
+// A command that meets one of the sandbox's limits is an error result naming the limit,
+// over both transports.
+func TestLimitHit(t *testing.T) {
+	e := servertest.Start(t)
+	alice := e.Register(t, "alice")
+	var sb api.Sandbox
+	alice.MustJSON("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Limits: api.Limits{FileSize: "1M"}}, http.StatusCreated, &sb)
+	for name, connect := range map[string]func(*testing.T, *servertest.Env, string, *progress) (*sdk.ClientSession, error){"http": connectHTTP, "stdio": connectStdio} {
+		t.Run(name, func(t *testing.T) {
+			cs, err := connect(t, e, alice.Token, &progress{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			fails(t, cs, "run_command", map[string]any{"sandbox": sb.ID, "argv": []string{"dd", "if=/dev/zero", "of=big", "bs=1M", "count=2"}}, "limit: file_size")
+		})
+	}
+	// GET is not how MCP is reached here: the endpoint is stateless.
+	req, _ := http.NewRequest("GET", e.URL+"/mcp", nil)
+	req.Header.Set("Authorization", "Bearer "+alice.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("GET /mcp: %s", resp.Status)
+	}
+}
