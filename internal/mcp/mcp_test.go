@@ -284,7 +284,7 @@ func exercise(t *testing.T, e *servertest.Env, alice *servertest.Client, cs *sdk
 
 	// Bad input: outside the schema (naming the argument), unknown sandbox.
 	fails(t, cs, "run_command", map[string]any{"sandbox": id, "argv": "ls"}, "argv")
-	fails(t, cs, "run_command", map[string]any{"sandbox": id, "argv": []string{}}, "argv")
+	fails(t, cs, "run_command", map[string]any{"sandbox": id, "argv": []string{}}, "validating", "argv")
 	fails(t, cs, "run_command", map[string]any{"sandbox": id, "argv": []string{"true"}, "shell": true}, "shell")
 	fails(t, cs, "read_file", map[string]any{"sandbox": id}, "path")
 	fails(t, cs, "read_file", map[string]any{"sandbox": id, "path": "x", "max_bytes": 1 << 30}, "max_bytes")
