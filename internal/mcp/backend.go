@@ -12,6 +12,7 @@ package mcp
 
 import (
 	"context"
+	"io/fs"
 
 	"github.com/paddockhq/paddock/internal/api"
 )
@@ -33,7 +34,8 @@ type Backend interface {
 	ListFiles(ctx context.Context, id, dir string) ([]api.FileInfo, error)
 	// ReadFile reads at most max bytes of p; more is whether the file goes on.
 	ReadFile(ctx context.Context, id, p string, max int64) (data []byte, more bool, err error)
-	WriteFile(ctx context.Context, id, p string, data []byte) (api.FileInfo, error)
+	// WriteFile replaces p with data; mode is its permission bits (0: 0644).
+	WriteFile(ctx context.Context, id, p string, data []byte, mode fs.FileMode) (api.FileInfo, error)
 	Move(ctx context.Context, id string, req api.FileMoveRequest) (api.FileInfo, error)
 	Remove(ctx context.Context, id, p string, recursive bool) error
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
 
 	"github.com/paddockhq/paddock"
 	"github.com/paddockhq/paddock/internal/api"
@@ -101,8 +102,8 @@ func readAtMost(r io.Reader, max int64) ([]byte, bool, error) {
 	return data, false, nil
 }
 
-func (c Client) WriteFile(ctx context.Context, id, p string, data []byte) (api.FileInfo, error) {
-	return c.C.Sandbox(id).WriteFile(ctx, p, bytes.NewReader(data), 0)
+func (c Client) WriteFile(ctx context.Context, id, p string, data []byte, mode fs.FileMode) (api.FileInfo, error) {
+	return c.C.Sandbox(id).WriteFile(ctx, p, bytes.NewReader(data), mode)
 }
 
 func (c Client) Move(ctx context.Context, id string, req api.FileMoveRequest) (api.FileInfo, error) {

@@ -258,6 +258,15 @@ func exercise(t *testing.T, e *servertest.Env, alice *servertest.Client, cs *sdk
 		t.Errorf("long output: omitted %d, kept %d, text %.200q", run.Omitted, len(run.Stdout), text)
 	}
 	fails(t, cs, "run_command", map[string]any{"sandbox": id, "argv": []string{"sleep", "300"}, "timeout_seconds": 1}, "limit: timeout")
+	// An edit keeps the file's mode: a script stays executable.
+	ok(t, cs, "write_file", map[string]any{"sandbox": id, "path": "run.sh", "content": "#!/bin/sh\necho before\n"}, nil)
+	ok(t, cs, "run_command", map[string]any{"sandbox": id, "argv": []string{"chmod", "750", "run.sh"}}, nil)
+	ok(t, cs, "edit_file", map[string]any{"sandbox": id, "path": "run.sh", "old_string": "before", "new_string": "after"}, nil)
+	ok(t, cs, "run_command", map[string]any{"sandbox": id, "argv": []string{"./run.sh"}}, &run)
+	if run.ExitCode != 0 || run.Stdout != "after\n" {
+		t.Errorf("the edited script: %+v", run)
+	}
+	ok(t, cs, "remove_file", map[string]any{"sandbox": id, "path": "run.sh"}, nil)
 
 	// History.
 	var cp api.CheckpointResult

@@ -1,13 +1,17 @@
 package mcp
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"path"
 	"reflect"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -253,7 +257,7 @@ func (t *tools) register(s *sdk.Server) {
 	add(s, t, &sdk.Tool{Name: "write_file", Description: "Write a whole file of a sandbox's workspace, replacing what is there and making missing parent directories. The change is recorded in the sandbox's history. To change part of a file, use edit_file."},
 		func(s *jsonschema.Schema) { s.Properties["path"].MinLength = ptr(1) },
 		func(ctx context.Context, _ *sdk.CallToolRequest, in writeIn) (any, error) {
-			fi, err := t.b.WriteFile(ctx, in.Sandbox, in.Path, []byte(in.Content))
+			fi, err := t.b.WriteFile(ctx, in.Sandbox, in.Path, []byte(in.Content), 0)
 			return fileOut{File: fi}, err
 		})
 	add(s, t, &sdk.Tool{Name: "edit_file", Description: "Replace exact text in a file of a sandbox's workspace. old_string must occur exactly once (include enough surrounding lines to make it unique), or set replace_all. Fails, changing nothing, when old_string is absent or not unique. Files up to 1 MiB."},
@@ -575,7 +579,7 @@ func (t *tools) edit(ctx context.Context, _ *sdk.CallToolRequest, in editIn) (an
 	} else {
 		text = strings.Replace(text, in.OldString, in.NewString, 1)
 	}
-	fi, err := t.b.WriteFile(ctx, in.Sandbox, in.Path, []byte(text))
+	fi, err := t.b.WriteFile(ctx, in.Sandbox, in.Path, []byte(text), t.modeOf(ctx, in.Sandbox, in.Path))
 	return editOut{File: fi, Replacements: n}, err
 }
 
@@ -630,4 +634,21 @@ func ptr[T any](v T) *T { return &v }
 func known(err error) bool {
 	_, code := api.StatusOf(err)
 	return code != api.CodeInternal
+}
+
+// modeOf is file p's permission bits, for an edit to keep them (a script stays
+// executable); 0, the default, when they cannot be told.
+func (t *tools) modeOf(ctx context.Context, id, p string) fs.FileMode {
+	list, err := t.b.ListFiles(ctx, id, cmp.Or(path.Dir(p), "."))
+	if err != nil {
+		return 0
+	}
+	for _, fi := range list {
+		if fi.Name == path.Base(p) && !fi.IsDir {
+			if m, err := strconv.ParseUint(fi.Mode, 8, 32); err == nil {
+				return fs.FileMode(m).Perm()
+			}
+		}
+	}
+	return 0
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"sync"
 
@@ -217,8 +218,8 @@ func (b *opsBackend) ReadFile(ctx context.Context, id, p string, max int64) ([]b
 	return w.buf, false, nil
 }
 
-func (b *opsBackend) WriteFile(ctx context.Context, id, p string, data []byte) (api.FileInfo, error) {
-	return b.s.ops.WriteFile(ctx, b.c, id, sandboxops.WriteRequest{Path: p, Size: int64(len(data))}, bytes.NewReader(data))
+func (b *opsBackend) WriteFile(ctx context.Context, id, p string, data []byte, mode fs.FileMode) (api.FileInfo, error) {
+	return b.s.ops.WriteFile(ctx, b.c, id, sandboxops.WriteRequest{Path: p, Mode: uint32(mode.Perm()), Size: int64(len(data))}, bytes.NewReader(data))
 }
 
 func (b *opsBackend) Move(ctx context.Context, id string, req api.FileMoveRequest) (api.FileInfo, error) {
