@@ -15,6 +15,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/paddockhq/paddock"
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/cli"
 	"github.com/paddockhq/paddock/internal/servertest"
@@ -65,13 +66,13 @@ func (p *progress) all() string {
 	return strings.Join(p.msgs, "")
 }
 
-func connectHTTP(t *testing.T, e *servertest.Env, token string, p *progress) (*sdk.ClientSession, error) {
+func connectHTTP(t testing.TB, e *servertest.Env, token string, p *progress) (*sdk.ClientSession, error) {
 	c := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, &sdk.ClientOptions{ProgressNotificationHandler: p.handler})
 	hc := &http.Client{Transport: bearer{token, http.DefaultTransport}}
 	return c.Connect(t.Context(), &sdk.StreamableClientTransport{Endpoint: e.URL + "/mcp", HTTPClient: hc}, nil)
 }
 
-func connectStdio(t *testing.T, e *servertest.Env, token string, p *progress) (*sdk.ClientSession, error) {
+func connectStdio(t testing.TB, e *servertest.Env, token string, p *progress) (*sdk.ClientSession, error) {
 	c := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, &sdk.ClientOptions{ProgressNotificationHandler: p.handler})
 	cmd := exec.Command(os.Args[0], "mcp")
 	cmd.Env = append(os.Environ(), "PADDOCK_TEST_RUN_CLI=1", "PADDOCK_SERVER="+e.URL, "PADDOCK_TOKEN="+token,
@@ -80,7 +81,7 @@ func connectStdio(t *testing.T, e *servertest.Env, token string, p *progress) (*
 	return c.Connect(t.Context(), &sdk.CommandTransport{Command: cmd}, nil)
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Logf("paddock mcp: %s", strings.TrimSpace(string(p)))
@@ -142,7 +143,7 @@ func TestToolsOverBothTransports(t *testing.T) {
 	alice := e.Register(t, "alice")
 	for _, tr := range []struct {
 		name    string
-		connect func(*testing.T, *servertest.Env, string, *progress) (*sdk.ClientSession, error)
+		connect func(testing.TB, *servertest.Env, string, *progress) (*sdk.ClientSession, error)
 	}{{"http", connectHTTP}, {"stdio", connectStdio}} {
 		t.Run(tr.name, func(t *testing.T) {
 			p := &progress{}
@@ -532,7 +533,7 @@ func TestLimitHit(t *testing.T) {
 	alice := e.Register(t, "alice")
 	var sb api.Sandbox
 	alice.MustJSON("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Limits: api.Limits{FileSize: "1M"}}, http.StatusCreated, &sb)
-	for name, connect := range map[string]func(*testing.T, *servertest.Env, string, *progress) (*sdk.ClientSession, error){"http": connectHTTP, "stdio": connectStdio} {
+	for name, connect := range map[string]func(testing.TB, *servertest.Env, string, *progress) (*sdk.ClientSession, error){"http": connectHTTP, "stdio": connectStdio} {
 		t.Run(name, func(t *testing.T) {
 			cs, err := connect(t, e, alice.Token, &progress{})
 			if err != nil {
@@ -552,5 +553,37 @@ func TestLimitHit(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("GET /mcp: %s", resp.Status)
+	}
+}
+
+// BenchmarkRunTrue is run_command(["true"]) through MCP, over each transport, beside the
+// same command through the Go client's one-shot exec.
+func BenchmarkRunTrue(b *testing.B) {
+	e := servertest.Start(b)
+	alice := e.Register(b, "alice")
+	var sb api.Sandbox
+	alice.MustJSON("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{}, http.StatusCreated, &sb)
+	b.Run("client-exec", func(b *testing.B) {
+		s := paddock.New(e.URL, paddock.WithToken(alice.Token)).Sandbox(sb.ID)
+		for b.Loop() {
+			if res, err := s.Exec(b.Context(), []string{"true"}); err != nil || res.ExitCode != 0 {
+				b.Fatal(res, err)
+			}
+		}
+	})
+	for name, connect := range map[string]func(testing.TB, *servertest.Env, string, *progress) (*sdk.ClientSession, error){"mcp-http": connectHTTP, "mcp-stdio": connectStdio} {
+		b.Run(name, func(b *testing.B) {
+			cs, err := connect(b, e, alice.Token, &progress{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer cs.Close()
+			for b.Loop() {
+				res, err := cs.CallTool(b.Context(), &sdk.CallToolParams{Name: "run_command", Arguments: map[string]any{"sandbox": sb.ID, "argv": []string{"true"}}})
+				if err != nil || res.IsError {
+					b.Fatal(res, err)
+				}
+			}
+		})
 	}
 }
