@@ -40,9 +40,10 @@
 #     by `npm ci`, rerun when the lockfile changes. Needs Node.js 20 or newer (Debian 12's
 #     nodejs is 18: use NodeSource's or another build). The same for tools/openapi (the
 #     OpenAPI linters, Redocly's CLI and swagger-cli) and sdk/typescript (the TypeScript
-#     SDK's build and type generator: typescript, openapi-typescript).
+#     SDK's build and type generator: typescript, openapi-typescript), and tests/mcp (the
+#     TypeScript MCP SDK's client, which the MCP server's tests drive).
 # Everything paddock installs lives under ${PADDOCK_PREFIX} (default /usr/local/lib/paddock),
-# except the node_modules of tests/browser, tools/openapi and sdk/typescript, which live in
+# except the node_modules of tests/browser, tests/mcp, tools/openapi and sdk/typescript, which live in
 # the checkout (and are ignored by git).
 set -euo pipefail
 
@@ -306,4 +307,5 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 npm_ci "$browser_dir" "the browser tests"
 npm_ci "$root/tools/openapi" "the OpenAPI linters"
 npm_ci "$root/sdk/typescript" "the TypeScript SDK"
+npm_ci "$root/tests/mcp" "the MCP client tests"
 log "browser tests: $(chromium --version 2>/dev/null | head -1), playwright-core $(node -p "require('$browser_dir/node_modules/playwright-core/package.json').version")"

@@ -111,6 +111,9 @@ func (s *Server) routes() http.Handler {
 			s.apiFallback(mux, strings.TrimSuffix(prefix, "/"), w, r)
 		}))
 	}
+	// MCP over streamable HTTP (package mcp): POST carries the client's messages; GET
+	// and DELETE are answered 405, the handler being stateless.
+	mux.Handle("/mcp", s.mcpHandler())
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.Handle("GET /metrics", s.metrics())
 	mux.HandleFunc("/auth/handoff", s.handoff)

@@ -44,17 +44,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request, c fleet.C
 	if err := api.DecodeJSON(w, r, &req, 0); err != nil {
 		return err
 	}
-	// The caller's policy (theirs, or the default) sets the new sandbox's limits.
-	in, err := s.pol.ForNew(c.Username)
-	if err != nil {
-		return err
-	}
-	if p := in.Policy(); p != nil {
-		if err := sandboxops.PolicyLimits(&req.Limits, p.Resources()); err != nil {
-			return err
-		}
-	}
-	sb, err := s.fleet.Create(r.Context(), c, req)
+	sb, err := s.create(r.Context(), c, req)
 	if err != nil && sb.ID == "" {
 		return err
 	}
@@ -63,6 +53,20 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request, c fleet.C
 	w.Header().Set("Location", "/api/v1/sandboxes/"+sb.ID)
 	api.WriteJSON(w, http.StatusCreated, toAPI(sb, ""))
 	return nil
+}
+
+// create makes a sandbox for c, its limits set by c's policy (theirs, or the default).
+func (s *Server) create(ctx context.Context, c fleet.Caller, req api.CreateSandboxRequest) (store.Sandbox, error) {
+	in, err := s.pol.ForNew(c.Username)
+	if err != nil {
+		return store.Sandbox{}, err
+	}
+	if p := in.Policy(); p != nil {
+		if err := sandboxops.PolicyLimits(&req.Limits, p.Resources()); err != nil {
+			return store.Sandbox{}, err
+		}
+	}
+	return s.fleet.Create(ctx, c, req)
 }
 
 func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {

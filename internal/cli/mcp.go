@@ -1,0 +1,40 @@
+package cli
+
+import (
+	"io"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+
+	pmcp "github.com/paddockhq/paddock/internal/mcp"
+)
+
+func newMCPCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "mcp",
+		Short: "serve paddock's sandbox tools to an MCP client over stdio",
+		Long: `mcp serves the Model Context Protocol on stdin and stdout, for an agent host
+(Claude Code, Cursor, Codex, any MCP client) to start as a subprocess. Its tools create,
+list, stop and delete sandboxes, run commands, read, write and edit files, and move
+through a workspace's history, as you, with the credentials paddock login stored (or
+PADDOCK_SERVER and PADDOCK_TOKEN). Nothing but the protocol is written to stdout; log
+lines go to stderr. See docs/mcp.md.
+
+  claude mcp add paddock -- paddock mcp`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			client, err := connect()
+			if err != nil {
+				return err
+			}
+			log := logger(c.ErrOrStderr())
+			s := pmcp.NewServer(pmcp.Client{C: client}, pmcp.Options{Version: Version, Log: log})
+			t := &sdk.IOTransport{Reader: io.NopCloser(c.InOrStdin()), Writer: nopWriteCloser{c.OutOrStdout()}}
+			return s.Run(c.Context(), t)
+		},
+	}
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }

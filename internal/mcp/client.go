@@ -1,0 +1,135 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+
+	"github.com/paddockhq/paddock"
+	"github.com/paddockhq/paddock/internal/api"
+)
+
+// Client is the Backend over the public Go client: what `paddock mcp` serves over stdio.
+// Each tool call is one or more API requests, decided and audited by the server as any
+// other client's.
+type Client struct{ C *paddock.Client }
+
+var _ Backend = Client{}
+
+func (c Client) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error) {
+	sb, err := c.C.Sandboxes.CreateRequest(ctx, req)
+	if err != nil {
+		return api.Sandbox{}, err
+	}
+	return sb.Describe(ctx)
+}
+
+func (c Client) ListSandboxes(ctx context.Context) ([]api.Sandbox, error) {
+	return c.C.Sandboxes.List(ctx, false)
+}
+
+func (c Client) Lifecycle(ctx context.Context, id, op string) (api.Sandbox, error) {
+	sb := c.C.Sandbox(id)
+	switch op {
+	case "stop":
+		return sb.Stop(ctx)
+	case "start":
+		return sb.Start(ctx)
+	case "restart":
+		return sb.Restart(ctx)
+	}
+	return api.Sandbox{}, fmt.Errorf("lifecycle operation %q: want stop, start or restart", op)
+}
+
+func (c Client) DeleteSandbox(ctx context.Context, id string) error {
+	return c.C.Sandbox(id).Delete(ctx)
+}
+
+func (c Client) AppStatus(ctx context.Context, id string) (api.AppStatus, error) {
+	return c.C.Sandbox(id).App(ctx)
+}
+
+func (c Client) Run(ctx context.Context, id string, start api.StreamStart, stdin []byte, out func(byte, []byte)) (api.StreamExit, error) {
+	st, err := c.C.Sandbox(id).Stream(ctx, start)
+	if err != nil {
+		return api.StreamExit{}, err
+	}
+	defer st.Close() // a command still running when ctx ends is killed
+	if len(stdin) > 0 {
+		if err := st.Write(ctx, stdin); err != nil {
+			return api.StreamExit{}, err
+		}
+	}
+	if err := st.CloseStdin(ctx); err != nil {
+		return api.StreamExit{}, err
+	}
+	for {
+		o, err := st.Next(ctx)
+		if err != nil {
+			return api.StreamExit{}, err
+		}
+		if o.Exit != nil {
+			return *o.Exit, nil
+		}
+		out(o.Stream, o.Data)
+	}
+}
+
+func (c Client) ListFiles(ctx context.Context, id, dir string) ([]api.FileInfo, error) {
+	return c.C.Sandbox(id).ListFiles(ctx, dir)
+}
+
+func (c Client) ReadFile(ctx context.Context, id, p string, max int64) ([]byte, bool, error) {
+	r, err := c.C.Sandbox(id).ReadFile(ctx, p)
+	if err != nil {
+		return nil, false, err
+	}
+	defer r.Close()
+	return readAtMost(r, max)
+}
+
+// readAtMost reads up to max bytes of r, and whether more followed.
+func readAtMost(r io.Reader, max int64) ([]byte, bool, error) {
+	data, err := io.ReadAll(io.LimitReader(r, max+1))
+	if err != nil {
+		return nil, false, fmt.Errorf("reading the file: %w", err)
+	}
+	if int64(len(data)) > max {
+		return data[:max], true, nil
+	}
+	return data, false, nil
+}
+
+func (c Client) WriteFile(ctx context.Context, id, p string, data []byte, mode fs.FileMode) (api.FileInfo, error) {
+	return c.C.Sandbox(id).WriteFile(ctx, p, bytes.NewReader(data), mode)
+}
+
+func (c Client) Move(ctx context.Context, id string, req api.FileMoveRequest) (api.FileInfo, error) {
+	return c.C.Sandbox(id).Move(ctx, req.From, req.To, req.Overwrite)
+}
+
+func (c Client) Remove(ctx context.Context, id, p string, recursive bool) error {
+	return c.C.Sandbox(id).Remove(ctx, p, recursive)
+}
+
+func (c Client) History(ctx context.Context, id string) (api.History, error) {
+	return c.C.Sandbox(id).History(ctx)
+}
+
+func (c Client) Checkpoint(ctx context.Context, id, message string) (api.CheckpointResult, error) {
+	return c.C.Sandbox(id).Checkpoint(ctx, message)
+}
+
+func (c Client) Undo(ctx context.Context, id string) (api.RestoreResult, error) {
+	return c.C.Sandbox(id).Undo(ctx)
+}
+
+func (c Client) Redo(ctx context.Context, id string) (api.RestoreResult, error) {
+	return c.C.Sandbox(id).Redo(ctx)
+}
+
+func (c Client) Restore(ctx context.Context, id, checkpoint string) (api.RestoreResult, error) {
+	return c.C.Sandbox(id).Restore(ctx, checkpoint)
+}

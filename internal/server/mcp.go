@@ -1,0 +1,251 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"sync"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/auth"
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/fleet"
+	pmcp "github.com/paddockhq/paddock/internal/mcp"
+	"github.com/paddockhq/paddock/internal/sandboxops"
+	"github.com/paddockhq/paddock/internal/store"
+)
+
+// maxMCPBody bounds one MCP request: a tool call's arguments (write_file's content is
+// the largest) with room for the JSON-RPC envelope.
+const maxMCPBody = 8 << 20
+
+type mcpCallerKey struct{}
+
+// mcpHandler serves MCP over streamable HTTP at /mcp. Each request is authenticated by
+// an API token (Authorization: Bearer) with scope write, and served by an MCP server
+// whose tools call the operations layer as that token's user: the same ownership,
+// policy, capability and audit path as the API, and each tool call an event. The
+// handler is stateless, so a request never acts as anyone but its own token's user, and
+// a token revoked or expired is refused at its next request.
+func (s *Server) mcpHandler() http.Handler {
+	// One MCP server per caller, made at their first request: making one (its tools'
+	// schemas) costs milliseconds, and a caller's server acts as nobody else.
+	var servers sync.Map // fleet.Caller → *sdk.Server
+	h := sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
+		c, _ := r.Context().Value(mcpCallerKey{}).(fleet.Caller)
+		if srv, ok := servers.Load(c); ok {
+			return srv.(*sdk.Server)
+		}
+		srv, _ := servers.LoadOrStore(c, pmcp.NewServer(&opsBackend{s: s, c: c}, pmcp.Options{Log: s.log}))
+		return srv.(*sdk.Server)
+	}, &sdk.StreamableHTTPOptions{Stateless: true, MaxRequestBodyBytes: maxMCPBody})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "" {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="paddock"`)
+			api.WriteError(w, s.log, fmt.Errorf("/mcp takes an API token (Authorization: Bearer …; paddock token create makes one): %w", errdefs.ErrUnauthenticated))
+			return
+		}
+		if _, ok := capabilityBearer(r); ok {
+			api.WriteError(w, s.log, fmt.Errorf("/mcp takes an API token, not a capability token: %w", errdefs.ErrUnauthenticated))
+			return
+		}
+		c, err := s.web.Identify(r)
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="paddock", error="invalid_token"`)
+			api.WriteError(w, s.log, err)
+			return
+		}
+		if err := s.checkScope(r, c, auth.ScopeWrite, "MCP at /mcp"); err != nil {
+			api.WriteError(w, s.log, err)
+			return
+		}
+		fc := fleet.Caller{UserID: c.User.ID, Username: c.User.Username, Admin: isAdmin(c)}
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), mcpCallerKey{}, fc)))
+	})
+}
+
+// opsBackend is the MCP tools' Backend in the control plane: the operations layer (and
+// the fleet, for the sandboxes' lifecycle, as the API's handlers use it), as caller c.
+type opsBackend struct {
+	s *Server
+	c fleet.Caller
+}
+
+var _ pmcp.Auditor = (*opsBackend)(nil)
+
+// ToolCalled records the call as an event, whatever the operation recorded itself.
+func (b *opsBackend) ToolCalled(ctx context.Context, tool, sandbox string, err error) {
+	detail := map[string]any{"tool": tool}
+	if sandbox != "" {
+		detail["sandbox"] = sandbox
+	}
+	if err != nil {
+		_, code := api.StatusOf(err)
+		detail["error"] = code
+	}
+	b.s.ops.Event(ctx, b.c.UserID, "mcp.tool_call", detail)
+}
+
+func (b *opsBackend) sandbox(ctx context.Context, sb store.Sandbox) (api.Sandbox, error) {
+	role, err := b.s.fleet.RoleOf(ctx, sb.UserID, sb.ID)
+	if err != nil {
+		return api.Sandbox{}, err
+	}
+	return toAPI(sb, role), nil
+}
+
+func (b *opsBackend) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error) {
+	sb, err := b.s.create(ctx, b.c, req)
+	if err != nil && sb.ID == "" {
+		return api.Sandbox{}, err
+	}
+	return toAPI(sb, ""), nil
+}
+
+func (b *opsBackend) ListSandboxes(ctx context.Context) ([]api.Sandbox, error) {
+	list, err := b.s.fleet.List(ctx, b.c, false)
+	if err != nil {
+		return nil, err
+	}
+	roles := b.s.roleIndex(ctx, b.c.UserID)
+	out := make([]api.Sandbox, 0, len(list))
+	for _, sb := range list {
+		out = append(out, toAPI(sb, roles[sb.ID]))
+	}
+	return out, nil
+}
+
+func (b *opsBackend) Lifecycle(ctx context.Context, id, op string) (api.Sandbox, error) {
+	do := map[string]func(*fleet.Fleet, context.Context, fleet.Caller, string) (store.Sandbox, error){
+		"stop": (*fleet.Fleet).Stop, "start": (*fleet.Fleet).Start, "restart": (*fleet.Fleet).Restart,
+	}[op]
+	if do == nil {
+		return api.Sandbox{}, fmt.Errorf("lifecycle operation %q: want stop, start or restart: %w", op, errdefs.ErrInvalidArgument)
+	}
+	sb, err := do(b.s.fleet, ctx, b.c, id)
+	if err != nil && (sb.ID == "" || sb.State != api.StateFailed) {
+		return api.Sandbox{}, err
+	}
+	return b.sandbox(ctx, sb)
+}
+
+func (b *opsBackend) DeleteSandbox(ctx context.Context, id string) error {
+	return b.s.fleet.Delete(ctx, b.c, id)
+}
+
+func (b *opsBackend) AppStatus(ctx context.Context, id string) (api.AppStatus, error) {
+	return b.s.ops.AppStatus(ctx, b.c, id)
+}
+
+func (b *opsBackend) Run(ctx context.Context, id string, start api.StreamStart, stdin []byte, out func(byte, []byte)) (api.StreamExit, error) {
+	gate, err := b.s.ops.OpenStream(ctx, b.c, id)
+	if err != nil {
+		return api.StreamExit{}, err
+	}
+	sess, exit, err := gate.Start(ctx, start)
+	if err != nil {
+		return api.StreamExit{}, err
+	}
+	if exit != nil {
+		return *exit, nil
+	}
+	defer sess.Close()
+	if len(stdin) > 0 {
+		if err := sess.Write(stdin); err != nil {
+			sess.Kill()
+			return api.StreamExit{}, err
+		}
+	}
+	if err := sess.CloseInput(); err != nil {
+		sess.Kill()
+		return api.StreamExit{}, err
+	}
+	for {
+		// Recv ends with ctx (the tool's timeout, or the client gone), killing the command.
+		stream, data, exit, err := sess.Recv()
+		if err != nil {
+			return api.StreamExit{}, err
+		}
+		if exit != nil {
+			return *exit, nil
+		}
+		out(stream, data)
+	}
+}
+
+func (b *opsBackend) ListFiles(ctx context.Context, id, dir string) ([]api.FileInfo, error) {
+	list, err := b.s.ops.ListFiles(ctx, b.c, id, dir)
+	return list.Entries, err
+}
+
+// errEnough stops a download once a tool has what it can return.
+var errEnough = errors.New("enough read")
+
+// capped keeps max bytes and one more, to tell that the content goes on.
+type capped struct {
+	buf []byte
+	max int64
+}
+
+func (w *capped) Write(p []byte) (int, error) {
+	if room := w.max + 1 - int64(len(w.buf)); int64(len(p)) > room {
+		w.buf = append(w.buf, p[:room]...)
+		return int(room), errEnough
+	}
+	w.buf = append(w.buf, p...)
+	return len(p), nil
+}
+
+func (b *opsBackend) ReadFile(ctx context.Context, id, p string, max int64) ([]byte, bool, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends the sandbox's stream when the tool stopped reading early
+	d, err := b.s.ops.ReadFile(ctx, b.c, id, p)
+	if err != nil {
+		return nil, false, err
+	}
+	w := &capped{max: max}
+	if _, err := d.WriteTo(w); err != nil && !errors.Is(err, errEnough) {
+		return nil, false, fmt.Errorf("reading %s: %w", p, err)
+	}
+	if int64(len(w.buf)) > max {
+		return w.buf[:max], true, nil
+	}
+	return w.buf, false, nil
+}
+
+func (b *opsBackend) WriteFile(ctx context.Context, id, p string, data []byte, mode fs.FileMode) (api.FileInfo, error) {
+	return b.s.ops.WriteFile(ctx, b.c, id, sandboxops.WriteRequest{Path: p, Mode: uint32(mode.Perm()), Size: int64(len(data))}, bytes.NewReader(data))
+}
+
+func (b *opsBackend) Move(ctx context.Context, id string, req api.FileMoveRequest) (api.FileInfo, error) {
+	return b.s.ops.Move(ctx, b.c, id, req)
+}
+
+func (b *opsBackend) Remove(ctx context.Context, id, p string, recursive bool) error {
+	return b.s.ops.Remove(ctx, b.c, id, p, recursive)
+}
+
+func (b *opsBackend) History(ctx context.Context, id string) (api.History, error) {
+	return b.s.ops.History(ctx, b.c, id)
+}
+
+func (b *opsBackend) Checkpoint(ctx context.Context, id, message string) (api.CheckpointResult, error) {
+	return b.s.ops.Checkpoint(ctx, b.c, id, api.CheckpointRequest{Message: message})
+}
+
+func (b *opsBackend) Undo(ctx context.Context, id string) (api.RestoreResult, error) {
+	return b.s.ops.Undo(ctx, b.c, id)
+}
+
+func (b *opsBackend) Redo(ctx context.Context, id string) (api.RestoreResult, error) {
+	return b.s.ops.Redo(ctx, b.c, id)
+}
+
+func (b *opsBackend) Restore(ctx context.Context, id, checkpoint string) (api.RestoreResult, error) {
+	return b.s.ops.Restore(ctx, b.c, id, api.RestoreRequest{Checkpoint: checkpoint})
+}
