@@ -181,7 +181,7 @@ func TestHostMadeNamespace(t *testing.T) {
 		{p: probe{Name: "dial the host's services (control)", Op: "dial", Args: []string{"tcp", "127.0.0.1:" + port}}, want: allowed},
 		{p: probe{Name: "listen on the host's services address", Op: "listen", Args: []string{"127.0.0.1:" + port}}, want: denied("EADDRINUSE")},
 		{p: probe{Name: "listen on the wildcard at the services port", Op: "listen", Args: []string{"0.0.0.0:" + port}}, want: denied("EADDRINUSE")},
-		{p: probe{Name: "listen on another port (control)", Op: "listen", Args: []string{"127.0.0.1:4751"}}, want: allowed},
+		{p: probe{Name: "listen on another port (control)", Op: "listen", Args: []string{"127.0.0.1:4761"}}, want: allowed},
 		{p: probe{Name: "dial the host's loopback listener", Op: "dial", Args: []string{"tcp", loAddr}}, want: denied("ECONNREFUSED")},
 		{p: probe{Name: "dial the host's services again (control)", Op: "dial", Args: []string{"tcp", "127.0.0.1:" + port}}, want: allowed},
 	})

@@ -23,6 +23,9 @@ import (
 // A bad request or an unrecognised project is an error before the stream; after it, the
 // step's progress and log are a text/event-stream ending with a result event.
 func (s *Server) appStep(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {
+	if err := s.reachFirst(r, c); err != nil {
+		return err
+	}
 	var req api.ProviderRequest
 	if err := api.DecodeJSON(w, r, &req, 1<<16); err != nil {
 		return err
@@ -155,6 +158,11 @@ func (s *sseWriter) emit(ev api.ProviderEvent) {
 // setApp is PUT /api/v1/sandboxes/{id}/app: what the sandbox runs as its app (no command:
 // the server's default), applied by restarting it.
 func (s *Server) setApp(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {
+	// Another user's sandbox is not found, whatever the body (a stopped one of the
+	// caller's may have its app set).
+	if _, err := s.fleet.Get(r.Context(), c, r.PathValue("id")); err != nil {
+		return err
+	}
 	var t api.Template
 	if err := api.DecodeJSON(w, r, &t, 1<<16); err != nil {
 		return err

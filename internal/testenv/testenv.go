@@ -3,18 +3,22 @@
 package testenv
 
 import (
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/paddockhq/paddock/internal/runner"
+	"golang.org/x/sys/unix"
 )
 
 var (
@@ -30,11 +34,12 @@ func moduleRoot() string {
 }
 
 // build compiles paddock and paddock-agent (static) into a directory of this test
-// process's own (test processes of several packages run at once), once per process.
-// Directories that earlier runs left are swept after a day.
+// process's own (test processes of several packages run at once), once per process. The
+// directory's name carries the process's pid: a later process removes the directories of
+// processes that are gone, since a test binary has no hook that runs when it exits.
 func build() {
 	sweepStale()
-	if binDir, buildErr = os.MkdirTemp("", "paddock-testbin-"); buildErr != nil {
+	if binDir, buildErr = os.MkdirTemp("", fmt.Sprintf("paddock-testbin-%d-", os.Getpid())); buildErr != nil {
 		return
 	}
 	if buildErr = os.Chmod(binDir, 0o755); buildErr != nil { // the sandbox user execs the agent
@@ -56,13 +61,35 @@ func build() {
 	}
 }
 
+// sweepStale removes the build directories of test processes that have exited (and any
+// without a pid in its name, an hour after it was made).
 func sweepStale() {
 	old, _ := filepath.Glob(filepath.Join(os.TempDir(), "paddock-testbin-*"))
 	for _, d := range old {
-		if fi, err := os.Stat(d); err == nil && time.Since(fi.ModTime()) > 24*time.Hour {
+		if pid, ok := builderPID(filepath.Base(d)); ok {
+			if errors.Is(unix.Kill(pid, 0), unix.ESRCH) { // its process is gone
+				os.RemoveAll(d)
+			}
+			continue
+		}
+		if fi, err := os.Stat(d); err == nil && time.Since(fi.ModTime()) > time.Hour {
 			os.RemoveAll(d)
 		}
 	}
+}
+
+// builderPID reads the pid from a build directory's name, paddock-testbin-<pid>-<random>.
+func builderPID(name string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, "paddock-testbin-")
+	if !ok {
+		return 0, false
+	}
+	digits, _, ok := strings.Cut(rest, "-")
+	if !ok {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(digits)
+	return pid, err == nil && pid > 0
 }
 
 type buildError struct {
