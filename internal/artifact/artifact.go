@@ -21,6 +21,7 @@ import (
 
 	cdx "github.com/CycloneDX/cyclonedx-go"
 
+	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/errdefs"
 )
 
@@ -34,22 +35,10 @@ const (
 )
 
 // File is one regular file of an archive.
-type File struct {
-	Path   string `json:"path"`
-	Size   int64  `json:"size"`
-	SHA256 string `json:"sha256"`
-}
+type File = api.ArtifactFile
 
 // Manifest says what an artifact is.
-type Manifest struct {
-	Runtime    string            `json:"runtime"`
-	Dir        string            `json:"dir"`
-	Toolchain  map[string]string `json:"toolchain,omitempty"`
-	Checkpoint string            `json:"checkpoint,omitempty"`
-	SHA256     string            `json:"sha256"`
-	Size       int64             `json:"size"`
-	Files      []File            `json:"files"`
-}
+type Manifest = api.ArtifactManifest
 
 // Files lists the regular files of a gzipped tar archive with their SHA-256, sorted by
 // path. A malformed or oversized archive is an error naming what was wrong.

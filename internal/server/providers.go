@@ -40,8 +40,12 @@ func (s *Server) appStep(w http.ResponseWriter, r *http.Request, c fleet.Caller)
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	sse := sseWriter{w: w}
+	var checkpoint string
 	plan.Atomic = func(ctx context.Context, emit func(api.ProviderEvent), run func() error) error {
-		return s.atomically(r.WithContext(ctx), c, emit, run)
+		return s.atomically(r.WithContext(ctx), c, emit, &checkpoint, run)
+	}
+	plan.Collect = func(ctx context.Context, p provider.Project, archive string) (string, error) {
+		return s.collectArtifact(ctx, run, p, archive, checkpoint)
 	}
 	plan.Serve = func(ctx context.Context, pv api.ProviderPreview) (string, error) {
 		return s.servePreview(r.WithContext(ctx), c, pv)
@@ -196,9 +200,10 @@ func lastLines(s string, n int) string {
 // checkpoint for the step), rolled back when it fails, so the workspace is as before. A
 // transaction already open (the user's own, or a step's the control plane did not finish)
 // refuses the step, saying which.
-func (s *Server) atomically(r *http.Request, c fleet.Caller, emit func(api.ProviderEvent), run func() error) error {
+func (s *Server) atomically(r *http.Request, c fleet.Caller, emit func(api.ProviderEvent), base *string, run func() error) error {
 	step, id := r.PathValue("step"), r.PathValue("id")
-	if _, err := s.ops.Begin(r.Context(), c, id, api.BeginRequest{Message: "paddock app " + step}); err != nil {
+	tx, err := s.ops.Begin(r.Context(), c, id, api.BeginRequest{Message: "paddock app " + step})
+	if err != nil {
 		if !errors.Is(err, errdefs.ErrUnavailable) {
 			return fmt.Errorf("%s: %w", step, err)
 		}
@@ -206,6 +211,7 @@ func (s *Server) atomically(r *http.Request, c fleet.Caller, emit func(api.Provi
 		emit(api.ProviderEvent{Type: api.EventLog, Step: step, Stream: "paddock", Line: "not atomic: " + err.Error()})
 		return run()
 	}
+	*base = tx.Base
 	if err := run(); err != nil {
 		ctx := context.WithoutCancel(r.Context())
 		if _, rerr := s.ops.Rollback(ctx, c, id); rerr != nil {
