@@ -1,6 +1,7 @@
 package server
 
 import (
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -251,4 +252,47 @@ func (s *Server) serveBlob(w http.ResponseWriter, r *http.Request, sha, contentT
 	}
 	http.ServeContent(w, r, "", st.ModTime(), f)
 	return errResponded
+}
+
+// releaseArtifact is POST /api/v1/artifacts/{artifact}/release: the caller's live sandbox
+// serves the artifact. The archive is unpacked into the live workspace under
+// .paddock/release/ID and made its app (a Go binary with PORT, `npm start` for a Node
+// project packaged whole, a file server otherwise); the dev sandbox is left as it is.
+func (s *Server) releaseArtifact(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {
+	row, err := s.callerArtifact(r, c)
+	if err != nil {
+		return err
+	}
+	var m api.ArtifactManifest
+	if err := json.Unmarshal([]byte(row.Manifest), &m); err != nil {
+		return fmt.Errorf("artifact %s: manifest: %w", row.SHA256, err)
+	}
+	live, _, _, err := s.fleet.Roles(r.Context(), c)
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(filepath.Join(s.blobDir(), row.SHA256))
+	if err != nil {
+		return fmt.Errorf("artifact blob %s: %w", row.SHA256, err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return fmt.Errorf("artifact %s: %w", row.SHA256, err)
+	}
+	dir := path.Join(".paddock", "release", row.SHA256[:12])
+	if _, err := s.ops.PutArchive(r.Context(), c, live.ID, dir, zr); err != nil {
+		return fmt.Errorf("release %s into %s: %w", row.SHA256[:12], live.ID, err)
+	}
+	files := make([]string, 0, len(m.Files))
+	for _, f := range m.Files {
+		files = append(files, f.Path)
+	}
+	pv := provider.Release(row.Runtime, dir, files, provider.PreviewPort)
+	sb, err := s.serveApp(r.Context(), c, live.ID, pv, "the release")
+	if err != nil {
+		return fmt.Errorf("release %s: %w", row.SHA256[:12], err)
+	}
+	s.log.Info("artifact released", "user", c.UserID, "sandbox", live.ID, "artifact", row.SHA256, "command", strings.Join(pv.Command, " "))
+	return s.writeSandbox(w, r, http.StatusOK, sb)
 }

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -103,5 +104,47 @@ func TestArtifactStored(t *testing.T) {
 	}
 	if msg := servertest.ErrorOf(t, alice.DoToken("GET", "/api/v1/artifacts/nope", nil), http.StatusBadRequest).Message; !strings.Contains(msg, "SHA-256") {
 		t.Errorf("a malformed id: %q", msg)
+	}
+}
+
+// A release makes the live sandbox serve a stored package while dev keeps its own app;
+// another user cannot release one's artifact.
+func TestReleaseServesArtifact(t *testing.T) {
+	e := servertest.Start(t)
+	alice, bob := e.Register(t, "alice"), e.Register(t, "bob")
+	var roles api.Roles
+	servertest.Decode(t, alice.DoToken("GET", "/api/v1/roles", nil), http.StatusOK, &roles)
+	dev := roles.Dev.ID
+	if r := result(providerStep(t, alice, dev, "new", api.ProviderRequest{Runtime: "static", Name: "my-site", Dir: "site"})); r.Error != "" {
+		t.Fatalf("new: %+v", r)
+	}
+	execOK(t, alice, dev, "sh", "-c", `sed -i 's|<h1>|<h1 id="released">|' site/index.html`)
+	r := result(providerStep(t, alice, dev, "package", api.ProviderRequest{Dir: "site"}))
+	if r.Error != "" || r.ArtifactID == "" {
+		t.Fatalf("package: %+v", r)
+	}
+	var before api.Sandbox
+	servertest.Decode(t, alice.DoToken("GET", "/api/v1/sandboxes/"+dev, nil), http.StatusOK, &before)
+
+	servertest.ErrorOf(t, bob.DoToken("POST", "/api/v1/artifacts/"+r.ArtifactID+"/release", nil), http.StatusNotFound)
+	var live api.Sandbox
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/artifacts/"+r.ArtifactID+"/release", nil), http.StatusOK, &live)
+	if live.ID != roles.Live.ID || live.App.Dir != ".paddock/release/"+r.ArtifactID[:12] || live.App.HotReload {
+		t.Fatalf("release: %+v (app %+v), want the live sandbox %s serving the release", live, live.App, roles.Live.ID)
+	}
+	alice.Handoff(alice.AppURL("live"))
+	resp, err := alice.HTTP.Get(alice.AppURL("live") + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(page), `<h1 id="released">my-site</h1>`) {
+		t.Errorf("live serves %d %q, want the packaged page", resp.StatusCode, page)
+	}
+	var after api.Sandbox
+	servertest.Decode(t, alice.DoToken("GET", "/api/v1/sandboxes/"+dev, nil), http.StatusOK, &after)
+	if b, a := fmt.Sprint(before.App), fmt.Sprint(after.App); a != b {
+		t.Errorf("the release changed dev's app from %s to %s", b, a)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/paddockhq/paddock/internal/fleet"
 	"github.com/paddockhq/paddock/internal/origins"
 	"github.com/paddockhq/paddock/internal/provider"
+	"github.com/paddockhq/paddock/internal/store"
 )
 
 // appStep is POST /api/v1/sandboxes/{id}/app/{step}: a runtime provider's step, each of
@@ -173,22 +174,32 @@ func (s *Server) setApp(w http.ResponseWriter, r *http.Request, c fleet.Caller) 
 // servePreview makes a provider's dev server the sandbox's app and says where it is
 // served; an app that exits before it listens is an error with what it printed.
 func (s *Server) servePreview(r *http.Request, c fleet.Caller, pv api.ProviderPreview) (string, error) {
+	id := r.PathValue("id")
+	if _, err := s.serveApp(r.Context(), c, id, pv, "the dev server"); err != nil {
+		return "", err
+	}
+	return s.origins.URL(origins.Host{Kind: origins.KindApp, ID: id}, r.Host), nil
+}
+
+// serveApp makes pv the sandbox's app; one that exits before it listens is an error,
+// naming what (what) with what it printed.
+func (s *Server) serveApp(ctx context.Context, c fleet.Caller, id string, pv api.ProviderPreview, what string) (store.Sandbox, error) {
 	argv := append(append([]string{"env"}, pv.Env...), pv.Command...)
 	if len(pv.Env) == 0 {
 		argv = pv.Command
 	}
-	id := r.PathValue("id")
-	if _, err := s.fleet.SetApp(r.Context(), c, id, api.Template{Command: argv, Port: pv.Port, Dir: pv.Dir, HotReload: pv.HotReload}); err != nil {
-		return "", err
-	}
-	st, err := s.ops.AppStatus(r.Context(), c, id)
+	sb, err := s.fleet.SetApp(ctx, c, id, api.Template{Command: argv, Port: pv.Port, Dir: pv.Dir, HotReload: pv.HotReload})
 	if err != nil {
-		return "", err
+		return sb, err
+	}
+	st, err := s.ops.AppStatus(ctx, c, id)
+	if err != nil {
+		return sb, err
 	}
 	if st.State != "running" {
-		return "", fmt.Errorf("the dev server did not start (%s): %s: %w", st.State, lastLines(st.LastOutput, 5), errdefs.ErrFailedPrecondition)
+		return sb, fmt.Errorf("%s did not start (%s): %s: %w", what, st.State, lastLines(st.LastOutput, 5), errdefs.ErrFailedPrecondition)
 	}
-	return s.origins.URL(origins.Host{Kind: origins.KindApp, ID: id}, r.Host), nil
+	return sb, nil
 }
 
 func lastLines(s string, n int) string {
