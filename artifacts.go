@@ -56,3 +56,11 @@ func (c *Client) artifactBlob(ctx context.Context, id, what string, w io.Writer)
 	}
 	return n, nil
 }
+
+// Release makes the caller's live sandbox serve the artifact (its dev sandbox keeps its
+// own app) and returns the live sandbox.
+func (c *Client) Release(ctx context.Context, id string) (SandboxInfo, error) {
+	var out api.Sandbox
+	err := c.do(ctx, "POST", "/api/v1/artifacts/"+url.PathEscape(id)+"/release", nil, &out, http.StatusOK)
+	return out, err
+}

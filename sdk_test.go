@@ -175,6 +175,10 @@ func TestEveryRoute(t *testing.T) {
 	if ok(t, err); archive.Len() == 0 || !strings.Contains(sbom.String(), "CycloneDX") {
 		t.Errorf("artifact download: %d bytes, sbom %q", archive.Len(), sbom.String())
 	}
+	live, err := c.Release(ctx, step.ArtifactID)
+	if ok(t, err); live.Role != "live" || !strings.HasPrefix(live.App.Dir, ".paddock/release/") {
+		t.Errorf("release: %+v", live)
+	}
 	info, err := c.SetApp(ctx, sb.ID, paddock.Template{})
 	if ok(t, err); len(info.App.Command) == 0 {
 		t.Errorf("app reset: %+v", info.App)

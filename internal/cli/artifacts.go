@@ -6,11 +6,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/paddockhq/paddock"
+	"github.com/paddockhq/paddock/internal/errdefs"
 )
 
 func newAppArtifactsCommand() *cobra.Command {
@@ -97,4 +99,40 @@ func writeFileFrom(dst string, get func(io.Writer) (int64, error), w io.Writer) 
 	}
 	fmt.Fprintf(w, "wrote %s (%d bytes)\n", dst, n)
 	return nil
+}
+
+func newAppReleaseCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "release [ID]",
+		Short: "make your live sandbox serve a stored package (default: the newest)",
+		Long: "release unpacks an artifact into your live sandbox and makes it the live app: a Go\n" +
+			"binary runs with PORT, a Node project packaged whole runs `npm start`, anything else\n" +
+			"is served as files. Your dev sandbox keeps its dev server. Without ID, the newest\n" +
+			"artifact (`paddock app artifacts`) is released.",
+		Args: rangeArgs(0, 1, "[ID]"),
+		RunE: func(c *cobra.Command, args []string) error {
+			w := c.OutOrStdout()
+			return withClient(func(ctx context.Context, cl *paddock.Client) error {
+				var id string
+				if len(args) == 1 {
+					id = args[0]
+				} else {
+					arts, err := cl.Artifacts(ctx)
+					if err != nil {
+						return err
+					}
+					if len(arts) == 0 {
+						return fmt.Errorf("no artifacts to release: `paddock app package` makes one: %w", errdefs.ErrFailedPrecondition)
+					}
+					id = arts[0].ID
+				}
+				sb, err := cl.Release(ctx, id)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(w, "released %s: live sandbox %s runs %s in %s\n", id, sb.ID, strings.Join(sb.App.Command, " "), sb.App.Dir)
+				return nil
+			})
+		},
+	}
 }

@@ -23,7 +23,7 @@ func newAppCommand() *cobra.Command {
 		Short: "make, build, validate, package and preview a project in a sandbox",
 		Long:  "app runs a runtime provider's steps on the project in a sandbox's workspace.\n\n" + appHelp,
 	}
-	c.AddCommand(newAppNewCommand(), newAppSetCommand(), newAppResetCommand(), newAppArtifactsCommand(), newAppDownloadCommand())
+	c.AddCommand(newAppNewCommand(), newAppSetCommand(), newAppResetCommand(), newAppArtifactsCommand(), newAppDownloadCommand(), newAppReleaseCommand())
 	for _, s := range []struct{ step, short string }{
 		{api.StepBuild, "fetch the project's dependencies and build it"},
 		{api.StepValidate, "run the project's tests, lint and checks"},

@@ -48,6 +48,9 @@ func TestAppCommands(t *testing.T) {
 		t.Errorf("app download --sbom: %q", out)
 	}
 	wantFailure(t, "", "want the archive's SHA-256", "app", "download", "nope")
+	if out := mustRemote(t, "", "app", "release"); !strings.Contains(out, "released "+id[1]+": live sandbox") || !strings.Contains(out, "in .paddock/release/"+id[1][:12]) {
+		t.Errorf("app release: %q", out)
+	}
 	out = mustRemote(t, "", "app", "preview", "--dir", "my-site")
 	if !strings.Contains(out, "on port 8080 (reloads changes by itself)") {
 		t.Errorf("app preview: %q", out)

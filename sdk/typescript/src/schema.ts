@@ -851,6 +851,34 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/artifacts/{artifact}/release": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The archive's SHA-256 in lower-case hex. */
+                artifact: components["parameters"]["artifact"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Make the caller's live sandbox serve the artifact; dev keeps its own app.
+         * @description The archive is unpacked into the live sandbox's workspace under
+         *     .paddock/release/ID (its first 12 hex digits) and made the live app, restarting the
+         *     sandbox: a Go binary runs with PORT, a Node project packaged whole (a package.json
+         *     and no index.html) runs npm start, anything else is served as files. The answer is
+         *     the live sandbox; a release whose app exits before it listens is 409 with what it
+         *     printed.
+         */
+        post: operations["releaseArtifact"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/sandboxes/{id}/capabilities": {
         parameters: {
             query?: never;
@@ -3363,6 +3391,34 @@ export interface operations {
             401: components["responses"]["Error"];
             403: components["responses"]["Error"];
             404: components["responses"]["Error"];
+        };
+    };
+    releaseArtifact: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The archive's SHA-256 in lower-case hex. */
+                artifact: components["parameters"]["artifact"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The live sandbox with its new app. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Sandbox"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            409: components["responses"]["Error"];
         };
     };
     listCapabilities: {
