@@ -158,6 +158,27 @@ func TestEveryRoute(t *testing.T) {
 	if ok(t, err); step.Runtime != "static" || len(steps) < 2 {
 		t.Errorf("app new: %+v, events %+v", step, steps)
 	}
+	step, err = c.AppStep(ctx, sb.ID, "package", paddock.ProviderRequest{Dir: "site"}, nil)
+	ok(t, err)
+	arts, err := c.Artifacts(ctx)
+	if ok(t, err); len(arts) != 1 || arts[0].ID != step.ArtifactID {
+		t.Errorf("artifacts: %+v, package %+v", arts, step)
+	}
+	art, err := c.Artifact(ctx, step.ArtifactID)
+	if ok(t, err); art.Manifest == nil || art.Manifest.Runtime != "static" {
+		t.Errorf("artifact: %+v", art)
+	}
+	var archive, sbom bytes.Buffer
+	_, err = c.DownloadArtifact(ctx, step.ArtifactID, &archive)
+	ok(t, err)
+	_, err = c.ArtifactSBOM(ctx, step.ArtifactID, &sbom)
+	if ok(t, err); archive.Len() == 0 || !strings.Contains(sbom.String(), "CycloneDX") {
+		t.Errorf("artifact download: %d bytes, sbom %q", archive.Len(), sbom.String())
+	}
+	live, err := c.Release(ctx, step.ArtifactID)
+	if ok(t, err); live.Role != "live" || !strings.HasPrefix(live.App.Dir, ".paddock/release/") {
+		t.Errorf("release: %+v", live)
+	}
 	info, err := c.SetApp(ctx, sb.ID, paddock.Template{})
 	if ok(t, err); len(info.App.Command) == 0 {
 		t.Errorf("app reset: %+v", info.App)

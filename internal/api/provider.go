@@ -1,5 +1,7 @@
 package api
 
+import "time"
+
 // Provider steps, as named in POST /api/v1/sandboxes/{id}/app/{step}.
 const (
 	StepNew      = "new"
@@ -60,6 +62,8 @@ type ProviderEvent struct {
 	URL string `json:"url,omitempty"`
 	// Artifact is the archive a "package" result made, relative to the workspace.
 	Artifact string `json:"artifact,omitempty"`
+	// ArtifactID is the stored artifact a "package" result made (GET /api/v1/artifacts/{id}).
+	ArtifactID string `json:"artifact_id,omitempty"`
 }
 
 // ProviderPreview is how a provider serves a project while it is developed.
@@ -76,4 +80,46 @@ type ProviderPreview struct {
 	// HotReload says the server reloads changed files itself: a workspace change (an
 	// undo) need not restart it.
 	HotReload bool `json:"hot_reload"`
+}
+
+// Artifact is a packaged build the control plane stores: its ID is the archive's SHA-256.
+type Artifact struct {
+	ID        string `json:"id"`
+	SandboxID string `json:"sandbox_id"`
+	Runtime   string `json:"runtime"`
+	// Dir is the project's directory in the sandbox's workspace.
+	Dir  string `json:"dir"`
+	Size int64  `json:"size"`
+	// SBOM is the SHA-256 of the artifact's CycloneDX SBOM.
+	SBOM      string    `json:"sbom"`
+	CreatedAt time.Time `json:"created_at"`
+	// Manifest is in an artifact read alone, not in a list.
+	Manifest *ArtifactManifest `json:"manifest,omitempty"`
+}
+
+// ArtifactList is GET /api/v1/artifacts: the user's artifacts, newest first.
+type ArtifactList struct {
+	Artifacts []Artifact `json:"artifacts"`
+}
+
+// ArtifactManifest says what an artifact is made of and from.
+type ArtifactManifest struct {
+	Runtime string `json:"runtime"`
+	Dir     string `json:"dir"`
+	// Toolchain is each tool's version as the sandbox reported it ("node": "v18.19.0").
+	Toolchain map[string]string `json:"toolchain,omitempty"`
+	// Checkpoint is the workspace checkpoint the build started from.
+	Checkpoint string `json:"checkpoint,omitempty"`
+	SHA256     string `json:"sha256"`
+	Size       int64  `json:"size"`
+	// Lockfile is the file the SBOM was made from ("" when the project has none).
+	Lockfile string         `json:"lockfile,omitempty"`
+	Files    []ArtifactFile `json:"files"`
+}
+
+// ArtifactFile is one regular file of an artifact's archive.
+type ArtifactFile struct {
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
 }

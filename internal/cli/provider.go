@@ -23,7 +23,7 @@ func newAppCommand() *cobra.Command {
 		Short: "make, build, validate, package and preview a project in a sandbox",
 		Long:  "app runs a runtime provider's steps on the project in a sandbox's workspace.\n\n" + appHelp,
 	}
-	c.AddCommand(newAppNewCommand(), newAppSetCommand(), newAppResetCommand())
+	c.AddCommand(newAppNewCommand(), newAppSetCommand(), newAppResetCommand(), newAppArtifactsCommand(), newAppDownloadCommand(), newAppReleaseCommand())
 	for _, s := range []struct{ step, short string }{
 		{api.StepBuild, "fetch the project's dependencies and build it"},
 		{api.StepValidate, "run the project's tests, lint and checks"},
@@ -124,6 +124,9 @@ func printProviderEvent(w io.Writer, ev api.ProviderEvent, tty bool) {
 		fmt.Fprintf(w, "%s: done (%s project in %s)\n", ev.Step, ev.Runtime, ev.Dir)
 		if ev.Artifact != "" {
 			fmt.Fprintf(w, "package: %s\n", ev.Artifact)
+		}
+		if ev.ArtifactID != "" {
+			fmt.Fprintf(w, "artifact: %s (paddock app download %s)\n", ev.ArtifactID, ev.ArtifactID)
 		}
 		if pv := ev.Preview; pv != nil {
 			reload := "restarted on change"

@@ -1,6 +1,11 @@
 package cli_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -25,6 +30,26 @@ func TestAppCommands(t *testing.T) {
 	out = mustRemote(t, "", "app", "package", "--dir", "my-site")
 	if !strings.Contains(out, "package: my-site/.paddock/package/static.tar.gz\n") {
 		t.Errorf("app package: %q", out)
+	}
+	id := regexp.MustCompile(`artifact: ([0-9a-f]{64})`).FindStringSubmatch(out)
+	if id == nil {
+		t.Fatalf("app package names no artifact: %q", out)
+	}
+	if out := mustRemote(t, "", "app", "artifacts"); !regexp.MustCompile(id[1] + ` +static +my-site `).MatchString(out) {
+		t.Errorf("app artifacts: %q", out)
+	}
+	dst := filepath.Join(t.TempDir(), "site.tar.gz")
+	mustRemote(t, "", "app", "download", id[1], "-o", dst)
+	b, err := os.ReadFile(dst)
+	if sum := sha256.Sum256(b); err != nil || hex.EncodeToString(sum[:]) != id[1] {
+		t.Errorf("app download: %d bytes, %v, not the artifact", len(b), err)
+	}
+	if out := mustRemote(t, "", "app", "download", "--sbom", "-o", "-", id[1]); !strings.Contains(out, `"bomFormat": "CycloneDX"`) {
+		t.Errorf("app download --sbom: %q", out)
+	}
+	wantFailure(t, "", "want the archive's SHA-256", "app", "download", "nope")
+	if out := mustRemote(t, "", "app", "release"); !strings.Contains(out, "released "+id[1]+": live sandbox") || !strings.Contains(out, "in .paddock/release/"+id[1][:12]) {
+		t.Errorf("app release: %q", out)
 	}
 	out = mustRemote(t, "", "app", "preview", "--dir", "my-site")
 	if !strings.Contains(out, "on port 8080 (reloads changes by itself)") {

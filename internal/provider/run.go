@@ -31,6 +31,11 @@ type Plan struct {
 	// Serve, for a preview, makes the dev server the sandbox's app and returns its URL;
 	// nil only reports it.
 	Serve func(ctx context.Context, pv api.ProviderPreview) (string, error)
+	// Collect, for a package, stores the archive made (relative to the workspace) and
+	// returns the stored artifact's ID. It runs inside the step, so that its failure fails
+	// the step.
+	Collect   func(ctx context.Context, p Project, archive string) (string, error)
+	collected string
 }
 
 type phase struct {
@@ -170,7 +175,7 @@ func (pl *Plan) Run(ctx context.Context, r Runner, ws Workspace, emit func(api.P
 	if err != nil {
 		res.Error, res.Preview = err.Error(), nil
 	} else {
-		res.Artifact = pl.artifact
+		res.Artifact, res.ArtifactID = pl.artifact, pl.collected
 	}
 	emit(res)
 	return err
@@ -207,6 +212,25 @@ func (pl *Plan) run(ctx context.Context, r Runner, ws Workspace, emit func(api.P
 			}
 		}
 	}
+	if pl.step == api.StepPackage && pl.Collect != nil {
+		return pl.collect(ctx, emit)
+	}
+	return nil
+}
+
+func (pl *Plan) collect(ctx context.Context, emit func(api.ProviderEvent)) error {
+	ev := api.ProviderEvent{Type: api.EventProgress, Step: "store", Command: "store " + pl.artifact, Index: 1, Total: 1, State: "running"}
+	emit(ev)
+	id, err := pl.Collect(ctx, pl.Project, pl.artifact)
+	if err != nil {
+		ev.State, ev.Error = "failed", err.Error()
+		emit(ev)
+		return fmt.Errorf("store the artifact: %w", err)
+	}
+	pl.collected = id
+	ev.State = "ok"
+	emit(ev)
+	emit(api.ProviderEvent{Type: api.EventLog, Step: "store", Stream: "paddock", Line: "artifact " + id})
 	return nil
 }
 

@@ -110,6 +110,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"ChangePasswordRequest": api.ChangePasswordRequest{}, "RenewRecoveryCodesRequest": api.RenewRecoveryCodesRequest{},
 		"RecoveryCodes": api.RecoveryCodes{}, "AccountInfo": api.AccountInfo{}, "UserList": api.UserList{},
 		"ProviderRequest": api.ProviderRequest{}, "ProviderEvent": api.ProviderEvent{},
+		"Artifact": api.Artifact{}, "ArtifactList": api.ArtifactList{}, "ArtifactManifest": api.ArtifactManifest{},
 	}
 	for name, v := range types {
 		schema, ok := doc.Components.Schemas[name]

@@ -16,6 +16,7 @@ import (
 	"github.com/paddockhq/paddock/internal/fleet"
 	"github.com/paddockhq/paddock/internal/origins"
 	"github.com/paddockhq/paddock/internal/provider"
+	"github.com/paddockhq/paddock/internal/store"
 )
 
 // appStep is POST /api/v1/sandboxes/{id}/app/{step}: a runtime provider's step, each of
@@ -43,8 +44,12 @@ func (s *Server) appStep(w http.ResponseWriter, r *http.Request, c fleet.Caller)
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	sse := sseWriter{w: w}
+	var checkpoint string
 	plan.Atomic = func(ctx context.Context, emit func(api.ProviderEvent), run func() error) error {
-		return s.atomically(r.WithContext(ctx), c, emit, run)
+		return s.atomically(r.WithContext(ctx), c, emit, &checkpoint, run)
+	}
+	plan.Collect = func(ctx context.Context, p provider.Project, archive string) (string, error) {
+		return s.collectArtifact(ctx, run, p, archive, checkpoint)
 	}
 	plan.Serve = func(ctx context.Context, pv api.ProviderPreview) (string, error) {
 		return s.servePreview(r.WithContext(ctx), c, pv)
@@ -177,22 +182,32 @@ func (s *Server) setApp(w http.ResponseWriter, r *http.Request, c fleet.Caller) 
 // servePreview makes a provider's dev server the sandbox's app and says where it is
 // served; an app that exits before it listens is an error with what it printed.
 func (s *Server) servePreview(r *http.Request, c fleet.Caller, pv api.ProviderPreview) (string, error) {
+	id := r.PathValue("id")
+	if _, err := s.serveApp(r.Context(), c, id, pv, "the dev server"); err != nil {
+		return "", err
+	}
+	return s.origins.URL(origins.Host{Kind: origins.KindApp, ID: id}, r.Host), nil
+}
+
+// serveApp makes pv the sandbox's app; one that exits before it listens is an error,
+// naming what (what) with what it printed.
+func (s *Server) serveApp(ctx context.Context, c fleet.Caller, id string, pv api.ProviderPreview, what string) (store.Sandbox, error) {
 	argv := append(append([]string{"env"}, pv.Env...), pv.Command...)
 	if len(pv.Env) == 0 {
 		argv = pv.Command
 	}
-	id := r.PathValue("id")
-	if _, err := s.fleet.SetApp(r.Context(), c, id, api.Template{Command: argv, Port: pv.Port, Dir: pv.Dir, HotReload: pv.HotReload}); err != nil {
-		return "", err
-	}
-	st, err := s.ops.AppStatus(r.Context(), c, id)
+	sb, err := s.fleet.SetApp(ctx, c, id, api.Template{Command: argv, Port: pv.Port, Dir: pv.Dir, HotReload: pv.HotReload})
 	if err != nil {
-		return "", err
+		return sb, err
+	}
+	st, err := s.ops.AppStatus(ctx, c, id)
+	if err != nil {
+		return sb, err
 	}
 	if st.State != "running" {
-		return "", fmt.Errorf("the dev server did not start (%s): %s: %w", st.State, lastLines(st.LastOutput, 5), errdefs.ErrFailedPrecondition)
+		return sb, fmt.Errorf("%s did not start (%s): %s: %w", what, st.State, lastLines(st.LastOutput, 5), errdefs.ErrFailedPrecondition)
 	}
-	return s.origins.URL(origins.Host{Kind: origins.KindApp, ID: id}, r.Host), nil
+	return sb, nil
 }
 
 func lastLines(s string, n int) string {
@@ -204,9 +219,10 @@ func lastLines(s string, n int) string {
 // checkpoint for the step), rolled back when it fails, so the workspace is as before. A
 // transaction already open (the user's own, or a step's the control plane did not finish)
 // refuses the step, saying which.
-func (s *Server) atomically(r *http.Request, c fleet.Caller, emit func(api.ProviderEvent), run func() error) error {
+func (s *Server) atomically(r *http.Request, c fleet.Caller, emit func(api.ProviderEvent), base *string, run func() error) error {
 	step, id := r.PathValue("step"), r.PathValue("id")
-	if _, err := s.ops.Begin(r.Context(), c, id, api.BeginRequest{Message: "paddock app " + step}); err != nil {
+	tx, err := s.ops.Begin(r.Context(), c, id, api.BeginRequest{Message: "paddock app " + step})
+	if err != nil {
 		if !errors.Is(err, errdefs.ErrUnavailable) {
 			return fmt.Errorf("%s: %w", step, err)
 		}
@@ -214,6 +230,7 @@ func (s *Server) atomically(r *http.Request, c fleet.Caller, emit func(api.Provi
 		emit(api.ProviderEvent{Type: api.EventLog, Step: step, Stream: "paddock", Line: "not atomic: " + err.Error()})
 		return run()
 	}
+	*base = tx.Base
 	if err := run(); err != nil {
 		ctx := context.WithoutCancel(r.Context())
 		if _, rerr := s.ops.Rollback(ctx, c, id); rerr != nil {

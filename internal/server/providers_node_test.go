@@ -91,6 +91,18 @@ func TestProviderNodeVite(t *testing.T) {
 	if r := result(evs); r.Error != "" || r.Artifact != "my-site/.paddock/package/node.tar.gz" {
 		t.Fatalf("package: %+v; log:\n%s", r, logText(evs))
 	}
+	// The stored artifact names the toolchain and lists the lockfile's packages.
+	var art api.Artifact
+	servertest.Decode(t, alice.DoToken("GET", "/api/v1/artifacts/"+result(evs).ArtifactID, nil), http.StatusOK, &art)
+	if m := art.Manifest; m == nil || !strings.HasPrefix(m.Toolchain["node"], "v") || m.Toolchain["npm"] == "" || m.Lockfile != "package-lock.json" || !slices.ContainsFunc(m.Files, func(f api.ArtifactFile) bool { return f.Path == "index.html" }) {
+		t.Errorf("the node artifact's manifest: %+v", art.Manifest)
+	}
+	sresp := alice.DoToken("GET", "/api/v1/artifacts/"+result(evs).ArtifactID+"/sbom", nil)
+	sbom, _ := io.ReadAll(sresp.Body)
+	sresp.Body.Close()
+	if !strings.Contains(string(sbom), `"purl": "pkg:npm/react@`) || !strings.Contains(string(sbom), `"purl": "pkg:npm/vite@`) {
+		t.Errorf("the node SBOM does not list react and vite:\n%.2000s", sbom)
+	}
 	r := result(providerStep(t, alice, sb.ID, "preview", site))
 	if r.Error != "" || r.Preview == nil || !r.Preview.HotReload {
 		t.Fatalf("preview: %+v", r)

@@ -209,6 +209,26 @@ func TestProviderGo(t *testing.T) {
 	if got := ran(evs); result(evs).Error != "" || !slices.Contains(got, "validate: go vet") || !slices.Contains(got, "validate: go test") {
 		t.Fatalf("package go: ran %q, result %+v", got, result(evs))
 	}
+	var art api.Artifact
+	servertest.Decode(t, alice.DoToken("GET", "/api/v1/artifacts/"+result(evs).ArtifactID, nil), http.StatusOK, &art)
+	if art.Manifest == nil || art.Manifest.Lockfile != "" {
+		t.Errorf("a module without go.sum: manifest %+v, want no lockfile", art.Manifest)
+	}
+	// A go.sum the build does not need is still what the SBOM lists.
+	execOK(t, alice, sb.ID, "sh", "-c", "echo 'github.com/google/uuid v1.6.0 h1:NIvaJDMOsjHA8n1jAhLSgzrAzy1Hgr+hNrb57e+94F0=' > svc/go.sum")
+	if evs = providerStep(t, alice, sb.ID, "package", svc); result(evs).Error != "" {
+		t.Fatalf("package go with go.sum: %+v; log:\n%s", result(evs), logText(evs))
+	}
+	servertest.Decode(t, alice.DoToken("GET", "/api/v1/artifacts/"+result(evs).ArtifactID, nil), http.StatusOK, &art)
+	if m := art.Manifest; m == nil || !strings.HasPrefix(m.Toolchain["go"], "go1.") || m.Lockfile != "go.sum" || len(m.Files) != 1 || m.Files[0].Path != "app" {
+		t.Errorf("the go artifact: %+v", art.Manifest)
+	}
+	resp := alice.DoToken("GET", "/api/v1/artifacts/"+result(evs).ArtifactID+"/sbom", nil)
+	sbom, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(sbom), `"purl": "pkg:golang/github.com/google/uuid@v1.6.0"`) {
+		t.Errorf("the go SBOM does not list go.sum's module:\n%s", sbom)
+	}
 	if !logged(evs, "ok  \tsvc") {
 		t.Errorf("package go: the tests' output is not in the log: %+v", evs)
 	}

@@ -768,6 +768,117 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/artifacts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The caller's artifacts (packaged builds), newest first. */
+        get: operations["listArtifacts"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/artifacts/{artifact}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The archive's SHA-256 in lower-case hex. */
+                artifact: components["parameters"]["artifact"];
+            };
+            cookie?: never;
+        };
+        /**
+         * One of the caller's artifacts with its manifest.
+         * @description A package step stores its archive under its SHA-256, the artifact's id, with a
+         *     manifest (runtime, toolchain versions, the checkpoint the build started from, the
+         *     SHA-256 of every file) and a CycloneDX SBOM made from the project's lockfile
+         *     (package-lock.json, go.sum). Another user's artifact is not found (404).
+         */
+        get: operations["getArtifact"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/artifacts/{artifact}/archive": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The archive's SHA-256 in lower-case hex. */
+                artifact: components["parameters"]["artifact"];
+            };
+            cookie?: never;
+        };
+        /** Download an artifact's archive (a gzipped tar of the build output). */
+        get: operations["downloadArtifact"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/artifacts/{artifact}/sbom": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The archive's SHA-256 in lower-case hex. */
+                artifact: components["parameters"]["artifact"];
+            };
+            cookie?: never;
+        };
+        /** An artifact's CycloneDX SBOM (JSON), its components the lockfile's. */
+        get: operations["getArtifactSBOM"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/artifacts/{artifact}/release": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The archive's SHA-256 in lower-case hex. */
+                artifact: components["parameters"]["artifact"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Make the caller's live sandbox serve the artifact; dev keeps its own app.
+         * @description The archive is unpacked into the live sandbox's workspace under
+         *     .paddock/release/ID (its first 12 hex digits) and made the live app, restarting the
+         *     sandbox: a Go binary runs with PORT, a Node project packaged whole (a package.json
+         *     and no index.html) runs npm start, anything else is served as files. The answer is
+         *     the live sandbox; a release whose app exits before it listens is 409 with what it
+         *     printed.
+         */
+        post: operations["releaseArtifact"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/sandboxes/{id}/capabilities": {
         parameters: {
             query?: never;
@@ -1573,6 +1684,45 @@ export interface components {
             /** @description The new project's name (new only): lower-case letters, digits and dashes. */
             name?: string;
         };
+        Artifact: {
+            /** @description The archive's SHA-256 in hex. */
+            id: string;
+            sandbox_id: string;
+            runtime: string;
+            /** @description The project's directory in the sandbox's workspace. */
+            dir: string;
+            /** Format: int64 */
+            size: number;
+            /** @description The SHA-256 of the artifact's SBOM. */
+            sbom: string;
+            /** Format: date-time */
+            created_at: string;
+            manifest?: components["schemas"]["ArtifactManifest"];
+        };
+        ArtifactList: {
+            artifacts: components["schemas"]["Artifact"][];
+        };
+        ArtifactManifest: {
+            runtime: string;
+            dir: string;
+            /** @description Each tool's version as the sandbox reported it. */
+            toolchain?: {
+                [key: string]: string;
+            };
+            /** @description The workspace checkpoint the build started from. */
+            checkpoint?: string;
+            sha256: string;
+            /** Format: int64 */
+            size: number;
+            /** @description The file the SBOM was made from. */
+            lockfile?: string;
+            files: {
+                path: string;
+                /** Format: int64 */
+                size: number;
+                sha256: string;
+            }[];
+        };
         ProviderEvent: {
             /** @enum {string} */
             type: "progress" | "log" | "result";
@@ -1592,6 +1742,8 @@ export interface components {
             dir?: string;
             /** @description The archive a package step made, relative to the workspace. */
             artifact?: string;
+            /** @description The stored artifact a package step made (GET /api/v1/artifacts/{artifact}). */
+            artifact_id?: string;
             /** @description Where a preview is served. */
             url?: string;
             preview?: {
@@ -1796,6 +1948,8 @@ export interface components {
     parameters: {
         id: string;
         secretName: string;
+        /** @description The archive's SHA-256 in lower-case hex. */
+        artifact: string;
     };
     requestBodies: never;
     headers: never;
@@ -3127,6 +3281,137 @@ export interface operations {
                 };
                 content: {
                     "text/event-stream": components["schemas"]["ProviderEvent"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            409: components["responses"]["Error"];
+        };
+    };
+    listArtifacts: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The caller's artifacts, without their manifests. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ArtifactList"];
+                };
+            };
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+        };
+    };
+    getArtifact: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The archive's SHA-256 in lower-case hex. */
+                artifact: components["parameters"]["artifact"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The artifact and its manifest. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Artifact"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    downloadArtifact: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The archive's SHA-256 in lower-case hex. */
+                artifact: components["parameters"]["artifact"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The archive; its SHA-256 is the artifact's id. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/gzip": string;
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    getArtifactSBOM: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The archive's SHA-256 in lower-case hex. */
+                artifact: components["parameters"]["artifact"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The SBOM. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/vnd.cyclonedx+json": Record<string, never>;
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+        };
+    };
+    releaseArtifact: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The archive's SHA-256 in lower-case hex. */
+                artifact: components["parameters"]["artifact"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The live sandbox with its new app. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Sandbox"];
                 };
             };
             400: components["responses"]["Error"];
