@@ -1,12 +1,21 @@
 package origins
 
 import (
+	"crypto/aes"
+	"crypto/cipher"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -46,14 +55,118 @@ type Grant struct {
 	Expires time.Time
 }
 
-// Handoffs holds outstanding handoff codes and the app cookies they were exchanged for,
-// in memory: a restart of the control plane signs browsers out of app hosts, and the next
-// navigation hands them off again. Safe for concurrent use.
+// Handoffs holds outstanding handoff codes (in memory) and the app cookies they were
+// exchanged for, by the SHA-256 of their values (in memory, and in a file once Persist
+// is called, so that a restart of the control plane keeps browsers signed in on app and
+// desktop hosts while their sessions last). Safe for concurrent use.
 type Handoffs struct {
 	mu      sync.Mutex
 	codes   map[string]Grant
-	cookies map[string]Grant
+	cookies map[string]cookieEntry
 	now     func() time.Time
+	path    string
+}
+
+// cookieEntry is one app cookie's grant and its session sealed with the cookie's value:
+// what the Persist file keeps, which opens nothing without the cookie itself. A grant
+// read back from the file has no Session until its cookie is next presented.
+type cookieEntry struct {
+	Host    string    `json:"host"`
+	UserID  string    `json:"user"`
+	Expires time.Time `json:"expires"`
+	Sealed  []byte    `json:"sealed"`
+	session auth.SessionID
+}
+
+func (e cookieEntry) grant() Grant {
+	return Grant{Host: e.Host, UserID: e.UserID, Session: e.session, Expires: e.Expires}
+}
+
+// sealer is AES-256-GCM under a key derived from a cookie's value.
+func sealer(value string) cipher.AEAD {
+	key := sha256.Sum256([]byte("paddock app cookie seal\x00" + value))
+	b, _ := aes.NewCipher(key[:])
+	a, _ := cipher.NewGCM(b)
+	return a
+}
+
+func seal(value string, id auth.SessionID) []byte {
+	a := sealer(value)
+	nonce := make([]byte, a.NonceSize())
+	_, _ = rand.Read(nonce)
+	return a.Seal(nonce, nonce, []byte(id.Reveal()), nil)
+}
+
+func unseal(value string, sealed []byte) (auth.SessionID, bool) {
+	a := sealer(value)
+	if len(sealed) < a.NonceSize() {
+		return "", false
+	}
+	b, err := a.Open(nil, sealed[:a.NonceSize()], sealed[a.NonceSize():], nil)
+	if err != nil {
+		return "", false
+	}
+	return auth.SessionID(b), true
+}
+
+// cookieKey is how a cookie value is kept: its SHA-256, so that the file holds no
+// credential.
+func cookieKey(value string) string {
+	sum := sha256.Sum256([]byte(value))
+	return hex.EncodeToString(sum[:])
+}
+
+// Persist loads the cookies kept in path (none when it does not exist) and keeps every
+// later change there.
+func (h *Handoffs) Persist(path string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	b, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("reading the app-host sign-ins: %w", err)
+	default:
+		var kept map[string]cookieEntry
+		if err := json.Unmarshal(b, &kept); err != nil {
+			return fmt.Errorf("reading the app-host sign-ins %s: %w", path, err)
+		}
+		now := h.now()
+		for k, g := range kept {
+			if now.Before(g.Expires) {
+				h.cookies[k] = g
+			}
+		}
+	}
+	h.path = path
+	return h.saveLocked()
+}
+
+// saveLocked writes the cookies to the Persist file, whole (write and rename).
+func (h *Handoffs) saveLocked() error {
+	if h.path == "" {
+		return nil
+	}
+	b, err := json.Marshal(h.cookies)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(h.path), ".handoffs-*")
+	if err != nil {
+		return fmt.Errorf("saving the app-host sign-ins: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.Write(b)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), h.path)
+	}
+	if err != nil {
+		return fmt.Errorf("saving the app-host sign-ins: %w", err)
+	}
+	return nil
 }
 
 // NewHandoffs returns an empty store; now is the clock (nil: time.Now).
@@ -61,7 +174,7 @@ func NewHandoffs(now func() time.Time) *Handoffs {
 	if now == nil {
 		now = time.Now
 	}
-	return &Handoffs{codes: map[string]Grant{}, cookies: map[string]Grant{}, now: now}
+	return &Handoffs{codes: map[string]Grant{}, cookies: map[string]cookieEntry{}, now: now}
 }
 
 func newSecret() string {
@@ -135,7 +248,9 @@ func (h *Handoffs) Open(g Grant) string {
 	}
 	g.Host = strings.ToLower(g.Host)
 	v := newSecret()
-	h.cookies[v] = g
+	h.cookies[cookieKey(v)] = cookieEntry{Host: g.Host, UserID: g.UserID, Expires: g.Expires, Sealed: seal(v, g.Session), session: g.Session}
+	// A failed save costs a sign-in after a restart, not this one.
+	_ = h.saveLocked()
 	return v
 }
 
@@ -148,10 +263,20 @@ func (h *Handoffs) Cookie(values []string, host string) (Grant, string, bool) {
 	defer h.mu.Unlock()
 	now := h.now()
 	for _, v := range values {
-		g, ok := h.cookies[v]
-		if ok && now.Before(g.Expires) && subtle.ConstantTimeCompare([]byte(g.Host), []byte(host)) == 1 {
-			return g, v, true
+		k := cookieKey(v)
+		e, ok := h.cookies[k]
+		if !ok || !now.Before(e.Expires) || subtle.ConstantTimeCompare([]byte(e.Host), []byte(host)) != 1 {
+			continue
 		}
+		if e.session == "" {
+			id, ok := unseal(v, e.Sealed)
+			if !ok {
+				continue
+			}
+			e.session = id
+			h.cookies[k] = e
+		}
+		return e.grant(), v, true
 	}
 	return Grant{}, "", false
 }
@@ -160,7 +285,8 @@ func (h *Handoffs) Cookie(values []string, host string) (Grant, string, bool) {
 func (h *Handoffs) Revoke(value string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	delete(h.cookies, value)
+	delete(h.cookies, cookieKey(value))
+	_ = h.saveLocked()
 }
 
 // Values lists the values of every cookie of r named name (a request may carry several:

@@ -285,8 +285,10 @@ func (s *Server) entryURL(r *http.Request, userID, role string) string {
 }
 
 // app answers every other path of the control plane's host. The control plane serves no
-// app: a signed-in browser's GET goes to the same path on its role's entry point (through
-// the handoff), anything else is 404 naming where the app is.
+// app: a signed-in browser's GET of / goes to the desktop of its role's sandbox (through
+// the handoff), which links the app and previews it; a GET of any other path goes to the
+// same path on the role's entry point, so that links to the app's pages keep working;
+// anything else is 404 naming where the app is.
 func (s *Server) app(w http.ResponseWriter, r *http.Request) {
 	c, err := s.web.Identify(r)
 	if err != nil {
@@ -306,6 +308,15 @@ func (s *Server) app(w http.ResponseWriter, r *http.Request) {
 	entry := s.entryURL(r, c.User.ID, c.Role)
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
 		if !s.appGate(w, r, c, "/start") {
+			return
+		}
+		if r.URL.Path == "/" && c.Session != nil {
+			to, err := s.desktopURL(r, c.User.ID, c.Role)
+			if err != nil {
+				api.WriteError(w, s.log, err)
+				return
+			}
+			http.Redirect(w, r, origins.HandoffPath(to), http.StatusSeeOther)
 			return
 		}
 		http.Redirect(w, r, entry+r.URL.RequestURI(), http.StatusSeeOther)

@@ -174,3 +174,53 @@ func TestBrowserDesktop(t *testing.T) {
 		}
 	}
 }
+
+// dyingServer is crashingServer's static server, except that its first request for /die
+// SIGKILLs the server and the child answering it, mid-request; later ones answer "back
+// after the kill".
+const dyingServer = `use IO::Socket::INET;
+$SIG{CHLD} = 'IGNORE';
+my $s = IO::Socket::INET->new(LocalPort => 8080, Listen => 64, ReuseAddr => 1) or die "listen: $!";
+while (1) {
+  my $c = $s->accept or next;
+  if (fork()) { close $c; next }
+  alarm 30;
+  my $req = <$c> // exit;
+  while (my $l = <$c>) { last if $l =~ /^\r?\n$/ }
+  my ($path) = $req =~ m{^\S+ /([^ ?]*)};
+  $path =~ s/[^A-Za-z0-9._-]//g;
+  $path = "index.html" if $path eq "";
+  if ($path eq "die" && ! -e "/workspace/.died") {
+    open(my $m, ">", "/workspace/.died"); close $m;
+    print STDERR "killed mid-request on purpose\n";
+    kill 9, getppid(); kill 9, $$;
+  }
+  my ($code, $type, $body) = ("404 Not Found", "text/plain", "not found\n");
+  if ($path eq "die") { ($code, $type, $body) = ("200 OK", "text/html", "<p>back after the kill</p>\n") }
+  elsif (open(my $f, "<", "/workspace/$path")) { local $/; $body = <$f>; $code = "200 OK"; $type = "text/html" if $path =~ /\.html$/ }
+  print $c "HTTP/1.0 $code\r\nContent-Type: $type\r\nCache-Control: no-store\r\nContent-Length: " . length($body) . "\r\nConnection: close\r\n\r\n$body";
+  close $c;
+  exit;
+}
+`
+
+// The app SIGKILLed mid-request while the desktop's preview shows it: a precise message in
+// the preview, which comes back by itself, and nothing lost in the desktop
+// (tests/browser/desktop-appkill.mjs).
+func TestBrowserDesktopAppKilled(t *testing.T) {
+	e := servertest.Start(t, func(c *server.Config) {
+		c.App = server.AppConfig{Command: []string{"/usr/bin/perl", "-e", dyingServer}, Port: 8080, Build: "dying"}
+	})
+	alice := e.Register(t, "alice")
+	alice.Start()
+	var roles api.Roles
+	alice.MustJSON("GET", "/api/v1/roles", nil, http.StatusOK, &roles)
+	env := map[string]string{
+		"BASE_URL": e.URL, "USERNAME": "alice", "PASSWORD": "correct horse battery alice",
+		"SANDBOX": roles.Live.ID,
+	}
+	if d := os.Getenv("SCREENSHOT_DIR"); d != "" {
+		env["SCREENSHOT_DIR"] = d
+	}
+	t.Log(browsertest.Run(t, "desktop-appkill", env))
+}

@@ -7,11 +7,13 @@ import (
 	"testing"
 
 	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/origins"
 	"github.com/paddockhq/paddock/internal/servertest"
 )
 
 // A new account's browser landing on / is offered its app on /start rather than given
-// a sandbox; the button there makes and starts them, and / is the app from then on.
+// a sandbox; the button there makes and starts them, and from then on / is the live
+// desktop and any other path the live app.
 func TestIdleAccountsGetNoSandbox(t *testing.T) {
 	e := servertest.Start(t)
 	alice := e.Register(t, "alice")
@@ -48,10 +50,19 @@ func TestIdleAccountsGetNoSandbox(t *testing.T) {
 		t.Errorf("sandboxes made for an account that did nothing: %+v", list.Sandboxes)
 	}
 	servertest.Decode(t, alice.Do("POST", "/auth/start", nil), http.StatusNoContent, nil)
+	var roles api.Roles
+	alice.MustJSON("GET", "/api/v1/roles", nil, http.StatusOK, &roles)
+	desk := e.AppsURL(origins.Host{Kind: origins.KindDesktop, ID: roles.Live.ID}) + "/"
 	resp = page("/")
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), alice.AppURL("live")) {
-		t.Errorf("after /auth/start: / is %d to %q, want 303 to the live apps host", resp.StatusCode, resp.Header.Get("Location"))
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != origins.HandoffPath(desk) {
+		t.Errorf("after /auth/start: / is %d to %q, want 303 to the handoff to the live desktop %s", resp.StatusCode, resp.Header.Get("Location"), desk)
+	}
+	// Any other path still goes to the app, on the live apps host.
+	resp = page("/some/page?q=1")
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != alice.AppURL("live")+"/some/page?q=1" {
+		t.Errorf("after /auth/start: /some/page is %d to %q, want 303 to the live apps host", resp.StatusCode, resp.Header.Get("Location"))
 	}
 	resp = alice.App("GET", "/", nil)
 	resp.Body.Close()

@@ -197,9 +197,16 @@ func TestHandoff(t *testing.T) {
 		if got := fresh.expect(fresh.get(withCode, true), http.StatusSeeOther); got != asked {
 			t.Errorf("after signing in the browser goes to %s, want %s", got, asked)
 		}
-		// Once: the next visit of / goes to the role's entry point.
-		if got := fresh.expect(fresh.get(e.URL+"/", true), http.StatusSeeOther); got != live+"/" {
-			t.Errorf("the second / goes to %s, want %s/", got, live)
+		// Once: the next visit of / goes to the role's desktop, any other path to the
+		// role's entry point.
+		var roles api.Roles
+		alice.MustJSON("GET", "/api/v1/roles", nil, http.StatusOK, &roles)
+		desk := e.AppsURL(origins.Host{Kind: origins.KindDesktop, ID: roles.Live.ID}) + "/"
+		if got := fresh.expect(fresh.get(e.URL+"/", true), http.StatusSeeOther); got != e.URL+origins.HandoffPath(desk) {
+			t.Errorf("the second / goes to %s, want the handoff to %s", got, desk)
+		}
+		if got := fresh.expect(fresh.get(e.URL+"/notes?q=1", true), http.StatusSeeOther); got != live+"/notes?q=1" {
+			t.Errorf("the second /notes goes to %s, want %s/notes?q=1", got, live)
 		}
 	})
 	t.Run("API token", func(t *testing.T) {

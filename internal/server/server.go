@@ -111,6 +111,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Serv
 	return s, nil
 }
 
+// HandoffsFileName is the file in the data dir that keeps the app and desktop hosts'
+// sign-ins (their cookies' SHA-256, user, session, host and expiry) across restarts.
+const HandoffsFileName = "handoffs.json"
+
 // DatabasePath is the control plane's SQLite database in cfg's data dir.
 func DatabasePath(cfg Config) string { return filepath.Join(cfg.Runner.DataDir, "paddock.db") }
 
@@ -135,6 +139,9 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 		return err
 	}
 	s.handoffs = origins.NewHandoffs(opts.HandoffClock)
+	if err := s.handoffs.Persist(filepath.Join(cfg.Runner.DataDir, HandoffsFileName)); err != nil {
+		return err
+	}
 	if _, _, err := net.SplitHostPort(cfg.Listen); err == nil && !auth.LoopbackListen(cfg.Listen) && s.origins.AppsDomain() == origins.DefaultAppsDomain && cfg.PublicURL == "" {
 		s.log.Warn("listening beyond loopback, but apps are served on *.localhost and the control plane at 127.0.0.1: only this machine's browsers can reach them; set public_url and apps_domain (a wildcard DNS name of a site of its own)",
 			"listen", cfg.Listen)

@@ -58,12 +58,22 @@ func startServe(t *testing.T, config string) (string, *exec.Cmd, *lockedBuffer) 
 	}
 	addr := l.Addr().String()
 	l.Close()
+	cmd, out, err := startServeAt(t, config, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "http://" + addr, cmd, out
+}
+
+// startServeAt is startServe on addr; it returns an error rather than failing the test,
+// for a caller off the test's goroutine.
+func startServeAt(t *testing.T, config, addr string) (*exec.Cmd, *lockedBuffer, error) {
 	cmd := exec.Command(testenv.Binary(t, "paddock"), "serve", "--config", config, "--listen", addr)
 	out := &lockedBuffer{}
 	stdout, _ := cmd.StdoutPipe()
 	cmd.Stderr = out
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -76,12 +86,13 @@ func startServe(t *testing.T, config string) (string, *exec.Cmd, *lockedBuffer) 
 		if resp, err := http.Get(url + "/healthz"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return url, cmd, out
+				return cmd, out, nil
 			}
 		}
 		if time.Now().After(deadline) {
 			cmd.Process.Kill()
-			t.Fatalf("paddock serve did not come up on %s", addr)
+			cmd.Wait()
+			return nil, nil, fmt.Errorf("paddock serve did not come up on %s:\n%s", addr, out)
 		}
 	}
 }

@@ -62,8 +62,9 @@ try {
   await page.getByLabel('Username').fill(env('USERNAME'));
   await page.getByLabel('Password', { exact: true }).fill(env('PASSWORD'));
   await page.getByRole('button', { name: 'Sign in' }).click();
-  await page.waitForURL((u) => u.pathname === '/', { timeout: 60000 });
-  await page.goto('/desktop');
+  // Signing in lands on the live desktop; GET /desktop on the control plane goes there too.
+  await page.waitForURL((u) => u.hostname === `desktop-${sandbox}.localhost`, { timeout: 60000 });
+  await page.goto(`${base}/desktop`);
   await page.waitForURL((u) => u.hostname === `desktop-${sandbox}.localhost`, { timeout: 60000 });
   const desk = new URL(page.url()).origin;
   await page.locator('#role').filter({ hasText: 'live sandbox' }).waitFor();

@@ -32,7 +32,10 @@ try {
   await page.waitForURL((u) => u.pathname === '/', { timeout: 60000 });
   await page.goto('/login');
   await page.getByRole('button', { name: /switch to dev/i }).click();
-  await page.goto('/');
+  // / is the dev desktop now; the app is on the dev apps host.
+  await page.waitForURL((u) => /^desktop-/.test(u.hostname), { timeout: 60000 });
+  const me = await (await page.request.get(base + '/auth/session')).json();
+  await page.goto(`http://dev-${me.user.id}.localhost:${new URL(base).port}/`);
   await page.waitForURL((u) => /^dev-/.test(u.hostname), { timeout: 60000 });
   await page.getByRole('heading', { name: 'my-site' }).waitFor({ timeout: 60000 });
   step(`the Vite app is served on ${new URL(page.url()).origin}`);
