@@ -115,7 +115,10 @@ go_install() {
 }
 
 runc_bin="$PADDOCK_PREFIX/bin/runc"
-if ! "$runc_bin" --version 2>/dev/null | grep -q "^runc version $RUNC_VERSION\$"; then
+# Each check reads the whole output first: under pipefail, `prog | grep -q` fails when grep
+# stops reading before prog has written everything (prog dies of SIGPIPE), and a tool
+# that is there would be rebuilt.
+if ! grep -q "^runc version $RUNC_VERSION\$" <<<"$("$runc_bin" --version 2>/dev/null || true)"; then
 	log "building runc $RUNC_VERSION from the Go module proxy (cgo, libseccomp)"
 	go_install runc github.com/opencontainers/runc "v$RUNC_VERSION" github.com/opencontainers/runc \
 		1 "seccomp urfave_cli_no_docs" "-X main.version=$RUNC_VERSION -X main.gitCommit=v$RUNC_VERSION"
@@ -126,7 +129,7 @@ log "runc: $("$runc_bin" --version | head -1) at $runc_bin"
 # without a patch is rebuilt.
 RUNSC_PATCHLEVEL=paddock.2
 runsc_bin="$PADDOCK_PREFIX/bin/runsc"
-if ! "$runsc_bin" --version 2>/dev/null | grep -q "^runsc version $RUNSC_VERSION+$RUNSC_PATCHLEVEL\$"; then
+if ! grep -q "^runsc version $RUNSC_VERSION+$RUNSC_PATCHLEVEL\$" <<<"$("$runsc_bin" --version 2>/dev/null || true)"; then
 	log "building runsc (gVisor) $RUNSC_VERSION from the Go module proxy: this takes a few minutes (1.5 to 4 on 2 cores)"
 	# Static (no cgo), like gVisor's own release builds: runsc re-executes itself inside the
 	# sandbox's namespaces, where no host libraries are to be relied on.
@@ -249,7 +252,7 @@ log "guest kernel: $guest_kernel"
 # there already says it was built from MODULE@VERSION.
 go_tool() {
 	local bin="$PADDOCK_PREFIX/bin/$1"
-	if ! go version -m "$bin" 2>/dev/null | grep -qE "^[[:space:]]+dep[[:space:]]+$2[[:space:]]+$3([[:space:]]|\$)"; then
+	if ! grep -qE "^[[:space:]]+dep[[:space:]]+$2[[:space:]]+$3([[:space:]]|\$)" <<<"$(go version -m "$bin" 2>/dev/null || true)"; then
 		log "building $1 $3 from the Go module proxy"
 		go_install "$1" "$2" "$3" "$4" 0 "" ""
 	fi
