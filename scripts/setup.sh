@@ -252,7 +252,7 @@ log "guest kernel: $guest_kernel"
 # there already says it was built from MODULE@VERSION.
 go_tool() {
 	local bin="$PADDOCK_PREFIX/bin/$1"
-	if ! grep -qE "^[[:space:]]+dep[[:space:]]+$2[[:space:]]+$3([[:space:]]|\$)" <<<"$(go version -m "$bin" 2>/dev/null || true)"; then
+	if ! grep -qE "^[[:space:]]+(mod|dep)[[:space:]]+$2[[:space:]]+$3([[:space:]]|\$)" <<<"$(go version -m "$bin" 2>/dev/null || true)"; then
 		log "building $1 $3 from the Go module proxy"
 		go_install "$1" "$2" "$3" "$4" 0 "" ""
 	fi
