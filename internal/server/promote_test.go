@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -142,19 +144,29 @@ func TestPromotionSingleOwnership(t *testing.T) {
 	alice.MustJSON("POST", "/auth/role", api.RoleRequest{Role: api.RoleDev}, http.StatusNoContent, nil)
 	var now api.Roles
 	alice.MustJSON("GET", "/api/v1/roles", nil, http.StatusOK, &now)
-	// The control plane's / sends the browser to the dev entry point, which serves it.
+	// The control plane sends the browser to the dev role: an app path to the dev entry
+	// point, which serves it, and / to the dev sandbox's desktop (through the handoff).
 	noFollow := *alice.HTTP
 	noFollow.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	req, _ := http.NewRequest("GET", alice.Base+"/", nil)
-	resp, err := noFollow.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct{ path, want string }{
+		{"/notes", alice.AppURL("dev") + "/notes"},
+		{"/", "desktop-" + now.Dev.ID + "."},
+	} {
+		req, _ := http.NewRequest("GET", alice.Base+tc.path, nil)
+		resp, err := noFollow.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		loc := resp.Header.Get("Location")
+		if u, err := url.Parse(loc); err == nil && u.Path == "/auth/handoff" {
+			loc = u.Query().Get("to")
+		}
+		if resp.StatusCode != http.StatusSeeOther || !strings.Contains(loc, tc.want) {
+			t.Errorf("GET %s with the dev role: %d to %q, want 303 to %s", tc.path, resp.StatusCode, loc, tc.want)
+		}
 	}
-	resp.Body.Close()
-	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || loc != alice.AppURL("dev")+"/" {
-		t.Errorf("GET / with the dev role: %d to %q, want 303 to %s/", resp.StatusCode, loc, alice.AppURL("dev"))
-	}
-	resp = alice.AppAt(alice.AppURL("dev"), "GET", "/", nil)
+	resp := alice.AppAt(alice.AppURL("dev"), "GET", "/", nil)
 	resp.Body.Close()
 	if resp.Header.Get(api.HeaderRole) != "dev" || resp.Header.Get(api.HeaderSandbox) != now.Dev.ID {
 		t.Errorf("dev role: headers %q %q, want dev %s", resp.Header.Get(api.HeaderRole), resp.Header.Get(api.HeaderSandbox), now.Dev.ID)
