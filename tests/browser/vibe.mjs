@@ -65,8 +65,9 @@ try {
   await screenshot(page, 'vibe-undone');
 
   // The dev server crashes: undo still works, starting it again, and the page served
-  // after it has the old theme. (The page is reloaded by hand: the proxied HMR socket of the
-  // killed server is not closed toward the browser, so Vite's client does not notice.)
+  // after it has the old theme. (The page is reloaded by hand: Vite's client, told by the
+  // proxy that its socket's app is gone, reloads as soon as anything answers, which can be
+  // the proxy's page for an app not listening yet.)
   await api('PUT', `/api/v1/sandboxes/${env('SANDBOX')}/files/content?path=${env('THEME_PATH')}`, env('NEW_THEME'));
   await page.waitForFunction(() => getComputedStyle(document.querySelector('h1')).color === 'rgb(220, 38, 38)', null, { timeout: 30000 });
   const appPath = `/api/v1/sandboxes/${env('SANDBOX')}/app`;
