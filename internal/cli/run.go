@@ -48,7 +48,7 @@ it; 137 when the memory limit killed it; 125 when paddock itself could not run i
 	}
 	fl := c.Flags()
 	fl.SetInterspersed(false)
-	fl.StringVar(&f.tier, "tier", "", "isolation tier: container, microvm or process (default: the strongest that works here; process needs --insecure)")
+	fl.StringVar(&f.tier, "tier", "", "isolation tier: container, microvm or process (default: container; microvm is opt-in; process needs --insecure)")
 	fl.StringVar(&f.runtime, "runtime", "", "OCI runtime of the container tier: runc (default) or runsc")
 	fl.BoolVar(&f.insecure, "insecure", false, "use the process tier: a host process under Landlock and seccomp, no namespaces")
 	fl.StringVar(&f.workspace, "workspace", "", "directory bound read-write at /workspace (default: a fresh temporary one)")

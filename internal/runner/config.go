@@ -29,7 +29,7 @@ type Config struct {
 	// UsersDir holds per-user configuration files, <users_dir>/<user>.yaml.
 	// Default: <data_dir>/users.
 	UsersDir string `yaml:"users_dir"`
-	// Tier is the default isolation tier; empty means the strongest that works on this host.
+	// Tier is the default isolation tier; empty means container (see Runner.DefaultTierReason).
 	// "process" is refused here: it needs an explicit --insecure on each run.
 	Tier wire.Tier `yaml:"tier"`
 	// Runc and Runsc are the OCI runtime binaries. Default: paddock's own install under

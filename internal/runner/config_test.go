@@ -243,3 +243,20 @@ func TestTmpWithinMemory(t *testing.T) {
 		}
 	}
 }
+
+// The default tier is container unless the configuration names one, and the reason given
+// says microvm is opt-in, so the log at start and the docs agree with what is chosen.
+func TestDefaultTierReason(t *testing.T) {
+	r := New(Config{}, nil)
+	tier, why := r.DefaultTierReason()
+	if got, err := r.resolveTier(Spec{}, UserConfig{}); err != nil || got != tier || tier != wire.TierContainer {
+		t.Fatalf("default tier %q (%v), reason names %q; want container both", got, err, tier)
+	}
+	if !strings.Contains(why, "opt-in") {
+		t.Errorf("reason %q does not say microvm is opt-in", why)
+	}
+	r = New(Config{Tier: wire.TierContainer}, nil)
+	if tier, why := r.DefaultTierReason(); tier != wire.TierContainer || !strings.Contains(why, "configuration") {
+		t.Errorf("configured tier: %q, %q", tier, why)
+	}
+}

@@ -429,7 +429,7 @@ func (r *Runner) containerRuntime(name string) (*container.Runtime, error) {
 }
 
 // resolveTier picks the tier: --insecure forces process; process never without it; the
-// default is the strongest tier that works here.
+// default is the configured one, else container (see DefaultTierReason).
 func (r *Runner) resolveTier(spec Spec, uc UserConfig) (wire.Tier, error) {
 	if spec.Tier != "" && !spec.Tier.Valid() {
 		_, err := wire.ParseTier(string(spec.Tier))
@@ -455,10 +455,16 @@ func (r *Runner) resolveTier(spec Spec, uc UserConfig) (wire.Tier, error) {
 			return r.resolveTier(Spec{Tier: t}, UserConfig{})
 		}
 	}
-	// Not the microvm tier by default: here it runs under TCG (nested KVM hangs), which
-	// is too slow to be anyone's default; detecting a working KVM is not done yet.
-	r.log.Debug("tier microvm not chosen by default: KVM detection is not implemented, and under TCG it is slow")
 	return wire.TierContainer, nil
+}
+
+// DefaultTierReason says which tier a sandbox gets when nothing asks for one, and why;
+// the control plane logs it at start.
+func (r *Runner) DefaultTierReason() (wire.Tier, string) {
+	if r.cfg.Tier != "" {
+		return r.cfg.Tier, "set by the configuration (tier)"
+	}
+	return wire.TierContainer, "microvm is opt-in (tier: microvm or --tier microvm): a microVM has no workspace history and no network yet, whether or not KVM works here"
 }
 
 func (r *Runner) limits(asked wire.Limits, uc UserConfig) (wire.Limits, error) {

@@ -188,6 +188,8 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 		cfg.Runner.HostPorts = append(cfg.Runner.HostPorts, EgressPort)
 	}
 	s.runner = runner.New(cfg.Runner, s.log)
+	tier, why := s.runner.DefaultTierReason()
+	s.log.Info("default tier", "tier", tier, "why", why)
 	s.fleet, err = fleet.New(s.st, s.runner, fleet.Config{
 		Tier: cfg.Runner.Tier, Runtime: cfg.Runtime, Memory: cfg.SandboxMemory, Quota: cfg.Quota, App: app,
 		Env: env, AgentKeys: s.caps.AgentKeys,
