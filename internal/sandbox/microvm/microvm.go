@@ -196,6 +196,11 @@ func (sb *Sandbox) start(ctx context.Context, cfg Config) (err error) {
 	}
 	c, err := sb.boot(deadline)
 	if err != nil {
+		if time.Now().After(deadline) {
+			// QEMU too slow to open its control socket (a loaded host) is the same fault,
+			// seen by the caller the same way.
+			return sb.bootError(os.ErrDeadlineExceeded, timeout)
+		}
 		return err
 	}
 	if err := handshake(c, envelope(cfg), deadline); err != nil {
