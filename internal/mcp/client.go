@@ -56,7 +56,15 @@ func (c Client) Run(ctx context.Context, id string, start api.StreamStart, stdin
 	if err != nil {
 		return api.StreamExit{}, err
 	}
-	defer st.Close() // a command still running when ctx ends is killed
+	exited := false
+	defer func() {
+		if exited {
+			// The command is over: its result need not wait for the close handshake.
+			go st.Close()
+			return
+		}
+		st.Close() // a command still running when ctx ends is killed
+	}()
 	if len(stdin) > 0 {
 		if err := st.Write(ctx, stdin); err != nil {
 			return api.StreamExit{}, err
@@ -71,6 +79,7 @@ func (c Client) Run(ctx context.Context, id string, start api.StreamStart, stdin
 			return api.StreamExit{}, err
 		}
 		if o.Exit != nil {
+			exited = true
 			return *o.Exit, nil
 		}
 		out(o.Stream, o.Data)
