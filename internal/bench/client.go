@@ -14,13 +14,16 @@ import (
 	"strings"
 	"time"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/paddockhq/paddock"
 	"github.com/paddockhq/paddock/internal/api"
 )
 
 // ClientTable measures the Go client (package paddock) against what it wraps: an exec of
-// `true` through it against the same request made with a bare net/http client, and a
-// sandbox created and its first command run through it against the same through the CLI.
+// `true` through it against the same request made with a bare net/http client and against
+// the MCP tool run_command through `paddock mcp` over stdio, and a sandbox created and
+// its first command run through it against the same through the CLI.
 func (e *Env) ClientTable(ctx context.Context, o Options) (t *Table, err error) {
 	cp, err := e.StartControlPlane(ctx, e.log)
 	if err != nil {
@@ -47,6 +50,12 @@ func (e *Env) ClientTable(ctx context.Context, o Options) (t *Table, err error) 
 	}
 	defer os.RemoveAll(cli.home)
 
+	mcp, err := cli.mcpSession(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer mcp.Close()
+
 	rec := newRecorder()
 	bare := &http.Client{}
 	timed := func(name string, f func() error) func() error {
@@ -63,6 +72,7 @@ func (e *Env) ClientTable(ctx context.Context, o Options) (t *Table, err error) 
 			return exitErr(res.ExitCode, err)
 		}),
 		timed("http exec", func() error { return bareExec(ctx, bare, cp.URL, tok.Secret, sb.ID) }),
+		timed("mcp exec", func() error { return mcpExec(ctx, mcp, sb.ID) }),
 	)
 	if err != nil {
 		return nil, err
@@ -94,23 +104,30 @@ func (e *Env) ClientTable(ctx context.Context, o Options) (t *Table, err error) 
 	if err != nil {
 		return nil, err
 	}
-	se, he := rec.summary("sdk exec"), rec.summary("http exec")
+	se, he, me := rec.summary("sdk exec"), rec.summary("http exec"), rec.summary("mcp exec")
 	sc, cc := rec.summary("sdk create"), rec.summary("cli create")
 	return &Table{
 		Title: "14. The Go client (package paddock)",
 		About: "A control plane on loopback (`server.New`), one API token. `Exec(true)` is `sb.Exec(ctx, []string{\"true\"})` of package " +
 			"paddock against the same `POST /api/v1/sandboxes/{id}/exec` made with a bare `net/http` client (JSON encoded and decoded " +
-			"alike), on one running sandbox, interleaved after warm-up calls. Create → first exec is `Sandboxes.Create` and `Exec(true)` " +
+			"alike), and against the MCP tool call `run_command` with `argv: [\"true\"]` made by the official Go SDK's client " +
+			"(github.com/modelcontextprotocol/go-sdk) to `paddock mcp` running as a child process, over its stdin and stdout; all three " +
+			"on one running sandbox, interleaved after warm-up calls. Create → first exec is `Sandboxes.Create` and `Exec(true)` " +
 			"against `paddock sandbox create` and `paddock sandbox exec ID -- true` run as processes; each sandbox is deleted untimed.",
 		Rows: []Row{
 			{Name: "package paddock `Exec(true)`", Unit: "ms", Summary: se, Ratio: ratio(se.P50, he.P50), Target: "≤ 1.2× net/http", Met: yesNo(se.P50 <= 1.2*he.P50)},
 			{Name: "bare `net/http` exec", Unit: "ms", Summary: he, Ratio: "1.00× (baseline)"},
+			{Name: "MCP over stdio `run_command` [\"true\"]", Unit: "ms", Summary: me, Ratio: ratio(me.P50, se.P50) + " of package paddock",
+				Target: "≤ package paddock + 2 ms", Met: yesNo(me.P50 <= se.P50+2)},
 			{Name: "package paddock create → first exec", Unit: "ms", Summary: sc, Ratio: ratio(sc.P50, cc.P50), Target: "≤ 1.2× the CLI", Met: yesNo(sc.P50 <= 1.2*cc.P50)},
 			{Name: "CLI create → first exec", Unit: "ms", Summary: cc, Ratio: "1.00× (baseline)"},
 		},
 		Notes: []string{
 			fmt.Sprintf("The client adds %.2f ms to an exec at the median (%.2f ms against %.2f ms): the same request, its error mapping and nothing else.",
 				se.P50-he.P50, se.P50, he.P50),
+			fmt.Sprintf("MCP over stdio adds %.2f ms to the client's exec at the median (%.2f ms against %.2f ms): the JSON-RPC round trip "+
+				"through the child's pipes, the tool's schema validation, and the command run as a stream (a WebSocket, whose output the "+
+				"tool could send as progress notifications) rather than one request.", me.P50-se.P50, me.P50, se.P50),
 		},
 	}, nil
 }
@@ -142,6 +159,36 @@ func bareExec(ctx context.Context, hc *http.Client, base, token, id string) erro
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	return exitErr(res.ExitCode, nil)
+}
+
+// mcpSession starts `paddock mcp` as the CLI's user and connects the official SDK's
+// client to it over the child's stdin and stdout, as an agent host does.
+func (r *cliRunner) mcpSession(ctx context.Context) (*sdk.ClientSession, error) {
+	cmd := exec.Command(r.bin, "mcp")
+	cmd.Env = r.env
+	cmd.Stderr = os.Stderr
+	c := sdk.NewClient(&sdk.Implementation{Name: "paddock-bench", Version: "1"}, nil)
+	s, err := c.Connect(ctx, &sdk.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("paddock mcp: %w", err)
+	}
+	return s, nil
+}
+
+// mcpExec runs `true` with the run_command tool.
+func mcpExec(ctx context.Context, s *sdk.ClientSession, id string) error {
+	res, err := s.CallTool(ctx, &sdk.CallToolParams{Name: "run_command", Arguments: map[string]any{"sandbox": id, "argv": []string{"true"}}})
+	if err != nil {
+		return fmt.Errorf("mcp run_command: %w", err)
+	}
+	if res.IsError {
+		return fmt.Errorf("mcp run_command: an error result: %v", res.Content)
+	}
+	out, _ := res.StructuredContent.(map[string]any)
+	if code, _ := out["exit_code"].(float64); code != 0 || out == nil {
+		return fmt.Errorf("mcp run_command: true exited %v", out["exit_code"])
+	}
+	return nil
 }
 
 // cliRunner runs the built paddock binary as a signed-in user would.
