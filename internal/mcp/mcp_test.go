@@ -3,6 +3,7 @@ package mcp_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -359,7 +360,7 @@ func TestSandboxEnvIsRedacted(t *testing.T) {
 	}
 }
 
-// A missing, bad, expired or under-scoped token is refused before any MCP message is
+// A missing, bad, expired or unscoped token (not even read) is refused before any MCP message is
 // handled over HTTP; over stdio, where the CLI holds the token, each tool says so.
 func TestTokens(t *testing.T) {
 	e := servertest.Start(t)
@@ -367,10 +368,10 @@ func TestTokens(t *testing.T) {
 	if _, err := connectHTTP(t, e, "pdk_nope", &progress{}); err == nil || !strings.Contains(err.Error(), "Unauthorized") {
 		t.Errorf("a bad token connects: %v", err)
 	}
-	var read api.Token
-	alice.MustJSON("POST", "/api/v1/tokens", api.CreateTokenRequest{Name: "read", Scopes: []string{"read"}}, http.StatusCreated, &read)
-	if _, err := connectHTTP(t, e, read.Secret, &progress{}); err == nil {
-		t.Error("a read-only token connects")
+	var tokensOnly api.Token
+	alice.MustJSON("POST", "/api/v1/tokens", api.CreateTokenRequest{Name: "tokens", Scopes: []string{"tokens"}}, http.StatusCreated, &tokensOnly)
+	if _, err := connectHTTP(t, e, tokensOnly.Secret, &progress{}); err == nil {
+		t.Error("a token without scope read connects")
 	}
 	var short api.Token
 	alice.MustJSON("POST", "/api/v1/tokens", api.CreateTokenRequest{Name: "short", ExpiresIn: "1s"}, http.StatusCreated, &short)
@@ -405,6 +406,107 @@ func TestTokens(t *testing.T) {
 	}
 	if got := servertest.ErrorOf(t, resp, http.StatusUnauthorized); !strings.Contains(got.Message, "API token") {
 		t.Errorf("no token: %q", got.Message)
+	}
+}
+
+// A read-only API token over HTTP gets the tools that only read, and they work; a tool
+// that changes things is an error result naming the scope it lacks, changes nothing, and
+// is recorded.
+func TestReadOnlyToken(t *testing.T) {
+	e := servertest.Start(t)
+	alice := e.Register(t, "alice")
+	var sb api.Sandbox
+	alice.MustJSON("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{}, http.StatusCreated, &sb)
+	writer, err := connectHTTP(t, e, alice.Token, &progress{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer writer.Close()
+	ok(t, writer, "write_file", map[string]any{"sandbox": sb.ID, "path": "notes.txt", "content": "kept\n"}, nil)
+
+	var read api.Token
+	alice.MustJSON("POST", "/api/v1/tokens", api.CreateTokenRequest{Name: "read", Scopes: []string{"read"}}, http.StatusCreated, &read)
+	cs, err := connectHTTP(t, e, read.Secret, &progress{})
+	if err != nil {
+		t.Fatalf("a read-only token connects: %v", err)
+	}
+	defer cs.Close()
+	var names []string
+	for tool, err := range cs.Tools(t.Context(), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, tool.Name)
+	}
+	slices.Sort(names)
+	if want := []string{"app_status", "history", "list_files", "list_sandboxes", "read_file"}; !slices.Equal(names, want) {
+		t.Errorf("a read-only token's tools: %v, want %v", names, want)
+	}
+	if init := cs.InitializeResult(); init == nil || !strings.Contains(init.Instructions, "scope write") {
+		t.Errorf("instructions do not say the credentials only read: %+v", init)
+	}
+
+	var list struct{ Sandboxes []api.Sandbox }
+	ok(t, cs, "list_sandboxes", map[string]any{}, &list)
+	if len(list.Sandboxes) != 1 || list.Sandboxes[0].ID != sb.ID {
+		t.Errorf("list_sandboxes: %+v", list.Sandboxes)
+	}
+	var file struct{ Content string }
+	ok(t, cs, "read_file", map[string]any{"sandbox": sb.ID, "path": "notes.txt"}, &file)
+	if file.Content != "kept\n" {
+		t.Errorf("read_file: %q", file.Content)
+	}
+	ok(t, cs, "list_files", map[string]any{"sandbox": sb.ID}, nil)
+	var hist struct{ Checkpoints []api.Checkpoint }
+	ok(t, cs, "history", map[string]any{"sandbox": sb.ID}, &hist)
+	if len(hist.Checkpoints) == 0 {
+		t.Error("history: no checkpoints after a write")
+	}
+	if res, text := call(t, cs, "app_status", map[string]any{"sandbox": sb.ID}); res.IsError && strings.Contains(text, "scope") {
+		t.Errorf("app_status refused for scope: %s", text)
+	}
+	res, err := cs.ReadResource(t.Context(), &sdk.ReadResourceParams{URI: "paddock://sandboxes/" + sb.ID + "/files/notes.txt"})
+	if err != nil || len(res.Contents) != 1 || res.Contents[0].Text != "kept\n" {
+		t.Errorf("resource notes.txt: %+v, %v", res, err)
+	}
+
+	for tool, args := range map[string]any{
+		"write_file":     map[string]any{"sandbox": sb.ID, "path": "notes.txt", "content": "overwritten\n"},
+		"run_command":    map[string]any{"sandbox": sb.ID, "argv": []string{"rm", "notes.txt"}},
+		"delete_sandbox": map[string]any{"sandbox": sb.ID},
+		"create_sandbox": map[string]any{},
+	} {
+		fails(t, cs, tool, args, `lacks scope "write"`, "the MCP tool "+tool, "permission denied")
+	}
+	ok(t, writer, "read_file", map[string]any{"sandbox": sb.ID, "path": "notes.txt"}, &file)
+	if file.Content != "kept\n" {
+		t.Errorf("a read-only token changed notes.txt: %q", file.Content)
+	}
+	ok(t, writer, "list_sandboxes", map[string]any{}, &list)
+	if len(list.Sandboxes) != 1 {
+		t.Errorf("sandboxes after the refused calls: %+v", list.Sandboxes)
+	}
+	// Over stdio the CLI holds the token and serves every tool; the API refuses the
+	// change, naming the scope, all the same.
+	stdio, err := connectStdio(t, e, read.Secret, &progress{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdio.Close()
+	ok(t, stdio, "read_file", map[string]any{"sandbox": sb.ID, "path": "notes.txt"}, &file)
+	fails(t, stdio, "write_file", map[string]any{"sandbox": sb.ID, "path": "notes.txt", "content": "overwritten\n"}, `lacks scope "write"`, "permission denied")
+
+	// Each refusal over HTTP is an event naming the token and the scope.
+	var events api.EventList
+	alice.MustJSON("GET", "/api/v1/events?action=auth.token.scope_denied&limit=50", nil, http.StatusOK, &events)
+	denied := 0
+	for _, ev := range events.Events {
+		if ev.Detail["token_id"] == read.ID && ev.Detail["scope"] == "write" && strings.HasPrefix(fmt.Sprint(ev.Detail["request"]), "the MCP tool ") {
+			denied++
+		}
+	}
+	if denied != 4 {
+		t.Errorf("%d scope_denied events for the read-only token's tool calls, want 4: %+v", denied, events.Events)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -44,6 +45,14 @@ type Options struct {
 	// Version is the server's version, as initialize answers it.
 	Version string
 	Log     *slog.Logger
+	// ReadOnly serves only the tools that change nothing (listing sandboxes, reading and
+	// listing files, history, the app's state) and the file resources: for a caller whose
+	// credentials may only read. A call of any other tool is an error result with the
+	// text of Refuse's error.
+	ReadOnly bool
+	// Refuse, with ReadOnly, is why tool may not be called (the scope the caller lacks);
+	// it may record the refusal.
+	Refuse func(ctx context.Context, tool string) error
 }
 
 // NewServer is an MCP server whose tools and resources act through b.
@@ -57,11 +66,18 @@ func NewServer(b Backend, opts Options) *sdk.Server {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
+	instr := instructions
+	if opts.ReadOnly {
+		instr += "\n" + readOnlyInstructions
+	}
 	s := sdk.NewServer(&sdk.Implementation{Name: "paddock", Title: "paddock sandboxes", Version: opts.Version}, &sdk.ServerOptions{
-		Instructions: instructions,
+		Instructions: instr,
 	})
-	t := &tools{b: b, log: opts.Log}
+	t := &tools{b: b, log: opts.Log, readOnly: opts.ReadOnly, withheld: map[string]bool{}}
 	t.register(s)
+	if opts.ReadOnly {
+		s.AddReceivingMiddleware(t.refuseWithheld(opts.Refuse))
+	}
 	s.AddResourceTemplate(&sdk.ResourceTemplate{
 		Name:        "sandbox-file",
 		Title:       "A file of a sandbox's workspace",
@@ -75,6 +91,8 @@ const instructions = `paddock runs your code in sandboxes: isolated Linux machin
 Start with list_sandboxes (or create_sandbox), then run_command, read_file, write_file and edit_file with that sandbox's ID. Paths are relative to /workspace.
 Checkpoint before a risky change; undo or restore to go back. Errors say what was wrong and what to do next.`
 
+const readOnlyInstructions = `Your credentials may only read: the tools here list sandboxes, read and list files, show a workspace's history and the app's state. To change anything, ask the user for an API token with scope write.`
+
 // fileURITemplate names a file of a sandbox: paddock://sandboxes/ID/files/PATH.
 const (
 	fileURITemplate = "paddock://sandboxes/{sandbox}/files/{+path}"
@@ -87,8 +105,34 @@ func FileURI(id, p string) string {
 }
 
 type tools struct {
-	b   Backend
-	log *slog.Logger
+	b        Backend
+	log      *slog.Logger
+	readOnly bool
+	// withheld are the tools a read-only server does not serve.
+	withheld map[string]bool
+}
+
+// refuseWithheld answers a call of a withheld tool with an error result saying why,
+// where the SDK would answer "unknown tool": the model learns what it lacks.
+func (t *tools) refuseWithheld(refuse func(context.Context, string) error) sdk.Middleware {
+	return func(next sdk.MethodHandler) sdk.MethodHandler {
+		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+			p, ok := req.GetParams().(*sdk.CallToolParamsRaw)
+			if method != "tools/call" || !ok || p == nil || !t.withheld[p.Name] {
+				return next(ctx, method, req)
+			}
+			err := fmt.Errorf("the tool %s changes things, and these credentials may only read: %w", p.Name, errdefs.ErrPermissionDenied)
+			if refuse != nil {
+				err = refuse(ctx, p.Name)
+			}
+			if a, ok := t.b.(Auditor); ok {
+				var in struct{ Sandbox string }
+				_ = json.Unmarshal(p.Arguments, &in)
+				a.ToolCalled(ctx, p.Name, in.Sandbox, err)
+			}
+			return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: t.describe(p.Name, err)}}}, nil
+		}
+	}
 }
 
 // Each tool's input. The schema is derived from the struct: a field without omitempty is
@@ -346,6 +390,10 @@ func add[In any](s *sdk.Server, t *tools, tt *sdk.Tool, edit func(*jsonschema.Sc
 	}
 	if edit != nil {
 		edit(schema)
+	}
+	if t.readOnly && (tt.Annotations == nil || !tt.Annotations.ReadOnlyHint) {
+		t.withheld[tt.Name] = true
+		return
 	}
 	tt.InputSchema = schema
 	sdk.AddTool(s, tt, func(ctx context.Context, req *sdk.CallToolRequest, in In) (*sdk.CallToolResult, any, error) {

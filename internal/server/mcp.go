@@ -26,22 +26,33 @@ const maxMCPBody = 8 << 20
 
 type mcpCallerKey struct{}
 
+// mcpCaller is who an MCP request acts as. readOnly is the ID of the caller's API token
+// when that token lacks scope write ("" otherwise): its server serves the read-only
+// tools, and a refusal names that token.
+type mcpCaller struct {
+	fleet.Caller
+	readOnly string
+	prefix   string
+}
+
 // mcpHandler serves MCP over streamable HTTP at /mcp. Each request is authenticated by
-// an API token (Authorization: Bearer) with scope write, and served by an MCP server
+// an API token (Authorization: Bearer) with scope read, and served by an MCP server
 // whose tools call the operations layer as that token's user: the same ownership,
-// policy, capability and audit path as the API, and each tool call an event. The
-// handler is stateless, so a request never acts as anyone but its own token's user, and
-// a token revoked or expired is refused at its next request.
+// policy, capability and audit path as the API, and each tool call an event. A token
+// without scope write gets the tools that only read; a call of another is an error
+// result naming the scope. The handler is stateless, so a request never acts as anyone
+// but its own token's user, and a token revoked or expired is refused at its next
+// request.
 func (s *Server) mcpHandler() http.Handler {
 	// One MCP server per caller, made at their first request: making one (its tools'
 	// schemas) costs milliseconds, and a caller's server acts as nobody else.
-	var servers sync.Map // fleet.Caller → *sdk.Server
+	var servers sync.Map // mcpCaller → *sdk.Server
 	h := sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
-		c, _ := r.Context().Value(mcpCallerKey{}).(fleet.Caller)
+		c, _ := r.Context().Value(mcpCallerKey{}).(mcpCaller)
 		if srv, ok := servers.Load(c); ok {
 			return srv.(*sdk.Server)
 		}
-		srv, _ := servers.LoadOrStore(c, pmcp.NewServer(&opsBackend{s: s, c: c}, pmcp.Options{Log: s.log}))
+		srv, _ := servers.LoadOrStore(c, s.newMCPServer(c))
 		return srv.(*sdk.Server)
 	}, &sdk.StreamableHTTPOptions{Stateless: true, MaxRequestBodyBytes: maxMCPBody})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -60,13 +71,31 @@ func (s *Server) mcpHandler() http.Handler {
 			api.WriteError(w, s.log, err)
 			return
 		}
-		if err := s.checkScope(r, c, auth.ScopeWrite, "MCP at /mcp"); err != nil {
+		if err := s.checkScope(r, c, auth.ScopeRead, "MCP at /mcp"); err != nil {
 			api.WriteError(w, s.log, err)
 			return
 		}
-		fc := fleet.Caller{UserID: c.User.ID, Username: c.User.Username, Admin: isAdmin(c)}
-		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), mcpCallerKey{}, fc)))
+		mc := mcpCaller{Caller: fleet.Caller{UserID: c.User.ID, Username: c.User.Username, Admin: isAdmin(c)}}
+		if c.Token != nil && !auth.TokenScopes(*c.Token).Has(auth.ScopeWrite) {
+			mc.readOnly, mc.prefix = c.Token.ID, c.Token.Prefix
+		}
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), mcpCallerKey{}, mc)))
 	})
+}
+
+// newMCPServer is the MCP server of caller c: read-only when c's token lacks scope write.
+func (s *Server) newMCPServer(c mcpCaller) *sdk.Server {
+	opts := pmcp.Options{Log: s.log}
+	if c.readOnly != "" {
+		opts.ReadOnly = true
+		opts.Refuse = func(ctx context.Context, tool string) error {
+			what := "the MCP tool " + tool
+			s.event(ctx, c.UserID, "auth.token.scope_denied", map[string]any{
+				"token_id": c.readOnly, "prefix": c.prefix, "scope": string(auth.ScopeWrite), "request": what})
+			return auth.ScopeError(auth.ScopeWrite, what)
+		}
+	}
+	return pmcp.NewServer(&opsBackend{s: s, c: c.Caller}, opts)
 }
 
 // opsBackend is the MCP tools' Backend in the control plane: the operations layer (and
