@@ -18,7 +18,8 @@ import (
 // FuzzMessages feeds arbitrary bytes to the MCP server as JSON-RPC messages, after a
 // valid handshake, and then a ping: the server must answer the ping or end the session,
 // once its input ends, within a deadline, and never panic. The tools' backend is a real client of a server
-// that is not there, so a tool call the fuzzer makes valid ends in a precise error.
+// that is not there, so a tool call the fuzzer makes valid ends in a precise error; an
+// invalid one goes through the rewording of schema errors.
 func FuzzMessages(f *testing.F) {
 	for _, seed := range []string{
 		`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`,
@@ -27,6 +28,8 @@ func FuzzMessages(f *testing.F) {
 		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"nope","arguments":[]}}`,
 		`{"jsonrpc":"2.0","id":5,"method":"resources/read","params":{"uri":"paddock://sandboxes//files/"}}`,
 		`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"read_file","arguments":{"sandbox":"s","path":"p","max_bytes":1e309}}}`,
+		`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"write_file","arguments":{"sandbox":"sb-aaaaaaaaaa","path":"a","content":"x"}}}`,
+		`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"run_command","arguments":{"sandbox":"sb-aaaaaaaaaa","argv":["a",3],"x":1}}}`,
 		`{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}`,
 		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`,
 		`{"jsonrpc":"1.0"`,
@@ -39,7 +42,8 @@ func FuzzMessages(f *testing.F) {
 	f.Fuzz(func(t *testing.T, msg string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		s := pmcp.NewServer(backend, pmcp.Options{})
+		// Half the inputs meet a read-only server, whose withheld tools answer apart.
+		s := pmcp.NewServer(backend, pmcp.Options{ReadOnly: len(msg)%2 == 1})
 		inR, inW := io.Pipe()
 		outR, outW := io.Pipe()
 		ss, err := s.Connect(ctx, &sdk.IOTransport{Reader: inR, Writer: outW}, nil)

@@ -341,6 +341,58 @@ func exercise(t *testing.T, e *servertest.Env, alice *servertest.Client, cs *sdk
 	fails(t, cs, "list_files", map[string]any{"sandbox": id}, "not found")
 }
 
+// Bad input over both transports, each a precise error result the model can act on:
+// arguments outside the schema name the argument and what is wrong with it, a sandbox
+// argument that is no sandbox's ID or no sandbox of the caller's says so, and a command
+// over one of the sandbox's limits names the limit. (A denied command naming the
+// policy's rule: TestToolsOverBothTransports; an expired token: TestTokens.)
+func TestBadInput(t *testing.T) {
+	e := servertest.Start(t)
+	alice := e.Register(t, "alice")
+	var sb api.Sandbox
+	alice.MustJSON("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Limits: api.Limits{Pids: 64}}, http.StatusCreated, &sb)
+	id := sb.ID
+	cases := []struct {
+		tool string
+		args any
+		says []string
+	}{
+		{"run_command", map[string]any{"sandbox": "sb-aaaaaaaaaa", "argv": []string{"true"}}, []string{"sb-aaaaaaaaaa", "not found", "list_sandboxes"}},
+		{"run_command", map[string]any{"sandbox": "", "argv": []string{"true"}}, []string{`argument "sandbox": "" is not a sandbox ID`, "invalid argument"}},
+		{"read_file", map[string]any{"sandbox": "../../etc", "path": "passwd"}, []string{`argument "sandbox": "../../etc" is not a sandbox ID`}},
+		{"run_command", map[string]any{"sandbox": 5, "argv": []string{"true"}}, []string{`argument "sandbox": a value of type integer, want "string"`}},
+		{"run_command", map[string]any{"argv": []string{"true"}}, []string{`missing required argument "sandbox"`}},
+		{"run_command", map[string]any{"sandbox": id, "argv": "ls"}, []string{`argument "argv": a value of type string, want "array"`}},
+		{"run_command", map[string]any{"sandbox": id, "argv": []any{"ls", 3}}, []string{`argument "argv": an item: a value of type integer, want "string"`}},
+		{"run_command", map[string]any{"sandbox": id, "argv": []string{}}, []string{`argument "argv": 0 items, want at least 1`}},
+		{"run_command", map[string]any{"sandbox": id, "argv": []string{"true"}, "shell": true}, []string{`unknown argument "shell"`, "run_command takes sandbox, argv, cwd, env, stdin, timeout_seconds"}},
+		{"run_command", map[string]any{"sandbox": id, "argv": []string{"true"}, "timeout_seconds": 9999}, []string{`argument "timeout_seconds": 9999 is more than its maximum, 600`}},
+		{"run_command", map[string]any{"sandbox": id, "argv": []string{"true"}, "env": []string{"NOEQUALS"}}, []string{"env", "NAME=VALUE", "invalid argument"}},
+		{"run_command", "not an object", []string{"not a JSON object", "run_command takes sandbox"}},
+		{"read_file", map[string]any{"sandbox": id, "path": ""}, []string{`argument "path": 0 characters, want at least 1`}},
+		{"read_file", map[string]any{"sandbox": id, "path": "../../etc/passwd"}, []string{"leaves the workspace", "invalid argument"}},
+		{"history", map[string]any{"sandbox": id, "limit": 1000}, []string{`argument "limit": 1000 is more than its maximum, 200`}},
+		{"list_sandboxes", map[string]any{"all": true}, []string{`unknown argument "all"`, "list_sandboxes takes no arguments"}},
+		{"create_sandbox", map[string]any{"memory": "lots"}, []string{"memory", `"lots" is not a size`}},
+		{"run_command", map[string]any{"sandbox": id, "argv": []string{"sh", "-c", "for i in $(seq 200); do sleep 30 & done; wait"}, "timeout_seconds": 120},
+			[]string{"limit: pids", "process limit (64)"}},
+	}
+	for name, connect := range map[string]func(testing.TB, *servertest.Env, string, *progress) (*sdk.ClientSession, error){"http": connectHTTP, "stdio": connectStdio} {
+		t.Run(name, func(t *testing.T) {
+			cs, err := connect(t, e, alice.Token, &progress{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			for _, c := range cases {
+				fails(t, cs, c.tool, c.args, c.says...)
+			}
+			// The session goes on after them all.
+			ok(t, cs, "run_command", map[string]any{"sandbox": id, "argv": []string{"pkill", "sleep"}}, nil)
+		})
+	}
+}
+
 // No tool returns a secret's value: a sandbox's extra environment is listed by name.
 func TestSandboxEnvIsRedacted(t *testing.T) {
 	e := servertest.Start(t)
@@ -399,6 +451,20 @@ func TestTokens(t *testing.T) {
 	fails(t, stdio, "list_sandboxes", map[string]any{}, "unauthenticated", "paddock login")
 	if _, err := connectHTTP(t, e, short.Secret, &progress{}); err == nil {
 		t.Error("an expired token connects")
+	}
+	// An MCP client shows the challenge, a person the body: each says the token expired.
+	req, _ := http.NewRequest("POST", e.URL+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	req.Header.Set("Authorization", "Bearer "+short.Secret)
+	req.Header.Set("Content-Type", "application/json")
+	expired, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := expired.Header.Get("WWW-Authenticate"); !strings.Contains(got, `error="invalid_token"`) || !strings.Contains(got, "expired at") || strings.Contains(got, short.Secret) {
+		t.Errorf("expired token: WWW-Authenticate %q", got)
+	}
+	if got := servertest.ErrorOf(t, expired, http.StatusUnauthorized); !strings.Contains(got.Message, "expired at") || !strings.Contains(got.Message, "paddock login") {
+		t.Errorf("expired token: %q", got.Message)
 	}
 	resp, err := http.Post(e.URL+"/mcp", "application/json", strings.NewReader(`{}`))
 	if err != nil {

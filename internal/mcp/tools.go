@@ -23,6 +23,7 @@ import (
 	"github.com/paddockhq/paddock"
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/runner"
 )
 
 // Bounds on what a tool returns: a model's context is small, and a command's output or a
@@ -73,8 +74,9 @@ func NewServer(b Backend, opts Options) *sdk.Server {
 	s := sdk.NewServer(&sdk.Implementation{Name: "paddock", Title: "paddock sandboxes", Version: opts.Version}, &sdk.ServerOptions{
 		Instructions: instr,
 	})
-	t := &tools{b: b, log: opts.Log, readOnly: opts.ReadOnly, withheld: map[string]bool{}}
+	t := &tools{b: b, log: opts.Log, readOnly: opts.ReadOnly, withheld: map[string]bool{}, args: map[string][]string{}}
 	t.register(s)
+	s.AddReceivingMiddleware(t.preciseArguments)
 	if opts.ReadOnly {
 		s.AddReceivingMiddleware(t.refuseWithheld(opts.Refuse))
 	}
@@ -110,6 +112,8 @@ type tools struct {
 	readOnly bool
 	// withheld are the tools a read-only server does not serve.
 	withheld map[string]bool
+	// args are each tool's arguments, in the order its schema lists them.
+	args map[string][]string
 }
 
 // refuseWithheld answers a call of a withheld tool with an error result saying why,
@@ -287,6 +291,8 @@ func (t *tools) register(s *sdk.Server) {
 		})
 	add(s, t, &sdk.Tool{Name: "run_command", Description: "Run a command in a sandbox and wait for it to exit. Returns the exit code, the end of stdout and stderr (at most 16 KiB each; the bytes cut from the start are counted), and, when the command met one of the sandbox's limits (timeout, memory, pids, file_size, disk), which one. Output is sent as progress notifications while it runs. A command the sandbox's policy refuses is an error naming the rule."},
 		func(s *jsonschema.Schema) {
+			// Required, so not null (the derived schema lets a slice be null).
+			s.Properties["argv"].Type, s.Properties["argv"].Types = "array", nil
 			s.Properties["argv"].MinItems = ptr(1)
 			s.Properties["timeout_seconds"].Minimum = ptr(0.0)
 			s.Properties["timeout_seconds"].Maximum = ptr(float64(maxTimeout))
@@ -391,13 +397,17 @@ func add[In any](s *sdk.Server, t *tools, tt *sdk.Tool, edit func(*jsonschema.Sc
 	if edit != nil {
 		edit(schema)
 	}
+	t.args[tt.Name] = schema.PropertyOrder
 	if t.readOnly && (tt.Annotations == nil || !tt.Annotations.ReadOnlyHint) {
 		t.withheld[tt.Name] = true
 		return
 	}
 	tt.InputSchema = schema
 	sdk.AddTool(s, tt, func(ctx context.Context, req *sdk.CallToolRequest, in In) (*sdk.CallToolResult, any, error) {
-		out, err := h(ctx, req, in)
+		out, err := checkSandbox(in)
+		if err == nil {
+			out, err = h(ctx, req, in)
+		}
 		if a, ok := t.b.(Auditor); ok {
 			a.ToolCalled(ctx, tt.Name, sandboxOf(in), err)
 		}
@@ -409,6 +419,21 @@ func add[In any](s *sdk.Server, t *tools, tt *sdk.Tool, edit func(*jsonschema.Sc
 		}
 		return nil, out, nil
 	})
+}
+
+// checkSandbox refuses an input whose sandbox argument cannot be a sandbox's ID, before
+// it reaches the Backend: the API would answer for some such strings a route that does
+// not exist, not the argument that is wrong.
+func checkSandbox(in any) (any, error) {
+	v := reflect.ValueOf(in)
+	if v.Kind() != reflect.Struct {
+		return nil, nil
+	}
+	if f := v.FieldByName("Sandbox"); f.IsValid() && f.Kind() == reflect.String && !runner.ValidID(f.String()) {
+		return nil, fmt.Errorf("argument \"sandbox\": %q is not a sandbox ID (sb- and 10 characters of a-z2-7, as list_sandboxes and create_sandbox give them): %w",
+			errdefs.Clip(f.String(), 64), errdefs.ErrInvalidArgument)
+	}
+	return nil, nil
 }
 
 // sandboxOf is the sandbox a tool's input names, if it names one.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+	"strings"
 	"sync"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -67,7 +68,9 @@ func (s *Server) mcpHandler() http.Handler {
 		}
 		c, err := s.web.Identify(r)
 		if err != nil {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="paddock", error="invalid_token"`)
+			// The description is for an MCP client that shows the header, not the body.
+			desc := strings.NewReplacer(`"`, "'", `\`, "/").Replace(errdefs.Clip(err.Error(), 240))
+			w.Header().Set("WWW-Authenticate", `Bearer realm="paddock", error="invalid_token", error_description="`+desc+`"`)
 			api.WriteError(w, s.log, err)
 			return
 		}
