@@ -129,6 +129,7 @@ type Agent struct {
 	llm    completer
 	tools  *toolbox
 	conv   *conversation
+	events *eventLog
 	emit   func(Event)
 }
 
@@ -166,7 +167,15 @@ func New(cfg Config, emit func(Event)) (*Agent, error) {
 		root.Close()
 		return nil, err
 	}
-	a := &Agent{cfg: cfg, conv: conv, emit: emit}
+	events, err := openEventLog(cfg.StateDir)
+	if err != nil {
+		root.Close()
+		return nil, err
+	}
+	a := &Agent{cfg: cfg, conv: conv, events: events, emit: func(e Event) {
+		events.write(e)
+		emit(e)
+	}}
 	switch cfg.API {
 	case APIOpenAI, "":
 		a.llm = &client{base: cfg.BaseURL, key: cfg.APIKey, model: cfg.Model, http: hc, idle: cfg.IdleTimeout}
@@ -174,14 +183,17 @@ func New(cfg Config, emit func(Event)) (*Agent, error) {
 		a.llm = &anthropicClient{base: cfg.BaseURL, key: cfg.APIKey, model: cfg.Model, http: hc, idle: cfg.IdleTimeout}
 	default:
 		root.Close()
+		events.close()
 		return nil, fmt.Errorf("api %q: want %s or %s: %w", cfg.API, APIOpenAI, APIAnthropic, errdefs.ErrInvalidArgument)
 	}
 	a.tools = &toolbox{dir: cfg.Workspace, root: root, host: cfg.Host, undo: a.undo}
 	return a, nil
 }
 
-// Close releases the workspace.
-func (a *Agent) Close() error { return a.tools.root.Close() }
+// Close releases the workspace and the event log.
+func (a *Agent) Close() error {
+	return errors.Join(a.tools.root.Close(), a.events.close())
+}
 
 // Run runs one turn: prompt, then the model's tool calls until it answers, the step
 // budget runs out or the provider fails, then a checkpoint. It returns the answer, or

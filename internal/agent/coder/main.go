@@ -32,9 +32,13 @@ func Main(ctx context.Context, args []string, out io.Writer) error {
 	state := fl.String("state", defaultState(), "the directory that keeps the conversation, outside the workspace")
 	maxSteps := fl.Int("max-steps", 40, "the most answers of the model in one turn")
 	reset := fl.Bool("reset", false, "forget the conversation before this turn")
+	history := fl.Bool("history", false, "print the conversation's events so far, as JSON lines, and run no turn")
 	apiName := fl.String("api", "", "the provider's API, openai or anthropic (default: openai when OPENAI_BASE_URL is set, else anthropic when ANTHROPIC_BASE_URL is)")
 	if err := fl.Parse(args); err != nil {
-		return fmt.Errorf("%v; usage: paddock-agent code [--model M] [--max-steps N] [--reset] MESSAGE: %w", err, errdefs.ErrInvalidArgument)
+		return fmt.Errorf("%v; usage: paddock-agent code [--model M] [--max-steps N] [--reset] MESSAGE, or --history: %w", err, errdefs.ErrInvalidArgument)
+	}
+	if *history {
+		return History(*state, out)
 	}
 	prompt := strings.TrimSpace(strings.Join(fl.Args(), " "))
 	if prompt == "" {
