@@ -186,12 +186,13 @@ func New(cfg Config, emit func(Event)) (*Agent, error) {
 		events.close()
 		return nil, fmt.Errorf("api %q: want %s or %s: %w", cfg.API, APIOpenAI, APIAnthropic, errdefs.ErrInvalidArgument)
 	}
-	a.tools = &toolbox{dir: cfg.Workspace, root: root, host: cfg.Host, undo: a.undo}
+	a.tools = &toolbox{dir: cfg.Workspace, root: root, host: cfg.Host, undo: a.undo, browser: &browserSession{stateDir: cfg.StateDir}}
 	return a, nil
 }
 
-// Close releases the workspace and the event log.
+// Close ends the browser and releases the workspace and the event log.
 func (a *Agent) Close() error {
+	a.tools.browser.close()
 	return errors.Join(a.tools.root.Close(), a.events.close())
 }
 

@@ -40,6 +40,12 @@ func newSession(t testing.TB, api, script string, files map[string]string, gw fu
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newSessionFrom(t, api, sc, files, gw)
+}
+
+// newSessionFrom is newSession with a script already parsed.
+func newSessionFrom(t testing.TB, api string, sc scripted.Script, files map[string]string, gw func(*gateway.Provider)) *session {
+	t.Helper()
 	s := &session{t: t, api: api, provider: scripted.New(sc), workspace: t.TempDir(), state: t.TempDir()}
 	up := httptest.NewServer(s.provider)
 	t.Cleanup(up.Close)
