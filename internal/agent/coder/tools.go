@@ -62,10 +62,10 @@ var skipDirs = []string{".git", "node_modules"}
 
 // toolbox runs the tools in one workspace.
 type toolbox struct {
-	dir  string
-	root *os.Root
-	host Host
-	undo func(context.Context) (string, error)
+	dir     string
+	root    *os.Root
+	host    Host
+	undo    func(context.Context) (string, error)
 	browser *browserSession
 }
 
