@@ -97,6 +97,20 @@ func TestAgentInSandbox(t *testing.T) {
 		t.Fatalf("the turn's checkpoint %q is not on the timeline as the current one named for it: %+v", checkpoint, h)
 	}
 
+	// The conversation, and its events for the desktop, survive the sandbox's restart
+	// (its /tmp starts empty): the host keeps them, and only them.
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes/"+sb.ID+"/restart", nil), http.StatusOK, nil)
+	hist := execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{wire.AgentPath, wire.CodeSubcommand, "--history"}})
+	if !strings.Contains(string(hist.Stdout), `"type":"turn","turn":1,"text":"make the header blue"`) || !strings.Contains(string(hist.Stdout), `"type":"checkpoint"`) {
+		t.Errorf("the conversation's events after a restart:\n%s\n%s", hist.Stdout, hist.Stderr)
+	}
+	put := execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{"sh", "-c",
+		`curl -s -o /dev/null -w '%{http_code} ' -X PUT --data x "$PADDOCK_SERVICES_URL/sandbox/v1/agent/state/other.json"; ` +
+			`head -c 17000000 /dev/zero | curl -s -o /dev/null -w '%{http_code}' -X PUT --data-binary @- "$PADDOCK_SERVICES_URL/sandbox/v1/agent/state/events.jsonl"`}})
+	if got := string(put.Stdout); got != "400 429" && got != "400 413" {
+		t.Errorf("keeping a file other than the conversation's, and one over its bound: HTTP %q (%s)", got, put.Stderr)
+	}
+
 	code("take that back")
 	if got := fileContent(t, alice, sb.ID, "index.html"); got != "<h1 style=\"color: red\">Hi</h1>\n" {
 		t.Errorf("index.html after undo: %q", got)

@@ -146,6 +146,9 @@ const (
 	ServicesCommitPath   = "/sandbox/v1/transaction/commit"
 	ServicesRollbackPath = "/sandbox/v1/transaction/rollback"
 	ServicesHistoryPath  = "/sandbox/v1/history"
+	// ServicesAgentStatePath + NAME keeps a file of the coding agent's conversation on
+	// the host (GET, PUT), so that it outlives the sandbox's restart.
+	ServicesAgentStatePath = "/sandbox/v1/agent/state/"
 )
 
 // DesktopPort is the port of the sandbox's loopback where the agent serves the desktop's

@@ -61,6 +61,9 @@ type Config struct {
 	MaxContextBytes int
 	// Host checkpoints, undoes and reports the app; nil outside a sandbox.
 	Host Host
+	// Keeper keeps the conversation off the sandbox at the end of every turn; nil
+	// outside a sandbox.
+	Keeper Keeper
 	// HTTPClient reaches the provider; nil uses one without an overall timeout (answers
 	// stream for minutes; IdleTimeout bounds silence instead).
 	HTTPClient *http.Client
@@ -207,6 +210,7 @@ func (a *Agent) Run(ctx context.Context, prompt string) (string, error) {
 	a.beginTurn(ctx)
 	answer, stopErr := a.loop(ctx, turn)
 	a.endTurn(ctx)
+	defer a.keep(ctx)
 	if stopErr != nil {
 		kind, msg := describeStop(stopErr)
 		a.emit(Event{Type: EvError, Turn: turn, Kind: kind, Message: msg})
@@ -216,6 +220,19 @@ func (a *Agent) Run(ctx context.Context, prompt string) (string, error) {
 	a.emit(Event{Type: EvAnswer, Turn: turn, Text: answer})
 	a.emit(Event{Type: EvDone, Turn: turn})
 	return answer, nil
+}
+
+// keep hands the conversation, as the turn left it, to the Keeper. A failure is logged
+// on stderr: the turn's work is done, and the sandbox keeps its own copy.
+func (a *Agent) keep(ctx context.Context) {
+	if a.cfg.Keeper == nil {
+		return
+	}
+	ctx, cancel := hostCtx(ctx)
+	defer cancel()
+	if err := SaveState(ctx, a.cfg.Keeper, a.cfg.StateDir); err != nil {
+		fmt.Fprintf(os.Stderr, "paddock-agent: %v\n", err)
+	}
 }
 
 // loop asks the model and runs its tool calls until it answers without one.

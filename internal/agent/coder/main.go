@@ -37,6 +37,13 @@ func Main(ctx context.Context, args []string, out io.Writer) error {
 	if err := fl.Parse(args); err != nil {
 		return fmt.Errorf("%v; usage: paddock-agent code [--model M] [--max-steps N] [--reset] MESSAGE, or --history: %w", err, errdefs.ErrInvalidArgument)
 	}
+	var host *ServicesHost
+	if u := os.Getenv(servicesEnv); u != "" {
+		host = &ServicesHost{Base: u}
+		if err := RestoreState(ctx, host, *state); err != nil {
+			fmt.Fprintf(os.Stderr, "paddock-agent: %v; the conversation starts afresh\n", err)
+		}
+	}
 	if *history {
 		return History(*state, out)
 	}
@@ -48,6 +55,11 @@ func Main(ctx context.Context, args []string, out io.Writer) error {
 		if err := Reset(*state); err != nil {
 			return fmt.Errorf("forgetting the conversation: %w", err)
 		}
+		if host != nil {
+			if err := SaveState(ctx, host, *state); err != nil {
+				return fmt.Errorf("forgetting the conversation: %w", err)
+			}
+		}
 	}
 	cfg := Config{Workspace: *workspace, StateDir: *state, Model: *model, MaxSteps: *maxSteps, API: *apiName}
 	if cfg.API == "" && os.Getenv("OPENAI_BASE_URL") == "" && os.Getenv("ANTHROPIC_BASE_URL") != "" {
@@ -58,8 +70,8 @@ func Main(ctx context.Context, args []string, out io.Writer) error {
 	} else {
 		cfg.BaseURL, cfg.APIKey = strings.TrimRight(os.Getenv("OPENAI_BASE_URL"), "/"), os.Getenv("OPENAI_API_KEY")
 	}
-	if u := os.Getenv(servicesEnv); u != "" {
-		cfg.Host = &ServicesHost{Base: u}
+	if host != nil {
+		cfg.Host, cfg.Keeper = host, host
 	}
 	var werr error
 	a, err := New(cfg, func(e Event) {
