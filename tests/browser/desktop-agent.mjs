@@ -5,8 +5,8 @@
 //            brings the file back
 //   turn 2   the provider rate-limits (429, Retry-After an hour): the pane says so
 //   turn 3   the provider is down (503): the pane says so
-//   turn 4   an answer that spends the user's tokens per day, changing no file: nothing
-//            to undo
+//   turn 4   rate-limited for a second (the pane says it waits), then an answer that
+//            spends the user's tokens per day, changing no file: nothing to undo
 //   turn 5   the gateway refuses: out of budget, and the pane says so
 //   reload   the conversation is shown again, turn 1 marked undone
 // Env: BASE_URL, USERNAME, PASSWORD, SANDBOX (the live sandbox), SHOTS (screenshots).
@@ -96,7 +96,9 @@ try {
   await shot(page, 'agent-rate-limited');
   await ask(page, 'try again');
   await banner('provider_unavailable', /provider is down/);
+  // Rate limited for a second: the pane says it waits, then the answer clears the banner.
   await ask(page, 'say hello');
+  await page.locator('#turn-4 .note.wait').filter({ hasText: /Waiting 1 s/ }).waitFor(long);
   await page.locator('#turn-4 .say').filter({ hasText: 'Hello.' }).waitFor(long);
   // A turn that changed no file has nothing to undo (its checkpoint is an earlier one).
   await page.locator('#turn-4.unchanged .mark').filter({ hasText: 'changed no file' }).waitFor(long);

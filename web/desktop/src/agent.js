@@ -110,6 +110,8 @@ class Turn {
   }
 
   event(e) {
+    // The model answering again ends a wait for a rate limit.
+    if (e.type !== 'wait' && e.type !== 'error' && this.pane.bannerEl.dataset.kind === 'wait') this.pane.banner('');
     switch (e.type) {
       case 'text': {
         let el = this.texts.get(e.step);
