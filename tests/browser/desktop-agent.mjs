@@ -3,11 +3,12 @@
 //   turn 1   "make the header blue": the edit shows as it happens, before the answer; the
 //            file changes; the turn is a checkpoint on the timeline; "Undo this turn"
 //            brings the file back
-//   turn 2   the provider rate-limits (429, Retry-After an hour): the pane says so
-//   turn 3   the provider is down (503): the pane says so
-//   turn 4   rate-limited for a second (the pane says it waits), then an answer that
+//   turn 2   slow: a reload while it runs reattaches to it, and it finishes in the pane
+//   turn 3   the provider rate-limits (429, Retry-After an hour): the pane says so
+//   turn 4   the provider is down (503): the pane says so
+//   turn 5   rate-limited for a second (the pane says it waits), then an answer that
 //            spends the user's tokens per day, changing no file: nothing to undo
-//   turn 5   the gateway refuses: out of budget, and the pane says so
+//   turn 6   the gateway refuses: out of budget, and the pane says so
 //   reload   the conversation is shown again, turn 1 marked undone
 // Env: BASE_URL, USERNAME, PASSWORD, SANDBOX (the live sandbox), SHOTS (screenshots).
 import assert from 'node:assert/strict';
@@ -86,7 +87,20 @@ try {
   await page.locator('#turn-1.undone').waitFor();
   step('turn 1 undone');
 
-  // Turns 2-5: the provider rate-limited, down; the budget spent.
+  // Turn 2 is slow: a reload while it runs reattaches to it, and it finishes in the pane,
+  // shown once.
+  await ask(page, 'take your time');
+  await page.locator('#turn-2 .tool.ok[data-tool=run_command]').waitFor(long);
+  await page.reload();
+  await page.getByRole('tab', { name: 'Agent' }).click();
+  await page.locator('#turn-2 .say').filter({ hasText: 'Finished slowly.' }).waitFor(long);
+  await page.locator('#turn-2.done').waitFor(long);
+  assert.equal(await page.evaluate(() => window.paddockDesktop.agent.reattached), true, 'the pane did not reattach to the turn under way');
+  assert.equal(await page.locator('[id="turn-2"]').count(), 1);
+  assert.equal(await page.locator('#turn-2 .tool[data-tool=run_command]').count(), 1);
+  step('reattached to turn 2 after a reload');
+
+  // Turns 3-6: the provider rate-limited, down; the budget spent.
   const banner = async (code, re) => {
     await page.locator(`#agent-banner[data-code=${code}]`).filter({ hasText: re }).waitFor(long);
     step(`banner ${code}: ${await page.locator('#agent-banner').textContent()}`);
@@ -98,11 +112,11 @@ try {
   await banner('provider_unavailable', /provider is down/);
   // Rate limited for a second: the pane says it waits, then the answer clears the banner.
   await ask(page, 'say hello');
-  await page.locator('#turn-4 .note.wait').filter({ hasText: /Waiting 1 s/ }).waitFor(long);
-  await page.locator('#turn-4 .say').filter({ hasText: 'Hello.' }).waitFor(long);
+  await page.locator('#turn-5 .note.wait').filter({ hasText: /Waiting 1 s/ }).waitFor(long);
+  await page.locator('#turn-5 .say').filter({ hasText: 'Hello.' }).waitFor(long);
   // A turn that changed no file has nothing to undo (its checkpoint is an earlier one).
-  await page.locator('#turn-4.unchanged .mark').filter({ hasText: 'changed no file' }).waitFor(long);
-  assert.equal(await page.locator('#undo-turn-4').isVisible(), false);
+  await page.locator('#turn-5.unchanged .mark').filter({ hasText: 'changed no file' }).waitFor(long);
+  assert.equal(await page.locator('#undo-turn-5').isVisible(), false);
   await page.locator('#agent-banner').waitFor({ state: 'hidden' });
   await ask(page, 'and again');
   await banner('out_of_budget', /Out of budget.*tokens per day/);
@@ -111,12 +125,12 @@ try {
   // The conversation survives a reload.
   await page.reload();
   await page.getByRole('tab', { name: 'Agent' }).click();
-  await page.locator('#turn-5').waitFor(long);
+  await page.locator('#turn-6').waitFor(long);
   await page.locator('#turn-1.undone .you').filter({ hasText: 'make the header blue' }).waitFor();
   await page.locator('#turn-1 .mark').filter({ hasText: 'undone' }).waitFor();
   await page.locator('#turn-1 .tool.ok[data-tool=edit_file]').waitFor();
-  await page.locator('#turn-4 .say').filter({ hasText: 'Hello.' }).waitFor();
-  await page.locator('#turn-2 .note.error[data-kind=rate_limited]').waitFor();
+  await page.locator('#turn-5 .say').filter({ hasText: 'Hello.' }).waitFor();
+  await page.locator('#turn-3 .note.error[data-kind=rate_limited]').waitFor();
   await shot(page, 'agent-reloaded');
   assert.deepEqual(errors, []);
   step('ok');

@@ -252,6 +252,7 @@ export class AgentPane {
       return;
     }
     say('The agent\'s turn is still under way: showing it again');
+    this.reattached = true;
     await this.follow({ attach: running });
   }
 
