@@ -262,9 +262,9 @@ func commandCgroups(env *wire.Envelope) (*cgroups.Group, error) {
 }
 
 // defaultEnv is the environment of commands that do not bring their own: the envelope's,
-// then the sandbox's ID, which the sandbox's own settings cannot override.
+// then the sandbox's ID and tier, which the sandbox's own settings cannot override.
 func defaultEnv(env *wire.Envelope) []string {
-	return append(slices.Clip(env.Env), wire.SandboxIDEnv+"="+env.SandboxID)
+	return append(slices.Clip(env.Env), wire.SandboxIDEnv+"="+env.SandboxID, wire.TierEnv+"="+string(env.Tier))
 }
 
 func newNetService(tier wire.Tier) *netService {

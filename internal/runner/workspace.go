@@ -173,7 +173,17 @@ func (r *Runner) RemoveWorkspace(user, id string) error {
 	if err := os.Remove(img); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("disk: %w", err)
 	}
-	return errors.Join(os.RemoveAll(ws), os.RemoveAll(filepath.Join(dir, "history", id)))
+	return errors.Join(os.RemoveAll(ws), os.RemoveAll(filepath.Join(dir, "history", id)), os.RemoveAll(filepath.Join(dir, "agent", id)))
+}
+
+// AgentStateDir is where the host keeps a sandbox's coding-agent conversation, outside
+// the sandbox (so that it outlives a restart, whose /tmp is new) and outside its
+// workspace (so that undo does not rewrite it). RemoveWorkspace removes it.
+func (r *Runner) AgentStateDir(user, id string) (string, error) {
+	if !validUser(user) || !ValidID(id) {
+		return "", fmt.Errorf("agent state of %q/%q: %w", user, id, errdefs.ErrInvalidArgument)
+	}
+	return filepath.Join(r.cfg.WorkspaceRoot, user, "agent", id), nil
 }
 
 // ProvisionUser creates <workspace_root>/<user>/{shared,tmp,sandboxes,history,vault,disks}

@@ -1,8 +1,14 @@
 package server
 
 import (
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/broker"
@@ -24,6 +30,75 @@ func (s *Server) handleAgentServices(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+wire.ServicesHistoryPath, s.fromSandbox(s.history))
 	mux.HandleFunc("GET "+wire.ServicesAppPath, s.fromSandbox(s.appStatus))
 	mux.HandleFunc("POST "+wire.ServicesAppRestartPath, s.fromSandbox(s.restartApp))
+	mux.HandleFunc("GET "+wire.ServicesAgentStatePath+"{name}", s.fromSandbox(s.getAgentState))
+	mux.HandleFunc("PUT "+wire.ServicesAgentStatePath+"{name}", s.fromSandbox(s.putAgentState))
+}
+
+// agentStateFiles are the files of the coding agent's conversation the host keeps for a
+// sandbox, and the most each may hold (the harness's own bounds, and a turn's events).
+var agentStateFiles = map[string]int64{"conversation.json": 64 << 20, "events.jsonl": 16 << 20}
+
+// agentStatePath is where the host keeps the sandbox's file name, and its bound.
+func (s *Server) agentStatePath(c fleet.Caller, id, name string) (string, int64, error) {
+	max, ok := agentStateFiles[name]
+	if !ok {
+		return "", 0, fmt.Errorf("agent state %q: want conversation.json or events.jsonl: %w", errdefs.Clip(name, 64), errdefs.ErrInvalidArgument)
+	}
+	// The user's directory is named as the fleet names it: the username, lower-cased.
+	dir, err := s.runner.AgentStateDir(strings.ToLower(c.Username), id)
+	if err != nil {
+		return "", 0, err
+	}
+	return filepath.Join(dir, name), max, nil
+}
+
+// getAgentState answers a kept file of the sandbox's agent conversation.
+func (s *Server) getAgentState(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {
+	path, _, err := s.agentStatePath(c, r.PathValue("id"), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("agent state %s: none kept: %w", r.PathValue("name"), errdefs.ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("agent state: %w", err)
+	}
+	defer f.Close()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	_, err = io.Copy(w, f)
+	if err != nil {
+		s.log.Warn("agent state: sending", "sandbox", r.PathValue("id"), "err", err)
+	}
+	return nil
+}
+
+// putAgentState keeps a file of the sandbox's agent conversation, whole or not at all.
+func (s *Server) putAgentState(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {
+	path, max, err := s.agentStatePath(c, r.PathValue("id"), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	if _, over := errors.AsType[*http.MaxBytesError](err); over {
+		return fmt.Errorf("agent state %s: over %d bytes: %w", r.PathValue("name"), max, errdefs.ErrLimitExceeded)
+	}
+	if err != nil {
+		return fmt.Errorf("agent state: reading the body: %w", errdefs.ErrInvalidArgument)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("agent state: %w", err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("agent state: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("agent state: %w", err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
 // fromSandbox runs an API handler for the sandbox whose channel the request came on, with

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -94,6 +95,20 @@ func TestAgentInSandbox(t *testing.T) {
 	}
 	if turn == nil || turn.Message != "agent turn 1: make the header blue" || h.Current != checkpoint {
 		t.Fatalf("the turn's checkpoint %q is not on the timeline as the current one named for it: %+v", checkpoint, h)
+	}
+
+	// The conversation, and its events for the desktop, survive the sandbox's restart
+	// (its /tmp starts empty): the host keeps them, and only them.
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes/"+sb.ID+"/restart", nil), http.StatusOK, nil)
+	hist := execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{wire.AgentPath, wire.CodeSubcommand, "--history"}})
+	if !strings.Contains(string(hist.Stdout), `"type":"turn","turn":1,"text":"make the header blue"`) || !strings.Contains(string(hist.Stdout), `"type":"checkpoint"`) {
+		t.Errorf("the conversation's events after a restart:\n%s\n%s", hist.Stdout, hist.Stderr)
+	}
+	put := execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{"sh", "-c",
+		`curl -s -o /dev/null -w '%{http_code} ' -X PUT --data x "$PADDOCK_SERVICES_URL/sandbox/v1/agent/state/other.json"; ` +
+			`head -c 17000000 /dev/zero | curl -s -o /dev/null -w '%{http_code}' -X PUT --data-binary @- "$PADDOCK_SERVICES_URL/sandbox/v1/agent/state/events.jsonl"`}})
+	if got := string(put.Stdout); got != "400 429" && got != "400 413" {
+		t.Errorf("keeping a file other than the conversation's, and one over its bound: HTTP %q (%s)", got, put.Stderr)
 	}
 
 	code("take that back")
@@ -260,5 +275,60 @@ func TestAgentSeesAppCrash(t *testing.T) {
 	servertest.Decode(t, alice.DoToken("GET", "/api/v1/events?action=sandbox.app_restart", nil), http.StatusOK, &evs)
 	if len(evs.Events) != 2 || evs.Events[0].Detail["by"] != "agent" {
 		t.Errorf("the restart's audit events: %+v", evs.Events)
+	}
+}
+
+// The browser tool in a real sandbox: Chromium, run as the sandbox user, opens the
+// sandbox's app on its own loopback and reads its text; a server on the host's loopback
+// at the same kind of address is out of its reach.
+func TestAgentBrowserInSandbox(t *testing.T) {
+	host := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("<p>the host's own page</p>"))
+	}))
+	defer host.Close()
+	sc, err := scripted.Parse(fmt.Appendf(nil, `{"steps": [
+	  {"expect": {"last_contains": ["look at the app"], "tools": ["browser"]},
+	   "respond": {"tool_calls": [{"name": "browser", "arguments": {"action": "open", "url": "http://127.0.0.1:8080/"}}]}},
+	  {"expect": {"last_role": "tool", "last_contains": ["title: The app", "Hello from the sandbox"]},
+	   "respond": {"tool_calls": [{"name": "browser", "arguments": {"action": "open", "url": "%s/"}}]}},
+	  {"expect": {"last_role": "tool", "last_contains": ["error: opening"]}, "respond": {"content": "The app says hello."}}
+	]}`, host.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	provider := scripted.New(sc)
+	up := httptest.NewServer(provider)
+	defer up.Close()
+	e := servertest.Start(t, func(c *server.Config) {
+		c.Gateway = gateway.Config{AgentModel: "m", Providers: []gateway.Provider{{Name: "p", Kind: gateway.KindOpenAI, BaseURL: up.URL, APIKey: "sk-platform"}}}
+	})
+	alice := e.Register(t, "alice")
+	var sb api.Sandbox
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "site",
+		App: api.Template{Command: []string{"/usr/bin/perl", "-e", crashingServer}, Port: 8080}}), http.StatusCreated, &sb)
+	execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{"sh", "-c", "echo '<title>The app</title><h1>Hello from the sandbox</h1>' > /workspace/index.html"}})
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var st api.AppStatus
+		servertest.Decode(t, alice.DoToken("GET", "/api/v1/sandboxes/"+sb.ID+"/app", nil), http.StatusOK, &st)
+		if st.State == "running" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the app never ran: %+v", st)
+		}
+	}
+	res := execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{wire.AgentPath, wire.CodeSubcommand, "--", "look at the app"}, TimeoutMS: 180_000})
+	if res.ExitCode != 0 {
+		t.Fatalf("exit %d\n%s\n%s\n%v", res.ExitCode, res.Stdout, res.Stderr, provider.Err())
+	}
+	if err := provider.Err(); err != nil || !provider.Done() {
+		t.Errorf("the script: %v (done %v)", err, provider.Done())
+	}
+	for _, r := range provider.Requests() {
+		for _, m := range r.Messages {
+			if strings.Contains(m.Content, "the host's own page") {
+				t.Errorf("the browser reached the host's loopback: %q", m.Content)
+			}
+		}
 	}
 }

@@ -77,6 +77,11 @@ const AppBuildEnv = "PADDOCK_APP_BUILD"
 // request arrives on, and the sandbox needs no route to the host at all.
 const ServicesEnv = "PADDOCK_SERVICES_URL"
 
+// TierEnv is the variable in a sandbox's environment that names its tier, which the
+// sandbox's own settings cannot override: the coding agent's browser tool is off in the
+// process tier.
+const TierEnv = "PADDOCK_TIER"
+
 // EgressEnv is the same for the host's egress proxy, when the sandbox's network policy
 // allows some hosts: HTTP_PROXY and HTTPS_PROXY point there.
 const EgressEnv = "PADDOCK_EGRESS_URL"
@@ -141,6 +146,9 @@ const (
 	ServicesCommitPath   = "/sandbox/v1/transaction/commit"
 	ServicesRollbackPath = "/sandbox/v1/transaction/rollback"
 	ServicesHistoryPath  = "/sandbox/v1/history"
+	// ServicesAgentStatePath + NAME keeps a file of the coding agent's conversation on
+	// the host (GET, PUT), so that it outlives the sandbox's restart.
+	ServicesAgentStatePath = "/sandbox/v1/agent/state/"
 )
 
 // DesktopPort is the port of the sandbox's loopback where the agent serves the desktop's

@@ -61,6 +61,9 @@ type Config struct {
 	MaxContextBytes int
 	// Host checkpoints, undoes and reports the app; nil outside a sandbox.
 	Host Host
+	// Keeper keeps the conversation off the sandbox at the end of every turn; nil
+	// outside a sandbox.
+	Keeper Keeper
 	// HTTPClient reaches the provider; nil uses one without an overall timeout (answers
 	// stream for minutes; IdleTimeout bounds silence instead).
 	HTTPClient *http.Client
@@ -129,6 +132,7 @@ type Agent struct {
 	llm    completer
 	tools  *toolbox
 	conv   *conversation
+	events *eventLog
 	emit   func(Event)
 }
 
@@ -166,7 +170,15 @@ func New(cfg Config, emit func(Event)) (*Agent, error) {
 		root.Close()
 		return nil, err
 	}
-	a := &Agent{cfg: cfg, conv: conv, emit: emit}
+	events, err := openEventLog(cfg.StateDir)
+	if err != nil {
+		root.Close()
+		return nil, err
+	}
+	a := &Agent{cfg: cfg, conv: conv, events: events, emit: func(e Event) {
+		events.write(e)
+		emit(e)
+	}}
 	switch cfg.API {
 	case APIOpenAI, "":
 		a.llm = &client{base: cfg.BaseURL, key: cfg.APIKey, model: cfg.Model, http: hc, idle: cfg.IdleTimeout}
@@ -174,14 +186,18 @@ func New(cfg Config, emit func(Event)) (*Agent, error) {
 		a.llm = &anthropicClient{base: cfg.BaseURL, key: cfg.APIKey, model: cfg.Model, http: hc, idle: cfg.IdleTimeout}
 	default:
 		root.Close()
+		events.close()
 		return nil, fmt.Errorf("api %q: want %s or %s: %w", cfg.API, APIOpenAI, APIAnthropic, errdefs.ErrInvalidArgument)
 	}
-	a.tools = &toolbox{dir: cfg.Workspace, root: root, host: cfg.Host, undo: a.undo}
+	a.tools = &toolbox{dir: cfg.Workspace, root: root, host: cfg.Host, undo: a.undo, browser: &browserSession{stateDir: cfg.StateDir}}
 	return a, nil
 }
 
-// Close releases the workspace.
-func (a *Agent) Close() error { return a.tools.root.Close() }
+// Close ends the browser and releases the workspace and the event log.
+func (a *Agent) Close() error {
+	a.tools.browser.close()
+	return errors.Join(a.tools.root.Close(), a.events.close())
+}
 
 // Run runs one turn: prompt, then the model's tool calls until it answers, the step
 // budget runs out or the provider fails, then a checkpoint. It returns the answer, or
@@ -194,6 +210,7 @@ func (a *Agent) Run(ctx context.Context, prompt string) (string, error) {
 	a.beginTurn(ctx)
 	answer, stopErr := a.loop(ctx, turn)
 	a.endTurn(ctx)
+	defer a.keep(ctx)
 	if stopErr != nil {
 		kind, msg := describeStop(stopErr)
 		a.emit(Event{Type: EvError, Turn: turn, Kind: kind, Message: msg})
@@ -203,6 +220,19 @@ func (a *Agent) Run(ctx context.Context, prompt string) (string, error) {
 	a.emit(Event{Type: EvAnswer, Turn: turn, Text: answer})
 	a.emit(Event{Type: EvDone, Turn: turn})
 	return answer, nil
+}
+
+// keep hands the conversation, as the turn left it, to the Keeper. A failure is logged
+// on stderr: the turn's work is done, and the sandbox keeps its own copy.
+func (a *Agent) keep(ctx context.Context) {
+	if a.cfg.Keeper == nil {
+		return
+	}
+	ctx, cancel := hostCtx(ctx)
+	defer cancel()
+	if err := SaveState(ctx, a.cfg.Keeper, a.cfg.StateDir); err != nil {
+		fmt.Fprintf(os.Stderr, "paddock-agent: %v\n", err)
+	}
 }
 
 // loop asks the model and runs its tool calls until it answers without one.

@@ -2,12 +2,14 @@ package coder_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -38,6 +40,12 @@ func newSession(t testing.TB, api, script string, files map[string]string, gw fu
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newSessionFrom(t, api, sc, files, gw)
+}
+
+// newSessionFrom is newSession with a script already parsed.
+func newSessionFrom(t testing.TB, api string, sc scripted.Script, files map[string]string, gw func(*gateway.Provider)) *session {
+	t.Helper()
 	s := &session{t: t, api: api, provider: scripted.New(sc), workspace: t.TempDir(), state: t.TempDir()}
 	up := httptest.NewServer(s.provider)
 	t.Cleanup(up.Close)
@@ -328,5 +336,63 @@ func TestStateOutsideWorkspace(t *testing.T) {
 	cfg.StateDir = filepath.Join(s.workspace, ".agent")
 	if _, err := coder.New(cfg, func(coder.Event) {}); err == nil || !strings.Contains(err.Error(), "inside the workspace") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// The conversation's events are kept across runs for the desktop to show again
+// (--history): every turn's, in order, with the model's streamed text as one event per
+// answer; --reset forgets them with the conversation.
+func TestHistory(t *testing.T) {
+	s := newSession(t, coder.APIOpenAI, "edit_file.json", map[string]string{"index.html": "<h1 style=\"color: red\">Hello</h1>\n"}, nil)
+	if _, err := s.run("make the header blue", nil); err != nil {
+		t.Fatal(err)
+	}
+	var buf strings.Builder
+	if err := coder.History(s.state, &buf); err != nil {
+		t.Fatal(err)
+	}
+	var logged []coder.Event
+	for line := range strings.Lines(buf.String()) {
+		var e coder.Event
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("a history line is not an event: %q", line)
+		}
+		logged = append(logged, e)
+	}
+	s.mu.Lock()
+	var want []coder.Event
+	text := map[int]string{}
+	for _, e := range s.events {
+		if e.Type == coder.EvText {
+			text[e.Step] += e.Text
+			continue
+		}
+		want = append(want, e)
+	}
+	s.mu.Unlock()
+	var got []coder.Event
+	gotText := map[int]string{}
+	for _, e := range logged {
+		if e.Type == coder.EvText {
+			if gotText[e.Step] != "" {
+				t.Errorf("step %d's text was logged in more than one event", e.Step)
+			}
+			gotText[e.Step] += e.Text
+			continue
+		}
+		got = append(got, e)
+	}
+	if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(gotText, text) {
+		t.Fatalf("history:\n%+v\n%v\nwant\n%+v\n%v", got, gotText, want, text)
+	}
+	if len(got) == 0 || got[0].Type != coder.EvTurn || got[len(got)-1].Type != coder.EvDone {
+		t.Errorf("history does not run from the turn to its end: %+v", got)
+	}
+	if err := coder.Reset(s.state); err != nil {
+		t.Fatal(err)
+	}
+	buf.Reset()
+	if err := coder.History(s.state, &buf); err != nil || buf.Len() != 0 {
+		t.Errorf("after reset: %q, %v", buf.String(), err)
 	}
 }

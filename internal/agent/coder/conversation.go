@@ -117,13 +117,14 @@ func inside(dir, workspace string) bool {
 	return d == w || strings.HasPrefix(d, w+string(filepath.Separator))
 }
 
-// Reset forgets the conversation in dir.
+// Reset forgets the conversation in dir, and its events.
 func Reset(dir string) error {
-	err := os.Remove(filepath.Join(dir, conversationFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+	for _, name := range []string{conversationFile, eventsFile} {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
 	}
-	return err
+	return nil
 }
 
 // insertNote puts a note for the model before the last message (the new turn's prompt).

@@ -63,3 +63,20 @@ func FuzzToolCall(f *testing.F) {
 		}
 	})
 }
+
+// FuzzBrowserURL feeds the browser tool's URL check any string from the model: it never
+// panics, and what it lets through is an http or https URL with a host.
+func FuzzBrowserURL(f *testing.F) {
+	for _, s := range []string{"http://127.0.0.1:8080/", "file:///etc/passwd", "javascript:alert(1)", "http://", "https://example.com/a?b#c", "chrome://settings", "http://[::1]:80/x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		u, err := checkURL(raw)
+		if err != nil {
+			return
+		}
+		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+			t.Fatalf("checkURL(%q) let %q through", raw, u)
+		}
+	})
+}

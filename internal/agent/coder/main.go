@@ -32,9 +32,20 @@ func Main(ctx context.Context, args []string, out io.Writer) error {
 	state := fl.String("state", defaultState(), "the directory that keeps the conversation, outside the workspace")
 	maxSteps := fl.Int("max-steps", 40, "the most answers of the model in one turn")
 	reset := fl.Bool("reset", false, "forget the conversation before this turn")
+	history := fl.Bool("history", false, "print the conversation's events so far, as JSON lines, and run no turn")
 	apiName := fl.String("api", "", "the provider's API, openai or anthropic (default: openai when OPENAI_BASE_URL is set, else anthropic when ANTHROPIC_BASE_URL is)")
 	if err := fl.Parse(args); err != nil {
-		return fmt.Errorf("%v; usage: paddock-agent code [--model M] [--max-steps N] [--reset] MESSAGE: %w", err, errdefs.ErrInvalidArgument)
+		return fmt.Errorf("%v; usage: paddock-agent code [--model M] [--max-steps N] [--reset] MESSAGE, or --history: %w", err, errdefs.ErrInvalidArgument)
+	}
+	var host *ServicesHost
+	if u := os.Getenv(servicesEnv); u != "" {
+		host = &ServicesHost{Base: u}
+		if err := RestoreState(ctx, host, *state); err != nil {
+			fmt.Fprintf(os.Stderr, "paddock-agent: %v; the conversation starts afresh\n", err)
+		}
+	}
+	if *history {
+		return History(*state, out)
 	}
 	prompt := strings.TrimSpace(strings.Join(fl.Args(), " "))
 	if prompt == "" {
@@ -43,6 +54,11 @@ func Main(ctx context.Context, args []string, out io.Writer) error {
 	if *reset {
 		if err := Reset(*state); err != nil {
 			return fmt.Errorf("forgetting the conversation: %w", err)
+		}
+		if host != nil {
+			if err := SaveState(ctx, host, *state); err != nil {
+				return fmt.Errorf("forgetting the conversation: %w", err)
+			}
 		}
 	}
 	cfg := Config{Workspace: *workspace, StateDir: *state, Model: *model, MaxSteps: *maxSteps, API: *apiName}
@@ -54,8 +70,8 @@ func Main(ctx context.Context, args []string, out io.Writer) error {
 	} else {
 		cfg.BaseURL, cfg.APIKey = strings.TrimRight(os.Getenv("OPENAI_BASE_URL"), "/"), os.Getenv("OPENAI_API_KEY")
 	}
-	if u := os.Getenv(servicesEnv); u != "" {
-		cfg.Host = &ServicesHost{Base: u}
+	if host != nil {
+		cfg.Host, cfg.Keeper = host, host
 	}
 	var werr error
 	a, err := New(cfg, func(e Event) {

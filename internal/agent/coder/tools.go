@@ -62,10 +62,11 @@ var skipDirs = []string{".git", "node_modules"}
 
 // toolbox runs the tools in one workspace.
 type toolbox struct {
-	dir  string
-	root *os.Root
-	host Host
-	undo func(context.Context) (string, error)
+	dir     string
+	root    *os.Root
+	host    Host
+	undo    func(context.Context) (string, error)
+	browser *browserSession
 }
 
 // call runs the tool a model asked for. Its error is for the model: it says what was
@@ -96,6 +97,8 @@ func (tb *toolbox) call(ctx context.Context, name, args string) (string, error) 
 		return run(args, name, func(struct{}) (string, error) { return tb.hostCall(ctx, "restart_app", Host.RestartApp) })
 	case "undo":
 		return run(args, name, func(struct{}) (string, error) { return tb.undo(ctx) })
+	case "browser":
+		return run(args, name, func(a browserArgs) (string, error) { return tb.browser.call(ctx, a) })
 	}
 	names := make([]string, 0, 8)
 	for _, t := range Tools() {

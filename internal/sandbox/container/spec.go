@@ -26,6 +26,7 @@ var hostEtc = []string{
 	"alternatives", "ssl/certs", "ca-certificates", "ld.so.cache", "ld.so.conf", "ld.so.conf.d",
 	"localtime", "timezone", "os-release", "debian_version", "protocols", "services", "mime.types",
 	"bash.bashrc", "profile", "inputrc", "magic", "terminfo", "nanorc", "vim",
+	"fonts", // fontconfig's, for a browser in the sandbox (the coding agent's) to draw text
 }
 
 // maskedPaths and readonlyPaths are the usual container defaults: kernel interfaces a

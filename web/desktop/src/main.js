@@ -1,4 +1,4 @@
-// The paddock desktop: files, terminal, timeline and preview of one sandbox, served by its
+// The paddock desktop: files, terminal, timeline, preview and agent of one sandbox, served by its
 // agent on desktop-<sandbox>, calling the API on this same origin.
 import '@xterm/xterm/css/xterm.css';
 import './style.css';
@@ -8,6 +8,7 @@ import { FilesPane } from './files.js';
 import { TerminalPane } from './terminal.js';
 import { TimelinePane } from './timeline.js';
 import { PreviewPane } from './preview.js';
+import { AgentPane } from './agent.js';
 
 const files = new FilesPane();
 const terminal = new TerminalPane();
@@ -19,11 +20,22 @@ const timeline = new TimelinePane({
   },
 });
 
+// After a turn of the agent or its undo: the files, the timeline and the app show it.
+const agent = new AgentPane({
+  afterTurn: async (res) => {
+    await files.reload();
+    if (res) await preview.afterRestore(res);
+    else if (preview.loaded) preview.reload();
+    timeline.refresh();
+  },
+});
+
 const panes = [
   { id: 'files', label: 'Files', pane: files, key: '1' },
   { id: 'terminal', label: 'Terminal', pane: terminal, key: '2' },
   { id: 'timeline', label: 'Timeline', pane: timeline, key: '3' },
   { id: 'preview', label: 'Preview', pane: preview, key: '4' },
+  { id: 'agent', label: 'Agent', pane: agent, key: '5' },
 ];
 
 const tabs = panes.map((p) => h('button', {
@@ -104,5 +116,5 @@ loadSandbox();
 preview.poll();
 setInterval(() => preview.poll(), 3000);
 // Tests reach the panes here (to drop a terminal's connection, as a network would).
-window.paddockDesktop = { files, terminal, timeline, preview };
+window.paddockDesktop = { files, terminal, timeline, preview, agent };
 select(panes.find((p) => '#' + p.id === location.hash)?.id || 'files');
