@@ -3,6 +3,9 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -126,6 +129,63 @@ func TestSandboxLimitsRoundTrip(t *testing.T) {
 		err = s.Update(ctx, func(tx *Tx) error { return tx.SetSandboxLimits(ctx, Sandbox{ID: "sb-missing"}, now) })
 		if !errors.Is(err, errdefs.ErrNotFound) {
 			t.Errorf("SetSandboxLimits of a missing sandbox = %v, want ErrNotFound", err)
+		}
+	})
+}
+
+// TestQuotaCheckAtomicAcrossProcesses: a quota counted and a sandbox made in one
+// transaction hold together even when two processes (two Stores on one database, as two
+// replicas would be) race for the last slot: exactly the quota's number is made.
+func TestQuotaCheckAtomicAcrossProcesses(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db testDB) {
+		ctx := context.Background()
+		target := db.target(t)
+		var stores [2]*Store
+		for i := range stores {
+			s, err := Open(ctx, target)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			stores[i] = s
+		}
+		alice := mustUser(t, stores[0], "alice")
+		const quota, tries = 2, 8
+		var wg sync.WaitGroup
+		var made atomic.Int32
+		for i := range tries {
+			s := stores[i%2]
+			wg.Go(func() {
+				err := s.Update(ctx, func(tx *Tx) error {
+					u, err := tx.UserUsage(ctx, alice.ID)
+					if err != nil {
+						return err
+					}
+					if u.Sandboxes >= quota {
+						return errdefs.ErrLimitExceeded
+					}
+					// Widen the window between the count and the insert, where another
+					// process's transaction would count the same number.
+					time.Sleep(20 * time.Millisecond)
+					now := time.Now()
+					return tx.CreateSandbox(ctx, Sandbox{ID: fmt.Sprintf("sb-%d", i), UserID: alice.ID, Name: fmt.Sprintf("n%d", i),
+						Tier: "container", State: "running", CreatedAt: now, UpdatedAt: now})
+				})
+				switch {
+				case err == nil:
+					made.Add(1)
+				case !errors.Is(err, errdefs.ErrLimitExceeded):
+					t.Errorf("create: %v", err)
+				}
+			})
+		}
+		wg.Wait()
+		list, err := stores[1].ListSandboxes(ctx, alice.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list) != quota || made.Load() != quota {
+			t.Errorf("%d sandboxes made (%d reported), want the quota's %d", len(list), made.Load(), quota)
 		}
 	})
 }
