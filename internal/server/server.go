@@ -97,10 +97,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Serv
 	if err := os.MkdirAll(cfg.Runner.DataDir, 0o711); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
-	st, err := store.Open(ctx, DatabasePath(cfg))
+	st, err := store.Open(ctx, StoreTarget(cfg))
 	if err != nil {
 		return nil, err
 	}
+	log.Info("store", "backend", st.Backend(), "at", st.Path())
 	// Tests build a Config by hand, without LoadConfig's defaults.
 	cfg.ServicesURL = cmp.Or(cfg.ServicesURL, DefaultServicesURL)
 	s := &Server{cfg: cfg, log: log, st: st, reg: prometheus.NewRegistry()}
@@ -117,6 +118,26 @@ const HandoffsFileName = "handoffs.json"
 
 // DatabasePath is the control plane's SQLite database in cfg's data dir.
 func DatabasePath(cfg Config) string { return filepath.Join(cfg.Runner.DataDir, "paddock.db") }
+
+// StoreTarget is what store.Open opens for cfg: its PostgreSQL URL (store), or else the
+// SQLite database in its data dir.
+func StoreTarget(cfg Config) string { return cmp.Or(cfg.Store, DatabasePath(cfg)) }
+
+// CheckStore checks a store setting: empty, or a PostgreSQL URL that parses. The error
+// never quotes a password.
+func CheckStore(target string) error {
+	if target == "" {
+		return nil
+	}
+	if !store.IsPostgresURL(target) {
+		return fmt.Errorf("store: %q is not a postgres:// URL (leave it empty for SQLite in the data dir): %w",
+			store.RedactURL(target), errdefs.ErrInvalidArgument)
+	}
+	if err := store.CheckPostgresURL(target); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	return nil
+}
 
 // SecretsKeySource is where the users' secrets key comes from: PADDOCK_SECRETS_KEY when it
 // is set, otherwise the key file (secrets_key_file, default <data_dir>/secrets.key).

@@ -46,6 +46,15 @@ func RedactURL(target string) string {
 	return u.String()
 }
 
+// CheckPostgresURL says whether target parses as a PostgreSQL connection URL, without
+// connecting. The error never quotes a password.
+func CheckPostgresURL(target string) error {
+	if _, err := pgx.ParseConfig(target); err != nil {
+		return fmt.Errorf("%s: not a PostgreSQL connection URL: %w", RedactURL(target), errdefs.ErrInvalidArgument)
+	}
+	return nil
+}
+
 // openPostgres opens the PostgreSQL database at target, through pgx's database/sql
 // driver so that both backends share every query's code. The readers' connections are
 // read-only by default, as SQLite's are query_only.
