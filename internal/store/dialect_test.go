@@ -1,6 +1,7 @@
 package store
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -47,4 +48,24 @@ ALTER TABLE a ADD COLUMN n INTEGER NOT NULL DEFAULT 0;`)
 			t.Errorf("pgSchema kept %q:\n%s", bad, got)
 		}
 	}
+}
+
+// FuzzRebind: rebind never panics, changes nothing but unquoted ?s, and numbers them
+// from $1 up.
+func FuzzRebind(f *testing.F) {
+	for _, s := range []string{`a = ? AND b = '?'`, `-- ?` + "\n?", `$$?$$ ?`, `"?" ?`, `'`, `$$`, `--`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, q string) {
+		got := rebind(q)
+		if strings.ReplaceAll(q, "?", "") != strings.ReplaceAll(rebind(strings.ReplaceAll(q, "?", "")), "?", "") {
+			t.Fatalf("rebind changed a query without placeholders")
+		}
+		n := strings.Count(q, "?") - strings.Count(got, "?")
+		for i := 1; i <= n; i++ {
+			if !strings.Contains(got, "$"+strconv.Itoa(i)) {
+				t.Fatalf("rebind(%q) = %q: %d placeholders but no $%d", q, got, n, i)
+			}
+		}
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/store/pgtest"
 )
 
 var t0 = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
@@ -570,4 +572,42 @@ func TestPing(t *testing.T) {
 			t.Errorf("Ping after Close = %v, want ErrUnavailable", err)
 		}
 	})
+}
+
+// A PostgreSQL URL that does not parse is refused as bad input; one whose server is not
+// there is unavailable; neither error repeats the password.
+func TestOpenPostgresErrors(t *testing.T) {
+	ctx := context.Background()
+	for target, want := range map[string]error{
+		"postgres://u:hunter2@db:notaport/x":                               errdefs.ErrInvalidArgument,
+		"postgres://u:hunter2@/x?host=" + filepath.Join(t.TempDir(), "no"): errdefs.ErrUnavailable,
+	} {
+		_, err := Open(ctx, target)
+		if !errors.Is(err, want) {
+			t.Errorf("Open(%s) = %v, want %v", RedactURL(target), err, want)
+		}
+		if err != nil && bytes.Contains([]byte(err.Error()), []byte("hunter2")) {
+			t.Errorf("Open(%s) = %v: repeats the password", RedactURL(target), err)
+		}
+	}
+	if got := RedactURL("postgres://u:hunter2@db/x?password=hunter2"); bytes.Contains([]byte(got), []byte("hunter2")) {
+		t.Errorf("RedactURL kept the password: %s", got)
+	}
+}
+
+// The PostgreSQL store says what it is and where, without the password.
+func TestPostgresPathHasNoPassword(t *testing.T) {
+	u, err := url.Parse(pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(u.User.Username(), "hunter2") // trust auth ignores it
+	s, err := Open(context.Background(), u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.Backend() != "postgres" || bytes.Contains([]byte(s.Path()), []byte("hunter2")) || !IsPostgresURL(s.Path()) {
+		t.Errorf("Backend %q, Path %q: want postgres and the URL without its password", s.Backend(), s.Path())
+	}
 }
