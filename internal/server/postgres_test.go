@@ -57,8 +57,8 @@ func TestServeOnPostgres(t *testing.T) {
 			cmd.Wait()
 		}
 	})
-	if !out.waitFor("backend=postgres") {
-		t.Errorf("serve did not log its store as postgres:\n%s", out)
+	if !out.waitFor("backend=postgres") || !out.waitFor("(PostgreSQL database postgres://") {
+		t.Errorf("serve did not log nor print its store as postgres:\n%s", out)
 	}
 	e := &servertest.Env{URL: url}
 	alice = e.Register(t, "alice")

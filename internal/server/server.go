@@ -332,7 +332,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 // Banner explains in one paragraph what runs where; `paddock serve` prints it at start.
 func (s *Server) Banner(w io.Writer, addr string) {
 	fmt.Fprintf(w, `paddock control plane on http://%[1]s — open http://%[1]s/register to make an account, or /login.
-Data: %[2]s (SQLite database paddock.db, workspaces in %[3]s). Sandboxes: %[4]s tier; their runtime state in %[5]s.
+Data: %[2]s (%[10]s, workspaces in %[3]s). Sandboxes: %[4]s tier; their runtime state in %[5]s.
 Each user gets a live and a dev sandbox when they first open their app, served through this proxy on hosts of their
 own under %[8]s (http://live-<user>.%[8]s:<port>, reached by signing in here); the control plane serves no app.
 API: http://%[1]s/api/v1/ (api/openapi.yaml); metrics: /metrics (for admins, or metrics.token_file's token); health: /healthz. Stop with Ctrl-C: sandboxes keep running and are adopted at the next start.
@@ -340,7 +340,15 @@ SIGHUP (kill -HUP %[7]d) reads the policy files and the capability keyring again
 Users' secrets (PUT /me/secrets/NAME) are encrypted with the key from the %[6]s: back it up apart from the database.
 Registration: %[9]s (registration in the config; an admin makes invite codes with paddock invite create).
 `, addr, s.cfg.Runner.DataDir, s.cfg.Runner.WorkspaceRoot, tierName(s.cfg.Runner.Tier), s.cfg.Runner.StateDir, SecretsKeySource(s.cfg), os.Getpid(),
-		s.origins.AppsDomain(), s.auth.RegistrationMode())
+		s.origins.AppsDomain(), s.auth.RegistrationMode(), s.storeBanner())
+}
+
+// storeBanner says where the control plane's database is, for the banner.
+func (s *Server) storeBanner() string {
+	if s.st.Backend() == "postgres" {
+		return "PostgreSQL database " + s.st.Path()
+	}
+	return "SQLite database paddock.db"
 }
 
 func tierName(t wire.Tier) string {

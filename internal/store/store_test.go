@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"errors"
 	"fmt"
 	"net/url"
@@ -610,4 +611,58 @@ func TestPostgresPathHasNoPassword(t *testing.T) {
 	if s.Backend() != "postgres" || bytes.Contains([]byte(s.Path()), []byte("hunter2")) || !IsPostgresURL(s.Path()) {
 		t.Errorf("Backend %q, Path %q: want postgres and the URL without its password", s.Backend(), s.Path())
 	}
+}
+
+// When PostgreSQL drops every connection (a restart, a failover, an admin's
+// pg_terminate_backend), the store fails only as unavailable and recovers by itself: the
+// next reads, the prepared session lookup and writes work on new connections.
+func TestPostgresRecoversFromDroppedConnections(t *testing.T) {
+	ctx := context.Background()
+	target := pgtest.URL(t)
+	s, err := Open(ctx, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	alice := mustUser(t, s, "alice")
+	if err := s.Update(ctx, func(tx *Tx) error {
+		return tx.CreateSession(ctx, Session{IDHash: hash("s1"), UserID: alice.ID, CreatedAt: t0, ExpiresAt: t0.Add(time.Hour), LastSeenAt: t0})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Warm every pool's connections, then have the server end them all.
+	for range 4 {
+		if _, _, err := s.SessionByHash(ctx, hash("s1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	admin, err := sql.Open("pgx", target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	var n int
+	if err := admin.QueryRow(`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&n); err != nil || n == 0 {
+		t.Fatalf("terminated %d connections: %v", n, err)
+	}
+	ok := func(what string, f func() error) {
+		t.Helper()
+		for range 10 { // each pool connection fails at most once
+			err := f()
+			if err == nil {
+				return
+			}
+			if !errors.Is(err, errdefs.ErrUnavailable) {
+				t.Fatalf("%s after the connections dropped: %v, want success or ErrUnavailable", what, err)
+			}
+		}
+		t.Fatalf("%s never recovered", what)
+	}
+	ok("session lookup", func() error { _, _, err := s.SessionByHash(ctx, hash("s1")); return err })
+	ok("count", func() error { _, err := s.CountUsers(ctx); return err })
+	ok("write", func() error {
+		return s.Update(ctx, func(tx *Tx) error { _, err := tx.RecordLoginAttempt(ctx, "k", t0); return err })
+	})
+	ok("audit", func() error { return s.Audit(ctx, AuditEvent{At: t0, Action: "test.after"}) })
 }
