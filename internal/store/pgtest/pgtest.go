@@ -169,9 +169,9 @@ func (s *Server) logTail() string {
 
 // watcher runs as the test binary's child, in a process group of its own (a ^C to the
 // tests reaches it only through its standard input): it starts the server and, once its
-// standard input closes, stops it (SIGINT: fast shutdown). When the server has exited,
-// for that reason or any other, it keeps the log's end beside the directory (dir.log)
-// and removes the directory.
+// standard input closes, stops it (SIGINT: fast shutdown). When the server has exited it
+// removes the directory; if the server exited by itself, it first keeps the log's end
+// beside it (dir.log), for start to report.
 const watcher = `
 dir=$1; bin=$2; shift 2
 exec 3<&0
@@ -179,9 +179,9 @@ exec 3<&0
 	-c full_page_writes=off -c shared_buffers=16MB -c max_connections=300 \
 	>"$dir/log" 2>&1 &
 pid=$!
-(cat <&3 >/dev/null; kill -INT "$pid" 2>/dev/null) &
+(cat <&3 >/dev/null; : >"$dir/stopping"; kill -INT "$pid" 2>/dev/null) &
 wait "$pid"
-tail -c 2000 "$dir/log" >"$dir.log" 2>/dev/null
+[ -e "$dir/stopping" ] || tail -c 2000 "$dir/log" >"$dir.log" 2>/dev/null
 rm -rf "$dir"
 `
 
@@ -248,8 +248,8 @@ func start(bin string) (*Server, error) {
 		}
 		select {
 		case <-s.exited:
-			s.stop()
 			b, _ := os.ReadFile(s.dir + ".log")
+			s.stop()
 			return nil, fmt.Errorf("postgres exited at start: %s", b)
 		case <-time.After(50 * time.Millisecond):
 		}
