@@ -30,6 +30,8 @@
 #     ${NGINX_DEB_VERSION} and haproxy ${HAPROXY_DEB_VERSION} (table 5), squid ${SQUID_DEB_VERSION}
 #     and tinyproxy ${TINYPROXY_DEB_VERSION} (table 13). The bench writes their configuration
 #     and starts and stops them itself, on loopback.
+#   - Debian's postgresql-${POSTGRESQL_MAJOR} ${POSTGRESQL_DEB_VERSION}, its service never started:
+#     the store's tests on PostgreSQL start their own server (internal/store/pgtest).
 #   - golangci-lint ${GOLANGCI_LINT_VERSION} and govulncheck ${GOVULNCHECK_VERSION}, built from
 #     their Go modules (make lint, make vuln), and the Go vulnerability database govulncheck
 #     reads, built offline from golang.org/x/vulndb ${VULNDB_VERSION} (its OSV files, indexed
@@ -64,6 +66,8 @@ NGINX_DEB_VERSION=${NGINX_DEB_VERSION:-1.22.1-9+deb12u11}
 HAPROXY_DEB_VERSION=${HAPROXY_DEB_VERSION:-2.6.12-1+deb12u4}
 SQUID_DEB_VERSION=${SQUID_DEB_VERSION:-5.7-2+deb12u6}
 TINYPROXY_DEB_VERSION=${TINYPROXY_DEB_VERSION:-1.11.1-2.1+deb12u1}
+POSTGRESQL_MAJOR=${POSTGRESQL_MAJOR:-15}
+POSTGRESQL_DEB_VERSION=${POSTGRESQL_DEB_VERSION:-15.20-0+deb12u1}
 PADDOCK_PREFIX=${PADDOCK_PREFIX:-/usr/local/lib/paddock}
 export PATH=/usr/local/go/bin:$PATH
 
@@ -195,6 +199,27 @@ for pv in "podman=$PODMAN_DEB_VERSION" "bubblewrap=$BUBBLEWRAP_DEB_VERSION" "ngi
 	got=$(dpkg-query -W -f='${Version}' "${pv%%=*}" 2>/dev/null || echo unknown)
 	[ "$got" = "${pv#*=}" ] || log "note: ${pv%%=*} is $got, tested with ${pv#*=}"
 done
+
+# PostgreSQL's server binaries, for the store's tests on PostgreSQL (internal/store/pgtest
+# starts its own server in a temporary directory): Debian's postgresql-$POSTGRESQL_MAJOR,
+# its service never started (the same policy-rc.d as the peers').
+if [ ! -x "/usr/lib/postgresql/$POSTGRESQL_MAJOR/bin/initdb" ]; then
+	if [ "$(id -u)" != 0 ]; then
+		log "missing postgresql-$POSTGRESQL_MAJOR (the store's tests on PostgreSQL); run this script as root"
+		exit 1
+	fi
+	log "installing postgresql-$POSTGRESQL_MAJOR $POSTGRESQL_DEB_VERSION (the store's tests on PostgreSQL)"
+	apt-get update -qq
+	own_policy=
+	if [ ! -e /usr/sbin/policy-rc.d ]; then
+		printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod 0755 /usr/sbin/policy-rc.d && own_policy=1
+		trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+	fi
+	apt_install_pinned "postgresql-$POSTGRESQL_MAJOR" "$POSTGRESQL_DEB_VERSION"
+	[ -z "$own_policy" ] || { rm -f /usr/sbin/policy-rc.d; trap - EXIT; }
+fi
+got=$(dpkg-query -W -f='${Version}' "postgresql-$POSTGRESQL_MAJOR" 2>/dev/null || echo unknown)
+[ "$got" = "$POSTGRESQL_DEB_VERSION" ] || log "note: postgresql-$POSTGRESQL_MAJOR is $got, tested with $POSTGRESQL_DEB_VERSION"
 
 # /dev/kvm as Debian's udev rule makes it (root:kvm, 0660), where no udev ran (a container
 # or a minimal VM leaves it root's, 0600): the microvm tier's QEMU runs unprivileged and

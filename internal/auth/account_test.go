@@ -184,78 +184,79 @@ func TestCorruptStoredHashIsAWrongPassword(t *testing.T) {
 // TestLoginRateLimit: failures on one account from one address back off, doubling;
 // the account's owner at another address is not locked out.
 func TestLoginRateLimit(t *testing.T) {
-	e := newEnv(t)
-	ctx := context.Background()
-	e.register(t, "alice")
-	wrong := func(user string, c Client) error {
-		_, err := e.svc.Login(ctx, LoginRequest{Username: user, Password: "wrong wrong wrong", Client: c})
-		return err
-	}
-	for i := range 5 {
-		if err := wrong("alice", home); err != ErrInvalidCredentials {
-			t.Fatalf("failure %d: %v", i+1, err)
+	eachStore(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		e.register(t, "alice")
+		wrong := func(user string, c Client) error {
+			_, err := e.svc.Login(ctx, LoginRequest{Username: user, Password: "wrong wrong wrong", Client: c})
+			return err
 		}
-	}
-	// The pair is throttled: the 6th attempt from home waits a second after the 5th.
-	var le *LimitedError
-	_, err := e.svc.Login(ctx, LoginRequest{Username: "alice", Password: goodPassword, Client: home})
-	if !errors.As(err, &le) || !errors.Is(err, errdefs.ErrLimitExceeded) || !strings.Contains(err.Error(), "try again in") {
-		t.Fatalf("6th attempt from the same address: %v, want *LimitedError saying when", err)
-	}
-	if le.RetryAfter > 2*time.Second {
-		t.Errorf("first backoff %v, want about 1s", le.RetryAfter)
-	}
-	// Alice, elsewhere, signs in at once.
-	if _, err := e.svc.Login(ctx, LoginRequest{Username: "alice", Password: goodPassword, Client: other}); err != nil {
-		t.Fatalf("the owner at another address: %v, want signed in", err)
-	}
-	// Each further failure doubles the wait: 1s, 2s, 4s, ... up to 15 minutes.
-	var waits []time.Duration
-	for range 14 {
+		for i := range 5 {
+			if err := wrong("alice", home); err != ErrInvalidCredentials {
+				t.Fatalf("failure %d: %v", i+1, err)
+			}
+		}
+		// The pair is throttled: the 6th attempt from home waits a second after the 5th.
+		var le *LimitedError
+		_, err := e.svc.Login(ctx, LoginRequest{Username: "alice", Password: goodPassword, Client: home})
+		if !errors.As(err, &le) || !errors.Is(err, errdefs.ErrLimitExceeded) || !strings.Contains(err.Error(), "try again in") {
+			t.Fatalf("6th attempt from the same address: %v, want *LimitedError saying when", err)
+		}
+		if le.RetryAfter > 2*time.Second {
+			t.Errorf("first backoff %v, want about 1s", le.RetryAfter)
+		}
+		// Alice, elsewhere, signs in at once.
+		if _, err := e.svc.Login(ctx, LoginRequest{Username: "alice", Password: goodPassword, Client: other}); err != nil {
+			t.Fatalf("the owner at another address: %v, want signed in", err)
+		}
+		// Each further failure doubles the wait: 1s, 2s, 4s, ... up to 15 minutes.
+		var waits []time.Duration
+		for range 14 {
+			e.clk.advance(le.RetryAfter)
+			if err := wrong("alice", home); err != ErrInvalidCredentials {
+				t.Fatalf("after waiting %v: %v", le.RetryAfter, err)
+			}
+			if err := wrong("alice", home); !errors.As(err, &le) {
+				t.Fatalf("right after a failure past the free ones: %v, want limited", err)
+			}
+			waits = append(waits, le.RetryAfter)
+		}
+		for i := 1; i < len(waits); i++ {
+			if waits[i] < waits[i-1] || waits[i] > 15*time.Minute+time.Second {
+				t.Errorf("waits %v: want doubling up to 15m", waits)
+				break
+			}
+		}
+		if last := waits[len(waits)-1]; last < 14*time.Minute {
+			t.Errorf("after 19 failures the wait is %v, want the 15m cap", last)
+		}
+		// Unknown and other accounts are limited separately.
+		if err := wrong("bob", home); err != ErrInvalidCredentials {
+			t.Errorf("another account: %v", err)
+		}
+		// The limit survives a restart: a new Service on the same store sees it.
+		svc2 := New(e.st, WithParams(cheap), WithClock(e.clk.now))
+		if _, err := svc2.Login(ctx, LoginRequest{Username: "alice", Password: goodPassword, Client: home}); !errors.As(err, &le) {
+			t.Errorf("after restart: %v, want limited", err)
+		}
+		// A success from home after the wait clears the pair's failures: 5 free ones again.
 		e.clk.advance(le.RetryAfter)
-		if err := wrong("alice", home); err != ErrInvalidCredentials {
-			t.Fatalf("after waiting %v: %v", le.RetryAfter, err)
+		if _, err := e.svc.Login(ctx, LoginRequest{Username: "alice", Password: goodPassword, Client: home}); err != nil {
+			t.Fatalf("after the wait: %v", err)
+		}
+		for i := range 5 {
+			if err := wrong("alice", home); err != ErrInvalidCredentials {
+				t.Fatalf("failure %d after success: %v", i+1, err)
+			}
 		}
 		if err := wrong("alice", home); !errors.As(err, &le) {
-			t.Fatalf("right after a failure past the free ones: %v, want limited", err)
+			t.Errorf("6th failure after success: %v, want limited", err)
 		}
-		waits = append(waits, le.RetryAfter)
-	}
-	for i := 1; i < len(waits); i++ {
-		if waits[i] < waits[i-1] || waits[i] > 15*time.Minute+time.Second {
-			t.Errorf("waits %v: want doubling up to 15m", waits)
-			break
+		evs, _ := e.st.ListAudit(ctx, store.AuditFilter{Action: "auth.login.limited"})
+		if len(evs) < 2 {
+			t.Errorf("limited attempts not audited: %d events", len(evs))
 		}
-	}
-	if last := waits[len(waits)-1]; last < 14*time.Minute {
-		t.Errorf("after 19 failures the wait is %v, want the 15m cap", last)
-	}
-	// Unknown and other accounts are limited separately.
-	if err := wrong("bob", home); err != ErrInvalidCredentials {
-		t.Errorf("another account: %v", err)
-	}
-	// The limit survives a restart: a new Service on the same store sees it.
-	svc2 := New(e.st, WithParams(cheap), WithClock(e.clk.now))
-	if _, err := svc2.Login(ctx, LoginRequest{Username: "alice", Password: goodPassword, Client: home}); !errors.As(err, &le) {
-		t.Errorf("after restart: %v, want limited", err)
-	}
-	// A success from home after the wait clears the pair's failures: 5 free ones again.
-	e.clk.advance(le.RetryAfter)
-	if _, err := e.svc.Login(ctx, LoginRequest{Username: "alice", Password: goodPassword, Client: home}); err != nil {
-		t.Fatalf("after the wait: %v", err)
-	}
-	for i := range 5 {
-		if err := wrong("alice", home); err != ErrInvalidCredentials {
-			t.Fatalf("failure %d after success: %v", i+1, err)
-		}
-	}
-	if err := wrong("alice", home); !errors.As(err, &le) {
-		t.Errorf("6th failure after success: %v, want limited", err)
-	}
-	evs, _ := e.st.ListAudit(ctx, store.AuditFilter{Action: "auth.login.limited"})
-	if len(evs) < 2 {
-		t.Errorf("limited attempts not audited: %d events", len(evs))
-	}
+	})
 }
 
 func TestAddressRateLimit(t *testing.T) {
@@ -442,74 +443,76 @@ func formatDetail(d map[string]any) string {
 // TestRateLimitHoldsUnderConcurrency fires many wrong guesses at once: exactly the
 // allowance gets checked, however many are in flight.
 func TestRateLimitHoldsUnderConcurrency(t *testing.T) {
-	e := newEnv(t)
-	ctx := context.Background()
-	e.register(t, "alice")
-	const n = 30
-	errs := make(chan error, n)
-	var wg sync.WaitGroup
-	for range n {
-		wg.Go(func() {
-			_, err := e.svc.Login(ctx, LoginRequest{Username: "alice", Password: "wrong wrong wrong", Client: home})
-			errs <- err
-		})
-	}
-	wg.Wait()
-	close(errs)
-	var checked, limited int
-	for err := range errs {
-		switch {
-		case err == ErrInvalidCredentials:
-			checked++
-		case errors.Is(err, errdefs.ErrLimitExceeded):
-			limited++
-		default:
-			t.Errorf("unexpected: %v", err)
+	eachStore(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		e.register(t, "alice")
+		const n = 30
+		errs := make(chan error, n)
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() {
+				_, err := e.svc.Login(ctx, LoginRequest{Username: "alice", Password: "wrong wrong wrong", Client: home})
+				errs <- err
+			})
 		}
-	}
-	if checked != 5 || limited != n-5 {
-		t.Errorf("%d guesses checked, %d limited; want 5 and %d", checked, limited, n-5)
-	}
+		wg.Wait()
+		close(errs)
+		var checked, limited int
+		for err := range errs {
+			switch {
+			case err == ErrInvalidCredentials:
+				checked++
+			case errors.Is(err, errdefs.ErrLimitExceeded):
+				limited++
+			default:
+				t.Errorf("unexpected: %v", err)
+			}
+		}
+		if checked != 5 || limited != n-5 {
+			t.Errorf("%d guesses checked, %d limited; want 5 and %d", checked, limited, n-5)
+		}
+	})
 }
 
 // TestConcurrentLogins: parallel correct logins (as many as the account allowance;
 // attempts in flight count against it) all succeed with distinct sessions and
 // leave nothing counted against the limits.
 func TestConcurrentLogins(t *testing.T) {
-	e := newEnv(t)
-	ctx := context.Background()
-	e.register(t, "alice")
-	const n = 5
-	ids := make(chan SessionID, n)
-	var wg sync.WaitGroup
-	for range n {
-		wg.Go(func() {
-			sess, err := e.svc.Login(ctx, LoginRequest{Username: "alice", Password: goodPassword, Client: home})
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			ids <- sess.ID
-		})
-	}
-	wg.Wait()
-	close(ids)
-	seen := map[SessionID]bool{}
-	for id := range ids {
-		seen[id] = true
-	}
-	if len(seen) != n {
-		t.Errorf("%d distinct sessions, want %d", len(seen), n)
-	}
-	for _, key := range []string{"ip:" + home.Addr.String(), "user:alice"} {
-		if c, _, _ := e.st.LoginAttempts(ctx, key, time.Time{}); c != 0 {
-			t.Errorf("%s: %d attempts still counted after successful logins", key, c)
+	eachStore(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		e.register(t, "alice")
+		const n = 5
+		ids := make(chan SessionID, n)
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() {
+				sess, err := e.svc.Login(ctx, LoginRequest{Username: "alice", Password: goodPassword, Client: home})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				ids <- sess.ID
+			})
 		}
-	}
-	// And the next 5 logins in a row still succeed.
-	for range 5 {
-		e.login(t, "alice")
-	}
+		wg.Wait()
+		close(ids)
+		seen := map[SessionID]bool{}
+		for id := range ids {
+			seen[id] = true
+		}
+		if len(seen) != n {
+			t.Errorf("%d distinct sessions, want %d", len(seen), n)
+		}
+		for _, key := range []string{"ip:" + home.Addr.String(), "user:alice"} {
+			if c, _, _ := e.st.LoginAttempts(ctx, key, time.Time{}); c != 0 {
+				t.Errorf("%s: %d attempts still counted after successful logins", key, c)
+			}
+		}
+		// And the next 5 logins in a row still succeed.
+		for range 5 {
+			e.login(t, "alice")
+		}
+	})
 }
 
 func TestChangePassword(t *testing.T) {

@@ -6,12 +6,14 @@ import (
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"log/slog"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/paddockhq/paddock/internal/store"
+	"github.com/paddockhq/paddock/internal/store/pgtest"
 )
 
 // cheap are Argon2id parameters fast enough for tests; the format is identical.
@@ -35,7 +37,13 @@ type env struct {
 
 func newEnv(t *testing.T, opts ...Option) *env {
 	t.Helper()
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "paddock.db"))
+	return newEnvOn(t, filepath.Join(t.TempDir(), "paddock.db"), opts...)
+}
+
+// newEnvOn is newEnv on the store at target.
+func newEnvOn(t *testing.T, target string, opts ...Option) *env {
+	t.Helper()
+	st, err := store.Open(context.Background(), target)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,3 +84,17 @@ var (
 	errNotFound = errdefs.ErrNotFound
 	errInvalid  = errdefs.ErrInvalidArgument
 )
+
+// TestMain stops the PostgreSQL server the tests started, if any.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	pgtest.Stop()
+	os.Exit(code)
+}
+
+// eachStore runs f with an env on each backend: SQLite and PostgreSQL (skipped, saying
+// so, only when PostgreSQL is not installed).
+func eachStore(t *testing.T, f func(t *testing.T, e *env), opts ...Option) {
+	t.Run("sqlite", func(t *testing.T) { f(t, newEnv(t, opts...)) })
+	t.Run("postgres", func(t *testing.T) { f(t, newEnvOn(t, pgtest.URL(t), opts...)) })
+}

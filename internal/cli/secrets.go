@@ -167,9 +167,11 @@ uses it. A key given in PADDOCK_SECRETS_KEY cannot be rotated: move it to a key 
 }
 
 func rotateKey(ctx context.Context, c *cobra.Command, cfg server.Config, log *slog.Logger) error {
-	path := server.DatabasePath(cfg)
-	if _, err := os.Stat(path); err != nil {
-		return fmt.Errorf("secrets rotate-key: no paddock database at %s: give the server's --data or --config: %w", path, errdefs.ErrNotFound)
+	path := server.StoreTarget(cfg)
+	if cfg.Store == "" {
+		if _, err := os.Stat(path); err != nil {
+			return fmt.Errorf("secrets rotate-key: no paddock database at %s: give the server's --data or --config: %w", path, errdefs.ErrNotFound)
+		}
 	}
 	st, err := store.Open(ctx, path)
 	if err != nil {

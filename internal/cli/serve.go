@@ -18,13 +18,13 @@ import (
 )
 
 func newServeCommand() *cobra.Command {
-	var dataDir, listen, config string
+	var dataDir, listen, config, storeURL string
 	var debug bool
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "run the control plane: accounts, sandboxes, the live/dev proxy, the API",
 		Long: `serve runs paddock's control plane on one machine: an embedded SQLite database under
-the data dir, the sandbox runner, the pages /login, /register and /recovery, the API under
+the data dir (or PostgreSQL, with --store postgres://...), the sandbox runner, the pages /login, /register and /recovery, the API under
 /api/v1/, /metrics and /healthz. Every other path of a signed-in user is served by that
 user's live (or dev) sandbox, through a role-aware proxy.`,
 		Args: cobra.NoArgs,
@@ -32,6 +32,12 @@ user's live (or dev) sandbox, through a role-aware proxy.`,
 			cfg, err := server.LoadConfig(config, dataDir, listen)
 			if err != nil {
 				return err
+			}
+			if storeURL != "" {
+				if err := server.CheckStore(storeURL); err != nil {
+					return fmt.Errorf("--store: %w", err)
+				}
+				cfg.Store = storeURL
 			}
 			level := slog.LevelInfo
 			if debug {
@@ -44,6 +50,7 @@ user's live (or dev) sandbox, through a role-aware proxy.`,
 	c.Flags().StringVar(&dataDir, "data", "", "data directory (default: $XDG_DATA_HOME/paddock, /var/lib/paddock as root)")
 	c.Flags().StringVar(&listen, "listen", "", "address to listen on (default "+server.DefaultListen+")")
 	c.Flags().StringVar(&config, "config", "", "YAML configuration file")
+	c.Flags().StringVar(&storeURL, "store", "", "the control plane's database: a postgres:// URL (default: SQLite, paddock.db in the data directory)")
 	c.Flags().BoolVar(&debug, "debug", false, "log at debug level")
 	return c
 }

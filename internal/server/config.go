@@ -34,6 +34,9 @@ type Config struct {
 	Runner runner.Config `yaml:",inline"`
 	// Listen is the address to serve on.
 	Listen string `yaml:"listen"`
+	// Store is the control plane's database: empty for SQLite at <data_dir>/paddock.db,
+	// or a PostgreSQL URL (postgres://user@host/db). --store overrides it.
+	Store string `yaml:"store"`
 	// Runtime is the OCI runtime of new container sandboxes: runc (default) or runsc.
 	Runtime string `yaml:"runtime"`
 	// Quota bounds each user's sandboxes (default 10 sandboxes, 8 GiB of memory limits).
@@ -162,6 +165,9 @@ func LoadConfig(path, dataDir, listen string) (Config, error) {
 	}
 	if _, _, err := net.SplitHostPort(cfg.Listen); err != nil {
 		return cfg, fmt.Errorf("listen: %q is not host:port: %w", cfg.Listen, errdefs.ErrInvalidArgument)
+	}
+	if err := CheckStore(cfg.Store); err != nil {
+		return cfg, err
 	}
 	if err := cfg.checkAccounts(); err != nil {
 		return cfg, err

@@ -8,14 +8,19 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/internal/store"
+	"github.com/paddockhq/paddock/internal/store/pgtest"
 )
 
 // TestUsageLedgerSurvivesRestart: the gateway's daily token counts are kept in the store,
 // so a new control plane on the same database (a restart) sees what was spent today, and
-// a new UTC day starts from zero.
+// a new UTC day starts from zero. On SQLite and on PostgreSQL.
 func TestUsageLedgerSurvivesRestart(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) { testUsageLedgerSurvivesRestart(t, filepath.Join(t.TempDir(), "paddock.db")) })
+	t.Run("postgres", func(t *testing.T) { testUsageLedgerSurvivesRestart(t, pgtest.URL(t)) })
+}
+
+func testUsageLedgerSurvivesRestart(t *testing.T, path string) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "paddock.db")
 	st, err := store.Open(ctx, path)
 	if err != nil {
 		t.Fatal(err)

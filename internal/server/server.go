@@ -97,10 +97,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Serv
 	if err := os.MkdirAll(cfg.Runner.DataDir, 0o711); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
-	st, err := store.Open(ctx, DatabasePath(cfg))
+	st, err := store.Open(ctx, StoreTarget(cfg))
 	if err != nil {
 		return nil, err
 	}
+	log.Info("store", "backend", st.Backend(), "at", st.Path())
 	// Tests build a Config by hand, without LoadConfig's defaults.
 	cfg.ServicesURL = cmp.Or(cfg.ServicesURL, DefaultServicesURL)
 	s := &Server{cfg: cfg, log: log, st: st, reg: prometheus.NewRegistry()}
@@ -117,6 +118,26 @@ const HandoffsFileName = "handoffs.json"
 
 // DatabasePath is the control plane's SQLite database in cfg's data dir.
 func DatabasePath(cfg Config) string { return filepath.Join(cfg.Runner.DataDir, "paddock.db") }
+
+// StoreTarget is what store.Open opens for cfg: its PostgreSQL URL (store), or else the
+// SQLite database in its data dir.
+func StoreTarget(cfg Config) string { return cmp.Or(cfg.Store, DatabasePath(cfg)) }
+
+// CheckStore checks a store setting: empty, or a PostgreSQL URL that parses. The error
+// never quotes a password.
+func CheckStore(target string) error {
+	if target == "" {
+		return nil
+	}
+	if !store.IsPostgresURL(target) {
+		return fmt.Errorf("store: %q is not a postgres:// URL (leave it empty for SQLite in the data dir): %w",
+			store.RedactURL(target), errdefs.ErrInvalidArgument)
+	}
+	if err := store.CheckPostgresURL(target); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	return nil
+}
 
 // SecretsKeySource is where the users' secrets key comes from: PADDOCK_SECRETS_KEY when it
 // is set, otherwise the key file (secrets_key_file, default <data_dir>/secrets.key).
@@ -313,7 +334,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 // Banner explains in one paragraph what runs where; `paddock serve` prints it at start.
 func (s *Server) Banner(w io.Writer, addr string) {
 	fmt.Fprintf(w, `paddock control plane on http://%[1]s — open http://%[1]s/register to make an account, or /login.
-Data: %[2]s (SQLite database paddock.db, workspaces in %[3]s). Sandboxes: %[4]s tier; their runtime state in %[5]s.
+Data: %[2]s (%[10]s, workspaces in %[3]s). Sandboxes: %[4]s tier; their runtime state in %[5]s.
 Each user gets a live and a dev sandbox when they first open their app, served through this proxy on hosts of their
 own under %[8]s (http://live-<user>.%[8]s:<port>, reached by signing in here); the control plane serves no app.
 API: http://%[1]s/api/v1/ (api/openapi.yaml); metrics: /metrics (for admins, or metrics.token_file's token); health: /healthz. Stop with Ctrl-C: sandboxes keep running and are adopted at the next start.
@@ -321,7 +342,15 @@ SIGHUP (kill -HUP %[7]d) reads the policy files and the capability keyring again
 Users' secrets (PUT /me/secrets/NAME) are encrypted with the key from the %[6]s: back it up apart from the database.
 Registration: %[9]s (registration in the config; an admin makes invite codes with paddock invite create).
 `, addr, s.cfg.Runner.DataDir, s.cfg.Runner.WorkspaceRoot, tierName(s.cfg.Runner.Tier), s.cfg.Runner.StateDir, SecretsKeySource(s.cfg), os.Getpid(),
-		s.origins.AppsDomain(), s.auth.RegistrationMode())
+		s.origins.AppsDomain(), s.auth.RegistrationMode(), s.storeBanner())
+}
+
+// storeBanner says where the control plane's database is, for the banner.
+func (s *Server) storeBanner() string {
+	if s.st.Backend() == "postgres" {
+		return "PostgreSQL database " + s.st.Path()
+	}
+	return "SQLite database paddock.db"
 }
 
 func tierName(t wire.Tier) string {

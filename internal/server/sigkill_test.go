@@ -49,8 +49,8 @@ func (l *lockedBuffer) waitFor(s string) bool {
 
 // startServe runs the real `paddock serve` binary on a free loopback port and waits until
 // it answers /healthz. It returns the base URL, the process, and what it printed (its
-// standard output, and its log on standard error).
-func startServe(t *testing.T, config string) (string, *exec.Cmd, *lockedBuffer) {
+// standard output, and its log on standard error). args are added to its command line.
+func startServe(t *testing.T, config string, args ...string) (string, *exec.Cmd, *lockedBuffer) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -58,7 +58,7 @@ func startServe(t *testing.T, config string) (string, *exec.Cmd, *lockedBuffer) 
 	}
 	addr := l.Addr().String()
 	l.Close()
-	cmd, out, err := startServeAt(t, config, addr)
+	cmd, out, err := startServeAt(t, config, addr, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,8 +67,8 @@ func startServe(t *testing.T, config string) (string, *exec.Cmd, *lockedBuffer) 
 
 // startServeAt is startServe on addr; it returns an error rather than failing the test,
 // for a caller off the test's goroutine.
-func startServeAt(t *testing.T, config, addr string) (*exec.Cmd, *lockedBuffer, error) {
-	cmd := exec.Command(testenv.Binary(t, "paddock"), "serve", "--config", config, "--listen", addr)
+func startServeAt(t *testing.T, config, addr string, args ...string) (*exec.Cmd, *lockedBuffer, error) {
+	cmd := exec.Command(testenv.Binary(t, "paddock"), append([]string{"serve", "--config", config, "--listen", addr}, args...)...)
 	out := &lockedBuffer{}
 	stdout, _ := cmd.StdoutPipe()
 	cmd.Stderr = out

@@ -74,69 +74,71 @@ func TestOldTokensMigrated(t *testing.T) {
 }
 
 func TestInvites(t *testing.T) {
-	s := openTest(t)
-	ctx := context.Background()
-	admin := mustUser(t, s, "root")
-	create := func(code string, uses int, exp time.Time) Invite {
-		t.Helper()
-		var in Invite
-		err := s.Update(ctx, func(tx *Tx) error {
-			var err error
-			in, err = tx.CreateInvite(ctx, Invite{CodeHash: hash(code), Prefix: code[:4], CreatedBy: admin.ID, CreatedAt: t0, ExpiresAt: exp, MaxUses: uses})
-			return err
-		})
-		if err != nil {
+	forEachBackend(t, func(t *testing.T, db testDB) {
+		s := db.open(t)
+		ctx := context.Background()
+		admin := mustUser(t, s, "root")
+		create := func(code string, uses int, exp time.Time) Invite {
+			t.Helper()
+			var in Invite
+			err := s.Update(ctx, func(tx *Tx) error {
+				var err error
+				in, err = tx.CreateInvite(ctx, Invite{CodeHash: hash(code), Prefix: code[:4], CreatedBy: admin.ID, CreatedAt: t0, ExpiresAt: exp, MaxUses: uses})
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return in
+		}
+		redeem := func(code string, at time.Time) error {
+			return s.Update(ctx, func(tx *Tx) error { _, err := tx.RedeemInvite(ctx, hash(code), at); return err })
+		}
+		create("inv_two", 2, t0.Add(time.Hour))
+		old := create("inv_old", 5, t0.Add(time.Minute))
+		gone := create("inv_gone", 5, t0.Add(time.Hour))
+		if err := s.Update(ctx, func(tx *Tx) error { return tx.RevokeInvite(ctx, gone.ID, t0) }); err != nil {
 			t.Fatal(err)
 		}
-		return in
-	}
-	redeem := func(code string, at time.Time) error {
-		return s.Update(ctx, func(tx *Tx) error { _, err := tx.RedeemInvite(ctx, hash(code), at); return err })
-	}
-	create("inv_two", 2, t0.Add(time.Hour))
-	old := create("inv_old", 5, t0.Add(time.Minute))
-	gone := create("inv_gone", 5, t0.Add(time.Hour))
-	if err := s.Update(ctx, func(tx *Tx) error { return tx.RevokeInvite(ctx, gone.ID, t0) }); err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		code string
-		at   time.Time
-		ok   bool
-	}{
-		{"inv_two", t0, true},
-		{"inv_two", t0, true},
-		{"inv_two", t0, false}, // used up
-		{"inv_old", t0.Add(time.Minute), false},
-		{"inv_gone", t0, false},
-		{"inv_none", t0, false},
-	} {
-		if err := redeem(tc.code, tc.at); (err == nil) != tc.ok || (err != nil && !errors.Is(err, errdefs.ErrNotFound)) {
-			t.Errorf("redeem %s at %v: %v, want ok=%v", tc.code, tc.at, err, tc.ok)
+		for _, tc := range []struct {
+			code string
+			at   time.Time
+			ok   bool
+		}{
+			{"inv_two", t0, true},
+			{"inv_two", t0, true},
+			{"inv_two", t0, false}, // used up
+			{"inv_old", t0.Add(time.Minute), false},
+			{"inv_gone", t0, false},
+			{"inv_none", t0, false},
+		} {
+			if err := redeem(tc.code, tc.at); (err == nil) != tc.ok || (err != nil && !errors.Is(err, errdefs.ErrNotFound)) {
+				t.Errorf("redeem %s at %v: %v, want ok=%v", tc.code, tc.at, err, tc.ok)
+			}
 		}
-	}
-	_ = old
-	// Concurrent redemptions of a one-use invite: exactly one wins.
-	create("inv_once", 1, t0.Add(time.Hour))
-	var wg sync.WaitGroup
-	wins := make(chan bool, 8)
-	for range 8 {
-		wg.Add(1)
-		go func() { defer wg.Done(); wins <- redeem("inv_once", t0) == nil }()
-	}
-	wg.Wait()
-	close(wins)
-	n := 0
-	for w := range wins {
-		if w {
-			n++
+		_ = old
+		// Concurrent redemptions of a one-use invite: exactly one wins.
+		create("inv_once", 1, t0.Add(time.Hour))
+		var wg sync.WaitGroup
+		wins := make(chan bool, 8)
+		for range 8 {
+			wg.Add(1)
+			go func() { defer wg.Done(); wins <- redeem("inv_once", t0) == nil }()
 		}
-	}
-	if n != 1 {
-		t.Errorf("%d concurrent redemptions of a one-use invite won, want 1", n)
-	}
-	list, err := s.ListInvites(ctx)
-	if err != nil || len(list) != 4 {
-		t.Fatalf("ListInvites = %d, %v", len(list), err)
-	}
+		wg.Wait()
+		close(wins)
+		n := 0
+		for w := range wins {
+			if w {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("%d concurrent redemptions of a one-use invite won, want 1", n)
+		}
+		list, err := s.ListInvites(ctx)
+		if err != nil || len(list) != 4 {
+			t.Fatalf("ListInvites = %d, %v", len(list), err)
+		}
+	})
 }

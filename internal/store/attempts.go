@@ -12,12 +12,12 @@ import (
 // delete it ([Tx.DeleteLoginAttempt]) if it succeeds, so that concurrent attempts
 // cannot all pass the limit check before any is counted.
 func (tx *Tx) RecordLoginAttempt(ctx context.Context, key string, at time.Time) (int64, error) {
-	res, err := tx.tx.ExecContext(ctx, `INSERT INTO login_attempts (key, at) VALUES (?, ?)`, key, nanos(at))
+	var id int64
+	err := tx.tx.QueryRowContext(ctx, `INSERT INTO login_attempts (key, at) VALUES (?, ?) RETURNING rowid`, key, nanos(at)).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("record login attempt: %w", mapErr(err))
 	}
-	id, err := res.LastInsertId()
-	return id, mapErr(err)
+	return id, nil
 }
 
 // DeleteLoginAttempt forgets one recorded attempt.

@@ -1,5 +1,6 @@
 // Package store is the control plane's durable state: one SQLite database (pure Go,
-// modernc.org/sqlite) under the data dir, holding accounts, recovery codes, sessions,
+// modernc.org/sqlite) under the data dir, or a PostgreSQL database (pgx's database/sql
+// driver; dialect.go is all that differs), holding accounts, recovery codes, sessions,
 // API tokens, login attempts, the audit log and users' secrets (as ciphertext: package
 // secrets encrypts them), with embedded, numbered schema migrations.
 //
@@ -12,6 +13,10 @@
 // separate pool of query-only connections; in WAL mode they never block the writer
 // and the writer never blocks them. A busy timeout still covers other processes (a
 // second paddock, the sqlite3 shell) holding the lock.
+//
+// On PostgreSQL the same holds: every write transaction first takes one advisory lock
+// (see writerLockKey), so write transactions run one at a time across every process
+// sharing the database, and reads use a pool of read-only connections.
 //
 // # Threat model
 //

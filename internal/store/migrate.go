@@ -64,15 +64,21 @@ func SchemaVersion() int {
 
 // migrate applies every pending migration in one write transaction, so a crash
 // leaves the schema either before or after, never half-way; the IMMEDIATE
-// transaction also serializes two processes migrating the same file.
+// transaction (PostgreSQL: the writer lock) also serializes two processes migrating the
+// same database.
 func (s *Store) migrate(ctx context.Context) error {
 	ms, err := migrations()
 	if err != nil {
 		return err
 	}
 	return s.Update(ctx, func(tx *Tx) error {
-		if _, err := tx.tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-			version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT`); err != nil {
+		if s.b == backendPostgres {
+			if _, err := tx.tx.ExecContext(ctx, pgPrelude); err != nil {
+				return fmt.Errorf("prepare the database for paddock's schema: %w", mapErr(err))
+			}
+		}
+		if _, err := tx.tx.ExecContext(ctx, s.schema(`CREATE TABLE IF NOT EXISTS schema_migrations (
+			version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT`)); err != nil {
 			return fmt.Errorf("create schema_migrations: %w", mapErr(err))
 		}
 		var cur int
@@ -84,7 +90,7 @@ func (s *Store) migrate(ctx context.Context) error {
 				s.path, cur, len(ms), errdefs.ErrFailedPrecondition)
 		}
 		for _, m := range ms[cur:] {
-			if _, err := tx.tx.ExecContext(ctx, m.sql); err != nil {
+			if _, err := tx.tx.ExecContext(ctx, s.schema(m.sql)); err != nil {
 				return fmt.Errorf("migration %04d_%s: %w", m.version, m.name, mapErr(err))
 			}
 			if _, err := tx.tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
@@ -94,6 +100,14 @@ func (s *Store) migrate(ctx context.Context) error {
 		}
 		return nil
 	})
+}
+
+// schema is a migration in the backend's dialect.
+func (s *Store) schema(migration string) string {
+	if s.b == backendPostgres {
+		return pgSchema(migration)
+	}
+	return migration
 }
 
 // AppliedVersion returns the highest migration recorded in the database.

@@ -14,14 +14,14 @@ import (
 // inside a transaction would wait for ever. So the writer's statements are prepared up
 // front (prepareWrites), and get only looks them up there.
 type stmts struct {
-	db   *sql.DB
+	db   *db
 	lazy bool // prepare on first use (the readers' pool)
 	mu   sync.Mutex
 	m    map[string]*sql.Stmt
 }
 
-func newStmts(db *sql.DB, lazy bool) *stmts {
-	return &stmts{db: db, lazy: lazy, m: map[string]*sql.Stmt{}}
+func newStmts(pool *db, lazy bool) *stmts {
+	return &stmts{db: pool, lazy: lazy, m: map[string]*sql.Stmt{}}
 }
 
 // hotWrites are the writer's statements prepared at Open.

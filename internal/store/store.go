@@ -24,11 +24,13 @@ import (
 // before failing with SQLITE_BUSY. Within one process the writer pool already queues.
 const busyTimeout = 10 * time.Second
 
-// Store is the control plane's SQLite database. It is safe for concurrent use.
+// Store is the control plane's database: SQLite (the default, a file in the data dir) or
+// PostgreSQL. It is safe for concurrent use.
 type Store struct {
-	path string
-	w    *sql.DB // exactly one connection: all writes queue here
-	r    *sql.DB // query-only connections for reads
+	path string // the SQLite file, or the PostgreSQL URL without its password
+	b    backend
+	w    *db // exactly one connection: all writes queue here
+	r    *db // query-only connections for reads
 	// sessionByHash is prepared once: it runs on every authenticated request, and
 	// parsing its SQL each time was a quarter of a proxied request's CPU.
 	sessionByHash *sql.Stmt
@@ -36,27 +38,41 @@ type Store struct {
 	wstmts, rstmts *stmts
 }
 
-// Open opens (creating if missing, with its directory) the database at path and
-// applies any pending migrations. A database written by a newer paddock is refused
-// with [errdefs.ErrFailedPrecondition].
-func Open(ctx context.Context, path string) (*Store, error) {
-	abs, err := prepareFile(path)
+// Open opens the database target and applies any pending migrations. A target that is a
+// postgres:// (or postgresql://) URL is a PostgreSQL database, which must exist; anything
+// else is the path of a SQLite file, created if missing, with its directory. A database
+// written by a newer paddock is refused with [errdefs.ErrFailedPrecondition].
+func Open(ctx context.Context, target string) (*Store, error) {
+	if IsPostgresURL(target) {
+		return openPostgres(ctx, target)
+	}
+	abs, err := prepareFile(target)
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{path: abs}
-	if s.w, err = sql.Open("sqlite", dsn(abs, true)); err != nil {
+	s := &Store{path: abs, b: backendSQLite}
+	w, err := sql.Open("sqlite", dsn(abs, true))
+	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", abs, err)
 	}
+	r, err := sql.Open("sqlite", dsn(abs, false))
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open database %s: %w", abs, err)
+	}
+	return s.open(ctx, w, r)
+}
+
+// open finishes Open with the backend's two pools: it migrates through the writer, sizes
+// the pools and prepares the hot statements.
+func (s *Store) open(ctx context.Context, w, r *sql.DB) (*Store, error) {
+	s.w, s.r = &db{DB: w, b: s.b}, &db{DB: r, b: s.b}
 	s.w.SetMaxOpenConns(1)
 	s.w.SetConnMaxIdleTime(0)
 	if err := s.migrate(ctx); err != nil {
 		s.w.Close()
+		s.r.Close()
 		return nil, err
-	}
-	if s.r, err = sql.Open("sqlite", dsn(abs, false)); err != nil {
-		s.w.Close()
-		return nil, fmt.Errorf("open database %s: %w", abs, err)
 	}
 	n := max(4, runtime.GOMAXPROCS(0))
 	s.r.SetMaxOpenConns(n)
@@ -64,11 +80,12 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	s.wstmts, s.rstmts = newStmts(s.w, false), newStmts(s.r, true)
 	if err := s.wstmts.prepare(ctx, hotWrites...); err != nil {
 		s.Close()
-		return nil, fmt.Errorf("open database %s: %w", abs, err)
+		return nil, fmt.Errorf("open database %s: %w", s.path, mapErr(err))
 	}
+	var err error
 	if s.sessionByHash, err = s.r.PrepareContext(ctx, sessionByHashSQL); err != nil {
 		s.Close()
-		return nil, fmt.Errorf("open database %s: %w", abs, err)
+		return nil, fmt.Errorf("open database %s: %w", s.path, mapErr(err))
 	}
 	return s, nil
 }
@@ -110,8 +127,12 @@ func dsn(path string, writer bool) string {
 	return path + "?" + q.Encode()
 }
 
-// Path returns the database file's absolute path.
+// Path returns the SQLite database file's absolute path, or the PostgreSQL URL without
+// its password.
 func (s *Store) Path() string { return s.path }
+
+// Backend is "sqlite" or "postgres".
+func (s *Store) Backend() string { return s.b.String() }
 
 // Close closes both pools.
 func (s *Store) Close() error {
@@ -140,6 +161,10 @@ func (s *Store) Update(ctx context.Context, fn func(*Tx) error) error {
 	if err != nil {
 		return fmt.Errorf("begin: %w", mapErr(err))
 	}
+	if err := s.lockWriter(ctx, tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
 	if err := fn(&Tx{tx: tx, stmts: s.wstmts}); err != nil {
 		_ = tx.Rollback()
 		return err
@@ -152,7 +177,7 @@ func (s *Store) Update(ctx context.Context, fn func(*Tx) error) error {
 
 // Tx is a write transaction, valid only inside the function given to [Store.Update].
 type Tx struct {
-	tx    *sql.Tx
+	tx    *txn
 	stmts *stmts // nil during migrations
 }
 
@@ -163,8 +188,14 @@ func NewID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// mapErr wraps SQLite errors with their place in the taxonomy.
+// mapErr wraps SQLite's and PostgreSQL's errors with their place in the taxonomy.
 func mapErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if e, ok := mapPostgresErr(err); ok {
+		return e
+	}
 	var se *sqlite.Error
 	if errors.As(err, &se) {
 		switch se.Code() {

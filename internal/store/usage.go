@@ -12,7 +12,8 @@ import (
 // largest int64 rather than wrapping.
 const addUsageSQL = `INSERT INTO gateway_usage (user_id, provider, day, tokens) VALUES (?, ?, ?, ?)
 	ON CONFLICT (user_id, provider, day) DO UPDATE SET tokens =
-		CASE WHEN tokens > 9223372036854775807 - excluded.tokens THEN 9223372036854775807 ELSE tokens + excluded.tokens END
+		CASE WHEN gateway_usage.tokens > 9223372036854775807 - excluded.tokens THEN 9223372036854775807
+			ELSE gateway_usage.tokens + excluded.tokens END
 	RETURNING tokens`
 
 // AddUsage adds tokens (> 0) to what userID has spent on provider on day (a UTC midnight),

@@ -1,0 +1,123 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/paddockhq/paddock/internal/errdefs"
+)
+
+// writerLockKey is the PostgreSQL advisory lock every write transaction takes first: the
+// counterpart of SQLite's BEGIN IMMEDIATE. The store's transactions read and then write
+// what they read (a quota counted before a sandbox is made, a login limit checked before
+// an attempt is recorded, a secret's version read before it is bumped, the roles read
+// back after the promotion's swap); SQLite's single writer makes each of them atomic, and
+// this lock does the same on PostgreSQL, for every paddock process sharing the database.
+const writerLockKey int64 = 0x7061646430636b // "padd0ck"
+
+// IsPostgresURL says whether target names a PostgreSQL database rather than a SQLite file.
+func IsPostgresURL(target string) bool {
+	return strings.HasPrefix(target, "postgres://") || strings.HasPrefix(target, "postgresql://")
+}
+
+// RedactURL returns a PostgreSQL URL without its password, for logs and errors; what does
+// not parse is replaced whole, since it may hold one.
+func RedactURL(target string) string {
+	u, err := url.Parse(target)
+	if err != nil {
+		return "postgres://(unparsable URL)"
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	q := u.Query()
+	if q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
+}
+
+// CheckPostgresURL says whether target parses as a PostgreSQL connection URL, without
+// connecting. The error never quotes a password.
+func CheckPostgresURL(target string) error {
+	if _, err := pgx.ParseConfig(target); err != nil {
+		return fmt.Errorf("%s: not a PostgreSQL connection URL: %w", RedactURL(target), errdefs.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// openPostgres opens the PostgreSQL database at target, through pgx's database/sql
+// driver so that both backends share every query's code. The readers' connections are
+// read-only by default, as SQLite's are query_only.
+func openPostgres(ctx context.Context, target string) (*Store, error) {
+	s := &Store{path: RedactURL(target), b: backendPostgres}
+	wcfg, err := pgx.ParseConfig(target)
+	if err != nil {
+		// pgx's parse errors may quote the URL, password and all.
+		return nil, fmt.Errorf("store %s: not a PostgreSQL connection URL: %w", s.path, errdefs.ErrInvalidArgument)
+	}
+	rcfg := wcfg.Copy()
+	rcfg.RuntimeParams["default_transaction_read_only"] = "on"
+	w, r := stdlib.OpenDB(*wcfg), stdlib.OpenDB(*rcfg)
+	if err := w.PingContext(ctx); err != nil {
+		w.Close()
+		r.Close()
+		return nil, fmt.Errorf("open database %s: %w", s.path, unavailable(err))
+	}
+	return s.open(ctx, w, r)
+}
+
+// lockWriter makes tx the only write transaction of the database until it ends (see
+// writerLockKey). SQLite's writer already is.
+func (s *Store) lockWriter(ctx context.Context, tx *txn) error {
+	if s.b != backendPostgres {
+		return nil
+	}
+	if _, err := tx.Tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, writerLockKey); err != nil {
+		return fmt.Errorf("take the writer lock: %w", mapErr(err))
+	}
+	return nil
+}
+
+// unavailable wraps an error reaching the server as [errdefs.ErrUnavailable].
+func unavailable(err error) error {
+	if errors.Is(err, errdefs.ErrUnavailable) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", errdefs.ErrUnavailable, err)
+}
+
+// mapPostgresErr places PostgreSQL's errors in the taxonomy, like mapErr does SQLite's.
+func mapPostgresErr(err error) (error, bool) {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case pe.Code == "23505":
+			return fmt.Errorf("%w: %w", errdefs.ErrAlreadyExists, err), true
+		case pe.Code == "23503":
+			return fmt.Errorf("%w: %w", errdefs.ErrNotFound, err), true
+		case pe.Code == "23514" || pe.Code == "23502" || pe.Code == "22P02":
+			return fmt.Errorf("%w: %w", errdefs.ErrInvalidArgument, err), true
+		case pe.Code == "40001" || pe.Code == "40P01" || pe.Code == "55P03" ||
+			strings.HasPrefix(pe.Code, "08") || strings.HasPrefix(pe.Code, "57P") || strings.HasPrefix(pe.Code, "53"):
+			// Serialization failures, deadlocks, lock timeouts, lost connections, a
+			// server shutting down or out of resources: try again later.
+			return unavailable(err), true
+		}
+		return err, true
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) || pgconn.SafeToRetry(err) || errors.Is(err, sql.ErrConnDone) {
+		return unavailable(err), true
+	}
+	return nil, false
+}
