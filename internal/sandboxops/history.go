@@ -268,7 +268,9 @@ func (o *Ops) Diff(ctx context.Context, c fleet.Caller, id, from, to string, lin
 	}
 	diff := hc.Diff
 	if lines {
-		diff = func(ctx context.Context, from, to string) (*pb.DiffResponse, error) { return hc.DiffLines(ctx, from, to, 0) }
+		diff = func(ctx context.Context, from, to string) (*pb.DiffResponse, error) {
+			return hc.DiffLines(ctx, from, to, 0)
+		}
 	}
 	res, err := diff(ctx, from, to)
 	if err != nil {
