@@ -113,3 +113,31 @@ func TestFileDiffs(t *testing.T) {
 		t.Error("the directory src has a diff of its own")
 	}
 }
+
+// FuzzUnified diffs two texts of any bytes: the edit script keeps a's lines in order
+// (kept and removed) and b's (kept and added), and the unified diff never panics.
+func FuzzUnified(f *testing.F) {
+	f.Add([]byte("a\nb\nc\n"), []byte("a\nx\nc"))
+	f.Add([]byte(""), []byte("\n\n"))
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		la, lb := splitLines(a), splitLines(b)
+		ops, ok := edits(la, lb)
+		if !ok {
+			return
+		}
+		var gotA, gotB strings.Builder
+		for _, o := range ops {
+			if o.kind != '+' {
+				gotA.WriteString(o.line)
+			}
+			if o.kind != '-' {
+				gotB.WriteString(o.line)
+			}
+		}
+		if gotA.String() != string(a) || gotB.String() != string(b) {
+			t.Fatalf("the edit script does not rebuild the texts: %q %q", gotA.String(), gotB.String())
+		}
+		unified("a/f", "b/f", la, lb)
+		isBinary(a)
+	})
+}
