@@ -1847,11 +1847,11 @@ export interface components {
             path: string;
             /** @enum {string} */
             status: "added" | "changed" | "removed";
-            /** @description Either side is not text (a NUL byte in its first 8000 bytes */
+            /** @description Either side is not text (a NUL byte in its first 8000 bytes, or not UTF-8). */
             binary?: boolean;
             /** @description A unified diff of its lines (---/+++ headers, @@ hunks, three lines of context). */
             unified?: string;
-            /** @description The diff was cut at 64 KiB (at a line's end). */
+            /** @description The diff was cut at 64 KiB (at the end of a line). */
             truncated?: boolean;
             /** @description Why a file that is not binary has no diff: too large (over 1 MiB), not a regular file, too many changed lines. */
             note?: string;
