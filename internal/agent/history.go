@@ -580,8 +580,25 @@ func (s *historyService) Diff(_ context.Context, req *pb.DiffRequest) (*pb.DiffR
 	if err != nil {
 		return nil, errdefs.ToGRPC(err)
 	}
-	return &pb.DiffResponse{Added: d.Added, Changed: d.Changed, Removed: d.Removed}, nil
+	res := &pb.DiffResponse{Added: d.Added, Changed: d.Changed, Removed: d.Removed}
+	if req.GetLines() {
+		limit := int(req.GetMaxDiffBytes())
+		if limit <= 0 || limit > maxDiffBytes {
+			limit = maxDiffBytes
+		}
+		fds, err := h.FileDiffs(from, to, limit)
+		if err != nil {
+			return nil, errdefs.ToGRPC(err)
+		}
+		for _, fd := range fds {
+			res.Files = append(res.Files, &pb.FileDiff{Path: fd.Path, Status: fd.Status, Binary: fd.Binary, Unified: fd.Unified, Truncated: fd.Truncated, Note: fd.Note})
+		}
+	}
+	return res, nil
 }
+
+// maxDiffBytes bounds each file's line diff in a Diff answer (its messages are capped).
+const maxDiffBytes = 64 << 10
 
 func parentOf(h *history.History, id string) (string, error) {
 	for _, c := range h.List() {

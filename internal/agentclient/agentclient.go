@@ -232,6 +232,11 @@ func (c *Client) Diff(ctx context.Context, from, to string) (*pb.DiffResponse, e
 	return unary(ctx, c.history.Diff, &pb.DiffRequest{From: from, To: to})
 }
 
+// DiffLines is Diff with a unified diff of each file's lines, each cut at about maxBytes.
+func (c *Client) DiffLines(ctx context.Context, from, to string, maxBytes int32) (*pb.DiffResponse, error) {
+	return unary(ctx, c.history.Diff, &pb.DiffRequest{From: from, To: to, Lines: true, MaxDiffBytes: maxBytes})
+}
+
 // Begin opens a transaction.
 func (c *Client) Begin(ctx context.Context, message string) (*pb.BeginResponse, error) {
 	return unary(ctx, c.history.Begin, &pb.BeginRequest{Message: message})

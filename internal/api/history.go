@@ -117,4 +117,19 @@ type HistoryDiff struct {
 	Added   []string `json:"added"`
 	Changed []string `json:"changed"`
 	Removed []string `json:"removed"`
+	// Files, asked for with lines=true, is each file's line diff.
+	Files []FileDiff `json:"files,omitempty"`
+}
+
+// FileDiff is one file's content change between two checkpoints: a unified diff of its
+// lines (three lines of context), cut with Truncated set past 64 KiB; or Binary when
+// either side is not text; or Note saying why there is no diff (too large, not a
+// regular file).
+type FileDiff struct {
+	Path      string `json:"path"`
+	Status    string `json:"status"` // added, changed or removed
+	Binary    bool   `json:"binary,omitempty"`
+	Unified   string `json:"unified,omitempty"`
+	Truncated bool   `json:"truncated,omitempty"`
+	Note      string `json:"note,omitempty"`
 }

@@ -36,8 +36,8 @@ func TestRunOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Tables) != 14 {
-		t.Fatalf("%d tables, want 14", len(r.Tables))
+	if len(r.Tables) != 15 {
+		t.Fatalf("%d tables, want 15", len(r.Tables))
 	}
 	checkPeers(t, e, r)
 	for _, tb := range r.Tables {

@@ -48,6 +48,15 @@ const benchPassword = "correct horse battery bench"
 // StartControlPlane starts a control plane and signs a user up, and waits until the user's
 // live sandbox's app answers through the proxy. Close stops it and destroys its sandboxes.
 func (e *Env) StartControlPlane(ctx context.Context, log *slog.Logger) (cp *ControlPlane, err error) {
+	return e.startControlPlane(ctx, log, server.AppConfig{}, func(ctx context.Context, cp *ControlPlane) error {
+		_, err := cp.waitApp(ctx, time.Minute)
+		return err
+	})
+}
+
+// startControlPlane is StartControlPlane with app as the sandboxes' app (the zero value:
+// the welcome app) and ready saying when it answers.
+func (e *Env) startControlPlane(ctx context.Context, log *slog.Logger, app server.AppConfig, ready func(context.Context, *ControlPlane) error) (cp *ControlPlane, err error) {
 	// A directory of its own: a run starts several control planes, each signing the same
 	// user up in a database of its own.
 	dir, err := os.MkdirTemp(e.Dir, "cp-")
@@ -63,7 +72,7 @@ func (e *Env) StartControlPlane(ctx context.Context, log *slog.Logger) (cp *Cont
 	if err != nil {
 		return nil, err
 	}
-	s, err := server.New(ctx, server.Config{Runner: rc, Listen: "127.0.0.1:0"}, log, server.Options{})
+	s, err := server.New(ctx, server.Config{Runner: rc, Listen: "127.0.0.1:0", App: app}, log, server.Options{})
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +97,7 @@ func (e *Env) StartControlPlane(ctx context.Context, log *slog.Logger) (cp *Cont
 	if err := cp.handoff(ctx); err != nil {
 		return nil, err
 	}
-	if _, err := cp.waitApp(ctx, time.Minute); err != nil {
+	if err := ready(ctx, cp); err != nil {
 		return nil, err
 	}
 	return cp, nil

@@ -3,8 +3,10 @@ package sandboxops
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -184,6 +186,9 @@ func (g *StreamGate) Start(ctx context.Context, start api.StreamStart) (sess *Se
 	if start.Keep && start.TTY == nil {
 		return nil, nil, fmt.Errorf("keep: only a terminal (tty) session is kept: %w", errdefs.ErrInvalidArgument)
 	}
+	if start.Keep {
+		req.SessionId = keptPrefix + rand.Text()[:16]
+	}
 	s := &Session{o: o, sandboxID: id, agent: g.sb.Agent(), sb: g.sb, in: in, before: countLimits(g.sb), kept: start.Keep}
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	events, err := s.agent.Start(s.ctx, req)
@@ -221,6 +226,8 @@ func (g *StreamGate) Start(ctx context.Context, start api.StreamStart) (sess *Se
 type keptSession struct {
 	agent *agentclient.Client
 	idle  *time.Timer
+	// ended: the session exited (its exit was delivered); the entry goes after keptIdle.
+	ended bool
 }
 
 // Attach reattaches to a kept session of the sandbox (StreamStart.Attach), replaying its
@@ -233,16 +240,26 @@ func (g *StreamGate) Attach(ctx context.Context, start api.StreamStart) (sess *S
 		return nil, nil, fmt.Errorf("attach: a capability token cannot attach to a terminal session: %w", errdefs.ErrPermissionDenied)
 	}
 	key := keptKey(id, start.Attach)
-	v, ok := o.kept.Load(key)
-	if ok && v.(*keptSession).agent != g.sb.Agent() {
-		o.kept.CompareAndDelete(key, v) // the sandbox restarted since: that session is gone
-		ok = false
+	var entry *keptSession
+	if v, ok := o.kept.Load(key); ok {
+		entry = v.(*keptSession)
+		if entry.agent != g.sb.Agent() {
+			o.kept.CompareAndDelete(key, v) // the sandbox restarted since: that session is gone
+			entry = nil
+		}
 	}
-	if !ok {
-		return nil, &api.StreamExit{Type: "exit", ExitCode: 127, Error: fmt.Sprintf("attach: no kept session %s in this sandbox (it ended, or was not started with keep)", errdefs.Clip(start.Attach, 64))}, nil
+	gone := &api.StreamExit{Type: "exit", ExitCode: 127, Error: fmt.Sprintf("attach: no kept session %s in this sandbox (it ended, or was not started with keep)", errdefs.Clip(start.Attach, 64))}
+	if entry != nil && entry.ended {
+		return nil, gone, nil
 	}
-	if t := v.(*keptSession).idle; t != nil {
-		t.Stop()
+	// Not in the registry but named as only kept sessions are: one kept before this
+	// process started (a restart of the control plane), if the sandbox's agent still runs it.
+	adopt := entry == nil && strings.HasPrefix(start.Attach, keptPrefix)
+	if entry == nil && !adopt {
+		return nil, gone, nil
+	}
+	if entry != nil && entry.idle != nil {
+		entry.idle.Stop()
 	}
 	o.kept.Store(key, &keptSession{agent: g.sb.Agent()})
 	o.event(ctx, g.c.UserID, "sandbox.exec_attach", map[string]any{"sandbox": id, "session": start.Attach})
@@ -253,6 +270,17 @@ func (g *StreamGate) Attach(ctx context.Context, start api.StreamStart) (sess *S
 		s.Close()
 		return nil, &api.StreamExit{Type: "exit", ExitCode: 127, Error: err.Error()}, nil
 	}
+	if adopt {
+		// The agent answers an attach with Started, or with the error that it has no such session.
+		if _, err := s.events.Recv(); err != nil {
+			o.kept.Delete(key)
+			s.Close()
+			if errors.Is(err, errdefs.ErrNotFound) {
+				return nil, gone, nil
+			}
+			return nil, &api.StreamExit{Type: "exit", ExitCode: 127, Error: err.Error()}, nil
+		}
+	}
 	if start.TTY != nil {
 		_ = s.Resize(start.TTY.Rows, start.TTY.Cols)
 	}
@@ -260,6 +288,11 @@ func (g *StreamGate) Attach(ctx context.Context, start api.StreamStart) (sess *S
 }
 
 func keptKey(sandboxID, session string) string { return sandboxID + "/" + session }
+
+// keptPrefix begins the ID of every session started with keep. The control plane names
+// those sessions (the API cannot name any), so that a client reattaching after a restart
+// of the control plane, which lost the registry with its memory, still finds its shell.
+const keptPrefix = "kept-"
 
 // keptIdle is how long a kept session runs with no client (api.KeptIdle).
 var keptIdle = api.KeptIdle
@@ -332,9 +365,16 @@ func (s *Session) Recv() (stream byte, data []byte, exit *api.StreamExit, err er
 			return stream, e.Output.Data, nil, nil
 		case *pb.ProcessEvent_Exited:
 			if s.kept {
+				// A tombstone for a while, so that an attach to the ended session is
+				// told it is gone rather than adopted (see Attach).
 				key := keptKey(s.sandboxID, s.id)
 				if v, ok := s.o.kept.Load(key); ok && v.(*keptSession).agent == s.agent {
-					s.o.kept.CompareAndDelete(key, v)
+					tomb := &keptSession{agent: s.agent, ended: true}
+					o := s.o
+					tomb.idle = time.AfterFunc(keptIdle, func() { o.kept.CompareAndDelete(key, tomb) })
+					if !o.kept.CompareAndSwap(key, v, tomb) {
+						tomb.idle.Stop()
+					}
 				}
 			}
 			x := s.exit(e.Exited)

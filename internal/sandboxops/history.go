@@ -253,7 +253,7 @@ func transactionOf(tx *pb.TransactionInfo) api.Transaction {
 
 // Diff lists the paths that differ between checkpoints from ("": the workspace's current
 // one) and to.
-func (o *Ops) Diff(ctx context.Context, c fleet.Caller, id, from, to string) (api.HistoryDiff, error) {
+func (o *Ops) Diff(ctx context.Context, c fleet.Caller, id, from, to string, lines bool) (api.HistoryDiff, error) {
 	hc, err := o.history(ctx, c, id)
 	if err != nil {
 		return api.HistoryDiff{}, err
@@ -266,12 +266,26 @@ func (o *Ops) Diff(ctx context.Context, c fleet.Caller, id, from, to string) (ap
 			return api.HistoryDiff{}, err
 		}
 	}
-	res, err := hc.Diff(ctx, from, to)
+	diff := hc.Diff
+	if lines {
+		diff = func(ctx context.Context, from, to string) (*pb.DiffResponse, error) {
+			return hc.DiffLines(ctx, from, to, 0)
+		}
+	}
+	res, err := diff(ctx, from, to)
 	if err != nil {
 		return api.HistoryDiff{}, historyError("diff", id, err)
 	}
-	return api.HistoryDiff{From: from, To: to,
-		Added: nonNilStrings(res.Added), Changed: nonNilStrings(res.Changed), Removed: nonNilStrings(res.Removed)}, nil
+	out := api.HistoryDiff{From: from, To: to,
+		Added: nonNilStrings(res.Added), Changed: nonNilStrings(res.Changed), Removed: nonNilStrings(res.Removed)}
+	if lines {
+		out.Files = []api.FileDiff{}
+		for _, f := range res.GetFiles() {
+			out.Files = append(out.Files, api.FileDiff{Path: f.GetPath(), Status: f.GetStatus(), Binary: f.GetBinary(),
+				Unified: f.GetUnified(), Truncated: f.GetTruncated(), Note: f.GetNote()})
+		}
+	}
+	return out, nil
 }
 
 // checkCheckpointID refuses what cannot be a checkpoint ID before it travels; an ID of the

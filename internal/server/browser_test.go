@@ -224,3 +224,22 @@ func TestBrowserDesktopAppKilled(t *testing.T) {
 	}
 	t.Log(browsertest.Run(t, "desktop-appkill", env))
 }
+
+// The desktop's bad input and faults in a browser (tests/browser/desktop-faults.mjs): a
+// path outside the workspace, the open file deleted before a save, a 1 MB paste, keys past
+// the terminal's buffer while it is disconnected, a tab closed mid-upload.
+func TestBrowserDesktopFaults(t *testing.T) {
+	e := servertest.Start(t)
+	alice := e.Register(t, "alice")
+	alice.Start()
+	var roles api.Roles
+	alice.MustJSON("GET", "/api/v1/roles", nil, http.StatusOK, &roles)
+	env := map[string]string{
+		"BASE_URL": e.URL, "USERNAME": "alice", "PASSWORD": "correct horse battery alice",
+		"SANDBOX": roles.Live.ID,
+	}
+	if d := os.Getenv("SCREENSHOT_DIR"); d != "" {
+		env["SCREENSHOT_DIR"] = d
+	}
+	t.Log(browsertest.Run(t, "desktop-faults", env))
+}

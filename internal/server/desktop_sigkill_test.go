@@ -19,7 +19,8 @@ import (
 
 // The desktop open in a browser while `paddock serve` is SIGKILLed and started again on
 // the same data dir and port: the page stays signed in and carries on by itself, its next
-// save reaches the disk and a new terminal works (tests/browser/desktop-restart.mjs).
+// save reaches the disk, its terminal tab reattaches to the same shell and a new terminal
+// works (tests/browser/desktop-restart.mjs).
 func TestBrowserDesktopSurvivesSIGKILL(t *testing.T) {
 	testenv.RequireRoot(t)
 	rc := testenv.Config(t)

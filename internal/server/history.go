@@ -1,9 +1,11 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
 
 	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
 )
 
@@ -123,6 +125,14 @@ func (s *Server) importHistory(w http.ResponseWriter, r *http.Request, c fleet.C
 
 func (s *Server) historyDiff(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {
 	q := r.URL.Query()
-	out, err := s.ops.Diff(r.Context(), c, r.PathValue("id"), q.Get("from"), q.Get("to"))
+	var lines bool
+	switch v := q.Get("lines"); v {
+	case "", "false", "0":
+	case "true", "1":
+		lines = true
+	default:
+		return fmt.Errorf("lines=%q: want true or false: %w", errdefs.Clip(v, 32), errdefs.ErrInvalidArgument)
+	}
+	out, err := s.ops.Diff(r.Context(), c, r.PathValue("id"), q.Get("from"), q.Get("to"), lines)
 	return writeOr(w, http.StatusOK, out, err)
 }

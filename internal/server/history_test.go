@@ -109,6 +109,18 @@ func TestHistory(t *testing.T) {
 	if len(d.Added) != 1 || d.Added[0] != "a.txt" {
 		t.Errorf("diff of %s: %+v, want a.txt added", w.ID, d)
 	}
+	if d.Files != nil {
+		t.Errorf("diff without lines: files %+v, want none", d.Files)
+	}
+	// With lines=true, each file's line diff: the exec turned "one" into "x\n".
+	servertest.Decode(t, alice.DoToken("GET", base+"/diff?lines=true&to="+x.ID, nil), http.StatusOK, &d)
+	want := "--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-one\n\\ No newline at end of file\n+x\n"
+	if len(d.Files) != 1 || d.Files[0].Path != "a.txt" || d.Files[0].Status != "changed" || d.Files[0].Unified != want {
+		t.Errorf("line diff of %s: %+v, want %q", x.ID, d.Files, want)
+	}
+	if e := servertest.ErrorOf(t, alice.DoToken("GET", base+"/diff?lines=yes&to="+x.ID, nil), http.StatusBadRequest); !strings.Contains(e.Message, `lines="yes"`) {
+		t.Errorf("lines=yes: %+v, want it named", e)
+	}
 
 	// Bad input: precise 4xx that say what was wrong.
 	if e := servertest.ErrorOf(t, alice.DoToken("POST", base+"/restore", api.RestoreRequest{Checkpoint: "9999"}), http.StatusNotFound); !strings.Contains(e.Message, `"9999"`) {

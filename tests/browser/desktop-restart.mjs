@@ -3,8 +3,8 @@
 // terminal and save a file, then tell the Go test to kill and restart paddock (the file
 // SIGNAL_DIR/ready) and wait for it (SIGNAL_DIR/restarted). After the restart the page
 // carries on without being reloaded (still signed in on the desktop's host): the next
-// save of the open file reaches the disk, and a new terminal works (the old tab says its
-// kept shell is gone, its scrollback kept).
+// save of the open file reaches the disk, the terminal tab reattaches to the same shell
+// (its state and scrollback there), and a new terminal is a new shell.
 // Run by internal/server's TestBrowserDesktopSurvivesSIGKILL, which sets BASE_URL,
 // USERNAME, PASSWORD, SANDBOX and SIGNAL_DIR (and SCREENSHOT_DIR).
 import assert from 'node:assert/strict';
@@ -82,16 +82,22 @@ try {
   }
   step('paddock was killed and started again');
 
-  // The control plane forgets which shells were kept (that registry is in its memory):
-  // the tab says its shell is gone, precisely, and a new terminal is a working shell.
-  await page.locator('#term-1 .xterm-rows').getByText(/the shell ended: .*no kept session/).first().waitFor({ timeout: 60000 });
+  // The tab reconnects by itself and reattaches to the same shell (the agent kept it; the
+  // new control plane knows it as kept by its ID): its state and its scrollback are there.
+  await page.waitForFunction(() => { const s = window.paddockDesktop.terminal.sessions[0]; return s.ready || s.ended; }, null, { timeout: 90000 });
+  await page.locator('#term-1 .xterm-helper-textarea').focus();
+  await page.keyboard.type('echo "same shell: $S"\n');
+  await page.locator('#term-1 .xterm-rows').getByText('same shell: kept-9').first().waitFor({ timeout: 60000 });
   assert.ok(await page.locator('#term-1 .xterm-rows').getByText('answer-42').count() > 0, 'the scrollback was lost');
+  assert.equal(await page.locator('#term-1 .xterm-rows').getByText(/the shell ended/).count(), 0, 'the tab says its shell ended');
+  await screenshot(page, 'desktop-terminal-after-sigkill');
+  // A new terminal is a new shell.
   await page.getByRole('button', { name: 'New terminal' }).click();
   await page.locator('#term-2 .xterm-rows').waitFor();
   await page.locator('#term-2 .xterm-helper-textarea').focus();
-  await page.keyboard.type('echo "after-$((40+3))"\n');
-  await page.locator('#term-2 .xterm-rows').getByText('after-43').first().waitFor({ timeout: 60000 });
-  step('the kept shell is reported gone; a new terminal works');
+  await page.keyboard.type('echo "after-$((40+3)) ${S:-unset}"\n');
+  await page.locator('#term-2 .xterm-rows').getByText('after-43 unset').first().waitFor({ timeout: 60000 });
+  step('the tab reattached to the same shell after the restart; a new terminal is a new shell');
 
   // A save after the restart reaches the disk.
   await page.getByRole('tab', { name: 'Files' }).click();

@@ -4,7 +4,8 @@
 //             disk meanwhile makes the next save a conflict, shown, never overwritten
 //   terminal  a shell on a PTY echoes a command
 //   preview   the app (on app-<sandbox>) shows the saved file
-//   timeline  undo brings the previous version back, and the preview shows it by itself
+//   timeline  a checkpoint's line diff (binary files say so); undo brings the previous
+//             version back, and the preview shows it by itself
 //   crash     a file that makes the app crash-loop: the preview says so (exit code, last
 //             output), and undo, which works while the app is down, brings it back
 //   hostile   a page on the app's host cannot drive the desktop's API
@@ -163,6 +164,11 @@ try {
   await page.locator('#checkpoints .cp').first().waitFor();
   await page.locator('#checkpoints .cp').first().click();
   await page.locator('#diff li').getByText('index.html').waitFor();
+  // The checkpoint's line diff: the disk's version out, version two in.
+  const lineDiff = page.locator('#diff .file-diff[data-path="index.html"] .udiff');
+  await lineDiff.locator('.del').filter({ hasText: '-<h1>changed on disk</h1>' }).waitFor();
+  await lineDiff.locator('.add').filter({ hasText: '+<h1>version two</h1>' }).waitFor();
+  assert.match(await lineDiff.locator('.hunk').first().innerText(), /^@@ -1 \+1 @@/);
   await shot(page, 'timeline');
   await page.locator('#undo').click();
   await statusIs(page, /Undo done/);
@@ -211,6 +217,16 @@ try {
   const left = await page.evaluate(async (sb) => (await (await fetch(`/api/v1/sandboxes/${sb}/files/list?path=src`)).json()).entries.map((e) => e.name), sandbox);
   assert.deepEqual(left, []);
   step('folder, upload, download, rename and delete');
+
+  // A binary file's checkpoint says binary, with no line diff.
+  const bin = await page.evaluate(async (sb) => (await fetch(`/api/v1/sandboxes/${sb}/files/content?path=logo.bin`, { method: 'PUT', body: new Uint8Array([0x89, 0x50, 0x4e, 0x47, 0, 1, 2, 3]) })).status, sandbox);
+  assert.equal(bin, 200);
+  await page.getByRole('tab', { name: 'Timeline' }).click();
+  await page.locator('#checkpoints .cp').filter({ hasText: 'write logo.bin' }).first().click();
+  await page.locator('#diff .file-diff[data-path="logo.bin"]').getByText('Binary file: no line diff.').waitFor();
+  assert.equal(await page.locator('#diff .file-diff[data-path="logo.bin"] .udiff').count(), 0);
+  await shot(page, 'timeline-binary');
+  step('the timeline shows line diffs, and says binary for a binary file');
 
   // Narrow: the panes still fit.
   await page.setViewportSize({ width: 600, height: 800 });

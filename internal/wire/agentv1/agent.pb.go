@@ -3775,9 +3775,13 @@ func (x *ImportChunk) GetData() []byte {
 }
 
 type DiffRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	From          string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
-	To            string                 `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	From  string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	To    string                 `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
+	// lines asks for a unified diff of each path's content (files), each cut at
+	// max_diff_bytes (0: the agent's default).
+	Lines         bool  `protobuf:"varint,3,opt,name=lines,proto3" json:"lines,omitempty"`
+	MaxDiffBytes  int32 `protobuf:"varint,4,opt,name=max_diff_bytes,json=maxDiffBytes,proto3" json:"max_diff_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3826,11 +3830,26 @@ func (x *DiffRequest) GetTo() string {
 	return ""
 }
 
+func (x *DiffRequest) GetLines() bool {
+	if x != nil {
+		return x.Lines
+	}
+	return false
+}
+
+func (x *DiffRequest) GetMaxDiffBytes() int32 {
+	if x != nil {
+		return x.MaxDiffBytes
+	}
+	return 0
+}
+
 type DiffResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Added         []string               `protobuf:"bytes,1,rep,name=added,proto3" json:"added,omitempty"`
 	Changed       []string               `protobuf:"bytes,2,rep,name=changed,proto3" json:"changed,omitempty"`
 	Removed       []string               `protobuf:"bytes,3,rep,name=removed,proto3" json:"removed,omitempty"`
+	Files         []*FileDiff            `protobuf:"bytes,4,rep,name=files,proto3" json:"files,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3886,6 +3905,98 @@ func (x *DiffResponse) GetRemoved() []string {
 	return nil
 }
 
+func (x *DiffResponse) GetFiles() []*FileDiff {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+// FileDiff is one path's content change: a unified diff of its lines, or why none.
+type FileDiff struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Status        string                 `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"` // added, changed or removed
+	Binary        bool                   `protobuf:"varint,3,opt,name=binary,proto3" json:"binary,omitempty"`
+	Unified       string                 `protobuf:"bytes,4,opt,name=unified,proto3" json:"unified,omitempty"`
+	Truncated     bool                   `protobuf:"varint,5,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	Note          string                 `protobuf:"bytes,6,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FileDiff) Reset() {
+	*x = FileDiff{}
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FileDiff) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FileDiff) ProtoMessage() {}
+
+func (x *FileDiff) ProtoReflect() protoreflect.Message {
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FileDiff.ProtoReflect.Descriptor instead.
+func (*FileDiff) Descriptor() ([]byte, []int) {
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *FileDiff) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *FileDiff) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *FileDiff) GetBinary() bool {
+	if x != nil {
+		return x.Binary
+	}
+	return false
+}
+
+func (x *FileDiff) GetUnified() string {
+	if x != nil {
+		return x.Unified
+	}
+	return ""
+}
+
+func (x *FileDiff) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+func (x *FileDiff) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
 type HistoryEventsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// epoch and after resume a subscription: the epoch of the last event seen and its seq.
@@ -3897,7 +4008,7 @@ type HistoryEventsRequest struct {
 
 func (x *HistoryEventsRequest) Reset() {
 	*x = HistoryEventsRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[61]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3909,7 +4020,7 @@ func (x *HistoryEventsRequest) String() string {
 func (*HistoryEventsRequest) ProtoMessage() {}
 
 func (x *HistoryEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[61]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3922,7 +4033,7 @@ func (x *HistoryEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryEventsRequest.ProtoReflect.Descriptor instead.
 func (*HistoryEventsRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{61}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *HistoryEventsRequest) GetEpoch() string {
@@ -3974,7 +4085,7 @@ type HistoryEvent struct {
 
 func (x *HistoryEvent) Reset() {
 	*x = HistoryEvent{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[62]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3986,7 +4097,7 @@ func (x *HistoryEvent) String() string {
 func (*HistoryEvent) ProtoMessage() {}
 
 func (x *HistoryEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[62]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3999,7 +4110,7 @@ func (x *HistoryEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryEvent.ProtoReflect.Descriptor instead.
 func (*HistoryEvent) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{62}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *HistoryEvent) GetEpoch() string {
@@ -4358,14 +4469,24 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"\vExportChunk\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"!\n" +
 	"\vImportChunk\x12\x12\n" +
-	"\x04data\x18\x01 \x01(\fR\x04data\"1\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"m\n" +
 	"\vDiffRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x0e\n" +
-	"\x02to\x18\x02 \x01(\tR\x02to\"X\n" +
+	"\x02to\x18\x02 \x01(\tR\x02to\x12\x14\n" +
+	"\x05lines\x18\x03 \x01(\bR\x05lines\x12$\n" +
+	"\x0emax_diff_bytes\x18\x04 \x01(\x05R\fmaxDiffBytes\"\x8a\x01\n" +
 	"\fDiffResponse\x12\x14\n" +
 	"\x05added\x18\x01 \x03(\tR\x05added\x12\x18\n" +
 	"\achanged\x18\x02 \x03(\tR\achanged\x12\x18\n" +
-	"\aremoved\x18\x03 \x03(\tR\aremoved\"B\n" +
+	"\aremoved\x18\x03 \x03(\tR\aremoved\x120\n" +
+	"\x05files\x18\x04 \x03(\v2\x1a.paddock.agent.v1.FileDiffR\x05files\"\x9a\x01\n" +
+	"\bFileDiff\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x16\n" +
+	"\x06status\x18\x02 \x01(\tR\x06status\x12\x16\n" +
+	"\x06binary\x18\x03 \x01(\bR\x06binary\x12\x18\n" +
+	"\aunified\x18\x04 \x01(\tR\aunified\x12\x1c\n" +
+	"\ttruncated\x18\x05 \x01(\bR\ttruncated\x12\x12\n" +
+	"\x04note\x18\x06 \x01(\tR\x04note\"B\n" +
 	"\x14HistoryEventsRequest\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\tR\x05epoch\x12\x14\n" +
 	"\x05after\x18\x02 \x01(\x04R\x05after\"\xaa\x03\n" +
@@ -4459,7 +4580,7 @@ func file_paddock_agent_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_paddock_agent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_paddock_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
+var file_paddock_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
 var file_paddock_agent_v1_agent_proto_goTypes = []any{
 	(Stream)(0),                  // 0: paddock.agent.v1.Stream
 	(FileType)(0),                // 1: paddock.agent.v1.FileType
@@ -4525,8 +4646,9 @@ var file_paddock_agent_v1_agent_proto_goTypes = []any{
 	(*ImportChunk)(nil),          // 61: paddock.agent.v1.ImportChunk
 	(*DiffRequest)(nil),          // 62: paddock.agent.v1.DiffRequest
 	(*DiffResponse)(nil),         // 63: paddock.agent.v1.DiffResponse
-	(*HistoryEventsRequest)(nil), // 64: paddock.agent.v1.HistoryEventsRequest
-	(*HistoryEvent)(nil),         // 65: paddock.agent.v1.HistoryEvent
+	(*FileDiff)(nil),             // 64: paddock.agent.v1.FileDiff
+	(*HistoryEventsRequest)(nil), // 65: paddock.agent.v1.HistoryEventsRequest
+	(*HistoryEvent)(nil),         // 66: paddock.agent.v1.HistoryEvent
 }
 var file_paddock_agent_v1_agent_proto_depIdxs = []int32{
 	5,  // 0: paddock.agent.v1.StartRequest.tty:type_name -> paddock.agent.v1.TTYSize
@@ -4552,79 +4674,80 @@ var file_paddock_agent_v1_agent_proto_depIdxs = []int32{
 	43, // 20: paddock.agent.v1.HistoryListResponse.checkpoints:type_name -> paddock.agent.v1.CheckpointInfo
 	44, // 21: paddock.agent.v1.HistoryListResponse.transaction:type_name -> paddock.agent.v1.TransactionInfo
 	43, // 22: paddock.agent.v1.RestoreResponse.checkpoint:type_name -> paddock.agent.v1.CheckpointInfo
-	43, // 23: paddock.agent.v1.HistoryEvent.checkpoint:type_name -> paddock.agent.v1.CheckpointInfo
-	44, // 24: paddock.agent.v1.HistoryEvent.transaction:type_name -> paddock.agent.v1.TransactionInfo
-	3,  // 25: paddock.agent.v1.Process.Start:input_type -> paddock.agent.v1.StartRequest
-	6,  // 26: paddock.agent.v1.Process.Attach:input_type -> paddock.agent.v1.AttachRequest
-	11, // 27: paddock.agent.v1.Process.Execute:input_type -> paddock.agent.v1.ExecuteRequest
-	13, // 28: paddock.agent.v1.Process.WriteStdin:input_type -> paddock.agent.v1.WriteStdinRequest
-	15, // 29: paddock.agent.v1.Process.SendSignal:input_type -> paddock.agent.v1.SendSignalRequest
-	17, // 30: paddock.agent.v1.Process.ResizeTTY:input_type -> paddock.agent.v1.ResizeTTYRequest
-	19, // 31: paddock.agent.v1.Process.Wait:input_type -> paddock.agent.v1.WaitRequest
-	20, // 32: paddock.agent.v1.Process.List:input_type -> paddock.agent.v1.ListRequest
-	23, // 33: paddock.agent.v1.Files.Read:input_type -> paddock.agent.v1.ReadRequest
-	25, // 34: paddock.agent.v1.Files.Write:input_type -> paddock.agent.v1.WriteRequest
-	27, // 35: paddock.agent.v1.Files.Stat:input_type -> paddock.agent.v1.StatRequest
-	28, // 36: paddock.agent.v1.Files.List:input_type -> paddock.agent.v1.ListFilesRequest
-	30, // 37: paddock.agent.v1.Files.Mkdir:input_type -> paddock.agent.v1.MkdirRequest
-	31, // 38: paddock.agent.v1.Files.Move:input_type -> paddock.agent.v1.MoveRequest
-	32, // 39: paddock.agent.v1.Files.Remove:input_type -> paddock.agent.v1.RemoveRequest
-	34, // 40: paddock.agent.v1.Files.Watch:input_type -> paddock.agent.v1.WatchRequest
-	39, // 41: paddock.agent.v1.Agent.Info:input_type -> paddock.agent.v1.InfoRequest
-	36, // 42: paddock.agent.v1.Agent.App:input_type -> paddock.agent.v1.AppRequest
-	37, // 43: paddock.agent.v1.Agent.RestartApp:input_type -> paddock.agent.v1.RestartAppRequest
-	41, // 44: paddock.agent.v1.Net.Forward:input_type -> paddock.agent.v1.ForwardRequest
-	41, // 45: paddock.agent.v1.Net.Accept:input_type -> paddock.agent.v1.ForwardRequest
-	51, // 46: paddock.agent.v1.History.Checkpoint:input_type -> paddock.agent.v1.CheckpointRequest
-	53, // 47: paddock.agent.v1.History.List:input_type -> paddock.agent.v1.HistoryListRequest
-	55, // 48: paddock.agent.v1.History.Undo:input_type -> paddock.agent.v1.UndoRequest
-	56, // 49: paddock.agent.v1.History.Redo:input_type -> paddock.agent.v1.RedoRequest
-	57, // 50: paddock.agent.v1.History.Restore:input_type -> paddock.agent.v1.RestoreRequest
-	62, // 51: paddock.agent.v1.History.Diff:input_type -> paddock.agent.v1.DiffRequest
-	45, // 52: paddock.agent.v1.History.Begin:input_type -> paddock.agent.v1.BeginRequest
-	47, // 53: paddock.agent.v1.History.Commit:input_type -> paddock.agent.v1.CommitRequest
-	49, // 54: paddock.agent.v1.History.Rollback:input_type -> paddock.agent.v1.RollbackRequest
-	59, // 55: paddock.agent.v1.History.Export:input_type -> paddock.agent.v1.ExportRequest
-	61, // 56: paddock.agent.v1.History.Import:input_type -> paddock.agent.v1.ImportChunk
-	64, // 57: paddock.agent.v1.History.Events:input_type -> paddock.agent.v1.HistoryEventsRequest
-	7,  // 58: paddock.agent.v1.Process.Start:output_type -> paddock.agent.v1.ProcessEvent
-	7,  // 59: paddock.agent.v1.Process.Attach:output_type -> paddock.agent.v1.ProcessEvent
-	12, // 60: paddock.agent.v1.Process.Execute:output_type -> paddock.agent.v1.ExecuteResponse
-	14, // 61: paddock.agent.v1.Process.WriteStdin:output_type -> paddock.agent.v1.WriteStdinResponse
-	16, // 62: paddock.agent.v1.Process.SendSignal:output_type -> paddock.agent.v1.SendSignalResponse
-	18, // 63: paddock.agent.v1.Process.ResizeTTY:output_type -> paddock.agent.v1.ResizeTTYResponse
-	10, // 64: paddock.agent.v1.Process.Wait:output_type -> paddock.agent.v1.ExitStatus
-	22, // 65: paddock.agent.v1.Process.List:output_type -> paddock.agent.v1.ListResponse
-	24, // 66: paddock.agent.v1.Files.Read:output_type -> paddock.agent.v1.FileChunk
-	26, // 67: paddock.agent.v1.Files.Write:output_type -> paddock.agent.v1.FileInfo
-	26, // 68: paddock.agent.v1.Files.Stat:output_type -> paddock.agent.v1.FileInfo
-	29, // 69: paddock.agent.v1.Files.List:output_type -> paddock.agent.v1.ListFilesResponse
-	26, // 70: paddock.agent.v1.Files.Mkdir:output_type -> paddock.agent.v1.FileInfo
-	26, // 71: paddock.agent.v1.Files.Move:output_type -> paddock.agent.v1.FileInfo
-	33, // 72: paddock.agent.v1.Files.Remove:output_type -> paddock.agent.v1.RemoveResponse
-	35, // 73: paddock.agent.v1.Files.Watch:output_type -> paddock.agent.v1.FileEvent
-	40, // 74: paddock.agent.v1.Agent.Info:output_type -> paddock.agent.v1.InfoResponse
-	38, // 75: paddock.agent.v1.Agent.App:output_type -> paddock.agent.v1.AppStatus
-	38, // 76: paddock.agent.v1.Agent.RestartApp:output_type -> paddock.agent.v1.AppStatus
-	42, // 77: paddock.agent.v1.Net.Forward:output_type -> paddock.agent.v1.ForwardResponse
-	42, // 78: paddock.agent.v1.Net.Accept:output_type -> paddock.agent.v1.ForwardResponse
-	52, // 79: paddock.agent.v1.History.Checkpoint:output_type -> paddock.agent.v1.CheckpointResponse
-	54, // 80: paddock.agent.v1.History.List:output_type -> paddock.agent.v1.HistoryListResponse
-	58, // 81: paddock.agent.v1.History.Undo:output_type -> paddock.agent.v1.RestoreResponse
-	58, // 82: paddock.agent.v1.History.Redo:output_type -> paddock.agent.v1.RestoreResponse
-	58, // 83: paddock.agent.v1.History.Restore:output_type -> paddock.agent.v1.RestoreResponse
-	63, // 84: paddock.agent.v1.History.Diff:output_type -> paddock.agent.v1.DiffResponse
-	46, // 85: paddock.agent.v1.History.Begin:output_type -> paddock.agent.v1.BeginResponse
-	48, // 86: paddock.agent.v1.History.Commit:output_type -> paddock.agent.v1.CommitResponse
-	50, // 87: paddock.agent.v1.History.Rollback:output_type -> paddock.agent.v1.RollbackResponse
-	60, // 88: paddock.agent.v1.History.Export:output_type -> paddock.agent.v1.ExportChunk
-	58, // 89: paddock.agent.v1.History.Import:output_type -> paddock.agent.v1.RestoreResponse
-	65, // 90: paddock.agent.v1.History.Events:output_type -> paddock.agent.v1.HistoryEvent
-	58, // [58:91] is the sub-list for method output_type
-	25, // [25:58] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	64, // 23: paddock.agent.v1.DiffResponse.files:type_name -> paddock.agent.v1.FileDiff
+	43, // 24: paddock.agent.v1.HistoryEvent.checkpoint:type_name -> paddock.agent.v1.CheckpointInfo
+	44, // 25: paddock.agent.v1.HistoryEvent.transaction:type_name -> paddock.agent.v1.TransactionInfo
+	3,  // 26: paddock.agent.v1.Process.Start:input_type -> paddock.agent.v1.StartRequest
+	6,  // 27: paddock.agent.v1.Process.Attach:input_type -> paddock.agent.v1.AttachRequest
+	11, // 28: paddock.agent.v1.Process.Execute:input_type -> paddock.agent.v1.ExecuteRequest
+	13, // 29: paddock.agent.v1.Process.WriteStdin:input_type -> paddock.agent.v1.WriteStdinRequest
+	15, // 30: paddock.agent.v1.Process.SendSignal:input_type -> paddock.agent.v1.SendSignalRequest
+	17, // 31: paddock.agent.v1.Process.ResizeTTY:input_type -> paddock.agent.v1.ResizeTTYRequest
+	19, // 32: paddock.agent.v1.Process.Wait:input_type -> paddock.agent.v1.WaitRequest
+	20, // 33: paddock.agent.v1.Process.List:input_type -> paddock.agent.v1.ListRequest
+	23, // 34: paddock.agent.v1.Files.Read:input_type -> paddock.agent.v1.ReadRequest
+	25, // 35: paddock.agent.v1.Files.Write:input_type -> paddock.agent.v1.WriteRequest
+	27, // 36: paddock.agent.v1.Files.Stat:input_type -> paddock.agent.v1.StatRequest
+	28, // 37: paddock.agent.v1.Files.List:input_type -> paddock.agent.v1.ListFilesRequest
+	30, // 38: paddock.agent.v1.Files.Mkdir:input_type -> paddock.agent.v1.MkdirRequest
+	31, // 39: paddock.agent.v1.Files.Move:input_type -> paddock.agent.v1.MoveRequest
+	32, // 40: paddock.agent.v1.Files.Remove:input_type -> paddock.agent.v1.RemoveRequest
+	34, // 41: paddock.agent.v1.Files.Watch:input_type -> paddock.agent.v1.WatchRequest
+	39, // 42: paddock.agent.v1.Agent.Info:input_type -> paddock.agent.v1.InfoRequest
+	36, // 43: paddock.agent.v1.Agent.App:input_type -> paddock.agent.v1.AppRequest
+	37, // 44: paddock.agent.v1.Agent.RestartApp:input_type -> paddock.agent.v1.RestartAppRequest
+	41, // 45: paddock.agent.v1.Net.Forward:input_type -> paddock.agent.v1.ForwardRequest
+	41, // 46: paddock.agent.v1.Net.Accept:input_type -> paddock.agent.v1.ForwardRequest
+	51, // 47: paddock.agent.v1.History.Checkpoint:input_type -> paddock.agent.v1.CheckpointRequest
+	53, // 48: paddock.agent.v1.History.List:input_type -> paddock.agent.v1.HistoryListRequest
+	55, // 49: paddock.agent.v1.History.Undo:input_type -> paddock.agent.v1.UndoRequest
+	56, // 50: paddock.agent.v1.History.Redo:input_type -> paddock.agent.v1.RedoRequest
+	57, // 51: paddock.agent.v1.History.Restore:input_type -> paddock.agent.v1.RestoreRequest
+	62, // 52: paddock.agent.v1.History.Diff:input_type -> paddock.agent.v1.DiffRequest
+	45, // 53: paddock.agent.v1.History.Begin:input_type -> paddock.agent.v1.BeginRequest
+	47, // 54: paddock.agent.v1.History.Commit:input_type -> paddock.agent.v1.CommitRequest
+	49, // 55: paddock.agent.v1.History.Rollback:input_type -> paddock.agent.v1.RollbackRequest
+	59, // 56: paddock.agent.v1.History.Export:input_type -> paddock.agent.v1.ExportRequest
+	61, // 57: paddock.agent.v1.History.Import:input_type -> paddock.agent.v1.ImportChunk
+	65, // 58: paddock.agent.v1.History.Events:input_type -> paddock.agent.v1.HistoryEventsRequest
+	7,  // 59: paddock.agent.v1.Process.Start:output_type -> paddock.agent.v1.ProcessEvent
+	7,  // 60: paddock.agent.v1.Process.Attach:output_type -> paddock.agent.v1.ProcessEvent
+	12, // 61: paddock.agent.v1.Process.Execute:output_type -> paddock.agent.v1.ExecuteResponse
+	14, // 62: paddock.agent.v1.Process.WriteStdin:output_type -> paddock.agent.v1.WriteStdinResponse
+	16, // 63: paddock.agent.v1.Process.SendSignal:output_type -> paddock.agent.v1.SendSignalResponse
+	18, // 64: paddock.agent.v1.Process.ResizeTTY:output_type -> paddock.agent.v1.ResizeTTYResponse
+	10, // 65: paddock.agent.v1.Process.Wait:output_type -> paddock.agent.v1.ExitStatus
+	22, // 66: paddock.agent.v1.Process.List:output_type -> paddock.agent.v1.ListResponse
+	24, // 67: paddock.agent.v1.Files.Read:output_type -> paddock.agent.v1.FileChunk
+	26, // 68: paddock.agent.v1.Files.Write:output_type -> paddock.agent.v1.FileInfo
+	26, // 69: paddock.agent.v1.Files.Stat:output_type -> paddock.agent.v1.FileInfo
+	29, // 70: paddock.agent.v1.Files.List:output_type -> paddock.agent.v1.ListFilesResponse
+	26, // 71: paddock.agent.v1.Files.Mkdir:output_type -> paddock.agent.v1.FileInfo
+	26, // 72: paddock.agent.v1.Files.Move:output_type -> paddock.agent.v1.FileInfo
+	33, // 73: paddock.agent.v1.Files.Remove:output_type -> paddock.agent.v1.RemoveResponse
+	35, // 74: paddock.agent.v1.Files.Watch:output_type -> paddock.agent.v1.FileEvent
+	40, // 75: paddock.agent.v1.Agent.Info:output_type -> paddock.agent.v1.InfoResponse
+	38, // 76: paddock.agent.v1.Agent.App:output_type -> paddock.agent.v1.AppStatus
+	38, // 77: paddock.agent.v1.Agent.RestartApp:output_type -> paddock.agent.v1.AppStatus
+	42, // 78: paddock.agent.v1.Net.Forward:output_type -> paddock.agent.v1.ForwardResponse
+	42, // 79: paddock.agent.v1.Net.Accept:output_type -> paddock.agent.v1.ForwardResponse
+	52, // 80: paddock.agent.v1.History.Checkpoint:output_type -> paddock.agent.v1.CheckpointResponse
+	54, // 81: paddock.agent.v1.History.List:output_type -> paddock.agent.v1.HistoryListResponse
+	58, // 82: paddock.agent.v1.History.Undo:output_type -> paddock.agent.v1.RestoreResponse
+	58, // 83: paddock.agent.v1.History.Redo:output_type -> paddock.agent.v1.RestoreResponse
+	58, // 84: paddock.agent.v1.History.Restore:output_type -> paddock.agent.v1.RestoreResponse
+	63, // 85: paddock.agent.v1.History.Diff:output_type -> paddock.agent.v1.DiffResponse
+	46, // 86: paddock.agent.v1.History.Begin:output_type -> paddock.agent.v1.BeginResponse
+	48, // 87: paddock.agent.v1.History.Commit:output_type -> paddock.agent.v1.CommitResponse
+	50, // 88: paddock.agent.v1.History.Rollback:output_type -> paddock.agent.v1.RollbackResponse
+	60, // 89: paddock.agent.v1.History.Export:output_type -> paddock.agent.v1.ExportChunk
+	58, // 90: paddock.agent.v1.History.Import:output_type -> paddock.agent.v1.RestoreResponse
+	66, // 91: paddock.agent.v1.History.Events:output_type -> paddock.agent.v1.HistoryEvent
+	59, // [59:92] is the sub-list for method output_type
+	26, // [26:59] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_paddock_agent_v1_agent_proto_init() }
@@ -4643,7 +4766,7 @@ func file_paddock_agent_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_paddock_agent_v1_agent_proto_rawDesc), len(file_paddock_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   63,
+			NumMessages:   64,
 			NumExtensions: 0,
 			NumServices:   5,
 		},

@@ -1049,6 +1049,8 @@ export interface paths {
                 to: string;
                 /** @description Default: the parent of to. */
                 from?: string;
+                /** @description true: also a unified diff of each file's lines (files). Default false. */
+                lines?: boolean;
             };
             header?: never;
             path: {
@@ -1056,7 +1058,7 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** The workspace paths that differ from one checkpoint to another. */
+        /** The workspace paths that differ from one checkpoint to another, and with lines=true each file's line diff. */
         get: operations["diffHistory"];
         put?: never;
         post?: never;
@@ -1838,6 +1840,21 @@ export interface components {
             added?: string[];
             changed?: string[];
             removed?: string[];
+            /** @description With lines=true, each file's content change. */
+            files?: components["schemas"]["FileDiff"][];
+        };
+        FileDiff: {
+            path: string;
+            /** @enum {string} */
+            status: "added" | "changed" | "removed";
+            /** @description Either side is not text (a NUL byte in its first 8000 bytes, or not UTF-8). */
+            binary?: boolean;
+            /** @description A unified diff of its lines (---/+++ headers, @@ hunks, three lines of context). */
+            unified?: string;
+            /** @description The diff was cut at 64 KiB (at the end of a line). */
+            truncated?: boolean;
+            /** @description Why a file that is not binary has no diff: too large (over 1 MiB), not a regular file, too many changed lines. */
+            note?: string;
         };
         Event: {
             id?: number;
@@ -3681,6 +3698,8 @@ export interface operations {
                 to: string;
                 /** @description Default: the parent of to. */
                 from?: string;
+                /** @description true: also a unified diff of each file's lines (files). Default false. */
+                lines?: boolean;
             };
             header?: never;
             path: {

@@ -50,6 +50,14 @@ class Session {
       if (this.pendingBytes + bytes.length <= MAX_PENDING) {
         this.pending.push(bytes);
         this.pendingBytes += bytes.length;
+      } else {
+        // Past the bound the keys are not kept: say so, once per outage, never silently.
+        this.unsent = (this.unsent || 0) + bytes.length;
+        if (this.unsent === bytes.length) {
+          const msg = `${bytes.length} bytes not sent: the connection is down and 1 MiB of input already waits for it; type or paste them again once it is back`;
+          this.term.write(`\r\n\x1b[31m[${msg}]\x1b[0m\r\n`);
+          say(`Terminal ${this.n}: ${msg}`, 'error');
+        }
       }
       return;
     }
@@ -77,6 +85,7 @@ class Session {
           const again = this.session !== null;
           this.session = m.session_id;
           this.ready = true;
+          this.unsent = 0;
           const queued = this.pending;
           this.pending = [];
           this.pendingBytes = 0;

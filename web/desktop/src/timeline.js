@@ -58,7 +58,7 @@ export class TimelinePane {
       return;
     }
     try {
-      const d = await call('GET', `/history/diff?from=${q(cp.parent)}&to=${q(cp.id)}`);
+      const d = await call('GET', `/history/diff?from=${q(cp.parent)}&to=${q(cp.id)}&lines=true`);
       const group = (title, cls, names) => names.length
         ? h('div', { class: cls }, h('h3', {}, `${title} (${names.length})`), h('ul', {}, names.map((n) => h('li', {}, n))))
         : null;
@@ -68,6 +68,8 @@ export class TimelinePane {
         h('p', { class: 'muted' }, new Date(cp.time).toLocaleString()),
         none ? h('p', {}, 'No file changed.') : null,
         group('Added', 'added', d.added), group('Changed', 'changed', d.changed), group('Removed', 'removed', d.removed),
+        (d.files || []).length ? h('h3', {}, 'Line changes') : null,
+        ...(d.files || []).map(fileDiff),
       ].filter(Boolean));
     } catch (e) {
       fail(e);
@@ -103,4 +105,22 @@ export class TimelinePane {
       fail(e);
     }
   }
+}
+
+// fileDiff shows one file's unified diff, its lines marked as added, removed or hunk
+// headers; a binary file, or one without a diff, says so.
+function fileDiff(f) {
+  let body;
+  if (f.binary) body = h('p', { class: 'muted' }, 'Binary file: no line diff.');
+  else if (f.note) body = h('p', { class: 'muted' }, `No line diff: ${f.note}.`);
+  else {
+    const lines = (f.unified || '').replace(/\n$/, '').split('\n').slice(2); // the ---/+++ headers: the summary says the path
+    body = h('pre', { class: 'udiff', 'aria-label': `Line diff of ${f.path}` }, lines.map((l) => h('span', {
+      class: l.startsWith('@@') ? 'hunk' : l[0] === '+' ? 'add' : l[0] === '-' ? 'del' : 'ctx',
+    }, l + '\n')));
+  }
+  return h('details', { class: 'file-diff', open: true, 'data-path': f.path },
+    h('summary', {}, h('span', { class: 'path' }, f.path), ` (${f.status})`),
+    body,
+    f.truncated ? h('p', { class: 'muted truncated' }, 'The diff is cut here (over 64 KiB); open the file, or restore the checkpoint, to see all of it.') : null);
 }
