@@ -44,6 +44,9 @@ func (e *Env) ClientTable(ctx context.Context, o Options) (t *Table, err error) 
 			err = derr
 		}
 	}()
+	if err := started(sb); err != nil {
+		return nil, err
+	}
 	cli, err := e.cliRunner(cp.URL, tok.Secret)
 	if err != nil {
 		return nil, err
@@ -84,6 +87,9 @@ func (e *Env) ClientTable(ctx context.Context, o Options) (t *Table, err error) 
 			s, err := c.Sandboxes.Create(ctx, paddock.SandboxSpec{})
 			if err != nil {
 				return err
+			}
+			if err := started(s); err != nil {
+				return errors.Join(err, created(s.ID))
 			}
 			res, err := s.Exec(ctx, []string{"true"})
 			rec.add("sdk create", ms(time.Since(began)))
@@ -216,4 +222,13 @@ func (r *cliRunner) run(ctx context.Context, args ...string) (string, error) {
 		return "", fmt.Errorf("paddock %s: %v: %s", strings.Join(args, " "), err, bytes.TrimSpace(errb.Bytes()))
 	}
 	return out.String(), nil
+}
+
+// started is the reason a sandbox the server made did not start (the API answers such a
+// create with state failed, not an error), or nil.
+func started(sb *paddock.Sandbox) error {
+	if sb.Info.State == api.StateFailed {
+		return fmt.Errorf("sandbox %s did not start: %s", sb.ID, sb.Info.Error)
+	}
+	return nil
 }
