@@ -180,7 +180,7 @@ func TestClientTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Tables) != 1 || len(r.Tables[0].Rows) != 4 {
+	if len(r.Tables) != 1 || len(r.Tables[0].Rows) != 5 {
 		t.Fatalf("tables %+v", r.Tables)
 	}
 	for _, row := range r.Tables[0].Rows {
