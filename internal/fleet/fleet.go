@@ -34,6 +34,11 @@ type Runner interface {
 	Adopt(ctx context.Context, rec runner.Record) (*runner.Sandbox, error)
 	Reap(ctx context.Context, rec runner.Record) error
 	RemoveWorkspace(user, id string) error
+	// The warm pool's (see pool.go and runner.Spec.Pool).
+	Claimable(user string) error
+	Claim(sb *runner.Sandbox, user string) error
+	Discard(ctx context.Context, sb *runner.Sandbox) error
+	ReapPool(ctx context.Context, runtime string) error
 }
 
 // Caller is who acts: a user, possibly an admin.
@@ -68,6 +73,8 @@ type Config struct {
 	// AgentKeys returns the capability keyring the agent of sandbox id gets in its
 	// envelope (runner.Spec.CapabilityKeys); nil gives none.
 	AgentKeys func(id string) string
+	// Pool is the warm pool's configuration.
+	Pool PoolConfig
 }
 
 // Fleet manages sandboxes. It is safe for concurrent use.
@@ -103,6 +110,9 @@ type Fleet struct {
 	closing   chan struct{}
 	closeOnce sync.Once
 	backoff   map[string]time.Duration
+
+	// pool is the warm pool, or nil.
+	pool *pool
 }
 
 // New returns a Fleet. Call Recover before serving.
@@ -123,13 +133,22 @@ func New(st *store.Store, run Runner, cfg Config, reg prometheus.Registerer, log
 	if err != nil {
 		return nil, err
 	}
-	return &Fleet{
+	f := &Fleet{
 		st: st, run: run, cfg: cfg, log: log, now: time.Now, m: m,
 		running: map[string]*runner.Sandbox{}, recs: map[string]store.Sandbox{}, starting: map[string]bool{}, roles: map[string]store.Roles{}, locks: map[string]*sync.Mutex{},
 		onGone: func(string) {}, onSwap: func(string, int64) {},
 		serve: func(store.Sandbox, *runner.Sandbox) func() { return func() {} }, stops: map[string]func(){},
 		closing: make(chan struct{}), backoff: map[string]time.Duration{},
-	}, nil
+	}
+	if cfg.Pool.Size < 0 {
+		return nil, fmt.Errorf("pool.size: %d is negative: %w", cfg.Pool.Size, errdefs.ErrInvalidArgument)
+	}
+	if cfg.Pool.Size > 0 {
+		if f.pool, err = newPool(f, cfg.Pool.Size, reg); err != nil {
+			return nil, err
+		}
+	}
+	return f, nil
 }
 
 // SetServices sets what the fleet calls when it starts holding a running sandbox (started,
@@ -271,6 +290,13 @@ func (f *Fleet) Create(ctx context.Context, c Caller, req api.CreateSandboxReque
 	rec, err := f.newRecord(c, req)
 	if err != nil {
 		return store.Sandbox{}, err
+	}
+	var name func(string) string
+	if req.Name == "" {
+		name = func(id string) string { return id }
+	}
+	if rec, ok, err := f.fromPool(ctx, c, rec, name, nil); ok {
+		return rec, err
 	}
 	return f.createRecord(ctx, c, rec)
 }
@@ -568,6 +594,12 @@ func (f *Fleet) Recover(ctx context.Context) error {
 		}
 	}
 	f.log.Info("sandboxes recovered", "adopted", adopted, "lost", lost)
+	if f.pool != nil {
+		if err := f.run.ReapPool(ctx, f.cfg.Runtime); err != nil {
+			f.log.Warn("pool: leftovers of an earlier run", "err", err)
+		}
+		go f.pool.run()
+	}
 	return nil
 }
 
@@ -575,6 +607,7 @@ func (f *Fleet) Recover(ctx context.Context) error {
 // that the next control plane adopts them.
 func (f *Fleet) Close() {
 	f.closeOnce.Do(func() { close(f.closing) })
+	f.closePool()
 	f.mu.Lock()
 	stops := f.stops
 	f.stops = map[string]func(){}
@@ -593,6 +626,7 @@ func (f *Fleet) Close() {
 // DestroyAll stops every running sandbox (tests, and an operator's full shutdown).
 func (f *Fleet) DestroyAll(ctx context.Context) {
 	f.closeOnce.Do(func() { close(f.closing) })
+	f.closePool()
 	f.mu.Lock()
 	ids := make([]string, 0, len(f.running))
 	for id := range f.running {
@@ -613,4 +647,11 @@ func (f *Fleet) Running() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return len(f.running)
+}
+
+// closePool discards the warm pool's sandboxes, if there is a pool.
+func (f *Fleet) closePool() {
+	if f.pool != nil {
+		f.pool.close()
+	}
 }

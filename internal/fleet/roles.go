@@ -113,6 +113,15 @@ func (f *Fleet) ensureRoles(ctx context.Context, c Caller) (store.Roles, error) 
 			return roles, err
 		}
 		rec.Name = role + "-" + rec.ID[3:8]
+		setRole := func(tx *store.Tx, rec store.Sandbox) error { return tx.SetRole(ctx, c.UserID, role, rec.ID, f.now()) }
+		name := func(id string) string { return role + "-" + id[3:8] }
+		if pooled, ok, err := f.fromPool(ctx, c, rec, name, setRole); ok {
+			if err != nil {
+				return roles, fmt.Errorf("make the %s sandbox: %w", role, err)
+			}
+			*id = pooled.ID
+			continue
+		}
 		err = f.st.Update(ctx, func(tx *store.Tx) error {
 			if err := f.checkQuota(ctx, tx, c, rec); err != nil {
 				return err

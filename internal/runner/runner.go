@@ -79,6 +79,10 @@ type Spec struct {
 	MainHotReload bool
 	// CapabilityKeys is the agent's capability keyring (wire.Envelope.CapabilityKeys).
 	CapabilityKeys string
+	// Pool starts the sandbox for the warm pool (pool.go): persistent, of the container
+	// tier and the host's defaults, its files under the pool's directory until Claim. User
+	// is ignored.
+	Pool bool
 }
 
 // Sandbox is a running sandbox.
@@ -220,7 +224,7 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 
 // Create starts a sandbox for spec. A sandbox that fails half-way is torn down completely.
 func (r *Runner) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
-	uc, err := r.cfg.LoadUser(spec.User)
+	uc, err := r.userConfig(spec)
 	if err != nil {
 		return nil, err
 	}
@@ -272,6 +276,18 @@ func (r *Runner) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 	}
 	sb.agent = agentclient.New(sb.backend.Conn())
 	return sb, nil
+}
+
+// userConfig is spec's user's configuration; a pooled sandbox has no user yet, and the
+// host's defaults.
+func (r *Runner) userConfig(spec Spec) (UserConfig, error) {
+	if !spec.Pool {
+		return r.cfg.LoadUser(spec.User)
+	}
+	if !spec.Persistent || (spec.Tier != "" && spec.Tier != wire.TierContainer) {
+		return UserConfig{}, fmt.Errorf("a pooled sandbox is a persistent container sandbox: %w", errdefs.ErrInvalidArgument)
+	}
+	return UserConfig{Tier: wire.TierContainer}, nil
 }
 
 func (r *Runner) start(ctx context.Context, spec Spec, sb *Sandbox, agentBin string) (_ backend, err error) {

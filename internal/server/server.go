@@ -190,7 +190,7 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 	s.runner = runner.New(cfg.Runner, s.log)
 	s.fleet, err = fleet.New(s.st, s.runner, fleet.Config{
 		Tier: cfg.Runner.Tier, Runtime: cfg.Runtime, Memory: cfg.SandboxMemory, Quota: cfg.Quota, App: app,
-		Env: env, AgentKeys: s.caps.AgentKeys,
+		Env: env, AgentKeys: s.caps.AgentKeys, Pool: cfg.Pool,
 	}, s.reg, s.log)
 	if err != nil {
 		return err
