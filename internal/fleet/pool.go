@@ -304,14 +304,15 @@ func (f *Fleet) fromPool(ctx context.Context, c Caller, rec store.Sandbox, name 
 		go p.discard(sb, "its claim was not recorded: "+err.Error())
 		return rec, true, err
 	}
-	p.claims.WithLabelValues("hit").Inc()
 	if err := f.run.Claim(sb, runnerUser(rec.Username)); err != nil {
 		// Recorded, so it is the user's now: started the usual way, under the same ID.
+		p.claims.WithLabelValues("miss").Inc()
 		f.log.Warn("pool: claim failed; starting the sandbox anew", "sandbox", rec.ID, "err", err)
 		p.discard(sb, "its claim failed")
 		rec, err = f.revive(ctx, c, rec)
 		return rec, true, err
 	}
+	p.claims.WithLabelValues("hit").Inc()
 	f.setRunning(rec, sb, false)
 	f.log.Info("sandbox running", "sandbox", rec.ID, "user", rec.Username, "tier", sb.Tier, "pool", true)
 	return rec, true, nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -24,28 +25,30 @@ import (
 // poolOwner is the directory under the workspace root that holds pooled sandboxes.
 const poolOwner = ".pool"
 
-// poolDir makes <workspace_root>/.pool with the subdirectories of a user's tree, and, as
-// root, makes it a private mount of its own: a disk image mounted below it can then be
-// moved out (MS_MOVE refuses a mount whose parent propagates mounts, as / does on most
-// hosts).
+// poolDir makes <workspace_root>/.pool with the subdirectories of a user's tree, and
+// mounts/, where pooled sandboxes' disk images are mounted. As root, mounts/ is made a
+// private mount of its own: an image mounted below it can then be moved out (MS_MOVE
+// refuses a mount whose parent propagates mounts, as / does on most hosts). The rest stays
+// on the workspace root's own mount, so that Claim renames files there.
 func (r *Runner) poolDir() (string, error) {
 	dir := filepath.Join(r.cfg.WorkspaceRoot, poolOwner)
 	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return "", fmt.Errorf("pool: %w", err)
 	}
-	for sub, mode := range map[string]os.FileMode{"sandboxes": 0o711, "history": 0o700, "disks": 0o700} {
+	for sub, mode := range map[string]os.FileMode{"sandboxes": 0o711, "history": 0o700, "disks": 0o700, "mounts": 0o700} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), mode); err != nil {
 			return "", fmt.Errorf("pool: %w", err)
 		}
 	}
-	if os.Geteuid() != 0 || mountedAt(dir) {
+	mounts := filepath.Join(dir, "mounts")
+	if os.Geteuid() != 0 || mountedAt(mounts) {
 		return dir, nil
 	}
-	if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
-		return "", fmt.Errorf("pool: bind %s: %w", dir, err)
+	if err := unix.Mount(mounts, mounts, "", unix.MS_BIND, ""); err != nil {
+		return "", fmt.Errorf("pool: bind %s: %w", mounts, err)
 	}
-	if err := unix.Mount("", dir, "", unix.MS_PRIVATE, ""); err != nil {
-		return "", fmt.Errorf("pool: make %s private: %w", dir, err)
+	if err := unix.Mount("", mounts, "", unix.MS_PRIVATE, ""); err != nil {
+		return "", fmt.Errorf("pool: make %s private: %w", mounts, err)
 	}
 	return dir, nil
 }
@@ -123,9 +126,19 @@ func unnice(sb *Sandbox) error {
 		return fmt.Errorf("claim: %w", err)
 	}
 	for _, pid := range pids {
-		// A process that has just exited is no matter.
-		if err := unix.Setpriority(unix.PRIO_PROCESS, pid, 0); err != nil && !errors.Is(err, unix.ESRCH) {
-			return fmt.Errorf("claim: priority of process %d: %w", pid, err)
+		// Priority is a thread's: every thread of the process, which any may fork.
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if err != nil {
+			continue // it has just exited
+		}
+		for _, task := range tasks {
+			tid, err := strconv.Atoi(task.Name())
+			if err != nil {
+				continue
+			}
+			if err := unix.Setpriority(unix.PRIO_PROCESS, tid, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+				return fmt.Errorf("claim: priority of process %d: %w", pid, err)
+			}
 		}
 	}
 	return nil
@@ -160,12 +173,16 @@ func (r *Runner) Discard(ctx context.Context, sb *Sandbox) error {
 func (r *Runner) removePooled(id string) error {
 	dir := filepath.Join(r.cfg.WorkspaceRoot, poolOwner)
 	ws := filepath.Join(dir, "sandboxes", id)
-	if err := unmount(ws); err != nil {
+	mount := filepath.Join(dir, "mounts", id)
+	if err := unmount(mount); err != nil {
 		return err
 	}
 	img := filepath.Join(dir, "disks", id+".img")
 	if err := os.Remove(img); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("pool disk: %w", err)
+	}
+	if err := os.Remove(mount); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("pool: %w", err)
 	}
 	return errors.Join(os.RemoveAll(ws), os.RemoveAll(filepath.Join(dir, "history", id)))
 }
@@ -175,7 +192,7 @@ func (r *Runner) removePooled(id string) error {
 func (r *Runner) ReapPool(ctx context.Context, runtime string) error {
 	dir := filepath.Join(r.cfg.WorkspaceRoot, poolOwner)
 	seen := map[string]bool{}
-	for _, sub := range []string{"sandboxes", "history"} {
+	for _, sub := range []string{"sandboxes", "history", "mounts"} {
 		names, err := os.ReadDir(filepath.Join(dir, sub))
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("pool: %w", err)

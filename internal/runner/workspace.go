@@ -31,6 +31,9 @@ func (r *Runner) provision(spec Spec, sb *Sandbox) error {
 		}
 		dir := filepath.Join(userDir, "sandboxes", sb.ID)
 		if r.withDisk(sb) && !r.legacyWorkspace(owner, sb.ID) {
+			if spec.Pool {
+				dir = filepath.Join(userDir, "mounts", sb.ID)
+			}
 			if sb.disk, err = r.openDisk(owner, sb.ID, dir, sb.Limits.Disk, false, sb.Tier, uid, gid); err != nil {
 				return err
 			}

@@ -48,7 +48,7 @@ func waitPool(t *testing.T, e *servertest.Env, n int) []string {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	names, err := os.ReadDir(filepath.Join(e.Config.Runner.WorkspaceRoot, ".pool", "sandboxes"))
+	names, err := os.ReadDir(filepath.Join(e.Config.Runner.WorkspaceRoot, ".pool", "history"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,11 +65,16 @@ func waitPool(t *testing.T, e *servertest.Env, n int) []string {
 func TestPoolClaim(t *testing.T) {
 	e := servertest.Start(t, func(c *server.Config) { c.Pool.Size = 1 })
 	pooled := waitPool(t, e, 1)
+	agentPid := initPid(t, e, pooled[0])
 	alice := e.Register(t, "alice")
 	var sb api.Sandbox
 	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{}), http.StatusCreated, &sb)
 	if len(pooled) != 1 || sb.ID != pooled[0] || sb.Name != sb.ID || sb.State != api.StateRunning {
 		t.Fatalf("created %+v; the pool held %v", sb, pooled)
+	}
+	// The very sandbox the pool started, not one started again under its ID.
+	if pid := initPid(t, e, sb.ID); pid != agentPid {
+		t.Errorf("the claimed sandbox's agent is pid %d, the pooled one's was %d:\n%s", pid, agentPid, e.Logs)
 	}
 	if m := e.Metrics(t); metricValue(m, poolHits) != 1 || metricValue(m, poolMisses) != 0 {
 		t.Errorf("after a claim: hits %v, misses %v", metricValue(m, poolHits), metricValue(m, poolMisses))
@@ -118,14 +123,7 @@ func TestPoolClaim(t *testing.T) {
 func TestPoolDeadMember(t *testing.T) {
 	e := servertest.Start(t, func(c *server.Config) { c.Pool.Size = 1 })
 	dead := waitPool(t, e, 1)[0]
-	pidText, err := os.ReadFile(filepath.Join(e.Config.Runner.StateDir, "sandboxes", dead, "init.pid"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(pidText)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pid := initPid(t, e, dead)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -146,4 +144,18 @@ func TestPoolDeadMember(t *testing.T) {
 	if !regexp.MustCompile(`discarding a sandbox.*` + dead).MatchString(e.Logs.String()) {
 		t.Errorf("the dead member was not discarded:\n%s", e.Logs)
 	}
+}
+
+// initPid is the host pid of sandbox id's agent.
+func initPid(t *testing.T, e *servertest.Env, id string) int {
+	t.Helper()
+	text, err := os.ReadFile(filepath.Join(e.Config.Runner.StateDir, "sandboxes", id, "init.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(text)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
 }
