@@ -156,6 +156,9 @@ func (p *pool) run() {
 	for {
 		for p.want() {
 			if err := p.fill(); err != nil {
+				if !p.want() {
+					return // closing: the start was cancelled
+				}
 				p.f.log.Warn("pool: starting a sandbox failed; trying again later", "err", err, "in", backoff)
 				select {
 				case <-p.done:
