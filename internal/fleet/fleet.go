@@ -39,6 +39,8 @@ type Runner interface {
 	Claim(sb *runner.Sandbox, user string) error
 	Discard(ctx context.Context, sb *runner.Sandbox) error
 	ReapPool(ctx context.Context, runtime string) error
+	// HistoryDir is where a sandbox's history store is, for forks.
+	HistoryDir(user, id string) string
 }
 
 // Caller is who acts: a user, possibly an admin.
@@ -337,12 +339,17 @@ func (f *Fleet) checkQuota(ctx context.Context, tx *store.Tx, c Caller, rec stor
 
 // start runs a recorded sandbox. The caller holds its lock.
 func (f *Fleet) start(ctx context.Context, c Caller, rec store.Sandbox) (store.Sandbox, error) {
+	return f.startSpec(ctx, c, rec, f.spec(rec))
+}
+
+// startSpec is start with the runner's request given.
+func (f *Fleet) startSpec(ctx context.Context, c Caller, rec store.Sandbox, spec runner.Spec) (store.Sandbox, error) {
 	if f.handle(rec.ID) != nil {
 		rec.State, rec.Error = api.StateRunning, ""
 		return rec, nil
 	}
 	began := time.Now()
-	sb, err := f.run.Create(ctx, f.spec(rec))
+	sb, err := f.run.Create(ctx, spec)
 	f.m.observeStart(rec.Tier, began, err)
 	state, why := api.StateRunning, ""
 	if err != nil {

@@ -83,6 +83,9 @@ type Spec struct {
 	// tier and the host's defaults, its files under the pool's directory until Claim. User
 	// is ignored.
 	Pool bool
+	// Seed, when set, fills a persistent container sandbox's new workspace and history
+	// store before it starts (a fork's, see history.Fork), given the sandbox user's ids.
+	Seed func(workspace, history string, uid, gid uint32) error
 }
 
 // Sandbox is a running sandbox.
@@ -259,6 +262,10 @@ func (r *Runner) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 		_ = sb.disk.close()
 		return nil, err
 	}
+	if err := r.seed(spec, sb); err != nil {
+		_ = sb.disk.close()
+		return nil, err
+	}
 	r.log.Info("creating sandbox", "sandbox", sb.ID, "tier", tier, "user", spec.User, "workspace", sb.Workspace)
 	if tier == wire.TierProcess {
 		r.log.Warn("DEGRADED: process tier (--insecure): the command runs as a host process under Landlock, seccomp and rlimits, with no namespaces; sessions are unavailable", "sandbox", sb.ID)
@@ -276,6 +283,22 @@ func (r *Runner) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 	}
 	sb.agent = agentclient.New(sb.backend.Conn())
 	return sb, nil
+}
+
+// seed runs spec.Seed on sb's workspace and history, which must have one.
+func (r *Runner) seed(spec Spec, sb *Sandbox) error {
+	if spec.Seed == nil {
+		return nil
+	}
+	if sb.History == "" || !spec.Persistent {
+		return fmt.Errorf("only a persistent container sandbox keeps history to start from: %w", errdefs.ErrInvalidArgument)
+	}
+	return spec.Seed(sb.Workspace, sb.History, r.cfg.SandboxUID, r.cfg.SandboxGID)
+}
+
+// HistoryDir is where persistent sandbox id of user keeps its workspace history.
+func (r *Runner) HistoryDir(user, id string) string {
+	return filepath.Join(r.cfg.WorkspaceRoot, user, "history", id)
 }
 
 // userConfig is spec's user's configuration; a pooled sandbox has no user yet, and the
