@@ -86,6 +86,7 @@ func Run(ctx context.Context, e *Env, o Options) (*Report, error) {
 		{"egress download", e.EgressTable},
 		{"go client", e.ClientTable},
 		{"warm pool", e.PoolTable},
+		{"fork", e.ForkTable},
 	} {
 		if o.Only != "" && !strings.Contains(b.name, o.Only) {
 			continue

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -21,6 +22,8 @@ type ForkInfo struct {
 	OpenTx *Transaction
 	// Linked and Cloned count the blobs shared by hard link and by reflink (FICLONE).
 	Linked, Cloned int
+	// Shared is how long sharing the blobs took; the rest of a fork writes the files.
+	Shared time.Duration
 }
 
 // ReadCheckpoint checks that the store in dir holds checkpoint at ("" is the current
@@ -66,9 +69,11 @@ func Fork(src, dst, at, workspace string, opts ...Option) (ForkInfo, error) {
 		return ForkInfo{}, err
 	}
 	info := ForkInfo{At: cp, OpenTx: tx}
+	began := time.Now()
 	if err := shareBlobs(src, dst, &info); err != nil {
 		return info, err
 	}
+	info.Shared = time.Since(began)
 	var idx index
 	if _, err := readJSON(filepath.Join(src, indexFile), &idx); err != nil {
 		return info, err
