@@ -187,8 +187,8 @@ func newSandboxForkCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "fork ID [--at CHECKPOINT]",
 		Short: "make a new sandbox whose workspace and history start from a checkpoint of this one",
-		Long: "fork makes a new sandbox of yours like ID (tier, limits, environment, app) whose workspace\nand history start from CHECKPOINT (see paddock history ID); without --at, from the current\nstate, checkpointed first. With a transaction open in ID, the fork starts from the state\nbefore it, and says so. The history's stored contents are shared, not copied; the\nworkspace's files are the fork's own. It prints the new sandbox's ID.",
-		Args: exactArgs(1, "ID"),
+		Long:  "fork makes a new sandbox of yours like ID (tier, limits, environment, app) whose workspace\nand history start from CHECKPOINT (see paddock history ID); without --at, from the current\nstate, checkpointed first. With a transaction open in ID, the fork starts from the state\nbefore it, and says so. The history's stored contents are shared, not copied; the\nworkspace's files are the fork's own. It prints the new sandbox's ID.",
+		Args:  exactArgs(1, "ID"),
 		RunE: func(c *cobra.Command, args []string) error {
 			return withClient(func(ctx context.Context, cl *paddock.Client) error {
 				res, err := cl.Sandbox(args[0]).Fork(ctx, at)

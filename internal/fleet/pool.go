@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"slices"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/runner"
 	"github.com/paddockhq/paddock/internal/store"
 	"github.com/paddockhq/paddock/internal/wire"
@@ -54,6 +56,9 @@ func newPool(f *Fleet, size int, reg prometheus.Registerer) (*pool, error) {
 	if err != nil {
 		return nil, err
 	}
+	if tmpl.Tier != string(wire.TierContainer) {
+		return nil, fmt.Errorf("pool.size: the warm pool holds container sandboxes, and new sandboxes are of the %s tier: %w", tmpl.Tier, errdefs.ErrInvalidArgument)
+	}
 	p := &pool{
 		f: f, size: size, tmpl: tmpl,
 		wake: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{}),
@@ -82,7 +87,7 @@ func newPool(f *Fleet, size int, reg prometheus.Registerer) (*pool, error) {
 // runtime and limits, and no environment of its own.
 func (p *pool) matches(rec store.Sandbox) bool {
 	t := p.tmpl
-	return rec.Tier == string(wire.TierContainer) && rec.Tier == t.Tier && rec.Runtime == t.Runtime &&
+	return rec.Tier == t.Tier && rec.Runtime == t.Runtime &&
 		limitsOf(rec) == limitsOf(t) && len(rec.Env) == 0 &&
 		slices.Equal(rec.App.Command, t.App.Command) && rec.App.Port == t.App.Port && rec.App.Build == t.App.Build &&
 		rec.App.Dir == t.App.Dir && rec.App.HotReload == t.App.HotReload

@@ -39,10 +39,7 @@ const (
 func waitPool(t *testing.T, e *servertest.Env, n int) []string {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		if metricValue(e.Metrics(t), poolSize) == float64(n) {
-			break
-		}
+	for metricValue(e.Metrics(t), poolSize) != float64(n) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the pool never held %d sandboxes:\n%s", n, e.Logs)
 		}
