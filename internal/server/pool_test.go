@@ -156,3 +156,26 @@ func initPid(t *testing.T, e *servertest.Env, id string) int {
 	}
 	return pid
 }
+
+// A user's first live and dev sandboxes come from the pool, named for their roles, and the
+// live one's app answers through the proxy.
+func TestPoolRoles(t *testing.T) {
+	e := servertest.Start(t, func(c *server.Config) { c.Pool.Size = 2 })
+	pooled := waitPool(t, e, 2)
+	alice := e.Register(t, "alice")
+	alice.Start()
+	var roles api.Roles
+	servertest.Decode(t, alice.Do("GET", "/api/v1/roles", nil), http.StatusOK, &roles)
+	got := map[string]bool{roles.Live.ID: true, roles.Dev.ID: true}
+	if !got[pooled[0]] || !got[pooled[1]] || !strings.HasPrefix(roles.Live.Name, "live-") || !strings.HasPrefix(roles.Dev.Name, "dev-") {
+		t.Fatalf("roles %+v / %+v; the pool held %v", roles.Live, roles.Dev, pooled)
+	}
+	if m := e.Metrics(t); metricValue(m, poolHits) != 2 {
+		t.Errorf("hits %v, want 2", metricValue(m, poolHits))
+	}
+	resp := alice.App("GET", "/", nil)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get(api.HeaderRole) != "live" {
+		t.Errorf("the live app from the pool: %d role %q", resp.StatusCode, resp.Header.Get(api.HeaderRole))
+	}
+}
