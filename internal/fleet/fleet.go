@@ -77,6 +77,8 @@ type Config struct {
 	AgentKeys func(id string) string
 	// Pool is the warm pool's configuration.
 	Pool PoolConfig
+	// Idle is idle suspend's configuration.
+	Idle IdleConfig
 }
 
 // Fleet manages sandboxes. It is safe for concurrent use.
@@ -115,6 +117,11 @@ type Fleet struct {
 
 	// pool is the warm pool, or nil.
 	pool *pool
+
+	// used is when each running sandbox was last used (idle.go); busy says whether one is
+	// in use all the same.
+	used map[string]time.Time
+	busy func(sandboxID string) bool
 }
 
 // New returns a Fleet. Call Recover before serving.
@@ -140,7 +147,10 @@ func New(st *store.Store, run Runner, cfg Config, reg prometheus.Registerer, log
 		running: map[string]*runner.Sandbox{}, recs: map[string]store.Sandbox{}, starting: map[string]bool{}, roles: map[string]store.Roles{}, locks: map[string]*sync.Mutex{},
 		onGone: func(string) {}, onSwap: func(string, int64) {},
 		serve: func(store.Sandbox, *runner.Sandbox) func() { return func() {} }, stops: map[string]func(){},
-		closing: make(chan struct{}), backoff: map[string]time.Duration{},
+		closing: make(chan struct{}), backoff: map[string]time.Duration{}, used: map[string]time.Time{},
+	}
+	if cfg.Idle.After < 0 {
+		return nil, fmt.Errorf("idle.after: %s is negative: %w", cfg.Idle.After, errdefs.ErrInvalidArgument)
 	}
 	if cfg.Pool.Size < 0 {
 		return nil, fmt.Errorf("pool.size: %d is negative: %w", cfg.Pool.Size, errdefs.ErrInvalidArgument)
@@ -193,6 +203,7 @@ func (f *Fleet) setRunning(rec store.Sandbox, sb *runner.Sandbox, starting bool)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.running[rec.ID], f.recs[rec.ID], f.stops[rec.ID] = sb, rec, stop
+	f.touch(rec.ID)
 	if starting {
 		f.starting[rec.ID] = true
 	}
@@ -214,6 +225,7 @@ func (f *Fleet) clearRunning(id string) {
 	delete(f.recs, id)
 	delete(f.stops, id)
 	delete(f.starting, id)
+	delete(f.used, id)
 	f.mu.Unlock()
 	if stop != nil {
 		stop()
@@ -279,7 +291,10 @@ func (f *Fleet) Handle(ctx context.Context, c Caller, id string) (*runner.Sandbo
 	if _, err := f.Get(ctx, c, id); err != nil {
 		return nil, err
 	}
-	h := f.handle(id)
+	f.mu.Lock()
+	h := f.running[id]
+	f.touch(id)
+	f.mu.Unlock()
 	if h == nil {
 		return nil, fmt.Errorf("sandbox %s is not running: start it first: %w", id, errdefs.ErrFailedPrecondition)
 	}
@@ -606,6 +621,9 @@ func (f *Fleet) Recover(ctx context.Context) error {
 			f.log.Warn("pool: leftovers of an earlier run", "err", err)
 		}
 		go f.pool.run()
+	}
+	if f.cfg.Idle.After > 0 {
+		go f.suspendIdle()
 	}
 	return nil
 }

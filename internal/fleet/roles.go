@@ -41,7 +41,10 @@ func (f *Fleet) Owner(ctx context.Context, c Caller, role string) (Owner, error)
 	if err != nil {
 		return Owner{}, err
 	}
-	h := f.handle(id)
+	f.mu.Lock()
+	h := f.running[id]
+	f.touch(id)
+	f.mu.Unlock()
 	if h == nil {
 		return Owner{}, fmt.Errorf("the %s sandbox %s is %s: %s: %w", role, id, rec.State, rec.Error, errdefs.ErrUnavailable)
 	}
@@ -67,6 +70,7 @@ func (f *Fleet) cachedOwner(userID, role string) (Owner, bool) {
 	if !ok {
 		return Owner{}, false
 	}
+	f.touch(id)
 	return Owner{Sandbox: rec, Handle: h, Generation: r.Generation}, true
 }
 

@@ -298,6 +298,12 @@ func (p *Proxy) OwnerChanged(userID string, generation int64) {
 	}
 }
 
+// WebSockets counts the WebSockets open to sandboxID's app.
+func (p *Proxy) WebSockets(sandboxID string) int {
+	conns, _ := p.reg.sandboxGone(sandboxID)
+	return len(conns)
+}
+
 // SandboxGone tells the proxy that a sandbox stopped or was deleted: its WebSockets
 // close with [api.CloseOwnerGone] and its pooled connections are dropped.
 func (p *Proxy) SandboxGone(sandboxID string) {
