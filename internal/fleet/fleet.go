@@ -121,6 +121,7 @@ type Fleet struct {
 	// used is when each running sandbox was last used (idle.go); busy says whether one is
 	// in use all the same.
 	used map[string]time.Time
+	held map[string]int
 	busy func(sandboxID string) bool
 }
 
@@ -147,7 +148,7 @@ func New(st *store.Store, run Runner, cfg Config, reg prometheus.Registerer, log
 		running: map[string]*runner.Sandbox{}, recs: map[string]store.Sandbox{}, starting: map[string]bool{}, roles: map[string]store.Roles{}, locks: map[string]*sync.Mutex{},
 		onGone: func(string) {}, onSwap: func(string, int64) {},
 		serve: func(store.Sandbox, *runner.Sandbox) func() { return func() {} }, stops: map[string]func(){},
-		closing: make(chan struct{}), backoff: map[string]time.Duration{}, used: map[string]time.Time{},
+		closing: make(chan struct{}), backoff: map[string]time.Duration{}, used: map[string]time.Time{}, held: map[string]int{},
 	}
 	if cfg.Idle.After < 0 {
 		return nil, fmt.Errorf("idle.after: %s is negative: %w", cfg.Idle.After, errdefs.ErrInvalidArgument)

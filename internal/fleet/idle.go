@@ -16,10 +16,27 @@ type IdleConfig struct {
 	After time.Duration `yaml:"after"`
 }
 
-// touch records that sandbox id was used now. The caller holds f.mu.
+// touch records that sandbox id, running, was used now. The caller holds f.mu.
 func (f *Fleet) touch(id string) {
-	if f.cfg.Idle.After > 0 {
+	if _, ok := f.running[id]; ok && f.cfg.Idle.After > 0 {
 		f.used[id] = f.now()
+	}
+}
+
+// Hold marks sandbox id in use until release (a running exec, an open shell): idle
+// suspend leaves it alone meanwhile.
+func (f *Fleet) Hold(id string) (release func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.held[id]++
+	f.touch(id)
+	return func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.held[id]--; f.held[id] <= 0 {
+			delete(f.held, id)
+		}
+		f.touch(id)
 	}
 }
 
@@ -73,9 +90,9 @@ func (f *Fleet) suspend(id string, after time.Duration) {
 	unlock := f.lock(id)
 	defer unlock()
 	f.mu.Lock()
-	used, running := f.used[id], f.running[id] != nil
+	used, running, held := f.used[id], f.running[id] != nil, f.held[id] > 0
 	f.mu.Unlock()
-	if !running || f.now().Sub(used) < after || (f.busy != nil && f.busy(id)) {
+	if !running || held || f.now().Sub(used) < after || (f.busy != nil && f.busy(id)) {
 		return
 	}
 	ctx := context.Background()

@@ -10,7 +10,7 @@ import (
 	"github.com/paddockhq/paddock/internal/servertest"
 )
 
-// A live sandbox nothing used for idle.after is stopped with its workspace kept; the next
+// A live sandbox nothing used (a running exec is a use) for idle.after is stopped with its workspace kept; the next
 // request through the proxy starts it again and is answered, not failed. A sandbox of no
 // role is left running.
 func TestIdleSuspendAndWake(t *testing.T) {
@@ -25,7 +25,10 @@ func TestIdleSuspendAndWake(t *testing.T) {
 	var roles api.Roles
 	servertest.Decode(t, alice.Do("GET", "/api/v1/roles", nil), http.StatusOK, &roles)
 	live := roles.Live.ID
-	execIn(t, alice, live, api.ExecRequest{Argv: []string{"sh", "-c", "echo kept > kept.txt"}})
+	// An exec that runs for longer than idle.after keeps the sandbox awake.
+	if res := execIn(t, alice, live, api.ExecRequest{Argv: []string{"sh", "-c", "sleep 3 && echo kept > kept.txt && echo done"}}); string(res.Stdout) != "done\n" {
+		t.Fatalf("a long exec in the live sandbox: %+v", res)
+	}
 	var other api.Sandbox
 	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "other"}), http.StatusCreated, &other)
 
