@@ -2,10 +2,13 @@ package server_test
 
 import (
 	"net/http"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/runner"
 	"github.com/paddockhq/paddock/internal/server"
 	"github.com/paddockhq/paddock/internal/servertest"
 )
@@ -52,5 +55,32 @@ func TestIdleSuspendAndWake(t *testing.T) {
 	}
 	if res := execIn(t, alice, live, api.ExecRequest{Argv: []string{"cat", "kept.txt"}}); string(res.Stdout) != "kept\n" {
 		t.Errorf("the woken sandbox's workspace: %+v", res)
+	}
+}
+
+// A wake that cannot start answers the held request with a 503 and Retry-After.
+func TestWakeFails(t *testing.T) {
+	e := servertest.Start(t)
+	alice := e.Register(t, "alice")
+	alice.Start()
+	var roles api.Roles
+	servertest.Decode(t, alice.Do("GET", "/api/v1/roles", nil), http.StatusOK, &roles)
+	live := roles.Live.ID
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes/"+live+"/stop", nil), http.StatusOK, nil)
+	// Its workspace is now a file: it cannot be mounted, so the sandbox cannot start.
+	ws := filepath.Join(e.Config.Runner.WorkspaceRoot, "alice", "sandboxes", live)
+	if err := runner.UnmountAll(filepath.Dir(ws)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(ws); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(ws, []byte("not a directory"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	resp := alice.App("GET", "/", nil)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("a wake that cannot start: %d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
 }
