@@ -87,6 +87,7 @@ func Run(ctx context.Context, e *Env, o Options) (*Report, error) {
 		{"go client", e.ClientTable},
 		{"warm pool", e.PoolTable},
 		{"fork", e.ForkTable},
+		{"wake", e.WakeTable},
 	} {
 		if o.Only != "" && !strings.Contains(b.name, o.Only) {
 			continue
