@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,6 +45,8 @@ type pool struct {
 
 	wake chan struct{}
 	done chan struct{}
+	// started is set once run is; close waits for run only then.
+	started atomic.Bool
 	// stopped is closed when the refill loop has returned.
 	stopped chan struct{}
 
@@ -152,6 +155,9 @@ func (p *pool) discard(sb *runner.Sandbox, why string) {
 // it starts (the runtime, the sandbox's processes) inherits that: filling the pool yields
 // the CPU to users' work.
 func (p *pool) run() {
+	if p.started.Swap(true) {
+		return
+	}
 	defer close(p.stopped)
 	runtime.LockOSThread() // never unlocked: the thread ends with the loop, nice and all
 	if err := unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), poolNice); err != nil {
@@ -254,7 +260,9 @@ func (p *pool) close() {
 	default:
 		close(p.done)
 	}
-	<-p.stopped
+	if p.started.Load() {
+		<-p.stopped
+	}
 	p.mu.Lock()
 	idle := p.idle
 	p.idle = nil

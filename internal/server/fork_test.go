@@ -69,6 +69,13 @@ func TestSandboxFork(t *testing.T) {
 		t.Errorf("the fork restored to the second checkpoint holds %q", got)
 	}
 
+	// The source still reads the blobs it shares with its running fork.
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes/"+src.ID+"/history/restore", api.RestoreRequest{Checkpoint: first.ID}), http.StatusOK, nil)
+	if got := catIn(t, alice, src.ID, "d/a.txt"); got != "one\n" {
+		t.Errorf("the source restored to the first checkpoint after its fork holds %q", got)
+	}
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes/"+src.ID+"/history/restore", api.RestoreRequest{Checkpoint: second.ID}), http.StatusOK, nil)
+
 	if e := servertest.ErrorOf(t, alice.DoToken("POST", "/api/v1/sandboxes/"+src.ID+"/fork", api.ForkRequest{At: "cp-nope"}), http.StatusNotFound); !strings.Contains(e.Message, "cp-nope") {
 		t.Errorf("fork of a missing checkpoint: %+v", e)
 	}
