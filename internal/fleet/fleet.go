@@ -675,6 +675,14 @@ func (f *Fleet) Running() int {
 	return len(f.running)
 }
 
+// DrainPool replaces the warm pool's sandboxes with new ones (after a key rotation: they
+// were started with the old keys).
+func (f *Fleet) DrainPool() {
+	if f.pool != nil {
+		f.pool.drain("the capability keyring changed")
+	}
+}
+
 // closePool discards the warm pool's sandboxes, if there is a pool.
 func (f *Fleet) closePool() {
 	if f.pool != nil {

@@ -251,6 +251,19 @@ func (p *pool) watch(sb *runner.Sandbox) {
 	}
 }
 
+// drain discards every sandbox the pool holds and has it refilled.
+func (p *pool) drain(why string) {
+	p.mu.Lock()
+	idle := p.idle
+	p.idle = nil
+	p.gauge.Set(0)
+	p.mu.Unlock()
+	for _, sb := range idle {
+		go p.discard(sb, why)
+	}
+	p.signal()
+}
+
 // close stops the refill and discards every sandbox the pool holds: they are no one's,
 // and a restarted control plane does not adopt them.
 func (p *pool) close() {

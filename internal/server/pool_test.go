@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -177,5 +178,26 @@ func TestPoolRoles(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || resp.Header.Get(api.HeaderRole) != "live" {
 		t.Errorf("the live app from the pool: %d role %q", resp.StatusCode, resp.Header.Get(api.HeaderRole))
+	}
+}
+
+// A reload that changes the capability keyring replaces the pool's sandboxes, which were
+// started with the old one.
+func TestPoolDrainedByKeyRotation(t *testing.T) {
+	e := servertest.Start(t, func(c *server.Config) { c.Pool.Size = 1 })
+	old := waitPool(t, e, 1)[0]
+	if _, err := server.RotateCapabilityKeys(e.Config); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Server.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		if ids := waitPool(t, e, 1); len(ids) == 1 && ids[0] != old {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the pool still holds %s, started before the rotation", old)
+		}
 	}
 }
