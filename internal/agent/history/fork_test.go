@@ -98,3 +98,21 @@ func TestForkOpenTransaction(t *testing.T) {
 		t.Errorf("the fork holds %q, want the state before the transaction", b)
 	}
 }
+
+// FuzzReadCheckpoint: whatever a store's index holds (its agent wrote it), reading a
+// checkpoint from it on the host never panics, and a found checkpoint is the one asked for.
+func FuzzReadCheckpoint(f *testing.F) {
+	f.Add([]byte(`{"checkpoints":[{"id":"1","tree":"t"}],"pos":"1","seq":1}`), "1")
+	f.Add([]byte(`{"checkpoints":[],"pos":"","tx":{"id":"tx1","base":"9"}}`), "")
+	f.Add([]byte(`not json`), "x")
+	f.Fuzz(func(t *testing.T, index []byte, at string) {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, indexFile), index, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c, _, err := ReadCheckpoint(dir, at)
+		if err == nil && at != "" && c.ID != at {
+			t.Errorf("asked for %q, got %q", at, c.ID)
+		}
+	})
+}
