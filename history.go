@@ -46,6 +46,16 @@ func (s *Sandbox) Restore(ctx context.Context, checkpoint string) (RestoreResult
 	return s.restore(ctx, "restore", api.RestoreRequest{Checkpoint: checkpoint})
 }
 
+// Fork makes a new sandbox of the same owner whose workspace and history start from
+// checkpoint at of this one ("": the current one; with a transaction open, the state
+// before it, which the result's Note says). A checkpoint that does not exist is
+// ErrNotFound, by name.
+func (s *Sandbox) Fork(ctx context.Context, at string) (ForkResult, error) {
+	var res ForkResult
+	err := s.c.do(ctx, "POST", s.path("fork"), api.ForkRequest{At: at}, &res, http.StatusCreated)
+	return res, err
+}
+
 func (s *Sandbox) restore(ctx context.Context, op string, in any) (RestoreResult, error) {
 	var res RestoreResult
 	err := s.c.do(ctx, "POST", s.path("history", op), in, &res, http.StatusOK)

@@ -114,6 +114,11 @@ func TestEveryRoute(t *testing.T) {
 	ok(t, err)
 	_, err = sb.Restore(ctx, cp.Checkpoint.ID)
 	ok(t, err)
+	forked, err := sb.Fork(ctx, cp.Checkpoint.ID)
+	if ok(t, err); forked.At != cp.Checkpoint.ID || forked.Sandbox.ID == sb.ID {
+		t.Errorf("fork: %+v", forked)
+	}
+	ok(t, c.Sandbox(forked.Sandbox.ID).Delete(ctx))
 	_, err = sb.Begin(ctx, "tx")
 	ok(t, err)
 	_, err = sb.Commit(ctx)

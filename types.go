@@ -37,6 +37,8 @@ type (
 	CheckpointResult = api.CheckpointResult
 	// RestoreResult answers Undo, Redo, Restore and ImportHistory.
 	RestoreResult = api.RestoreResult
+	// ForkResult answers Fork: the new sandbox and the checkpoint it starts from.
+	ForkResult = api.ForkResult
 	// HistoryDiff lists the paths two checkpoints differ in.
 	HistoryDiff = api.HistoryDiff
 	// Transaction is an open multi-step change of a workspace.

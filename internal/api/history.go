@@ -133,3 +133,25 @@ type FileDiff struct {
 	Truncated bool   `json:"truncated,omitempty"`
 	Note      string `json:"note,omitempty"`
 }
+
+// ForkRequest is POST /api/v1/sandboxes/{id}/fork: At is the checkpoint the fork starts
+// from ("": the current one, with changes not yet recorded checkpointed first; with a
+// transaction open, the state before it); Name is the new sandbox's ("": the source's,
+// marked as a fork).
+type ForkRequest struct {
+	At   string `json:"at,omitempty"`
+	Name string `json:"name,omitempty"`
+}
+
+// ForkResult answers a fork: the new sandbox, the checkpoint it starts from, and a note
+// when the source had a transaction open that the fork does not hold.
+type ForkResult struct {
+	Sandbox Sandbox `json:"sandbox"`
+	From    string  `json:"from"`
+	At      string  `json:"at"`
+	Note    string  `json:"note,omitempty"`
+	// SharedBlobs and ClonedBlobs count the history's blobs the fork shares with its
+	// source by hard link and by reflink.
+	SharedBlobs int `json:"shared_blobs"`
+	ClonedBlobs int `json:"cloned_blobs"`
+}

@@ -86,6 +86,9 @@ func Run(ctx context.Context, e *Env, o Options) (*Report, error) {
 		{"egress download", e.EgressTable},
 		{"go client", e.ClientTable},
 		{"desktop", e.DesktopTable},
+		{"warm pool", e.PoolTable},
+		{"fork", e.ForkTable},
+		{"wake", e.WakeTable},
 	} {
 		if o.Only != "" && !strings.Contains(b.name, o.Only) {
 			continue

@@ -36,8 +36,8 @@ func TestRunOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Tables) != 15 {
-		t.Fatalf("%d tables, want 15", len(r.Tables))
+	if len(r.Tables) != 18 {
+		t.Fatalf("%d tables, want 18", len(r.Tables))
 	}
 	checkPeers(t, e, r)
 	for _, tb := range r.Tables {
@@ -52,7 +52,7 @@ func TestRunOnce(t *testing.T) {
 	}
 	var md bytes.Buffer
 	r.WriteMarkdown(&md)
-	for _, want := range []string{"make bench", "| measurement |", "**Peers.**", "*peer:* `podman run --rm`", "*peer:* through nginx", "*peer:* HTTPS through squid", "≤ 1.5× runc run", "≥ 500 MB/s", "≤ 15 MiB", "≥ 0.8× direct", "≤ 1 ms", "Promotion under load", "≥ 5,000/s", "provider gateway", "egress proxy", "≤ 1.2× net/http"} {
+	for _, want := range []string{"make bench", "| measurement |", "**Peers.**", "*peer:* `podman run --rm`", "*peer:* through nginx", "*peer:* HTTPS through squid", "≤ 1.5× runc run", "≥ 500 MB/s", "≤ 15 MiB", "≥ 0.8× direct", "≤ 1 ms", "Promotion under load", "≥ 5,000/s", "provider gateway", "egress proxy", "≤ 1.2× net/http", "p50 ≤ 2× exec", "≤ 0.1× cp -a", "≤ 1.5× paddock run"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("report lacks %q", want)
 		}
@@ -191,4 +191,26 @@ func TestClientTable(t *testing.T) {
 	var md bytes.Buffer
 	r.WriteMarkdown(&md)
 	t.Log(md.String())
+}
+
+// TestPoolForkWakeTables takes samples of the warm pool's, the fork's and the wake's
+// tables alone.
+func TestPoolForkWakeTables(t *testing.T) {
+	e := newEnv(t)
+	for _, only := range []string{"warm pool", "fork", "wake"} {
+		t.Run(only, func(t *testing.T) {
+			r, err := Run(context.Background(), e, Options{N: 2, Quick: true, Only: only})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(r.Tables) != 1 {
+				t.Fatalf("tables %+v", r.Tables)
+			}
+			for _, row := range r.Tables[0].Rows {
+				if row.N != 2 || row.P50 <= 0 {
+					t.Errorf("%s: %+v, want two positive samples", row.Name, row.Summary)
+				}
+			}
+		})
+	}
 }

@@ -48,15 +48,18 @@ const benchPassword = "correct horse battery bench"
 // StartControlPlane starts a control plane and signs a user up, and waits until the user's
 // live sandbox's app answers through the proxy. Close stops it and destroys its sandboxes.
 func (e *Env) StartControlPlane(ctx context.Context, log *slog.Logger) (cp *ControlPlane, err error) {
-	return e.startControlPlane(ctx, log, server.AppConfig{}, func(ctx context.Context, cp *ControlPlane) error {
-		_, err := cp.waitApp(ctx, time.Minute)
-		return err
-	})
+	return e.startControlPlane(ctx, log, nil, nil)
 }
 
-// startControlPlane is StartControlPlane with app as the sandboxes' app (the zero value:
-// the welcome app) and ready saying when it answers.
-func (e *Env) startControlPlane(ctx context.Context, log *slog.Logger, app server.AppConfig, ready func(context.Context, *ControlPlane) error) (cp *ControlPlane, err error) {
+// startControlPlane is StartControlPlane with edit, when set, changing the configuration,
+// and ready, when set, saying when the live sandbox's app answers (default: waitApp).
+func (e *Env) startControlPlane(ctx context.Context, log *slog.Logger, edit func(*server.Config), ready func(context.Context, *ControlPlane) error) (cp *ControlPlane, err error) {
+	if ready == nil {
+		ready = func(ctx context.Context, cp *ControlPlane) error {
+			_, err := cp.waitApp(ctx, time.Minute)
+			return err
+		}
+	}
 	// A directory of its own: a run starts several control planes, each signing the same
 	// user up in a database of its own.
 	dir, err := os.MkdirTemp(e.Dir, "cp-")
@@ -72,7 +75,11 @@ func (e *Env) startControlPlane(ctx context.Context, log *slog.Logger, app serve
 	if err != nil {
 		return nil, err
 	}
-	s, err := server.New(ctx, server.Config{Runner: rc, Listen: "127.0.0.1:0", App: app}, log, server.Options{})
+	cfg := server.Config{Runner: rc, Listen: "127.0.0.1:0"}
+	if edit != nil {
+		edit(&cfg)
+	}
+	s, err := server.New(ctx, cfg, log, server.Options{})
 	if err != nil {
 		return nil, err
 	}

@@ -231,7 +231,7 @@ func (e *Env) startDesktop(ctx context.Context) (f *desktopFixture, err error) {
 		}
 	}()
 	app := server.AppConfig{Command: []string{"/usr/bin/perl", "-e", desktopApp}, Port: 8080, Build: "bench-static"}
-	f.cp, err = e.startControlPlane(ctx, e.log, app, func(ctx context.Context, cp *ControlPlane) error {
+	f.cp, err = e.startControlPlane(ctx, e.log, func(c *server.Config) { c.App = app }, func(ctx context.Context, cp *ControlPlane) error {
 		var roles api.Roles
 		if err := cp.JSON(ctx, "GET", "/api/v1/roles", nil, http.StatusOK, &roles); err != nil {
 			return err

@@ -23,6 +23,13 @@ func Summarize(xs []float64) Summary {
 	return Summary{N: len(s), P50: quantile(s, 0.5), P90: quantile(s, 0.9), Min: s[0]}
 }
 
+// quantileOf is the q quantile of xs, which need not be sorted.
+func quantileOf(xs []float64, q float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return quantile(s, q)
+}
+
 // quantile of sorted s, 0 ≤ q ≤ 1.
 func quantile(s []float64, q float64) float64 {
 	pos := q * float64(len(s)-1)

@@ -27,7 +27,7 @@ func newSandboxCommand(code *int) *cobra.Command {
 			return fmt.Errorf("sandbox: give a subcommand (see paddock sandbox --help): %w", errdefs.ErrInvalidArgument)
 		},
 	}
-	c.AddCommand(newSandboxListCommand(), newSandboxCreateCommand(), newSandboxGetCommand(), newSandboxRemoveCommand(),
+	c.AddCommand(newSandboxListCommand(), newSandboxCreateCommand(), newSandboxGetCommand(), newSandboxRemoveCommand(), newSandboxForkCommand(),
 		newLifecycleCommand("stop", "stop a sandbox, keeping its workspace", (*paddock.Sandbox).Stop),
 		newLifecycleCommand("start", "start a stopped sandbox", (*paddock.Sandbox).Start),
 		newLifecycleCommand("restart", "stop and start a sandbox", (*paddock.Sandbox).Restart),
@@ -180,6 +180,32 @@ func failedState(sb api.Sandbox) error {
 		reason = "no reason given"
 	}
 	return fmt.Errorf("sandbox %s failed to start: %s (start it again or remove it): %w", sb.ID, reason, errdefs.ErrUnavailable)
+}
+
+func newSandboxForkCommand() *cobra.Command {
+	var at string
+	c := &cobra.Command{
+		Use:   "fork ID [--at CHECKPOINT]",
+		Short: "make a new sandbox whose workspace and history start from a checkpoint of this one",
+		Long:  "fork makes a new sandbox of yours like ID (tier, limits, environment, app) whose workspace\nand history start from CHECKPOINT (see paddock history ID); without --at, from the current\nstate, checkpointed first. With a transaction open in ID, the fork starts from the state\nbefore it, and says so. The history's stored contents are shared, not copied; the\nworkspace's files are the fork's own. It prints the new sandbox's ID.",
+		Args:  exactArgs(1, "ID"),
+		RunE: func(c *cobra.Command, args []string) error {
+			return withClient(func(ctx context.Context, cl *paddock.Client) error {
+				res, err := cl.Sandbox(args[0]).Fork(ctx, at)
+				if err != nil {
+					return err
+				}
+				if res.Note != "" {
+					fmt.Fprintf(c.ErrOrStderr(), "note: %s\n", res.Note)
+				}
+				fmt.Fprintf(c.ErrOrStderr(), "forked %s at checkpoint %s\n", res.From, res.At)
+				_, err = fmt.Fprintln(c.OutOrStdout(), res.Sandbox.ID)
+				return err
+			})
+		},
+	}
+	c.Flags().StringVar(&at, "at", "", "the checkpoint to start from (default: the current state)")
+	return c
 }
 
 func newSandboxGetCommand() *cobra.Command {

@@ -34,6 +34,13 @@ type Runner interface {
 	Adopt(ctx context.Context, rec runner.Record) (*runner.Sandbox, error)
 	Reap(ctx context.Context, rec runner.Record) error
 	RemoveWorkspace(user, id string) error
+	// The warm pool's (see pool.go and runner.Spec.Pool).
+	Claimable(user string) error
+	Claim(sb *runner.Sandbox, user string) error
+	Discard(ctx context.Context, sb *runner.Sandbox) error
+	ReapPool(ctx context.Context, runtime string) error
+	// HistoryDir is where a sandbox's history store is, for forks.
+	HistoryDir(user, id string) string
 }
 
 // Caller is who acts: a user, possibly an admin.
@@ -68,6 +75,10 @@ type Config struct {
 	// AgentKeys returns the capability keyring the agent of sandbox id gets in its
 	// envelope (runner.Spec.CapabilityKeys); nil gives none.
 	AgentKeys func(id string) string
+	// Pool is the warm pool's configuration.
+	Pool PoolConfig
+	// Idle is idle suspend's configuration.
+	Idle IdleConfig
 }
 
 // Fleet manages sandboxes. It is safe for concurrent use.
@@ -103,6 +114,15 @@ type Fleet struct {
 	closing   chan struct{}
 	closeOnce sync.Once
 	backoff   map[string]time.Duration
+
+	// pool is the warm pool, or nil.
+	pool *pool
+
+	// used is when each running sandbox was last used (idle.go); busy says whether one is
+	// in use all the same.
+	used map[string]time.Time
+	held map[string]int
+	busy func(sandboxID string) bool
 }
 
 // New returns a Fleet. Call Recover before serving.
@@ -123,13 +143,25 @@ func New(st *store.Store, run Runner, cfg Config, reg prometheus.Registerer, log
 	if err != nil {
 		return nil, err
 	}
-	return &Fleet{
+	f := &Fleet{
 		st: st, run: run, cfg: cfg, log: log, now: time.Now, m: m,
 		running: map[string]*runner.Sandbox{}, recs: map[string]store.Sandbox{}, starting: map[string]bool{}, roles: map[string]store.Roles{}, locks: map[string]*sync.Mutex{},
 		onGone: func(string) {}, onSwap: func(string, int64) {},
 		serve: func(store.Sandbox, *runner.Sandbox) func() { return func() {} }, stops: map[string]func(){},
-		closing: make(chan struct{}), backoff: map[string]time.Duration{},
-	}, nil
+		closing: make(chan struct{}), backoff: map[string]time.Duration{}, used: map[string]time.Time{}, held: map[string]int{},
+	}
+	if cfg.Idle.After < 0 {
+		return nil, fmt.Errorf("idle.after: %s is negative: %w", cfg.Idle.After, errdefs.ErrInvalidArgument)
+	}
+	if cfg.Pool.Size < 0 {
+		return nil, fmt.Errorf("pool.size: %d is negative: %w", cfg.Pool.Size, errdefs.ErrInvalidArgument)
+	}
+	if cfg.Pool.Size > 0 {
+		if f.pool, err = newPool(f, cfg.Pool.Size, reg); err != nil {
+			return nil, err
+		}
+	}
+	return f, nil
 }
 
 // SetServices sets what the fleet calls when it starts holding a running sandbox (started,
@@ -172,6 +204,7 @@ func (f *Fleet) setRunning(rec store.Sandbox, sb *runner.Sandbox, starting bool)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.running[rec.ID], f.recs[rec.ID], f.stops[rec.ID] = sb, rec, stop
+	f.touch(rec.ID)
 	if starting {
 		f.starting[rec.ID] = true
 	}
@@ -193,6 +226,7 @@ func (f *Fleet) clearRunning(id string) {
 	delete(f.recs, id)
 	delete(f.stops, id)
 	delete(f.starting, id)
+	delete(f.used, id)
 	f.mu.Unlock()
 	if stop != nil {
 		stop()
@@ -258,7 +292,10 @@ func (f *Fleet) Handle(ctx context.Context, c Caller, id string) (*runner.Sandbo
 	if _, err := f.Get(ctx, c, id); err != nil {
 		return nil, err
 	}
-	h := f.handle(id)
+	f.mu.Lock()
+	h := f.running[id]
+	f.touch(id)
+	f.mu.Unlock()
 	if h == nil {
 		return nil, fmt.Errorf("sandbox %s is not running: start it first: %w", id, errdefs.ErrFailedPrecondition)
 	}
@@ -271,6 +308,13 @@ func (f *Fleet) Create(ctx context.Context, c Caller, req api.CreateSandboxReque
 	rec, err := f.newRecord(c, req)
 	if err != nil {
 		return store.Sandbox{}, err
+	}
+	var name func(string) string
+	if req.Name == "" {
+		name = func(id string) string { return id }
+	}
+	if rec, ok, err := f.fromPool(ctx, c, rec, name, nil); ok {
+		return rec, err
 	}
 	return f.createRecord(ctx, c, rec)
 }
@@ -311,12 +355,17 @@ func (f *Fleet) checkQuota(ctx context.Context, tx *store.Tx, c Caller, rec stor
 
 // start runs a recorded sandbox. The caller holds its lock.
 func (f *Fleet) start(ctx context.Context, c Caller, rec store.Sandbox) (store.Sandbox, error) {
+	return f.startSpec(ctx, c, rec, f.spec(rec))
+}
+
+// startSpec is start with the runner's request given.
+func (f *Fleet) startSpec(ctx context.Context, c Caller, rec store.Sandbox, spec runner.Spec) (store.Sandbox, error) {
 	if f.handle(rec.ID) != nil {
 		rec.State, rec.Error = api.StateRunning, ""
 		return rec, nil
 	}
 	began := time.Now()
-	sb, err := f.run.Create(ctx, f.spec(rec))
+	sb, err := f.run.Create(ctx, spec)
 	f.m.observeStart(rec.Tier, began, err)
 	state, why := api.StateRunning, ""
 	if err != nil {
@@ -568,6 +617,15 @@ func (f *Fleet) Recover(ctx context.Context) error {
 		}
 	}
 	f.log.Info("sandboxes recovered", "adopted", adopted, "lost", lost)
+	if f.pool != nil {
+		if err := f.run.ReapPool(ctx, f.cfg.Runtime); err != nil {
+			f.log.Warn("pool: leftovers of an earlier run", "err", err)
+		}
+		go f.pool.run()
+	}
+	if f.cfg.Idle.After > 0 {
+		go f.suspendIdle()
+	}
 	return nil
 }
 
@@ -575,6 +633,7 @@ func (f *Fleet) Recover(ctx context.Context) error {
 // that the next control plane adopts them.
 func (f *Fleet) Close() {
 	f.closeOnce.Do(func() { close(f.closing) })
+	f.closePool()
 	f.mu.Lock()
 	stops := f.stops
 	f.stops = map[string]func(){}
@@ -593,6 +652,7 @@ func (f *Fleet) Close() {
 // DestroyAll stops every running sandbox (tests, and an operator's full shutdown).
 func (f *Fleet) DestroyAll(ctx context.Context) {
 	f.closeOnce.Do(func() { close(f.closing) })
+	f.closePool()
 	f.mu.Lock()
 	ids := make([]string, 0, len(f.running))
 	for id := range f.running {
@@ -613,4 +673,19 @@ func (f *Fleet) Running() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return len(f.running)
+}
+
+// DrainPool replaces the warm pool's sandboxes with new ones (after a key rotation: they
+// were started with the old keys).
+func (f *Fleet) DrainPool() {
+	if f.pool != nil {
+		f.pool.drain("the capability keyring changed")
+	}
+}
+
+// closePool discards the warm pool's sandboxes, if there is a pool.
+func (f *Fleet) closePool() {
+	if f.pool != nil {
+		f.pool.close()
+	}
 }

@@ -41,7 +41,10 @@ func (f *Fleet) Owner(ctx context.Context, c Caller, role string) (Owner, error)
 	if err != nil {
 		return Owner{}, err
 	}
-	h := f.handle(id)
+	f.mu.Lock()
+	h := f.running[id]
+	f.touch(id)
+	f.mu.Unlock()
 	if h == nil {
 		return Owner{}, fmt.Errorf("the %s sandbox %s is %s: %s: %w", role, id, rec.State, rec.Error, errdefs.ErrUnavailable)
 	}
@@ -67,6 +70,7 @@ func (f *Fleet) cachedOwner(userID, role string) (Owner, bool) {
 	if !ok {
 		return Owner{}, false
 	}
+	f.touch(id)
 	return Owner{Sandbox: rec, Handle: h, Generation: r.Generation}, true
 }
 
@@ -113,6 +117,15 @@ func (f *Fleet) ensureRoles(ctx context.Context, c Caller) (store.Roles, error) 
 			return roles, err
 		}
 		rec.Name = role + "-" + rec.ID[3:8]
+		setRole := func(tx *store.Tx, rec store.Sandbox) error { return tx.SetRole(ctx, c.UserID, role, rec.ID, f.now()) }
+		name := func(id string) string { return role + "-" + id[3:8] }
+		if pooled, ok, err := f.fromPool(ctx, c, rec, name, setRole); ok {
+			if err != nil {
+				return roles, fmt.Errorf("make the %s sandbox: %w", role, err)
+			}
+			*id = pooled.ID
+			continue
+		}
 		err = f.st.Update(ctx, func(tx *store.Tx) error {
 			if err := f.checkQuota(ctx, tx, c, rec); err != nil {
 				return err

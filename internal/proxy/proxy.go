@@ -274,6 +274,9 @@ func (p *Proxy) routeSandbox(r *http.Request, c Caller) (*reqInfo, int64, error)
 	return info, math.MaxInt64, nil
 }
 
+// retryAfter is the Retry-After, in seconds, of a 503 that a sandbox's start caused.
+const retryAfter = "5"
+
 // refuse answers err in the API's error shape and counts it.
 func (p *Proxy) refuse(w http.ResponseWriter, role string, err error) {
 	var status int
@@ -283,6 +286,10 @@ func (p *Proxy) refuse(w http.ResponseWriter, role string, err error) {
 		api.WriteErrorCode(w, status, api.CodeMethodNotAllowed, "the CONNECT method is not allowed")
 	default:
 		status, _ = api.StatusOf(err)
+		if status == http.StatusServiceUnavailable {
+			// The sandbox could not be reached or started (a wake that failed): try again.
+			w.Header().Set("Retry-After", retryAfter)
+		}
 		api.WriteError(w, p.log, err)
 	}
 	p.m.request(role, status)
@@ -296,6 +303,12 @@ func (p *Proxy) OwnerChanged(userID string, generation int64) {
 	for _, c := range p.reg.ownerChanged(userID, generation) {
 		c.shutSoon(reasonOwnerChanged)
 	}
+}
+
+// WebSockets counts the WebSockets open to sandboxID's app.
+func (p *Proxy) WebSockets(sandboxID string) int {
+	conns, _ := p.reg.sandboxGone(sandboxID)
+	return len(conns)
 }
 
 // SandboxGone tells the proxy that a sandbox stopped or was deleted: its WebSockets

@@ -79,6 +79,13 @@ type Spec struct {
 	MainHotReload bool
 	// CapabilityKeys is the agent's capability keyring (wire.Envelope.CapabilityKeys).
 	CapabilityKeys string
+	// Pool starts the sandbox for the warm pool (pool.go): persistent, of the container
+	// tier and the host's defaults, its files under the pool's directory until Claim. User
+	// is ignored.
+	Pool bool
+	// Seed, when set, fills a persistent container sandbox's new workspace and history
+	// store before it starts (a fork's, see history.Fork), given the sandbox user's ids.
+	Seed func(workspace, history string, uid, gid uint32) error
 }
 
 // Sandbox is a running sandbox.
@@ -220,7 +227,7 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 
 // Create starts a sandbox for spec. A sandbox that fails half-way is torn down completely.
 func (r *Runner) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
-	uc, err := r.cfg.LoadUser(spec.User)
+	uc, err := r.userConfig(spec)
 	if err != nil {
 		return nil, err
 	}
@@ -255,6 +262,10 @@ func (r *Runner) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 		_ = sb.disk.close()
 		return nil, err
 	}
+	if err := r.seed(spec, sb); err != nil {
+		_ = sb.disk.close()
+		return nil, err
+	}
 	r.log.Info("creating sandbox", "sandbox", sb.ID, "tier", tier, "user", spec.User, "workspace", sb.Workspace)
 	if tier == wire.TierProcess {
 		r.log.Warn("DEGRADED: process tier (--insecure): the command runs as a host process under Landlock, seccomp and rlimits, with no namespaces; sessions are unavailable", "sandbox", sb.ID)
@@ -272,6 +283,34 @@ func (r *Runner) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 	}
 	sb.agent = agentclient.New(sb.backend.Conn())
 	return sb, nil
+}
+
+// seed runs spec.Seed on sb's workspace and history, which must have one.
+func (r *Runner) seed(spec Spec, sb *Sandbox) error {
+	if spec.Seed == nil {
+		return nil
+	}
+	if sb.History == "" || !spec.Persistent {
+		return fmt.Errorf("only a persistent container sandbox keeps history to start from: %w", errdefs.ErrInvalidArgument)
+	}
+	return spec.Seed(sb.Workspace, sb.History, r.cfg.SandboxUID, r.cfg.SandboxGID)
+}
+
+// HistoryDir is where persistent sandbox id of user keeps its workspace history.
+func (r *Runner) HistoryDir(user, id string) string {
+	return filepath.Join(r.cfg.WorkspaceRoot, user, "history", id)
+}
+
+// userConfig is spec's user's configuration; a pooled sandbox has no user yet, and the
+// host's defaults.
+func (r *Runner) userConfig(spec Spec) (UserConfig, error) {
+	if !spec.Pool {
+		return r.cfg.LoadUser(spec.User)
+	}
+	if !spec.Persistent || (spec.Tier != "" && spec.Tier != wire.TierContainer) {
+		return UserConfig{}, fmt.Errorf("a pooled sandbox is a persistent container sandbox: %w", errdefs.ErrInvalidArgument)
+	}
+	return UserConfig{Tier: wire.TierContainer}, nil
 }
 
 func (r *Runner) start(ctx context.Context, spec Spec, sb *Sandbox, agentBin string) (_ backend, err error) {

@@ -16,9 +16,13 @@ import (
 // provision makes the user's workspace tree on first use and picks the sandbox's workspace:
 // the one asked for, or a fresh one under the user's tmp that Destroy removes.
 func (r *Runner) provision(spec Spec, sb *Sandbox) error {
-	userDir, err := r.ProvisionUser(spec.User)
+	owner := spec.User
+	userDir, err := r.ownerDir(spec)
 	if err != nil {
 		return err
+	}
+	if spec.Pool {
+		owner = poolOwner
 	}
 	uid, gid := r.cfg.SandboxUID, r.cfg.SandboxGID
 	if spec.Persistent {
@@ -26,8 +30,11 @@ func (r *Runner) provision(spec Spec, sb *Sandbox) error {
 			return fmt.Errorf("a persistent sandbox's workspace is paddock's own; --workspace cannot be given: %w", errdefs.ErrInvalidArgument)
 		}
 		dir := filepath.Join(userDir, "sandboxes", sb.ID)
-		if r.withDisk(sb) && !r.legacyWorkspace(spec.User, sb.ID) {
-			if sb.disk, err = r.openDisk(spec.User, sb.ID, dir, sb.Limits.Disk, false, sb.Tier, uid, gid); err != nil {
+		if r.withDisk(sb) && !r.legacyWorkspace(owner, sb.ID) {
+			if spec.Pool {
+				dir = filepath.Join(userDir, "mounts", sb.ID)
+			}
+			if sb.disk, err = r.openDisk(owner, sb.ID, dir, sb.Limits.Disk, false, sb.Tier, uid, gid); err != nil {
 				return err
 			}
 			sb.Workspace = sb.disk.workspace()
@@ -65,6 +72,14 @@ func (r *Runner) provision(spec Spec, sb *Sandbox) error {
 	sb.Workspace = dir
 	sb.removeWorkspace = true
 	return r.makeWorkspace(sb.Workspace, false)
+}
+
+// ownerDir is the directory of the tree spec's sandbox lives in: its user's, or the pool's.
+func (r *Runner) ownerDir(spec Spec) (string, error) {
+	if spec.Pool {
+		return r.poolDir()
+	}
+	return r.ProvisionUser(spec.User)
 }
 
 // withDisk says whether sb gets a disk image (disk.go): it has a disk limit, and this

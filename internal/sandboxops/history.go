@@ -12,6 +12,7 @@ import (
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
+	"github.com/paddockhq/paddock/internal/store"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
 )
 
@@ -313,4 +314,38 @@ func nonNilStrings(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// Fork makes a new sandbox of c's from checkpoint req.At of sandbox id (see
+// fleet.Fork). Without req.At, a running source's changes not yet recorded are
+// checkpointed first, unless a transaction is open: then the fork starts from the state
+// before it, and the result's note says so.
+func (o *Ops) Fork(ctx context.Context, c fleet.Caller, id string, req api.ForkRequest) (store.Sandbox, api.ForkResult, error) {
+	if req.At != "" {
+		if err := checkCheckpointID("at", req.At); err != nil {
+			return store.Sandbox{}, api.ForkResult{}, err
+		}
+	}
+	if _, err := o.fleet.Get(ctx, c, id); err != nil {
+		return store.Sandbox{}, api.ForkResult{}, err
+	}
+	if req.At == "" {
+		if hc, err := o.fleet.Agent(ctx, c, id); err == nil {
+			if res, err := hc.HistoryList(ctx); err == nil && res.Transaction == nil {
+				if _, err := hc.Checkpoint(ctx, "before fork"); err != nil {
+					return store.Sandbox{}, api.ForkResult{}, historyError("checkpoint before fork", id, err)
+				}
+			}
+		}
+	}
+	f, err := o.fleet.Fork(ctx, c, id, req.At, req.Name)
+	if err != nil {
+		return f.Sandbox, api.ForkResult{}, err
+	}
+	out := api.ForkResult{From: id, At: f.History.At.ID, SharedBlobs: f.History.Linked, ClonedBlobs: f.History.Cloned}
+	if tx := f.History.OpenTx; tx != nil {
+		out.Note = fmt.Sprintf("sandbox %s has transaction %s (%q) open: the fork starts from checkpoint %s, the state before it, without the transaction's changes", id, tx.ID, tx.Message, f.History.At.ID)
+	}
+	o.event(ctx, c.UserID, "sandbox.fork", map[string]any{"sandbox": f.Sandbox.ID, "from": id, "checkpoint": out.At})
+	return f.Sandbox, out, nil
 }

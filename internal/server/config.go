@@ -41,6 +41,11 @@ type Config struct {
 	Runtime string `yaml:"runtime"`
 	// Quota bounds each user's sandboxes (default 10 sandboxes, 8 GiB of memory limits).
 	Quota fleet.Quota `yaml:"quota"`
+	// Pool keeps sandboxes of the default app started ahead (default none): see docs/pool.md.
+	Pool fleet.PoolConfig `yaml:"pool"`
+	// Idle stops a user's live and dev sandboxes that nothing used for a while (default
+	// never): see docs/pool.md.
+	Idle fleet.IdleConfig `yaml:"idle"`
 	// SandboxMemory is a new sandbox's memory limit when its request gives none (512M).
 	SandboxMemory wire.Size `yaml:"sandbox_memory"`
 	// App is what new sandboxes run by default; empty means the built-in welcome page.

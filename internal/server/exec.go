@@ -27,6 +27,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, c fleet.Caller) er
 	if err := api.DecodeJSON(w, r, &req, maxExecBody); err != nil {
 		return err
 	}
+	defer s.fleet.Hold(r.PathValue("id"))()
 	out, err := s.ops.Exec(r.Context(), c, r.PathValue("id"), req)
 	if err != nil {
 		return err
@@ -43,6 +44,7 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, c fleet.Call
 	if err != nil {
 		return err
 	}
+	defer s.fleet.Hold(r.PathValue("id"))()
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{api.StreamProtocol}, OriginPatterns: s.cfg.TrustedOrigins})
 	if err != nil {
 		return errResponded // Accept wrote the response

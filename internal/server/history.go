@@ -77,6 +77,25 @@ func (s *Server) restoreCheckpoint(w http.ResponseWriter, r *http.Request, c fle
 	return writeOr(w, http.StatusOK, out, err)
 }
 
+// forkSandbox answers 201 with the new sandbox and the checkpoint it starts from.
+func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {
+	if _, err := s.fleet.Get(r.Context(), c, r.PathValue("id")); err != nil {
+		return err
+	}
+	var req api.ForkRequest
+	if err := api.DecodeJSON(w, r, &req, maxHistoryBody); err != nil {
+		return err
+	}
+	sb, out, err := s.ops.Fork(r.Context(), c, r.PathValue("id"), req)
+	if err != nil {
+		return err
+	}
+	out.Sandbox = toAPI(sb, "")
+	w.Header().Set("Location", "/api/v1/sandboxes/"+sb.ID)
+	api.WriteJSON(w, http.StatusCreated, out)
+	return nil
+}
+
 // beginTransaction answers 201 with the transaction begun, or 409 naming the one open.
 func (s *Server) beginTransaction(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {
 	if err := s.reachFirst(r, c); err != nil {

@@ -46,6 +46,10 @@ func (s *Server) Reload(ctx context.Context) error {
 	note("broker_policy", ch, err)
 	ch, err = s.caps.Reload()
 	note(sandboxops.KeysFile, ch, err)
+	if ch && err == nil {
+		// The pool's sandboxes were started with the old keyring.
+		s.fleet.DrainPool()
+	}
 
 	err = errors.Join(errs...)
 	detail := map[string]any{"changed": changed, "failed": failed}

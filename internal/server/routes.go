@@ -74,6 +74,7 @@ func (s *Server) routeTable() map[Route]apiHandler {
 		{"POST", "/api/v1/sandboxes/{id}/history/undo"}:                 s.undo,
 		{"POST", "/api/v1/sandboxes/{id}/history/redo"}:                 s.redo,
 		{"POST", "/api/v1/sandboxes/{id}/history/restore"}:              s.restoreCheckpoint,
+		{"POST", "/api/v1/sandboxes/{id}/fork"}:                         s.forkSandbox,
 		{"GET", "/api/v1/sandboxes/{id}/history/diff"}:                  s.historyDiff,
 		{"POST", "/api/v1/sandboxes/{id}/history/transaction"}:          s.beginTransaction,
 		{"POST", "/api/v1/sandboxes/{id}/history/transaction/commit"}:   s.commitTransaction,

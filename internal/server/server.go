@@ -213,7 +213,7 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 	s.log.Info("default tier", "tier", tier, "why", why)
 	s.fleet, err = fleet.New(s.st, s.runner, fleet.Config{
 		Tier: cfg.Runner.Tier, Runtime: cfg.Runtime, Memory: cfg.SandboxMemory, Quota: cfg.Quota, App: app,
-		Env: env, AgentKeys: s.caps.AgentKeys,
+		Env: env, AgentKeys: s.caps.AgentKeys, Pool: cfg.Pool, Idle: cfg.Idle,
 	}, s.reg, s.log)
 	if err != nil {
 		return err
@@ -228,6 +228,7 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 		return err
 	}
 	s.fleet.SetHooks(s.sandboxGone, s.proxy.OwnerChanged)
+	s.fleet.SetBusy(func(id string) bool { return s.proxy.WebSockets(id) > 0 })
 	s.initEgress(netPolicy, netText, opts.Egress)
 	if err := s.initServices(); err != nil {
 		return err

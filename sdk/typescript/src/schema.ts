@@ -1043,6 +1043,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/sandboxes/{id}/fork": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["id"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Make a new sandbox of the same owner whose workspace and history start from a checkpoint of this one.
+         * @description The new sandbox is like this one (tier, runtime, limits, environment, app). Its history shares this one's stored contents (reflinks where the file system has them, else hard links of the immutable blobs); its workspace's files are its own. Without `at`, a running sandbox's changes not yet recorded are checkpointed first; with a transaction open, the fork starts from the state before it, and `note` says so.
+         */
+        post: operations["forkSandbox"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/sandboxes/{id}/history/diff": {
         parameters: {
             query: {
@@ -1799,6 +1821,25 @@ export interface components {
         };
         RestoreRequest: {
             checkpoint: string;
+        };
+        ForkRequest: {
+            /** @description The checkpoint to start from; default: the current state. */
+            at?: string;
+            /** @description The new sandbox's name; default: the source's, marked as a fork. */
+            name?: string;
+        };
+        ForkResult: {
+            sandbox?: components["schemas"]["Sandbox"];
+            /** @description The source sandbox. */
+            from?: string;
+            /** @description The checkpoint the fork starts from. */
+            at?: string;
+            /** @description Set when the source had a transaction open that the fork does not hold. */
+            note?: string;
+            /** @description History blobs shared with the source by hard link. */
+            shared_blobs?: number;
+            /** @description History blobs shared with the source by reflink. */
+            cloned_blobs?: number;
         };
         RestoreResult: {
             checkpoint?: components["schemas"]["Checkpoint"];
@@ -3689,6 +3730,46 @@ export interface operations {
                 };
             };
             409: components["responses"]["Error"];
+            503: components["responses"]["Error"];
+        };
+    };
+    forkSandbox: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["id"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ForkRequest"];
+            };
+        };
+        responses: {
+            /** @description Forked and started. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForkResult"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            /** @description No such sandbox, or no such checkpoint (the message names it). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            409: components["responses"]["Error"];
+            429: components["responses"]["Error"];
             503: components["responses"]["Error"];
         };
     };

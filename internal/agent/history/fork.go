@@ -1,0 +1,162 @@
+package history
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/paddockhq/paddock/internal/errdefs"
+)
+
+// ForkInfo says what Fork made.
+type ForkInfo struct {
+	// At is the checkpoint the fork starts from.
+	At Checkpoint
+	// OpenTx is the transaction the source had open, which the fork does not hold (it
+	// starts from the state before it); nil when there was none.
+	OpenTx *Transaction
+	// Linked and Cloned count the blobs shared by hard link and by reflink (FICLONE).
+	Linked, Cloned int
+	// Shared is how long sharing the blobs took; the rest of a fork writes the files.
+	Shared time.Duration
+}
+
+// ReadCheckpoint checks that the store in dir holds checkpoint at ("" is the current
+// position, or with a transaction open the state before it) without opening the store,
+// which its agent may hold: it reads the index as last written.
+func ReadCheckpoint(dir, at string) (Checkpoint, *Transaction, error) {
+	var idx index
+	ok, err := readJSON(filepath.Join(dir, indexFile), &idx)
+	if err != nil {
+		return Checkpoint{}, nil, err
+	}
+	if at == "" {
+		at = idx.Pos
+		if idx.Tx != nil {
+			at = idx.Tx.Base
+		}
+	}
+	if ok && at != "" {
+		for _, c := range idx.Checkpoints {
+			if c.ID == at {
+				return c, idx.Tx, nil
+			}
+		}
+	}
+	if at == "" {
+		return Checkpoint{}, idx.Tx, fmt.Errorf("the history has no checkpoint yet: %w", errdefs.ErrFailedPrecondition)
+	}
+	return Checkpoint{}, idx.Tx, fmt.Errorf("checkpoint %q: %w", at, errdefs.ErrNotFound)
+}
+
+// Fork makes dst (a new, empty store) a history of workspace (a new, empty directory)
+// that starts from checkpoint at of the store in src ("": as ReadCheckpoint), and puts
+// that checkpoint's files into workspace. src is only read, and may be in use.
+//
+// Blobs are immutable once named, so dst shares them: a reflink where the file system has
+// them (an inode of dst's own), else a hard link, made read-only (0444) for both stores so
+// that either may own it and both may read it. The workspace's files are the fork's own:
+// written from the blobs as a restore writes them, never links. dst's timeline is src's
+// up to at, then one restore of at.
+func Fork(src, dst, at, workspace string, opts ...Option) (ForkInfo, error) {
+	cp, tx, err := ReadCheckpoint(src, at)
+	if err != nil {
+		return ForkInfo{}, err
+	}
+	info := ForkInfo{At: cp, OpenTx: tx}
+	began := time.Now()
+	if err := shareBlobs(src, dst, &info); err != nil {
+		return info, err
+	}
+	info.Shared = time.Since(began)
+	var idx index
+	if _, err := readJSON(filepath.Join(src, indexFile), &idx); err != nil {
+		return info, err
+	}
+	idx.Pos, idx.Redo, idx.ForkedBy, idx.Tx = cp.ID, nil, "", nil
+	if err := writeJSON(filepath.Join(dst, indexFile), &idx); err != nil {
+		return info, err
+	}
+	h, err := Open(workspace, dst, opts...)
+	if err != nil {
+		return info, err
+	}
+	defer h.Close()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, err := h.run(journal{Op: opRestore, Target: cp.ID, Seq: h.idx.Seq}, ""); err != nil {
+		return info, fmt.Errorf("fork: write checkpoint %s's files: %w", cp.ID, err)
+	}
+	return info, nil
+}
+
+// shareBlobs gives dst every blob of src: reflinked where it can, else hard-linked.
+func shareBlobs(src, dst string, info *ForkInfo) error {
+	for _, d := range []string{dst, filepath.Join(dst, objectsDir), filepath.Join(dst, tmpDir)} {
+		if err := os.MkdirAll(d, storeDirMode); err != nil {
+			return storeErr("create", err)
+		}
+	}
+	reflinks := true
+	return filepath.WalkDir(filepath.Join(src, objectsDir), func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return storeErr("read blobs", err)
+		}
+		rel, _ := filepath.Rel(src, p)
+		to := filepath.Join(dst, rel)
+		switch {
+		case d.IsDir():
+			if err := os.Mkdir(to, storeDirMode); err != nil && !errors.Is(err, fs.ErrExist) {
+				return storeErr("create blob dir", err)
+			}
+			return nil
+		case !d.Type().IsRegular():
+			return nil
+		}
+		if reflinks {
+			err := reflink(p, to)
+			if err == nil {
+				info.Cloned++
+				return nil
+			}
+			if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.EXDEV) && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOTTY) {
+				return storeErr("clone blob", err)
+			}
+			reflinks = false
+		}
+		if err := os.Chmod(p, 0o444); err != nil {
+			return storeErr("share blob", err)
+		}
+		if err := os.Link(p, to); err != nil {
+			return storeErr("link blob", err)
+		}
+		info.Linked++
+		return nil
+	})
+}
+
+// reflink makes to a clone of from's extents (FICLONE): a file of its own that shares
+// from's blocks until either is written. A file system without reflinks fails with
+// EOPNOTSUPP (or EXDEV, EINVAL) and leaves no file behind.
+func reflink(from, to string) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o400)
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlFileClone(int(out.Fd()), int(in.Fd())); err != nil {
+		out.Close()
+		os.Remove(to)
+		return err
+	}
+	return out.Close()
+}

@@ -1,0 +1,118 @@
+package history
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/paddockhq/paddock/internal/errdefs"
+)
+
+// TestFork: a fork's workspace is exactly the checkpoint's, in files of its own; its store
+// shares the source's blobs (reflinked or hard-linked, never copied) and holds the source's
+// timeline; the source, which stays open, is untouched.
+func TestFork(t *testing.T) {
+	ws, store := t.TempDir(), t.TempDir()
+	h := open(t, ws, store)
+	write(t, ws, "a.txt", "one", 0o644)
+	write(t, ws, "bin/run.sh", "#!/bin/sh\n", 0o755)
+	if err := os.Symlink("a.txt", filepath.Join(ws, "link")); err != nil {
+		t.Fatal(err)
+	}
+	first := mustCheckpoint(t, h, "first")
+	want := snapshot(t, ws)
+	write(t, ws, "a.txt", "two", 0o644)
+	mustCheckpoint(t, h, "second")
+
+	dst, ws2 := filepath.Join(t.TempDir(), "store"), t.TempDir()
+	info, err := Fork(store, dst, first.ID, ws2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := snapshot(t, ws2); !mapsEqual(got, want) {
+		t.Fatalf("the fork's workspace:\n got %v\nwant %v", got, want)
+	}
+	if info.At.ID != first.ID || info.OpenTx != nil || info.Linked+info.Cloned == 0 {
+		t.Errorf("fork info %+v", info)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(ws2, "a.txt"), &st); err != nil || st.Nlink != 1 {
+		t.Errorf("the fork's file is linked elsewhere (%d links, %v)", st.Nlink, err)
+	}
+	write(t, ws2, "a.txt", "fork's own", 0o644)
+	if b, _ := os.ReadFile(filepath.Join(ws, "a.txt")); string(b) != "two" {
+		t.Errorf("the source's file changed with the fork's: %q", b)
+	}
+	h2 := open(t, ws2, dst)
+	list := h2.List()
+	if len(list) != 3 || list[0].Cause != CauseRestore || list[0].Tree != first.Tree {
+		t.Errorf("the fork's timeline: %+v", list)
+	}
+	// The source still reads its history, its shared blobs included.
+	if _, err := h.Restore(first.ID); err != nil {
+		t.Fatalf("the source's restore after the fork: %v", err)
+	}
+}
+
+// TestForkMissingCheckpoint: a checkpoint that does not exist is not found, by name, and
+// nothing is made.
+func TestForkMissingCheckpoint(t *testing.T) {
+	ws, store := t.TempDir(), t.TempDir()
+	h := open(t, ws, store)
+	write(t, ws, "a.txt", "one", 0o644)
+	mustCheckpoint(t, h, "first")
+	dst := filepath.Join(t.TempDir(), "store")
+	_, err := Fork(store, dst, "cp-nope", t.TempDir())
+	if !errors.Is(err, errdefs.ErrNotFound) || !strings.Contains(err.Error(), "cp-nope") {
+		t.Fatalf("fork of a missing checkpoint: %v", err)
+	}
+	if _, err := os.Stat(dst); !os.IsNotExist(err) {
+		t.Errorf("a failed fork left a store: %v", err)
+	}
+}
+
+// TestForkOpenTransaction: with a transaction open, a fork starts from the state before it
+// and says which transaction it left out.
+func TestForkOpenTransaction(t *testing.T) {
+	ws, store := t.TempDir(), t.TempDir()
+	h := open(t, ws, store)
+	write(t, ws, "a.txt", "before", 0o644)
+	base := mustCheckpoint(t, h, "base")
+	tx, err := h.Begin("half done")
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, ws, "a.txt", "inside the transaction", 0o644)
+	ws2 := t.TempDir()
+	info, err := Fork(store, filepath.Join(t.TempDir(), "store"), "", ws2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.At.ID != base.ID || info.OpenTx == nil || info.OpenTx.ID != tx.ID {
+		t.Errorf("fork during a transaction: %+v", info)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws2, "a.txt")); string(b) != "before" {
+		t.Errorf("the fork holds %q, want the state before the transaction", b)
+	}
+}
+
+// FuzzReadCheckpoint: whatever a store's index holds (its agent wrote it), reading a
+// checkpoint from it on the host never panics, and a found checkpoint is the one asked for.
+func FuzzReadCheckpoint(f *testing.F) {
+	f.Add([]byte(`{"checkpoints":[{"id":"1","tree":"t"}],"pos":"1","seq":1}`), "1")
+	f.Add([]byte(`{"checkpoints":[],"pos":"","tx":{"id":"tx1","base":"9"}}`), "")
+	f.Add([]byte(`not json`), "x")
+	f.Fuzz(func(t *testing.T, index []byte, at string) {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, indexFile), index, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c, _, err := ReadCheckpoint(dir, at)
+		if err == nil && at != "" && c.ID != at {
+			t.Errorf("asked for %q, got %q", at, c.ID)
+		}
+	})
+}

@@ -1,0 +1,87 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/agent/history"
+	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/runner"
+	"github.com/paddockhq/paddock/internal/store"
+)
+
+// Forked is what Fork made.
+type Forked struct {
+	Sandbox store.Sandbox
+	// History says which checkpoint the fork starts from, and which transaction of the
+	// source's it left out.
+	History history.ForkInfo
+	Took    time.Duration
+}
+
+// Fork makes a new sandbox of c's, like sandbox id (tier, runtime, limits, environment,
+// app), whose workspace and history start from checkpoint at of id's history ("": its
+// current checkpoint, or with a transaction open the state before it), and starts it. A
+// checkpoint that does not exist is not found, by name, before anything is made.
+func (f *Fleet) Fork(ctx context.Context, c Caller, id, at, name string) (Forked, error) {
+	src, err := f.Get(ctx, c, id)
+	if err != nil {
+		return Forked{}, err
+	}
+	srcDir := f.run.HistoryDir(runnerUser(src.Username), src.ID)
+	cp, _, err := history.ReadCheckpoint(srcDir, at)
+	if err != nil {
+		return Forked{}, fmt.Errorf("fork of sandbox %s: %w", id, err)
+	}
+	rec := src
+	rec.ID = runner.NewID()
+	rec.State, rec.Error = api.StateCreating, ""
+	rec.CreatedAt, rec.UpdatedAt = f.now(), f.now()
+	rec.Name = name
+	if rec.Name == "" {
+		rec.Name = forkName(src.Name, rec.ID)
+	}
+	if err := checkName(rec.Name); err != nil {
+		return Forked{}, err
+	}
+	err = f.st.Update(ctx, func(tx *store.Tx) error {
+		if err := f.checkQuota(ctx, tx, c, rec); err != nil {
+			return err
+		}
+		if err := tx.CreateSandbox(ctx, rec); err != nil {
+			return err
+		}
+		return tx.AppendAudit(ctx, f.event(c, "sandbox.fork", rec.ID, map[string]any{"name": rec.Name, "from": src.ID, "checkpoint": cp.ID}))
+	})
+	if err != nil {
+		return Forked{}, err
+	}
+	out := Forked{}
+	spec := f.spec(rec)
+	spec.Seed = func(ws, hist string, uid, gid uint32) error {
+		began := time.Now()
+		info, err := history.Fork(srcDir, hist, cp.ID, ws, history.WithOwner(int(uid), int(gid)))
+		out.History, out.Took = info, time.Since(began)
+		return err
+	}
+	unlock := f.lock(rec.ID)
+	rec, err = f.startSpec(ctx, c, rec, spec)
+	unlock()
+	out.Sandbox = rec
+	if err != nil {
+		// Half a fork is of no use: it goes, with what was made of it.
+		return out, errors.Join(fmt.Errorf("fork of sandbox %s: %w", id, err), f.Delete(context.WithoutCancel(ctx), c, rec.ID))
+	}
+	return out, nil
+}
+
+// forkName is a fork's default name: its source's, marked, within the names' bound.
+func forkName(src, id string) string {
+	suffix := "-fork-" + id[3:8]
+	if len(src)+len(suffix) > maxNameLen {
+		src = src[:maxNameLen-len(suffix)]
+	}
+	return src + suffix
+}
