@@ -62,7 +62,10 @@ func TestOpenCodeInSandbox(t *testing.T) {
 	})
 	alice := e.Register(t, "alice")
 	var sb api.Sandbox
-	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "work"}), http.StatusCreated, &sb)
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "work",
+		// OpenCode (a Bun program) and its files under HOME, on the sandbox's tmpfs, take
+		// more than the default memory limit allows at times.
+		Limits: api.Limits{Memory: "1G"}}), http.StatusCreated, &sb)
 	execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{"sh", "-c", `echo '<h1 style="color: red">Hi</h1>' > /workspace/index.html`}})
 	var before api.History
 	servertest.Decode(t, alice.DoToken("GET", "/api/v1/sandboxes/"+sb.ID+"/history", nil), http.StatusOK, &before)

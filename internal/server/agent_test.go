@@ -262,7 +262,9 @@ func TestAgentSeesAppCrash(t *testing.T) {
 			t.Fatalf("exit %d\n%s\n%s\n%v", res.ExitCode, res.Stdout, res.Stderr, provider.Err())
 		}
 	}
-	appState("backoff", 0)
+	// Five restarts in, the app waits 3.2 s between runs that last a moment: the agent's
+	// look at it then finds it in backoff, not in one of its brief runs.
+	appState("backoff", 5)
 	turn("why is the app down?")
 	running := appState("running", 0)
 	// A running app restarts only when told: the restart is the agent's.

@@ -94,6 +94,9 @@ type Options struct {
 // New opens the data dir (creating what a first start needs), recovers the sandboxes an
 // earlier run left, and wires the handlers. Close releases it all.
 func New(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Server, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	if err := os.MkdirAll(cfg.Runner.DataDir, 0o711); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
