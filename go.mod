@@ -3,6 +3,7 @@ module github.com/paddockhq/paddock
 go 1.26.0
 
 require (
+	github.com/BurntSushi/toml v1.6.0
 	github.com/CycloneDX/cyclonedx-go v0.9.2
 	github.com/coder/websocket v1.8.14
 	github.com/containerd/cgroups/v3 v3.1.3
