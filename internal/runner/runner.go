@@ -99,6 +99,8 @@ type Sandbox struct {
 	uid, gid uint32
 	// disk is the sandbox's disk image (disk.go), or nil.
 	disk *disk
+	// shared is the user's shared disk (shared.go) when the sandbox has it, or nil.
+	shared *disk
 	// releaseIDs gives back the host id range a microVM's QEMU runs as, or is nil;
 	// hostUID and hostGID are QEMU's ids from it.
 	releaseIDs       func()
@@ -301,14 +303,23 @@ func (r *Runner) start(ctx context.Context, spec Spec, sb *Sandbox, agentBin str
 		if err != nil {
 			return nil, err
 		}
+		env := spec.Env
+		if sb.shared, err = r.openShared(spec.User, uid, gid); err != nil {
+			return nil, err
+		} else if sb.shared != nil {
+			env = append(append([]string{}, sharedEnv...), spec.Env...)
+		}
 		cfg := container.Config{
 			ID: sb.ID, Dir: dir, Workspace: sb.Workspace, History: sb.History, Agent: agentBin, UID: uid, GID: gid,
-			Env: containerEnv(spec.Env), Main: main, Limits: sb.Limits, HostPorts: r.cfg.HostPorts,
+			Env: containerEnv(env), Main: main, Limits: sb.Limits, HostPorts: r.cfg.HostPorts,
 			CapabilityKeys: spec.CapabilityKeys, FileSizeLimit: int64(sb.Limits.FileSize),
 			UserNS: r.cfg.UserNS(), OwnWorkspace: spec.Workspace == "",
 		}
 		if sb.disk != nil && sb.Limits.Tmp == 0 {
 			cfg.Tmp = sb.disk.tmp()
+		}
+		if sb.shared != nil {
+			cfg.Shared = sb.shared.mount
 		}
 		return rt.Start(ctx, cfg)
 	case wire.TierProcess:
