@@ -304,9 +304,13 @@ func (r *Runner) start(ctx context.Context, spec Spec, sb *Sandbox, agentBin str
 			return nil, err
 		}
 		env := spec.Env
-		if sb.shared, err = r.openShared(spec.User, uid, gid); err != nil {
-			return nil, err
-		} else if sb.shared != nil {
+		// A one-shot run leaves nothing behind, a shared disk included.
+		if spec.Persistent {
+			if sb.shared, err = r.openShared(spec.User, uid, gid); err != nil {
+				return nil, err
+			}
+		}
+		if sb.shared != nil {
 			env = append(append([]string{}, sharedEnv...), spec.Env...)
 		}
 		cfg := container.Config{

@@ -10,7 +10,7 @@ import (
 	"github.com/paddockhq/paddock/internal/wire"
 )
 
-// Each user's shared disk. A user's container sandboxes share one directory,
+// Each user's shared disk. A user's persistent container sandboxes share one directory,
 // <workspace_root>/<user>/shared, bound at wire.SharedPath: HOME and the npm, Go and cargo
 // caches live there, so a second sandbox of the user's resolves from a warm cache, and
 // they survive a restart. It is an ext4 image of its own (disks/shared.img, like a
