@@ -3,15 +3,12 @@ package egress
 import (
 	"fmt"
 	"io"
-	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/paddockhq/paddock/internal/policy"
+	"github.com/paddockhq/paddock/internal/testenv"
 )
 
 // withPolicy makes the harness's proxy decide by src alone, with no test-only exemption
@@ -67,57 +64,11 @@ func TestPrivatePolicyErrors(t *testing.T) {
 	}
 }
 
-// startTinyproxy runs tinyproxy on loopback as the operator's forward proxy, and returns
-// its URL and its log's path.
-func startTinyproxy(t *testing.T) (string, string) {
-	t.Helper()
-	bin, err := exec.LookPath("tinyproxy")
-	if err != nil {
-		t.Skip("tinyproxy is not installed (scripts/setup.sh installs it)")
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	dir := t.TempDir()
-	logf := filepath.Join(dir, "tinyproxy.log")
-	// No LogFile: in the foreground tinyproxy logs to its stderr, this file, which it
-	// holds open after it drops to nobody.
-	conf := fmt.Sprintf("User nobody\nGroup nogroup\nPort %d\nListen 127.0.0.1\nTimeout 60\nMaxClients 20\nLogLevel Connect\nBasicAuth paddock s3cret\n", port)
-	if err := os.WriteFile(filepath.Join(dir, "tinyproxy.conf"), []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, err := os.Create(logf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-	cmd := exec.Command(bin, "-d", "-c", filepath.Join(dir, "tinyproxy.conf"))
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("tinyproxy did not listen on %d: %v", port, err)
-		}
-	}
-	return fmt.Sprintf("http://paddock:s3cret@127.0.0.1:%d", port), logf
-}
-
 // With an upstream proxy the proxy still decides every request, then connects through
 // it: a plain request goes to it in absolute form and a CONNECT as a CONNECT, each with
 // its credentials, and it, not the proxy, resolves and connects.
 func TestUpstreamProxy(t *testing.T) {
-	up, logf := startTinyproxy(t)
+	up, logf := testenv.StartTinyproxy(t, "paddock", "s3cret")
 	u, err := ParseUpstreamProxy(up)
 	if err != nil {
 		t.Fatal(err)

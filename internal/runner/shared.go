@@ -78,3 +78,19 @@ func (r *Runner) openShared(user string, uid, gid uint32) (*disk, error) {
 // SharedFull reports whether the user's shared disk, as this sandbox has it, is (nearly)
 // full. False without one.
 func (s *Sandbox) SharedFull() bool { return s.shared.full() }
+
+// RemoveShared unmounts and deletes user's shared disk: their caches and HOME. Their
+// sandboxes must be stopped; a running one would keep the old disk until it stops.
+func (r *Runner) RemoveShared(user string) error {
+	if !validUser(user) {
+		return invalidField("user", "%q is not a user name", user)
+	}
+	dir := filepath.Join(r.cfg.WorkspaceRoot, user)
+	if err := unmount(filepath.Join(dir, "shared")); err != nil {
+		return err
+	}
+	if err := os.Remove(filepath.Join(dir, "disks", "shared.img")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("shared disk: %w", err)
+	}
+	return nil
+}
