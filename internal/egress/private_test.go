@@ -28,8 +28,8 @@ func withPolicy(t *testing.T, src string) func(*Options) {
 func TestPrivateAllow(t *testing.T) {
 	for _, c := range []struct {
 		name, private, host string
-		want               int
-		says               string
+		want                int
+		says                string
 	}{
 		{"a named host", `["registry.corp.test"]`, "registry.corp.test", 200, ""},
 		{"a host not named", `["registry.corp.test"]`, "allowed.test", 403, "loopback"},
