@@ -173,7 +173,7 @@ func ParseGoSum(b []byte) ([]Component, error) {
 // own packages, which have no source), sorted by name.
 func ParseCargoLock(b []byte) ([]Component, error) {
 	if len(b) > maxLockfileBytes {
-		return nil, fmt.Errorf("Cargo.lock: larger than %d bytes: %w", maxLockfileBytes, errdefs.ErrInvalidArgument)
+		return nil, fmt.Errorf("lockfile Cargo.lock: larger than %d bytes: %w", maxLockfileBytes, errdefs.ErrInvalidArgument)
 	}
 	var lock struct {
 		Package []struct {
@@ -184,12 +184,12 @@ func ParseCargoLock(b []byte) ([]Component, error) {
 		} `toml:"package"`
 	}
 	if _, err := toml.Decode(string(b), &lock); err != nil {
-		return nil, fmt.Errorf("Cargo.lock is not valid TOML: %v: %w", err, errdefs.ErrInvalidArgument)
+		return nil, fmt.Errorf("lockfile Cargo.lock is not valid TOML: %v: %w", err, errdefs.ErrInvalidArgument)
 	}
 	var out []Component
 	for i, p := range lock.Package {
 		if p.Name == "" || p.Version == "" {
-			return nil, fmt.Errorf("Cargo.lock package %d: want a name and a version: %w", i+1, errdefs.ErrInvalidArgument)
+			return nil, fmt.Errorf("lockfile Cargo.lock package %d: want a name and a version: %w", i+1, errdefs.ErrInvalidArgument)
 		}
 		if p.Source == "" {
 			continue

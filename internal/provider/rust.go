@@ -47,7 +47,7 @@ const maxCargoToml = 1 << 20
 // ParseCargoToml is the package name of a Cargo.toml: the name of the binary it builds.
 func ParseCargoToml(b []byte) (string, error) {
 	if len(b) > maxCargoToml {
-		return "", fmt.Errorf("Cargo.toml: %d bytes, more than %d: %w", len(b), maxCargoToml, errdefs.ErrInvalidArgument)
+		return "", fmt.Errorf("manifest Cargo.toml: %d bytes, more than %d: %w", len(b), maxCargoToml, errdefs.ErrInvalidArgument)
 	}
 	var m struct {
 		Package *struct {
@@ -55,10 +55,10 @@ func ParseCargoToml(b []byte) (string, error) {
 		} `toml:"package"`
 	}
 	if _, err := toml.Decode(string(b), &m); err != nil {
-		return "", fmt.Errorf("Cargo.toml is not valid TOML (%v): fix it or run cargo init: %w", err, errdefs.ErrInvalidArgument)
+		return "", fmt.Errorf("manifest Cargo.toml is not valid TOML (%v): fix it or run cargo init: %w", err, errdefs.ErrInvalidArgument)
 	}
 	if m.Package == nil || m.Package.Name == "" {
-		return "", fmt.Errorf("Cargo.toml has no [package] name: a workspace of several packages is not supported; build one package's directory: %w", errdefs.ErrInvalidArgument)
+		return "", fmt.Errorf("manifest Cargo.toml has no [package] name: a workspace of several packages is not supported; build one package's directory: %w", errdefs.ErrInvalidArgument)
 	}
 	return m.Package.Name, nil
 }
