@@ -29,7 +29,13 @@ var sharedEnv = []string{
 	"GOMODCACHE=" + wire.SharedPath + "/cache/go/mod",
 	"GOCACHE=" + wire.SharedPath + "/cache/go/build",
 	"CARGO_HOME=" + wire.SharedPath + "/cache/cargo",
+	// The coding agent's conversation is the sandbox's own, not the user's: it stays
+	// where it was under HOME=/tmp.
+	agentStateEnv + "=/tmp/.paddock-agent",
 }
+
+// agentStateEnv is where the coding agent keeps its state (coder.EnvState).
+const agentStateEnv = "PADDOCK_AGENT_STATE"
 
 // sharedDirs are made on the shared disk, the sandbox user's.
 var sharedDirs = []string{"home", "cache"}
