@@ -56,5 +56,5 @@ func TestAppCommands(t *testing.T) {
 		t.Errorf("app preview: %q", out)
 	}
 	wantFailure(t, "", "looked for package.json (node), go.mod (go), index.html (static)", "app", "build")
-	wantFailure(t, "", "want one of node, go, static", "app", "new", "--runtime", "cobol", "x")
+	wantFailure(t, "", "want one of node, go, rust, static", "app", "new", "--runtime", "cobol", "x")
 }
