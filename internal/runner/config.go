@@ -60,7 +60,7 @@ type Config struct {
 	// SharedDisk is the size of each user's shared disk: an ext4 image mounted at
 	// <workspace_root>/<user>/shared and bound at /shared in each of the user's container
 	// sandboxes, holding HOME and the npm, Go and cargo caches. A write past it fails with
-	// ENOSPC and the command says the limit was reached. Default: 4GiB. Negative: no
+	// ENOSPC and the command says the limit was reached. Default: 2GiB. Negative: no
 	// shared disk; HOME and the caches stay in each sandbox's /tmp.
 	SharedDisk wire.Size `yaml:"shared_disk"`
 	// HostPorts are ports of every sandbox's loopback where the host serves (the control

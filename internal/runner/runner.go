@@ -304,10 +304,13 @@ func (r *Runner) start(ctx context.Context, spec Spec, sb *Sandbox, agentBin str
 			return nil, err
 		}
 		env := spec.Env
-		// A one-shot run leaves nothing behind, a shared disk included.
+		// A one-shot run leaves nothing behind, a shared disk included. Caches are worth
+		// less than the sandbox: one that cannot have its user's shared disk (the host's
+		// disk short of the reserve) starts with HOME in /tmp, as before.
 		if spec.Persistent {
 			if sb.shared, err = r.openShared(spec.User, uid, gid); err != nil {
-				return nil, err
+				r.log.Warn("the sandbox starts without its user's shared disk: HOME and the caches are in /tmp", "sandbox", sb.ID, "user", spec.User, "err", err)
+				sb.shared, err = nil, nil
 			}
 		}
 		if sb.shared != nil {

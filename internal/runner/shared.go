@@ -19,7 +19,7 @@ import (
 // another user's sandbox: the path is made from the user's name alone.
 
 // defaultSharedDisk is a user's shared disk when Config.SharedDisk is not set.
-const defaultSharedDisk = 4 << 30
+const defaultSharedDisk = 2 << 30
 
 // sharedEnv puts HOME and the tools' caches on the shared disk.
 var sharedEnv = []string{
