@@ -106,3 +106,20 @@ func TestSharedCacheWarm(t *testing.T) {
 		t.Error("bob's sandbox fetched no tarball: it used alice's npm cache")
 	}
 }
+
+// A shared disk the host cannot take (past the disk reserve) costs the caches, not the
+// sandbox: it starts with HOME in /tmp.
+func TestSharedDiskTooLarge(t *testing.T) {
+	cfg := testenv.Config(t)
+	cfg.SharedDisk = 1 << 50
+	e := servertest.StartOpts(t, server.Config{Runner: cfg, Listen: "127.0.0.1:0"}, server.Options{AuthOptions: servertest.CheapAuth()})
+	alice := e.Register(t, "alice")
+	var sb api.Sandbox
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "p"}), http.StatusCreated, &sb)
+	if got := execOK(t, alice, sb.ID, "sh", "-c", `echo "$HOME"`); got != "/tmp\n" {
+		t.Errorf("HOME without a shared disk: %q, want /tmp", got)
+	}
+	if !strings.Contains(e.Logs.String(), "starts without its user's shared disk") {
+		t.Error("the log does not say the sandbox started without its shared disk")
+	}
+}
