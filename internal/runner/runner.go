@@ -308,10 +308,11 @@ func (r *Runner) start(ctx context.Context, spec Spec, sb *Sandbox, agentBin str
 		// less than the sandbox: one that cannot have its user's shared disk (the host's
 		// disk short of the reserve) starts with HOME in /tmp, as before.
 		if spec.Persistent {
-			if sb.shared, err = r.openShared(spec.User, uid, gid); err != nil {
-				r.log.Warn("the sandbox starts without its user's shared disk: HOME and the caches are in /tmp", "sandbox", sb.ID, "user", spec.User, "err", err)
-				sb.shared, err = nil, nil
+			shared, serr := r.openShared(spec.User, uid, gid)
+			if serr != nil {
+				r.log.Warn("the sandbox starts without its user's shared disk: HOME and the caches are in /tmp", "sandbox", sb.ID, "user", spec.User, "err", serr)
 			}
+			sb.shared = shared
 		}
 		if sb.shared != nil {
 			env = append(append([]string{}, sharedEnv...), spec.Env...)
