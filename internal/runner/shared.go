@@ -100,3 +100,15 @@ func (r *Runner) RemoveShared(user string) error {
 	}
 	return nil
 }
+
+// mountedShared is user's shared disk if it is mounted (an adopted sandbox's), else nil.
+func (r *Runner) mountedShared(user string) *disk {
+	userDir := filepath.Join(r.cfg.WorkspaceRoot, user)
+	d := &disk{image: filepath.Join(userDir, "disks", "shared.img"), mount: filepath.Join(userDir, "shared")}
+	fi, err := os.Stat(d.image)
+	if err != nil || !isMountPoint(d.mount) {
+		return nil
+	}
+	d.size = wire.Size(fi.Size())
+	return d
+}

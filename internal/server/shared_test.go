@@ -47,6 +47,18 @@ func TestSharedDisk(t *testing.T) {
 	if got := execOK(t, bob, b1, "sh", "-c", "df -P /shared | tail -1"); strings.Contains(got, " 100% ") {
 		t.Errorf("bob's shared disk is full after alice filled hers: %q", got)
 	}
+
+	// A control plane started again adopts the sandbox with its shared disk: the limit is
+	// still named.
+	e.Stop(false)
+	second := servertest.StartWith(t, e.Config)
+	alice.Base = second.URL
+	res = api.ExecResult{}
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes/"+a1+"/exec", api.ExecRequest{
+		Argv: []string{"sh", "-c", "dd if=/dev/zero of=$HOME/big2 bs=1M count=64"}}), http.StatusOK, &res)
+	if res.ExitCode == 0 || res.Limit != api.LimitDisk || !strings.Contains(res.Error, "shared disk") {
+		t.Errorf("filling the shared disk after a restart: exit %d, limit %q, %q; want the shared disk named", res.ExitCode, res.Limit, res.Error)
+	}
 }
 
 // requestLog counts the requests a registry serves, by path.
