@@ -32,6 +32,10 @@
 #     and starts and stops them itself, on loopback.
 #   - Debian's postgresql-${POSTGRESQL_MAJOR} ${POSTGRESQL_DEB_VERSION}, its service never started:
 #     the store's tests on PostgreSQL start their own server (internal/store/pgtest).
+#   - the rust provider's toolchain from Debian: cargo ${CARGO_DEB_VERSION}, rustc and
+#     rust-clippy ${RUSTC_DEB_VERSION}, and the packaged crates its tests build offline from
+#     /usr/share/cargo/registry (librust-itoa-dev ${RUST_ITOA_DEB_VERSION}). Sandboxes see
+#     them through the host's /usr, mounted read-only; crates.io is never reached.
 #   - golangci-lint ${GOLANGCI_LINT_VERSION} and govulncheck ${GOVULNCHECK_VERSION}, built from
 #     their Go modules (make lint, make vuln), and the Go vulnerability database govulncheck
 #     reads, built offline from golang.org/x/vulndb ${VULNDB_VERSION} (its OSV files, indexed
@@ -68,6 +72,9 @@ SQUID_DEB_VERSION=${SQUID_DEB_VERSION:-5.7-2+deb12u6}
 TINYPROXY_DEB_VERSION=${TINYPROXY_DEB_VERSION:-1.11.1-2.1+deb12u1}
 POSTGRESQL_MAJOR=${POSTGRESQL_MAJOR:-15}
 POSTGRESQL_DEB_VERSION=${POSTGRESQL_DEB_VERSION:-15.20-0+deb12u1}
+CARGO_DEB_VERSION=${CARGO_DEB_VERSION:-0.66.0+ds1-1}
+RUSTC_DEB_VERSION=${RUSTC_DEB_VERSION:-1.63.0+dfsg1-2}
+RUST_ITOA_DEB_VERSION=${RUST_ITOA_DEB_VERSION:-1.0.1-2}
 PADDOCK_PREFIX=${PADDOCK_PREFIX:-/usr/local/lib/paddock}
 export PATH=/usr/local/go/bin:$PATH
 
@@ -168,6 +175,23 @@ fi
 installed_qemu=$(dpkg-query -W -f='${Version}' qemu-system-x86 2>/dev/null || echo unknown)
 [ "$installed_qemu" = "$QEMU_DEB_VERSION" ] || log "note: qemu-system-x86 is $installed_qemu, tested with $QEMU_DEB_VERSION"
 log "qemu: $(qemu-system-x86_64 --version | head -1)"
+
+# The rust provider's toolchain and crates.
+rust_pkgs=()
+for pv in "cargo=$CARGO_DEB_VERSION" "rustc=$RUSTC_DEB_VERSION" "rust-clippy=$RUSTC_DEB_VERSION" "librust-itoa-dev=$RUST_ITOA_DEB_VERSION"; do
+	dpkg-query -W -f='${Status}' "${pv%%=*}" 2>/dev/null | grep -q 'install ok installed' || rust_pkgs+=("$pv")
+done
+if ((${#rust_pkgs[@]})); then
+	if [ "$(id -u)" != 0 ]; then
+		log "missing the rust provider's packages: ${rust_pkgs[*]%%=*}; run this script as root"
+		exit 1
+	fi
+	log "installing the rust provider's packages: ${rust_pkgs[*]}"
+	apt-get update -qq
+	for pv in "${rust_pkgs[@]}"; do
+		apt_install_pinned "${pv%%=*}" "${pv#*=}"
+	done
+fi
 
 # The bench's peers. Their packages would start system services (nginx on port 80, squid on
 # 3128, ...): a policy-rc.d that refuses every start is in place while they install, unless

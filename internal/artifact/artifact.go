@@ -19,6 +19,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/BurntSushi/toml"
 	cdx "github.com/CycloneDX/cyclonedx-go"
 
 	"github.com/paddockhq/paddock/internal/api"
@@ -83,7 +84,8 @@ func Files(archive []byte) ([]File, error) {
 type Component struct {
 	Name    string
 	Version string
-	// Hash is the lockfile's integrity value (npm's "sha512-…", go.sum's "h1:…").
+	// Hash is the lockfile's integrity value (npm's "sha512-…", go.sum's "h1:…",
+	// Cargo.lock's "sha256:…").
 	Hash string
 	Dev  bool
 }
@@ -167,6 +169,41 @@ func ParseGoSum(b []byte) ([]Component, error) {
 	return out, nil
 }
 
+// ParseCargoLock reads a Cargo.lock: the crates it pins from a registry (not the project's
+// own packages, which have no source), sorted by name.
+func ParseCargoLock(b []byte) ([]Component, error) {
+	if len(b) > maxLockfileBytes {
+		return nil, fmt.Errorf("lockfile Cargo.lock: larger than %d bytes: %w", maxLockfileBytes, errdefs.ErrInvalidArgument)
+	}
+	var lock struct {
+		Package []struct {
+			Name     string `toml:"name"`
+			Version  string `toml:"version"`
+			Source   string `toml:"source"`
+			Checksum string `toml:"checksum"`
+		} `toml:"package"`
+	}
+	if _, err := toml.Decode(string(b), &lock); err != nil {
+		return nil, fmt.Errorf("lockfile Cargo.lock is not valid TOML: %v: %w", err, errdefs.ErrInvalidArgument)
+	}
+	var out []Component
+	for i, p := range lock.Package {
+		if p.Name == "" || p.Version == "" {
+			return nil, fmt.Errorf("lockfile Cargo.lock package %d: want a name and a version: %w", i+1, errdefs.ErrInvalidArgument)
+		}
+		if p.Source == "" {
+			continue
+		}
+		c := Component{Name: p.Name, Version: p.Version}
+		if p.Checksum != "" {
+			c.Hash = "sha256:" + p.Checksum
+		}
+		out = append(out, c)
+	}
+	sortComponents(out)
+	return out, nil
+}
+
 func sortComponents(cs []Component) {
 	sort.Slice(cs, func(i, j int) bool {
 		if cs[i].Name != cs[j].Name {
@@ -187,6 +224,8 @@ func purl(runtime string, c Component) string {
 		return "pkg:npm/" + name + "@" + c.Version
 	case "go":
 		return "pkg:golang/" + c.Name + "@" + c.Version
+	case "rust":
+		return "pkg:cargo/" + c.Name + "@" + c.Version
 	}
 	return ""
 }
@@ -232,6 +271,8 @@ func Lockfile(runtime string) (string, func([]byte) ([]Component, error)) {
 		return "package-lock.json", ParsePackageLock
 	case "go":
 		return "go.sum", ParseGoSum
+	case "rust":
+		return "Cargo.lock", ParseCargoLock
 	}
 	return "", nil
 }

@@ -15,7 +15,7 @@ import (
 
 const appHelp = "Each step runs inside the sandbox (the dev one when none is named), under its\n" +
 	"policy and limits, and prints its commands and their output as they finish. The\n" +
-	"runtime (static, node or go) is the one that recognises the project in --dir."
+	"runtime (static, node, go or rust) is the one that recognises the project in --dir."
 
 func newAppCommand() *cobra.Command {
 	c := &cobra.Command{
@@ -51,7 +51,7 @@ func newAppNewCommand() *cobra.Command {
 			return runAppStep(c.OutOrStdout(), api.StepNew, args[1:], req)
 		},
 	}
-	c.Flags().StringVar(&req.Runtime, "runtime", "", "the runtime: static, node or go")
+	c.Flags().StringVar(&req.Runtime, "runtime", "", "the runtime: static, node, go or rust")
 	c.Flags().StringVar(&req.Dir, "dir", "", "the project's directory in the workspace (default: NAME)")
 	return c
 }

@@ -55,6 +55,6 @@ func TestAppCommands(t *testing.T) {
 	if !strings.Contains(out, "on port 8080 (reloads changes by itself)") {
 		t.Errorf("app preview: %q", out)
 	}
-	wantFailure(t, "", "looked for package.json (node), go.mod (go), index.html (static)", "app", "build")
-	wantFailure(t, "", "want one of node, go, static", "app", "new", "--runtime", "cobol", "x")
+	wantFailure(t, "", "looked for package.json (node), go.mod (go), Cargo.toml (rust), index.html (static)", "app", "build")
+	wantFailure(t, "", "want one of node, go, rust, static", "app", "new", "--runtime", "cobol", "x")
 }

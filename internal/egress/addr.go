@@ -70,6 +70,10 @@ var forbiddenRanges = func() []addrRange {
 	return out
 }()
 
+// platformRanges is how many of forbiddenRanges, first, are cloud metadata and platform
+// endpoints.
+const platformRanges = 9
+
 // nat64 is the NAT64 well-known prefix (RFC 6052): 64:ff9b::a.b.c.d reaches a.b.c.d
 // through a translator, so it is judged as a.b.c.d.
 var nat64 = netip.MustParsePrefix("64:ff9b::/96")
@@ -104,21 +108,44 @@ type addrPolicy struct {
 	local localAddrs
 }
 
-// check says why the proxy must not connect to a, or "" when it may.
-func (p *addrPolicy) check(a netip.Addr) string {
+// check says why the proxy must not connect to a, or "" when it may. private are ranges
+// the policy opens for the host (network.private): they lift every check but the cloud
+// metadata and platform endpoints, where credentials live.
+func (p *addrPolicy) check(a netip.Addr, private []netip.Prefix) string {
 	a = a.Unmap().WithZone("")
 	for _, pre := range p.allow {
 		if pre.Contains(a) {
 			return ""
 		}
 	}
-	if why := forbidden(a); why != "" {
+	why := forbidden(a)
+	if why == "" && p.local.has(a) {
+		why = "an address of this host (its services are not the internet)"
+	}
+	if why == "" || isPlatform(a) {
 		return why
 	}
-	if p.local.has(a) {
-		return "an address of this host (its services are not the internet)"
+	for _, pre := range private {
+		if pre.Contains(a) {
+			return ""
+		}
 	}
-	return ""
+	return why
+}
+
+// isPlatform reports whether a is a cloud metadata or platform endpoint: never reached,
+// whatever network.private says.
+func isPlatform(a netip.Addr) bool {
+	for _, r := range forbiddenRanges[:platformRanges] {
+		if r.prefix.Contains(a) {
+			return true
+		}
+	}
+	if nat64.Contains(a) {
+		b := a.As16()
+		return isPlatform(netip.AddrFrom4([4]byte(b[12:])))
+	}
+	return false
 }
 
 // localAddrs are the addresses of this host's interfaces, read again at most every

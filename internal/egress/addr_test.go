@@ -78,13 +78,13 @@ func TestForbidden(t *testing.T) {
 
 func TestAddrPolicy(t *testing.T) {
 	p := &addrPolicy{allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.2/32")}}
-	if why := p.check(netip.MustParseAddr("127.0.0.2")); why != "" {
+	if why := p.check(netip.MustParseAddr("127.0.0.2"), nil); why != "" {
 		t.Errorf("an exempted address is refused: %s", why)
 	}
-	if why := p.check(netip.MustParseAddr("::ffff:127.0.0.2")); why != "" {
+	if why := p.check(netip.MustParseAddr("::ffff:127.0.0.2"), nil); why != "" {
 		t.Errorf("an exempted address, mapped, is refused: %s", why)
 	}
-	if why := p.check(netip.MustParseAddr("127.0.0.1")); why == "" {
+	if why := p.check(netip.MustParseAddr("127.0.0.1"), nil); why == "" {
 		t.Error("loopback outside the exemption is allowed")
 	}
 	// The host's own addresses are refused even when public: services listening on
@@ -95,7 +95,7 @@ func TestAddrPolicy(t *testing.T) {
 	}
 	for _, a := range local {
 		if forbidden(a) == "" {
-			if why := p.check(a); !strings.Contains(why, "this host") {
+			if why := p.check(a, nil); !strings.Contains(why, "this host") {
 				t.Errorf("the host's own %s: %q", a, why)
 			}
 			return

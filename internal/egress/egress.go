@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -109,6 +110,10 @@ type Options struct {
 	// metadata…). It exists for tests, which reach upstream servers on loopback; a
 	// production configuration never sets it.
 	UnsafeAllowAddrs []netip.Prefix
+	// UpstreamProxy, when set, is a forward proxy the proxy connects through instead of
+	// to hosts directly (see upstream.go): http://[user:password@]host:port. Every
+	// request is still decided here first.
+	UpstreamProxy *url.URL
 }
 
 // ErrClosed is returned by Serve and ServeSandbox once the proxy is closed.
@@ -131,6 +136,7 @@ type Proxy struct {
 	maxHeader                  int64
 	maxConns                   int
 	opaque                     bool
+	upstream                   *url.URL
 
 	ids    atomic.Uint64
 	ctx    context.Context
@@ -149,7 +155,7 @@ func New(o Options) *Proxy {
 		addrs:        &addrPolicy{allow: o.UnsafeAllowAddrs},
 		connectPorts: o.ConnectPorts, httpPorts: o.HTTPPorts,
 		headerTimeout: o.HeaderTimeout, dialTimeout: o.DialTimeout, idleTimeout: o.IdleTimeout,
-		maxHeader: int64(o.MaxHeaderBytes), maxConns: o.MaxConns, opaque: o.AllowOpaqueTunnels,
+		maxHeader: int64(o.MaxHeaderBytes), maxConns: o.MaxConns, opaque: o.AllowOpaqueTunnels, upstream: o.UpstreamProxy,
 		listeners: map[net.Listener]struct{}{},
 	}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
@@ -174,7 +180,7 @@ func New(o Options) *Proxy {
 	setDefault(&p.maxHeader, DefaultMaxHeaderBytes)
 	setDefault(&p.maxConns, DefaultMaxConns)
 	if p.dialer == nil {
-		p.dialer = &net.Dialer{Timeout: p.dialTimeout, KeepAlive: 30 * time.Second, Control: p.controlDial}
+		p.dialer = &net.Dialer{Timeout: p.dialTimeout, KeepAlive: 30 * time.Second, ControlContext: p.controlDial}
 	}
 	m, err := newMetrics(o.Registerer)
 	if err != nil {
@@ -196,16 +202,20 @@ func setDefault[T int | int64 | time.Duration](v *T, def T) {
 
 // controlDial checks the socket address once more just before connect(2): the address
 // dialed is the address checked, whatever happened in between.
-func (p *Proxy) controlDial(_, address string, _ syscall.RawConn) error {
+func (p *Proxy) controlDial(ctx context.Context, _, address string, _ syscall.RawConn) error {
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil {
 		return fmt.Errorf("egress: dialing %q, not an ip:port: %w", address, errdefs.ErrPermissionDenied)
 	}
-	if why := p.addrs.check(ap.Addr()); why != "" {
+	private, _ := ctx.Value(privateKey{}).([]netip.Prefix)
+	if why := p.addrs.check(ap.Addr(), private); why != "" {
 		return fmt.Errorf("egress: refusing to connect to %s, %s: %w", ap, why, errdefs.ErrPermissionDenied)
 	}
 	return nil
 }
+
+// privateKey carries a dial's network.private ranges to controlDial.
+type privateKey struct{}
 
 // noPolicy is the Decider of a proxy given none: it fails closed.
 type noPolicy struct{}
@@ -331,6 +341,10 @@ type exchange struct {
 	ev      Event
 	start   time.Time
 	out, in atomic.Int64 // bytes sandbox→upstream, upstream→sandbox
+	// viaUpstream: the connection is to the upstream proxy (Options.UpstreamProxy).
+	viaUpstream bool
+	// private are the address ranges the host may be reached at though private.
+	private []netip.Prefix
 }
 
 // serveConn serves one client connection: requests one after another until one is a
@@ -409,6 +423,12 @@ func (p *Proxy) open(ctx context.Context, x *exchange, t target, ports []uint16)
 	if r := p.checkCapability(ctx, x, t.host); r != nil {
 		return nil, r
 	}
+	if p.upstream != nil {
+		return p.dialUpstream(ctx, x, t, x.req.method == http.MethodConnect)
+	}
+	if d.Private != nil {
+		x.private = d.Private.Prefixes
+	}
 	addrs, ref := p.resolve(ctx, t, d)
 	if ref != nil {
 		return nil, ref
@@ -417,7 +437,7 @@ func (p *Proxy) open(ctx context.Context, x *exchange, t target, ports []uint16)
 	var refused []string
 	for _, a := range addrs {
 		a = a.Unmap()
-		if why := p.addrs.check(a); why != "" {
+		if why := p.addrs.check(a, x.private); why != "" {
 			refused = append(refused, a.String()+" is "+why)
 			if !x.ev.Addr.IsValid() {
 				x.ev.Addr = netip.AddrPortFrom(a, t.port)
@@ -428,7 +448,7 @@ func (p *Proxy) open(ctx context.Context, x *exchange, t target, ports []uint16)
 	}
 	if len(ok) == 0 {
 		return nil, deny("egress.address", http.StatusForbidden, "destination_ip_prohibited",
-			"%s: %s; the proxy never connects there, even for an allowed host (allowed by %s)",
+			"%s: %s; the proxy never connects there, even for an allowed host (allowed by %s), unless network.private names the host or its range",
 			t.host, joinReasons(refused), d.Rule)
 	}
 	if len(refused) > 0 {
@@ -470,7 +490,7 @@ func (p *Proxy) dial(ctx context.Context, x *exchange, t target, addrs []netip.A
 		ap := netip.AddrPortFrom(a, t.port)
 		x.ev.Addr = ap
 		var c net.Conn
-		if c, err = p.dialer.DialContext(dctx, "tcp", ap.String()); err == nil {
+		if c, err = p.dialer.DialContext(context.WithValue(dctx, privateKey{}, x.private), "tcp", ap.String()); err == nil {
 			return c, nil
 		}
 		if dctx.Err() != nil {

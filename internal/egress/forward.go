@@ -79,7 +79,10 @@ func (p *Proxy) exchange(x *exchange, up *conn, t target, origin string) (int, b
 		}
 	}
 	bw := bufio.NewWriterSize(up, 4<<10)
-	writeRequestHead(bw, req, t, origin)
+	if x.viaUpstream {
+		origin = absoluteTarget(t, origin)
+	}
+	writeRequestHead(bw, req, t, origin, p.proxyAuthorizationFor(x))
 	if err := bw.Flush(); err != nil {
 		return p.badGateway(x, "sending the request to %s failed", t.host), false
 	}
@@ -186,8 +189,11 @@ func (p *Proxy) sendBody(x *exchange, up *conn) error {
 // writeRequestHead writes the request line in origin form, the Host the proxy decided,
 // the client's end-to-end headers and the proxy's own framing. The upstream connection
 // carries this one request.
-func writeRequestHead(w *bufio.Writer, req *request, t target, origin string) {
+func writeRequestHead(w *bufio.Writer, req *request, t target, origin, proxyAuth string) {
 	fmt.Fprintf(w, "%s %s HTTP/1.1\r\nHost: %s\r\n", req.method, origin, t.hostHeader(80))
+	if proxyAuth != "" {
+		w.WriteString("Proxy-Authorization: " + proxyAuth + "\r\n")
+	}
 	h := endToEnd(req.header)
 	delete(h, "Host")
 	delete(h, "Content-Length")

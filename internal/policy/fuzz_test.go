@@ -18,6 +18,7 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte(networkPolicy))
 	f.Add([]byte(denyPolicy))
 	f.Add([]byte("files:\n  jail: /w\n  deny_write: [\"[\"]\n"))
+	f.Add([]byte("network:\n  default: deny\n  allow: [r.corp.test]\n  private: [r.corp.test, 10.20.0.0/16, \"fd00::1\"]\n"))
 	f.Add([]byte("network: {default: allow, allow: [a.com]}"))
 	f.Add([]byte("a: &x [*x]"))
 	f.Add([]byte("resources: {memory: 1e400, cpus: .inf, pids: 0x10, timeout: 1h}"))

@@ -17,7 +17,23 @@ type networkRules struct {
 	// requireCapability: every connection must carry a net: capability token for its host
 	// (network.require_capability), on top of the rules.
 	requireCapability bool
+	// private are network.private's entries: hosts that may resolve to private addresses,
+	// and ranges of private addresses that allowed hosts may be reached at (ranges, all
+	// of the list's together).
+	private []privateRule
+	ranges  *PrivateRanges
 }
+
+// privateRule is one entry of network.private: a host (or *.suffix), or an address range.
+type privateRule struct {
+	host   hostRule
+	prefix netip.Prefix
+	// grant is what a host the entry names may reach: every address.
+	grant *PrivateRanges
+}
+
+// everywhere is every address: what a host network.private names may be reached at.
+var everywhere = []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")}
 
 // hostRule is one entry of network.allow or network.deny.
 type hostRule struct {
@@ -53,12 +69,15 @@ func (n *networkRules) summary() string {
 	if n.requireCapability {
 		s += ", a net: capability required for every connection"
 	}
+	if len(n.private) > 0 {
+		s += ", " + plural(len(n.private), "private host or range", "private hosts or ranges")
+	}
 	return s
 }
 
 func (l *loader) network(n *yaml.Node, r *networkRules) error {
 	var allowNode *yaml.Node
-	err := l.mapping(n, "network", []string{"default", "allow", "deny", "require_capability"}, func(key string, _, v *yaml.Node) error {
+	err := l.mapping(n, "network", []string{"default", "allow", "deny", "require_capability", "private"}, func(key string, _, v *yaml.Node) error {
 		field := "network." + key
 		if key == "require_capability" {
 			if v.Kind != yaml.ScalarNode || v.Tag != "!!bool" {
@@ -82,6 +101,24 @@ func (l *loader) network(n *yaml.Node, r *networkRules) error {
 		if err != nil {
 			return err
 		}
+		if key == "private" {
+			for _, it := range items {
+				pr, err := compilePrivate(it.value)
+				if err != nil {
+					return l.errf(it.node, it.field, "%q: %v", it.value, err)
+				}
+				if pr.prefix.IsValid() {
+					if r.ranges == nil {
+						r.ranges = &PrivateRanges{Rule: "network.private"}
+					}
+					r.ranges.Prefixes = append(r.ranges.Prefixes, pr.prefix)
+				} else {
+					pr.grant = &PrivateRanges{Rule: it.field, Prefixes: everywhere}
+				}
+				r.private = append(r.private, pr)
+			}
+			return nil
+		}
 		for _, it := range items {
 			h, err := compileHost(it.value)
 			if err != nil {
@@ -103,6 +140,36 @@ func (l *loader) network(n *yaml.Node, r *networkRules) error {
 	}
 	r.set = !isNull(n)
 	return nil
+}
+
+// compilePrivate reads an entry of network.private: an address range ("10.20.0.0/16", an
+// address alone being its own range) or a host as in network.allow.
+func compilePrivate(s string) (privateRule, error) {
+	if p, err := netip.ParsePrefix(s); err == nil {
+		if p.Addr().Zone() != "" || p.Bits() < 8 && p.Addr().Is4() || p.Bits() < 16 && p.Addr().Is6() {
+			return privateRule{}, errors.New("a range wider than /8 (IPv4) or /16 (IPv6) opens too much; list the registry's own range")
+		}
+		return privateRule{prefix: p.Masked()}, nil
+	}
+	if a, err := netip.ParseAddr(s); err == nil && a.Zone() == "" {
+		return privateRule{prefix: netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())}, nil
+	}
+	h, err := compileHost(s)
+	if err != nil {
+		return privateRule{}, fmt.Errorf("want a host (registry.corp.example, *.corp.example) or an address range (10.20.0.0/16): %v", err)
+	}
+	return privateRule{host: h}, nil
+}
+
+// privateFor is what of network.private applies to an allowed host: the entry naming
+// it, else the list's ranges.
+func (n *networkRules) privateFor(name string, ip netip.Addr) *PrivateRanges {
+	for _, pr := range n.private {
+		if pr.grant != nil && pr.host.matches(name, ip) {
+			return pr.grant
+		}
+	}
+	return n.ranges
 }
 
 func compileHost(s string) (hostRule, error) {
@@ -167,6 +234,7 @@ func (p *Policy) Host(host string) Decision {
 		return deny("network.default", "%s is not on the allow list, and the default is deny", show)
 	}
 	d.RequireCapability = n.requireCapability
+	d.Private = n.privateFor(name, ip)
 	return d
 }
 

@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"strconv"
 	"strings"
 
@@ -23,6 +24,17 @@ type Decision struct {
 	// RequireCapability, on a host decision that allows, says that the policy also asks
 	// for a net: capability token that allows the host (network.require_capability).
 	RequireCapability bool
+	// Private, on a host decision that allows, are the address ranges the host may be
+	// reached at though they are private (network.private), or nil. The policy holds
+	// them, so decisions stay comparable.
+	Private *PrivateRanges
+}
+
+// PrivateRanges are address ranges network.private opens for a host.
+type PrivateRanges struct {
+	// Rule names the entry ("network.private[0]"), or the list for its ranges.
+	Rule     string
+	Prefixes []netip.Prefix
 }
 
 // String is the decision as one line: "deny shell.deny[0]: …".

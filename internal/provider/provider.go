@@ -53,6 +53,8 @@ type Project struct {
 	Dir string
 	// Scripts are the project's own named commands (package.json's scripts).
 	Scripts map[string]string
+	// Name is the project's own name where a step needs it (a cargo package's binary).
+	Name string
 }
 
 // Command is one command of a step.
@@ -73,7 +75,7 @@ const DefaultTimeout = 10 * time.Minute
 
 // Providers are the built-in providers, in detection order: the most specific first,
 // static last since any project may hold an index.html.
-var Providers = []RuntimeProvider{Node{}, Go{}, Static{}}
+var Providers = []RuntimeProvider{Node{}, Go{}, Rust{}, Static{}}
 
 // Lookup is the provider called id.
 func Lookup(id string) (RuntimeProvider, error) {

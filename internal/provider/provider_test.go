@@ -104,8 +104,8 @@ func TestCleanDir(t *testing.T) {
 }
 
 func TestLookup(t *testing.T) {
-	if _, err := provider.Lookup("rust"); err == nil || !strings.Contains(err.Error(), "want one of node, go, static") {
-		t.Errorf("Lookup(rust): %v", err)
+	if _, err := provider.Lookup("cobol"); err == nil || !strings.Contains(err.Error(), "want one of node, go, rust, static") {
+		t.Errorf("Lookup(cobol): %v", err)
 	}
 	for _, p := range provider.Providers {
 		if q, err := provider.Lookup(p.ID()); err != nil || q.ID() != p.ID() {
@@ -119,6 +119,57 @@ func TestLookup(t *testing.T) {
 	if ids[len(ids)-1] != "static" || !slices.Contains(ids, "node") {
 		t.Errorf("detection order %q: static must come last", ids)
 	}
+}
+
+// A Cargo.toml names the binary; a workspace manifest or broken TOML is refused saying so.
+func TestParseCargoToml(t *testing.T) {
+	for _, c := range []struct{ in, want, err string }{
+		{"[package]\nname = \"svc\"\nversion = \"0.1.0\"\n", "svc", ""},
+		{"[workspace]\nmembers = [\"a\"]\n", "", "no [package] name"},
+		{"[package\nname=", "", "not valid TOML"},
+	} {
+		got, err := provider.ParseCargoToml([]byte(c.in))
+		if got != c.want || (c.err == "") != (err == nil) || err != nil && (!strings.Contains(err.Error(), c.err) || !errors.Is(err, errdefs.ErrInvalidArgument)) {
+			t.Errorf("ParseCargoToml(%q) = %q, %v; want %q, %q", c.in, got, err, c.want, c.err)
+		}
+	}
+}
+
+// The rust provider's steps never reach for crates.io: every cargo command is offline,
+// with crates.io replaced by the packaged crates.
+func TestRustOffline(t *testing.T) {
+	r, p := provider.Rust{}, provider.Project{Runtime: "rust", Dir: "svc", Name: "svc"}
+	pkg, out := r.Package(p)
+	cmds := slices.Concat(r.Resolve(p), r.Build(p), r.Validate(p), pkg)
+	for _, c := range cmds {
+		if c.Argv[0] != "cargo" {
+			continue
+		}
+		if a := strings.Join(c.Argv, " "); !strings.Contains(a, "--offline") || !strings.Contains(a, provider.CrateRegistry) {
+			t.Errorf("%s: %q, want offline from %s", c.Name, a, provider.CrateRegistry)
+		}
+	}
+	if out != ".paddock/out" {
+		t.Errorf("package output %q", out)
+	}
+	pv := r.Preview(p, 8080)
+	if a := strings.Join(pv.Command, " "); !strings.Contains(a, "--offline") || pv.HotReload || !slices.Contains(pv.Env, "PORT=8080") {
+		t.Errorf("preview %+v", pv)
+	}
+}
+
+func FuzzParseCargoToml(f *testing.F) {
+	f.Add([]byte("[package]\nname = \"svc\"\n"))
+	f.Add([]byte("[workspace]\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		name, err := provider.ParseCargoToml(b)
+		if err == nil && name == "" {
+			t.Error("no error and no name")
+		}
+		if err != nil && !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("%v: want invalid argument", err)
+		}
+	})
 }
 
 func FuzzParsePackageJSON(f *testing.F) {

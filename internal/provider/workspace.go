@@ -87,10 +87,18 @@ func failure(res Result) string {
 	return msg
 }
 
-// lastLine is the last lines of b (at most three): where tools say what went wrong.
+// lastLine is the last lines of b (at most three): where tools say what went wrong. A
+// first line starting "error" before them leads: cargo says what failed first and then
+// adds advice.
 func lastLine(b []byte) string {
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	lines = lines[max(0, len(lines)-3):]
+	all := strings.Split(strings.TrimSpace(string(b)), "\n")
+	lines := all[max(0, len(all)-3):]
+	for _, l := range all[:len(all)-len(lines)] {
+		if strings.HasPrefix(l, "error") {
+			lines = append([]string{l, "…"}, lines...)
+			break
+		}
+	}
 	for i := range lines {
 		lines[i] = strings.TrimSpace(lines[i])
 	}

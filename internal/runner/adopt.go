@@ -52,6 +52,7 @@ func (r *Runner) Adopt(ctx context.Context, rec Record) (*Sandbox, error) {
 		agent:   agentclient.New(cs.Conn()),
 	}
 	sb.Workspace, sb.disk = r.persistentWorkspace(rec.User, rec.ID)
+	sb.shared = r.mountedShared(rec.User)
 	sb.uid, sb.gid = r.sandboxUser(sb.Workspace)
 	pctx, cancel := context.WithTimeout(ctx, adoptTimeout)
 	defer cancel()

@@ -57,6 +57,12 @@ type Config struct {
 	// (paddock.db) when that shares the file system. Default: 1GiB or 5% of the file
 	// system, whichever is larger.
 	DiskReserve wire.Size `yaml:"disk_reserve"`
+	// SharedDisk is the size of each user's shared disk: an ext4 image mounted at
+	// <workspace_root>/<user>/shared and bound at /shared in each of the user's container
+	// sandboxes, holding HOME and the npm, Go and cargo caches. A write past it fails with
+	// ENOSPC and the command says the limit was reached. Default: 2GiB. Negative: no
+	// shared disk; HOME and the caches stay in each sandbox's /tmp.
+	SharedDisk wire.Size `yaml:"shared_disk"`
 	// HostPorts are ports of every sandbox's loopback where the host serves (the control
 	// plane's services): set by the control plane, not by configuration. Where the tier
 	// allows it (container under runc) the host listens there itself, in the sandbox's
@@ -153,6 +159,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Limits.Validate("limits."); err != nil {
 		return err
+	}
+	if c.SharedDisk > 0 && c.SharedDisk < 16<<20 {
+		return invalidField("shared_disk", "%s is too small for an ext4 disk: give at least 16MiB, or a negative size for none", c.SharedDisk)
 	}
 	if c.DiskReserve < 0 {
 		return invalidField("disk_reserve", "must not be negative")

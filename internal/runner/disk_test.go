@@ -171,6 +171,13 @@ func TestPersistentDisk(t *testing.T) {
 	if err := r.RemoveWorkspace("pat", id); err != nil {
 		t.Fatal(err)
 	}
+	// The user's shared disk outlives their sandboxes, until it is removed itself.
+	if _, err := os.Stat(filepath.Join(cfg.WorkspaceRoot, "pat", "disks", "shared.img")); err != nil {
+		t.Errorf("the user's shared disk went with the sandbox: %v", err)
+	}
+	if err := r.RemoveShared("pat"); err != nil {
+		t.Fatal(err)
+	}
 	noDiskImages(t, cfg)
 }
 

@@ -106,6 +106,8 @@ type Sandbox struct {
 	uid, gid uint32
 	// disk is the sandbox's disk image (disk.go), or nil.
 	disk *disk
+	// shared is the user's shared disk (shared.go) when the sandbox has it, or nil.
+	shared *disk
 	// releaseIDs gives back the host id range a microVM's QEMU runs as, or is nil;
 	// hostUID and hostGID are QEMU's ids from it.
 	releaseIDs       func()
@@ -340,14 +342,31 @@ func (r *Runner) start(ctx context.Context, spec Spec, sb *Sandbox, agentBin str
 		if err != nil {
 			return nil, err
 		}
+		env := spec.Env
+		// A one-shot run leaves nothing behind, a shared disk included. Caches are worth
+		// less than the sandbox: one that cannot have its user's shared disk (the host's
+		// disk short of the reserve) starts with HOME in /tmp, as before.
+		if spec.Persistent {
+			shared, serr := r.openShared(spec.User, uid, gid)
+			if serr != nil {
+				r.log.Warn("the sandbox starts without its user's shared disk: HOME and the caches are in /tmp", "sandbox", sb.ID, "user", spec.User, "err", serr)
+			}
+			sb.shared = shared
+		}
+		if sb.shared != nil {
+			env = append(append([]string{}, sharedEnv...), spec.Env...)
+		}
 		cfg := container.Config{
 			ID: sb.ID, Dir: dir, Workspace: sb.Workspace, History: sb.History, Agent: agentBin, UID: uid, GID: gid,
-			Env: containerEnv(spec.Env), Main: main, Limits: sb.Limits, HostPorts: r.cfg.HostPorts,
+			Env: containerEnv(env), Main: main, Limits: sb.Limits, HostPorts: r.cfg.HostPorts,
 			CapabilityKeys: spec.CapabilityKeys, FileSizeLimit: int64(sb.Limits.FileSize),
 			UserNS: r.cfg.UserNS(), OwnWorkspace: spec.Workspace == "",
 		}
 		if sb.disk != nil && sb.Limits.Tmp == 0 {
 			cfg.Tmp = sb.disk.tmp()
+		}
+		if sb.shared != nil {
+			cfg.Shared = sb.shared.mount
 		}
 		return rt.Start(ctx, cfg)
 	case wire.TierProcess:

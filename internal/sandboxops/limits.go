@@ -23,6 +23,8 @@ type limitCounts struct {
 	oomKnown, forksKnown bool
 	// diskFull: the sandbox's disk is (nearly) full (runner.Sandbox.DiskFull).
 	diskFull bool
+	// sharedFull: the user's shared disk is (runner.Sandbox.SharedFull).
+	sharedFull bool
 }
 
 func countLimits(sb *runner.Sandbox) limitCounts {
@@ -33,6 +35,7 @@ func countLimits(sb *runner.Sandbox) limitCounts {
 	c.forks, err = sb.ForksRefused()
 	c.forksKnown = err == nil
 	c.diskFull = sb.DiskFull()
+	c.sharedFull = sb.SharedFull()
 	return c
 }
 
@@ -61,6 +64,8 @@ func limitHit(end commandEnd, before, after limitCounts, l wire.Limits) (limit, 
 		n := after.forks - before.forks
 		return api.LimitPids, "the sandbox's process limit" + value(l.Pids > 0, fmt.Sprint(l.Pids)) + " was hit: " +
 			count(n, "a fork was", "forks were") + " refused"
+	case after.sharedFull:
+		return api.LimitDisk, "the user's shared disk was reached: " + wire.SharedPath + " (HOME and the npm, Go and cargo caches) is full, and writes there fail with ENOSPC; remove caches under " + wire.SharedPath + "/cache, or ask for a larger shared_disk"
 	case after.diskFull:
 		return api.LimitDisk, "the sandbox's disk limit" + value(l.Disk > 0, l.Disk.String()) + " was reached: its workspace and /tmp are full, and writes fail with ENOSPC"
 	}

@@ -28,6 +28,7 @@ import (
 var toolchains = map[string]map[string][]string{
 	"node": {"node": {"node", "--version"}, "npm": {"npm", "--version"}},
 	"go":   {"go": {"go", "env", "GOVERSION"}},
+	"rust": {"rustc": {"rustc", "--version"}, "cargo": {"cargo", "--version"}},
 }
 
 // blobDir is where artifacts and SBOMs are stored, each under its SHA-256.

@@ -90,6 +90,10 @@ type Config struct {
 	// sandbox's egress obeys: with one, sandboxes reach the hosts it allows through the
 	// egress proxy (HTTP_PROXY); without one, they have no network at all.
 	NetworkPolicy string `yaml:"network_policy"`
+	// EgressUpstreamProxy, when set, is a forward proxy (http://[user:password@]host:port)
+	// the egress proxy connects through, after deciding each request by the policy: a
+	// corporate proxy in front of the internet. Off by default.
+	EgressUpstreamProxy string `yaml:"egress_upstream_proxy"`
 	// Registration is who may make an account at /register: open, invite (with a code
 	// from POST /api/v1/invites or `paddock invite create`) or closed. Default: open when
 	// listen is a loopback address, invite otherwise.

@@ -36,7 +36,12 @@ func egressEnv() []string {
 }
 
 // loadNetworkPolicy reads the network policy file, if any, and returns it with its text.
+// The name "registries" (no file) is the built-in policy of the public registries.
 func loadNetworkPolicy(path string) (*policy.Policy, string, error) {
+	if path == policy.RegistriesName {
+		p, err := policy.Load([]byte(policy.Registries), "network_policy: "+policy.RegistriesName)
+		return p, policy.Registries, err
+	}
 	return readPolicyFile(path, "network_policy", policy.Load)
 }
 
@@ -49,6 +54,9 @@ func (s *Server) initEgress(pol *policy.Policy, text string, opts egress.Options
 	s.reloaded.network = text
 	opts.Decider, opts.Log, opts.Registerer, opts.Audit = netCeiling{s}, s.log, s.reg, s.egressAudit
 	opts.Capabilities = s.caps // net: tokens, for the sandbox the connection came from
+	if s.upstreamProxy != nil {
+		opts.UpstreamProxy = s.upstreamProxy
+	}
 	s.egress = egress.New(opts)
 }
 

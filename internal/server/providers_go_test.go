@@ -104,17 +104,17 @@ func TestProviderGoModuleProxy(t *testing.T) {
 		Egress: egress.Options{Resolver: loopbackResolver{}, HTTPPorts: []uint16{port},
 			UnsafeAllowAddrs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, DialTimeout: 5 * time.Second},
 	})
-	alice := e.Register(t, "alice")
-	sandbox := func(host string) string {
+	alice, bob := e.Register(t, "alice"), e.Register(t, "bob")
+	sandbox := func(c *servertest.Client, host string) string {
 		var sb api.Sandbox
-		servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: strings.Split(host, ".")[0],
+		servertest.Decode(t, c.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: strings.Split(host, ".")[0],
 			Env: []string{fmt.Sprintf("GOPROXY=http://%s:%d", host, port), "GONOSUMDB=example.test"}}), http.StatusCreated, &sb)
-		execOK(t, alice, sb.ID, "sh", "-c", goProject)
+		execOK(t, c, sb.ID, "sh", "-c", goProject)
 		return sb.ID
 	}
 	svc := api.ProviderRequest{Dir: "svc"}
 
-	id := sandbox("goproxy.test")
+	id := sandbox(alice, "goproxy.test")
 	evs := providerStep(t, alice, id, "build", svc)
 	if got := ran(evs); result(evs).Error != "" || !slices.Equal(got, []string{"resolve: go mod download", "build: go build"}) {
 		t.Fatalf("build with a dependency: ran %q, result %+v; log:\n%s", got, result(evs), logText(evs))
@@ -123,7 +123,9 @@ func TestProviderGoModuleProxy(t *testing.T) {
 		t.Errorf("the built module printed %q", out)
 	}
 
-	evs = providerStep(t, alice, sandbox("elsewhere.test"), "build", svc)
+	// Another user's sandbox: alice's module cache, which holds the module now, is not
+	// its own.
+	evs = providerStep(t, bob, sandbox(bob, "elsewhere.test"), "build", svc)
 	if r, log := result(evs), logText(evs); r.Error == "" || !strings.Contains(r.Error+log, "elsewhere.test") || !strings.Contains(r.Error+log, "network.default") {
 		t.Errorf("build with a module proxy the policy does not allow: result %+v; log:\n%s\nwant the host and the rule", r, log)
 	}

@@ -54,8 +54,17 @@ func npmMirror(t *testing.T) string {
 // registry it starts, and returns the environment a sandbox's npm needs to use it.
 func startWithRegistry(t *testing.T) (*servertest.Env, []string) {
 	t.Helper()
+	e, env, _ := startWithRegistryLog(t)
+	return e, env
+}
+
+// startWithRegistryLog is startWithRegistry, with the log of the requests the registry
+// serves.
+func startWithRegistryLog(t *testing.T) (*servertest.Env, []string, *requestLog) {
+	t.Helper()
 	testenv.RequireRoot(t)
-	reg := httptest.NewServer(npmregistry.Handler(npmMirror(t)))
+	log := &requestLog{}
+	reg := httptest.NewServer(log.wrap(npmregistry.Handler(npmMirror(t))))
 	t.Cleanup(reg.Close)
 	_, portText, _ := net.SplitHostPort(reg.Listener.Addr().String())
 	var port uint16
@@ -69,7 +78,7 @@ func startWithRegistry(t *testing.T) (*servertest.Env, []string) {
 		Egress: egress.Options{Resolver: loopbackResolver{}, HTTPPorts: []uint16{port},
 			UnsafeAllowAddrs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, DialTimeout: 5 * time.Second},
 	})
-	return e, []string{fmt.Sprintf("npm_config_registry=http://%s:%d/", registryHost, port)}
+	return e, []string{fmt.Sprintf("npm_config_registry=http://%s:%d/", registryHost, port)}, log
 }
 
 // The Vite + React template is scaffolded and installed from the registry through the

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/paddockhq/paddock"
 	"github.com/paddockhq/paddock/internal/api"
@@ -71,7 +72,7 @@ func TestProviderStatic(t *testing.T) {
 	path := "/api/v1/sandboxes/" + sb.ID + "/app/"
 
 	none := servertest.ErrorOf(t, alice.DoToken("POST", path+"build", api.ProviderRequest{}), http.StatusConflict)
-	for _, want := range []string{"package.json (node)", "go.mod (go)", "index.html (static)"} {
+	for _, want := range []string{"package.json (node)", "go.mod (go)", "Cargo.toml (rust)", "index.html (static)"} {
 		if !strings.Contains(none.Message, want) {
 			t.Errorf("build of an empty workspace: %q, want it to list %q", none.Message, want)
 		}
@@ -81,7 +82,7 @@ func TestProviderStatic(t *testing.T) {
 		req  api.ProviderRequest
 		want string
 	}{
-		{"new", api.ProviderRequest{Runtime: "cobol", Name: "x"}, "want one of node, go, static"},
+		{"new", api.ProviderRequest{Runtime: "cobol", Name: "x"}, "want one of node, go, rust, static"},
 		{"new", api.ProviderRequest{Name: "x"}, "runtime"},
 		{"new", api.ProviderRequest{Runtime: "static", Name: "Bad Name"}, "name"},
 		{"build", api.ProviderRequest{Dir: "../other"}, "inside the workspace"},
@@ -333,5 +334,77 @@ func TestProviderLiveLog(t *testing.T) {
 	}
 	if r := result(evs); r.Error != "" || !logged(evs, "went") {
 		t.Errorf("build: %+v; log:\n%s", r, logText(evs))
+	}
+}
+
+// A new cargo package is built, tested and linted with Debian's toolchain, offline from the
+// packaged crates, packaged as its binary, and previewed as the sandbox's app. A project
+// using a packaged crate gets it from there and lists it in its SBOM; a crate no package
+// provides fails the step naming it.
+func TestProviderRust(t *testing.T) {
+	e := servertest.Start(t)
+	alice := e.Register(t, "alice")
+	var sb api.Sandbox
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "p"}), http.StatusCreated, &sb)
+	svc := api.ProviderRequest{Dir: "svc"}
+	if r := result(providerStep(t, alice, sb.ID, "new", api.ProviderRequest{Runtime: "rust", Dir: "svc"})); r.Error != "" || r.Runtime != "rust" {
+		t.Fatalf("new rust: %+v", r)
+	}
+	evs := providerStep(t, alice, sb.ID, "package", svc)
+	if got := ran(evs); result(evs).Error != "" || !slices.Equal(got, []string{"resolve: cargo fetch", "validate: cargo test", "validate: cargo clippy",
+		"package: cargo build", "package: copy the binary", "package: archive .paddock/out", "store: store svc/.paddock/package/rust.tar.gz"}) {
+		t.Fatalf("package rust: ran %q, result %+v; log:\n%s", got, result(evs), logText(evs))
+	}
+	if !logged(evs, "test tests::greets ... ok") {
+		t.Errorf("package rust: the tests' output is not in the log:\n%s", logText(evs))
+	}
+	var art api.Artifact
+	servertest.Decode(t, alice.DoToken("GET", "/api/v1/artifacts/"+result(evs).ArtifactID, nil), http.StatusOK, &art)
+	if m := art.Manifest; m == nil || !strings.HasPrefix(m.Toolchain["rustc"], "rustc 1.") || !strings.HasPrefix(m.Toolchain["cargo"], "cargo 1.") ||
+		len(m.Files) != 1 || m.Files[0].Path != "app" {
+		t.Errorf("the rust artifact: %+v", art.Manifest)
+	}
+
+	r := result(providerStep(t, alice, sb.ID, "preview", svc))
+	if r.Error != "" || r.Preview == nil || r.Preview.HotReload {
+		t.Fatalf("preview rust: %+v", r)
+	}
+	// The app runs once cargo has built it: wait for it, as a person reloading would.
+	var page []byte
+	var resp *http.Response
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		resp = alice.AppToken(e.AppsURL(origins.Host{Kind: origins.KindApp, ID: sb.ID}), "GET", "/", nil)
+		page, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK || time.Now().After(deadline) {
+			break
+		}
+	}
+	if resp.StatusCode != http.StatusOK || string(page) != "hello from svc\n" {
+		t.Errorf("the previewed binary serves %d %q", resp.StatusCode, page)
+	}
+
+	execOK(t, alice, sb.ID, "sh", "-c", `mkdir num && cd num && mkdir src && printf '[package]\nname = "num"\nversion = "0.1.0"\nedition = "2021"\n\n[dependencies]\nitoa = "1"\n' > Cargo.toml &&
+echo 'fn main() { println!("{}", itoa::Buffer::new().format(42)); }' > src/main.rs`)
+	num := api.ProviderRequest{Dir: "num"}
+	if evs = providerStep(t, alice, sb.ID, "package", num); result(evs).Error != "" || !logged(evs, "Compiling itoa v1.0.1") {
+		t.Fatalf("package a project using a packaged crate: %+v; log:\n%s", result(evs), logText(evs))
+	}
+	resp = alice.DoToken("GET", "/api/v1/artifacts/"+result(evs).ArtifactID+"/sbom", nil)
+	sbom, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(sbom), `"purl": "pkg:cargo/itoa@1.0.1"`) {
+		t.Errorf("the rust SBOM does not list Cargo.lock's crate:\n%s", sbom)
+	}
+
+	execOK(t, alice, sb.ID, "sh", "-c", `printf 'no-such-crate-here = "1"\n' >> num/Cargo.toml`)
+	r = result(providerStep(t, alice, sb.ID, "build", num))
+	if !strings.Contains(r.Error, "cargo fetch") || !strings.Contains(r.Error, "no-such-crate-here") {
+		t.Errorf("build with a crate no package provides: %+v", r)
+	}
+	execOK(t, alice, sb.ID, "sh", "-c", `echo '[package' > num/Cargo.toml`)
+	msg := servertest.ErrorOf(t, alice.DoToken("POST", "/api/v1/sandboxes/"+sb.ID+"/app/build", num), http.StatusBadRequest).Message
+	if !strings.Contains(msg, "Cargo.toml is not valid TOML") {
+		t.Errorf("build with a corrupt Cargo.toml: %q", msg)
 	}
 }

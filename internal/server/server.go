@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
@@ -68,6 +69,8 @@ type Server struct {
 	servicesPort int
 	egress       *egress.Proxy                 // nil without a network policy
 	netPolicy    atomic.Pointer[policy.Policy] // the server's network_policy, the ceiling of every sandbox's
+	// upstreamProxy is egress_upstream_proxy, or nil.
+	upstreamProxy *url.URL
 	// reloaded is the text of each policy file as last loaded, for Reload (reload.go) to
 	// tell a change; reloadMu serializes reloads.
 	reloadMu sync.Mutex
@@ -201,6 +204,11 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 	netPolicy, netText, err := loadNetworkPolicy(cfg.NetworkPolicy)
 	if err != nil {
 		return err
+	}
+	if cfg.EgressUpstreamProxy != "" {
+		if s.upstreamProxy, err = egress.ParseUpstreamProxy(cfg.EgressUpstreamProxy); err != nil {
+			return fmt.Errorf("egress_upstream_proxy: %w", err)
+		}
 	}
 	env := append([]string{wire.ServicesEnv + "=" + servicesURL}, gatewayEnv(cfg.Gateway, servicesURL)...)
 	if s.servicesPort, err = servicesPort(servicesURL); err != nil {

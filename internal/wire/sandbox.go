@@ -22,6 +22,9 @@ const (
 	// GatedRootPath is the gated root: the view of the sandbox's filesystem, with noexec
 	// writable places and no /proc, in which an exec that a capability token limits runs.
 	GatedRootPath = AgentDir + "/gated"
+	// SharedPath is where the user's shared directory is bound: HOME and the dependency
+	// caches, on a disk of the user's own that all their sandboxes share.
+	SharedPath = "/shared"
 )
 
 // Flags on paddock-agent's command line.

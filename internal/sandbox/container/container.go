@@ -151,6 +151,9 @@ type Config struct {
 	// Tmp, when set, is a host directory (mode 1777, root's) bound at /tmp instead of a
 	// tmpfs: the sandbox's disk image's (runner's disk quotas).
 	Tmp string
+	// Shared, when set, is the user's shared directory (root's, its contents the sandbox
+	// user's, stored as UID:GID), bound at wire.SharedPath.
+	Shared string
 	// History is the host directory of the workspace's history, bound at wire.HistoryPath; it
 	// must be root's and 0700. Empty: the sandbox keeps no history.
 	History  string
@@ -430,7 +433,7 @@ func (rt *Runtime) WriteBundle(cfg Config, dir, cgroup string, args []string) er
 
 func writeBundle(cfg Config, dir, cgroup string, userKernel bool, edit func(*specs.Spec)) error {
 	b := bundleSpec{
-		id: cfg.ID, hostname: "sandbox", uid: cfg.UID, gid: cfg.GID, workspace: cfg.Workspace, tmp: cfg.Tmp,
+		id: cfg.ID, hostname: "sandbox", uid: cfg.UID, gid: cfg.GID, workspace: cfg.Workspace, tmp: cfg.Tmp, shared: cfg.Shared,
 		history: cfg.History, agent: cfg.Agent, env: cfg.Env, limits: cfg.Limits, cgroup: cgroup, swap: swapAccounted(),
 		userKernel: userKernel, userns: !userKernel && cfg.UserNS, idBase: cfg.IDBase,
 		diskUID: cfg.UID, diskGID: cfg.GID,

@@ -21,7 +21,7 @@ import (
 const gatedTmpSize = 64 << 20
 
 // gatedDirs are the mount points and directories the gated root's tree holds in the rootfs.
-var gatedDirs = []string{"dev", "dev/shm", "tmp", "usr", "etc", "workspace", "home", "root", "run", "var/tmp"}
+var gatedDirs = []string{"dev", "dev/shm", "tmp", "usr", "etc", "workspace", "shared", "home", "root", "run", "var/tmp"}
 
 // gatedDevices are the host's device nodes bound into the gated root's /dev: the ones a
 // command needs, all allowed by the container's device rules.
@@ -62,6 +62,9 @@ func gatedMounts(b bundleSpec) []specs.Mount {
 		specs.Mount{Destination: at("/tmp"), Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "noexec", "nodev", "mode=1777", fmt.Sprintf("size=%d", gatedTmp(b.limits))}},
 		specs.Mount{Destination: at(wire.WorkspacePath), Type: "bind", Source: b.workspace, Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}},
 	)
+	if b.shared != "" {
+		ms = append(ms, specs.Mount{Destination: at(wire.SharedPath), Type: "bind", Source: b.shared, Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}})
+	}
 	for _, d := range hostSystemDirs {
 		if fi, err := os.Lstat(d); err == nil && fi.IsDir() {
 			ms = append(ms, roBind(d, at(d)))

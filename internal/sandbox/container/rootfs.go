@@ -18,7 +18,7 @@ const maxCopiedEtcFile = 1 << 20
 // mounted read-only in the sandbox; on the host it lives in the sandbox's bundle and goes
 // with it.
 func makeRootfs(root string, b bundleSpec) error {
-	for _, d := range []string{"proc", "dev", "sys", "tmp", "usr", "etc", "workspace", "home", "root", "run", "var/tmp", wire.AgentDir[1:], wire.HistoryPath[1:]} {
+	for _, d := range []string{"proc", "dev", "sys", "tmp", "usr", "etc", "workspace", "home", "root", "run", "var/tmp", wire.SharedPath[1:], wire.AgentDir[1:], wire.HistoryPath[1:]} {
 		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
 			return err
 		}

@@ -61,6 +61,7 @@ type bundleSpec struct {
 	uid, gid  uint32
 	workspace string // host path
 	tmp       string // host path bound at /tmp; empty: a tmpfs
+	shared    string // host path bound at wire.SharedPath; empty: none
 	history   string // host path of the history store; empty: none
 	agent     string // host path of paddock-agent
 	env       []string
@@ -114,10 +115,18 @@ func idmapWorkspace(s *specs.Spec, b bundleSpec) {
 	if b.gid != 0 {
 		gids = append(gids, specs.LinuxIDMapping{ContainerID: 0, HostID: b.idBase, Size: 1})
 	}
+	// The shared directory is every sandbox of the user's, each with its own range: its
+	// files are stored as the sandbox user's own ids, whatever the range.
+	sharedUIDs := append([]specs.LinuxIDMapping{{ContainerID: b.uid, HostID: sandboxHostID(b.idBase, b.uid), Size: 1}}, uids[1:]...)
+	sharedGIDs := append([]specs.LinuxIDMapping{{ContainerID: b.gid, HostID: sandboxHostID(b.idBase, b.gid), Size: 1}}, gids[1:]...)
 	for i, m := range s.Mounts {
-		if m.Destination == wire.WorkspacePath || m.Destination == wire.GatedRootPath+wire.WorkspacePath {
+		switch m.Destination {
+		case wire.WorkspacePath, wire.GatedRootPath + wire.WorkspacePath:
 			s.Mounts[i].Options = append(s.Mounts[i].Options, "idmap")
 			s.Mounts[i].UIDMappings, s.Mounts[i].GIDMappings = uids, gids
+		case wire.SharedPath, wire.GatedRootPath + wire.SharedPath:
+			s.Mounts[i].Options = append(s.Mounts[i].Options, "idmap")
+			s.Mounts[i].UIDMappings, s.Mounts[i].GIDMappings = sharedUIDs, sharedGIDs
 		}
 	}
 }
@@ -373,6 +382,9 @@ func mounts(b bundleSpec) []specs.Mount {
 				ms[i] = specs.Mount{Destination: "/tmp", Type: "bind", Source: b.tmp, Options: []string{"bind", "rw", "nosuid", "nodev"}}
 			}
 		}
+	}
+	if b.shared != "" {
+		ms = append(ms, specs.Mount{Destination: wire.SharedPath, Type: "bind", Source: b.shared, Options: []string{"bind", "rw", "nosuid", "nodev"}})
 	}
 	if b.history != "" {
 		ms = append(ms, specs.Mount{Destination: wire.HistoryPath, Type: "bind", Source: b.history, Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}})

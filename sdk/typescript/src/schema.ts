@@ -748,8 +748,8 @@ export interface paths {
         put?: never;
         /**
          * Run a runtime provider's step on a project in the sandbox, streaming its progress.
-         * @description A runtime provider (static, node, go) recognises the project in dir (package.json,
-         *     go.mod, index.html) and says how each step runs: new scaffolds its template and
+         * @description A runtime provider (static, node, go, rust) recognises the project in dir
+         *     (package.json, go.mod, Cargo.toml, index.html) and says how each step runs: new scaffolds its template and
          *     fetches the dependencies; build fetches and builds; validate runs the tests, lint
          *     and checks; package validates and archives the build output under
          *     dir/.paddock/package/; preview fetches the dependencies and makes the dev server
@@ -1702,7 +1702,7 @@ export interface components {
              * @description Required for new; otherwise the one that recognises the project.
              * @enum {string}
              */
-            runtime?: "static" | "node" | "go";
+            runtime?: "static" | "node" | "go" | "rust";
             /** @description The project's directory relative to the workspace; empty means the workspace. */
             dir?: string;
             /** @description The new project's name (new only): lower-case letters, digits and dashes. */
