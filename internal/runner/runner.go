@@ -345,8 +345,10 @@ func (r *Runner) start(ctx context.Context, spec Spec, sb *Sandbox, agentBin str
 		env := spec.Env
 		// A one-shot run leaves nothing behind, a shared disk included. Caches are worth
 		// less than the sandbox: one that cannot have its user's shared disk (the host's
-		// disk short of the reserve) starts with HOME in /tmp, as before.
-		if spec.Persistent {
+		// disk short of the reserve) starts with HOME in /tmp, as before. A pooled sandbox
+		// has no user yet, and whoever claims it must not share a disk with the claimers of
+		// its siblings: it keeps HOME in /tmp.
+		if spec.Persistent && !spec.Pool && spec.User != "" {
 			shared, serr := r.openShared(spec.User, uid, gid)
 			if serr != nil {
 				r.log.Warn("the sandbox starts without its user's shared disk: HOME and the caches are in /tmp", "sandbox", sb.ID, "user", spec.User, "err", serr)

@@ -105,6 +105,12 @@ func TestPoolClaim(t *testing.T) {
 	if res := execIn(t, bob, bobs.ID, api.ExecRequest{Argv: []string{"ls", "-A"}}); strings.Contains(string(res.Stdout), "mine.txt") {
 		t.Errorf("bob's sandbox shows alice's file: %q", res.Stdout)
 	}
+	// HOME and the caches of a pooled sandbox are its own: a disk made before anyone
+	// claimed it would be shared by whoever claims its siblings.
+	execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{"sh", "-c", "echo alice > \"$HOME/left-by-alice\""}})
+	if res := execIn(t, bob, bobs.ID, api.ExecRequest{Argv: []string{"sh", "-c", "cat \"$HOME/left-by-alice\"; grep -c ' /shared ' /proc/self/mountinfo"}}); strings.Contains(string(res.Stdout), "alice") || strings.TrimSpace(string(res.Stdout)) != "0" {
+		t.Errorf("bob's pooled sandbox sees alice's HOME or a shared disk: %q", res.Stdout)
+	}
 	// A request the pool does not match starts anew, and is not counted.
 	var other api.Sandbox
 	servertest.Decode(t, bob.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Env: []string{"A=b"}}), http.StatusCreated, &other)
