@@ -85,6 +85,7 @@ func Run(ctx context.Context, e *Env, o Options) (*Report, error) {
 		{"execution kernel", e.KernelTable},
 		{"egress download", e.EgressTable},
 		{"go client", e.ClientTable},
+		{"coding agent", e.AgentTable},
 	} {
 		if o.Only != "" && !strings.Contains(b.name, o.Only) {
 			continue
