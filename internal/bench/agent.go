@@ -19,6 +19,8 @@ import (
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/gateway"
 	"github.com/paddockhq/paddock/internal/gateway/scripted"
+	"github.com/paddockhq/paddock/internal/server"
+	"github.com/paddockhq/paddock/internal/wire"
 )
 
 // agentFixture is the coding agent (internal/agent/coder) in the harness's process, a
@@ -28,6 +30,7 @@ type agentFixture struct {
 	front    *http.Server
 	up       *http.Server
 	baseURL  string
+	upURL    string // the provider itself
 	dir      string
 
 	mu sync.Mutex
@@ -57,8 +60,9 @@ func startAgentFixture() (*agentFixture, error) {
 		f.mu.Unlock()
 	})}
 	go f.up.Serve(upL)
+	f.upURL = "http://" + upL.Addr().String()
 	gw, err := gateway.New(gateway.Config{Providers: []gateway.Provider{
-		{Name: "scripted", Kind: gateway.KindOpenAI, BaseURL: "http://" + upL.Addr().String(), APIKey: "sk-bench-platform"},
+		{Name: "scripted", Kind: gateway.KindOpenAI, BaseURL: f.upURL, APIKey: "sk-bench-platform"},
 	}}, gateway.Options{Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		f.Close()
@@ -99,15 +103,10 @@ func (f *agentFixture) Close() {
 // turn runs one turn of a fresh conversation against script and returns its time and
 // the provider's times: each request's arrival and its answer's end.
 func (f *agentFixture) turn(ctx context.Context, script string) (whole time.Duration, arrived, answered []time.Time, err error) {
-	sc, err := scripted.Parse([]byte(script))
+	p, steps, err := f.load(script)
 	if err != nil {
 		return 0, nil, nil, err
 	}
-	p := scripted.New(sc)
-	f.provider.Store(p)
-	f.mu.Lock()
-	f.arrived, f.answered = nil, nil
-	f.mu.Unlock()
 	state := f.dir + "/state"
 	if err := coder.Reset(state); err != nil {
 		return 0, nil, nil, err
@@ -121,9 +120,28 @@ func (f *agentFixture) turn(ctx context.Context, script string) (whole time.Dura
 	began := time.Now()
 	_, err = a.Run(ctx, "go")
 	whole = time.Since(began)
-	if err == nil {
-		err = p.Err()
+	arrived, answered, werr := f.times(p, steps)
+	return whole, arrived, answered, errors.Join(err, werr)
+}
+
+// load makes script the provider's, and forgets the last one's times.
+func (f *agentFixture) load(script string) (*scripted.Provider, int, error) {
+	sc, err := scripted.Parse([]byte(script))
+	if err != nil {
+		return nil, 0, err
 	}
+	p := scripted.New(sc)
+	f.provider.Store(p)
+	f.mu.Lock()
+	f.arrived, f.answered = nil, nil
+	f.mu.Unlock()
+	return p, len(sc.Steps), nil
+}
+
+// times are when each of the script's requests arrived and its answer ended, once the
+// script is done.
+func (f *agentFixture) times(p *scripted.Provider, steps int) (arrived, answered []time.Time, err error) {
+	err = p.Err()
 	if err == nil && !p.Done() {
 		err = errors.New("the turn ended before its script")
 	}
@@ -133,16 +151,16 @@ func (f *agentFixture) turn(ctx context.Context, script string) (whole time.Dura
 		f.mu.Lock()
 		n := len(f.answered)
 		f.mu.Unlock()
-		if n >= len(sc.Steps) {
+		if n >= steps {
 			break
 		}
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err == nil && (len(f.arrived) != len(sc.Steps) || len(f.answered) != len(sc.Steps)) {
-		err = fmt.Errorf("the provider saw %d requests and answered %d, not %d", len(f.arrived), len(f.answered), len(sc.Steps))
+	if err == nil && (len(f.arrived) != steps || len(f.answered) != steps) {
+		err = fmt.Errorf("the provider saw %d requests and answered %d, not %d", len(f.arrived), len(f.answered), steps)
 	}
-	return whole, f.arrived, f.answered, err
+	return f.arrived, f.answered, err
 }
 
 // AgentTable measures the coding agent's own cost: a turn against a provider that takes
@@ -154,7 +172,10 @@ func (e *Env) AgentTable(ctx context.Context, o Options) (t *Table, err error) {
 		return nil, err
 	}
 	defer f.Close()
-	cp, err := e.StartControlPlane(ctx, e.log)
+	cp, err := e.startControlPlane(ctx, e.log, func(c *server.Config) {
+		c.Gateway = gateway.Config{AgentModel: "bench", Providers: []gateway.Provider{
+			{Name: "scripted", Kind: gateway.KindOpenAI, BaseURL: f.upURL, APIKey: "sk-bench-platform"}}}
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +203,18 @@ func (e *Env) AgentTable(ctx context.Context, o Options) (t *Table, err error) {
 	tool := func(name, call string) func() error {
 		return func() error {
 			script := `{"steps": [{"respond": {"tool_calls": [` + call + `]}}, {"expect": {"last_role": "tool"}, "respond": {"content": "ok"}}]}`
-			_, arrived, answered, err := f.turn(ctx, script)
+			p, steps, err := f.load(script)
+			if err != nil {
+				return err
+			}
+			res, err := sb.Run(ctx, paddock.ExecRequest{Argv: []string{wire.AgentPath, wire.CodeSubcommand, "--reset", "--", "go"}, TimeoutMS: 120_000})
+			if err == nil && res.ExitCode != 0 {
+				err = fmt.Errorf("paddock-agent code: exit %d: %s", res.ExitCode, tail(string(res.Stderr)))
+			}
+			if err != nil {
+				return err
+			}
+			arrived, answered, err := f.times(p, steps)
 			if err != nil {
 				return err
 			}
@@ -232,17 +264,18 @@ func (e *Env) AgentTable(ctx context.Context, o Options) (t *Table, err error) {
 	tx, ax := rec.summary("tool run"), rec.summary("api exec")
 	return &Table{
 		Title: "15. The coding agent: a turn's overhead, a tool call's round trip",
-		About: fmt.Sprintf("The coding agent (internal/agent/coder, as `paddock-agent code` runs it) in the harness's process, on a workspace "+
-			"in a temporary directory of the host, asks a scripted provider (internal/gateway/scripted, streaming OpenAI chat completions) "+
-			"on a loopback port through the real provider gateway (mounted under /gateway as `paddock serve` does, on its own loopback "+
-			"port). *A turn*: a fresh conversation whose one answer (`done`) the provider sends after a fixed 100 ms, from `Run` called "+
-			"to its return, against *the provider's time*, from the request's arrival at the provider to the end of its answer. "+
-			"*A tool call's round trip*: the model calls `read_file` of a 6-byte file or `run_command` of `true`; from the end of that "+
-			"answer at the provider to the arrival of the next request, which carries the tool's result (the gateway's relay of the "+
-			"answer's end, the agent's parsing, the tool, the conversation written to disk, the next request through the gateway). "+
-			"*Through the API*: the same operation done by package paddock on a container sandbox of a control plane on loopback "+
-			"(`ReadFile(\"a.txt\")`, `Exec(true)`). %d samples of each, interleaved after warm-up rounds. Outside a sandbox the agent "+
-			"takes no checkpoint, so a turn's checkpoint is not in these figures.", o.N),
+		About: fmt.Sprintf("A scripted provider (internal/gateway/scripted, streaming OpenAI chat completions) on a loopback port "+
+			"behind the real provider gateway. *A turn*: the coding agent (internal/agent/coder, as `paddock-agent code` runs it) in the "+
+			"harness's process, on a workspace in a temporary directory of the host, through the gateway mounted under /gateway as "+
+			"`paddock serve` does; a fresh conversation whose one answer (`done`) the provider sends after a fixed 100 ms, from `Run` "+
+			"called to its return, against *the provider's time*, from the request's arrival at the provider to the end of its answer. "+
+			"*A tool call's round trip*: `paddock-agent code --reset` run in a container sandbox of a control plane on loopback (through "+
+			"`Exec`, untimed), whose gateway is in front of the same provider; the model calls `read_file` of a 6-byte file or "+
+			"`run_command` of `true`, and the round trip is from the end of that answer at the provider to the arrival of the next "+
+			"request, which carries the tool's result (the relay of the answer's end through the gateway and the sandbox's services "+
+			"channel, the agent's parsing, the tool in the sandbox, the conversation written, the next request back the same way). "+
+			"*Through the API*: the same operation on the same sandbox by package paddock (`ReadFile(\"a.txt\")`, `Exec(true)`). "+
+			"%d samples of each, interleaved after warm-up rounds.", o.N),
 		Rows: []Row{
 			{Name: "a turn, 100 ms provider", Unit: "ms", Summary: tu, Ratio: ratio(tu.P50, pr.P50), Target: "≤ 1.2× the provider", Met: yesNo(tu.P50 <= 1.2*pr.P50)},
 			{Name: "the provider's time in that turn", Unit: "ms", Summary: pr, Ratio: "1.00× (baseline)"},
@@ -255,8 +288,8 @@ func (e *Env) AgentTable(ctx context.Context, o Options) (t *Table, err error) {
 			fmt.Sprintf("The agent and the gateway add %.2f ms to a turn whose provider takes %.2f ms at the median (%s; target ≤ 1.2×: %s).",
 				tu.P50-pr.P50, pr.P50, ratio(tu.P50, pr.P50), metWord(tu.P50 <= 1.2*pr.P50)),
 			fmt.Sprintf("A tool call's round trip is %.2f ms for `read_file` against %.2f ms through the API, %.2f ms for `run_command` `true` "+
-				"against %.2f ms: the agent runs its tools where it is, so a call costs the model's next request through the gateway, "+
-				"not a request to the control plane; in a sandbox the same next request goes through the host's services channel.",
+				"against %.2f ms: the agent runs its tools in the sandbox itself, so a call costs the model's next request through the "+
+				"services channel and the gateway, not a request to the control plane and on to the sandbox.",
 				tr.P50, ar.P50, tx.P50, ax.P50),
 		},
 	}, nil

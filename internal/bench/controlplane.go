@@ -48,6 +48,11 @@ const benchPassword = "correct horse battery bench"
 // StartControlPlane starts a control plane and signs a user up, and waits until the user's
 // live sandbox's app answers through the proxy. Close stops it and destroys its sandboxes.
 func (e *Env) StartControlPlane(ctx context.Context, log *slog.Logger) (cp *ControlPlane, err error) {
+	return e.startControlPlane(ctx, log, nil)
+}
+
+// startControlPlane is StartControlPlane with its configuration changed by change.
+func (e *Env) startControlPlane(ctx context.Context, log *slog.Logger, change func(*server.Config)) (cp *ControlPlane, err error) {
 	// A directory of its own: a run starts several control planes, each signing the same
 	// user up in a database of its own.
 	dir, err := os.MkdirTemp(e.Dir, "cp-")
@@ -63,7 +68,11 @@ func (e *Env) StartControlPlane(ctx context.Context, log *slog.Logger) (cp *Cont
 	if err != nil {
 		return nil, err
 	}
-	s, err := server.New(ctx, server.Config{Runner: rc, Listen: "127.0.0.1:0"}, log, server.Options{})
+	cfg := server.Config{Runner: rc, Listen: "127.0.0.1:0"}
+	if change != nil {
+		change(&cfg)
+	}
+	s, err := server.New(ctx, cfg, log, server.Options{})
 	if err != nil {
 		return nil, err
 	}
