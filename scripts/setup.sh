@@ -48,9 +48,9 @@
 #     OpenAPI linters, Redocly's CLI and swagger-cli) and sdk/typescript (the TypeScript
 #     SDK's build and type generator: typescript, openapi-typescript), and tests/mcp (the
 #     TypeScript MCP SDK's client, which the MCP server's tests drive).
-#   - ${PADDOCK_PREFIX}/agents: third-party agent CLIs from tests/agents' lockfile (OpenCode's
-#     Linux x64 build), which TestOpenCodeInSandbox runs inside a sandbox (it sees the
-#     host's /usr).
+#   - ${PADDOCK_PREFIX}/agents: third-party agent CLIs from tests/agents' lockfile (the Linux
+#     x64 builds of OpenCode and of OpenAI's Codex CLI), which TestOpenCodeInSandbox and
+#     TestCodexInSandbox run inside a sandbox (it sees the host's /usr).
 # Everything paddock installs lives under ${PADDOCK_PREFIX} (default /usr/local/lib/paddock),
 # except the node_modules of tests/browser, tests/mcp, tools/openapi and sdk/typescript, which live in
 # the checkout (and are ignored by git).
@@ -363,11 +363,12 @@ npm_ci "$browser_dir" "the browser tests"
 npm_ci "$root/tools/openapi" "the OpenAPI linters"
 npm_ci "$root/sdk/typescript" "the TypeScript SDK"
 npm_ci "$root/tests/mcp" "the MCP client tests"
-# Third-party agent CLIs the tests run inside sandboxes (TestOpenCodeInSandbox): under the
-# prefix, in the host's /usr, which container sandboxes see read-only.
+# Third-party agent CLIs the tests run inside sandboxes (TestOpenCodeInSandbox,
+# TestCodexInSandbox): under the prefix, in the host's /usr, which container sandboxes
+# see read-only.
 mkdir -p "$PADDOCK_PREFIX/agents"
 for f in package.json package-lock.json; do
 	cmp -s "$root/tests/agents/$f" "$PADDOCK_PREFIX/agents/$f" || cp "$root/tests/agents/$f" "$PADDOCK_PREFIX/agents/$f"
 done
-npm_ci "$PADDOCK_PREFIX/agents" "the agent CLIs (OpenCode)"
+npm_ci "$PADDOCK_PREFIX/agents" "the agent CLIs (OpenCode, Codex)"
 log "browser tests: $(chromium --version 2>/dev/null | head -1), playwright-core $(node -p "require('$browser_dir/node_modules/playwright-core/package.json').version")"

@@ -89,6 +89,7 @@ func Run(ctx context.Context, e *Env, o Options) (*Report, error) {
 		{"warm pool", e.PoolTable},
 		{"fork", e.ForkTable},
 		{"wake", e.WakeTable},
+		{"coding agent", e.AgentTable},
 	} {
 		if o.Only != "" && !strings.Contains(b.name, o.Only) {
 			continue

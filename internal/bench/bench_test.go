@@ -36,8 +36,8 @@ func TestRunOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Tables) != 18 {
-		t.Fatalf("%d tables, want 18", len(r.Tables))
+	if len(r.Tables) != 19 {
+		t.Fatalf("%d tables, want 19", len(r.Tables))
 	}
 	checkPeers(t, e, r)
 	for _, tb := range r.Tables {
@@ -212,5 +212,25 @@ func TestPoolForkWakeTables(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAgentTable takes samples of the coding agent's table alone.
+func TestAgentTable(t *testing.T) {
+	e := newEnv(t)
+	r, err := Run(context.Background(), e, Options{N: 2, Only: "coding agent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Tables) != 1 || len(r.Tables[0].Rows) != 6 {
+		t.Fatalf("tables %+v", r.Tables)
+	}
+	for _, row := range r.Tables[0].Rows {
+		if row.N != 2 || row.P50 <= 0 {
+			t.Errorf("%s: %+v, want two positive samples", row.Name, row.Summary)
+		}
+	}
+	if turn := r.Tables[0].Rows[1]; turn.Min < 100 {
+		t.Errorf("the provider's time in a turn, %v ms, is under its fixed 100 ms", turn.Min)
 	}
 }

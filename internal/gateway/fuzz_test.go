@@ -104,7 +104,7 @@ func FuzzInspect(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		info, out := inspect(KindOpenAI, b)
+		info, out := inspect(KindOpenAI, "/v1/chat/completions", b)
 		if string(out) == string(b) {
 			return
 		}
@@ -114,7 +114,7 @@ func FuzzInspect(f *testing.F) {
 		if !strings.Contains(string(out), `"include_usage":true`) {
 			t.Fatalf("changed %q without asking for usage: %q", b, out)
 		}
-		if info2, out2 := inspect(KindOpenAI, out); !info2.stream || string(out2) != string(out) {
+		if info2, out2 := inspect(KindOpenAI, "/v1/chat/completions", out); !info2.stream || string(out2) != string(out) {
 			t.Fatalf("not stable: %q → %q → %q", b, out, out2)
 		}
 	})

@@ -290,7 +290,7 @@ func (g *Gateway) forward(w *httpmetrics.StatusWriter, r *http.Request, p *provi
 	if ref != nil {
 		return ref
 	}
-	info, body := inspect(p.kind, body)
+	info, body := inspect(p.kind, path, body)
 	info.bodyBytes = len(body)
 	if ref := g.admit(r.Context(), p, c); ref != nil {
 		return ref
@@ -379,8 +379,10 @@ type requestInfo struct {
 // budgets could be streamed around. The client then sees that extra final chunk (empty
 // choices, a usage) as if it had asked for it, which OpenAI's SDKs expect. The body is
 // re-encoded only then, its top-level keys sorted and every value byte for byte. A body
-// that is not a JSON object goes upstream as it is, and the provider refuses it.
-func inspect(kind string, body []byte) (requestInfo, []byte) {
+// that is not a JSON object goes upstream as it is, and the provider refuses it. Only
+// chat and legacy completions take include_usage: the Responses API refuses it as an
+// unknown parameter, and its stream reports usage in response.completed anyway.
+func inspect(kind, path string, body []byte) (requestInfo, []byte) {
 	var info requestInfo
 	if len(body) == 0 {
 		return info, body
@@ -392,7 +394,7 @@ func inspect(kind string, body []byte) (requestInfo, []byte) {
 	_ = json.Unmarshal(top["model"], &info.model)
 	info.model = errdefs.Clip(info.model, 64)
 	info.stream = string(top["stream"]) == "true"
-	if kind != KindOpenAI || !info.stream {
+	if kind != KindOpenAI || !info.stream || !strings.HasSuffix(path, "/completions") {
 		return info, body
 	}
 	opts := map[string]json.RawMessage{}

@@ -1,12 +1,15 @@
-// Package scripted is a scripted LLM provider: an OpenAI chat-completions and Anthropic
-// messages server that answers from a script instead of a model, for testing agents end
-// to end without one. It speaks each wire format as its provider does, streaming
-// included. OpenAI: server-sent events of chat.completion.chunk objects, tool calls as
-// streamed deltas (index, id, function name, then the arguments in fragments), a usage
-// chunk when stream_options.include_usage asks for one, and data: [DONE]. Anthropic:
-// message_start, a content block per text and tool_use (its input as input_json_delta
-// fragments), message_delta with the stop reason and usage, message_stop. Serve it on
-// loopback and point the real gateway's base_url at it.
+// Package scripted is a scripted LLM provider: an OpenAI chat-completions, OpenAI
+// Responses and Anthropic messages server that answers from a script instead of a model,
+// for testing agents end to end without one. It speaks each wire format as its provider
+// does, streaming included. OpenAI chat: server-sent events of chat.completion.chunk
+// objects, tool calls as streamed deltas (index, id, function name, then the arguments in
+// fragments), a usage chunk when stream_options.include_usage asks for one, and data:
+// [DONE]. OpenAI Responses: response.created, each output item added and done, text as
+// response.output_text.delta, a function call's arguments as
+// response.function_call_arguments.delta and .done, response.completed with the output
+// and the usage. Anthropic: message_start, a content block per text and tool_use (its
+// input as input_json_delta fragments), message_delta with the stop reason and usage,
+// message_stop. Serve it on loopback and point the real gateway's base_url at it.
 //
 // A script is a list of steps, each an expectation of the request and the answer to give.
 // Requests take the steps in order; one that does not meet its step's expectation is
@@ -223,8 +226,19 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		req = a.normal()
+	case r.Method == "POST" && strings.HasSuffix(r.URL.Path, "/responses"):
+		var q responsesRequest
+		if err := json.NewDecoder(body).Decode(&q); err != nil {
+			writeResponsesError(w, "the body is not a Responses API request: "+err.Error())
+			return
+		}
+		if err := q.validate(); err != nil {
+			writeResponsesError(w, err.Error())
+			return
+		}
+		req = q.normal()
 	default:
-		writeError(w, http.StatusNotFound, "scripted provider: only POST …/chat/completions and …/messages are served, not "+r.Method+" "+r.URL.Path)
+		writeError(w, http.StatusNotFound, "scripted provider: only POST …/chat/completions, …/messages and …/responses are served, not "+r.Method+" "+r.URL.Path)
 		return
 	}
 	step, n, err := p.take(req)
@@ -250,6 +264,10 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch {
+	case req.API == "responses" && !req.Stream:
+		writeResponsesWhole(w, n, req.Model, res)
+	case req.API == "responses":
+		streamResponses(w, r, n, req.Model, res)
 	case req.API == "anthropic" && !req.Stream:
 		writeAnthropicWhole(w, n, req.Model, res)
 	case req.API == "anthropic":
