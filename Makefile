@@ -53,7 +53,7 @@ test: setup build
 
 # lint runs golangci-lint with .golangci.yml (setup installs the pinned version).
 lint:
-	$(PADDOCK_PREFIX)/bin/golangci-lint run --build-tags '$(TESTTAGS)' ./...
+	$(PADDOCK_PREFIX)/bin/golangci-lint run --allow-parallel-runners --build-tags '$(TESTTAGS)' ./...
 
 # vuln reports known vulnerabilities that paddock's code reaches, in its modules and in the
 # standard library of GOTOOLCHAIN, from the database snapshot setup indexed.
