@@ -31,7 +31,9 @@
 #     and tinyproxy ${TINYPROXY_DEB_VERSION} (table 13). The bench writes their configuration
 #     and starts and stops them itself, on loopback.
 #   - Debian's postgresql-${POSTGRESQL_MAJOR} ${POSTGRESQL_DEB_VERSION}, its service never started:
-#     the store's tests on PostgreSQL start their own server (internal/store/pgtest).
+#     the store's tests on PostgreSQL start their own server (internal/store/pgtest). It brings
+#     postgresql-client-${POSTGRESQL_MAJOR}, whose pg_dump and pg_restore paddock admin backup and
+#     restore run.
 #   - golangci-lint ${GOLANGCI_LINT_VERSION} and govulncheck ${GOVULNCHECK_VERSION}, built from
 #     their Go modules (make lint, make vuln), and the Go vulnerability database govulncheck
 #     reads, built offline from golang.org/x/vulndb ${VULNDB_VERSION} (its OSV files, indexed
