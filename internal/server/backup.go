@@ -104,6 +104,11 @@ func Backup(ctx context.Context, cfg Config, opts BackupOptions) (Manifest, erro
 				keys, dir, errdefs.ErrInvalidArgument)
 		}
 	}
+	if cfg.Store == "" {
+		if _, err := os.Stat(DatabasePath(cfg)); err != nil {
+			return m, fmt.Errorf("backup: no paddock database at %s: give the server's --data or --config: %w", DatabasePath(cfg), errdefs.ErrNotFound)
+		}
+	}
 	if err := emptyDir(dir); err != nil {
 		return m, err
 	}
