@@ -325,3 +325,30 @@ func FuzzOpen(f *testing.F) {
 		}
 	})
 }
+
+// A store that is down: the backup fails as unavailable, naming the bucket, and leaves
+// nothing half-made that a restore would take for a backup.
+func TestBackupStoreDown(t *testing.T) {
+	tg := startS3(t)
+	ws, hist := t.TempDir(), filepath.Join(t.TempDir(), "history")
+	write(t, ws, "a.txt", "alpha\n")
+	h, err := history.Open(ws, hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := h.Checkpoint("manual", "one"); err != nil {
+		t.Fatal(err)
+	}
+	h.Close()
+	down, err := minio.New("127.0.0.1:1", &minio.Options{Creds: credentials.NewStaticV4("x", "y", ""), Region: "us-east-1", MaxRetries: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := Run(ctx, Target{Client: down, Bucket: tg.Bucket, Prefix: tg.Prefix}, newKey(t), "sb-carol1", hist); !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), tg.Bucket) {
+		t.Errorf("backup to a store that is down: %v, want ErrUnavailable naming the bucket", err)
+	}
+	if list, err := List(ctx, tg, "sb-carol1"); err != nil || len(list) != 0 {
+		t.Errorf("backups after the failure: %v, %v; want none", list, err)
+	}
+}
