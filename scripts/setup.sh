@@ -31,7 +31,11 @@
 #     and tinyproxy ${TINYPROXY_DEB_VERSION} (table 13). The bench writes their configuration
 #     and starts and stops them itself, on loopback.
 #   - Debian's postgresql-${POSTGRESQL_MAJOR} ${POSTGRESQL_DEB_VERSION}, its service never started:
-#     the store's tests on PostgreSQL start their own server (internal/store/pgtest).
+#     the store's tests on PostgreSQL start their own server (internal/store/pgtest). It brings
+#     postgresql-client-${POSTGRESQL_MAJOR}, whose pg_dump and pg_restore paddock admin backup and
+#     restore run.
+#   - SeaweedFS's weed ${SEAWEEDFS_VERSION}, built from its Go module: the S3 server on loopback
+#     that internal/wsbackup's tests start (a long build: its module pulls in many SDKs).
 #   - the rust provider's toolchain from Debian: cargo ${CARGO_DEB_VERSION}, rustc and
 #     rust-clippy ${RUSTC_DEB_VERSION}, and the packaged crates its tests build offline from
 #     /usr/share/cargo/registry (librust-itoa-dev ${RUST_ITOA_DEB_VERSION}). Sandboxes see
@@ -63,6 +67,7 @@ GUEST_KERNEL_ABI=${GUEST_KERNEL_ABI:-6.1.0-56-amd64}
 GUEST_KERNEL_DEB_VERSION=${GUEST_KERNEL_DEB_VERSION:-6.1.192-2}
 GOLANGCI_LINT_VERSION=${GOLANGCI_LINT_VERSION:-v2.15.0}
 GOVULNCHECK_VERSION=${GOVULNCHECK_VERSION:-v1.9.0}
+SEAWEEDFS_VERSION=${SEAWEEDFS_VERSION:-v0.0.0-20261109003541-7506e5f91cd6}
 VULNDB_VERSION=${VULNDB_VERSION:-v0.0.0-20261105234957-e22db6528018}
 PODMAN_DEB_VERSION=${PODMAN_DEB_VERSION:-4.3.1+ds1-8+deb12u1+b3}
 BUBBLEWRAP_DEB_VERSION=${BUBBLEWRAP_DEB_VERSION:-0.8.0-2+deb12u1}
@@ -311,6 +316,7 @@ go_tool() {
 }
 go_tool golangci-lint github.com/golangci/golangci-lint/v2 "$GOLANGCI_LINT_VERSION" github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 go_tool govulncheck golang.org/x/vuln "$GOVULNCHECK_VERSION" golang.org/x/vuln/cmd/govulncheck
+go_tool weed github.com/seaweedfs/seaweedfs "$SEAWEEDFS_VERSION" github.com/seaweedfs/seaweedfs/weed
 
 vulndb="$PADDOCK_PREFIX/vulndb/$VULNDB_VERSION"
 if [ ! -s "$vulndb/index/db.json" ]; then

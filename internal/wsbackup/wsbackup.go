@@ -1,0 +1,330 @@
+// Package wsbackup backs up a sandbox's workspace history (package history's store: blobs
+// named by their SHA-256, and index.json) to an S3-compatible bucket, incrementally and
+// encrypted on this side, and restores it into a fresh history directory.
+//
+// Objects. A blob is stored once per bucket prefix, under blobs/<HMAC-SHA-256(name key,
+// its hash)>, so the bucket shows neither which files a user has nor their sizes beyond
+// the ciphertext's; a backup uploads only the blobs the bucket lacks. Each backup writes a
+// manifest, sandboxes/<id>/manifests/<time>, holding the index and the hashes of the
+// blobs it needs. Every object is sealed with XChaCha20-Poly1305 under a key derived from
+// the backup key, with the object's name as associated data: a changed, truncated,
+// swapped or replayed object fails to open, and a blob whose plaintext does not hash to
+// its name is refused. The backup key is the control plane's; the sandbox never sees it.
+package wsbackup
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"golang.org/x/crypto/chacha20poly1305"
+
+	"github.com/paddockhq/paddock/internal/errdefs"
+)
+
+// KeySize is the backup key's length in bytes.
+const KeySize = 32
+
+// Target is where backups go: a bucket of an S3-compatible store, under a prefix.
+type Target struct {
+	Client *minio.Client
+	Bucket string
+	Prefix string // "" or ending in "/"
+}
+
+// Backup is what one backup did.
+type Backup struct {
+	At            time.Time
+	Manifest      string // the manifest's object name
+	Blobs         int    // blobs the manifest lists
+	Uploaded      int    // blobs uploaded now (the rest were in the bucket)
+	UploadedBytes int64  // ciphertext bytes uploaded, manifest included
+}
+
+// manifest is a backup's manifest object, sealed.
+type manifest struct {
+	Format  string    `json:"format"`
+	Sandbox string    `json:"sandbox"`
+	At      time.Time `json:"at"`
+	Index   []byte    `json:"index"` // index.json as it was
+	Blobs   []string  `json:"blobs"` // SHA-256 of every blob
+}
+
+const manifestFormat = "paddock-workspace-backup 1"
+
+type keys struct{ sealKey, nameKey []byte }
+
+func derive(key []byte) (keys, error) {
+	if len(key) != KeySize {
+		return keys{}, fmt.Errorf("backup key: %d bytes, want %d: %w", len(key), KeySize, errdefs.ErrInvalidArgument)
+	}
+	d := func(label string) []byte {
+		m := hmac.New(sha256.New, key)
+		m.Write([]byte("paddock workspace backup v1\x00" + label))
+		return m.Sum(nil)
+	}
+	return keys{sealKey: d("seal"), nameKey: d("name")}, nil
+}
+
+func (k keys) blobName(t Target, sum string) string {
+	m := hmac.New(sha256.New, k.nameKey)
+	m.Write([]byte(sum))
+	return t.Prefix + "blobs/" + hex.EncodeToString(m.Sum(nil))
+}
+
+func manifestPrefix(t Target, sandbox string) string {
+	return t.Prefix + "sandboxes/" + sandbox + "/manifests/"
+}
+
+// seal encrypts plain for the object name.
+func (k keys) seal(name string, plain []byte) ([]byte, error) {
+	aead, err := chacha20poly1305.NewX(k.sealKey)
+	if err != nil {
+		return nil, err
+	}
+	nonce := make([]byte, aead.NonceSize(), aead.NonceSize()+len(plain)+aead.Overhead())
+	if _, err := rand.Read(nonce); err != nil {
+		return nil, err
+	}
+	return aead.Seal(nonce, nonce, plain, []byte(name)), nil
+}
+
+// open decrypts an object; one that fails authentication is refused naming it.
+func (k keys) open(name string, sealed []byte) ([]byte, error) {
+	aead, err := chacha20poly1305.NewX(k.sealKey)
+	if err != nil {
+		return nil, err
+	}
+	if len(sealed) < aead.NonceSize()+aead.Overhead() {
+		return nil, fmt.Errorf("backup object %s: %d bytes, too short to be sealed: %w", name, len(sealed), errdefs.ErrDataLoss)
+	}
+	plain, err := aead.Open(nil, sealed[:aead.NonceSize()], sealed[aead.NonceSize():], []byte(name))
+	if err != nil {
+		return nil, fmt.Errorf("backup object %s: fails authentication (changed, damaged, or sealed under another key): %w", name, errdefs.ErrDataLoss)
+	}
+	return plain, nil
+}
+
+func validSum(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil && strings.ToLower(s) == s
+}
+
+func validSandbox(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for _, c := range id {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// Run backs up the history store at dir (package history's layout) of sandbox: it reads
+// the index first and then the blobs, so every blob the index names is there (a blob is
+// written before the index that names it), and uploads the blobs the bucket lacks.
+func Run(ctx context.Context, t Target, key []byte, sandbox, dir string) (Backup, error) {
+	var b Backup
+	k, err := derive(key)
+	if err != nil {
+		return b, err
+	}
+	if !validSandbox(sandbox) {
+		return b, fmt.Errorf("backup: sandbox %q: %w", sandbox, errdefs.ErrInvalidArgument)
+	}
+	index, err := os.ReadFile(filepath.Join(dir, "index.json"))
+	if err != nil {
+		return b, fmt.Errorf("backup %s: the history's index: %w", sandbox, err)
+	}
+	var sums []string
+	objects := filepath.Join(dir, "objects")
+	err = filepath.WalkDir(objects, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() {
+			rel, _ := filepath.Rel(objects, p)
+			if sum := strings.ReplaceAll(rel, string(filepath.Separator), ""); validSum(sum) {
+				sums = append(sums, sum)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return b, fmt.Errorf("backup %s: the history's blobs: %w", sandbox, err)
+	}
+	have := map[string]bool{}
+	for o := range t.Client.ListObjects(ctx, t.Bucket, minio.ListObjectsOptions{Prefix: t.Prefix + "blobs/", Recursive: true}) {
+		if o.Err != nil {
+			return b, fmt.Errorf("backup %s: list bucket %s: %w: %w", sandbox, t.Bucket, errdefs.ErrUnavailable, o.Err)
+		}
+		have[o.Key] = true
+	}
+	for _, sum := range sums {
+		name := k.blobName(t, sum)
+		if have[name] {
+			continue
+		}
+		plain, err := os.ReadFile(filepath.Join(objects, sum[:2], sum[2:]))
+		if err != nil {
+			return b, fmt.Errorf("backup %s: blob %s: %w", sandbox, sum, err)
+		}
+		if got := sha256.Sum256(plain); hex.EncodeToString(got[:]) != sum {
+			return b, fmt.Errorf("backup %s: the history's blob %s does not match its hash: %w", sandbox, sum, errdefs.ErrDataLoss)
+		}
+		n, err := k.put(ctx, t, name, plain)
+		if err != nil {
+			return b, fmt.Errorf("backup %s: %w", sandbox, err)
+		}
+		b.Uploaded++
+		b.UploadedBytes += n
+	}
+	b.At = time.Now().UTC()
+	b.Blobs = len(sums)
+	m, err := json.Marshal(manifest{Format: manifestFormat, Sandbox: sandbox, At: b.At, Index: index, Blobs: sums})
+	if err != nil {
+		return b, err
+	}
+	b.Manifest = manifestPrefix(t, sandbox) + b.At.Format("20060102T150405.000000000Z")
+	n, err := k.put(ctx, t, b.Manifest, m)
+	if err != nil {
+		return b, fmt.Errorf("backup %s: %w", sandbox, err)
+	}
+	b.UploadedBytes += n
+	return b, nil
+}
+
+func (k keys) put(ctx context.Context, t Target, name string, plain []byte) (int64, error) {
+	sealed, err := k.seal(name, plain)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := t.Client.PutObject(ctx, t.Bucket, name, bytes.NewReader(sealed), int64(len(sealed)),
+		minio.PutObjectOptions{ContentType: "application/octet-stream"}); err != nil {
+		return 0, fmt.Errorf("upload %s: %w: %w", name, errdefs.ErrUnavailable, err)
+	}
+	return int64(len(sealed)), nil
+}
+
+func (k keys) get(ctx context.Context, t Target, name string) ([]byte, error) {
+	o, err := t.Client.GetObject(ctx, t.Bucket, name, minio.GetObjectOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("fetch %s: %w: %w", name, errdefs.ErrUnavailable, err)
+	}
+	defer o.Close()
+	sealed, err := io.ReadAll(io.LimitReader(o, 1<<31))
+	if err != nil {
+		var resp minio.ErrorResponse
+		if errors.As(err, &resp) && resp.Code == "NoSuchKey" {
+			return nil, fmt.Errorf("backup object %s is missing from the bucket: %w", name, errdefs.ErrDataLoss)
+		}
+		return nil, fmt.Errorf("fetch %s: %w: %w", name, errdefs.ErrUnavailable, err)
+	}
+	return k.open(name, sealed)
+}
+
+// List returns the times of sandbox's backups, oldest first.
+func List(ctx context.Context, t Target, sandbox string) ([]time.Time, error) {
+	if !validSandbox(sandbox) {
+		return nil, fmt.Errorf("backups of %q: %w", sandbox, errdefs.ErrInvalidArgument)
+	}
+	var out []time.Time
+	pre := manifestPrefix(t, sandbox)
+	for o := range t.Client.ListObjects(ctx, t.Bucket, minio.ListObjectsOptions{Prefix: pre, Recursive: true}) {
+		if o.Err != nil {
+			return nil, fmt.Errorf("backups of %s: list bucket %s: %w: %w", sandbox, t.Bucket, errdefs.ErrUnavailable, o.Err)
+		}
+		if at, err := time.Parse("20060102T150405.000000000Z", strings.TrimPrefix(o.Key, pre)); err == nil {
+			out = append(out, at)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Before(out[j]) })
+	return out, nil
+}
+
+// Restore writes the newest backup of sandbox at or before at (zero: the newest) into
+// dir, a history directory that must not exist yet, and returns its time. Every object is
+// authenticated and every blob checked against its hash before anything is written; a
+// bad or missing one is refused, naming it.
+func Restore(ctx context.Context, t Target, key []byte, sandbox string, at time.Time, dir string) (time.Time, error) {
+	k, err := derive(key)
+	if err != nil {
+		return time.Time{}, err
+	}
+	all, err := List(ctx, t, sandbox)
+	if err != nil {
+		return time.Time{}, err
+	}
+	var pick time.Time
+	for _, a := range all {
+		if at.IsZero() || !a.After(at) {
+			pick = a
+		}
+	}
+	if pick.IsZero() {
+		return pick, fmt.Errorf("restore %s: no backup at or before %v: %w", sandbox, at, errdefs.ErrNotFound)
+	}
+	if _, err := os.Lstat(dir); err == nil {
+		return pick, fmt.Errorf("restore %s: %s already exists: %w", sandbox, dir, errdefs.ErrAlreadyExists)
+	}
+	name := manifestPrefix(t, sandbox) + pick.Format("20060102T150405.000000000Z")
+	plain, err := k.get(ctx, t, name)
+	if err != nil {
+		return pick, fmt.Errorf("restore %s: %w", sandbox, err)
+	}
+	var m manifest
+	if err := json.Unmarshal(plain, &m); err != nil || m.Format != manifestFormat || m.Sandbox != sandbox {
+		return pick, fmt.Errorf("restore %s: manifest %s is not this sandbox's backup: %w", sandbox, name, errdefs.ErrDataLoss)
+	}
+	tmp := dir + ".restoring"
+	if err := os.RemoveAll(tmp); err != nil {
+		return pick, err
+	}
+	defer os.RemoveAll(tmp)
+	for _, sum := range m.Blobs {
+		if !validSum(sum) {
+			return pick, fmt.Errorf("restore %s: manifest %s names %q, not a hash: %w", sandbox, name, sum, errdefs.ErrDataLoss)
+		}
+		bn := k.blobName(t, sum)
+		blob, err := k.get(ctx, t, bn)
+		if err != nil {
+			return pick, fmt.Errorf("restore %s: %w", sandbox, err)
+		}
+		if got := sha256.Sum256(blob); hex.EncodeToString(got[:]) != sum {
+			return pick, fmt.Errorf("restore %s: backup object %s does not hash to %s: %w", sandbox, bn, sum, errdefs.ErrDataLoss)
+		}
+		p := filepath.Join(tmp, "objects", sum[:2], sum[2:])
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			return pick, err
+		}
+		if err := os.WriteFile(p, blob, 0o400); err != nil {
+			return pick, err
+		}
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "index.json"), m.Index, 0o600); err != nil {
+		return pick, err
+	}
+	if err := os.Chmod(tmp, 0o700); err != nil {
+		return pick, err
+	}
+	return pick, os.Rename(tmp, dir)
+}
