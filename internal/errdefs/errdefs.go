@@ -11,6 +11,7 @@ import (
 	"errors"
 	"strings"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -87,6 +88,11 @@ func FromGRPC(err error) error {
 	s, ok := status.FromError(err)
 	if !ok || s.Code() == codes.OK {
 		return err
+	}
+	if errors.Is(err, grpc.ErrClientConnClosing) {
+		// The channel to the sandbox was closed under the call: the sandbox was stopped
+		// or removed meanwhile, which is no fault of the server's.
+		return &remoteError{msg: "the sandbox stopped while the call ran (its agent's channel closed)", kind: ErrUnavailable}
 	}
 	for _, c := range codeOf {
 		if c.code == s.Code() {
