@@ -58,7 +58,7 @@ func TestPolicyCheck(t *testing.T) {
 		{"invalid glob", "files:\n  jail: /workspace\n  deny_write:\n    - .env\n    - \"[\"\n", []string{"policy", "check", "FILE"},
 			"", "paddock: FILE:5: files.deny_write[1]: invalid glob \"[\": syntax error in pattern\n", 1},
 		{"unknown key", "shell:\n  deny: []\nnetwork:\n  defualt: deny\n", []string{"policy", "check", "FILE"}, //nolint:misspell // a misspelled key on purpose
-			"", "paddock: FILE:4: network.defualt: unknown field (network has default, allow, deny, require_capability)\n", 1},
+			"", "paddock: FILE:4: network.defualt: unknown field (network has default, allow, deny, require_capability, private)\n", 1},
 		{"contradiction", "network:\n  default: allow\n  allow: [a.com]\n", []string{"policy", "check", "FILE"},
 			"", "paddock: FILE:3: network.allow: with default: allow, an allow list decides nothing; set default: deny, or remove the list\n", 1},
 		{"not yaml", "shell: [\n", []string{"policy", "check", "FILE"}, "", "paddock: FILE:1: not valid YAML", 1},
