@@ -7,7 +7,8 @@
 // run by a process in the sandbox, asks the secrets broker for a capability. `paddock-agent
 // code MESSAGE` runs a turn of the coding agent (package agent/coder) as the sandbox user. With
 // --exec-limited it is the trampoline through which the agent starts a command under the
-// sandbox's file size limit (session.ExecLimited).
+// sandbox's file size limit (session.ExecLimited). `paddock-agent fork-history`, run by the
+// host, forks a sandbox's history store (history.ForkMain).
 package main
 
 import (
@@ -21,6 +22,7 @@ import (
 
 	"github.com/paddockhq/paddock/internal/agent"
 	"github.com/paddockhq/paddock/internal/agent/coder"
+	"github.com/paddockhq/paddock/internal/agent/history"
 	"github.com/paddockhq/paddock/internal/agent/session"
 	"github.com/paddockhq/paddock/internal/agent/welcome"
 	"github.com/paddockhq/paddock/internal/brokerclient"
@@ -60,6 +62,9 @@ func run(ctx context.Context, log *slog.Logger) error {
 	}
 	if len(os.Args) > 1 && os.Args[1] == coder.Subcommand {
 		return coder.Main(ctx, os.Args[2:], os.Stdout)
+	}
+	if len(os.Args) > 1 && os.Args[1] == wire.ForkHistorySubcommand {
+		return history.ForkMain(os.Args[2:], os.Stdout)
 	}
 	if len(os.Args) > 1 && os.Args[1] == "secret" {
 		return brokerclient.Main(ctx, os.Args[2:], os.Stdout)

@@ -39,8 +39,9 @@ type Runner interface {
 	Claim(sb *runner.Sandbox, user string) error
 	Discard(ctx context.Context, sb *runner.Sandbox) error
 	ReapPool(ctx context.Context, runtime string) error
-	// HistoryDir is where a sandbox's history store is, for forks.
+	// HistoryDir is where a sandbox's history store is, and ForkHistory forks one.
 	HistoryDir(user, id string) string
+	ForkHistory(ctx context.Context, src, dst, at, workspace string, uid, gid uint32, check bool) (wire.ForkInfo, error)
 }
 
 // Caller is who acts: a user, possibly an admin.

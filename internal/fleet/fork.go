@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/paddockhq/paddock/internal/agent/history"
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/runner"
 	"github.com/paddockhq/paddock/internal/store"
+	"github.com/paddockhq/paddock/internal/wire"
 )
 
 // Forked is what Fork made.
@@ -17,7 +17,7 @@ type Forked struct {
 	Sandbox store.Sandbox
 	// History says which checkpoint the fork starts from, and which transaction of the
 	// source's it left out.
-	History history.ForkInfo
+	History wire.ForkInfo
 	Took    time.Duration
 }
 
@@ -31,7 +31,7 @@ func (f *Fleet) Fork(ctx context.Context, c Caller, id, at, name string) (Forked
 		return Forked{}, err
 	}
 	srcDir := f.run.HistoryDir(runnerUser(src.Username), src.ID)
-	cp, _, err := history.ReadCheckpoint(srcDir, at)
+	cp, err := f.run.ForkHistory(ctx, srcDir, "", at, "", 0, 0, true)
 	if err != nil {
 		return Forked{}, fmt.Errorf("fork of sandbox %s: %w", id, err)
 	}
@@ -53,7 +53,7 @@ func (f *Fleet) Fork(ctx context.Context, c Caller, id, at, name string) (Forked
 		if err := tx.CreateSandbox(ctx, rec); err != nil {
 			return err
 		}
-		return tx.AppendAudit(ctx, f.event(c, "sandbox.fork", rec.ID, map[string]any{"name": rec.Name, "from": src.ID, "checkpoint": cp.ID}))
+		return tx.AppendAudit(ctx, f.event(c, "sandbox.fork", rec.ID, map[string]any{"name": rec.Name, "from": src.ID, "checkpoint": cp.At}))
 	})
 	if err != nil {
 		return Forked{}, err
@@ -62,7 +62,7 @@ func (f *Fleet) Fork(ctx context.Context, c Caller, id, at, name string) (Forked
 	spec := f.spec(rec)
 	spec.Seed = func(ws, hist string, uid, gid uint32) error {
 		began := time.Now()
-		info, err := history.Fork(srcDir, hist, cp.ID, ws, history.WithOwner(int(uid), int(gid)))
+		info, err := f.run.ForkHistory(ctx, srcDir, hist, cp.At, ws, uid, gid, false)
 		out.History, out.Took = info, time.Since(began)
 		return err
 	}

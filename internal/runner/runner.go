@@ -5,21 +5,27 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/paddockhq/paddock/internal/agentclient"
 	"github.com/paddockhq/paddock/internal/cgroups"
@@ -592,4 +598,35 @@ func newID() string {
 		b[i] = alphabet[b[i]%32]
 	}
 	return "sb-" + string(b)
+}
+
+// ForkHistory forks the history store src into dst, with checkpoint at's files written
+// into workspace as uid:gid (see wire.ForkHistorySubcommand); with check it only finds the
+// checkpoint. The store's code runs in a process of the agent's binary: the control plane
+// links none of it.
+func (r *Runner) ForkHistory(ctx context.Context, src, dst, at, workspace string, uid, gid uint32, check bool) (wire.ForkInfo, error) {
+	agentBin, err := findAgent(r.cfg.Agent)
+	if err != nil {
+		return wire.ForkInfo{}, err
+	}
+	args := []string{wire.ForkHistorySubcommand, "--src", src, "--at", at}
+	if check {
+		args = append(args, "--check")
+	} else {
+		args = append(args, "--dst", dst, "--workspace", workspace, "--uid", strconv.Itoa(int(uid)), "--gid", strconv.Itoa(int(gid)))
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, agentBin, args...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return wire.ForkInfo{}, fmt.Errorf("fork history: %v: %s: %w", err, errdefs.Clip(strings.TrimSpace(stderr.String()), 512), errdefs.ErrUnavailable)
+	}
+	var info wire.ForkInfo
+	if err := json.Unmarshal(stdout.Bytes(), &info); err != nil {
+		return wire.ForkInfo{}, fmt.Errorf("fork history: its answer: %w: %w", err, errdefs.ErrUnavailable)
+	}
+	if info.Code != 0 {
+		return info, errdefs.FromGRPC(status.Error(codes.Code(info.Code), info.Message))
+	}
+	return info, nil
 }

@@ -342,9 +342,9 @@ func (o *Ops) Fork(ctx context.Context, c fleet.Caller, id string, req api.ForkR
 	if err != nil {
 		return f.Sandbox, api.ForkResult{}, err
 	}
-	out := api.ForkResult{From: id, At: f.History.At.ID, SharedBlobs: f.History.Linked, ClonedBlobs: f.History.Cloned}
-	if tx := f.History.OpenTx; tx != nil {
-		out.Note = fmt.Sprintf("sandbox %s has transaction %s (%q) open: the fork starts from checkpoint %s, the state before it, without the transaction's changes", id, tx.ID, tx.Message, f.History.At.ID)
+	out := api.ForkResult{From: id, At: f.History.At, SharedBlobs: f.History.Linked, ClonedBlobs: f.History.Cloned}
+	if f.History.OpenTx != "" {
+		out.Note = fmt.Sprintf("sandbox %s has transaction %s (%q) open: the fork starts from checkpoint %s, the state before it, without the transaction's changes", id, f.History.OpenTx, f.History.OpenTxMessage, f.History.At)
 	}
 	o.event(ctx, c.UserID, "sandbox.fork", map[string]any{"sandbox": f.Sandbox.ID, "from": id, "checkpoint": out.At})
 	return f.Sandbox, out, nil

@@ -159,3 +159,25 @@ const (
 // binds it before it starts the app, so the app cannot take it; an app that asks for it
 // is refused at creation.
 const DesktopPort = 4751
+
+// ForkHistorySubcommand is the paddock-agent subcommand the host runs, as a process of its
+// own, to fork a sandbox's history store: the control plane links none of the store's code.
+// Its flags: --src, --dst, --at, --workspace, --uid, --gid; with --check it only finds the
+// checkpoint. It prints one ForkInfo as JSON.
+const ForkHistorySubcommand = "fork-history"
+
+// ForkInfo is what fork-history did, or why it could not: Code is a gRPC code (0: done)
+// and Message its error, which errdefs.FromGRPC turns back into the taxonomy.
+type ForkInfo struct {
+	Code    uint32 `json:"code,omitempty"`
+	Message string `json:"message,omitempty"`
+	// At is the checkpoint the fork starts from.
+	At string `json:"at,omitempty"`
+	// OpenTx and OpenTxMessage name the transaction the source had open, which the fork
+	// leaves out (it starts from the state before it).
+	OpenTx        string `json:"open_tx,omitempty"`
+	OpenTxMessage string `json:"open_tx_message,omitempty"`
+	// Linked and Cloned count the blobs shared by hard link and by reflink.
+	Linked int `json:"linked,omitempty"`
+	Cloned int `json:"cloned,omitempty"`
+}

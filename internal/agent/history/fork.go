@@ -96,20 +96,30 @@ func Fork(src, dst, at, workspace string, opts ...Option) (ForkInfo, error) {
 }
 
 // shareBlobs gives dst every blob of src: reflinked where it can, else hard-linked.
+// src is written by the sandbox's agent and read here by the host: every blob is opened
+// through an os.Root of src's objects (no symlink leads out of it), checked to be a regular
+// file, and made read-only and linked by its descriptor, never by a path that could be
+// swapped meanwhile.
 func shareBlobs(src, dst string, info *ForkInfo) error {
 	for _, d := range []string{dst, filepath.Join(dst, objectsDir), filepath.Join(dst, tmpDir)} {
 		if err := os.MkdirAll(d, storeDirMode); err != nil {
 			return storeErr("create", err)
 		}
 	}
+	root, err := os.OpenRoot(filepath.Join(src, objectsDir))
+	if err != nil {
+		return storeErr("read blobs", err)
+	}
+	defer root.Close()
 	reflinks := true
-	return filepath.WalkDir(filepath.Join(src, objectsDir), func(p string, d fs.DirEntry, err error) error {
+	return fs.WalkDir(root.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return storeErr("read blobs", err)
 		}
-		rel, _ := filepath.Rel(src, p)
-		to := filepath.Join(dst, rel)
+		to := filepath.Join(dst, objectsDir, rel)
 		switch {
+		case rel == ".":
+			return nil
 		case d.IsDir():
 			if err := os.Mkdir(to, storeDirMode); err != nil && !errors.Is(err, fs.ErrExist) {
 				return storeErr("create blob dir", err)
@@ -118,8 +128,16 @@ func shareBlobs(src, dst string, info *ForkInfo) error {
 		case !d.Type().IsRegular():
 			return nil
 		}
+		in, err := root.OpenFile(rel, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+		if err != nil {
+			return storeErr("read blob", err)
+		}
+		defer in.Close()
+		if fi, err := in.Stat(); err != nil || !fi.Mode().IsRegular() {
+			return nil // swapped for something else since the walk saw it: not a blob
+		}
 		if reflinks {
-			err := reflink(p, to)
+			err := reflink(in, to)
 			if err == nil {
 				info.Cloned++
 				return nil
@@ -129,10 +147,11 @@ func shareBlobs(src, dst string, info *ForkInfo) error {
 			}
 			reflinks = false
 		}
-		if err := os.Chmod(p, 0o444); err != nil {
+		if err := in.Chmod(0o444); err != nil {
 			return storeErr("share blob", err)
 		}
-		if err := os.Link(p, to); err != nil {
+		// The inode just opened, by its descriptor: linkat follows /proc/self/fd's link to it.
+		if err := unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", in.Fd()), unix.AT_FDCWD, to, unix.AT_SYMLINK_FOLLOW); err != nil {
 			return storeErr("link blob", err)
 		}
 		info.Linked++
@@ -140,15 +159,10 @@ func shareBlobs(src, dst string, info *ForkInfo) error {
 	})
 }
 
-// reflink makes to a clone of from's extents (FICLONE): a file of its own that shares
-// from's blocks until either is written. A file system without reflinks fails with
-// EOPNOTSUPP (or EXDEV, EINVAL) and leaves no file behind.
-func reflink(from, to string) error {
-	in, err := os.Open(from)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
+// reflink makes to a clone of in's extents (FICLONE): a file of its own that shares in's
+// blocks until either is written. A file system without reflinks fails with EOPNOTSUPP (or
+// EXDEV, EINVAL) and leaves no file behind.
+func reflink(in *os.File, to string) error {
 	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o400)
 	if err != nil {
 		return err

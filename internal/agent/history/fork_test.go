@@ -116,3 +116,37 @@ func FuzzReadCheckpoint(f *testing.F) {
 		}
 	})
 }
+
+// TestForkFollowsNoLinkOutOfTheStore: the host forks a store the sandbox's agent wrote. A
+// symlink planted among the blobs, to a directory or a file outside the store, is neither
+// followed, made read-only nor linked into the fork.
+func TestForkFollowsNoLinkOutOfTheStore(t *testing.T) {
+	ws, store := t.TempDir(), t.TempDir()
+	h := open(t, ws, store)
+	write(t, ws, "a.txt", "one", 0o644)
+	first := mustCheckpoint(t, h, "first")
+	outside := t.TempDir()
+	secret := filepath.Join(outside, "secret")
+	if err := os.WriteFile(secret, []byte("host's"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	objs := filepath.Join(store, objectsDir)
+	if err := os.Symlink(outside, filepath.Join(objs, "zz")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, filepath.Join(objs, "zzfile")); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), "store")
+	if _, err := Fork(store, dst, first.ID, t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(secret); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the host's file outside the store was changed: %v, %v", fi.Mode(), err)
+	}
+	for _, name := range []string{"zz", "zz/secret", "zzfile"} {
+		if _, err := os.Lstat(filepath.Join(dst, objectsDir, name)); err == nil {
+			t.Errorf("the fork holds %s, planted outside the store", name)
+		}
+	}
+}

@@ -1,0 +1,55 @@
+package history
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/wire"
+)
+
+// ForkMain is paddock-agent's fork-history subcommand (see wire.ForkHistorySubcommand): it
+// forks (or with --check, only finds the checkpoint of) a store for the host, and prints
+// what it did, or its error with its kind, as one wire.ForkInfo.
+func ForkMain(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet(wire.ForkHistorySubcommand, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	src := fs.String("src", "", "the source store")
+	dst := fs.String("dst", "", "the new store")
+	at := fs.String("at", "", "the checkpoint")
+	ws := fs.String("workspace", "", "the new workspace")
+	uid := fs.Int("uid", -1, "owner of what the restore writes")
+	gid := fs.Int("gid", -1, "group of what the restore writes")
+	check := fs.Bool("check", false, "only find the checkpoint")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%s: %w", wire.ForkHistorySubcommand, err)
+	}
+	var out wire.ForkInfo
+	var (
+		cp  Checkpoint
+		tx  *Transaction
+		err error
+	)
+	if *check {
+		cp, tx, err = ReadCheckpoint(*src, *at)
+	} else {
+		var opts []Option
+		if *uid >= 0 && *gid >= 0 {
+			opts = append(opts, WithOwner(*uid, *gid))
+		}
+		var info ForkInfo
+		info, err = Fork(*src, *dst, *at, *ws, opts...)
+		cp, tx, out.Linked, out.Cloned = info.At, info.OpenTx, info.Linked, info.Cloned
+	}
+	if err != nil {
+		out = wire.ForkInfo{Code: uint32(errdefs.GRPCCode(err)), Message: err.Error()}
+	} else {
+		out.At = cp.ID
+		if tx != nil {
+			out.OpenTx, out.OpenTxMessage = tx.ID, tx.Message
+		}
+	}
+	return json.NewEncoder(stdout).Encode(out)
+}
