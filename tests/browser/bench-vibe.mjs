@@ -1,0 +1,75 @@
+// The HMR side of `make bench` (internal/bench's providers table): a server driven over
+// stdin and stdout, one JSON line per request and per answer, so that the Go harness
+// interleaves these rounds with its own in one run. Two pages of the same Vite + React app:
+// one served by the dev sandbox through paddock's proxy, one by Vite run on the host.
+//   {"op":"init", base, user, pass, direct}  sign in, open both pages, each with HMR connected
+//   {"op":"hmr", via, theme, color, token, sandbox, path, file}
+//       write theme (through the file API for via "proxy", to file on the host for "direct")
+//       → the page's h1 has the computed color
+// Answers are {"ms": …} or {"error": "…"}.
+import { writeFile } from 'node:fs/promises';
+import readline from 'node:readline';
+import { chromium } from 'playwright-core';
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  headless: true,
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+});
+const pages = {};
+
+// open goes to url and waits for the app and Vite's HMR client to say it is connected.
+async function open(page, url) {
+  const connected = new Promise((resolve) => page.on('console', (m) => { if (m.text().includes('[vite] connected')) resolve(); }));
+  await page.goto(url);
+  await page.locator('h1').first().waitFor({ timeout: 60000 });
+  await Promise.race([connected, new Promise((_, reject) => setTimeout(() => reject(new Error(`no HMR connection on ${url}`)), 60000))]);
+}
+
+const ops = {
+  async init(m) {
+    const context = await browser.newContext({ baseURL: m.base, viewport: { width: 900, height: 700 } });
+    const page = await context.newPage();
+    await page.goto('/login');
+    await page.getByLabel('Username').fill(m.user);
+    await page.getByLabel('Password', { exact: true }).fill(m.pass);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.waitForURL((u) => u.pathname === '/', { timeout: 60000 });
+    await page.goto('/login');
+    await page.getByRole('button', { name: /switch to dev/i }).click();
+    await page.waitForURL((u) => /^desktop-/.test(u.hostname), { timeout: 60000 });
+    const me = await (await page.request.get(m.base + '/auth/session')).json();
+    await open(page, `http://dev-${me.user.id}.localhost:${new URL(m.base).port}/`);
+    pages.proxy = page;
+    pages.direct = await context.newPage();
+    await open(pages.direct, m.direct);
+    return {};
+  },
+  async hmr(m) {
+    const page = pages[m.via];
+    const t0 = Date.now();
+    if (m.via === 'proxy') {
+      const res = await fetch(`${m.base}/api/v1/sandboxes/${m.sandbox}/files/content?path=${m.path}`,
+        { method: 'PUT', body: m.theme, headers: { Authorization: `Bearer ${m.token}` } });
+      if (!res.ok) throw new Error(`PUT ${m.path}: ${res.status} ${await res.text()}`);
+    } else {
+      await writeFile(m.file, m.theme);
+    }
+    await page.waitForFunction((c) => getComputedStyle(document.querySelector('h1')).color === c, m.color, { polling: 'raf', timeout: 60000 });
+    return { ms: Date.now() - t0 };
+  },
+};
+
+const rl = readline.createInterface({ input: process.stdin });
+for await (const line of rl) {
+  const m = JSON.parse(line);
+  let answer;
+  try {
+    answer = await ops[m.op](m);
+  } catch (e) {
+    answer = { error: String(e.stack || e) };
+  }
+  process.stdout.write(JSON.stringify(answer) + '\n');
+}
+await browser.close();
