@@ -324,6 +324,7 @@ type answer struct {
 	MS      float64 `json:"ms"`
 	Bytes   int64   `json:"bytes"`
 	Session string  `json:"session"`
+	PutMS   float64 `json:"put_ms"`
 	Error   string  `json:"error"`
 }
 

@@ -6,7 +6,7 @@
 //   {"op":"hmr", via, theme, color, token, sandbox, path, file}
 //       write theme (through the file API for via "proxy", to file on the host for "direct")
 //       → the page's h1 has the computed color
-// Answers are {"ms": …} or {"error": "…"}.
+// Answers are {"ms": …} (and put_ms, the file API's answer, for "proxy") or {"error": "…"}.
 import { writeFile } from 'node:fs/promises';
 import readline from 'node:readline';
 import { chromium } from 'playwright-core';
@@ -24,7 +24,13 @@ async function open(page, url) {
   const connected = new Promise((resolve) => page.on('console', (m) => { if (m.text().includes('[vite] connected')) resolve(); }));
   await page.goto(url);
   await page.locator('h1').first().waitFor({ timeout: 60000 });
-  await Promise.race([connected, new Promise((_, reject) => setTimeout(() => reject(new Error(`no HMR connection on ${url}`)), 60000))]);
+  let timer;
+  const timeout = new Promise((_, reject) => { timer = setTimeout(() => reject(new Error(`no HMR connection on ${url}`)), 60000); });
+  try {
+    await Promise.race([connected, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 const ops = {
@@ -49,15 +55,17 @@ const ops = {
   async hmr(m) {
     const page = pages[m.via];
     const t0 = Date.now();
+    let put = 0;
     if (m.via === 'proxy') {
       const res = await fetch(`${m.base}/api/v1/sandboxes/${m.sandbox}/files/content?path=${m.path}`,
         { method: 'PUT', body: m.theme, headers: { Authorization: `Bearer ${m.token}` } });
       if (!res.ok) throw new Error(`PUT ${m.path}: ${res.status} ${await res.text()}`);
+      put = Date.now() - t0;
     } else {
       await writeFile(m.file, m.theme);
     }
     await page.waitForFunction((c) => getComputedStyle(document.querySelector('h1')).color === c, m.color, { polling: 'raf', timeout: 60000 });
-    return { ms: Date.now() - t0 };
+    return { ms: Date.now() - t0, put_ms: put };
   },
 };
 
