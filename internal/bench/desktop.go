@@ -325,6 +325,7 @@ type answer struct {
 	Bytes   int64   `json:"bytes"`
 	Session string  `json:"session"`
 	PutMS   float64 `json:"put_ms"`
+	At      int64   `json:"at"`
 	Error   string  `json:"error"`
 }
 

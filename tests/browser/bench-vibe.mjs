@@ -2,6 +2,8 @@
 // stdin and stdout, one JSON line per request and per answer, so that the Go harness
 // interleaves these rounds with its own in one run. Two pages of the same Vite + React app:
 // one served by the dev sandbox through paddock's proxy, one by Vite run on the host.
+//   {"op":"watch", color}  start waiting for the proxied page's h1 to have color, and answer
+//   {"op":"seen"}  once it has: {"at": the wall clock in ms} (the harness wrote the file itself)
 //   {"op":"init", base, user, pass, direct}  sign in, open both pages, each with HMR connected
 //   {"op":"hmr", via, theme, color, token, sandbox, path, file}
 //       write theme (through the file API for via "proxy", to file on the host for "direct")
@@ -18,6 +20,7 @@ const browser = await chromium.launch({
     '--disable-background-networking', '--disable-component-update', '--disable-sync'],
 });
 const pages = {};
+let watched;
 
 // open goes to url and waits for the app and Vite's HMR client to say it is connected.
 async function open(page, url) {
@@ -51,6 +54,16 @@ const ops = {
     pages.direct = await context.newPage();
     await open(pages.direct, m.direct);
     return {};
+  },
+  watch(m) {
+    watched = pages.proxy.waitForFunction((c) => getComputedStyle(document.querySelector('h1')).color === c, m.color, { polling: 'raf', timeout: 60000 })
+      .then(() => Date.now(), (e) => e);
+    return {};
+  },
+  async seen() {
+    const at = await watched;
+    if (at instanceof Error) throw at;
+    return { at };
   },
   async hmr(m) {
     const page = pages[m.via];
