@@ -214,3 +214,21 @@ func TestPoolForkWakeTables(t *testing.T) {
 		})
 	}
 }
+
+// TestProvidersOnce runs the providers table alone, one round: every row is one positive
+// sample, each against its peer of the same run.
+func TestProvidersOnce(t *testing.T) {
+	e := newEnv(t)
+	r, err := Run(context.Background(), e, Options{Only: "providers", Warmup: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Tables) != 1 || !strings.HasPrefix(r.Tables[0].Title, "19. Runtime providers") {
+		t.Fatalf("tables %+v, want the providers table alone", r.Tables)
+	}
+	for _, row := range r.Tables[0].Rows {
+		if row.N != 1 || row.P50 <= 0 || row.Ratio == "" {
+			t.Errorf("%s: %+v %q, want one positive sample and a ratio", row.Name, row.Summary, row.Ratio)
+		}
+	}
+}
