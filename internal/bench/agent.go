@@ -263,7 +263,7 @@ func (e *Env) AgentTable(ctx context.Context, o Options) (t *Table, err error) {
 	tr, ar := rec.summary("tool read"), rec.summary("api read")
 	tx, ax := rec.summary("tool run"), rec.summary("api exec")
 	return &Table{
-		Title: "15. The coding agent: a turn's overhead, a tool call's round trip",
+		Title: "19. The coding agent: a turn's overhead, a tool call's round trip",
 		About: fmt.Sprintf("A scripted provider (internal/gateway/scripted, streaming OpenAI chat completions) on a loopback port "+
 			"behind the real provider gateway. *A turn*: the coding agent (internal/agent/coder, as `paddock-agent code` runs it) in the "+
 			"harness's process, on a workspace in a temporary directory of the host, through the gateway mounted under /gateway as "+

@@ -49,6 +49,9 @@ type Options struct {
 	// proxy and directly, over HTTPS and plain HTTP.
 	EgressRounds int
 	EgressBytes  int64
+	// ProviderRounds rounds each scaffold a Vite app, edit it by HMR and rebuild it, in a
+	// sandbox and on the host (0: one round and no warm-up).
+	ProviderRounds int
 	// Only, when set, runs only the benchmarks whose name contains it.
 	Only string
 	// Progress, when set, gets a line as each benchmark starts.
@@ -60,7 +63,7 @@ func DefaultOptions() Options {
 	return Options{N: 30, Warmup: 2, StreamN: 5, StreamBytes: 1 << 30, Sandboxes: 5, Idle: time.Second,
 		ProxyClients: 8, ProxyRound: 3 * time.Second, ProxyRounds: 5, EchoN: 2000, EchoBytes: 32,
 		PromoteRounds: 2, PromoteFor: 5 * time.Second, PromoteEvery: 250 * time.Millisecond,
-		EgressRounds: 15, EgressBytes: 256 << 20}
+		EgressRounds: 15, EgressBytes: 256 << 20, ProviderRounds: 5}
 }
 
 // Run runs every benchmark in e.
@@ -90,6 +93,7 @@ func Run(ctx context.Context, e *Env, o Options) (*Report, error) {
 		{"fork", e.ForkTable},
 		{"wake", e.WakeTable},
 		{"coding agent", e.AgentTable},
+		{"providers", e.ProvidersTable},
 	} {
 		if o.Only != "" && !strings.Contains(b.name, o.Only) {
 			continue

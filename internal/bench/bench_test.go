@@ -36,8 +36,8 @@ func TestRunOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Tables) != 19 {
-		t.Fatalf("%d tables, want 19", len(r.Tables))
+	if len(r.Tables) != 20 {
+		t.Fatalf("%d tables, want 20", len(r.Tables))
 	}
 	checkPeers(t, e, r)
 	for _, tb := range r.Tables {
@@ -52,7 +52,7 @@ func TestRunOnce(t *testing.T) {
 	}
 	var md bytes.Buffer
 	r.WriteMarkdown(&md)
-	for _, want := range []string{"make bench", "| measurement |", "**Peers.**", "*peer:* `podman run --rm`", "*peer:* through nginx", "*peer:* HTTPS through squid", "≤ 1.5× runc run", "≥ 500 MB/s", "≤ 15 MiB", "≥ 0.8× direct", "≤ 1 ms", "Promotion under load", "≥ 5,000/s", "provider gateway", "egress proxy", "≤ 1.2× net/http", "p50 ≤ 2× exec", "≤ 0.1× cp -a", "≤ 1.5× paddock run"} {
+	for _, want := range []string{"make bench", "| measurement |", "**Peers.**", "*peer:* `podman run --rm`", "*peer:* through nginx", "*peer:* HTTPS through squid", "≤ 1.5× runc run", "≥ 500 MB/s", "≤ 15 MiB", "≥ 0.8× direct", "≤ 1 ms", "Promotion under load", "≥ 5,000/s", "provider gateway", "egress proxy", "≤ 1.2× net/http", "p50 ≤ 2× exec", "≤ 0.1× cp -a", "≤ 1.5× paddock run", "≤ 1.3× Vite direct"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("report lacks %q", want)
 		}
@@ -232,5 +232,23 @@ func TestAgentTable(t *testing.T) {
 	}
 	if turn := r.Tables[0].Rows[1]; turn.Min < 100 {
 		t.Errorf("the provider's time in a turn, %v ms, is under its fixed 100 ms", turn.Min)
+	}
+}
+
+// TestProvidersOnce runs the providers table alone, one round: every row is one positive
+// sample, each against its peer of the same run.
+func TestProvidersOnce(t *testing.T) {
+	e := newEnv(t)
+	r, err := Run(context.Background(), e, Options{Only: "providers", Warmup: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Tables) != 1 || !strings.HasPrefix(r.Tables[0].Title, "20. Runtime providers") {
+		t.Fatalf("tables %+v, want the providers table alone", r.Tables)
+	}
+	for _, row := range r.Tables[0].Rows {
+		if row.N != 1 || row.P50 <= 0 || row.Ratio == "" {
+			t.Errorf("%s: %+v %q, want one positive sample and a ratio", row.Name, row.Summary, row.Ratio)
+		}
 	}
 }

@@ -54,6 +54,11 @@ func (e *Env) StartControlPlane(ctx context.Context, log *slog.Logger) (cp *Cont
 // startControlPlane is StartControlPlane with edit, when set, changing the configuration,
 // and ready, when set, saying when the live sandbox's app answers (default: waitApp).
 func (e *Env) startControlPlane(ctx context.Context, log *slog.Logger, edit func(*server.Config), ready func(context.Context, *ControlPlane) error) (cp *ControlPlane, err error) {
+	return e.startControlPlaneWith(ctx, log, edit, server.Options{}, ready)
+}
+
+// startControlPlaneWith is startControlPlane with the server's options (its egress proxy's).
+func (e *Env) startControlPlaneWith(ctx context.Context, log *slog.Logger, edit func(*server.Config), opts server.Options, ready func(context.Context, *ControlPlane) error) (cp *ControlPlane, err error) {
 	if ready == nil {
 		ready = func(ctx context.Context, cp *ControlPlane) error {
 			_, err := cp.waitApp(ctx, time.Minute)
@@ -79,7 +84,7 @@ func (e *Env) startControlPlane(ctx context.Context, log *slog.Logger, edit func
 	if edit != nil {
 		edit(&cfg)
 	}
-	s, err := server.New(ctx, cfg, log, server.Options{})
+	s, err := server.New(ctx, cfg, log, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -324,6 +324,8 @@ type answer struct {
 	MS      float64 `json:"ms"`
 	Bytes   int64   `json:"bytes"`
 	Session string  `json:"session"`
+	PutMS   float64 `json:"put_ms"`
+	At      int64   `json:"at"`
 	Error   string  `json:"error"`
 }
 

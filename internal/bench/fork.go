@@ -74,7 +74,7 @@ func (e *Env) ForkTable(ctx context.Context, o Options) (t *Table, err error) {
 	}
 	f, s, c := rec.summary("fork"), rec.summary("share"), rec.summary("cp")
 	return &Table{
-		Title: "16. Fork of a workspace's history against `cp -a` of the workspace",
+		Title: "17. Fork of a workspace's history against `cp -a` of the workspace",
 		About: fmt.Sprintf("Table 10's generated workspace (%s files, %s) with one checkpoint, on the harness's disk. The fork is "+
 			"`history.Fork` from that checkpoint into a new store and an empty workspace, which `paddock sandbox fork` runs before "+
 			"the new sandbox starts: the store's blobs are shared (FICLONE where the file system has reflinks, else hard links), "+

@@ -74,7 +74,7 @@ func (e *Env) PoolTable(ctx context.Context, o Options) (t *Table, err error) {
 	c, x, cold := rec.summary("claim"), rec.summary("exec"), rec.summary("cold")
 	c99, x99 := p99(rec.series["claim"]), p99(rec.series["exec"])
 	return &Table{
-		Title: "15. Warm pool: create → first exec result of a sandbox claimed from the pool",
+		Title: "16. Warm pool: create → first exec result of a sandbox claimed from the pool",
 		About: "A control plane on loopback (`server.New`) with `pool: {size: 1}`, one API token, a bare `net/http` client. " +
 			"Claim → first exec is `POST /api/v1/sandboxes` (the default app, so it matches the pool) and then " +
 			"`POST /api/v1/sandboxes/{id}/exec` of `true`, timed from the create's request to the exec's result, once the pool " +

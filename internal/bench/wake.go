@@ -59,7 +59,7 @@ func (e *Env) WakeTable(ctx context.Context, o Options) (t *Table, err error) {
 	}
 	w, r := rec.summary("wake"), rec.summary("run")
 	return &Table{
-		Title: "17. Wake: a request to a stopped live sandbox, to the first byte of its app",
+		Title: "18. Wake: a request to a stopped live sandbox, to the first byte of its app",
 		About: "A control plane on loopback (`server.New`), one signed-in user whose live sandbox runs the welcome app. Each round stops the " +
 			"live sandbox through the API (untimed: what idle suspend does), then times `GET /` on the user's live apps host until the " +
 			"response's first byte: the proxy starts the sandbox and holds the request until its app listens. The baseline is " +

@@ -42,6 +42,7 @@ func run() error {
 	flag.DurationVar(&o.PromoteEvery, "promote-every", o.PromoteEvery, "time between promotions")
 	flag.IntVar(&o.EgressRounds, "egress-rounds", o.EgressRounds, "rounds of the egress proxy's downloads")
 	flag.Int64Var(&o.EgressBytes, "egress-bytes", o.EgressBytes, "bytes each of the egress proxy's downloads moves")
+	flag.IntVar(&o.ProviderRounds, "provider-rounds", o.ProviderRounds, "rounds of the providers table (scaffold, HMR, rebuild)")
 	flag.StringVar(&o.Only, "only", "", "run only the benchmarks whose name contains this (e.g. proxy)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the harness's process (which hosts the proxy benchmarks' control plane) to this file")
 	flag.Parse()

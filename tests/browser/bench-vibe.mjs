@@ -1,0 +1,96 @@
+// The HMR side of `make bench` (internal/bench's providers table): a server driven over
+// stdin and stdout, one JSON line per request and per answer, so that the Go harness
+// interleaves these rounds with its own in one run. Two pages of the same Vite + React app:
+// one served by the dev sandbox through paddock's proxy, one by Vite run on the host.
+//   {"op":"watch", color}  start waiting for the proxied page's h1 to have color, and answer
+//   {"op":"seen"}  once it has: {"at": the wall clock in ms} (the harness wrote the file itself)
+//   {"op":"init", base, user, pass, direct}  sign in, open both pages, each with HMR connected
+//   {"op":"hmr", via, theme, color, token, sandbox, path, file}
+//       write theme (through the file API for via "proxy", to file on the host for "direct")
+//       → the page's h1 has the computed color
+// Answers are {"ms": …} (and put_ms, the file API's answer, for "proxy") or {"error": "…"}.
+import { writeFile } from 'node:fs/promises';
+import readline from 'node:readline';
+import { chromium } from 'playwright-core';
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  headless: true,
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+});
+const pages = {};
+let watched;
+
+// open goes to url and waits for the app and Vite's HMR client to say it is connected.
+async function open(page, url) {
+  const connected = new Promise((resolve) => page.on('console', (m) => { if (m.text().includes('[vite] connected')) resolve(); }));
+  await page.goto(url);
+  await page.locator('h1').first().waitFor({ timeout: 60000 });
+  let timer;
+  const timeout = new Promise((_, reject) => { timer = setTimeout(() => reject(new Error(`no HMR connection on ${url}`)), 60000); });
+  try {
+    await Promise.race([connected, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+const ops = {
+  async init(m) {
+    const context = await browser.newContext({ baseURL: m.base, viewport: { width: 900, height: 700 } });
+    const page = await context.newPage();
+    await page.goto('/login');
+    await page.getByLabel('Username').fill(m.user);
+    await page.getByLabel('Password', { exact: true }).fill(m.pass);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.waitForURL((u) => u.pathname === '/', { timeout: 60000 });
+    await page.goto('/login');
+    await page.getByRole('button', { name: /switch to dev/i }).click();
+    await page.waitForURL((u) => /^desktop-/.test(u.hostname), { timeout: 60000 });
+    const me = await (await page.request.get(m.base + '/auth/session')).json();
+    await open(page, `http://dev-${me.user.id}.localhost:${new URL(m.base).port}/`);
+    pages.proxy = page;
+    pages.direct = await context.newPage();
+    await open(pages.direct, m.direct);
+    return {};
+  },
+  watch(m) {
+    watched = pages.proxy.waitForFunction((c) => getComputedStyle(document.querySelector('h1')).color === c, m.color, { polling: 'raf', timeout: 60000 })
+      .then(() => Date.now(), (e) => e);
+    return {};
+  },
+  async seen() {
+    const at = await watched;
+    if (at instanceof Error) throw at;
+    return { at };
+  },
+  async hmr(m) {
+    const page = pages[m.via];
+    const t0 = Date.now();
+    let put = 0;
+    if (m.via === 'proxy') {
+      const res = await fetch(`${m.base}/api/v1/sandboxes/${m.sandbox}/files/content?path=${m.path}`,
+        { method: 'PUT', body: m.theme, headers: { Authorization: `Bearer ${m.token}` } });
+      if (!res.ok) throw new Error(`PUT ${m.path}: ${res.status} ${await res.text()}`);
+      put = Date.now() - t0;
+    } else {
+      await writeFile(m.file, m.theme);
+    }
+    await page.waitForFunction((c) => getComputedStyle(document.querySelector('h1')).color === c, m.color, { polling: 'raf', timeout: 60000 });
+    return { ms: Date.now() - t0, put_ms: put };
+  },
+};
+
+const rl = readline.createInterface({ input: process.stdin });
+for await (const line of rl) {
+  const m = JSON.parse(line);
+  let answer;
+  try {
+    answer = await ops[m.op](m);
+  } catch (e) {
+    answer = { error: String(e.stack || e) };
+  }
+  process.stdout.write(JSON.stringify(answer) + '\n');
+}
+await browser.close();
