@@ -30,7 +30,18 @@ func (f *Fleet) Fork(ctx context.Context, c Caller, id, at, name string) (Forked
 	if err != nil {
 		return Forked{}, err
 	}
-	srcDir := f.run.HistoryDir(runnerUser(src.Username), src.ID)
+	return f.ForkFrom(ctx, c, src, f.HistoryDir(src), at, name)
+}
+
+// HistoryDir is where sandbox sb's history store is kept.
+func (f *Fleet) HistoryDir(sb store.Sandbox) string {
+	return f.run.HistoryDir(runnerUser(sb.Username), sb.ID)
+}
+
+// ForkFrom is Fork from the history store at srcDir (sandbox src's, or one restored
+// from its backup): the new sandbox is like src and starts from checkpoint at of srcDir.
+func (f *Fleet) ForkFrom(ctx context.Context, c Caller, src store.Sandbox, srcDir, at, name string) (Forked, error) {
+	id := src.ID
 	cp, _, err := history.ReadCheckpoint(srcDir, at)
 	if err != nil {
 		return Forked{}, fmt.Errorf("fork of sandbox %s: %w", id, err)

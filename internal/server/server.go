@@ -45,15 +45,17 @@ import (
 
 // Server is a running control plane.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	st      *store.Store
-	auth    *auth.Service
-	web     *web.Web
-	secrets *secrets.Secrets
-	runner  *runner.Runner
-	fleet   *fleet.Fleet
-	proxy   *proxy.Proxy
+	cfg Config
+	// backupEvery is how often every running sandbox is backed up; zero: never.
+	backupEvery time.Duration
+	log         *slog.Logger
+	st          *store.Store
+	auth        *auth.Service
+	web         *web.Web
+	secrets     *secrets.Secrets
+	runner      *runner.Runner
+	fleet       *fleet.Fleet
+	proxy       *proxy.Proxy
 	// origins places the apps hosts; handoffs holds their codes and cookies (apphosts.go).
 	origins  *origins.Origins
 	handoffs *origins.Handoffs
@@ -229,7 +231,17 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	s.ops = sandboxops.New(sandboxops.Config{Fleet: s.fleet, Store: s.st, Log: s.log, Policies: s.pol, Capabilities: s.caps})
+	backups, err := newBackups(cfg)
+	if err != nil {
+		return err
+	}
+	if backups != nil {
+		if err := backups.Register(s.reg); err != nil {
+			return err
+		}
+	}
+	s.ops = sandboxops.New(sandboxops.Config{Fleet: s.fleet, Store: s.st, Log: s.log, Policies: s.pol, Capabilities: s.caps, Backups: backups})
+	s.backupEvery = cfg.Backup.every()
 	s.proxy, err = proxy.New(router{s.fleet}, proxy.Options{
 		Registerer: s.reg, Log: s.log, ReservedCookies: append(web.ReservedCookies(), origins.CookieName, origins.SecureCookieName), TrustedOrigins: cfg.TrustedOrigins,
 		Event:           s.event,
@@ -324,6 +336,9 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	}
 	done := make(chan error, 1)
 	go func() { done <- hs.Serve(l) }()
+	if s.backupEvery > 0 {
+		go s.ops.RunBackups(ctx, s.backupEvery)
+	}
 	select {
 	case err := <-done:
 		s.Close()
