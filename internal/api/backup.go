@@ -13,7 +13,8 @@ const (
 
 // Backup is one backup of a sandbox's workspace history to the configured S3 store. ID is
 // its time as the store names it (give it to restore); Checkpoint is the checkpoint it
-// holds as current; UploadedBytes counts what it uploaded (the rest was there already).
+// holds as current; UploadedBytes counts what it uploaded (the rest was there already;
+// a listing counts the blobs, without the manifest itself).
 // A backup still running, retrying or failed has no ID; Error says why it failed.
 type Backup struct {
 	ID            string    `json:"id,omitempty"`
@@ -28,8 +29,11 @@ type Backup struct {
 }
 
 // BackupList is a sandbox's backups, oldest first, then any attempt not in the store.
+// StoreError says why the store could not be listed (it is down): Backups then holds
+// only the attempts this server knows of.
 type BackupList struct {
-	Backups []Backup `json:"backups"`
+	Backups    []Backup `json:"backups"`
+	StoreError string   `json:"store_error,omitempty"`
 }
 
 // BackupRestoreRequest restores a backup: Backup names one by ID, or At picks the newest

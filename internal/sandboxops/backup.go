@@ -70,7 +70,7 @@ func (o *Ops) backupsOn() (*Backups, error) {
 	return o.backups, nil
 }
 
-// note records attempt a of sandbox id (nil removes it) under b.mu.
+// keep records attempt a of sandbox id, or with drop forgets it.
 func (b *Backups) keep(id string, a *api.Backup, drop bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -177,11 +177,13 @@ func (o *Ops) ListBackups(ctx context.Context, c fleet.Caller, id string) (api.B
 	if _, err := o.fleet.Get(ctx, c, id); err != nil {
 		return api.BackupList{}, err
 	}
+	out := api.BackupList{Backups: []api.Backup{}}
 	es, err := wsbackup.Entries(ctx, b.Target, b.Key, id)
-	if err != nil {
+	if errors.Is(err, errdefs.ErrUnavailable) {
+		out.StoreError = err.Error()
+	} else if err != nil {
 		return api.BackupList{}, err
 	}
-	out := api.BackupList{Backups: []api.Backup{}}
 	for _, e := range es {
 		x := api.Backup{ID: e.ID, Time: e.At, State: api.BackupDone, Checkpoint: e.Checkpoint, Blobs: e.Blobs,
 			UploadedBlobs: e.Uploaded, UploadedBytes: e.UploadedBytes}
@@ -266,13 +268,37 @@ func (o *Ops) RestoreBackup(ctx context.Context, c fleet.Caller, id string, req 
 			}
 		}()
 	}
-	res, err := o.importRestored(ctx, c, id, tmp)
+	cp, err := o.restoreSame(ctx, c, sb, tmp)
 	if err != nil {
 		return out, nil, fmt.Errorf("restore backup %s into sandbox %s: %w", out.Backup, id, err)
 	}
-	out.Sandbox, out.Checkpoint = id, res.Current
+	out.Sandbox, out.Checkpoint = id, cp
 	o.event(ctx, c.UserID, "sandbox.backup_restore", map[string]any{"sandbox": id, "from": id, "backup": out.Backup, "checkpoint": out.Checkpoint})
 	return out, nil, nil
+}
+
+// restoreSame puts the restored history at dir back into sandbox sb, running: when its
+// history still holds the backup's current checkpoint (same ID, same files), by the
+// history's own restore of it; when its history is empty (a workspace lost), by importing
+// the backup's whole history. A history that went another way is left alone.
+func (o *Ops) restoreSame(ctx context.Context, c fleet.Caller, sb store.Sandbox, dir string) (string, error) {
+	want, _, err := history.ReadCheckpoint(dir, "")
+	if err != nil {
+		return "", fmt.Errorf("the backup's history: %w", err)
+	}
+	live := o.fleet.HistoryDir(sb)
+	have, _, err := history.ReadCheckpoint(live, want.ID)
+	if err == nil && have.Tree == want.Tree {
+		if _, err := o.Restore(ctx, c, sb.ID, api.RestoreRequest{Checkpoint: want.ID}); err != nil {
+			return "", err
+		}
+		return want.ID, nil
+	}
+	if _, _, err := history.ReadCheckpoint(live, ""); errors.Is(err, errdefs.ErrFailedPrecondition) {
+		res, err := o.importRestored(ctx, c, sb.ID, dir)
+		return res.Current, err
+	}
+	return "", fmt.Errorf("the sandbox's history no longer holds the backup's checkpoint %s as it was: restore into a new sandbox (into: a name): %w", want.ID, errdefs.ErrFailedPrecondition)
 }
 
 // importRestored streams the restored history at dir to sandbox id's agent as an export,

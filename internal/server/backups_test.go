@@ -1,0 +1,175 @@
+package server_test
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/server"
+	"github.com/paddockhq/paddock/internal/servertest"
+	"github.com/paddockhq/paddock/internal/testenv"
+)
+
+// backupConfig points cfg's backup section at endpoint, with credentials in files.
+func backupConfig(t *testing.T, cfg *server.Config, endpoint, bucket, access, secret string) {
+	t.Helper()
+	dir := t.TempDir()
+	af, sf := filepath.Join(dir, "access"), filepath.Join(dir, "secret")
+	if err := os.WriteFile(af, []byte(access+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(sf, []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Backup = server.BackupConfig{Endpoint: endpoint, Bucket: bucket, Prefix: "paddock/", Region: "us-east-1",
+		AccessKeyFile: af, SecretKeyFile: sf, RetryBackoff: "10ms"}
+}
+
+// Backups against a real S3 store (SeaweedFS on loopback): now takes a checkpoint and
+// uploads, incrementally; ls lists them with their checkpoint and bytes; restore at a
+// backup writes a new sandbox of the same owner, or the sandbox itself, as it was then;
+// another user's sandbox is not found; an unknown backup is a 404 naming it; a tampered
+// manifest is refused naming it, nothing restored; the secret key is never logged.
+func TestSandboxBackups(t *testing.T) {
+	s3 := testenv.StartS3(t)
+	e := servertest.Start(t, func(cfg *server.Config) { backupConfig(t, cfg, s3.Endpoint, s3.Bucket, s3.AccessKey, s3.SecretKey) })
+	if fi, err := os.Stat(filepath.Join(e.Config.Runner.DataDir, server.BackupKeyFileName)); err != nil || fi.Mode().Perm() != 0o600 || fi.Size() != 32 {
+		t.Fatalf("the backup key file: %v %v", fi, err)
+	}
+	alice := e.Register(t, "alice")
+	bob := e.Register(t, "bob")
+	var src api.Sandbox
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "src"}), http.StatusCreated, &src)
+	base := "/api/v1/sandboxes/" + src.ID + "/backups"
+
+	execIn(t, alice, src.ID, api.ExecRequest{Argv: []string{"sh", "-c", "mkdir -p d && echo one > d/a.txt && head -c 200000 /dev/urandom > big.bin"}})
+	var first api.Backup
+	servertest.Decode(t, alice.DoToken("POST", base, nil), http.StatusCreated, &first)
+	if first.ID == "" || first.State != api.BackupDone || first.Checkpoint == "" || first.UploadedBytes < 200000 {
+		t.Fatalf("first backup %+v", first)
+	}
+	execIn(t, alice, src.ID, api.ExecRequest{Argv: []string{"sh", "-c", "echo two > d/a.txt"}})
+	var second api.Backup
+	servertest.Decode(t, alice.DoToken("POST", base, nil), http.StatusCreated, &second)
+	if second.ID == "" || second.ID == first.ID || second.Checkpoint == first.Checkpoint || second.UploadedBytes >= 100000 {
+		t.Fatalf("second backup %+v (after %+v): want a new checkpoint and only the changed blobs uploaded", second, first)
+	}
+	var ls api.BackupList
+	servertest.Decode(t, alice.DoToken("GET", base, nil), http.StatusOK, &ls)
+	if len(ls.Backups) != 2 || ls.Backups[0].ID != first.ID || ls.Backups[1].Checkpoint != second.Checkpoint ||
+		ls.Backups[0].UploadedBytes < 200000 || ls.Backups[0].UploadedBytes > first.UploadedBytes || ls.Backups[1].State != api.BackupDone || ls.StoreError != "" {
+		t.Fatalf("ls %+v", ls)
+	}
+	servertest.ErrorOf(t, bob.DoToken("GET", base, nil), http.StatusNotFound)
+	servertest.ErrorOf(t, bob.DoToken("POST", base, nil), http.StatusNotFound)
+	servertest.ErrorOf(t, bob.DoToken("POST", base+"/restore", api.BackupRestoreRequest{Into: "stolen"}), http.StatusNotFound)
+
+	// Into a new sandbox, at the first backup.
+	var res api.BackupRestoreResult
+	servertest.Decode(t, alice.DoToken("POST", base+"/restore", api.BackupRestoreRequest{Backup: first.ID, Into: "restored"}), http.StatusCreated, &res)
+	if res.New == nil || res.New.Owner != alice.User.ID || res.New.Name != "restored" || res.Backup != first.ID || res.Checkpoint != first.Checkpoint {
+		t.Fatalf("restore into new: %+v", res)
+	}
+	if got := catIn(t, alice, res.New.ID, "d/a.txt"); got != "one\n" {
+		t.Errorf("the restored sandbox's d/a.txt: %q, want the first backup's", got)
+	}
+	// Into the same sandbox, at a time: the newest backup at or before it.
+	execIn(t, alice, src.ID, api.ExecRequest{Argv: []string{"sh", "-c", "echo three > d/a.txt"}})
+	res = api.BackupRestoreResult{}
+	servertest.Decode(t, alice.DoToken("POST", base+"/restore", api.BackupRestoreRequest{At: first.Time.Add(time.Millisecond)}), http.StatusOK, &res)
+	if res.New != nil || res.Sandbox != src.ID || res.Backup != first.ID {
+		t.Fatalf("restore into same: %+v", res)
+	}
+	if got := catIn(t, alice, src.ID, "d/a.txt"); got != "one\n" {
+		t.Errorf("d/a.txt after restoring the first backup: %q", got)
+	}
+	var evs api.EventList
+	servertest.Decode(t, alice.DoToken("GET", "/api/v1/events?action=sandbox.backup_restore", nil), http.StatusOK, &evs)
+	if len(evs.Events) != 2 {
+		t.Errorf("restore events: %+v", evs.Events)
+	}
+
+	// Bad input.
+	missing := "20000101T000000.000000000Z"
+	if e := servertest.ErrorOf(t, alice.DoToken("POST", base+"/restore", api.BackupRestoreRequest{Backup: missing}), http.StatusNotFound); !strings.Contains(e.Message, missing) {
+		t.Errorf("unknown backup: %q", e.Message)
+	}
+	if e := servertest.ErrorOf(t, alice.DoToken("POST", base+"/restore", api.BackupRestoreRequest{Backup: "yesterday"}), http.StatusBadRequest); !strings.Contains(e.Message, "yesterday") {
+		t.Errorf("malformed backup ID: %q", e.Message)
+	}
+	servertest.ErrorOf(t, alice.DoToken("POST", base+"/restore", api.BackupRestoreRequest{At: first.Time.Add(-time.Hour)}), http.StatusNotFound)
+
+	// A tampered manifest: refused by name, and ls says it is damaged.
+	manifest := "paddock/sandboxes/" + src.ID + "/manifests/" + second.ID
+	if _, err := s3.Client.PutObject(context.Background(), s3.Bucket, manifest, strings.NewReader(strings.Repeat("x", 100)), 100, minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if e := servertest.ErrorOf(t, alice.DoToken("POST", base+"/restore", api.BackupRestoreRequest{Backup: second.ID}), http.StatusConflict); !strings.Contains(e.Message, manifest) {
+		t.Errorf("tampered manifest: %q", e.Message)
+	}
+	servertest.Decode(t, alice.DoToken("GET", base, nil), http.StatusOK, &ls)
+	if len(ls.Backups) != 2 || ls.Backups[1].State != api.BackupDamaged || !strings.Contains(ls.Backups[1].Error, manifest) {
+		t.Errorf("ls after tampering: %+v", ls)
+	}
+	if strings.Contains(e.Logs.String(), s3.SecretKey) {
+		t.Error("the log holds the store's secret key")
+	}
+}
+
+// A store that is down: the backup is tried again with backoff, then fails with 503
+// naming its attempts; ls (the store's listing failing too) shows the failed attempt; an
+// event and the metrics record it. Without a backup section, backups are a 409 naming it.
+func TestSandboxBackupStoreDown(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := "http://" + l.Addr().String()
+	l.Close()
+	e := servertest.Start(t, func(cfg *server.Config) {
+		backupConfig(t, cfg, down, "backups", "paddocktest", "paddocktest-secret-0123456789")
+		two := 2
+		cfg.Backup.Retries = &two
+	})
+	alice := e.Register(t, "alice")
+	var sb api.Sandbox
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "src"}), http.StatusCreated, &sb)
+	base := "/api/v1/sandboxes/" + sb.ID + "/backups"
+	if e := servertest.ErrorOf(t, alice.DoToken("POST", base, nil), http.StatusServiceUnavailable); !strings.Contains(e.Message, "3 attempts") {
+		t.Errorf("backup to a store that is down: %q", e.Message)
+	}
+	var ls api.BackupList
+	servertest.Decode(t, alice.DoToken("GET", base, nil), http.StatusOK, &ls)
+	if ls.StoreError == "" || len(ls.Backups) != 1 || ls.Backups[0].State != api.BackupFailed || ls.Backups[0].Attempts != 3 || ls.Backups[0].Error == "" {
+		t.Errorf("ls with the store down: %+v", ls)
+	}
+	var evs api.EventList
+	servertest.Decode(t, alice.DoToken("GET", "/api/v1/events?action=sandbox.backup_retry", nil), http.StatusOK, &evs)
+	if len(evs.Events) != 2 {
+		t.Errorf("retry events: %+v", evs.Events)
+	}
+	m := e.Metrics(t)
+	for _, want := range []string{`paddock_backups_total{result="failed"} 1`, "paddock_backup_retries_total 2"} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	if strings.Contains(e.Logs.String(), "paddocktest-secret") {
+		t.Error("the log holds the store's secret key")
+	}
+
+	plain := servertest.Start(t)
+	bob := plain.Register(t, "bob")
+	servertest.Decode(t, bob.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "src"}), http.StatusCreated, &sb)
+	if e := servertest.ErrorOf(t, bob.DoToken("GET", "/api/v1/sandboxes/"+sb.ID+"/backups", nil), http.StatusConflict); !strings.Contains(e.Message, "backup section") {
+		t.Errorf("backups without a store: %q", e.Message)
+	}
+}
