@@ -173,3 +173,76 @@ func TestSandboxBackupStoreDown(t *testing.T) {
 		t.Errorf("backups without a store: %q", e.Message)
 	}
 }
+
+// A backup section that cannot work stops the start, naming the field; a backup key file
+// of the wrong size is refused naming it.
+func TestBackupConfigRefused(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ yaml, want string }{
+		{"backup: {bucket: b}", "backup.endpoint"},
+		{"backup: {endpoint: 'ftp://x', bucket: b, access_key_file: /a, secret_key_file: /s}", "backup.endpoint"},
+		{"backup: {endpoint: 'http://u:p@x', bucket: b, access_key_file: /a, secret_key_file: /s}", "backup.endpoint"},
+		{"backup: {endpoint: 'http://x', access_key_file: /a, secret_key_file: /s}", "backup.bucket"},
+		{"backup: {endpoint: 'http://x', bucket: b}", "backup.access_key_file"},
+		{"backup: {endpoint: 'http://x', bucket: b, prefix: p, access_key_file: /a, secret_key_file: /s}", "backup.prefix"},
+		{"backup: {endpoint: 'http://x', bucket: b, access_key_file: /a, secret_key_file: /s, key_file: rel}", "backup.key_file"},
+		{"backup: {endpoint: 'http://x', bucket: b, access_key_file: /a, secret_key_file: /s, every: soon}", "backup.every"},
+		{"backup: {endpoint: 'http://x', bucket: b, access_key_file: /a, secret_key_file: /s, retries: -1}", "backup.retries"},
+	} {
+		p := filepath.Join(dir, "paddock.yaml")
+		if err := os.WriteFile(p, []byte(tc.yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := server.LoadConfig(p, dir, ""); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error naming %s", tc.yaml, err, tc.want)
+		}
+	}
+	key := filepath.Join(dir, "short.key")
+	os.WriteFile(key, []byte("short"), 0o600)
+	cfg, err := server.LoadConfig("", t.TempDir(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	backupConfig(t, &cfg, "http://127.0.0.1:1", "b", "a", "s")
+	cfg.Backup.KeyFile = key
+	if _, err := server.New(context.Background(), cfg, testenv.Logger(t), server.Options{}); err == nil || !strings.Contains(err.Error(), "backup.key_file") {
+		t.Errorf("a short backup key: %v", err)
+	}
+}
+
+// With backup.every, running sandboxes are backed up in the background, and paddock
+// admin backup lists the backup key and the store's keys among the files kept apart.
+func TestBackupSchedule(t *testing.T) {
+	s3 := testenv.StartS3(t)
+	e := servertest.Start(t, func(cfg *server.Config) {
+		backupConfig(t, cfg, s3.Endpoint, s3.Bucket, s3.AccessKey, s3.SecretKey)
+		cfg.Backup.Every = "200ms"
+	})
+	alice := e.Register(t, "alice")
+	var sb api.Sandbox
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "src"}), http.StatusCreated, &sb)
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		var ls api.BackupList
+		servertest.Decode(t, alice.DoToken("GET", "/api/v1/sandboxes/"+sb.ID+"/backups", nil), http.StatusOK, &ls)
+		if len(ls.Backups) > 0 && ls.Backups[0].State == api.BackupDone {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no scheduled backup: %+v", ls)
+		}
+	}
+
+	m, err := server.Backup(context.Background(), e.Config, server.BackupOptions{Dir: filepath.Join(t.TempDir(), "b")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, f := range m.KeepApart {
+		names[f.Name] = true
+	}
+	for _, n := range []string{server.BackupKeyFileName, "backup-access.key", "backup-secret.key"} {
+		if !names[n] {
+			t.Errorf("admin backup keeps apart %v: %s missing", names, n)
+		}
+	}
+}

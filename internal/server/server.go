@@ -46,8 +46,8 @@ import (
 // Server is a running control plane.
 type Server struct {
 	cfg Config
-	// backupEvery is how often every running sandbox is backed up; zero: never.
-	backupEvery time.Duration
+	// stopBackups ends the scheduled backups; nil without a schedule.
+	stopBackups context.CancelFunc
 	log         *slog.Logger
 	st          *store.Store
 	auth        *auth.Service
@@ -241,7 +241,11 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 		}
 	}
 	s.ops = sandboxops.New(sandboxops.Config{Fleet: s.fleet, Store: s.st, Log: s.log, Policies: s.pol, Capabilities: s.caps, Backups: backups})
-	s.backupEvery = cfg.Backup.every()
+	if every := cfg.Backup.every(); every > 0 && backups != nil {
+		bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		s.stopBackups = cancel
+		go s.ops.RunBackups(bctx, every)
+	}
 	s.proxy, err = proxy.New(router{s.fleet}, proxy.Options{
 		Registerer: s.reg, Log: s.log, ReservedCookies: append(web.ReservedCookies(), origins.CookieName, origins.SecureCookieName), TrustedOrigins: cfg.TrustedOrigins,
 		Event:           s.event,
@@ -282,6 +286,9 @@ func (s *Server) Fleet() *fleet.Fleet { return s.fleet }
 // Close stops serving WebSockets and releases the store. Sandboxes keep running: the next
 // start adopts them. DestroySandboxes stops them instead.
 func (s *Server) Close() error {
+	if s.stopBackups != nil {
+		s.stopBackups()
+	}
 	s.proxy.Close()
 	s.fleet.Close()
 	s.broker.Close()
@@ -336,9 +343,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	}
 	done := make(chan error, 1)
 	go func() { done <- hs.Serve(l) }()
-	if s.backupEvery > 0 {
-		go s.ops.RunBackups(ctx, s.backupEvery)
-	}
+
 	select {
 	case err := <-done:
 		s.Close()
