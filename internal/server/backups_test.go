@@ -122,6 +122,17 @@ func TestSandboxBackups(t *testing.T) {
 	if strings.Contains(e.Logs.String(), s3.SecretKey) {
 		t.Error("the log holds the store's secret key")
 	}
+
+	// A file written just now (before the agent's own checkpoint settles) is in the
+	// backup: the backup takes its checkpoint first.
+	servertest.Decode(t, alice.DoToken("PUT", "/api/v1/sandboxes/"+src.ID+"/files/content?path=late.txt", strings.NewReader("late\n")), http.StatusOK, nil)
+	var third api.Backup
+	servertest.Decode(t, alice.DoToken("POST", base, nil), http.StatusCreated, &third)
+	res = api.BackupRestoreResult{}
+	servertest.Decode(t, alice.DoToken("POST", base+"/restore", api.BackupRestoreRequest{Backup: third.ID, Into: "late"}), http.StatusCreated, &res)
+	if got := catIn(t, alice, res.New.ID, "late.txt"); got != "late\n" {
+		t.Errorf("late.txt in the backup taken right after writing it: %q", got)
+	}
 }
 
 // A store that is down: the backup is tried again with backoff, then fails with 503
