@@ -87,8 +87,8 @@ func StartS3(t testing.TB) S3 {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		cmd.Wait()
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
 	})
 	endpoint := fmt.Sprintf("127.0.0.1:%d", p[6])
 	cl, err := minio.New(endpoint, &minio.Options{Creds: credentials.NewStaticV4("paddocktest", "paddocktest-secret-0123456789", ""), Region: "us-east-1"})
@@ -101,7 +101,7 @@ func StartS3(t testing.TB) S3 {
 		err = cl.MakeBucket(ctx, "backups", minio.MakeBucketOptions{})
 		if err == nil {
 			if _, err = cl.PutObject(ctx, "backups", "probe", strings.NewReader("x"), 1, minio.PutObjectOptions{}); err == nil {
-				cl.RemoveObject(ctx, "backups", "probe", minio.RemoveObjectOptions{})
+				_ = cl.RemoveObject(ctx, "backups", "probe", minio.RemoveObjectOptions{})
 				break
 			}
 		}
@@ -117,4 +117,3 @@ func StartS3(t testing.TB) S3 {
 	}
 	return S3{Endpoint: "http://" + endpoint, AccessKey: "paddocktest", SecretKey: "paddocktest-secret-0123456789", Client: cl, Bucket: "backups"}
 }
-
