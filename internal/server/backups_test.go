@@ -4,9 +4,13 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -255,5 +259,49 @@ func TestBackupSchedule(t *testing.T) {
 		if !names[n] {
 			t.Errorf("admin backup keeps apart %v: %s missing", names, n)
 		}
+	}
+}
+
+// A store that drops connections for a while and then answers: the backup is tried again
+// until it goes through, and is done.
+func TestSandboxBackupStoreRecovers(t *testing.T) {
+	s3 := testenv.StartS3(t)
+	target, err := url.Parse(s3.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dropped atomic.Int64
+	rp := httputil.NewSingleHostReverseProxy(target)
+	flaky := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if dropped.Add(1) <= 25 {
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	defer flaky.Close()
+	e := servertest.Start(t, func(cfg *server.Config) {
+		backupConfig(t, cfg, flaky.URL, s3.Bucket, s3.AccessKey, s3.SecretKey)
+		many := 40
+		cfg.Backup.Retries = &many
+	})
+	alice := e.Register(t, "alice")
+	var sb api.Sandbox
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "src"}), http.StatusCreated, &sb)
+	var b api.Backup
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes/"+sb.ID+"/backups", nil), http.StatusCreated, &b)
+	if b.State != api.BackupDone || b.Attempts < 2 || b.ID == "" {
+		t.Errorf("backup through a store that came back: %+v", b)
+	}
+	var ls api.BackupList
+	servertest.Decode(t, alice.DoToken("GET", "/api/v1/sandboxes/"+sb.ID+"/backups", nil), http.StatusOK, &ls)
+	if len(ls.Backups) != 1 || ls.Backups[0].ID != b.ID {
+		t.Errorf("ls: %+v", ls)
+	}
+	if !strings.Contains(e.Metrics(t), `paddock_backups_total{result="done"} 1`) {
+		t.Error("metrics lack the backup done")
 	}
 }
