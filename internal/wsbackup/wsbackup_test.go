@@ -264,3 +264,23 @@ func TestBackupStoreDown(t *testing.T) {
 		t.Errorf("backups after the failure: %v, %v; want none", list, err)
 	}
 }
+
+// FuzzParseID: a backup ID from a request is either refused as invalid or is the exact
+// text of the time it parses to.
+func FuzzParseID(f *testing.F) {
+	f.Add("20261126T093726.634044416Z")
+	f.Add("20261126T093726Z")
+	f.Add("../../etc")
+	f.Fuzz(func(t *testing.T, id string) {
+		at, err := ParseID(id)
+		if err != nil {
+			if !errors.Is(err, errdefs.ErrInvalidArgument) {
+				t.Fatalf("%q: %v", id, err)
+			}
+			return
+		}
+		if at.Format(IDFormat) != id {
+			t.Fatalf("%q parses to %v", id, at)
+		}
+	})
+}
