@@ -137,6 +137,21 @@ func TestSandboxBackups(t *testing.T) {
 	if got := catIn(t, alice, res.New.ID, "late.txt"); got != "late\n" {
 		t.Errorf("late.txt in the backup taken right after writing it: %q", got)
 	}
+
+	// Into the same sandbox while it is stopped: started for it, stopped again after.
+	execIn(t, alice, src.ID, api.ExecRequest{Argv: []string{"sh", "-c", "echo four > d/a.txt"}})
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes/"+src.ID+"/stop", nil), http.StatusOK, nil)
+	res = api.BackupRestoreResult{}
+	servertest.Decode(t, alice.DoToken("POST", base+"/restore", api.BackupRestoreRequest{Backup: first.ID}), http.StatusOK, &res)
+	var after api.Sandbox
+	servertest.Decode(t, alice.DoToken("GET", "/api/v1/sandboxes/"+src.ID, nil), http.StatusOK, &after)
+	if res.Checkpoint != first.Checkpoint || after.State != api.StateStopped {
+		t.Errorf("restore into the stopped sandbox: %+v, then %s", res, after.State)
+	}
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes/"+src.ID+"/start", nil), http.StatusOK, nil)
+	if got := catIn(t, alice, src.ID, "d/a.txt"); got != "one\n" {
+		t.Errorf("d/a.txt after restoring the stopped sandbox: %q", got)
+	}
 }
 
 // A store that is down: the backup is tried again with backoff, then fails with 503
