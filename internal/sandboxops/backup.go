@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -128,12 +129,16 @@ func (o *Ops) BackupNow(ctx context.Context, c fleet.Caller, id string) (api.Bac
 			return api.Backup{}, fmt.Errorf("backup of sandbox %s: %w", id, err)
 		}
 	}
+	dir := o.fleet.HistoryDir(sb)
+	if _, err := os.Stat(filepath.Join(dir, "index.json")); err != nil {
+		return api.Backup{}, fmt.Errorf("backup of sandbox %s: it has no workspace history to back up (a microVM keeps none): %w", id, errdefs.ErrFailedPrecondition)
+	}
 	a := &api.Backup{Time: time.Now().UTC(), State: api.BackupRunning}
 	b.keep(id, a, false)
 	pause := b.Backoff
 	for {
 		b.set(func() { a.Attempts++ })
-		res, err := wsbackup.Run(ctx, b.Target, b.Key, id, o.fleet.HistoryDir(sb))
+		res, err := wsbackup.Run(ctx, b.Target, b.Key, id, dir)
 		if err == nil {
 			b.keep(id, a, true)
 			b.done.WithLabelValues("done").Inc()

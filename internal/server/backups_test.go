@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -194,6 +195,14 @@ func TestSandboxBackupStoreDown(t *testing.T) {
 	}
 	if strings.Contains(e.Logs.String(), "paddocktest-secret") {
 		t.Error("the log holds the store's secret key")
+	}
+	for _, action := range []string{"sandbox.backup_retry", "sandbox.backup_failed"} {
+		resp := alice.DoToken("GET", "/api/v1/events?action="+action, nil)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), sb.ID) || strings.Contains(string(body), "paddocktest-secret") {
+			t.Errorf("%s events: %s", action, body)
+		}
 	}
 
 	plain := servertest.Start(t)
