@@ -153,6 +153,27 @@ func TestSandboxBackups(t *testing.T) {
 	if got := catIn(t, alice, src.ID, "d/a.txt"); got != "one\n" {
 		t.Errorf("d/a.txt after restoring the stopped sandbox: %q", got)
 	}
+
+	// Tampered blobs: the restore names one, and nothing changes.
+	ctx := context.Background()
+	for o := range s3.Client.ListObjects(ctx, s3.Bucket, minio.ListObjectsOptions{Prefix: "paddock/blobs/", Recursive: true}) {
+		if o.Err != nil {
+			t.Fatal(o.Err)
+		}
+		if _, err := s3.Client.PutObject(ctx, s3.Bucket, o.Key, strings.NewReader(strings.Repeat("y", 64)), 64, minio.PutObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if e := servertest.ErrorOf(t, alice.DoToken("POST", base+"/restore", api.BackupRestoreRequest{Backup: first.ID, Into: "tampered"}), http.StatusConflict); !strings.Contains(e.Message, "paddock/blobs/") {
+		t.Errorf("tampered blobs: %q", e.Message)
+	}
+	var all api.SandboxList
+	servertest.Decode(t, alice.DoToken("GET", "/api/v1/sandboxes", nil), http.StatusOK, &all)
+	for _, x := range all.Sandboxes {
+		if x.Name == "tampered" {
+			t.Errorf("a sandbox was made from tampered blobs: %+v", x)
+		}
+	}
 }
 
 // A store that is down: the backup is tried again with backoff, then fails with 503
