@@ -350,3 +350,46 @@ func TestSandboxBackupStoreRecovers(t *testing.T) {
 		t.Error("metrics lack the backup done")
 	}
 }
+
+// One backup of a sandbox at a time: a second asked for while the first waits on the
+// store is a 409 saying so; the first then completes.
+func TestSandboxBackupOneAtATime(t *testing.T) {
+	s3 := testenv.StartS3(t)
+	target, err := url.Parse(s3.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	var held atomic.Bool
+	arrived, release := make(chan struct{}, 1), make(chan struct{})
+	gate := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if held.Load() {
+			select {
+			case arrived <- struct{}{}:
+			default:
+			}
+			<-release
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	defer gate.Close()
+	e := servertest.Start(t, func(cfg *server.Config) { backupConfig(t, cfg, gate.URL, s3.Bucket, s3.AccessKey, s3.SecretKey) })
+	alice := e.Register(t, "alice")
+	var sb api.Sandbox
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "src"}), http.StatusCreated, &sb)
+	base := "/api/v1/sandboxes/" + sb.ID + "/backups"
+	held.Store(true)
+	first := make(chan *http.Response, 1)
+	go func() { first <- alice.DoToken("POST", base, nil) }()
+	<-arrived
+	if e := servertest.ErrorOf(t, alice.DoToken("POST", base, nil), http.StatusConflict); !strings.Contains(e.Message, "under way") {
+		t.Errorf("a second backup at once: %q", e.Message)
+	}
+	held.Store(false)
+	close(release)
+	var b api.Backup
+	servertest.Decode(t, <-first, http.StatusCreated, &b)
+	if b.State != api.BackupDone {
+		t.Errorf("the first backup: %+v", b)
+	}
+}
