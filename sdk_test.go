@@ -136,6 +136,16 @@ func TestEveryRoute(t *testing.T) {
 	_, err = fresh.ImportHistory(ctx, &export)
 	ok(t, err)
 	ok(t, fresh.Delete(ctx))
+	// Without a backup store the backup routes answer 409 naming the section.
+	if _, err := sb.BackupNow(ctx); !errors.Is(err, paddock.ErrFailedPrecondition) {
+		t.Errorf("backup now without a store: %v", err)
+	}
+	if _, err := sb.Backups(ctx); !errors.Is(err, paddock.ErrFailedPrecondition) {
+		t.Errorf("backups without a store: %v", err)
+	}
+	if _, err := sb.RestoreBackup(ctx, paddock.BackupRestoreRequest{}); !errors.Is(err, paddock.ErrFailedPrecondition) {
+		t.Errorf("restore without a store: %v", err)
+	}
 
 	// Policy, capabilities, the app.
 	_, err = sb.SetPolicy(ctx, []byte("shell:\n  deny: [\"touch /workspace/x\"]\n"))

@@ -39,6 +39,14 @@ type (
 	RestoreResult = api.RestoreResult
 	// ForkResult answers Fork: the new sandbox and the checkpoint it starts from.
 	ForkResult = api.ForkResult
+	// Backup is one backup of a workspace's history to the server's S3 store.
+	Backup = api.Backup
+	// BackupList is a sandbox's backups and the state of those not in the store.
+	BackupList = api.BackupList
+	// BackupRestoreRequest picks a backup (by ID or time) and where it goes.
+	BackupRestoreRequest = api.BackupRestoreRequest
+	// BackupRestoreResult says what was restored, and into which sandbox.
+	BackupRestoreResult = api.BackupRestoreResult
 	// HistoryDiff lists the paths two checkpoints differ in.
 	HistoryDiff = api.HistoryDiff
 	// Transaction is an open multi-step change of a workspace.

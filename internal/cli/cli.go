@@ -36,7 +36,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	})
 	root.AddCommand(newRunCommand(&code), newServeCommand(), newVersionCommand(),
 		newLoginCommand(), newLogoutCommand(), newSandboxCommand(&code), newRolesCommand(), newPromoteCommand(), newSecretsCommand(), newPolicyCommand(&code),
-		newTokenCommand(), newInviteCommand(), newAgentCommand(&code), newAppCommand(), newMCPCommand(), newAdminCommand())
+		newTokenCommand(), newInviteCommand(), newAgentCommand(&code), newAppCommand(), newMCPCommand(), newAdminCommand(), newBackupCommand())
 	root.AddCommand(newHistoryCommands()...)
 	if err := root.Execute(); err != nil {
 		fmt.Fprintf(stderr, "paddock: %s\n", message(err))

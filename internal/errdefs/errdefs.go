@@ -11,7 +11,6 @@ import (
 	"errors"
 	"strings"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -89,7 +88,7 @@ func FromGRPC(err error) error {
 	if !ok || s.Code() == codes.OK {
 		return err
 	}
-	if errors.Is(err, grpc.ErrClientConnClosing) {
+	if s.Code() == codes.Canceled && strings.Contains(s.Message(), "client connection is closing") {
 		// The channel to the sandbox was closed under the call: the sandbox was stopped
 		// or removed meanwhile, which is no fault of the server's.
 		return &remoteError{msg: "the sandbox stopped while the call ran (its agent's channel closed)", kind: ErrUnavailable}

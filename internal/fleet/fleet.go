@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync"
 	"time"
@@ -42,6 +43,7 @@ type Runner interface {
 	// HistoryDir is where a sandbox's history store is, and ForkHistory forks one.
 	HistoryDir(user, id string) string
 	ForkHistory(ctx context.Context, src, dst, at, workspace string, uid, gid uint32, check bool) (wire.ForkInfo, error)
+	ExportHistory(ctx context.Context, dir string) (io.ReadCloser, error)
 }
 
 // Caller is who acts: a user, possibly an admin.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/paddockhq/paddock/internal/api"
@@ -30,7 +31,29 @@ func (f *Fleet) Fork(ctx context.Context, c Caller, id, at, name string) (Forked
 	if err != nil {
 		return Forked{}, err
 	}
-	srcDir := f.run.HistoryDir(runnerUser(src.Username), src.ID)
+	return f.ForkFrom(ctx, c, src, f.HistoryDir(src), at, name)
+}
+
+// HistoryDir is where sandbox sb's history store is kept.
+func (f *Fleet) HistoryDir(sb store.Sandbox) string {
+	return f.run.HistoryDir(runnerUser(sb.Username), sb.ID)
+}
+
+// Checkpoint finds checkpoint at ("": the current one) of the history store at dir,
+// through the agent's binary (see runner.ForkHistory).
+func (f *Fleet) Checkpoint(ctx context.Context, dir, at string) (wire.ForkInfo, error) {
+	return f.run.ForkHistory(ctx, dir, "", at, "", 0, 0, true)
+}
+
+// ExportHistory streams the history store at dir as an export.
+func (f *Fleet) ExportHistory(ctx context.Context, dir string) (io.ReadCloser, error) {
+	return f.run.ExportHistory(ctx, dir)
+}
+
+// ForkFrom is Fork from the history store at srcDir (sandbox src's, or one restored
+// from its backup): the new sandbox is like src and starts from checkpoint at of srcDir.
+func (f *Fleet) ForkFrom(ctx context.Context, c Caller, src store.Sandbox, srcDir, at, name string) (Forked, error) {
+	id := src.ID
 	cp, err := f.run.ForkHistory(ctx, srcDir, "", at, "", 0, 0, true)
 	if err != nil {
 		return Forked{}, fmt.Errorf("fork of sandbox %s: %w", id, err)

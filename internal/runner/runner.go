@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -629,4 +630,33 @@ func (r *Runner) ForkHistory(ctx context.Context, src, dst, at, workspace string
 		return info, errdefs.FromGRPC(status.Error(codes.Code(info.Code), info.Message))
 	}
 	return info, nil
+}
+
+// ExportHistory streams the history store at dir as an export (see
+// wire.ForkHistorySubcommand's --export), from a process of the agent's binary. The
+// caller closes the reader; a failed export fails its last read.
+func (r *Runner) ExportHistory(ctx context.Context, dir string) (io.ReadCloser, error) {
+	agentBin, err := findAgent(r.cfg.Agent)
+	if err != nil {
+		return nil, err
+	}
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, agentBin, wire.ForkHistorySubcommand, "--export", "--src", dir)
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("export history: %w: %w", err, errdefs.ErrUnavailable)
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		_, cerr := io.Copy(pw, out)
+		if err := cmd.Wait(); err != nil {
+			cerr = fmt.Errorf("export history: %v: %s: %w", err, errdefs.Clip(strings.TrimSpace(stderr.String()), 512), errdefs.ErrUnavailable)
+		}
+		pw.CloseWithError(cerr)
+	}()
+	return pr, nil
 }

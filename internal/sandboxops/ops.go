@@ -32,6 +32,8 @@ type Ops struct {
 	log   *slog.Logger
 	pol   *Policies
 	caps  *Capabilities
+	// backups is where backups go; nil without a backup store.
+	backups *Backups
 	// followers counts the running sandboxes whose history events are followed.
 	followers atomic.Int64
 	// kept holds the kept terminal sessions (exec.go), by sandbox and session, each a
@@ -46,11 +48,12 @@ type Config struct {
 	Log          *slog.Logger
 	Policies     *Policies
 	Capabilities *Capabilities
+	Backups      *Backups // nil: no backup store
 }
 
 // New is the operations on cfg.Fleet's sandboxes.
 func New(cfg Config) *Ops {
-	return &Ops{fleet: cfg.Fleet, st: cfg.Store, log: cfg.Log, pol: cfg.Policies, caps: cfg.Capabilities}
+	return &Ops{fleet: cfg.Fleet, st: cfg.Store, log: cfg.Log, pol: cfg.Policies, caps: cfg.Capabilities, backups: cfg.Backups}
 }
 
 // Event records an event in the audit log. A failure is logged, not returned: the

@@ -156,6 +156,15 @@ func Backup(ctx context.Context, cfg Config, opts BackupOptions) (Manifest, erro
 			m.KeepApart = append(m.KeepApart, File{Name: fmt.Sprintf("gateway-%d-%s.key", i, p.Name), What: "provider " + p.Name + "'s API key (gateway api_key_file)", From: p.APIKeyFile})
 		}
 	}
+	if b := cfg.Backup; b.On() {
+		kf := File{Name: BackupKeyFileName, What: "the workspace backups' key: opens every backup in the S3 store", From: b.keyFile(data)}
+		if b.KeyFile == "" {
+			kf.Restore = BackupKeyFileName
+		}
+		m.KeepApart = append(m.KeepApart, kf,
+			File{Name: "backup-access.key", What: "the S3 store's access key (backup.access_key_file)", From: b.AccessKeyFile},
+			File{Name: "backup-secret.key", What: "the S3 store's secret key (backup.secret_key_file)", From: b.SecretKeyFile})
+	}
 	kept := m.KeepApart[:0]
 	for _, f := range m.KeepApart {
 		if f.SHA256, f.Size, err = hashFile(f.From); errors.Is(err, fs.ErrNotExist) && !f.Required {

@@ -108,6 +108,9 @@ type Config struct {
 	// such sandboxes have no rules. It is loaded, and its resources checked against
 	// max_limits, at start: a mistake stops the start with the line and field.
 	Policy string `yaml:"policy"`
+	// Backup is where sandboxes' workspace histories are backed up (default: nowhere): see
+	// docs/backup.md.
+	Backup BackupConfig `yaml:"backup"`
 }
 
 // BrokerGrantsConfig is the broker's per-sandbox grant rate.
@@ -171,6 +174,9 @@ func LoadConfig(path, dataDir, listen string) (Config, error) {
 	}
 	if cfg.SecretsKeyFile != "" && !filepath.IsAbs(cfg.SecretsKeyFile) {
 		return cfg, fmt.Errorf("secrets_key_file: %q is not an absolute path: %w", cfg.SecretsKeyFile, errdefs.ErrInvalidArgument)
+	}
+	if err := cfg.Backup.check(); err != nil {
+		return cfg, err
 	}
 	if _, _, err := net.SplitHostPort(cfg.Listen); err != nil {
 		return cfg, fmt.Errorf("listen: %q is not host:port: %w", cfg.Listen, errdefs.ErrInvalidArgument)

@@ -45,15 +45,17 @@ import (
 
 // Server is a running control plane.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	st      *store.Store
-	auth    *auth.Service
-	web     *web.Web
-	secrets *secrets.Secrets
-	runner  *runner.Runner
-	fleet   *fleet.Fleet
-	proxy   *proxy.Proxy
+	cfg Config
+	// stopBackups ends the scheduled backups; nil without a schedule.
+	stopBackups context.CancelFunc
+	log         *slog.Logger
+	st          *store.Store
+	auth        *auth.Service
+	web         *web.Web
+	secrets     *secrets.Secrets
+	runner      *runner.Runner
+	fleet       *fleet.Fleet
+	proxy       *proxy.Proxy
 	// origins places the apps hosts; handoffs holds their codes and cookies (apphosts.go).
 	origins  *origins.Origins
 	handoffs *origins.Handoffs
@@ -229,7 +231,21 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	s.ops = sandboxops.New(sandboxops.Config{Fleet: s.fleet, Store: s.st, Log: s.log, Policies: s.pol, Capabilities: s.caps})
+	backups, err := newBackups(cfg)
+	if err != nil {
+		return err
+	}
+	if backups != nil {
+		if err := backups.Register(s.reg); err != nil {
+			return err
+		}
+	}
+	s.ops = sandboxops.New(sandboxops.Config{Fleet: s.fleet, Store: s.st, Log: s.log, Policies: s.pol, Capabilities: s.caps, Backups: backups})
+	if every := cfg.Backup.every(); every > 0 && backups != nil {
+		bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		s.stopBackups = cancel
+		go s.ops.RunBackups(bctx, every)
+	}
 	s.proxy, err = proxy.New(router{s.fleet}, proxy.Options{
 		Registerer: s.reg, Log: s.log, ReservedCookies: append(web.ReservedCookies(), origins.CookieName, origins.SecureCookieName), TrustedOrigins: cfg.TrustedOrigins,
 		Event:           s.event,
@@ -270,6 +286,9 @@ func (s *Server) Fleet() *fleet.Fleet { return s.fleet }
 // Close stops serving WebSockets and releases the store. Sandboxes keep running: the next
 // start adopts them. DestroySandboxes stops them instead.
 func (s *Server) Close() error {
+	if s.stopBackups != nil {
+		s.stopBackups()
+	}
 	s.proxy.Close()
 	s.fleet.Close()
 	s.broker.Close()
@@ -324,6 +343,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	}
 	done := make(chan error, 1)
 	go func() { done <- hs.Serve(l) }()
+
 	select {
 	case err := <-done:
 		s.Close()

@@ -163,7 +163,8 @@ const DesktopPort = 4751
 // ForkHistorySubcommand is the paddock-agent subcommand the host runs, as a process of its
 // own, to fork a sandbox's history store: the control plane links none of the store's code.
 // Its flags: --src, --dst, --at, --workspace, --uid, --gid; with --check it only finds the
-// checkpoint. It prints one ForkInfo as JSON.
+// checkpoint. It prints one ForkInfo as JSON. With --export it writes the store at --src
+// as a history export (the format `paddock history export` writes) to its stdout instead.
 const ForkHistorySubcommand = "fork-history"
 
 // ForkInfo is what fork-history did, or why it could not: Code is a gRPC code (0: done)
@@ -171,8 +172,9 @@ const ForkHistorySubcommand = "fork-history"
 type ForkInfo struct {
 	Code    uint32 `json:"code,omitempty"`
 	Message string `json:"message,omitempty"`
-	// At is the checkpoint the fork starts from.
-	At string `json:"at,omitempty"`
+	// At is the checkpoint the fork starts from, and Tree the hash of its files.
+	At   string `json:"at,omitempty"`
+	Tree string `json:"tree,omitempty"`
 	// OpenTx and OpenTxMessage name the transaction the source had open, which the fork
 	// leaves out (it starts from the state before it).
 	OpenTx        string `json:"open_tx,omitempty"`

@@ -39,6 +39,18 @@ import (
 // KeySize is the backup key's length in bytes.
 const KeySize = 32
 
+// IDFormat is a backup's ID: its time, as its manifest is named.
+const IDFormat = "20060102T150405.000000000Z"
+
+// ParseID is the time of backup ID id; anything else is an invalid argument naming it.
+func ParseID(id string) (time.Time, error) {
+	at, err := time.Parse(IDFormat, id)
+	if err != nil || at.Format(IDFormat) != id {
+		return time.Time{}, fmt.Errorf("backup %q: not a backup ID (like 20260102T150405.000000000Z): %w", id, errdefs.ErrInvalidArgument)
+	}
+	return at, nil
+}
+
 // Target is where backups go: a bucket of an S3-compatible store, under a prefix.
 type Target struct {
 	Client *minio.Client
@@ -50,6 +62,8 @@ type Target struct {
 type Backup struct {
 	At            time.Time
 	Manifest      string // the manifest's object name
+	ID            string // the backup's ID: its time as the manifest's name has it
+	Checkpoint    string // the history's current checkpoint
 	Blobs         int    // blobs the manifest lists
 	Uploaded      int    // blobs uploaded now (the rest were in the bucket)
 	UploadedBytes int64  // ciphertext bytes uploaded, manifest included
@@ -62,6 +76,11 @@ type manifest struct {
 	At      time.Time `json:"at"`
 	Index   []byte    `json:"index"` // index.json as it was
 	Blobs   []string  `json:"blobs"` // SHA-256 of every blob
+	// Checkpoint is the history's current checkpoint; Uploaded and UploadedBytes are the
+	// blobs this backup uploaded, the rest being in the bucket already.
+	Checkpoint    string `json:"checkpoint,omitempty"`
+	Uploaded      int    `json:"uploaded,omitempty"`
+	UploadedBytes int64  `json:"uploaded_bytes,omitempty"`
 }
 
 const manifestFormat = "paddock-workspace-backup 1"
@@ -200,11 +219,18 @@ func Run(ctx context.Context, t Target, key []byte, sandbox, dir string) (Backup
 	}
 	b.At = time.Now().UTC()
 	b.Blobs = len(sums)
-	m, err := json.Marshal(manifest{Format: manifestFormat, Sandbox: sandbox, At: b.At, Index: index, Blobs: sums})
+	var pos struct {
+		Pos string `json:"pos"`
+	}
+	_ = json.Unmarshal(index, &pos) // an index without one still backs up
+	b.Checkpoint = pos.Pos
+	m, err := json.Marshal(manifest{Format: manifestFormat, Sandbox: sandbox, At: b.At, Index: index, Blobs: sums,
+		Checkpoint: b.Checkpoint, Uploaded: b.Uploaded, UploadedBytes: b.UploadedBytes})
 	if err != nil {
 		return b, err
 	}
-	b.Manifest = manifestPrefix(t, sandbox) + b.At.Format("20060102T150405.000000000Z")
+	b.ID = b.At.Format(IDFormat)
+	b.Manifest = manifestPrefix(t, sandbox) + b.ID
 	n, err := k.put(ctx, t, b.Manifest, m)
 	if err != nil {
 		return b, fmt.Errorf("backup %s: %w", sandbox, err)
@@ -253,7 +279,7 @@ func List(ctx context.Context, t Target, sandbox string) ([]time.Time, error) {
 		if o.Err != nil {
 			return nil, fmt.Errorf("backups of %s: list bucket %s: %w: %w", sandbox, t.Bucket, errdefs.ErrUnavailable, o.Err)
 		}
-		if at, err := time.Parse("20060102T150405.000000000Z", strings.TrimPrefix(o.Key, pre)); err == nil {
+		if at, err := time.Parse(IDFormat, strings.TrimPrefix(o.Key, pre)); err == nil {
 			out = append(out, at)
 		}
 	}
@@ -286,7 +312,7 @@ func Restore(ctx context.Context, t Target, key []byte, sandbox string, at time.
 	if _, err := os.Lstat(dir); err == nil {
 		return pick, fmt.Errorf("restore %s: %s already exists: %w", sandbox, dir, errdefs.ErrAlreadyExists)
 	}
-	name := manifestPrefix(t, sandbox) + pick.Format("20060102T150405.000000000Z")
+	name := manifestPrefix(t, sandbox) + pick.Format(IDFormat)
 	plain, err := k.get(ctx, t, name)
 	if err != nil {
 		return pick, fmt.Errorf("restore %s: %w", sandbox, err)
@@ -327,4 +353,49 @@ func Restore(ctx context.Context, t Target, key []byte, sandbox string, at time.
 		return pick, err
 	}
 	return pick, os.Rename(tmp, dir)
+}
+
+// Entry is one backup as its manifest tells it.
+type Entry struct {
+	ID            string
+	At            time.Time
+	Checkpoint    string
+	Blobs         int
+	Uploaded      int
+	UploadedBytes int64
+	// Err is why the manifest could not be read (missing, or failing authentication);
+	// the other fields but ID and At are then empty.
+	Err error
+}
+
+// Entries lists sandbox's backups, oldest first, each read from its manifest.
+func Entries(ctx context.Context, t Target, key []byte, sandbox string) ([]Entry, error) {
+	k, err := derive(key)
+	if err != nil {
+		return nil, err
+	}
+	all, err := List(ctx, t, sandbox)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Entry, 0, len(all))
+	for _, at := range all {
+		e := Entry{ID: at.Format(IDFormat), At: at}
+		name := manifestPrefix(t, sandbox) + e.ID
+		plain, err := k.get(ctx, t, name)
+		if errors.Is(err, errdefs.ErrUnavailable) {
+			return nil, fmt.Errorf("backups of %s: %w", sandbox, err)
+		}
+		var m manifest
+		switch {
+		case err != nil:
+			e.Err = err
+		case json.Unmarshal(plain, &m) != nil || m.Format != manifestFormat || m.Sandbox != sandbox:
+			e.Err = fmt.Errorf("manifest %s is not this sandbox's backup: %w", name, errdefs.ErrDataLoss)
+		default:
+			e.Checkpoint, e.Blobs, e.Uploaded, e.UploadedBytes = m.Checkpoint, len(m.Blobs), m.Uploaded, m.UploadedBytes
+		}
+		out = append(out, e)
+	}
+	return out, nil
 }

@@ -6,13 +6,9 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,98 +17,14 @@ import (
 
 	"github.com/paddockhq/paddock/internal/agent/history"
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/testenv"
 )
 
-// weedBinary is SeaweedFS's server, built by scripts/setup.sh: $PADDOCK_WEED, else
-// paddock's install, else $PATH.
-func weedBinary() string {
-	if p := os.Getenv("PADDOCK_WEED"); p != "" {
-		return p
-	}
-	if _, err := os.Stat("/usr/local/lib/paddock/bin/weed"); err == nil {
-		return "/usr/local/lib/paddock/bin/weed"
-	}
-	if p, err := exec.LookPath("weed"); err == nil {
-		return p
-	}
-	return ""
-}
-
-// freePorts reserves n loopback ports and releases them for the server to take.
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ls []net.Listener
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		l.Close()
-	}
-	return ports
-}
-
-// startS3 starts SeaweedFS (`weed mini`: master, volume, filer and S3 gateway) on
-// loopback in a temporary directory, with an access key, and returns a client and a
-// fresh bucket. It skips, saying so, only when the weed binary is absent.
+// startS3 is SeaweedFS on loopback with a fresh bucket (testenv.StartS3).
 func startS3(t *testing.T) Target {
 	t.Helper()
-	bin := weedBinary()
-	if bin == "" {
-		t.Skip("skipping: SeaweedFS (weed) is not installed; scripts/setup.sh builds it, or set PADDOCK_WEED")
-	}
-	dir := t.TempDir()
-	p := freePorts(t, 10)
-	cmd := exec.Command(bin, "mini", "-dir="+dir, "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
-		fmt.Sprint("-master.port=", p[0]), fmt.Sprint("-master.port.grpc=", p[1]),
-		fmt.Sprint("-volume.port=", p[2]), fmt.Sprint("-volume.port.grpc=", p[3]),
-		fmt.Sprint("-filer.port=", p[4]), fmt.Sprint("-filer.port.grpc=", p[5]),
-		fmt.Sprint("-s3.port=", p[6]), fmt.Sprint("-s3.port.grpc=", p[7]),
-		fmt.Sprint("-admin.port=", p[8]), fmt.Sprint("-admin.port.grpc=", p[9]),
-		"-admin.ui=false", "-admin.port.legacy=0", "-s3.port.iceberg=0", "-s3.port.lance=0", "-webdav=false")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID=paddocktest", "AWS_SECRET_ACCESS_KEY=paddocktest-secret-0123456789")
-	var log bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &log, &log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		cmd.Wait()
-	})
-	endpoint := fmt.Sprintf("127.0.0.1:%d", p[6])
-	cl, err := minio.New(endpoint, &minio.Options{Creds: credentials.NewStaticV4("paddocktest", "paddocktest-secret-0123456789", ""), Region: "us-east-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	// Up when a bucket can be made: the gateway answers before the volume server is ready.
-	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
-		err = cl.MakeBucket(ctx, "backups", minio.MakeBucketOptions{})
-		if err == nil {
-			if _, err = cl.PutObject(ctx, "backups", "probe", strings.NewReader("x"), 1, minio.PutObjectOptions{}); err == nil {
-				cl.RemoveObject(ctx, "backups", "probe", minio.RemoveObjectOptions{})
-				break
-			}
-		}
-		if resp := (minio.ErrorResponse{}); errors.As(err, &resp) && resp.Code == "BucketAlreadyOwnedByYou" {
-			continue
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("SeaweedFS did not serve S3 on %s: %v\n%s", endpoint, err, log.String())
-		}
-		if c, _ := http.Get("http://" + endpoint); c != nil {
-			c.Body.Close()
-		}
-	}
-	return Target{Client: cl, Bucket: "backups", Prefix: "paddock/"}
+	s3 := testenv.StartS3(t)
+	return Target{Client: s3.Client, Bucket: s3.Bucket, Prefix: "paddock/"}
 }
 
 func newKey(t *testing.T) []byte {
@@ -351,4 +263,24 @@ func TestBackupStoreDown(t *testing.T) {
 	if list, err := List(ctx, tg, "sb-carol1"); err != nil || len(list) != 0 {
 		t.Errorf("backups after the failure: %v, %v; want none", list, err)
 	}
+}
+
+// FuzzParseID: a backup ID from a request is either refused as invalid or is the exact
+// text of the time it parses to.
+func FuzzParseID(f *testing.F) {
+	f.Add("20261126T093726.634044416Z")
+	f.Add("20261126T093726Z")
+	f.Add("../../etc")
+	f.Fuzz(func(t *testing.T, id string) {
+		at, err := ParseID(id)
+		if err != nil {
+			if !errors.Is(err, errdefs.ErrInvalidArgument) {
+				t.Fatalf("%q: %v", id, err)
+			}
+			return
+		}
+		if at.Format(IDFormat) != id {
+			t.Fatalf("%q parses to %v", id, at)
+		}
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/wire"
@@ -23,8 +24,12 @@ func ForkMain(args []string, stdout io.Writer) error {
 	uid := fs.Int("uid", -1, "owner of what the restore writes")
 	gid := fs.Int("gid", -1, "group of what the restore writes")
 	check := fs.Bool("check", false, "only find the checkpoint")
+	export := fs.Bool("export", false, "write the store as an export to stdout")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%s: %w", wire.ForkHistorySubcommand, err)
+	}
+	if *export {
+		return exportStore(*src, stdout)
 	}
 	var out wire.ForkInfo
 	var (
@@ -46,10 +51,26 @@ func ForkMain(args []string, stdout io.Writer) error {
 	if err != nil {
 		out = wire.ForkInfo{Code: uint32(errdefs.GRPCCode(err)), Message: err.Error()}
 	} else {
-		out.At = cp.ID
+		out.At, out.Tree = cp.ID, cp.Tree
 		if tx != nil {
 			out.OpenTx, out.OpenTxMessage = tx.ID, tx.Message
 		}
 	}
 	return json.NewEncoder(stdout).Encode(out)
+}
+
+// exportStore writes the store at src as an export: it opens it over an empty scratch
+// workspace, which nothing reads.
+func exportStore(src string, w io.Writer) error {
+	ws, err := os.MkdirTemp("", "paddock-export-ws-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(ws)
+	h, err := Open(ws, src)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	return h.Export(w)
 }

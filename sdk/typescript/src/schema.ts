@@ -1250,6 +1250,56 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/sandboxes/{id}/backups": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["id"];
+            };
+            cookie?: never;
+        };
+        /** The sandbox's backups, oldest first, then its attempts under way or failed. */
+        get: operations["listBackups"];
+        put?: never;
+        /**
+         * Checkpoint the sandbox (when running) and back its history up to the server's S3 store.
+         * @description Incremental: only blobs the store lacks are uploaded, each sealed under the server's
+         *     backup key. A store that is down or failing is tried again with backoff (see
+         *     backup.retries); the attempt's state shows in the listing.
+         */
+        post: operations["backupNow"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/sandboxes/{id}/backups/restore": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["id"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Restore a backup into the sandbox itself or into a new sandbox of the same owner.
+         * @description Every object is authenticated and every blob checked against its hash before
+         *     anything changes. Into the same sandbox (started for it if stopped, stopped again
+         *     after), the history's own restore of the backup's checkpoint, or an import when
+         *     its history is empty.
+         */
+        post: operations["restoreBackup"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/roles": {
         parameters: {
             query?: never;
@@ -1840,6 +1890,47 @@ export interface components {
             shared_blobs?: number;
             /** @description History blobs shared with the source by reflink. */
             cloned_blobs?: number;
+        };
+        Backup: {
+            /** @description The backup's ID (its time); absent for an attempt not in the store. */
+            id?: string;
+            /** Format: date-time */
+            time?: string;
+            /** @enum {string} */
+            state?: "done" | "running" | "retrying" | "failed" | "damaged";
+            /** @description The checkpoint the backup holds as current. */
+            checkpoint?: string;
+            blobs?: number;
+            uploaded_blobs?: number;
+            /**
+             * Format: int64
+             * @description Bytes uploaded; the rest were in the store.
+             */
+            uploaded_bytes?: number;
+            attempts?: number;
+            error?: string;
+        };
+        BackupList: {
+            backups?: components["schemas"]["Backup"][];
+            /** @description Why the store could not be listed; backups then holds only the attempts. */
+            store_error?: string;
+        };
+        BackupRestoreRequest: {
+            /** @description A backup's ID. */
+            backup?: string;
+            /**
+             * Format: date-time
+             * @description The newest backup at or before this time; neither: the newest.
+             */
+            at?: string;
+            /** @description "same" (default) or a new sandbox's name. */
+            into?: string;
+        };
+        BackupRestoreResult: {
+            backup?: string;
+            sandbox?: string;
+            checkpoint?: string;
+            new?: components["schemas"]["Sandbox"];
         };
         RestoreResult: {
             checkpoint?: components["schemas"]["Checkpoint"];
@@ -4022,6 +4113,129 @@ export interface operations {
                 };
             };
             413: components["responses"]["Error"];
+            503: components["responses"]["Error"];
+        };
+    };
+    listBackups: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Backups. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BackupList"];
+                };
+            };
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            409: components["responses"]["Error"];
+        };
+    };
+    backupNow: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Backed up. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Backup"];
+                };
+            };
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            /** @description The server has no backup section, a backup of this sandbox is under way, or a checkpoint could not be taken. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The store stayed down or failing through every attempt; the message says how many. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    restoreBackup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["id"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BackupRestoreRequest"];
+            };
+        };
+        responses: {
+            /** @description Restored into the sandbox. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BackupRestoreResult"];
+                };
+            };
+            /** @description Restored into a new sandbox. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BackupRestoreResult"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            /** @description The sandbox, the backup named, or any backup at or before the time. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No backup section; a backup object missing, damaged or tampered with (named); or the sandbox's history went another way. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             503: components["responses"]["Error"];
         };
     };

@@ -1,0 +1,27 @@
+package paddock
+
+import (
+	"context"
+	"net/http"
+)
+
+// BackupNow checkpoints the sandbox and backs its history up to the server's S3 store.
+func (s *Sandbox) BackupNow(ctx context.Context) (Backup, error) {
+	var res Backup
+	err := s.c.do(ctx, "POST", s.path("backups"), nil, &res, http.StatusCreated)
+	return res, err
+}
+
+// Backups lists the sandbox's backups, oldest first, then any attempt not in the store.
+func (s *Sandbox) Backups(ctx context.Context) (BackupList, error) {
+	var res BackupList
+	err := s.c.do(ctx, "GET", s.path("backups"), nil, &res, http.StatusOK)
+	return res, err
+}
+
+// RestoreBackup restores a backup into the sandbox itself or into a new one (req.Into).
+func (s *Sandbox) RestoreBackup(ctx context.Context, req BackupRestoreRequest) (BackupRestoreResult, error) {
+	var res BackupRestoreResult
+	err := s.c.do(ctx, "POST", s.path("backups", "restore"), req, &res, http.StatusOK, http.StatusCreated)
+	return res, err
+}

@@ -1,0 +1,55 @@
+package api
+
+import "time"
+
+// Backup states.
+const (
+	BackupDone     = "done"     // in the bucket
+	BackupRunning  = "running"  // uploading
+	BackupRetrying = "retrying" // the store failed; trying again after a pause
+	BackupFailed   = "failed"   // given up after its attempts; nothing was recorded
+	BackupDamaged  = "damaged"  // in the bucket, but its manifest is missing or fails authentication
+)
+
+// Backup is one backup of a sandbox's workspace history to the configured S3 store. ID is
+// its time as the store names it (give it to restore); Checkpoint is the checkpoint it
+// holds as current; UploadedBytes counts what it uploaded (the rest was there already;
+// a listing counts the blobs, without the manifest itself).
+// A backup still running, retrying or failed has no ID; Error says why it failed.
+type Backup struct {
+	ID            string    `json:"id,omitempty"`
+	Time          time.Time `json:"time"`
+	State         string    `json:"state"`
+	Checkpoint    string    `json:"checkpoint,omitempty"`
+	Blobs         int       `json:"blobs"`
+	UploadedBlobs int       `json:"uploaded_blobs"`
+	UploadedBytes int64     `json:"uploaded_bytes"`
+	Attempts      int       `json:"attempts,omitempty"`
+	Error         string    `json:"error,omitempty"`
+}
+
+// BackupList is a sandbox's backups, oldest first, then any attempt not in the store.
+// StoreError says why the store could not be listed (it is down): Backups then holds
+// only the attempts this server knows of.
+type BackupList struct {
+	Backups    []Backup `json:"backups"`
+	StoreError string   `json:"store_error,omitempty"`
+}
+
+// BackupRestoreRequest restores a backup: Backup names one by ID, or At picks the newest
+// at or before a time (RFC 3339); neither: the newest. Into is "same" (default: the
+// sandbox's own history and workspace) or a new sandbox's name.
+type BackupRestoreRequest struct {
+	Backup string    `json:"backup,omitempty"`
+	At     time.Time `json:"at,omitzero"`
+	Into   string    `json:"into,omitempty"`
+}
+
+// BackupRestoreResult says what was restored: the backup, into which sandbox (a new one
+// is given whole), and the checkpoint its workspace is now at.
+type BackupRestoreResult struct {
+	Backup     string   `json:"backup"`
+	Sandbox    string   `json:"sandbox"`
+	Checkpoint string   `json:"checkpoint"`
+	New        *Sandbox `json:"new,omitempty"`
+}

@@ -1,0 +1,345 @@
+package sandboxops
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/fleet"
+	"github.com/paddockhq/paddock/internal/store"
+	"github.com/paddockhq/paddock/internal/wsbackup"
+)
+
+// Backups of sandboxes' workspace histories to an S3 store (package wsbackup). The
+// control plane holds the store's credentials and the backup key; the sandbox never does.
+
+// maxBackoff bounds the pause between a backup's attempts.
+const maxBackoff = time.Minute
+
+// keptAttempts bounds the attempts not in the store (running, retrying, failed) kept per
+// sandbox for ls.
+const keptAttempts = 10
+
+// Backups is where backups go and how hard a backup tries.
+type Backups struct {
+	Target wsbackup.Target
+	Key    []byte
+	// Retries is how many times a backup is tried again after the store failed; Backoff
+	// is the first pause, doubled after each attempt up to a minute.
+	Retries int
+	Backoff time.Duration
+
+	mu       sync.Mutex
+	attempts map[string][]*api.Backup // by sandbox: those not (yet) in the store
+	running  map[string]bool          // sandboxes with a backup under way
+	done     *prometheus.CounterVec
+	retried  prometheus.Counter
+}
+
+// Register adds the backups' metrics to reg.
+func (b *Backups) Register(reg prometheus.Registerer) error {
+	b.done = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "paddock_backups_total",
+		Help: "Backups of sandboxes to the S3 store, by result (done, failed)."}, []string{"result"})
+	b.retried = prometheus.NewCounter(prometheus.CounterOpts{Name: "paddock_backup_retries_total",
+		Help: "Backup attempts tried again after the S3 store failed."})
+	for _, c := range []prometheus.Collector{b.done, b.retried} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	b.done.WithLabelValues("done")
+	b.done.WithLabelValues("failed")
+	return nil
+}
+
+func (o *Ops) backupsOn() (*Backups, error) {
+	if o.backups == nil {
+		return nil, fmt.Errorf("backups: the server has no backup store: set the backup section (endpoint, bucket, keys) in its configuration: %w", errdefs.ErrFailedPrecondition)
+	}
+	return o.backups, nil
+}
+
+// keep records attempt a of sandbox id, or with drop forgets it.
+func (b *Backups) keep(id string, a *api.Backup, drop bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.attempts == nil {
+		b.attempts = map[string][]*api.Backup{}
+	}
+	l := b.attempts[id]
+	for i, x := range l {
+		if x == a {
+			l = append(l[:i:i], l[i+1:]...)
+			break
+		}
+	}
+	if !drop {
+		l = append(l, a)
+		if len(l) > keptAttempts {
+			l = l[len(l)-keptAttempts:]
+		}
+	}
+	b.attempts[id] = l
+}
+
+func (b *Backups) set(f func()) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	f()
+}
+
+// BackupNow takes a checkpoint of sandbox id when it runs (the workspace's current files
+// are then a checkpoint like any other) and backs its history up, trying again with
+// backoff while the store is down or failing. One backup of a sandbox runs at a time.
+func (o *Ops) BackupNow(ctx context.Context, c fleet.Caller, id string) (api.Backup, error) {
+	b, err := o.backupsOn()
+	if err != nil {
+		return api.Backup{}, err
+	}
+	sb, err := o.fleet.Get(ctx, c, id)
+	if err != nil {
+		return api.Backup{}, err
+	}
+	b.mu.Lock()
+	if b.running == nil {
+		b.running = map[string]bool{}
+	}
+	if b.running[id] {
+		b.mu.Unlock()
+		return api.Backup{}, fmt.Errorf("backup of sandbox %s: one is under way (see paddock backup ls): %w", id, errdefs.ErrFailedPrecondition)
+	}
+	b.running[id] = true
+	b.mu.Unlock()
+	defer b.set(func() { delete(b.running, id) })
+
+	if sb.State == api.StateRunning {
+		if _, err := o.Checkpoint(ctx, c, id, api.CheckpointRequest{Message: "before backup"}); err != nil {
+			return api.Backup{}, fmt.Errorf("backup of sandbox %s: %w", id, err)
+		}
+	}
+	dir := o.fleet.HistoryDir(sb)
+	if _, err := os.Stat(filepath.Join(dir, "index.json")); err != nil {
+		return api.Backup{}, fmt.Errorf("backup of sandbox %s: it has no workspace history to back up (a microVM keeps none): %w", id, errdefs.ErrFailedPrecondition)
+	}
+	a := &api.Backup{Time: time.Now().UTC(), State: api.BackupRunning}
+	b.keep(id, a, false)
+	pause := b.Backoff
+	for {
+		b.set(func() { a.Attempts++ })
+		res, err := wsbackup.Run(ctx, b.Target, b.Key, id, dir)
+		if err == nil {
+			b.keep(id, a, true)
+			b.done.WithLabelValues("done").Inc()
+			out := api.Backup{ID: res.ID, Time: res.At, State: api.BackupDone, Checkpoint: res.Checkpoint, Blobs: res.Blobs,
+				UploadedBlobs: res.Uploaded, UploadedBytes: res.UploadedBytes, Attempts: a.Attempts}
+			o.event(ctx, c.UserID, "sandbox.backup", map[string]any{"sandbox": id, "backup": res.ID, "checkpoint": res.Checkpoint,
+				"uploaded_bytes": res.UploadedBytes, "attempts": a.Attempts})
+			return out, nil
+		}
+		retry := errors.Is(err, errdefs.ErrUnavailable) && a.Attempts <= b.Retries && ctx.Err() == nil
+		b.set(func() {
+			a.Error = err.Error()
+			a.State = api.BackupFailed
+			if retry {
+				a.State = api.BackupRetrying
+			}
+		})
+		if !retry {
+			b.done.WithLabelValues("failed").Inc()
+			o.event(ctx, c.UserID, "sandbox.backup_failed", map[string]any{"sandbox": id, "attempts": a.Attempts, "error": err.Error()})
+			return api.Backup{}, fmt.Errorf("backup of sandbox %s failed after %d attempts: %w", id, a.Attempts, err)
+		}
+		b.retried.Inc()
+		o.log.Warn("backup: the store failed; trying again", "sandbox", id, "attempt", a.Attempts, "pause", pause, "err", err)
+		o.event(ctx, c.UserID, "sandbox.backup_retry", map[string]any{"sandbox": id, "attempt": a.Attempts, "error": err.Error()})
+		select {
+		case <-ctx.Done():
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, maxBackoff)
+	}
+}
+
+// ListBackups lists sandbox id's backups in the store, oldest first, then its attempts
+// under way or failed since the server started.
+func (o *Ops) ListBackups(ctx context.Context, c fleet.Caller, id string) (api.BackupList, error) {
+	b, err := o.backupsOn()
+	if err != nil {
+		return api.BackupList{}, err
+	}
+	if _, err := o.fleet.Get(ctx, c, id); err != nil {
+		return api.BackupList{}, err
+	}
+	out := api.BackupList{Backups: []api.Backup{}}
+	es, err := wsbackup.Entries(ctx, b.Target, b.Key, id)
+	if errors.Is(err, errdefs.ErrUnavailable) {
+		out.StoreError = err.Error()
+	} else if err != nil {
+		return api.BackupList{}, err
+	}
+	for _, e := range es {
+		x := api.Backup{ID: e.ID, Time: e.At, State: api.BackupDone, Checkpoint: e.Checkpoint, Blobs: e.Blobs,
+			UploadedBlobs: e.Uploaded, UploadedBytes: e.UploadedBytes}
+		if e.Err != nil {
+			x.State, x.Error = api.BackupDamaged, e.Err.Error()
+		}
+		out.Backups = append(out.Backups, x)
+	}
+	b.mu.Lock()
+	for _, a := range b.attempts[id] {
+		out.Backups = append(out.Backups, *a)
+	}
+	b.mu.Unlock()
+	return out, nil
+}
+
+// RestoreBackup restores one of sandbox id's backups: into a new sandbox of c's like it
+// (req.Into a name), whose history is the backup's and whose workspace is its current
+// checkpoint, or into id itself ("same"), whose history and workspace are replaced as an
+// import replaces them. A stopped sandbox is started for it and stopped again. Every
+// object is authenticated before anything changes; a bad one is refused, naming it.
+func (o *Ops) RestoreBackup(ctx context.Context, c fleet.Caller, id string, req api.BackupRestoreRequest) (api.BackupRestoreResult, *store.Sandbox, error) {
+	var out api.BackupRestoreResult
+	b, err := o.backupsOn()
+	if err != nil {
+		return out, nil, err
+	}
+	sb, err := o.fleet.Get(ctx, c, id)
+	if err != nil {
+		return out, nil, err
+	}
+	at := req.At
+	if req.Backup != "" {
+		if !at.IsZero() {
+			return out, nil, fmt.Errorf("restore: give backup or at, not both: %w", errdefs.ErrInvalidArgument)
+		}
+		if at, err = wsbackup.ParseID(req.Backup); err != nil {
+			return out, nil, err
+		}
+		all, err := wsbackup.List(ctx, b.Target, id)
+		if err != nil {
+			return out, nil, err
+		}
+		found := false
+		for _, a := range all {
+			found = found || a.Equal(at)
+		}
+		if !found {
+			return out, nil, fmt.Errorf("backup %s of sandbox %s: %w", req.Backup, id, errdefs.ErrNotFound)
+		}
+	}
+	suffix := make([]byte, 6)
+	_, _ = rand.Read(suffix)
+	tmp := o.fleet.HistoryDir(sb) + ".backup-" + hex.EncodeToString(suffix)
+	defer os.RemoveAll(tmp)
+	picked, err := wsbackup.Restore(ctx, b.Target, b.Key, id, at, tmp)
+	if err != nil {
+		if errors.Is(err, errdefs.ErrDataLoss) {
+			// A damaged or tampered object is the backup's fault, not the server's: refused
+			// by name, nothing changed.
+			err = fmt.Errorf("%w (nothing was restored): %w", err, errdefs.ErrFailedPrecondition)
+		}
+		return out, nil, err
+	}
+	out.Backup = picked.Format(wsbackup.IDFormat)
+	if req.Into != "" && req.Into != "same" {
+		f, err := o.fleet.ForkFrom(ctx, c, sb, tmp, "", req.Into)
+		if err != nil {
+			return out, nil, err
+		}
+		out.Sandbox, out.Checkpoint = f.Sandbox.ID, f.History.At
+		o.event(ctx, c.UserID, "sandbox.backup_restore", map[string]any{"sandbox": f.Sandbox.ID, "from": id, "backup": out.Backup, "checkpoint": out.Checkpoint})
+		return out, &f.Sandbox, nil
+	}
+	if sb.State != api.StateRunning {
+		if _, err := o.fleet.Start(ctx, c, id); err != nil {
+			return out, nil, fmt.Errorf("restore into sandbox %s: start it: %w", id, err)
+		}
+		defer func() {
+			if _, err := o.fleet.Stop(context.WithoutCancel(ctx), c, id); err != nil {
+				o.log.Warn("restore: stop the sandbox again", "sandbox", id, "err", err)
+			}
+		}()
+	}
+	cp, err := o.restoreSame(ctx, c, sb, tmp)
+	if err != nil {
+		return out, nil, fmt.Errorf("restore backup %s into sandbox %s: %w", out.Backup, id, err)
+	}
+	out.Sandbox, out.Checkpoint = id, cp
+	o.event(ctx, c.UserID, "sandbox.backup_restore", map[string]any{"sandbox": id, "from": id, "backup": out.Backup, "checkpoint": out.Checkpoint})
+	return out, nil, nil
+}
+
+// restoreSame puts the restored history at dir back into sandbox sb, running: when its
+// history still holds the backup's current checkpoint (same ID, same files), by the
+// history's own restore of it; when its history is empty (a workspace lost), by importing
+// the backup's whole history. A history that went another way is left alone.
+func (o *Ops) restoreSame(ctx context.Context, c fleet.Caller, sb store.Sandbox, dir string) (string, error) {
+	want, err := o.fleet.Checkpoint(ctx, dir, "")
+	if err != nil {
+		return "", fmt.Errorf("the backup's history: %w", err)
+	}
+	live := o.fleet.HistoryDir(sb)
+	have, err := o.fleet.Checkpoint(ctx, live, want.At)
+	if err == nil && have.Tree == want.Tree {
+		if _, err := o.Restore(ctx, c, sb.ID, api.RestoreRequest{Checkpoint: want.At}); err != nil {
+			return "", err
+		}
+		return want.At, nil
+	}
+	if _, err := o.fleet.Checkpoint(ctx, live, ""); errors.Is(err, errdefs.ErrFailedPrecondition) {
+		res, err := o.importRestored(ctx, c, sb.ID, dir)
+		return res.Current, err
+	}
+	return "", fmt.Errorf("the sandbox's history no longer holds the backup's checkpoint %s as it was: restore into a new sandbox (into: a name): %w", want.At, errdefs.ErrFailedPrecondition)
+}
+
+// importRestored streams the restored history at dir to sandbox id's agent as an export,
+// which replaces its history and restores its workspace to the export's current checkpoint.
+func (o *Ops) importRestored(ctx context.Context, c fleet.Caller, id, dir string) (api.RestoreResult, error) {
+	rd, err := o.fleet.ExportHistory(ctx, dir)
+	if err != nil {
+		return api.RestoreResult{}, err
+	}
+	defer rd.Close()
+	return o.ImportHistory(ctx, c, id, rd)
+}
+
+// RunBackups backs up every running sandbox every period until ctx ends, one at a time.
+func (o *Ops) RunBackups(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		sbs, err := o.fleet.List(ctx, fleet.Caller{Admin: true}, true)
+		if err != nil {
+			o.log.Warn("scheduled backups: list sandboxes", "err", err)
+			continue
+		}
+		for _, sb := range sbs {
+			if sb.State != api.StateRunning || ctx.Err() != nil {
+				continue
+			}
+			owner := fleet.Caller{UserID: sb.UserID, Username: sb.Username}
+			if _, err := o.BackupNow(ctx, owner, sb.ID); err != nil {
+				o.log.Warn("scheduled backup", "sandbox", sb.ID, "err", err)
+			} else {
+				o.log.Info("scheduled backup", "sandbox", sb.ID)
+			}
+		}
+	}
+}
