@@ -102,11 +102,12 @@ func (b *Backups) set(f func()) {
 // are then a checkpoint like any other) and backs its history up, trying again with
 // backoff while the store is down or failing. One backup of a sandbox runs at a time.
 func (o *Ops) BackupNow(ctx context.Context, c fleet.Caller, id string) (api.Backup, error) {
-	b, err := o.backupsOn()
+	// Whose sandbox first: another user's is not found, whatever the server's setup.
+	sb, err := o.fleet.Get(ctx, c, id)
 	if err != nil {
 		return api.Backup{}, err
 	}
-	sb, err := o.fleet.Get(ctx, c, id)
+	b, err := o.backupsOn()
 	if err != nil {
 		return api.Backup{}, err
 	}
@@ -173,11 +174,11 @@ func (o *Ops) BackupNow(ctx context.Context, c fleet.Caller, id string) (api.Bac
 // ListBackups lists sandbox id's backups in the store, oldest first, then its attempts
 // under way or failed since the server started.
 func (o *Ops) ListBackups(ctx context.Context, c fleet.Caller, id string) (api.BackupList, error) {
-	b, err := o.backupsOn()
-	if err != nil {
+	if _, err := o.fleet.Get(ctx, c, id); err != nil {
 		return api.BackupList{}, err
 	}
-	if _, err := o.fleet.Get(ctx, c, id); err != nil {
+	b, err := o.backupsOn()
+	if err != nil {
 		return api.BackupList{}, err
 	}
 	out := api.BackupList{Backups: []api.Backup{}}
@@ -210,11 +211,11 @@ func (o *Ops) ListBackups(ctx context.Context, c fleet.Caller, id string) (api.B
 // object is authenticated before anything changes; a bad one is refused, naming it.
 func (o *Ops) RestoreBackup(ctx context.Context, c fleet.Caller, id string, req api.BackupRestoreRequest) (api.BackupRestoreResult, *store.Sandbox, error) {
 	var out api.BackupRestoreResult
-	b, err := o.backupsOn()
+	sb, err := o.fleet.Get(ctx, c, id)
 	if err != nil {
 		return out, nil, err
 	}
-	sb, err := o.fleet.Get(ctx, c, id)
+	b, err := o.backupsOn()
 	if err != nil {
 		return out, nil, err
 	}

@@ -138,6 +138,8 @@ func TestOwnershipOnEveryRoute(t *testing.T) {
 			body = api.FileMkdirRequest{Path: "x"}
 		case r.Method == "POST" && strings.HasSuffix(r.Pattern, "/files/move"):
 			body = api.FileMoveRequest{From: "x", To: "y"}
+		case r.Method == "POST" && strings.HasSuffix(r.Pattern, "/backups/restore"):
+			body = api.BackupRestoreRequest{}
 		}
 		for _, id := range []string{sb.ID, missing} {
 			path := strings.Replace(r.Pattern, "{id}", id, 1) + "?path=x"
