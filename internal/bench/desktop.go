@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -10,8 +9,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -53,9 +50,7 @@ type desktopFixture struct {
 	session string // the browser's terminal's
 	token   string
 	agent   *agentclient.Client
-	node    *exec.Cmd
-	in      io.WriteCloser
-	out     *bufio.Scanner
+	*browserScript
 	// direct is the terminal's session attached to without the control plane: its output.
 	direct chan []byte
 	// ws is the same session attached to through the control plane's exec stream, by the
@@ -253,25 +248,8 @@ func (e *Env) startDesktop(ctx context.Context) (f *desktopFixture, err error) {
 	if f.agent, err = f.cp.Server.Fleet().Agent(ctx, fleet.Caller{Admin: true}, f.sandbox); err != nil {
 		return nil, err
 	}
-	dir, err := browserScripts()
-	if err != nil {
+	if f.browserScript, err = startBrowserScript(ctx, "bench-desktop.mjs"); err != nil {
 		return nil, err
-	}
-	f.node = exec.CommandContext(ctx, "node", filepath.Join(dir, "bench-desktop.mjs"))
-	f.node.Dir = dir
-	f.node.Env = append(os.Environ(), "CHROMIUM=/usr/bin/chromium")
-	f.node.Stderr = os.Stderr
-	if f.in, err = f.node.StdinPipe(); err != nil {
-		return nil, err
-	}
-	stdout, err := f.node.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	f.out = bufio.NewScanner(stdout)
-	f.out.Buffer(nil, 1<<20)
-	if err := f.node.Start(); err != nil {
-		return nil, fmt.Errorf("node: %w", err)
 	}
 	a, err := f.ask(map[string]any{"op": "init", "base": f.cp.URL, "app": strings.TrimSuffix(f.cp.AppURL, "/"), "user": benchUser, "pass": benchPassword,
 		"sandbox": f.sandbox, "marker": "index.html", "welcome": "bench-"})
@@ -327,24 +305,6 @@ type answer struct {
 	PutMS   float64 `json:"put_ms"`
 	At      int64   `json:"at"`
 	Error   string  `json:"error"`
-}
-
-func (f *desktopFixture) ask(req map[string]any) (answer, error) {
-	b, _ := json.Marshal(req)
-	if _, err := f.in.Write(append(b, '\n')); err != nil {
-		return answer{}, fmt.Errorf("browser script: %w", err)
-	}
-	if !f.out.Scan() {
-		return answer{}, fmt.Errorf("browser script ended before answering %s: %v", req["op"], f.out.Err())
-	}
-	var a answer
-	if err := json.Unmarshal(f.out.Bytes(), &a); err != nil {
-		return answer{}, fmt.Errorf("browser script: %w: %q", err, f.out.Text())
-	}
-	if a.Error != "" {
-		return a, fmt.Errorf("browser %s: %s", req["op"], a.Error)
-	}
-	return a, nil
 }
 
 // directKey writes key to the terminal's PTY through the agent and waits until its echo
@@ -450,20 +410,8 @@ func (f *desktopFixture) appShows(ctx context.Context, want string) error {
 }
 
 func (f *desktopFixture) stopNode() error {
-	if f.node == nil || f.node.Process == nil {
-		return nil
-	}
-	f.in.Close()
-	done := make(chan error, 1)
-	go func() { done <- f.node.Wait() }()
-	var err error
-	select {
-	case err = <-done:
-	case <-time.After(30 * time.Second):
-		_ = f.node.Process.Kill()
-		err = <-done
-	}
-	f.node = nil
+	err := f.browserScript.stop()
+	f.browserScript = nil
 	return err
 }
 
@@ -477,24 +425,4 @@ func (f *desktopFixture) Close() error {
 		f.cp.Close()
 	}
 	return err
-}
-
-// browserScripts finds tests/browser, with its node_modules, above the working directory
-// (make bench runs in the checkout's root).
-func browserScripts() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		p := filepath.Join(dir, "tests", "browser")
-		if _, err := os.Stat(filepath.Join(p, "node_modules", "playwright-core", "package.json")); err == nil {
-			return p, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no tests/browser/node_modules/playwright-core above the working directory: run make setup, and the bench from the checkout")
-		}
-		dir = parent
-	}
 }

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -55,10 +54,8 @@ type providersFixture struct {
 	agent     *agentclient.Client
 	hostVite  *exec.Cmd
 	vitePort  int
-	node      *exec.Cmd
-	in        io.WriteCloser
-	out       *bufio.Scanner
-	round     int
+	*browserScript
+	round int
 }
 
 // ProvidersTable times the node provider's steps through the API against the same
@@ -235,25 +232,8 @@ func (e *Env) startProviders(ctx context.Context) (f *providersFixture, err erro
 	if err := hostServes(ctx, f.vitePort); err != nil {
 		return nil, err
 	}
-	dir, err := browserScripts()
-	if err != nil {
+	if f.browserScript, err = startBrowserScript(ctx, "bench-vibe.mjs"); err != nil {
 		return nil, err
-	}
-	f.node = exec.CommandContext(ctx, "node", filepath.Join(dir, "bench-vibe.mjs"))
-	f.node.Dir = dir
-	f.node.Env = append(os.Environ(), "CHROMIUM=/usr/bin/chromium")
-	f.node.Stderr = os.Stderr
-	if f.in, err = f.node.StdinPipe(); err != nil {
-		return nil, err
-	}
-	stdout, err := f.node.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	f.out = bufio.NewScanner(stdout)
-	f.out.Buffer(nil, 1<<20)
-	if err := f.node.Start(); err != nil {
-		return nil, fmt.Errorf("node: %w", err)
 	}
 	if _, err := f.ask(map[string]any{"op": "init", "base": f.cp.URL, "user": benchUser, "pass": benchPassword,
 		"direct": fmt.Sprintf("http://127.0.0.1:%d/", f.vitePort)}); err != nil {
@@ -555,38 +535,9 @@ func (f *providersFixture) put(ctx context.Context, sb, path, content string) er
 	return nil
 }
 
-func (f *providersFixture) ask(req map[string]any) (answer, error) {
-	b, _ := json.Marshal(req)
-	if _, err := f.in.Write(append(b, '\n')); err != nil {
-		return answer{}, fmt.Errorf("browser script: %w", err)
-	}
-	if !f.out.Scan() {
-		return answer{}, fmt.Errorf("browser script ended before answering %s: %v", req["op"], f.out.Err())
-	}
-	var a answer
-	if err := json.Unmarshal(f.out.Bytes(), &a); err != nil {
-		return answer{}, fmt.Errorf("browser script: %w: %q", err, f.out.Text())
-	}
-	if a.Error != "" {
-		return a, fmt.Errorf("browser %s: %s", req["op"], a.Error)
-	}
-	return a, nil
-}
-
 // Close stops the browser, the host's dev server, the control plane and the registry.
 func (f *providersFixture) Close() error {
-	var err error
-	if f.node != nil && f.node.Process != nil {
-		f.in.Close()
-		done := make(chan error, 1)
-		go func() { done <- f.node.Wait() }()
-		select {
-		case err = <-done:
-		case <-time.After(30 * time.Second):
-			_ = f.node.Process.Kill()
-			err = <-done
-		}
-	}
+	err := f.browserScript.stop()
 	stopGroup(f.hostVite)
 	if f.cp != nil {
 		f.cp.Close()
