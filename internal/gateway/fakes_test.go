@@ -38,6 +38,8 @@ type fakeProvider struct {
 	gap    time.Duration
 	// hold, when set, makes a stream wait on it after its first event.
 	hold chan struct{}
+	// linger, when set, makes a stream wait on it after its last event, before it ends.
+	linger chan struct{}
 
 	mu   sync.Mutex
 	seen []seenRequest
@@ -218,6 +220,19 @@ func (f *fakeProvider) streamOpenAI(w http.ResponseWriter, r *http.Request, mode
 		fmt.Fprintf(w, "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"model\":%q,\"choices\":[],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d}}\n\n", model, f.in, f.out, f.in+f.out)
 	}
 	io.WriteString(w, "data: [DONE]\n\n")
+	f.stay(w, r)
+}
+
+// stay keeps a stream open after its last event while linger is set.
+func (f *fakeProvider) stay(w http.ResponseWriter, r *http.Request) {
+	if f.linger == nil {
+		return
+	}
+	w.(http.Flusher).Flush()
+	select {
+	case <-f.linger:
+	case <-r.Context().Done():
+	}
 }
 
 func (f *fakeProvider) streamAnthropic(w http.ResponseWriter, r *http.Request, model string) {
@@ -241,6 +256,7 @@ func (f *fakeProvider) streamAnthropic(w http.ResponseWriter, r *http.Request, m
 	event("content_block_stop", `{"type":"content_block_stop","index":0}`)
 	event("message_delta", fmt.Sprintf(`{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":%d}}`, f.out))
 	event("message_stop", `{"type":"message_stop"}`)
+	f.stay(w, r)
 }
 
 // fakeClock is a settable clock for limits and budgets.

@@ -564,6 +564,9 @@ func (g *Gateway) relay(w *httpmetrics.StatusWriter, r *http.Request, res *http.
 	var events int64
 	if m != nil {
 		t, events = m.tokens(), m.events()
+		// A client that leaves as soon as it has the last event (Codex does) races the
+		// stream's own end; the provider's count is complete all the same.
+		complete = complete || m.finished()
 	}
 	if complete {
 		g.account(r.Context(), p, c, info.model, t, false)
@@ -588,6 +591,9 @@ type meter interface {
 	tokens() tokens
 	// events counts the server-sent events that carried data (0 for other answers).
 	events() int64
+	// finished reports whether the stream's last event, the one after its final usage,
+	// has passed: a client that leaves then read the whole answer.
+	finished() bool
 }
 
 // estimate is what an answer that did not reach its end is charged: the provider's own

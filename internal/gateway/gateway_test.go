@@ -661,6 +661,45 @@ func TestAbandonedStreamIsCharged(t *testing.T) {
 	}
 }
 
+// A client that leaves as soon as it has a stream's last event, while the provider has
+// not yet ended the stream (Codex does), has read the whole answer: it pays the
+// provider's count, not an estimate.
+func TestClientLeavingAfterLastEvent(t *testing.T) {
+	for _, kind := range kinds {
+		t.Run(kind, func(t *testing.T) {
+			h := newHarness(t, nil)
+			fp := h.provider(kind)
+			fp.in, fp.out = 5000, 40
+			fp.linger = make(chan struct{})
+			defer close(fp.linger)
+			body := completionBody(kind, true)
+			ctx, cancel := context.WithCancel(context.Background())
+			req, _ := http.NewRequestWithContext(ctx, "POST", h.base(alice)+completionPath(kind), strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			last := map[string]string{KindOpenAI: "data: [DONE]", KindAnthropic: `data: {"type":"message_stop"}`}[kind]
+			br := bufio.NewReader(res.Body)
+			for {
+				line, err := br.ReadString('\n')
+				if err != nil {
+					t.Fatalf("stream ended before its last event: %v", err)
+				}
+				if strings.TrimSpace(line) == last {
+					break
+				}
+			}
+			cancel()
+			res.Body.Close()
+			if u := h.nextUsage(); u.Estimated || u.InputTokens != fp.in || u.OutputTokens != fp.out {
+				t.Fatalf("usage %+v, want the provider's %d in and %d out", u, fp.in, fp.out)
+			}
+		})
+	}
+}
+
 // A stream the provider breaks off ends the client's response as broken too, not as a
 // complete answer.
 func TestBrokenStream(t *testing.T) {

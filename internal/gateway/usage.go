@@ -100,6 +100,8 @@ func (s *usageScanner) tokens() tokens { return s.tok }
 
 func (s *usageScanner) events() int64 { return 0 }
 
+func (s *usageScanner) finished() bool { return false }
+
 func (s *usageScanner) feed(p []byte) {
 	capFrom := 0 // where in p the capture's bytes not yet kept begin
 	for i := 0; i < len(p); i++ {
@@ -211,6 +213,21 @@ type sseParser struct {
 	dataLines int   // data lines so far in this event
 	nEvents   int64 // events with data, ended so far
 	lastCR    bool  // the previous byte ended a line with CR; an LF now is part of it
+
+	// The event's name and the start of its data, enough to tell the stream's last event.
+	isEvent  bool
+	name     [24]byte
+	nameLen  int
+	dataHead [8]byte
+	dataLen  int
+	ended    bool // the stream's last event has passed
+}
+
+// lastEvents are the events that end a provider's stream, after its final usage: the
+// Responses API's response.completed (or .incomplete, .failed) and Anthropic's
+// message_stop; OpenAI's Chat Completions ends with the data [DONE] instead.
+var lastEvents = map[string]bool{
+	"response.completed": true, "response.incomplete": true, "response.failed": true, "message_stop": true,
 }
 
 var lf = []byte{'\n'}
@@ -232,6 +249,8 @@ func (p *sseParser) Write(b []byte) (int, error) {
 func (p *sseParser) tokens() tokens { return p.scan.tok }
 
 func (p *sseParser) events() int64 { return p.nEvents }
+
+func (p *sseParser) finished() bool { return p.ended }
 
 func (p *sseParser) feed(b []byte) {
 	for i := 0; i < len(b); i++ {
@@ -266,19 +285,42 @@ func (p *sseParser) feed(b []byte) {
 					continue
 				}
 			}
-			if !p.isData {
+			if !p.isData && !p.isEvent {
 				p.state = skipLine
 				continue
 			}
-			// The rest of the line, up to its end, goes to the scanner at once.
+			// The rest of the line, up to its end, is taken at once.
 			j := bytes.IndexAny(b[i:], "\r\n")
 			if j < 0 {
 				j = len(b) - i
 			}
-			p.scan.feed(b[i : i+j])
+			v := b[i : i+j]
+			if p.isEvent {
+				p.nameLen = keepHead(p.name[:], p.nameLen, v)
+			} else {
+				p.dataLen = keepHead(p.dataHead[:], p.dataLen, v)
+				p.scan.feed(v)
+			}
 			i += j - 1
 		}
 	}
+}
+
+// keepHead adds v to a value of which n bytes came before, keeping what fits in head,
+// and returns the value's new length (which may pass len(head)).
+func keepHead(head []byte, n int, v []byte) int {
+	if n < len(head) {
+		copy(head[n:], v)
+	}
+	return n + len(v)
+}
+
+// headValue is a kept value, or "" when it was longer than its head.
+func headValue(head []byte, n int) string {
+	if n > len(head) {
+		return ""
+	}
+	return string(head[:n])
 }
 
 func (p *sseParser) addField(c byte) {
@@ -295,9 +337,14 @@ func (p *sseParser) addField(c byte) {
 func (p *sseParser) startValue() {
 	p.state, p.skipSpace = inValue, true
 	p.isData = !p.fieldLong && string(p.field[:p.fieldLen]) == "data"
+	p.isEvent = !p.fieldLong && string(p.field[:p.fieldLen]) == "event"
+	if p.isEvent {
+		p.nameLen = 0 // the last event field names the event
+	}
 	if p.isData {
 		if p.dataLines > 0 {
 			p.scan.feed(lf)
+			p.dataLen = keepHead(p.dataHead[:], p.dataLen, lf)
 		}
 		p.dataLines++
 	}
@@ -309,8 +356,11 @@ func (p *sseParser) endLine() {
 		if p.dataLines > 0 {
 			p.scan.reset()
 			p.nEvents++
+			if lastEvents[headValue(p.name[:], p.nameLen)] || headValue(p.dataHead[:], p.dataLen) == "[DONE]" {
+				p.ended = true
+			}
 		}
-		p.dataLines = 0
+		p.dataLines, p.nameLen, p.dataLen = 0, 0, 0
 	case inField: // a field name alone ("data") has an empty value
 		p.startValue()
 	}

@@ -55,6 +55,42 @@ func TestUsageSSE(t *testing.T) {
 	}
 }
 
+// The parser tells a stream's last event (after which the usage is final) from the rest.
+func TestStreamEnd(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   string
+		want bool
+	}{
+		{"chat completions [DONE]", "data: {\"choices\":[]}\n\ndata: [DONE]\n\n", true},
+		{"chat completions before [DONE]", "data: {\"usage\":{\"prompt_tokens\":1}}\n\n", false},
+		{"[DONE] without its blank line", "data: [DONE]\n", false},
+		{"[DONE] split over two data lines", "data: [DO\ndata: NE]\n\n", false},
+		{"[DONE] with more after it", "data: [DONE] and more\n\n", false},
+		{"anthropic message_stop", "event: message_delta\ndata: {}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n", true},
+		{"anthropic message_delta", "event: message_delta\ndata: {\"usage\":{\"output_tokens\":3}}\n\n", false},
+		{"responses completed", "event: response.completed\r\ndata: {}\r\n\r\n", true},
+		{"responses failed", "event:response.failed\ndata: {}\n\n", true},
+		{"responses delta", "event: response.output_text.delta\ndata: {}\n\n", false},
+		{"a name without data is not an event", "event: message_stop\n\n", false},
+		{"a longer name", "event: message_stop_and_more\ndata: {}\n\n", false},
+		{"the last event field names the event", "event: message_stop\nevent: ping\ndata: {}\n\n", false},
+		{"data is not a name", "data: message_stop\n\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, size := range []int{len(tc.in) + 1, 1, 2, 5} {
+				var p sseParser
+				for chunk := range chunks(tc.in, size) {
+					p.Write([]byte(chunk))
+				}
+				if got := p.finished(); got != tc.want {
+					t.Fatalf("fed in pieces of %d: finished %v, want %v", size, got, tc.want)
+				}
+			}
+		})
+	}
+}
+
 func TestUsageJSON(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
