@@ -3,10 +3,12 @@ package runner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -241,6 +243,19 @@ func TestTmpWithinMemory(t *testing.T) {
 		if _, err := r.limits(l, UserConfig{}); err != nil {
 			t.Errorf("limits %+v: %v", l, err)
 		}
+	}
+}
+
+// A sandbox cannot ask for more CPUs than the host has: such a quota would limit nothing.
+func TestCPUsWithinHost(t *testing.T) {
+	r := New(Config{}, slog.New(slog.DiscardHandler))
+	n := runtime.NumCPU()
+	_, err := r.limits(wire.Limits{CPUs: 1000}, UserConfig{})
+	if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.HasPrefix(err.Error(), fmt.Sprintf("cpus: 1000 is more than this host's %d CPUs", n)) {
+		t.Errorf("cpus 1000: %v, want refused naming cpus and the host's CPUs", err)
+	}
+	if _, err := r.limits(wire.Limits{CPUs: float64(n)}, UserConfig{}); err != nil {
+		t.Errorf("cpus %d (all of the host's): %v", n, err)
 	}
 }
 

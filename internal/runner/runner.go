@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -537,6 +538,10 @@ func (r *Runner) DefaultTierReason() (wire.Tier, string) {
 func (r *Runner) limits(asked wire.Limits, uc UserConfig) (wire.Limits, error) {
 	if err := asked.Validate(""); err != nil {
 		return wire.Limits{}, err
+	}
+	// A quota above the host's CPUs limits nothing: say so rather than accept it.
+	if n := runtime.NumCPU(); asked.CPUs > float64(n) {
+		return wire.Limits{}, fmt.Errorf("cpus: %g is more than this host's %d CPUs: %w", asked.CPUs, n, errdefs.ErrInvalidArgument)
 	}
 	l := asked.Or(uc.Limits).Or(r.cfg.Limits)
 	if err := l.Over(r.cfg.MaxLimits); err != nil {
