@@ -90,6 +90,9 @@ type User struct {
 	Username string `json:"username"`
 	// Role is "user" or "admin".
 	Role string `json:"role"`
+	// Scopes, in GET /api/v1/me, are what the caller's credentials may do: an API token's
+	// scopes, or every scope its user may for a signed-in browser.
+	Scopes []string `json:"scopes,omitempty"`
 }
 
 // Session is GET /auth/session: who is signed in, and the CSRF token that state-changing

@@ -1,11 +1,14 @@
 package cli
 
 import (
+	"context"
 	"io"
+	"slices"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
+	"github.com/paddockhq/paddock/internal/auth"
 	pmcp "github.com/paddockhq/paddock/internal/mcp"
 )
 
@@ -17,7 +20,8 @@ func newMCPCommand() *cobra.Command {
 (Claude Code, Cursor, Codex, any MCP client) to start as a subprocess. Its tools create,
 list, stop and delete sandboxes, run commands, read, write and edit files, and move
 through a workspace's history, as you, with the credentials paddock login stored (or
-PADDOCK_SERVER and PADDOCK_TOKEN). Nothing but the protocol is written to stdout; log
+PADDOCK_SERVER and PADDOCK_TOKEN); a token without scope write gets only the tools
+that read. Nothing but the protocol is written to stdout; log
 lines go to stderr. See docs/mcp.md.
 
   claude mcp add paddock -- paddock mcp`,
@@ -28,7 +32,17 @@ lines go to stderr. See docs/mcp.md.
 				return err
 			}
 			log := logger(c.ErrOrStderr())
-			s := pmcp.NewServer(pmcp.Client{C: client}, pmcp.Options{Version: Version, Log: log})
+			opts := pmcp.Options{Version: Version, Log: log}
+			// Credentials that may only read get only the tools that read, as over HTTP.
+			if me, err := client.Me(c.Context()); err != nil {
+				log.Warn("mcp: could not ask the server what these credentials may do; serving every tool", "err", err)
+			} else if len(me.Scopes) > 0 && !slices.Contains(me.Scopes, string(auth.ScopeWrite)) {
+				opts.ReadOnly = true
+				opts.Refuse = func(_ context.Context, tool string) error {
+					return auth.ScopeError(auth.ScopeWrite, "the MCP tool "+tool)
+				}
+			}
+			s := pmcp.NewServer(pmcp.Client{C: client}, opts)
 			t := &sdk.IOTransport{Reader: io.NopCloser(c.InOrStdin()), Writer: nopWriteCloser{c.OutOrStdout()}}
 			return s.Run(c.Context(), t)
 		},

@@ -552,15 +552,26 @@ func TestReadOnlyToken(t *testing.T) {
 	if len(list.Sandboxes) != 1 {
 		t.Errorf("sandboxes after the refused calls: %+v", list.Sandboxes)
 	}
-	// Over stdio the CLI holds the token and serves every tool; the API refuses the
-	// change, naming the scope, all the same.
+	// Over stdio the CLI asks the server what its token may do and, like /mcp, serves
+	// only the tools that read, refusing the others by the scope they need.
 	stdio, err := connectStdio(t, e, read.Secret, &progress{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer stdio.Close()
+	names = nil
+	for tool, err := range stdio.Tools(t.Context(), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, tool.Name)
+	}
+	slices.Sort(names)
+	if want := []string{"app_status", "history", "list_files", "list_sandboxes", "read_file"}; !slices.Equal(names, want) {
+		t.Errorf("a read-only token's tools over stdio: %v, want %v", names, want)
+	}
 	ok(t, stdio, "read_file", map[string]any{"sandbox": sb.ID, "path": "notes.txt"}, &file)
-	fails(t, stdio, "write_file", map[string]any{"sandbox": sb.ID, "path": "notes.txt", "content": "overwritten\n"}, `lacks scope "write"`, "permission denied")
+	fails(t, stdio, "write_file", map[string]any{"sandbox": sb.ID, "path": "notes.txt", "content": "overwritten\n"}, `lacks scope "write"`, "the MCP tool write_file", "permission denied")
 
 	// Each refusal over HTTP is an event naming the token and the scope.
 	var events api.EventList

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/auth"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
 	"github.com/paddockhq/paddock/internal/httpmetrics"
@@ -189,7 +190,12 @@ func (s *Server) me(w http.ResponseWriter, r *http.Request, c fleet.Caller) erro
 	if c.Admin {
 		role = "admin"
 	}
-	api.WriteJSON(w, http.StatusOK, api.User{ID: c.UserID, Username: c.Username, Role: role})
+	wc := webCaller(r)
+	scopes := auth.UserScopes(wc.User)
+	if wc.Token != nil {
+		scopes = auth.TokenScopes(*wc.Token)
+	}
+	api.WriteJSON(w, http.StatusOK, api.User{ID: c.UserID, Username: c.Username, Role: role, Scopes: scopes.Strings()})
 	return nil
 }
 

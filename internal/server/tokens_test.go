@@ -81,6 +81,17 @@ func TestTokenScopes(t *testing.T) {
 	if len(evs) == 0 {
 		t.Error("no auth.token.scope_denied event")
 	}
+	// GET /api/v1/me says what the credentials may do: the token's scopes, or all of the
+	// user's for a session (so a client such as paddock mcp can offer only what works).
+	var me api.User
+	servertest.Decode(t, bearer(t, e, read.Secret, "GET", "/api/v1/me", nil), http.StatusOK, &me)
+	if strings.Join(me.Scopes, " ") != "read" {
+		t.Errorf("GET /api/v1/me with a read token: scopes %q, want [read]", me.Scopes)
+	}
+	servertest.Decode(t, alice.Do("GET", "/api/v1/me", nil), http.StatusOK, &me)
+	if strings.Join(me.Scopes, " ") != "read write tokens" {
+		t.Errorf("GET /api/v1/me with a session: scopes %q, want [read write tokens]", me.Scopes)
+	}
 
 	// A token with scope tokens mints only within itself.
 	parent := mint(api.CreateTokenRequest{Name: "parent", Scopes: []string{"read", "tokens"}, ExpiresIn: "2h"})

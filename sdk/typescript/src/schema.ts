@@ -1462,6 +1462,8 @@ export interface components {
             username?: string;
             /** @enum {string} */
             role?: "user" | "admin";
+            /** @description In GET /api/v1/me: what the caller's credentials may do (an API token's scopes; for a signed-in browser, every scope its user may). */
+            scopes?: ("read" | "write" | "tokens" | "admin")[];
         };
         Credentials: {
             username: string;
