@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 )
 
 // TestPeerMissing: a peer whose program is not installed keeps its rows, which say why
@@ -177,5 +179,74 @@ func TestReverseProxyPeersAsConfigured(t *testing.T) {
 				t.Errorf("%d connections to the app for %d serial requests", conns, n)
 			}
 		})
+	}
+}
+
+// TestBestPeerTarget: a target set by peers is the best measured one's; a peer that was not
+// measured sets none, and with no peer measured the target is not judged.
+func TestBestPeerTarget(t *testing.T) {
+	rates := map[string]float64{"squid": 100, "tinyproxy": 300, "gone": 900}
+	value := func(name string) float64 { return rates[name] }
+	b := bestPeer([]*peer{{name: "squid"}, {name: "tinyproxy"}, {name: "gone", missing: "not installed"}}, value)
+	if b.name != "tinyproxy" || b.value != 300 {
+		t.Fatalf("best = %+v, want tinyproxy at 300", b)
+	}
+	if got := b.target(1000); got != "≥ the best peer's ratio (tinyproxy, 0.30×)" {
+		t.Errorf("target %q", got)
+	}
+	if b.met(300) != "yes" || b.met(299) != "**no**" || b.word(299) != "**not met**" {
+		t.Errorf("met(300) %q, met(299) %q, word(299) %q", b.met(300), b.met(299), b.word(299))
+	}
+	none := bestPeer([]*peer{{name: "gone", missing: "not installed"}}, value)
+	if none.met(1) != "—" || !strings.Contains(none.word(1), "not judged") {
+		t.Errorf("no peer measured: met %q, word %q", none.met(1), none.word(1))
+	}
+}
+
+// TestNginxProxiesWebSockets: nginx, as the bench configures it, passes a WebSocket upgrade
+// to the app (table 6), still without the client's Cookie.
+func TestNginxProxiesWebSockets(t *testing.T) {
+	if _, err := exec.LookPath("nginx"); err != nil {
+		t.Skip("nginx is not installed here (scripts/setup.sh installs it)")
+	}
+	cookies := make(chan string, 1)
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cookies <- r.Header.Get("Cookie")
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.CloseNow()
+		typ, b, err := ws.Read(r.Context())
+		if err == nil {
+			_ = ws.Write(r.Context(), typ, b)
+		}
+	}))
+	defer app.Close()
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	e := &Env{Dir: dir}
+	p := e.startReverseProxy(context.Background(), "nginx", strings.TrimPrefix(app.URL, "http://"))
+	defer p.Close()
+	if p.missing != "" {
+		t.Fatal(p.missing)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, p.URL+"/ws/echo", &websocket.DialOptions{HTTPHeader: http.Header{"Cookie": {"paddock_session=secret"}}})
+	if err != nil {
+		t.Fatalf("dial through nginx: %v", err)
+	}
+	defer ws.CloseNow()
+	if err := ws.Write(ctx, websocket.MessageBinary, []byte("hi")); err != nil {
+		t.Fatal(err)
+	}
+	if _, b, err := ws.Read(ctx); err != nil || string(b) != "hi" {
+		t.Fatalf("echo %q, %v", b, err)
+	}
+	if c := <-cookies; c != "" {
+		t.Errorf("the app got Cookie %q", c)
 	}
 }
