@@ -114,9 +114,9 @@ type Proxy struct {
 	rp       *httputil.ReverseProxy
 	tr       *http.Transport
 	direct   *directTransport // plain requests without a body; tr for the rest
-	reserved map[string]bool // lower-cased names
-	trusted  map[string]bool // normalised origins
-	dialers  sync.Map        // sandbox ID → func(ctx) (net.Conn, error)
+	reserved map[string]bool  // lower-cased names
+	trusted  map[string]bool  // normalised origins
+	dialers  sync.Map         // sandbox ID → func(ctx) (net.Conn, error)
 	reg      *registry
 	storms   *stormDetector
 	ctx      context.Context // canceled by Close; bounds WebSocket relays
