@@ -164,7 +164,7 @@ func BenchmarkProxyVsDirect(b *testing.B) {
 			b.SetParallelism(4)
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					if err := get(f.cp.Client, v.url+"/api/info"); err != nil {
+					if err := get(f.cp.Client, v.url+"/api/info", ""); err != nil {
 						b.Fatal(err)
 					}
 				}

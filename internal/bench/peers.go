@@ -2,8 +2,8 @@ package bench
 
 // Peers are the programs a user would pick instead of a part of paddock, measured in the
 // same interleaved rounds as paddock: podman, bubblewrap and runsc beside runc (table 1),
-// nginx and haproxy in front of the same app (table 5), squid and tinyproxy as forward
-// proxies for the same download (table 13). Each is Debian's build, installed by
+// nginx and haproxy in front of the same app (table 5; nginx's WebSocket proxying, table 6),
+// squid and tinyproxy as forward proxies for the same download (table 13). Each is Debian's build, installed by
 // scripts/setup.sh; the bench writes its configuration under its own directory, starts it
 // on loopback and stops it when the table is done.
 

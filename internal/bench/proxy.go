@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -40,6 +41,22 @@ func (e *Env) proxied(ctx context.Context) (*proxyFixture, error) {
 	}
 	e.proxy = &proxyFixture{cp: cp, direct: d}
 	return e.proxy, nil
+}
+
+// appCookie is the Cookie header the signed-in client sends to the live apps host.
+func (f *proxyFixture) appCookie() (string, error) {
+	u, err := url.Parse(f.cp.AppURL)
+	if err != nil {
+		return "", err
+	}
+	var pairs []string
+	for _, c := range f.cp.Client.Jar.Cookies(u) {
+		pairs = append(pairs, c.Name+"="+c.Value)
+	}
+	if len(pairs) == 0 {
+		return "", fmt.Errorf("the client has no cookie for %s", f.cp.AppURL)
+	}
+	return strings.Join(pairs, "; "), nil
 }
 
 func (f *proxyFixture) Close() {
@@ -83,9 +100,17 @@ func hammer(c int, d time.Duration, do func() error) ([]call, time.Duration) {
 	return all, time.Since(start)
 }
 
-// get requests url with hc and reads the whole answer, which must be a 200.
-func get(hc *http.Client, url string) error {
-	resp, err := hc.Get(url)
+// get requests url with hc, with cookie as its Cookie header unless it is "", and reads the
+// whole answer, which must be a 200.
+func get(hc *http.Client, url, cookie string) error {
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		return err
+	}
+	if cookie != "" {
+		req.Header.Set("Cookie", cookie)
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		return err
 	}
@@ -107,8 +132,8 @@ type loadStats struct {
 }
 
 // loadRound hammers url with c clients for d; any failed request fails the round.
-func loadRound(hc *http.Client, url string, c int, d time.Duration) (loadStats, error) {
-	return callStats(hammer(c, d, func() error { return get(hc, url) }))
+func loadRound(hc *http.Client, url, cookie string, c int, d time.Duration) (loadStats, error) {
+	return callStats(hammer(c, d, func() error { return get(hc, url, cookie) }))
 }
 
 // callStats sum up the calls of a round that took elapsed; any failed call fails it.
@@ -144,7 +169,14 @@ func (e *Env) ProxyLoadTable(ctx context.Context, o Options) (*Table, error) {
 	if err != nil {
 		return nil, err
 	}
-	hc := f.cp.Client
+	// Every variant's requests carry the same Cookie header, the apps host's: the client does
+	// the same work whichever it loads, and the peers have a cookie to strip, as paddock's
+	// proxy does. (A cookie jar would add its look-up to the proxied requests alone.)
+	hc := &http.Client{Transport: f.cp.Client.Transport, Timeout: f.cp.Client.Timeout}
+	cookie, err := f.appCookie()
+	if err != nil {
+		return nil, err
+	}
 	rec := newRecorder()
 	variant := func(name, url string, c int) func() error {
 		return func() error {
@@ -152,7 +184,7 @@ func (e *Env) ProxyLoadTable(ctx context.Context, o Options) (*Table, error) {
 			if !rec.on {
 				d = min(d, time.Second) // warm-up: keep-alive connections, the tunnel's streams
 			}
-			s, err := loadRound(hc, url, c, d)
+			s, err := loadRound(hc, url, cookie, c, d)
 			rec.add(name+".rate", s.rate)
 			rec.add(name+".p50", s.p50)
 			rec.add(name+".p99", s.p99)
