@@ -237,8 +237,10 @@ func (e *Env) ProxyLoadTable(ctx context.Context, o Options) (*Table, error) {
 			"a real control plane (server.New, serving on loopback) with one signed-in user; the request goes to the user's live apps host "+
 			"with the cookie the handoff gave it: client → control plane (apps host, cookie and session, role lookup) → proxy → a kept-alive TCP connection "+
 			"to the app's port on the sandbox's loopback, which the control plane dials in the sandbox's network namespace (the container tier under runc; "+
-			"the other tiers go through a tunnel over the agent's channel) → app inside the user's live container sandbox. *Direct*: the same app code (welcome.Serve) on a host loopback port. The same Go HTTP client (keep-alive, "+
-			"a connection per worker) sends both, from the harness's process, which also hosts the control plane. Each round, %s concurrent "+
+			"the other tiers go through a tunnel over the agent's channel) → app inside the user's live container sandbox. The proxy sends a request without a body to the app itself, on a pooled connection from the handler's goroutine "+
+			"(others go through net/http's Transport). *Direct*: the same app code (welcome.Serve) on a host loopback port. The same Go HTTP client (keep-alive, "+
+			"a connection per worker) sends both, from the harness's process, which also hosts the control plane, with the same Cookie header "+
+			"(the apps host's) on every variant's requests, so that the client's work is the same and the peers have a cookie to strip. Each round, %s concurrent "+
 			"clients send requests back to back for %s, and one client (C=1) does the same; the four variants, and the peers' below, are interleaved over %d rounds "+
 			"after a short warm-up. Rates are completed requests per second of a round; p50 and p99 are the latencies of all requests of a round; "+
 			"every row is the median (p90, min) over the rounds. The *added* rows are the per-round difference proxy − direct.",
