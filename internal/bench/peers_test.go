@@ -250,3 +250,71 @@ func TestNginxProxiesWebSockets(t *testing.T) {
 		t.Errorf("the app got Cookie %q", c)
 	}
 }
+
+// TestParseWrk: wrk's report gives the rate and the 50% and 99% latencies in ms; non-2xx
+// answers and socket errors fail the round.
+func TestParseWrk(t *testing.T) {
+	report := `Running 3s test @ http://127.0.0.1:8080/api/info
+  2 threads and 8 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency   301.23us  200.01us   5.12ms   90.00%
+    Req/Sec    12.34k     1.01k   14.00k    70.00%
+  Latency Distribution
+     50%  250.00us
+     75%  300.00us
+     90%  400.00us
+     99%    1.50ms
+  73856 requests in 3.00s, 12.34MB read
+Requests/sec:  24618.67
+Transfer/sec:      4.11MB
+`
+	s, err := parseWrk(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.rate != 24618.67 || s.p50 != 0.25 || s.p99 != 1.5 {
+		t.Errorf("parsed %+v", s)
+	}
+	for _, bad := range []string{
+		strings.Replace(report, "Requests/sec", "  Non-2xx or 3xx responses: 12\nRequests/sec", 1),
+		strings.Replace(report, "Requests/sec", "  Socket errors: connect 0, read 3, write 0, timeout 0\nRequests/sec", 1),
+		strings.Replace(report, "     99%    1.50ms\n", "", 1),
+		"unable to connect to 127.0.0.1:1 Connection refused",
+	} {
+		if _, err := parseWrk(bad); err == nil {
+			t.Errorf("no error for:\n%s", bad)
+		}
+	}
+}
+
+// TestWrkRound: wrk, as table 5 runs it, loads a server with the Host and Cookie headers
+// it is given, and its report parses.
+func TestWrkRound(t *testing.T) {
+	w := newWrk()
+	if w.missing != "" {
+		t.Skip(w.missing)
+	}
+	var mu sync.Mutex
+	var hosts, cookies []string
+	app := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		if len(hosts) < 10 {
+			hosts, cookies = append(hosts, r.Host), append(cookies, r.Header.Get("Cookie"))
+		}
+		mu.Unlock()
+		_, _ = io.WriteString(rw, "ok")
+	}))
+	defer app.Close()
+	s, err := w.round(context.Background(), app.URL+"/api/info", "live-x.apps.localhost:1", "a=b", 2, 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.rate <= 0 || s.p50 <= 0 || s.p99 < s.p50 {
+		t.Errorf("stats %+v", s)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(hosts) == 0 || hosts[0] != "live-x.apps.localhost:1" || cookies[0] != "a=b" {
+		t.Errorf("the server saw Host %q, Cookie %q", hosts, cookies)
+	}
+}

@@ -208,6 +208,33 @@ func (e *Env) ProxyLoadTable(ctx context.Context, o Options) (*Table, error) {
 	for _, p := range peers {
 		fns = append(fns, p.round(variant(p.name, p.URL+"/api/info", c)), p.round(variant(p.name+"1", p.URL+"/api/info", 1)))
 	}
+	// The same load from wrk, a process of its own: direct, through the proxy (its address
+	// with the apps host's name as Host), and through each peer that runs.
+	w := newWrk()
+	app, err := url.Parse(f.cp.AppURL)
+	if err != nil {
+		return nil, err
+	}
+	wrkVariant := func(name, target, host string, skip *peer) func() error {
+		return w.peer.round(func() error {
+			if skip != nil && skip.missing != "" {
+				return nil
+			}
+			d := o.ProxyRound
+			if !rec.on {
+				d = min(d, time.Second)
+			}
+			s, err := w.round(ctx, target, host, cookie, c, d)
+			rec.add("wrk."+name+".rate", s.rate)
+			rec.add("wrk."+name+".p99", s.p99)
+			return err
+		})
+	}
+	fns = append(fns, wrkVariant("direct", f.direct.URL+"/api/info", "", nil),
+		wrkVariant("proxy", "http://127.0.0.1:"+app.Port()+"/api/info", app.Host, nil))
+	for _, p := range peers {
+		fns = append(fns, wrkVariant(p.name, p.URL+"/api/info", "", p.peer))
+	}
 	if err := interleave(rec, 1, o.ProxyRounds, fns...); err != nil {
 		return nil, err
 	}
@@ -275,6 +302,26 @@ func (e *Env) ProxyLoadTable(ctx context.Context, o Options) (*Table, error) {
 		}
 		vs = append(vs, fmt.Sprintf("%s serves %.0f requests/s (%s of direct; paddock's proxy %s of it) and adds %.2f ms to the p99", p.name, r.P50, ratio(r.P50, dr.P50), ratio(pr.P50, r.P50), a99.P50))
 	}
+	wr, wd := rec.summary("wrk.proxy.rate"), rec.summary("wrk.direct.rate")
+	wa99 := paired(rec, "wrk.proxy.p99", "wrk.direct.p99")
+	wn := rec.summary("wrk.nginx.rate")
+	wrkTarget, wrkMet := "≥ nginx's ratio", "—"
+	if w.missing == "" && nginx.missing == "" {
+		wrkTarget, wrkMet = fmt.Sprintf("≥ nginx's ratio (%s)", ratio(wn.P50, wd.P50)), yesNo(wr.P50 >= wn.P50)
+	}
+	t.Rows = append(t.Rows,
+		w.row(Row{Name: "*wrk:* through the proxy: requests/s (" + cs + ")", Unit: "req/s", Summary: wr, Ratio: ratio(wr.P50, wd.P50), Target: wrkTarget, Met: wrkMet}),
+		w.row(Row{Name: "*wrk:* direct: requests/s (" + cs + ")", Unit: "req/s", Summary: wd, Ratio: "1.00× (baseline)"}),
+		w.row(Row{Name: "*added* p99 latency under wrk, proxy − direct (" + cs + ")", Unit: "ms", Summary: wa99}))
+	for _, p := range peers {
+		wp := rec.summary("wrk." + p.name + ".rate")
+		r := w.row(p.row(Row{Name: "*wrk:* *peer:* through " + p.name + ": requests/s (" + cs + ")", Unit: "req/s", Summary: wp, Ratio: vsPeer(wp.P50, wd.P50, "direct", wr.P50)}))
+		a := w.row(p.row(Row{Name: "*added* p99 latency under wrk, " + p.name + " (peer) − direct (" + cs + ")", Unit: "ms", Summary: paired(rec, "wrk."+p.name+".p99", "wrk.direct.p99")}))
+		t.Rows = append(t.Rows, r, a)
+	}
+	t.About += fmt.Sprintf(" The *wrk* rows are the same C=%d load from Debian's wrk (`wrk -t2 -c%d --latency`, the same Cookie header; the apps host's "+
+		"name as its Host header, to the control plane's address), a process of its own rather than goroutines of the harness, whose process "+
+		"also hosts the control plane; their p99 is wrk's, their ratio column as above.", c, c)
 	t.About += " The *peer* rows put " + reverseProxiesAbout + " They are driven by the same client in the same rounds; their ratio column is the peer against direct, then paddock's proxy against the peer."
 	t.Notes = []string{
 		fmt.Sprintf("With %s clients the proxy serves %.0f requests/s against %.0f direct (%s; target %s: %s), and adds %.2f ms to the p99 "+
@@ -292,6 +339,13 @@ func (e *Env) ProxyLoadTable(ctx context.Context, o Options) (*Table, error) {
 			cs, d99.P50/max(d50.P50, 1e-9)),
 		"Against the peers, in front of the same app, with " + cs + ": " + strings.Join(vs, "; ") + ". A peer does less than paddock's proxy: no session " +
 			"lookup, no role lookup, no header scrubbing beyond the two headers.",
+	}
+	if w.missing == "" {
+		t.Notes = append(t.Notes, fmt.Sprintf("Loaded by wrk instead, from a process of its own: the proxy serves %.0f requests/s against %.0f direct (%s) "+
+			"and nginx %.0f (%s; paddock's proxy %s of it). The Go client in the harness's process shares that process's two threads and its garbage "+
+			"collector with the control plane, which the peers do not.", wr.P50, wd.P50, ratio(wr.P50, wd.P50), wn.P50, ratio(wn.P50, wd.P50), ratio(wr.P50, wn.P50)))
+	} else {
+		t.Notes = append(t.Notes, "wrk not measured: "+w.missing+".")
 	}
 	return t, nil
 }
