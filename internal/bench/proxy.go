@@ -342,8 +342,7 @@ func (e *Env) ProxyLoadTable(ctx context.Context, o Options) (*Table, error) {
 	}
 	if w.missing == "" {
 		t.Notes = append(t.Notes, fmt.Sprintf("Loaded by wrk instead, from a process of its own: the proxy serves %.0f requests/s against %.0f direct (%s) "+
-			"and nginx %.0f (%s; paddock's proxy %s of it). The Go client in the harness's process shares that process's two threads and its garbage "+
-			"collector with the control plane, which the peers do not.", wr.P50, wd.P50, ratio(wr.P50, wd.P50), wn.P50, ratio(wn.P50, wd.P50), ratio(wr.P50, wn.P50)))
+			"and nginx %.0f (%s; paddock's proxy %s of it). wrk's p99 is noisier than the Go client's: compare the rates.", wr.P50, wd.P50, ratio(wr.P50, wd.P50), wn.P50, ratio(wn.P50, wd.P50), ratio(wr.P50, wn.P50)))
 	} else {
 		t.Notes = append(t.Notes, "wrk not measured: "+w.missing+".")
 	}
