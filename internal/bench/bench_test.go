@@ -66,7 +66,7 @@ func checkPeers(t *testing.T, e *Env, r *Report) {
 	runsc := e.newRunscPeer()
 	for _, p := range []struct{ table, name, bin string }{
 		{"1. ", "`runsc run`", runsc.bin}, {"1. ", "`bwrap`", "bwrap"}, {"1. ", "`podman run --rm`", "podman"},
-		{"5. ", "nginx", "nginx"}, {"5. ", "haproxy", "haproxy"}, {"5. ", "wrk", "wrk"}, {"6. ", "nginx", "nginx"},
+		{"5. ", "nginx", "nginx"}, {"5. ", "haproxy", "haproxy"}, {"5. ", "*wrk:* through the proxy", "wrk"}, {"5. ", "*wrk:* direct", "wrk"}, {"6. ", "nginx", "nginx"},
 		{"13. ", "squid", "squid"}, {"13. ", "tinyproxy", "tinyproxy"},
 	} {
 		var rows []Row
