@@ -380,6 +380,13 @@ func (e *Env) EgressTable(ctx context.Context, o Options) (*Table, error) {
 	pp, pd := rec.summary("http.proxy"), rec.summary("http.direct")
 	sAdded, pAdded := paired(rec, "https.proxy.cpu", "https.direct.cpu"), paired(rec, "http.proxy.cpu", "http.direct.cpu")
 	size := sizeName(o.EgressBytes)
+	// The targets are the best forward peer's ratio to direct on each protocol.
+	var fwd []*peer
+	for _, p := range peers {
+		fwd = append(fwd, p.peer)
+	}
+	sBar := bestPeer(fwd, func(name string) float64 { return rec.summary("https." + name).P50 })
+	pBar := bestPeer(fwd, func(name string) float64 { return rec.summary("http." + name).P50 })
 	t := &Table{
 		Title: fmt.Sprintf("13. Downloading %s from inside a sandbox through the egress proxy against the same download direct", size),
 		About: fmt.Sprintf("A static Go client (internal/bench/fetch) run with `Execute` in a container sandbox (runc) GETs a %s body (random bytes, "+
@@ -397,9 +404,9 @@ func (e *Env) EgressTable(ctx context.Context, o Options) (*Table, error) {
 			forwardProxiesAbout+" Their ratio column is the peer against direct, then paddock's proxy against the peer.",
 			size, downloadHost, server.EgressPort, directTLSPort, directPlainPort, o.EgressRounds, o.EgressBytes),
 		Rows: []Row{
-			{Name: "HTTPS through the proxy (CONNECT tunnel)", Unit: "MiB/s", Summary: sp, Ratio: ratio(sp.P50, sd.P50), Target: "≥ 0.8× direct", Met: yesNo(sp.P50 >= 0.8*sd.P50)},
+			{Name: "HTTPS through the proxy (CONNECT tunnel)", Unit: "MiB/s", Summary: sp, Ratio: ratio(sp.P50, sd.P50), Target: sBar.target(sd.P50), Met: sBar.met(sp.P50)},
 			{Name: "HTTPS direct", Unit: "MiB/s", Summary: sd, Ratio: "1.00× (baseline)"},
-			{Name: "plain HTTP through the proxy (forwarded request)", Unit: "MiB/s", Summary: pp, Ratio: ratio(pp.P50, pd.P50), Target: "≥ 0.8× direct", Met: yesNo(pp.P50 >= 0.8*pd.P50)},
+			{Name: "plain HTTP through the proxy (forwarded request)", Unit: "MiB/s", Summary: pp, Ratio: ratio(pp.P50, pd.P50), Target: pBar.target(pd.P50), Met: pBar.met(pp.P50)},
 			{Name: "plain HTTP direct", Unit: "MiB/s", Summary: pd, Ratio: "1.00× (baseline)"},
 		},
 	}
@@ -437,9 +444,10 @@ func (e *Env) EgressTable(ctx context.Context, o Options) (*Table, error) {
 		return rec.summary(key+".proxy."+part).P50 - rec.summary(key+".direct."+part).P50
 	}
 	t.Notes = []string{
-		fmt.Sprintf("Over HTTPS the sandbox downloads %.0f MiB/s through the proxy against %.0f MiB/s direct (%s; target ≥ 0.8×: %s); over plain HTTP %.0f "+
-			"against %.0f MiB/s (%s; target ≥ 0.8×: %s).", sp.P50, sd.P50, ratio(sp.P50, sd.P50), metWord(sp.P50 >= 0.8*sd.P50),
-			pp.P50, pd.P50, ratio(pp.P50, pd.P50), metWord(pp.P50 >= 0.8*pd.P50)),
+		fmt.Sprintf("Over HTTPS the sandbox downloads %.0f MiB/s through the proxy against %.0f MiB/s direct (%s; target %s: %s); over plain HTTP %.0f "+
+			"against %.0f MiB/s (%s; target %s: %s). The targets are the best forward peer's ratio in the same rounds; the absolute rates are information.",
+			sp.P50, sd.P50, ratio(sp.P50, sd.P50), sBar.target(sd.P50), sBar.word(sp.P50),
+			pp.P50, pd.P50, ratio(pp.P50, pd.P50), pBar.target(pd.P50), pBar.word(pp.P50)),
 		fmt.Sprintf("The client, the server (which encrypts, for HTTPS) and the proxy share this machine's %d CPUs, so a download's rate is the CPUs it "+
 			"keeps busy over the CPU time it needs per byte. Over HTTPS a proxied download needs %s the CPU time of a direct one (%.0f ms against %.0f ms, "+
 			"medians) and keeps %.1f CPUs busy against %.1f; over plain HTTP %s (%.0f ms against %.0f ms), %.1f CPUs against %.1f. Per round, the proxied "+

@@ -2,8 +2,8 @@ package bench
 
 // Peers are the programs a user would pick instead of a part of paddock, measured in the
 // same interleaved rounds as paddock: podman, bubblewrap and runsc beside runc (table 1),
-// nginx and haproxy in front of the same app (table 5), squid and tinyproxy as forward
-// proxies for the same download (table 13). Each is Debian's build, installed by
+// nginx and haproxy in front of the same app (table 5; nginx's WebSocket proxying, table 6),
+// squid and tinyproxy as forward proxies for the same download (table 13). Each is Debian's build, installed by
 // scripts/setup.sh; the bench writes its configuration under its own directory, starts it
 // on loopback and stops it when the table is done.
 
@@ -74,6 +74,48 @@ func (p *peer) row(r Row) Row {
 // figure against the peer's.
 func vsPeer(peerP50, floorP50 float64, floor string, paddockP50 float64) string {
 	return ratio(peerP50, floorP50) + " " + floor + "; paddock " + ratio(paddockP50, peerP50) + " of it"
+}
+
+// bar is a target that peers measured in the same run set: the best of them, where higher
+// is better (a rate).
+type bar struct {
+	name  string // the best peer; "" when none was measured
+	value float64
+}
+
+// bestPeer is the best of the measured peers by value.
+func bestPeer(peers []*peer, value func(name string) float64) bar {
+	var b bar
+	for _, p := range peers {
+		if v := value(p.name); p.missing == "" && (b.name == "" || v > b.value) {
+			b = bar{name: p.name, value: v}
+		}
+	}
+	return b
+}
+
+// target is the target column: at least the best peer's ratio to floor.
+func (b bar) target(floor float64) string {
+	if b.name == "" {
+		return "≥ the best peer's ratio"
+	}
+	return fmt.Sprintf("≥ the best peer's ratio (%s, %s)", b.name, ratio(b.value, floor))
+}
+
+// met is the met column for paddock's figure v: "—" when no peer was measured.
+func (b bar) met(v float64) string {
+	if b.name == "" {
+		return "—"
+	}
+	return yesNo(v >= b.value)
+}
+
+// word says in a sentence whether v meets the bar.
+func (b bar) word(v float64) string {
+	if b.name == "" {
+		return "not judged, no peer measured"
+	}
+	return metWord(v >= b.value)
 }
 
 // daemon is a peer's server process; Close stops it and whatever it started.
@@ -189,7 +231,8 @@ func (r *reverseProxy) Close() {
 
 // nginxConf is nginx's configuration as a reverse proxy to upstream that does what
 // paddock's proxy contract asks: drops Cookie and Authorization, keeps connections to the
-// app alive, one worker per CPU.
+// app alive, one worker per CPU. A WebSocket upgrade passes (table 6): Upgrade is sent on
+// and Connection is "upgrade" for it, empty (kept alive) for every other request.
 func nginxConf(dir string, port int, upstream string) string {
 	return fmt.Sprintf(`daemon off;
 master_process on;
@@ -205,6 +248,10 @@ http {
     fastcgi_temp_path %[1]s/fastcgi;
     uwsgi_temp_path %[1]s/uwsgi;
     scgi_temp_path %[1]s/scgi;
+    map $http_upgrade $connection_upgrade {
+        default upgrade;
+        "" "";
+    }
     upstream app {
         server %[3]s;
         keepalive 32;
@@ -214,7 +261,8 @@ http {
         location / {
             proxy_pass http://app;
             proxy_http_version 1.1;
-            proxy_set_header Connection "";
+            proxy_set_header Upgrade $http_upgrade;
+            proxy_set_header Connection $connection_upgrade;
             proxy_set_header Cookie "";
             proxy_set_header Authorization "";
             proxy_buffering on;
@@ -250,7 +298,7 @@ backend app
 const reverseProxiesAbout = "Debian's nginx and haproxy in front of the direct app on the host's loopback, each as its own process with a " +
 	"configuration the bench writes: they drop `Cookie` and `Authorization` from the request and keep connections to the app alive, as paddock's " +
 	"proxy contract asks. nginx: `worker_processes auto` (one per CPU), `upstream` with `keepalive 32`, `proxy_http_version 1.1` and an empty " +
-	"`Connection` header, `proxy_set_header Cookie \"\"` and `Authorization \"\"`, no access log. haproxy: `mode http`, its default one thread per CPU, " +
+	"`Connection` header (`upgrade`, with `Upgrade` passed on, for a WebSocket), `proxy_set_header Cookie \"\"` and `Authorization \"\"`, no access log. haproxy: `mode http`, its default one thread per CPU, " +
 	"`option http-keep-alive`, `http-reuse always`, `http-request del-header Cookie` and `Authorization`."
 
 // startReverseProxy starts peer name (nginx or haproxy) in front of upstream (host:port).

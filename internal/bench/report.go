@@ -116,15 +116,18 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 	fmt.Fprint(w, methodNotes)
 }
 
-// peersParagraph introduces the peers' rows of tables 1, 5 and 13.
-const peersParagraph = "**Peers.** Tables 1, 5 and 13 also measure, in the same interleaved rounds as paddock and with the same client, what a user would " +
+// peersParagraph introduces the peers' rows of tables 1, 5, 6 and 13, and table 8's floor.
+const peersParagraph = "**Peers.** Tables 1, 5, 6 and 13 also measure, in the same interleaved rounds as paddock and with the same client, what a user would " +
 	"pick instead: `runsc run` (gVisor), `bwrap` (bubblewrap: the floor of a sandbox made of namespaces alone) and `podman run --rm` " +
-	"beside `runc run` (table 1); nginx and haproxy as reverse proxies in front of the same app (table 5); squid and tinyproxy as " +
-	"forward proxies for the same download, plain HTTP and CONNECT (table 13). Each is Debian's build, installed at a pinned version by " +
-	"`scripts/setup.sh` (runsc is paddock's own build); the bench writes each one's configuration (each table says what it is), starts " +
-	"it on loopback and stops it when the table is done. A peer's ratio column gives the peer against the floor, then paddock's figure " +
-	"against the peer's; a peer that is not installed or cannot run here keeps its rows, which say why. To run only these tables: `make " +
-	"build`, then, as root, `go run ./internal/bench/cmd -only \"create\"` (or `-only \"proxy load\"`, `-only egress`)."
+	"beside `runc run` (table 1); nginx and haproxy as reverse proxies in front of the same app (table 5), and nginx's WebSocket proxying " +
+	"(table 6); squid and tinyproxy as forward proxies for the same download, plain HTTP and CONNECT (table 13). Each is Debian's build, " +
+	"installed at a pinned version by `scripts/setup.sh` (runsc is paddock's own build); the bench writes each one's configuration (each table " +
+	"says what it is), starts it on loopback and stops it when the table is done. A peer's ratio column gives the peer against the floor, then " +
+	"paddock's figure against the peer's; a peer that is not installed or cannot run here keeps its rows, which say why. Table 8 measures the " +
+	"broker against its storage floor instead: the same durable writes alone. Where a table has peers or a floor, its targets are ratios to " +
+	"them measured in the same run (table 5: nginx's; table 13: the best forward peer's; table 8: the floor's), and the absolute figures are " +
+	"information, since they follow the machine's load. To run only these tables: `make build`, then, as root, " +
+	"`go run ./internal/bench/cmd -only \"create\"` (or `-only proxy`, `-only \"secrets broker\"`, `-only egress`)."
 
 const methodNotes = `## Notes on method
 

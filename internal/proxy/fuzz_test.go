@@ -1,6 +1,9 @@
 package proxy
 
 import (
+	"context"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -161,6 +164,48 @@ func FuzzCheckOrigin(f *testing.F) {
 		n, err := normalizeOrigin(origin)
 		if err != nil || (n != "http://self.test" && n != "https://self.test" && n != "https://trusted.test") {
 			t.Fatalf("origin %q (%q) accepted", origin, n)
+		}
+	})
+}
+
+// FuzzDirectAnswer: whatever bytes an app answers a GET with, the direct transport returns
+// an error or a response whose body ends, and keeps the connection only after a complete
+// answer with nothing after it.
+func FuzzDirectAnswer(f *testing.F) {
+	for _, s := range []string{
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-T\r\n\r\n2\r\nok\r\n0\r\nX-T: 1\r\n\r\n",
+		"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n",
+		"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n",
+		"HTTP/1.0 200 OK\r\n\r\nto the end",
+		"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nab",
+		"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nab",
+		"garbage",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, answer []byte) {
+		near, far := net.Pipe()
+		defer near.Close()
+		go func() {
+			defer far.Close()
+			_, _ = far.Read(make([]byte, 4096)) // the request's head
+			_, _ = far.Write(answer)
+		}()
+		tr := newDirectTransport(func(context.Context, string, string) (net.Conn, error) { return near, nil }, http.DefaultTransport)
+		req, _ := http.NewRequest("GET", "http://sb-1/", nil)
+		c, _, err := tr.get(req.Context(), "sb-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, _, err := tr.exchange(req, c)
+		if err != nil {
+			return
+		}
+		_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 1<<20))
+		res.Body.Close()
+		if n := len(tr.idle["sb-1"]); n > 1 {
+			t.Fatalf("%d idle connections from one exchange", n)
 		}
 	})
 }

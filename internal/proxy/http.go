@@ -58,7 +58,7 @@ func (p *Proxy) dialSandbox(ctx context.Context, _, addr string) (net.Conn, erro
 func (p *Proxy) newReverseProxy() *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite:   p.rewrite,
-		Transport: p.tr,
+		Transport: p.direct,
 		// 0, not -1: ReverseProxy flushes every write of an SSE stream or a body of unknown
 		// length (chunked: a stream) by itself. A body of known length goes out as the
 		// server's buffer fills and at its end: a flush per read (a ResponseController call,

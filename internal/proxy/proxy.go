@@ -113,9 +113,10 @@ type Proxy struct {
 	m        *metrics
 	rp       *httputil.ReverseProxy
 	tr       *http.Transport
-	reserved map[string]bool // lower-cased names
-	trusted  map[string]bool // normalised origins
-	dialers  sync.Map        // sandbox ID → func(ctx) (net.Conn, error)
+	direct   *directTransport // plain requests without a body; tr for the rest
+	reserved map[string]bool  // lower-cased names
+	trusted  map[string]bool  // normalised origins
+	dialers  sync.Map         // sandbox ID → func(ctx) (net.Conn, error)
 	reg      *registry
 	storms   *stormDetector
 	ctx      context.Context // canceled by Close; bounds WebSocket relays
@@ -149,6 +150,7 @@ func New(r Router, o Options) (*Proxy, error) {
 	p.reg = newRegistry()
 	p.storms = newStormDetector(o.ReconnectWindow, o.ReconnectLimit, time.Now)
 	p.tr = p.newTransport()
+	p.direct = newDirectTransport(p.dialSandbox, p.tr)
 	p.rp = p.newReverseProxy()
 	return p, nil
 }
@@ -315,6 +317,7 @@ func (p *Proxy) WebSockets(sandboxID string) int {
 // close with [api.CloseOwnerGone] and its pooled connections are dropped.
 func (p *Proxy) SandboxGone(sandboxID string) {
 	p.dialers.Delete(sandboxID)
+	p.direct.forget(sandboxID)
 	conns, streams := p.reg.sandboxGone(sandboxID)
 	for _, c := range conns {
 		c.shutSoon(reasonOwnerGone)
@@ -342,6 +345,6 @@ func (p *Proxy) Close() error {
 		_ = s.Close()
 	}
 	p.cancel()
-	p.tr.CloseIdleConnections()
+	p.direct.CloseIdleConnections()
 	return nil
 }
