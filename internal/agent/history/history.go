@@ -165,6 +165,10 @@ type History struct {
 	// syncfs calls restores made (tests).
 	syncer fsSyncer
 	syncs  int
+	// writes writes the running restore's files (see filePool); writing, when set, is
+	// called as each file's write starts (tests).
+	writes  *filePool
+	writing func()
 	// hashed is how many files the last scan read and hashed (tests).
 	hashed int
 	// watch, with WithWatcher, reports which directories changed (nil without it, or when
@@ -178,6 +182,7 @@ type History struct {
 	// crashAfter, when positive, makes the restore fail after that many workspace changes
 	// (tests of crash recovery).
 	crashAfter int
+	stepMu     sync.Mutex // guards crashAfter: a restore's files are written concurrently
 	// unfinished is a restore that failed partway in this process (its journal is still in
 	// the store); it is finished before any other change.
 	unfinished *journal
