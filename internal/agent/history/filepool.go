@@ -35,9 +35,9 @@ type writeGroup struct {
 // copyBufSize is each worker's copy buffer: a few reads per large blob, one per small one.
 const copyBufSize = 256 << 10
 
-// restoreWorkers is how many files a restore writes at once: one per CPU, and at least two,
+// RestoreWorkers is how many files a restore writes at once: one per CPU, and at least two,
 // so that one file's wait on the disk overlaps another's copy.
-func restoreWorkers() int { return max(2, runtime.GOMAXPROCS(0)) }
+func RestoreWorkers() int { return max(2, runtime.GOMAXPROCS(0)) }
 
 func newFilePool(n int) *filePool {
 	p := &filePool{jobs: make(chan poolJob, 4*n)}

@@ -34,7 +34,7 @@ import (
 func (h *History) restoreTree(sum, have string) error {
 	h.syncer = fsSyncer{}
 	defer h.syncer.close()
-	h.writes = newFilePool(restoreWorkers())
+	h.writes = newFilePool(RestoreWorkers())
 	defer func() {
 		h.writes.close()
 		h.writes = nil
