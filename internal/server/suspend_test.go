@@ -90,7 +90,7 @@ func TestWakeFails(t *testing.T) {
 // thaws it and is answered, and what its processes held (here /tmp, which a stop would
 // empty) is still there. Unused for idle.after, the frozen sandbox is stopped.
 func TestIdleFreezeAndThaw(t *testing.T) {
-	e := servertest.Start(t, func(c *server.Config) { c.Idle.FreezeAfter, c.Idle.After = time.Second, 6 * time.Second })
+	e := servertest.Start(t, func(c *server.Config) { c.Idle.FreezeAfter, c.Idle.After = time.Second, 6*time.Second })
 	alice := e.Register(t, "alice")
 	alice.Start()
 	var roles api.Roles
