@@ -54,7 +54,8 @@
 // from the last scan, so that it costs what changed; Reconcile, and the checkpoints taken
 // before a restore or a transaction, still walk everything (see watcher for what inotify
 // misses). A restore skips subtrees the pre-restore scan found already in the target
-// state, writes files without an fsync each and makes them durable with one syncfs of the
+// state, writes files several at a time (one per CPU; a directory's mode and times are set
+// once its files are in), without an fsync each, and makes them durable with one syncfs of the
 // workspace's file system before it is recorded (see restoreTree for why a crash still
 // ends wholly old or wholly new), and puts the stat of every file it wrote into the stat
 // cache, so that the scan that records it reads none of them back. A large file whose
