@@ -22,6 +22,7 @@ import (
 
 	"github.com/paddockhq/paddock/internal/agentclient"
 	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/cgroups"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/runner"
 	"github.com/paddockhq/paddock/internal/store"
@@ -126,6 +127,8 @@ type Fleet struct {
 	used map[string]time.Time
 	held map[string]int
 	busy func(sandboxID string) bool
+	// frozen holds the cgroups of the sandboxes idle freezing froze (idle.go).
+	frozen map[string]*cgroups.Group
 }
 
 // New returns a Fleet. Call Recover before serving.
@@ -152,9 +155,10 @@ func New(st *store.Store, run Runner, cfg Config, reg prometheus.Registerer, log
 		onGone: func(string) {}, onSwap: func(string, int64) {},
 		serve: func(store.Sandbox, *runner.Sandbox) func() { return func() {} }, stops: map[string]func(){},
 		closing: make(chan struct{}), backoff: map[string]time.Duration{}, used: map[string]time.Time{}, held: map[string]int{},
+		frozen: map[string]*cgroups.Group{},
 	}
-	if cfg.Idle.After < 0 {
-		return nil, fmt.Errorf("idle.after: %s is negative: %w", cfg.Idle.After, errdefs.ErrInvalidArgument)
+	if err := cfg.Idle.validate(); err != nil {
+		return nil, err
 	}
 	if cfg.Pool.Size < 0 {
 		return nil, fmt.Errorf("pool.size: %d is negative: %w", cfg.Pool.Size, errdefs.ErrInvalidArgument)
@@ -230,6 +234,7 @@ func (f *Fleet) clearRunning(id string) {
 	delete(f.stops, id)
 	delete(f.starting, id)
 	delete(f.used, id)
+	f.thaw(id) // a frozen sandbox's processes could not take the kill that stops it
 	f.mu.Unlock()
 	if stop != nil {
 		stop()
@@ -604,6 +609,7 @@ func (f *Fleet) Recover(ctx context.Context) error {
 			continue
 		}
 		sys := Caller{UserID: ""}
+		thawLeftFrozen(rec.ID)
 		sb, err := f.run.Adopt(ctx, f.record(rec))
 		if err == nil {
 			f.setRunning(rec, sb, false)
@@ -626,7 +632,7 @@ func (f *Fleet) Recover(ctx context.Context) error {
 		}
 		go f.pool.run()
 	}
-	if f.cfg.Idle.After > 0 {
+	if f.cfg.Idle.enabled() {
 		go f.suspendIdle()
 	}
 	return nil
@@ -647,6 +653,7 @@ func (f *Fleet) Close() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for id, sb := range f.running {
+		f.thaw(id) // the next control plane does not know it froze them
 		sb.Agent().Close()
 		delete(f.running, id)
 	}

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/paddockhq/paddock/internal/agentclient"
 	"github.com/paddockhq/paddock/internal/cgroups"
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/sandbox/container"
 	"github.com/paddockhq/paddock/internal/wire"
 )
 
@@ -79,7 +79,7 @@ func (r *Runner) Reap(ctx context.Context, rec Record) error {
 	if g, err := cgroups.Load("/paddock/" + rec.ID); err == nil {
 		errs = append(errs, g.Kill(ctx), g.Delete())
 	}
-	if err := os.RemoveAll(dir); err != nil {
+	if err := container.RemoveState(dir); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -64,7 +64,7 @@ func (r *Runner) openDisk(user, id, mount string, size wire.Size, remove bool, t
 	if err := os.MkdirAll(filepath.Dir(d.image), 0o700); err != nil {
 		return nil, fmt.Errorf("disk: %w", err)
 	}
-	if err := r.makeImage(d.image, size, historyOf(remove)); err != nil {
+	if err := r.makeImage(d.image, size, historyOf(remove), !remove); err != nil {
 		return nil, err
 	}
 	if err := r.mountDisk(d, tier, uid, gid); err != nil {
@@ -88,27 +88,6 @@ func (r *Runner) mountDisk(d *disk, tier wire.Tier, uid, gid uint32) error {
 		}
 	}
 	return d.prepare(tier, uid, gid)
-}
-
-// mountImage mounts image at dir through a loop device with direct I/O, so that the
-// image's pages are not cached twice, once for each file system (an fsync'd write then
-// costs what it does on the host's). The device is let go at once: the kernel clears it
-// when the last mount of it goes (autoclear).
-func mountImage(image, dir string) error {
-	out, err := exec.Command("losetup", "--find", "--show", "--direct-io=on", image).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("disk: losetup %s: %v: %s: %w", image, err, bytes.TrimSpace(out), errdefs.ErrUnavailable)
-	}
-	dev := string(bytes.TrimSpace(out))
-	out, err = exec.Command("mount", "-t", "ext4", "-o", "nosuid,nodev,noatime,discard", dev, dir).CombinedOutput()
-	detach := exec.Command("losetup", "--detach", dev).Run()
-	if err != nil {
-		return fmt.Errorf("disk: mount %s: %v: %s: %w", image, err, bytes.TrimSpace(out), errdefs.ErrUnavailable)
-	}
-	if detach != nil {
-		return fmt.Errorf("disk: losetup --detach %s: %w", dev, detach)
-	}
-	return nil
 }
 
 // prepare makes the image's two directories: workspace/ (kept; owned by uid:gid when new)
@@ -153,8 +132,13 @@ func historyOf(oneShot bool) wire.Size {
 
 // makeImage makes a sparse ext4 image of size at path, unless there is one. Making one is
 // the moment the reserve is checked, under a lock, so that two sandboxes starting at once
-// never both take the last of it; extra is what else the sandbox may take beside it.
-func (r *Runner) makeImage(path string, size, extra wire.Size) error {
+// never both take the last of it; extra is what else the sandbox may take beside it. The
+// image is a copy of a template of that size (formatted once, see diskTemplate): copying
+// the few MB mkfs.ext4 writes costs less than running it, which fsyncs them in turn.
+// durable makes the copy reach the disk before the image is used: a persistent image must
+// survive a crash; a one-shot one is removed with its sandbox. Copies share the template's
+// UUID, which nothing here reads: an image is mounted by its loop device.
+func (r *Runner) makeImage(path string, size, extra wire.Size, durable bool) error {
 	if _, err := os.Stat(path); err == nil {
 		return nil
 	}
@@ -166,7 +150,42 @@ func (r *Runner) makeImage(path string, size, extra wire.Size) error {
 	if err := r.checkReserve(size + extra); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	tmpl, err := r.diskTemplate(size)
+	if err != nil {
+		return err
+	}
+	if err := copySparse(tmpl, path, durable); err != nil {
+		os.Remove(path)
+		return fmt.Errorf("disk: copy the empty file system: %w", err)
+	}
+	return nil
+}
+
+// diskTemplate is the path of an empty ext4 image of size, made on first use, under the
+// workspace root in a directory only root enters. The caller holds the disks' lock.
+func (r *Runner) diskTemplate(size wire.Size) (string, error) {
+	dir := filepath.Join(r.cfg.WorkspaceRoot, ".disk-templates")
+	path := filepath.Join(dir, fmt.Sprintf("ext4-%d.img", int64(size)))
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("disk: %w", err)
+	}
+	tmp := path + ".new"
+	if err := formatImage(tmp, size); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return "", fmt.Errorf("disk: %w", err)
+	}
+	return path, nil
+}
+
+// formatImage makes a sparse file of size at path and an empty ext4 in it.
+func formatImage(path string, size wire.Size) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return fmt.Errorf("disk: %w", err)
 	}
@@ -182,6 +201,58 @@ func (r *Runner) makeImage(path string, size, extra wire.Size) error {
 	if err != nil {
 		os.Remove(path)
 		return fmt.Errorf("disk: mkfs.ext4 (install e2fsprogs): %v: %s: %w", err, bytes.TrimSpace(out), errdefs.ErrUnavailable)
+	}
+	return nil
+}
+
+// copySparse copies src to a new file dst, its holes left holes: only the extents that
+// hold data are copied (SEEK_DATA, SEEK_HOLE), in the kernel (copy_file_range).
+func copySparse(src, dst string, durable bool) (err error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	fi, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, out.Close()) }()
+	if err := out.Truncate(fi.Size()); err != nil {
+		return err
+	}
+	inFd, outFd := int(in.Fd()), int(out.Fd())
+	for off := int64(0); off < fi.Size(); {
+		data, err := unix.Seek(inFd, off, unix.SEEK_DATA)
+		if errors.Is(err, unix.ENXIO) { // no data past off
+			break
+		}
+		if err != nil {
+			return err
+		}
+		hole, err := unix.Seek(inFd, data, unix.SEEK_HOLE)
+		if err != nil {
+			return err
+		}
+		for pos := data; pos < hole; {
+			rOff, wOff := pos, pos
+			n, err := unix.CopyFileRange(inFd, &rOff, outFd, &wOff, int(hole-pos), 0)
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				return fmt.Errorf("%s ended early", src)
+			}
+			pos += int64(n)
+		}
+		off = hole
+	}
+	if durable {
+		return out.Sync()
 	}
 	return nil
 }

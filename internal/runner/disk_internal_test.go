@@ -1,9 +1,17 @@
 package runner
 
 import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/paddockhq/paddock/internal/wire"
 )
@@ -33,5 +41,67 @@ func TestPromisedBytes(t *testing.T) {
 	got := promisedBytes(root)
 	if want := int64(2*99<<20) + wire.HistoryBudget; got < want-(1<<20) || got > want+(1<<20) {
 		t.Errorf("promised %d bytes, want about %d (two images' room and one history budget)", got, want)
+	}
+}
+
+// TestDiskImageFromTemplate: once one image of a size is made, the next is a copy of its
+// template mounted through ioctls, with no mkfs.ext4, losetup or mount to run (PATH has
+// none here). Its loop device reads the image with direct I/O and clears itself once the
+// disk is unmounted; the file system is empty and writable.
+func TestDiskImageFromTemplate(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a disk image needs root (CI runs as root)")
+	}
+	cfg := DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.fill()
+	root := filepath.Join(cfg.WorkspaceRoot, "u", "tmp")
+	if err := os.MkdirAll(root, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	r := New(cfg, slog.New(slog.DiscardHandler))
+	open := func() *disk {
+		t.Helper()
+		id := NewID()
+		d, err := r.openDisk("u", id, filepath.Join(root, id), 64<<20, true, wire.TierContainer, 1000, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.close() })
+		return d
+	}
+	open()
+	t.Setenv("PATH", t.TempDir())
+	d := open()
+	entries, err := os.ReadDir(d.workspace())
+	if err != nil || len(entries) != 0 {
+		t.Fatalf("the new disk's workspace: %v, %v; want it empty", entries, err)
+	}
+	if err := os.WriteFile(filepath.Join(d.workspace(), "f"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(d.mount, &st); err != nil {
+		t.Fatal(err)
+	}
+	loop := fmt.Sprintf("/sys/dev/block/%d:%d/loop", unix.Major(st.Dev), unix.Minor(st.Dev))
+	for name, want := range map[string]string{"dio": "1", "autoclear": "1", "backing_file": d.image} {
+		got, err := os.ReadFile(filepath.Join(loop, name))
+		if err != nil || strings.TrimSpace(string(got)) != want {
+			t.Errorf("loop device's %s = %q (%v), want %q", name, got, err, want)
+		}
+	}
+	if err := d.close(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(loop, "backing_file")); errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the loop device still holds the removed image after unmount: %s", loop)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -332,7 +332,7 @@ func (r *Runner) start(ctx context.Context, spec Spec, sb *Sandbox, agentBin str
 	// sandbox's, with the same ID) is not this start's to remove.
 	defer func() {
 		if err != nil && made {
-			_ = os.RemoveAll(dir)
+			_ = container.RemoveState(dir)
 		}
 	}()
 	main := &wire.Command{Argv: spec.Main, Restart: spec.RestartMain, HotReload: spec.MainHotReload}

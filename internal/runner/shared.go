@@ -58,7 +58,7 @@ func (r *Runner) openShared(user string, uid, gid uint32) (*disk, error) {
 		return nil, fmt.Errorf("shared disk: %w", err)
 	}
 	defer unlock()
-	if err := r.makeImage(d.image, size, 0); err != nil {
+	if err := r.makeImage(d.image, size, 0, true); err != nil {
 		return nil, fmt.Errorf("shared disk of %s: %w", user, err)
 	}
 	if !isMountPoint(d.mount) {

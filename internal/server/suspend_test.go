@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/cgroups"
 	"github.com/paddockhq/paddock/internal/runner"
 	"github.com/paddockhq/paddock/internal/server"
 	"github.com/paddockhq/paddock/internal/servertest"
@@ -82,5 +83,57 @@ func TestWakeFails(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
 		t.Errorf("a wake that cannot start: %d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+}
+
+// A live sandbox unused for idle.freeze_after is frozen, not stopped: the next request
+// thaws it and is answered, and what its processes held (here /tmp, which a stop would
+// empty) is still there. Unused for idle.after, the frozen sandbox is stopped.
+func TestIdleFreezeAndThaw(t *testing.T) {
+	e := servertest.Start(t, func(c *server.Config) { c.Idle.FreezeAfter, c.Idle.After = time.Second, 6*time.Second })
+	alice := e.Register(t, "alice")
+	alice.Start()
+	var roles api.Roles
+	servertest.Decode(t, alice.Do("GET", "/api/v1/roles", nil), http.StatusOK, &roles)
+	live := roles.Live.ID
+	if res := execIn(t, alice, live, api.ExecRequest{Argv: []string{"sh", "-c", "echo kept > /tmp/mark"}}); res.ExitCode != 0 {
+		t.Fatalf("mark /tmp: %+v", res)
+	}
+	frozen := func() bool {
+		g, err := cgroups.Load("/paddock/" + live)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := g.Frozen()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	for deadline := time.Now().Add(2 * time.Minute); !frozen(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the idle live sandbox was never frozen:\n%s", e.Logs)
+		}
+	}
+	resp := alice.App("GET", "/", nil)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get(api.HeaderRole) != "live" {
+		t.Fatalf("the request that thaws the live sandbox: %d role %q", resp.StatusCode, resp.Header.Get(api.HeaderRole))
+	}
+	if frozen() {
+		t.Error("the live sandbox is still frozen after a request")
+	}
+	if res := execIn(t, alice, live, api.ExecRequest{Argv: []string{"cat", "/tmp/mark"}}); string(res.Stdout) != "kept\n" {
+		t.Errorf("/tmp after the thaw: %+v, want what was written before the freeze", res)
+	}
+	state := func() string {
+		var sb api.Sandbox
+		servertest.Decode(t, alice.DoToken("GET", "/api/v1/sandboxes/"+live, nil), http.StatusOK, &sb)
+		return sb.State
+	}
+	for deadline := time.Now().Add(2 * time.Minute); state() != api.StateStopped; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the frozen live sandbox was never stopped after idle.after:\n%s", e.Logs)
+		}
 	}
 }

@@ -54,7 +54,8 @@
 // from the last scan, so that it costs what changed; Reconcile, and the checkpoints taken
 // before a restore or a transaction, still walk everything (see watcher for what inotify
 // misses). A restore skips subtrees the pre-restore scan found already in the target
-// state, writes files without an fsync each and makes them durable with one syncfs of the
+// state, writes files several at a time (one per CPU; a directory's mode and times are set
+// once its files are in), without an fsync each, and makes them durable with one syncfs of the
 // workspace's file system before it is recorded (see restoreTree for why a crash still
 // ends wholly old or wholly new), and puts the stat of every file it wrote into the stat
 // cache, so that the scan that records it reads none of them back. A large file whose
@@ -165,6 +166,10 @@ type History struct {
 	// syncfs calls restores made (tests).
 	syncer fsSyncer
 	syncs  int
+	// writes writes the running restore's files (see filePool); writing, when set, is
+	// called as each file's write starts (tests).
+	writes  *filePool
+	writing func()
 	// hashed is how many files the last scan read and hashed (tests).
 	hashed int
 	// watch, with WithWatcher, reports which directories changed (nil without it, or when
@@ -178,6 +183,7 @@ type History struct {
 	// crashAfter, when positive, makes the restore fail after that many workspace changes
 	// (tests of crash recovery).
 	crashAfter int
+	stepMu     sync.Mutex // guards crashAfter: a restore's files are written concurrently
 	// unfinished is a restore that failed partway in this process (its journal is still in
 	// the store); it is finished before any other change.
 	unfinished *journal

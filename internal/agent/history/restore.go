@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -332,11 +332,18 @@ func recoveredMessage(j journal, c Checkpoint) string {
 }
 
 // restoreDir makes directory dir (workspace path rel) hold exactly tree sum. have is the
-// tree dir was last scanned as ("" when unknown): if it is sum, dir is already right.
-func (h *History) restoreDir(dir *os.Root, rel, sum, have string) error {
+// tree dir was last scanned as ("" when unknown): if it is sum, dir is already right. Its
+// files are written by h.writes; it returns once they are, since the caller then sets
+// dir's mode and times and closes it.
+func (h *History) restoreDir(dir *os.Root, rel, sum, have string) (err error) {
 	if have != "" && have == sum {
 		return nil
 	}
+	g := &writeGroup{}
+	defer func() {
+		err = h.writes.wait(g, err)
+		maps.Copy(h.cache, g.written)
+	}()
 	want, err := h.tree(sum)
 	if err != nil {
 		return err
@@ -372,14 +379,14 @@ func (h *History) restoreDir(dir *os.Root, rel, sum, have string) error {
 		}
 	}
 	for _, e := range want {
-		if err := h.restoreEntry(dir, path.Join(rel, e.Name), e, haveSub[e.Name]); err != nil {
+		if err := h.restoreEntry(dir, g, path.Join(rel, e.Name), e, haveSub[e.Name]); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (h *History) restoreEntry(dir *os.Root, rel string, e entry, have string) error {
+func (h *History) restoreEntry(dir *os.Root, g *writeGroup, rel string, e entry, have string) error {
 	fi, err := dir.Lstat(e.Name)
 	if err != nil && !isNotExist(err) {
 		return wsErr("stat", rel, err)
@@ -411,19 +418,9 @@ func (h *History) restoreEntry(dir *os.Root, rel string, e entry, have string) e
 				return nil // unchanged since the last scan
 			}
 		}
-		var written *os.File
-		err := h.replace(dir, rel, e, fi, exists, func(tmp string) error {
-			var err error
-			written, err = h.writeTemp(dir, tmp, e)
-			return err
+		return h.writes.submit(g, func(buf []byte) error {
+			return h.restoreFile(dir, g, rel, e, fi, exists, buf)
 		})
-		if written != nil {
-			if err == nil {
-				h.rememberWritten(rel, written, e.Hash)
-			}
-			written.Close()
-		}
-		return err
 	}
 	return fmt.Errorf("checkpoint entry %q has unknown kind %q: %w", rel, e.Kind, errdefs.ErrDataLoss)
 }
@@ -518,10 +515,32 @@ func (h *History) replace(dir *os.Root, rel string, e entry, fi fs.FileInfo, exi
 	return nil
 }
 
-// writeTemp writes blob e.Hash as tmp with e's mode and mtime, and returns it still open
-// (so that its stat can be taken once it has its name); the caller closes it, even on
-// error. It does not fsync: restoreTree syncs the whole file system once, at the end.
-func (h *History) writeTemp(dir *os.Root, tmp string, e entry) (*os.File, error) {
+// restoreFile writes file e of dir (workspace path rel) from its blob, on one of the
+// pool's workers, and notes the stat of what it wrote in g.
+func (h *History) restoreFile(dir *os.Root, g *writeGroup, rel string, e entry, fi fs.FileInfo, exists bool, buf []byte) error {
+	if h.writing != nil {
+		h.writing()
+	}
+	var written *os.File
+	err := h.replace(dir, rel, e, fi, exists, func(tmp string) error {
+		var err error
+		written, err = h.writeTemp(dir, tmp, e, buf)
+		return err
+	})
+	if written != nil {
+		if err == nil {
+			g.remember(rel, written, e.Hash)
+		}
+		written.Close()
+	}
+	return err
+}
+
+// writeTemp writes blob e.Hash as tmp with e's mode and mtime, copying through buf, and
+// returns it still open (so that its stat can be taken once it has its name); the caller
+// closes it, even on error. It does not fsync: restoreTree syncs the whole file system
+// once, at the end.
+func (h *History) writeTemp(dir *os.Root, tmp string, e entry, buf []byte) (*os.File, error) {
 	src, err := h.blobs.open(e.Hash)
 	if err != nil {
 		return nil, err
@@ -537,7 +556,7 @@ func (h *History) writeTemp(dir *os.Root, tmp string, e entry) (*os.File, error)
 			return f, wsErr("chown", tmp, err)
 		}
 	}
-	if _, err := io.Copy(f, src); err != nil {
+	if err := copyBlob(f, src, buf); err != nil {
 		if errors.Is(err, errdefs.ErrDataLoss) { // the blob, not the workspace; it names itself
 			return f, err
 		}
@@ -553,19 +572,6 @@ func (h *History) writeTemp(dir *os.Root, tmp string, e entry) (*os.File, error)
 	return f, dir.Chtimes(tmp, t, t)
 }
 
-// rememberWritten puts a file restore just wrote into the stat cache, from the fstat of the
-// file it wrote (taken after the rename, which changes its ctime), so that the scan that
-// records the restore does not read back and hash every file again: a restored file is a
-// new inode that no earlier scan saw. The scan still keeps such an entry only once it is
-// out of the racy window, like any other.
-func (h *History) rememberWritten(rel string, f *os.File, sum string) {
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
-		return // only a cache: the scan hashes the file instead
-	}
-	h.cache[rel] = statEntry{Key: keyOf(fi), Hash: sum}
-}
-
 func jsonUnmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
 
 // errCrash stands for the process dying, in tests that stop a restore partway.
@@ -574,6 +580,8 @@ var errCrash = errors.New("simulated crash")
 // step counts one change to the workspace; a test sets crashAfter to stop a restore after
 // that many, as a SIGKILL would.
 func (h *History) step() error {
+	h.stepMu.Lock()
+	defer h.stepMu.Unlock()
 	if h.crashAfter == 0 {
 		return nil
 	}

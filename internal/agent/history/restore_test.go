@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -85,5 +86,64 @@ func TestLargeTouchedFileIsNotCopied(t *testing.T) {
 	}
 	if h.hashed != 1 {
 		t.Errorf("hashed %d files, want the touched one", h.hashed)
+	}
+}
+
+// TestRestoreWritesFilesConcurrently: a restore writes several files at once, so that one
+// file's copy or wait on the disk does not hold up the others; a directory still gets its
+// mode and mtime only once its files are in.
+func TestRestoreWritesFilesConcurrently(t *testing.T) {
+	ws, store := t.TempDir(), t.TempDir()
+	h := open(t, ws, store)
+	for i := range 20 {
+		write(t, ws, fmt.Sprintf("d/f%d", i), fmt.Sprintf("file %d", i), 0o644)
+	}
+	write(t, ws, "d/sub/g", "g", 0o600)
+	old := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
+	if err := os.Chtimes(filepath.Join(ws, "d"), old, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(ws, "d"), 0o550); err != nil {
+		t.Fatal(err)
+	}
+	c := mustCheckpoint(t, h, "base")
+	want := snapshot(t, ws)
+	if err := os.Chmod(filepath.Join(ws, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(ws, "d")); err != nil {
+		t.Fatal(err)
+	}
+	// The first file waits for a second one to start: written one at a time, the second
+	// would only start once the first gave up waiting.
+	second, overlapped := make(chan struct{}), false
+	var started atomic.Int32
+	h.writing = func() {
+		switch started.Add(1) {
+		case 1:
+			select {
+			case <-second:
+				overlapped = true
+			case <-time.After(time.Minute):
+			}
+		case 2:
+			close(second)
+		}
+	}
+	if _, err := h.Restore(c.ID); err != nil {
+		t.Fatal(err)
+	}
+	if !overlapped {
+		t.Error("the restore wrote its files one at a time")
+	}
+	if got := snapshot(t, ws); !mapsEqual(got, want) {
+		t.Fatalf("after restore:\n got %v\nwant %v", got, want)
+	}
+	fi, err := os.Stat(filepath.Join(ws, "d"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o550 || !fi.ModTime().Equal(old) {
+		t.Errorf("d has mode %v and mtime %v, want 0550 and %v", fi.Mode().Perm(), fi.ModTime(), old)
 	}
 }

@@ -25,7 +25,7 @@ import (
 //     of the target's content. A file torn by the power loss matches none: the stat cache
 //     file is only written after a scan, which comes after the sync (so an entry of a
 //     restored file names bytes that were on disk), and entries of the files the restore
-//     put in memory (rememberWritten) died with the process. Then it syncs and records;
+//     put in memory (writeGroup.remember) died with the process. Then it syncs and records;
 //   - a crash after the sync returns leaves the new state on disk; rolling forward finds
 //     it and records it, or finds it recorded (the index moved past the journal's Seq).
 //
@@ -34,6 +34,11 @@ import (
 func (h *History) restoreTree(sum, have string) error {
 	h.syncer = fsSyncer{}
 	defer h.syncer.close()
+	h.writes = newFilePool(RestoreWorkers())
+	defer func() {
+		h.writes.close()
+		h.writes = nil
+	}()
 	fi, err := h.ws.Stat(".")
 	if err != nil {
 		return wsErr("stat", ".", err)

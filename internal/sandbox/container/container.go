@@ -323,7 +323,11 @@ func (sb *Sandbox) start(ctx context.Context, cfg Config) error {
 // the container joins instead of making its own.
 func (rt *Runtime) writeBundle(cfg Config, cgroup, netnsPath string) error {
 	args := append([]string{wire.AgentPath}, rt.agentArgs...)
-	return writeBundle(cfg, filepath.Join(cfg.Dir, "bundle"), cgroup, rt.userKernel, func(s *specs.Spec) {
+	bundle := filepath.Join(cfg.Dir, "bundle")
+	if err := mountBundleFS(bundle); err != nil {
+		return err
+	}
+	return writeBundle(cfg, bundle, cgroup, rt.userKernel, func(s *specs.Spec) {
 		s.Process.Args = args
 		if netnsPath == "" {
 			return
@@ -590,6 +594,6 @@ func (sb *Sandbox) Destroy(ctx context.Context) error {
 		errs = append(errs, g.Kill(ctx), g.Delete())
 	}
 	releaseIDRange(sb.dir)
-	errs = append(errs, os.RemoveAll(sb.dir))
+	errs = append(errs, RemoveState(sb.dir))
 	return errors.Join(errs...)
 }
