@@ -33,6 +33,9 @@ type Sandbox struct {
 	Env       []string
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// Replica is the ID of the replica that runs it, or last ran it (replicas.go); empty
+	// until it first starts.
+	Replica string
 }
 
 // App is the template a sandbox runs: a command, the port it serves on inside the
@@ -48,7 +51,7 @@ type App struct {
 }
 
 const sandboxCols = `s.id, s.user_id, u.username, s.name, s.tier, s.runtime, s.state, s.error,
-	s.memory_bytes, s.cpus, s.pids, s.tmp_bytes, s.file_size_bytes, s.disk_bytes, s.app, s.env, s.created_at, s.updated_at`
+	s.memory_bytes, s.cpus, s.pids, s.tmp_bytes, s.file_size_bytes, s.disk_bytes, s.app, s.env, s.created_at, s.updated_at, s.replica`
 
 func scanSandbox(sc scanner) (Sandbox, error) {
 	var (
@@ -57,7 +60,7 @@ func scanSandbox(sc scanner) (Sandbox, error) {
 		created, updated int64
 	)
 	err := sc.Scan(&sb.ID, &sb.UserID, &sb.Username, &sb.Name, &sb.Tier, &sb.Runtime, &sb.State, &sb.Error,
-		&sb.MemoryBytes, &sb.CPUs, &sb.Pids, &sb.TmpBytes, &sb.FileSizeBytes, &sb.DiskBytes, &app, &env, &created, &updated)
+		&sb.MemoryBytes, &sb.CPUs, &sb.Pids, &sb.TmpBytes, &sb.FileSizeBytes, &sb.DiskBytes, &app, &env, &created, &updated, &sb.Replica)
 	if err != nil {
 		return Sandbox{}, err
 	}
