@@ -82,6 +82,13 @@ type Config struct {
 	Pool PoolConfig
 	// Idle is idle suspend's configuration.
 	Idle IdleConfig
+	// Replica is this process's ID when several `paddock serve` replicas share the
+	// database, empty when it is the only one. A replica starts and adopts only the
+	// sandboxes it claimed (store.Tx.ClaimSandbox), and reads a user's roles from the
+	// store on every route, since another replica may promote.
+	Replica string
+	// ReplicaTTL: a replica whose last heartbeat is older is dead.
+	ReplicaTTL time.Duration
 }
 
 // Fleet manages sandboxes. It is safe for concurrent use.
@@ -367,6 +374,9 @@ func (f *Fleet) startSpec(ctx context.Context, c Caller, rec store.Sandbox, spec
 		rec.State, rec.Error = api.StateRunning, ""
 		return rec, nil
 	}
+	if err := f.claim(ctx, rec.ID); err != nil {
+		return rec, err
+	}
 	began := time.Now()
 	sb, err := f.run.Create(ctx, spec)
 	f.m.observeStart(rec.Tier, began, err)
@@ -391,10 +401,37 @@ func (f *Fleet) startSpec(ctx context.Context, c Caller, rec store.Sandbox, spec
 	return rec, err
 }
 
+// claim records that this replica runs sandbox id, unless another one holds it (a
+// *store.HeldElsewhere). Without replicas there is nothing to claim.
+func (f *Fleet) claim(ctx context.Context, id string) error {
+	if f.cfg.Replica == "" {
+		return nil
+	}
+	return f.st.Update(ctx, func(tx *store.Tx) error { return tx.ClaimSandbox(ctx, id, f.cfg.Replica, f.aliveSince()) })
+}
+
+// aliveSince is the oldest heartbeat of a replica still alive.
+func (f *Fleet) aliveSince() time.Time { return f.now().Add(-f.cfg.ReplicaTTL) }
+
+// Holder is nil when this replica may run sandbox id, else a *store.HeldElsewhere naming
+// the replica that does.
+func (f *Fleet) Holder(ctx context.Context, id string) error {
+	if f.cfg.Replica == "" {
+		return nil
+	}
+	return f.st.Holder(ctx, id, f.cfg.Replica, f.aliveSince())
+}
+
+// Replica is this replica's ID, empty without replicas.
+func (f *Fleet) Replica() string { return f.cfg.Replica }
+
 // revive starts a recorded sandbox that is not running, after reaping what a lost or
 // failed run left behind; a running one is left as it is. The caller holds its lock.
 func (f *Fleet) revive(ctx context.Context, c Caller, rec store.Sandbox) (store.Sandbox, error) {
 	if f.handle(rec.ID) == nil {
+		if err := f.claim(ctx, rec.ID); err != nil {
+			return rec, err
+		}
 		if err := f.run.Reap(ctx, f.record(rec)); err != nil {
 			f.log.Warn("reap before start", "sandbox", rec.ID, "err", err)
 		}
@@ -601,6 +638,21 @@ func (f *Fleet) Recover(ctx context.Context) error {
 	var adopted, lost int
 	for _, rec := range all {
 		if rec.State != api.StateRunning && rec.State != api.StateCreating {
+			continue
+		}
+		if f.cfg.Replica != "" && rec.Replica != f.cfg.Replica {
+			// Another replica's, or of a time before replicas: adopted only if it runs here.
+			if rec.Replica != "" {
+				continue
+			}
+			if sb, err := f.run.Adopt(ctx, f.record(rec)); err == nil {
+				if err := f.claim(ctx, rec.ID); err != nil {
+					sb.Agent().Close()
+					continue
+				}
+				f.setRunning(rec, sb, false)
+				adopted++
+			}
 			continue
 		}
 		sys := Caller{UserID: ""}

@@ -89,9 +89,9 @@ func (tx *Tx) CreateSandbox(ctx context.Context, sb Sandbox) error {
 		return fmt.Errorf("sandbox env: %w", err)
 	}
 	_, err = tx.tx.ExecContext(ctx, `INSERT INTO sandboxes (id, user_id, name, tier, runtime, state, error,
-		memory_bytes, cpus, pids, tmp_bytes, file_size_bytes, disk_bytes, app, env, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		memory_bytes, cpus, pids, tmp_bytes, file_size_bytes, disk_bytes, app, env, created_at, updated_at, replica) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sb.ID, sb.UserID, sb.Name, sb.Tier, sb.Runtime, sb.State, sb.Error, sb.MemoryBytes, sb.CPUs, sb.Pids, sb.TmpBytes, sb.FileSizeBytes, sb.DiskBytes,
-		string(app), string(env), nanos(sb.CreatedAt), nanos(sb.UpdatedAt))
+		string(app), string(env), nanos(sb.CreatedAt), nanos(sb.UpdatedAt), sb.Replica)
 	if err != nil {
 		return fmt.Errorf("sandbox %q: %w", sb.Name, mapErr(err))
 	}
