@@ -84,6 +84,10 @@ type Server struct {
 	ops  *sandboxops.Ops
 	// metricsToken, when set, may read /metrics (metrics.token_file).
 	metricsToken string
+	// cluster is this replica's part among several (replicas.go), nil when it is the only
+	// one; clusterStop ends its heartbeat and its listening for promotions.
+	cluster     *cluster
+	clusterStop context.CancelFunc
 }
 
 // Options are what tests change; the zero value is production.
@@ -227,6 +231,7 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 	s.fleet, err = fleet.New(s.st, s.runner, fleet.Config{
 		Tier: cfg.Runner.Tier, Runtime: cfg.Runtime, Memory: cfg.SandboxMemory, Quota: cfg.Quota, App: app,
 		Env: env, AgentKeys: s.caps.AgentKeys, Pool: cfg.Pool, Idle: cfg.Idle,
+		Replica: cfg.Replica.ID, ReplicaTTL: cmpDuration(cfg.Replica.HeartbeatTTL, defaultHeartbeatTTL),
 	}, s.reg, s.log)
 	if err != nil {
 		return err
@@ -263,6 +268,9 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 	if s.m, err = newMetrics(s.reg, s.fleet); err != nil {
 		return err
 	}
+	if err := s.initCluster(ctx); err != nil {
+		return err
+	}
 	if err := s.fleet.Recover(ctx); err != nil {
 		return fmt.Errorf("recover sandboxes: %w", err)
 	}
@@ -289,6 +297,7 @@ func (s *Server) Close() error {
 	if s.stopBackups != nil {
 		s.stopBackups()
 	}
+	s.closeCluster()
 	s.proxy.Close()
 	s.fleet.Close()
 	s.broker.Close()
