@@ -256,7 +256,9 @@ func TestReplicas(t *testing.T) {
 	if err := promote(alice, rs[2]); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := ws.Read(ctx); websocket.CloseStatus(err) != api.CloseOwnerChanged {
+	wctx, wcancel := context.WithTimeout(ctx, time.Minute)
+	defer wcancel()
+	if _, _, err := ws.Read(wctx); websocket.CloseStatus(err) != api.CloseOwnerChanged {
 		t.Fatalf("alice's WebSocket after a promotion on another replica: %v (code %d), want %d", err, websocket.CloseStatus(err), api.CloseOwnerChanged)
 	}
 
