@@ -94,6 +94,17 @@ func (r *replica) kill() {
 	r.cmd = nil
 }
 
+// balanced is a client that reaches r whatever the URL's host, as a load balancer in
+// front of the replicas would, with the cookies of jar.
+func balanced(r *replica, jar http.CookieJar) *http.Client {
+	tr := servertest.Transport()
+	tr.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, r.addr)
+	}
+	return &http.Client{Timeout: 2 * time.Minute, Transport: tr, Jar: jar,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
 // appsClient reaches apps hosts on loopback; it follows no redirect.
 var appsClient = &http.Client{Timeout: 2 * time.Minute, Transport: servertest.Transport(),
 	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -220,6 +231,32 @@ func TestReplicas(t *testing.T) {
 	}
 	if code, v, err := info(rs[1].url, alice.c.User.ID, "live", alice.c.Token, forged); err != nil || code != http.StatusOK || v["sandbox"] != alice.roles.Live.ID {
 		t.Errorf("a forged hop header with a token: %d %v %v, want alice's live app", code, v, err)
+	}
+
+	// A browser behind a load balancer: the handoff code minted by r1 is exchanged on r2,
+	// and the app cookie it gives works on r3 (the apps hosts' sign-ins are shared).
+	appURL := servertest.AppsURL(rs[0].url, origins.Host{Kind: origins.KindLive, ID: alice.c.User.ID}) + "/api/info"
+	step := func(r *replica, u string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest("GET", u, nil)
+		req.Header.Set("Accept", "text/html")
+		resp, err := balanced(r, alice.c.HTTP.Jar).Do(req)
+		if err != nil {
+			t.Fatalf("GET %s through %s: %v", u, r.id, err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	resp := step(rs[0], rs[0].url+origins.HandoffPath(appURL))
+	withCode := resp.Header.Get("Location")
+	if resp.StatusCode != http.StatusSeeOther || !strings.Contains(withCode, origins.HandoffParam+"=") {
+		t.Fatalf("handoff on r1: %d to %q, want 303 to the app with a code", resp.StatusCode, withCode)
+	}
+	if resp = step(rs[1], withCode); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != appURL {
+		t.Fatalf("code exchanged on r2: %d to %q, want 303 to %s", resp.StatusCode, resp.Header.Get("Location"), appURL)
+	}
+	if resp = step(rs[2], appURL); resp.StatusCode != http.StatusOK {
+		t.Fatalf("app cookie on r3: %d, want 200", resp.StatusCode)
 	}
 
 	// A WebSocket to alice's live app held through r2 (her sandboxes run on r1) closes

@@ -172,7 +172,10 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 		return err
 	}
 	s.handoffs = origins.NewHandoffs(opts.HandoffClock)
-	if err := s.handoffs.Persist(filepath.Join(cfg.Runner.DataDir, HandoffsFileName)); err != nil {
+	if cfg.Replica.ID != "" {
+		// A code minted by one replica is exchanged on another, a cookie checked on any.
+		s.handoffs.Share(s.st)
+	} else if err := s.handoffs.Persist(filepath.Join(cfg.Runner.DataDir, HandoffsFileName)); err != nil {
 		return err
 	}
 	if _, _, err := net.SplitHostPort(cfg.Listen); err == nil && !auth.LoopbackListen(cfg.Listen) && s.origins.AppsDomain() == origins.DefaultAppsDomain && cfg.PublicURL == "" {

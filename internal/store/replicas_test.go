@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -94,6 +95,51 @@ func TestNotifyListen(t *testing.T) {
 			}
 		case <-time.After(30 * time.Second):
 			t.Fatal("no notification")
+		}
+	})
+}
+
+// Handoff codes are taken once, a user's codes are bounded, and a user's cookies past
+// the bound push the oldest out.
+func TestHandoffs(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db testDB) {
+		ctx := context.Background()
+		s := db.open(t)
+		now := time.Now()
+		h := Handoff{UserID: "u1", Host: "live-u1.localhost:8080", Sealed: []byte{1, 2, 3}, Expires: now.Add(time.Minute)}
+		for i := range 2 {
+			if err := s.PutHandoff(ctx, false, fmt.Sprint("code", i), h, 2, now); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.PutHandoff(ctx, false, "code2", h, 2, now); !errors.Is(err, errdefs.ErrLimitExceeded) {
+			t.Errorf("a third code over a bound of 2: %v", err)
+		}
+		got, err := s.TakeHandoffCode(ctx, "code0")
+		if err != nil || got.Host != h.Host || got.UserID != "u1" || string(got.Sealed) != "\x01\x02\x03" || !got.Expires.Equal(h.Expires) {
+			t.Errorf("take code0: %+v, %v", got, err)
+		}
+		if _, err := s.TakeHandoffCode(ctx, "code0"); !errors.Is(err, errdefs.ErrNotFound) {
+			t.Errorf("take code0 again: %v, want not found", err)
+		}
+		for i := range 3 {
+			c := h
+			c.Expires = now.Add(time.Duration(i+1) * time.Hour)
+			if err := s.PutHandoff(ctx, true, fmt.Sprint("cookie", i), c, 2, now); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.AppCookie(ctx, "cookie0"); !errors.Is(err, errdefs.ErrNotFound) {
+			t.Errorf("the oldest cookie past the bound: %v, want gone", err)
+		}
+		if err := s.DeleteAppCookie(ctx, "cookie2"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.AppCookie(ctx, "cookie2"); !errors.Is(err, errdefs.ErrNotFound) {
+			t.Errorf("a deleted cookie: %v", err)
+		}
+		if c, err := s.AppCookie(ctx, "cookie1"); err != nil || c.UserID != "u1" {
+			t.Errorf("cookie1: %+v, %v", c, err)
 		}
 	})
 }

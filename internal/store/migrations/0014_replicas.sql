@@ -10,3 +10,24 @@ CREATE TABLE replicas (
 ) STRICT;
 
 ALTER TABLE sandboxes ADD COLUMN replica TEXT NOT NULL DEFAULT '';
+
+-- The apps hosts' sign-ins, shared by the replicas (a code minted by one is exchanged on
+-- another): handoff codes and the app cookies they become, each by the SHA-256 of its
+-- value, with the control-plane session sealed under a key derived from that value.
+CREATE TABLE handoff_codes (
+    key        TEXT PRIMARY KEY,
+    user_id    TEXT NOT NULL,
+    host       TEXT NOT NULL,
+    sealed     BLOB NOT NULL,
+    expires_at INTEGER NOT NULL
+) STRICT;
+CREATE INDEX handoff_codes_user ON handoff_codes (user_id, expires_at);
+
+CREATE TABLE app_cookies (
+    key        TEXT PRIMARY KEY,
+    user_id    TEXT NOT NULL,
+    host       TEXT NOT NULL,
+    sealed     BLOB NOT NULL,
+    expires_at INTEGER NOT NULL
+) STRICT;
+CREATE INDEX app_cookies_user ON app_cookies (user_id, expires_at);
