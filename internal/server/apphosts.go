@@ -97,7 +97,7 @@ func (s *Server) serveAppsHost(w http.ResponseWriter, r *http.Request, h origins
 			api.WriteError(w, s.log, err)
 			return
 		}
-		if s.forwardIfElsewhere(w, r, id, who.User.ID) {
+		if s.forwardIfElsewhere(w, r, id, who.User.ID, false) {
 			return
 		}
 	}

@@ -292,8 +292,9 @@ func (s *Server) newForwarder(c *cluster) *httputil.ReverseProxy {
 
 // forwardIfElsewhere sends r, for sandbox id, to the replica that runs it, when that is
 // another one; it reports whether r was answered (forwarded, or 503 for a replica that is
-// dead). A request that came over a hop is never forwarded again.
-func (s *Server) forwardIfElsewhere(w http.ResponseWriter, r *http.Request, id, user string) bool {
+// dead, unless orphanOK: a sandbox may always be deleted). A request that came over a hop
+// is never forwarded again.
+func (s *Server) forwardIfElsewhere(w http.ResponseWriter, r *http.Request, id, user string, orphanOK bool) bool {
 	if s.cluster == nil || hopOf(r) != nil || id == "" {
 		return false
 	}
@@ -309,6 +310,10 @@ func (s *Server) forwardIfElsewhere(w http.ResponseWriter, r *http.Request, id, 
 		return true
 	case errors.Is(err, errdefs.ErrNotFound):
 		return false // the handler says so, in its words
+	case orphanOK && held != nil:
+		s.log.Warn("deleting a sandbox whose replica is dead: what it left on that replica's host stays there",
+			"sandbox", id, "replica", held.Replica.ID)
+		return false
 	}
 	api.WriteError(w, s.log, err)
 	return true

@@ -461,5 +461,21 @@ func TestReplicas(t *testing.T) {
 			t.Errorf("acknowledged %s %s of %s through %s: %d %s %v", kind, key, u.c.User.Username, via.id, code, body, err)
 		}
 	}
+	// A sandbox whose replica is dead can still be deleted, through another replica.
+	rs[2].kill()
+	for {
+		code, body, err := tokenDo(ctx, rs[0].url, carol.c.Token, "GET", "/api/v1/sandboxes/"+carol.roles.Dev.ID+"/files/list?path=.", nil)
+		if err == nil && code == http.StatusServiceUnavailable && bytes.Contains(body, []byte("has not been heard from")) {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("carol's dev sandbox after r3 died again: %d %s %v, want 503 saying r3 is dead", code, body, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if code, body, err := tokenDo(ctx, rs[0].url, carol.c.Token, "DELETE", "/api/v1/sandboxes/"+carol.roles.Dev.ID, nil); err != nil || code != http.StatusNoContent {
+		t.Errorf("delete carol's dev sandbox of the dead r3 through r1: %d %s %v, want 204", code, body, err)
+	}
+	rs[2].start(t)
 	t.Logf("%d proxied requests answered, %d writes acknowledged and read back", len(log), len(acked))
 }

@@ -142,7 +142,7 @@ func (s *Server) api(rt Route, h apiHandler) http.Handler {
 		id := sandboxOfRoute(rt, r)
 		if tok, ok := capabilityBearer(r); ok {
 			// The replica that runs the sandbox checks the capability.
-			if s.forwardIfElsewhere(w, r, id, "") {
+			if s.forwardIfElsewhere(w, r, id, "", false) {
 				return
 			}
 			s.serveCapability(w, r, rt, h, tok)
@@ -163,7 +163,7 @@ func (s *Server) api(rt Route, h apiHandler) http.Handler {
 		}
 		// A sandbox another replica runs is served there: the request goes as it came,
 		// credentials and all, and that replica authenticates it again.
-		if s.forwardIfElsewhere(w, r, id, "") {
+		if s.forwardIfElsewhere(w, r, id, "", rt == Route{"DELETE", "/api/v1/sandboxes/{id}"}) {
 			return
 		}
 		fc := fleet.Caller{UserID: c.User.ID, Username: c.User.Username, Admin: isAdmin(c)}
