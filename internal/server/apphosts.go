@@ -88,6 +88,11 @@ func (s *Server) serveAppsHost(w http.ResponseWriter, r *http.Request, h origins
 		return
 	}
 	if h.Kind == origins.KindDesktop {
+		// The desktop's own API is its sandbox's: served by the replica that runs it, which
+		// authenticates the request again (the apps hosts' cookies are shared).
+		if s.forwardIfElsewhere(w, r, h.ID, "", false) {
+			return
+		}
 		s.serveDesktop(w, r, h, who)
 		return
 	}

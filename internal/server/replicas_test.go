@@ -233,6 +233,24 @@ func TestReplicas(t *testing.T) {
 		t.Errorf("a forged hop header with a token: %d %v %v, want alice's live app", code, v, err)
 	}
 
+	// A desktop host's API reaches its sandbox through any replica.
+	if code, body, err := tokenDo(context.Background(), rs[0].url, alice.c.Token, "PUT",
+		"/api/v1/sandboxes/"+alice.roles.Dev.ID+"/files/content?path=desk.txt", []byte("desk")); err != nil || code != http.StatusOK {
+		t.Fatalf("write desk.txt: %d %s %v", code, body, err)
+	}
+	desk := servertest.AppsURL(rs[1].url, origins.Host{Kind: origins.KindDesktop, ID: alice.roles.Dev.ID})
+	req, _ := http.NewRequest("GET", desk+"/api/v1/sandboxes/"+alice.roles.Dev.ID+"/files/content?path=desk.txt", nil)
+	req.Header.Set("Authorization", "Bearer "+alice.c.Token)
+	if resp, err := appsClient.Do(req); err != nil {
+		t.Fatal(err)
+	} else {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || string(body) != "desk" {
+			t.Errorf("desk.txt through the desktop host on r2: %d %s, want desk", resp.StatusCode, body)
+		}
+	}
+
 	// A browser behind a load balancer: the handoff code minted by r1 is exchanged on r2,
 	// and the app cookie it gives works on r3 (the apps hosts' sign-ins are shared).
 	appURL := servertest.AppsURL(rs[0].url, origins.Host{Kind: origins.KindLive, ID: alice.c.User.ID}) + "/api/info"
