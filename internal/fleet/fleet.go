@@ -133,6 +133,10 @@ type Fleet struct {
 	used map[string]time.Time
 	held map[string]int
 	busy func(sandboxID string) bool
+
+	// holders and replicas cache what Holder reads (replicas only).
+	holders  map[string]string
+	replicas map[string]replicaRead
 }
 
 // New returns a Fleet. Call Recover before serving.
@@ -159,6 +163,7 @@ func New(st *store.Store, run Runner, cfg Config, reg prometheus.Registerer, log
 		onGone: func(string) {}, onSwap: func(string, int64) {},
 		serve: func(store.Sandbox, *runner.Sandbox) func() { return func() {} }, stops: map[string]func(){},
 		closing: make(chan struct{}), backoff: map[string]time.Duration{}, used: map[string]time.Time{}, held: map[string]int{},
+		holders: map[string]string{}, replicas: map[string]replicaRead{},
 	}
 	if cfg.Idle.After < 0 {
 		return nil, fmt.Errorf("idle.after: %s is negative: %w", cfg.Idle.After, errdefs.ErrInvalidArgument)
@@ -407,6 +412,15 @@ func (f *Fleet) claim(ctx context.Context, id string) error {
 	if f.cfg.Replica == "" {
 		return nil
 	}
+	// A read first: another replica's sandbox costs no write transaction (the writer
+	// lock is every replica's), and neither does one this replica holds already.
+	rec, err := f.st.SandboxByID(ctx, id)
+	if err != nil {
+		return err
+	}
+	if err := f.Holder(ctx, id); err != nil || rec.Replica == f.cfg.Replica {
+		return err
+	}
 	return f.st.Update(ctx, func(tx *store.Tx) error { return tx.ClaimSandbox(ctx, id, f.cfg.Replica, f.aliveSince()) })
 }
 
@@ -414,12 +428,54 @@ func (f *Fleet) claim(ctx context.Context, id string) error {
 func (f *Fleet) aliveSince() time.Time { return f.now().Add(-f.cfg.ReplicaTTL) }
 
 // Holder is nil when this replica may run sandbox id, else a *store.HeldElsewhere naming
-// the replica that does.
+// the replica that does. It is on the path of every request to a sandbox, so it answers
+// from memory when it can: a sandbox's replica, once recorded, never changes (a dead
+// replica's sandboxes wait for it), and a replica's row is read again after a fifth of
+// the heartbeat TTL.
 func (f *Fleet) Holder(ctx context.Context, id string) error {
 	if f.cfg.Replica == "" {
 		return nil
 	}
-	return f.st.Holder(ctx, id, f.cfg.Replica, f.aliveSince())
+	f.mu.Lock()
+	owner, ok := f.holders[id]
+	f.mu.Unlock()
+	if !ok {
+		rec, err := f.st.SandboxByID(ctx, id)
+		if err != nil {
+			return err
+		}
+		if owner = rec.Replica; owner != "" {
+			f.mu.Lock()
+			f.holders[id] = owner
+			f.mu.Unlock()
+		}
+	}
+	if owner == "" || owner == f.cfg.Replica {
+		return nil
+	}
+	f.mu.Lock()
+	r, ok := f.replicas[owner]
+	f.mu.Unlock()
+	if !ok || f.now().Sub(r.read) > f.cfg.ReplicaTTL/5 {
+		rep, err := f.st.ReplicaByID(ctx, owner)
+		if errors.Is(err, errdefs.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		r = replicaRead{Replica: rep, read: f.now()}
+		f.mu.Lock()
+		f.replicas[owner] = r
+		f.mu.Unlock()
+	}
+	return &store.HeldElsewhere{SandboxID: id, Replica: r.Replica, Alive: r.HeartbeatAt.After(f.aliveSince())}
+}
+
+// replicaRead is a replica's row as read at read.
+type replicaRead struct {
+	store.Replica
+	read time.Time
 }
 
 // Replica is this replica's ID, empty without replicas.
