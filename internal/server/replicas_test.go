@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -21,6 +22,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/origins"
 	"github.com/paddockhq/paddock/internal/server"
 	"github.com/paddockhq/paddock/internal/servertest"
@@ -496,4 +498,25 @@ func TestReplicas(t *testing.T) {
 	}
 	rs[2].start(t)
 	t.Logf("%d proxied requests answered, %d writes acknowledged and read back", len(log), len(acked))
+}
+
+// A replica's settings are checked at load, each mistake named.
+func TestReplicaConfigChecked(t *testing.T) {
+	for _, c := range []struct{ yaml, want string }{
+		{"replica: {id: r1, advertise: 10.0.0.1:8080}\n", "replica.id: replicas share a PostgreSQL database"},
+		{"store: postgres://p@db/p\nreplica: {id: R_1, advertise: 10.0.0.1:8080}\n", `replica.id: "R_1"`},
+		{"store: postgres://p@db/p\nreplica: {id: r1}\n", "replica.advertise"},
+		{"store: postgres://p@db/p\nreplica: {id: r1, advertise: 10.0.0.1:0}\n", "replica.advertise"},
+		{"store: postgres://p@db/p\nreplica: {id: r1, advertise: 10.0.0.1:8080, cluster_key_file: k}\n", "replica.cluster_key_file"},
+		{"replica: {advertise: 10.0.0.1:8080}\n", "need an id"},
+	} {
+		config := filepath.Join(t.TempDir(), "paddock.yaml")
+		if err := os.WriteFile(config, []byte(c.yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := server.LoadConfig(config, t.TempDir(), "")
+		if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("config %q: %v, want ErrInvalidArgument naming %q", c.yaml, err, c.want)
+		}
+	}
 }
