@@ -319,6 +319,15 @@ func (s *Server) forwardIfElsewhere(w http.ResponseWriter, r *http.Request, id, 
 	return true
 }
 
+// sharedReconnects counts WebSocket attempts in the database when replicas share it,
+// so that a user's reconnect storm is one storm whichever replicas serve it.
+func (s *Server) sharedReconnects() func(context.Context, string, time.Time, time.Duration, int) (bool, time.Duration, bool, error) {
+	if s.cfg.Replica.ID == "" {
+		return nil
+	}
+	return s.st.ReconnectAttempt
+}
+
 // closeCluster stops the heartbeat and the listener.
 func (s *Server) closeCluster() {
 	if s.clusterStop != nil {

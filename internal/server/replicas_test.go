@@ -63,6 +63,7 @@ replica:
   advertise: %s
   cluster_key_file: %s
   heartbeat_ttl: 3s
+reconnects: {limit: 3, window_seconds: 600}
 `, rc.DataDir, rc.StateDir, rc.Agent, dbURL, filepath.Join(shared, "secrets.key"), r.id, addr, filepath.Join(shared, "cluster.key"))
 		if err := os.WriteFile(r.config, []byte(yaml), 0o600); err != nil {
 			t.Fatal(err)
@@ -251,6 +252,44 @@ func TestReplicas(t *testing.T) {
 		if resp.StatusCode != http.StatusOK || string(body) != "desk" {
 			t.Errorf("desk.txt through the desktop host on r2: %d %s, want desk", resp.StatusCode, body)
 		}
+	}
+
+	// Reconnect storms are counted across replicas: bob's WebSockets to his live app (run
+	// by r2) and to a sandbox of his that r1 runs, opened through all three replicas, are
+	// one count against the limit of 3.
+	var extra api.Sandbox
+	if code, body, err := tokenDo(context.Background(), rs[0].url, bob.c.Token, "POST", "/api/v1/sandboxes", []byte(`{}`)); err != nil || code != http.StatusCreated || json.Unmarshal(body, &extra) != nil {
+		t.Fatalf("create a sandbox of bob's on r1: %d %s %v", code, body, err)
+	}
+	t.Cleanup(func() {
+		tokenDo(context.Background(), rs[0].url, bob.c.Token, "DELETE", "/api/v1/sandboxes/"+extra.ID, nil)
+	})
+	wsTo := func(r *replica, h origins.Host) (int, error) {
+		u := strings.Replace(servertest.AppsURL(r.url, h), "http", "ws", 1) + "/ws/echo"
+		dctx, dcancel := context.WithTimeout(context.Background(), time.Minute)
+		defer dcancel()
+		ws, resp, err := websocket.Dial(dctx, u, &websocket.DialOptions{HTTPClient: appsClient,
+			HTTPHeader: http.Header{"Authorization": {"Bearer " + bob.c.Token}}})
+		if err != nil {
+			if resp != nil {
+				return resp.StatusCode, err
+			}
+			return 0, err
+		}
+		ws.Close(websocket.StatusNormalClosure, "")
+		return http.StatusSwitchingProtocols, nil
+	}
+	bobLive, bobApp := origins.Host{Kind: origins.KindLive, ID: bob.c.User.ID}, origins.Host{Kind: origins.KindApp, ID: extra.ID}
+	for i, step := range []struct {
+		r *replica
+		h origins.Host
+	}{{rs[0], bobLive}, {rs[1], bobApp}, {rs[2], bobLive}} {
+		if code, err := wsTo(step.r, step.h); code != http.StatusSwitchingProtocols {
+			t.Fatalf("bob's WebSocket %d through %s: %d %v", i+1, step.r.id, code, err)
+		}
+	}
+	if code, err := wsTo(rs[0], bobApp); code != http.StatusTooManyRequests {
+		t.Errorf("bob's 4th WebSocket in the window, through r1: %d %v, want 429 (a storm counted across replicas)", code, err)
 	}
 
 	// A browser behind a load balancer: the handoff code minted by r1 is exchanged on r2,

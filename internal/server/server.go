@@ -258,6 +258,7 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 		Registerer: s.reg, Log: s.log, ReservedCookies: append(web.ReservedCookies(), origins.CookieName, origins.SecureCookieName), TrustedOrigins: cfg.TrustedOrigins,
 		Event:           s.event,
 		ReconnectWindow: time.Duration(cfg.Reconnects.Window) * time.Second, ReconnectLimit: cfg.Reconnects.Limit,
+		Reconnects: s.sharedReconnects(),
 	})
 	if err != nil {
 		return err

@@ -143,3 +143,31 @@ func TestHandoffs(t *testing.T) {
 		}
 	})
 }
+
+// Reconnect attempts are counted per user within the window, a refused one is not
+// counted, and a storm is reported once per window.
+func TestReconnectAttempts(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db testDB) {
+		ctx := context.Background()
+		s := db.open(t)
+		now := time.Now()
+		for i := range 2 {
+			if ok, _, _, err := s.ReconnectAttempt(ctx, "u1", now.Add(time.Duration(i)*time.Second), 10*time.Second, 2); !ok || err != nil {
+				t.Fatalf("attempt %d: %v %v", i, ok, err)
+			}
+		}
+		ok, retry, report, err := s.ReconnectAttempt(ctx, "u1", now.Add(2*time.Second), 10*time.Second, 2)
+		if ok || err != nil || !report || retry != 8*time.Second {
+			t.Errorf("third attempt: ok %v retry %s report %v err %v, want refused, retry 8s, reported", ok, retry, report, err)
+		}
+		if ok, _, report, _ := s.ReconnectAttempt(ctx, "u1", now.Add(3*time.Second), 10*time.Second, 2); ok || report {
+			t.Errorf("fourth attempt: ok %v report %v, want refused, not reported again", ok, report)
+		}
+		if ok, _, _, _ := s.ReconnectAttempt(ctx, "u2", now, 10*time.Second, 2); !ok {
+			t.Error("another user's first attempt was refused")
+		}
+		if ok, _, _, err := s.ReconnectAttempt(ctx, "u1", now.Add(10*time.Second+time.Millisecond), 10*time.Second, 2); !ok || err != nil {
+			t.Errorf("after the window slid: %v %v", ok, err)
+		}
+	})
+}

@@ -31,3 +31,16 @@ CREATE TABLE app_cookies (
     expires_at INTEGER NOT NULL
 ) STRICT;
 CREATE INDEX app_cookies_user ON app_cookies (user_id, expires_at);
+
+-- WebSocket connection attempts per user, counted across replicas (the proxy's
+-- reconnect-storm limit), and when each user's last storm was reported.
+CREATE TABLE reconnect_attempts (
+    user_id TEXT NOT NULL,
+    at      INTEGER NOT NULL
+) STRICT;
+CREATE INDEX reconnect_attempts_user ON reconnect_attempts (user_id, at);
+
+CREATE TABLE reconnect_storms (
+    user_id     TEXT PRIMARY KEY,
+    reported_at INTEGER NOT NULL
+) STRICT;
