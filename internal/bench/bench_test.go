@@ -3,12 +3,14 @@ package bench
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock/internal/store/pgtest"
 	"github.com/paddockhq/paddock/internal/testenv"
 )
 
@@ -36,8 +38,8 @@ func TestRunOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Tables) != 20 {
-		t.Fatalf("%d tables, want 20", len(r.Tables))
+	if len(r.Tables) != 21 {
+		t.Fatalf("%d tables, want 21", len(r.Tables))
 	}
 	checkPeers(t, e, r)
 	for _, tb := range r.Tables {
@@ -52,7 +54,7 @@ func TestRunOnce(t *testing.T) {
 	}
 	var md bytes.Buffer
 	r.WriteMarkdown(&md)
-	for _, want := range []string{"make bench", "| measurement |", "**Peers.**", "*peer:* `podman run --rm`", "*peer:* through nginx", "*peer:* HTTPS through squid", "≤ 1.5× runc run", "≥ 500 MB/s", "≤ 15 MiB", "≥ nginx's ratio", "≤ nginx's + 0.2 ms", "*wrk:* through the proxy", "*wrk:* *peer:* through nginx", "*peer:* through nginx: echo p50", "≥ the best peer's ratio", "≤ 1 ms", "Promotion under load", "× the floor", "*floor:* the same writes alone", "provider gateway", "egress proxy", "≤ 1.2× net/http", "p50 ≤ 2× exec", "≤ 0.1× cp -a", "≤ 1.5× paddock run", "≤ 1.3× Vite direct"} {
+	for _, want := range []string{"make bench", "| measurement |", "**Peers.**", "*peer:* `podman run --rm`", "*peer:* through nginx", "*peer:* HTTPS through squid", "≤ 1.5× runc run", "≥ 500 MB/s", "≤ 15 MiB", "≥ nginx's ratio", "≤ nginx's + 0.2 ms", "*wrk:* through the proxy", "*wrk:* *peer:* through nginx", "*peer:* through nginx: echo p50", "≥ the best peer's ratio", "≤ 1 ms", "Promotion under load", "× the floor", "*floor:* the same writes alone", "provider gateway", "egress proxy", "≤ 1.2× net/http", "p50 ≤ 2× exec", "≤ 0.1× cp -a", "≤ 1.5× paddock run", "≤ 1.3× Vite direct", "≥ 0.9× one on SQLite"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("report lacks %q", want)
 		}
@@ -194,6 +196,27 @@ func TestClientTable(t *testing.T) {
 	var md bytes.Buffer
 	r.WriteMarkdown(&md)
 	t.Log(md.String())
+}
+
+// TestReplicasTable takes samples of the replicas' table alone: two replicas on
+// PostgreSQL and one control plane on SQLite under the same load.
+func TestReplicasTable(t *testing.T) {
+	e := newEnv(t)
+	r, err := Run(context.Background(), e, Options{Only: "replicas", ProxyClients: 2, ProxyRound: 300 * time.Millisecond, ProxyRounds: 2})
+	if errors.Is(err, pgtest.ErrAbsent) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Tables) != 1 || len(r.Tables[0].Rows) != 4 {
+		t.Fatalf("tables %+v", r.Tables)
+	}
+	for _, row := range r.Tables[0].Rows {
+		if row.N != 2 || row.P50 <= 0 {
+			t.Errorf("%s: %+v, want two positive samples", row.Name, row.Summary)
+		}
+	}
 }
 
 // TestPoolForkWakeTables takes samples of the warm pool's, the fork's and the wake's

@@ -88,7 +88,7 @@ func (e *Env) startControlPlaneWith(ctx context.Context, log *slog.Logger, edit 
 	if err != nil {
 		return nil, err
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		s.Close()
 		return nil, err

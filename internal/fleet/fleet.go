@@ -83,6 +83,13 @@ type Config struct {
 	Pool PoolConfig
 	// Idle is idle suspend's configuration.
 	Idle IdleConfig
+	// Replica is this process's ID when several `paddock serve` replicas share the
+	// database, empty when it is the only one. A replica starts and adopts only the
+	// sandboxes it claimed (store.Tx.ClaimSandbox), and reads a user's roles from the
+	// store on every route, since another replica may promote.
+	Replica string
+	// ReplicaTTL: a replica whose last heartbeat is older is dead.
+	ReplicaTTL time.Duration
 }
 
 // Fleet manages sandboxes. It is safe for concurrent use.
@@ -129,6 +136,10 @@ type Fleet struct {
 	busy func(sandboxID string) bool
 	// frozen holds the cgroups of the sandboxes idle freezing froze (idle.go).
 	frozen map[string]*cgroups.Group
+
+	// holders and replicas cache what Holder reads (replicas only).
+	holders  map[string]string
+	replicas map[string]replicaRead
 }
 
 // New returns a Fleet. Call Recover before serving.
@@ -155,7 +166,7 @@ func New(st *store.Store, run Runner, cfg Config, reg prometheus.Registerer, log
 		onGone: func(string) {}, onSwap: func(string, int64) {},
 		serve: func(store.Sandbox, *runner.Sandbox) func() { return func() {} }, stops: map[string]func(){},
 		closing: make(chan struct{}), backoff: map[string]time.Duration{}, used: map[string]time.Time{}, held: map[string]int{},
-		frozen: map[string]*cgroups.Group{},
+		frozen: map[string]*cgroups.Group{}, holders: map[string]string{}, replicas: map[string]replicaRead{},
 	}
 	if err := cfg.Idle.validate(); err != nil {
 		return nil, err
@@ -372,6 +383,9 @@ func (f *Fleet) startSpec(ctx context.Context, c Caller, rec store.Sandbox, spec
 		rec.State, rec.Error = api.StateRunning, ""
 		return rec, nil
 	}
+	if err := f.claim(ctx, rec.ID); err != nil {
+		return rec, err
+	}
 	began := time.Now()
 	sb, err := f.run.Create(ctx, spec)
 	f.m.observeStart(rec.Tier, began, err)
@@ -396,10 +410,88 @@ func (f *Fleet) startSpec(ctx context.Context, c Caller, rec store.Sandbox, spec
 	return rec, err
 }
 
+// claim records that this replica runs sandbox id, unless another one holds it (a
+// *store.HeldElsewhere). Without replicas there is nothing to claim.
+func (f *Fleet) claim(ctx context.Context, id string) error {
+	if f.cfg.Replica == "" {
+		return nil
+	}
+	// A read first: another replica's sandbox costs no write transaction (the writer
+	// lock is every replica's), and neither does one this replica holds already.
+	rec, err := f.st.SandboxByID(ctx, id)
+	if err != nil {
+		return err
+	}
+	if err := f.Holder(ctx, id); err != nil || rec.Replica == f.cfg.Replica {
+		return err
+	}
+	return f.st.Update(ctx, func(tx *store.Tx) error { return tx.ClaimSandbox(ctx, id, f.cfg.Replica, f.aliveSince()) })
+}
+
+// aliveSince is the oldest heartbeat of a replica still alive.
+func (f *Fleet) aliveSince() time.Time { return f.now().Add(-f.cfg.ReplicaTTL) }
+
+// Holder is nil when this replica may run sandbox id, else a *store.HeldElsewhere naming
+// the replica that does. It is on the path of every request to a sandbox, so it answers
+// from memory when it can: a sandbox's replica, once recorded, never changes (a dead
+// replica's sandboxes wait for it), and a replica's row is read again after a fifth of
+// the heartbeat TTL.
+func (f *Fleet) Holder(ctx context.Context, id string) error {
+	if f.cfg.Replica == "" {
+		return nil
+	}
+	f.mu.Lock()
+	owner, ok := f.holders[id]
+	f.mu.Unlock()
+	if !ok {
+		rec, err := f.st.SandboxByID(ctx, id)
+		if err != nil {
+			return err
+		}
+		if owner = rec.Replica; owner != "" {
+			f.mu.Lock()
+			f.holders[id] = owner
+			f.mu.Unlock()
+		}
+	}
+	if owner == "" || owner == f.cfg.Replica {
+		return nil
+	}
+	f.mu.Lock()
+	r, ok := f.replicas[owner]
+	f.mu.Unlock()
+	if !ok || f.now().Sub(r.read) > f.cfg.ReplicaTTL/5 {
+		rep, err := f.st.ReplicaByID(ctx, owner)
+		if errors.Is(err, errdefs.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		r = replicaRead{Replica: rep, read: f.now()}
+		f.mu.Lock()
+		f.replicas[owner] = r
+		f.mu.Unlock()
+	}
+	return &store.HeldElsewhere{SandboxID: id, Replica: r.Replica, Alive: r.HeartbeatAt.After(f.aliveSince())}
+}
+
+// replicaRead is a replica's row as read at read.
+type replicaRead struct {
+	store.Replica
+	read time.Time
+}
+
+// Replica is this replica's ID, empty without replicas.
+func (f *Fleet) Replica() string { return f.cfg.Replica }
+
 // revive starts a recorded sandbox that is not running, after reaping what a lost or
 // failed run left behind; a running one is left as it is. The caller holds its lock.
 func (f *Fleet) revive(ctx context.Context, c Caller, rec store.Sandbox) (store.Sandbox, error) {
 	if f.handle(rec.ID) == nil {
+		if err := f.claim(ctx, rec.ID); err != nil {
+			return rec, err
+		}
 		if err := f.run.Reap(ctx, f.record(rec)); err != nil {
 			f.log.Warn("reap before start", "sandbox", rec.ID, "err", err)
 		}
@@ -606,6 +698,21 @@ func (f *Fleet) Recover(ctx context.Context) error {
 	var adopted, lost int
 	for _, rec := range all {
 		if rec.State != api.StateRunning && rec.State != api.StateCreating {
+			continue
+		}
+		if f.cfg.Replica != "" && rec.Replica != f.cfg.Replica {
+			// Another replica's, or of a time before replicas: adopted only if it runs here.
+			if rec.Replica != "" {
+				continue
+			}
+			if sb, err := f.run.Adopt(ctx, f.record(rec)); err == nil {
+				if err := f.claim(ctx, rec.ID); err != nil {
+					sb.Agent().Close()
+					continue
+				}
+				f.setRunning(rec, sb, false)
+				adopted++
+			}
 			continue
 		}
 		sys := Caller{UserID: ""}

@@ -28,6 +28,7 @@ func (f *Fleet) newRecord(c Caller, req api.CreateSandboxRequest) (store.Sandbox
 	rec := store.Sandbox{
 		ID: id, UserID: c.UserID, Username: c.Username, Name: req.Name, State: api.StateCreating,
 		Tier: req.Tier, Runtime: req.Runtime, Env: req.Env, CreatedAt: now, UpdatedAt: now,
+		Replica: f.cfg.Replica, // the replica that makes a sandbox runs it
 	}
 	if rec.Name == "" {
 		rec.Name = id

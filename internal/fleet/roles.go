@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/paddockhq/paddock/internal/api"
@@ -25,6 +26,12 @@ type Owner struct {
 func (f *Fleet) Owner(ctx context.Context, c Caller, role string) (Owner, error) {
 	if role != api.RoleLive && role != api.RoleDev {
 		return Owner{}, fmt.Errorf("role %q: want live or dev: %w", role, errdefs.ErrInvalidArgument)
+	}
+	if f.cfg.Replica != "" {
+		// Another replica may have promoted: the store says who owns the role now.
+		if err := f.freshRoles(ctx, c.UserID); err != nil {
+			return Owner{}, err
+		}
 	}
 	if o, ok := f.cachedOwner(c.UserID, role); ok {
 		return o, nil
@@ -74,19 +81,67 @@ func (f *Fleet) cachedOwner(userID, role string) (Owner, bool) {
 	return Owner{Sandbox: rec, Handle: h, Generation: r.Generation}, true
 }
 
+// freshRoles reads userID's roles from the store into the cache. A generation newer than
+// the cached one is a promotion made elsewhere: the proxy hears of it as of one made here.
+func (f *Fleet) freshRoles(ctx context.Context, userID string) error {
+	roles, err := f.st.RolesOf(ctx, userID)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	cached, ok := f.roles[userID]
+	swapped := ok && cached.Generation < roles.Generation
+	if roles.LiveID == "" || roles.DevID == "" {
+		delete(f.roles, userID)
+	} else if !ok || cached.Generation <= roles.Generation {
+		f.roles[userID] = roles
+	}
+	f.mu.Unlock()
+	if swapped {
+		f.onSwap(userID, roles.Generation)
+	}
+	return nil
+}
+
+// RolesChanged is told that userID's roles changed elsewhere (another replica promoted,
+// to generation): the cache forgets them and the proxy closes the WebSockets the old
+// owners held. A generation of -1 means that any user's may have changed.
+func (f *Fleet) RolesChanged(userID string, generation int64) {
+	f.mu.Lock()
+	if generation < 0 {
+		f.roles = map[string]store.Roles{}
+	} else if r, ok := f.roles[userID]; ok && r.Generation < generation {
+		delete(f.roles, userID)
+	}
+	f.mu.Unlock()
+	if generation >= 0 {
+		f.onSwap(userID, generation)
+	}
+}
+
+// RolesChannel is the store's notification channel of promotions: "USERID GENERATION".
+const RolesChannel = "paddock_roles"
+
 // Roles returns c's live and dev sandboxes, making them on first use (both started).
 func (f *Fleet) Roles(ctx context.Context, c Caller) (live, dev store.Sandbox, generation int64, err error) {
 	roles, err := f.ensureRoles(ctx, c)
 	if err != nil {
 		return live, dev, 0, err
 	}
-	if live, err = f.ensureRunning(ctx, c, roles.LiveID); err != nil {
+	if live, err = f.ensureRunning(ctx, c, roles.LiveID); err != nil && !heldAlive(err) {
 		return live, dev, 0, err
 	}
-	if dev, err = f.ensureRunning(ctx, c, roles.DevID); err != nil {
+	if dev, err = f.ensureRunning(ctx, c, roles.DevID); err != nil && !heldAlive(err) {
 		return live, dev, 0, err
 	}
 	return live, dev, roles.Generation, nil
+}
+
+// heldAlive reports an error saying that a live replica other than this one runs the
+// sandbox: it is as good as running, seen from here.
+func heldAlive(err error) bool {
+	var held *store.HeldElsewhere
+	return errors.As(err, &held) && held.Alive
 }
 
 // ensureRoles makes sure both of c's roles point at a sandbox, creating what is missing.
@@ -180,6 +235,9 @@ func (f *Fleet) Promote(ctx context.Context, c Caller) (live, dev store.Sandbox,
 		if roles, err = tx.SwapRoles(ctx, c.UserID, f.now()); err != nil {
 			return err
 		}
+		if err := tx.Notify(ctx, RolesChannel, fmt.Sprintf("%s %d", c.UserID, roles.Generation)); err != nil {
+			return err
+		}
 		return tx.AppendAudit(ctx, f.event(c, "roles.promote", c.UserID, map[string]any{
 			"live": roles.LiveID, "dev": roles.DevID, "generation": roles.Generation,
 		}))
@@ -216,7 +274,7 @@ func (f *Fleet) RoleOf(ctx context.Context, userID, id string) (string, error) {
 	f.mu.Lock()
 	r, ok := f.roles[userID]
 	f.mu.Unlock()
-	if !ok {
+	if !ok || f.cfg.Replica != "" {
 		var err error
 		if r, err = f.st.RolesOf(ctx, userID); err != nil {
 			return "", err

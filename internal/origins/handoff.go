@@ -1,6 +1,7 @@
 package origins
 
 import (
+	"context"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
@@ -12,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -22,6 +24,7 @@ import (
 
 	"github.com/paddockhq/paddock/internal/auth"
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/store"
 )
 
 // App-host cookie names. Over TLS (secure_cookies) only the __Host- one counts: Secure,
@@ -65,6 +68,25 @@ type Handoffs struct {
 	cookies map[string]cookieEntry
 	now     func() time.Time
 	path    string
+	// shared, when set, keeps codes and cookies in the database instead (see Share).
+	shared *store.Store
+}
+
+// Share keeps every code and cookie in st, where every replica sharing the database finds
+// them, instead of in memory and the Persist file.
+func (h *Handoffs) Share(st *store.Store) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.shared = st
+}
+
+// sharedTimeout bounds each of the shared store's steps.
+const sharedTimeout = 10 * time.Second
+
+func (h *Handoffs) sharedStore() *store.Store {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.shared
 }
 
 // cookieEntry is one app cookie's grant and its session sealed with the cookie's value:
@@ -186,6 +208,18 @@ func newSecret() string {
 // Mint returns a single-use code for g, valid for CodeTTL. A user may hold a bounded
 // number of unused codes.
 func (h *Handoffs) Mint(g Grant) (string, error) {
+	if st := h.sharedStore(); st != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
+		defer cancel()
+		code := newSecret()
+		now := h.now()
+		err := st.PutHandoff(ctx, false, cookieKey(code), store.Handoff{UserID: g.UserID, Host: strings.ToLower(g.Host),
+			Sealed: seal(code, g.Session), Expires: now.Add(CodeTTL)}, maxCodesPerUser, now)
+		if err != nil {
+			return "", fmt.Errorf("handoff: %w", err)
+		}
+		return code, nil
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now := h.now()
@@ -210,10 +244,27 @@ func (h *Handoffs) Mint(g Grant) (string, error) {
 // Redeem uses code up, whatever the outcome, and returns its grant when it is unexpired
 // and was minted for host.
 func (h *Handoffs) Redeem(code, host string) (Grant, error) {
-	h.mu.Lock()
-	g, ok := h.codes[code]
-	delete(h.codes, code)
-	h.mu.Unlock()
+	var (
+		g  Grant
+		ok bool
+	)
+	if st := h.sharedStore(); st != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
+		defer cancel()
+		kept, err := st.TakeHandoffCode(ctx, cookieKey(code))
+		if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			return Grant{}, fmt.Errorf("handoff: %w", err)
+		}
+		if err == nil {
+			g = Grant{Host: kept.Host, UserID: kept.UserID, Expires: kept.Expires}
+			g.Session, ok = unseal(code, kept.Sealed)
+		}
+	} else {
+		h.mu.Lock()
+		g, ok = h.codes[code]
+		delete(h.codes, code)
+		h.mu.Unlock()
+	}
 	switch {
 	case !ok:
 		return Grant{}, fmt.Errorf("this sign-in link was used already or never issued: %w", errdefs.ErrPermissionDenied)
@@ -227,6 +278,18 @@ func (h *Handoffs) Redeem(code, host string) (Grant, error) {
 
 // Open makes a cookie value standing for g (its Expires set by the caller).
 func (h *Handoffs) Open(g Grant) string {
+	if st := h.sharedStore(); st != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
+		defer cancel()
+		v := newSecret()
+		err := st.PutHandoff(ctx, true, cookieKey(v), store.Handoff{UserID: g.UserID, Host: strings.ToLower(g.Host),
+			Sealed: seal(v, g.Session), Expires: g.Expires}, maxCookiesPerUser, h.now())
+		if err != nil {
+			// The browser gets a cookie that signs it in nowhere, and a handoff again.
+			slog.Warn("app cookie not kept", "err", err)
+		}
+		return v
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now := h.now()
@@ -259,6 +322,20 @@ func (h *Handoffs) Open(g Grant) string {
 // sibling hosts, never make one valid there.
 func (h *Handoffs) Cookie(values []string, host string) (Grant, string, bool) {
 	host = strings.ToLower(host)
+	if st := h.sharedStore(); st != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
+		defer cancel()
+		for _, v := range values {
+			e, err := st.AppCookie(ctx, cookieKey(v))
+			if err != nil || !h.now().Before(e.Expires) || subtle.ConstantTimeCompare([]byte(e.Host), []byte(host)) != 1 {
+				continue
+			}
+			if id, ok := unseal(v, e.Sealed); ok {
+				return Grant{Host: e.Host, UserID: e.UserID, Session: id, Expires: e.Expires}, v, true
+			}
+		}
+		return Grant{}, "", false
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now := h.now()
@@ -283,6 +360,12 @@ func (h *Handoffs) Cookie(values []string, host string) (Grant, string, bool) {
 
 // Revoke ends one cookie.
 func (h *Handoffs) Revoke(value string) {
+	if st := h.sharedStore(); st != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
+		defer cancel()
+		_ = st.DeleteAppCookie(ctx, cookieKey(value))
+		return
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.cookies, cookieKey(value))

@@ -93,6 +93,10 @@ type Options struct {
 	// with 429. Defaults: 10 s and 20.
 	ReconnectWindow time.Duration
 	ReconnectLimit  int
+	// Reconnects, when set, counts the attempts instead of the proxy's own memory: in a
+	// store that several control-plane replicas share (store.ReconnectAttempt). When it
+	// fails, the proxy counts in memory.
+	Reconnects func(ctx context.Context, userID string, now time.Time, window time.Duration, limit int) (ok bool, retry time.Duration, report bool, err error)
 	// MaxMessageBytes caps one WebSocket message in either direction; default 16 MiB.
 	MaxMessageBytes int64
 }

@@ -79,7 +79,7 @@ func (p *Proxy) admitWebSocket(w http.ResponseWriter, r *http.Request, c Caller)
 	if r.Method != http.MethodGet || r.Header.Get("Sec-WebSocket-Key") == "" || r.Header.Get("Sec-WebSocket-Version") != "13" {
 		return fmt.Errorf("not a WebSocket handshake: want GET with Sec-WebSocket-Key and Sec-WebSocket-Version 13: %w", errdefs.ErrInvalidArgument)
 	}
-	ok, retry, report := p.storms.allow(c.UserID)
+	ok, retry, report := p.allowReconnect(r.Context(), c.UserID)
 	if ok {
 		return nil
 	}
@@ -90,6 +90,19 @@ func (p *Proxy) admitWebSocket(w http.ResponseWriter, r *http.Request, c Caller)
 	w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
 	return fmt.Errorf("too many WebSocket connections: more than %d in %s; retry in %d s: %w",
 		p.opts.ReconnectLimit, p.opts.ReconnectWindow, max(secs, 1), errdefs.ErrLimitExceeded)
+}
+
+// allowReconnect counts a WebSocket attempt by userID: in the shared store when there is
+// one, else (or when it fails) in memory.
+func (p *Proxy) allowReconnect(ctx context.Context, userID string) (ok bool, retry time.Duration, report bool) {
+	if p.opts.Reconnects != nil {
+		ok, retry, report, err := p.opts.Reconnects(ctx, userID, time.Now(), p.opts.ReconnectWindow, p.opts.ReconnectLimit)
+		if err == nil {
+			return ok, retry, report
+		}
+		p.log.WarnContext(ctx, "proxy: reconnect attempts not shared: counted here alone", "user", userID, "err", err)
+	}
+	return p.storms.allow(userID)
 }
 
 func (p *Proxy) reportStorm(ctx context.Context, c Caller) {

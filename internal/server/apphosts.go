@@ -58,6 +58,17 @@ func (s *Server) serveAppsHost(w http.ResponseWriter, r *http.Request, h origins
 		s.exchange(w, r, h)
 		return
 	}
+	if hp := hopOf(r); hp != nil && hp.user != "" && h.Kind != origins.KindDesktop {
+		// Another replica authenticated the caller and sent the request here, where its
+		// sandbox runs.
+		c, err := s.appsCaller(r.Context(), hp.user, h)
+		if err != nil {
+			api.WriteError(w, s.log, err)
+			return
+		}
+		s.proxy.Serve(w, r, c)
+		return
+	}
 	who, err := s.appsUser(r)
 	if err != nil {
 		if isNavigation(r) {
@@ -77,8 +88,23 @@ func (s *Server) serveAppsHost(w http.ResponseWriter, r *http.Request, h origins
 		return
 	}
 	if h.Kind == origins.KindDesktop {
+		// The desktop's own API is its sandbox's: served by the replica that runs it, which
+		// authenticates the request again (the apps hosts' cookies are shared).
+		if s.forwardIfElsewhere(w, r, h.ID, "", false) {
+			return
+		}
 		s.serveDesktop(w, r, h, who)
 		return
+	}
+	if s.cluster != nil {
+		id, err := s.sandboxOfCaller(r.Context(), c)
+		if err != nil {
+			api.WriteError(w, s.log, err)
+			return
+		}
+		if s.forwardIfElsewhere(w, r, id, who.User.ID, false) {
+			return
+		}
 	}
 	s.proxy.Serve(w, r, c)
 }
@@ -131,6 +157,22 @@ func (s *Server) appsCaller(ctx context.Context, userID string, h origins.Host) 
 		}
 	}
 	return proxy.Caller{}, fmt.Errorf("no apps host %s of yours: %w", h.Label(), errdefs.ErrNotFound)
+}
+
+// sandboxOfCaller is the sandbox a proxied request goes to now: the one named, or the
+// one that owns the role (none yet: "", the proxy makes it).
+func (s *Server) sandboxOfCaller(ctx context.Context, c proxy.Caller) (string, error) {
+	if c.SandboxID != "" {
+		return c.SandboxID, nil
+	}
+	roles, err := s.st.RolesOf(ctx, c.UserID)
+	if err != nil {
+		return "", err
+	}
+	if c.Role == api.RoleDev {
+		return roles.DevID, nil
+	}
+	return roles.LiveID, nil
 }
 
 // isNavigation reports a browser's top-level GET of a page, the one request a handoff

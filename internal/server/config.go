@@ -111,6 +111,9 @@ type Config struct {
 	// Backup is where sandboxes' workspace histories are backed up (default: nowhere): see
 	// docs/backup.md.
 	Backup BackupConfig `yaml:"backup"`
+	// Replica makes this server one of several replicas on one PostgreSQL database
+	// (default: the only one): see docs/postgres.md#replicas.
+	Replica ReplicaConfig `yaml:"replica"`
 }
 
 // BrokerGrantsConfig is the broker's per-sandbox grant rate.
@@ -182,6 +185,9 @@ func LoadConfig(path, dataDir, listen string) (Config, error) {
 		return cfg, fmt.Errorf("listen: %q is not host:port: %w", cfg.Listen, errdefs.ErrInvalidArgument)
 	}
 	if err := CheckStore(cfg.Store); err != nil {
+		return cfg, err
+	}
+	if err := cfg.Replica.check(cfg.Store); err != nil {
 		return cfg, err
 	}
 	if err := cfg.checkAccounts(); err != nil {

@@ -60,6 +60,8 @@ func (s *Server) fleetDenied(what string) error {
 type metrics struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	// forwarded counts requests sent on to the replica that runs their sandbox.
+	forwarded *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, f *fleet.Fleet) (*metrics, error) {
@@ -71,11 +73,14 @@ func newMetrics(reg prometheus.Registerer, f *fleet.Fleet) (*metrics, error) {
 			Name: "paddock_http_request_duration_seconds", Help: "Latency of the control plane's own routes.",
 			Buckets: prometheus.DefBuckets,
 		}, []string{"route"}),
+		forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "paddock_replica_forwarded_total", Help: "Requests forwarded to the replica that runs their sandbox, by replica.",
+		}, []string{"replica"}),
 	}
 	running := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "paddock_sandboxes_running", Help: "Sandboxes running under this control plane.",
 	}, func() float64 { return float64(f.Running()) })
-	if err := httpmetrics.Register(reg, "server", m.requests, m.latency, running); err != nil {
+	if err := httpmetrics.Register(reg, "server", m.requests, m.latency, m.forwarded, running); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -12,6 +12,7 @@ import (
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
 	"github.com/paddockhq/paddock/internal/httpmetrics"
+	"github.com/paddockhq/paddock/internal/runner"
 )
 
 // errResponded tells the API wrapper that a handler wrote its own response (a stream, a
@@ -130,7 +131,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /desktop", s.openDesktop)
 	mux.HandleFunc("/", s.app)
 	s.desktop = s.desktopRoutes()
-	return s.byHost(s.instrument(mux))
+	return s.acceptHops(s.byHost(s.instrument(mux)))
 }
 
 // api authenticates a request (session cookie, API token, or a capability token on the
@@ -139,7 +140,12 @@ func (s *Server) routes() http.Handler {
 // token without scope admin acts as a plain user even for an admin.
 func (s *Server) api(rt Route, h apiHandler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := sandboxOfRoute(rt, r)
 		if tok, ok := capabilityBearer(r); ok {
+			// The replica that runs the sandbox checks the capability.
+			if s.forwardIfElsewhere(w, r, id, "", false) {
+				return
+			}
 			s.serveCapability(w, r, rt, h, tok)
 			return
 		}
@@ -156,12 +162,28 @@ func (s *Server) api(rt Route, h apiHandler) http.Handler {
 			api.WriteError(w, s.log, err)
 			return
 		}
+		// A sandbox another replica runs is served there: the request goes as it came,
+		// credentials and all, and that replica authenticates it again.
+		if s.forwardIfElsewhere(w, r, id, "", rt == Route{"DELETE", "/api/v1/sandboxes/{id}"}) {
+			return
+		}
 		fc := fleet.Caller{UserID: c.User.ID, Username: c.User.Username, Admin: isAdmin(c)}
 		r = r.WithContext(withWebCaller(r.Context(), c))
 		if err := h(w, r, fc); err != nil && !errors.Is(err, errResponded) {
 			api.WriteError(w, s.log, err)
 		}
 	})
+}
+
+// sandboxOfRoute is the sandbox a request to route rt is about, or "".
+func sandboxOfRoute(rt Route, r *http.Request) string {
+	if !strings.Contains(rt.Pattern, "{id}") || !strings.HasPrefix(rt.Pattern, "/api/v1/sandboxes/") {
+		return ""
+	}
+	if id := r.PathValue("id"); runner.ValidID(id) {
+		return id
+	}
+	return ""
 }
 
 // apiFallback answers what no API route under prefix matched: 405 with Allow when the

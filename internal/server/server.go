@@ -84,6 +84,10 @@ type Server struct {
 	ops  *sandboxops.Ops
 	// metricsToken, when set, may read /metrics (metrics.token_file).
 	metricsToken string
+	// cluster is this replica's part among several (replicas.go), nil when it is the only
+	// one; clusterStop ends its heartbeat and its listening for promotions.
+	cluster     *cluster
+	clusterStop context.CancelFunc
 }
 
 // Options are what tests change; the zero value is production.
@@ -168,7 +172,10 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 		return err
 	}
 	s.handoffs = origins.NewHandoffs(opts.HandoffClock)
-	if err := s.handoffs.Persist(filepath.Join(cfg.Runner.DataDir, HandoffsFileName)); err != nil {
+	if cfg.Replica.ID != "" {
+		// A code minted by one replica is exchanged on another, a cookie checked on any.
+		s.handoffs.Share(s.st)
+	} else if err := s.handoffs.Persist(filepath.Join(cfg.Runner.DataDir, HandoffsFileName)); err != nil {
 		return err
 	}
 	if _, _, err := net.SplitHostPort(cfg.Listen); err == nil && !auth.LoopbackListen(cfg.Listen) && s.origins.AppsDomain() == origins.DefaultAppsDomain && cfg.PublicURL == "" {
@@ -227,6 +234,7 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 	s.fleet, err = fleet.New(s.st, s.runner, fleet.Config{
 		Tier: cfg.Runner.Tier, Runtime: cfg.Runtime, Memory: cfg.SandboxMemory, Quota: cfg.Quota, App: app,
 		Env: env, AgentKeys: s.caps.AgentKeys, Pool: cfg.Pool, Idle: cfg.Idle,
+		Replica: cfg.Replica.ID, ReplicaTTL: cmpDuration(cfg.Replica.HeartbeatTTL, defaultHeartbeatTTL),
 	}, s.reg, s.log)
 	if err != nil {
 		return err
@@ -250,6 +258,7 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 		Registerer: s.reg, Log: s.log, ReservedCookies: append(web.ReservedCookies(), origins.CookieName, origins.SecureCookieName), TrustedOrigins: cfg.TrustedOrigins,
 		Event:           s.event,
 		ReconnectWindow: time.Duration(cfg.Reconnects.Window) * time.Second, ReconnectLimit: cfg.Reconnects.Limit,
+		Reconnects: s.sharedReconnects(),
 	})
 	if err != nil {
 		return err
@@ -261,6 +270,9 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 		return err
 	}
 	if s.m, err = newMetrics(s.reg, s.fleet); err != nil {
+		return err
+	}
+	if err := s.initCluster(ctx); err != nil {
 		return err
 	}
 	if err := s.fleet.Recover(ctx); err != nil {
@@ -289,6 +301,7 @@ func (s *Server) Close() error {
 	if s.stopBackups != nil {
 		s.stopBackups()
 	}
+	s.closeCluster()
 	s.proxy.Close()
 	s.fleet.Close()
 	s.broker.Close()

@@ -65,6 +65,7 @@ func openPostgres(ctx context.Context, target string) (*Store, error) {
 		// pgx's parse errors may quote the URL, password and all.
 		return nil, fmt.Errorf("store %s: not a PostgreSQL connection URL: %w", s.path, errdefs.ErrInvalidArgument)
 	}
+	s.pgcfg = wcfg.Copy()
 	rcfg := wcfg.Copy()
 	rcfg.RuntimeParams["default_transaction_read_only"] = "on"
 	w, r := stdlib.OpenDB(*wcfg), stdlib.OpenDB(*rcfg)

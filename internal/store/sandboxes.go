@@ -33,6 +33,9 @@ type Sandbox struct {
 	Env       []string
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// Replica is the ID of the replica that runs it, or last ran it (replicas.go); empty
+	// until it first starts.
+	Replica string
 }
 
 // App is the template a sandbox runs: a command, the port it serves on inside the
@@ -48,7 +51,7 @@ type App struct {
 }
 
 const sandboxCols = `s.id, s.user_id, u.username, s.name, s.tier, s.runtime, s.state, s.error,
-	s.memory_bytes, s.cpus, s.pids, s.tmp_bytes, s.file_size_bytes, s.disk_bytes, s.app, s.env, s.created_at, s.updated_at`
+	s.memory_bytes, s.cpus, s.pids, s.tmp_bytes, s.file_size_bytes, s.disk_bytes, s.app, s.env, s.created_at, s.updated_at, s.replica`
 
 func scanSandbox(sc scanner) (Sandbox, error) {
 	var (
@@ -57,7 +60,7 @@ func scanSandbox(sc scanner) (Sandbox, error) {
 		created, updated int64
 	)
 	err := sc.Scan(&sb.ID, &sb.UserID, &sb.Username, &sb.Name, &sb.Tier, &sb.Runtime, &sb.State, &sb.Error,
-		&sb.MemoryBytes, &sb.CPUs, &sb.Pids, &sb.TmpBytes, &sb.FileSizeBytes, &sb.DiskBytes, &app, &env, &created, &updated)
+		&sb.MemoryBytes, &sb.CPUs, &sb.Pids, &sb.TmpBytes, &sb.FileSizeBytes, &sb.DiskBytes, &app, &env, &created, &updated, &sb.Replica)
 	if err != nil {
 		return Sandbox{}, err
 	}
@@ -86,9 +89,9 @@ func (tx *Tx) CreateSandbox(ctx context.Context, sb Sandbox) error {
 		return fmt.Errorf("sandbox env: %w", err)
 	}
 	_, err = tx.tx.ExecContext(ctx, `INSERT INTO sandboxes (id, user_id, name, tier, runtime, state, error,
-		memory_bytes, cpus, pids, tmp_bytes, file_size_bytes, disk_bytes, app, env, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		memory_bytes, cpus, pids, tmp_bytes, file_size_bytes, disk_bytes, app, env, created_at, updated_at, replica) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sb.ID, sb.UserID, sb.Name, sb.Tier, sb.Runtime, sb.State, sb.Error, sb.MemoryBytes, sb.CPUs, sb.Pids, sb.TmpBytes, sb.FileSizeBytes, sb.DiskBytes,
-		string(app), string(env), nanos(sb.CreatedAt), nanos(sb.UpdatedAt))
+		string(app), string(env), nanos(sb.CreatedAt), nanos(sb.UpdatedAt), sb.Replica)
 	if err != nil {
 		return fmt.Errorf("sandbox %q: %w", sb.Name, mapErr(err))
 	}

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
@@ -36,6 +37,10 @@ type Store struct {
 	sessionByHash *sql.Stmt
 	// wstmts and rstmts cache other hot statements of the writer and the readers.
 	wstmts, rstmts *stmts
+	// pgcfg connects Listen's connections (PostgreSQL); hub delivers notifications within
+	// the process (SQLite).
+	pgcfg *pgx.ConnConfig
+	hub   hub
 }
 
 // Open opens the database target and applies any pending migrations. A target that is a
@@ -165,13 +170,15 @@ func (s *Store) Update(ctx context.Context, fn func(*Tx) error) error {
 		_ = tx.Rollback()
 		return err
 	}
-	if err := fn(&Tx{tx: tx, stmts: s.wstmts}); err != nil {
+	t := &Tx{tx: tx, stmts: s.wstmts}
+	if err := fn(t); err != nil {
 		_ = tx.Rollback()
 		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", mapErr(err))
 	}
+	s.hub.deliver(t.notes)
 	return nil
 }
 
@@ -179,6 +186,7 @@ func (s *Store) Update(ctx context.Context, fn func(*Tx) error) error {
 type Tx struct {
 	tx    *txn
 	stmts *stmts // nil during migrations
+	notes []note // SQLite's notifications, delivered after the commit
 }
 
 // NewID returns a random 128-bit identifier in hex, used for users and API tokens.

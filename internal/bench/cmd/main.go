@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/paddockhq/paddock/internal/bench"
+	"github.com/paddockhq/paddock/internal/store/pgtest"
 )
 
 func main() {
@@ -60,6 +61,7 @@ func run() error {
 		return err
 	}
 	defer env.Close()
+	defer pgtest.Stop() // the PostgreSQL server of the replicas' table, if it ran
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {

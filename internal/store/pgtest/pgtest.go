@@ -151,6 +151,17 @@ func (s *Server) Database(t testing.TB) string {
 	return s.url(name)
 }
 
+// NewDatabase creates a fresh, empty database for a caller that is no test (the
+// benchmarks), and returns its URL and what drops it.
+func (s *Server) NewDatabase(ctx context.Context) (string, func(), error) {
+	name := fmt.Sprintf("b%d_%d", os.Getpid(), s.n.Add(1))
+	if _, err := s.admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+		return "", nil, fmt.Errorf("create database %s: %w (server log: %s)", name, err, s.logTail())
+	}
+	drop := func() { _, _ = s.admin.ExecContext(context.Background(), "DROP DATABASE "+name+" WITH (FORCE)") }
+	return s.url(name), drop, nil
+}
+
 // Dir is the server's directory: its socket is there.
 func (s *Server) Dir() string { return s.dir }
 

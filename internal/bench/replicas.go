@@ -1,0 +1,184 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/server"
+	"github.com/paddockhq/paddock/internal/store/pgtest"
+)
+
+// ReplicasTable compares two control-plane replicas sharing one PostgreSQL database with
+// one control plane on SQLite, under the same load: GET /api/info through the proxy to the
+// user's live app, and GET /api/v1/sandboxes/{id} of the API.
+func (e *Env) ReplicasTable(ctx context.Context, o Options) (*Table, error) {
+	pg, err := pgtest.Shared()
+	if err != nil {
+		return nil, fmt.Errorf("PostgreSQL: %w", err)
+	}
+	dbURL, drop, err := pg.NewDatabase(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer drop()
+	one, err := e.StartControlPlane(ctx, e.log)
+	if err != nil {
+		return nil, fmt.Errorf("control plane on SQLite: %w", err)
+	}
+	defer one.Close()
+
+	keys, err := os.MkdirTemp(e.Dir, "replicas-")
+	if err != nil {
+		return nil, err
+	}
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	clusterKey := filepath.Join(keys, "cluster.key")
+	if err := os.WriteFile(clusterKey, []byte(base64.StdEncoding.EncodeToString(key)+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	var addrs [2]string
+	for i := range addrs {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		addrs[i] = l.Addr().String()
+		l.Close()
+	}
+	replica := func(i int) func(*server.Config) {
+		return func(cfg *server.Config) {
+			cfg.Listen, cfg.Store = addrs[i], dbURL
+			cfg.SecretsKeyFile = filepath.Join(keys, "secrets.key")
+			cfg.Replica = server.ReplicaConfig{ID: fmt.Sprintf("r%d", i+1), Advertise: addrs[i], ClusterKeyFile: clusterKey}
+		}
+	}
+	// The first replica signs the user up and makes their sandboxes; the second serves
+	// the same user, forwarding what is the first's sandboxes'.
+	r1, err := e.startControlPlaneWith(ctx, e.log, replica(0), server.Options{}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("replica 1: %w", err)
+	}
+	defer r1.Close()
+	r2, err := e.startBare(ctx, replica(1))
+	if err != nil {
+		return nil, fmt.Errorf("replica 2: %w", err)
+	}
+	defer r2.Close()
+	// A load balancer in front of both: the same URLs, the same cookies, every other
+	// request to the second replica.
+	viaR2 := &http.Client{Jar: r1.Client.Jar, Timeout: time.Minute, Transport: &http.Transport{
+		MaxIdleConns: 256, MaxIdleConnsPerHost: 128, IdleConnTimeout: time.Minute, DisableCompression: true,
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{Timeout: 30 * time.Second}).DialContext(ctx, network, addrs[1])
+		}}}
+	live := func(cp *ControlPlane) (string, error) {
+		var roles api.Roles
+		err := cp.JSON(ctx, "GET", "/api/v1/roles", nil, http.StatusOK, &roles)
+		return roles.Live.ID, err
+	}
+	oneLive, err := live(one)
+	if err != nil {
+		return nil, err
+	}
+	twoLive, err := live(r1)
+	if err != nil {
+		return nil, err
+	}
+	rec := newRecorder()
+	c := o.ProxyClients
+	variant := func(name string, clients []*http.Client, url string) func() error {
+		return func() error {
+			d := o.ProxyRound
+			if !rec.on {
+				d = min(d, time.Second)
+			}
+			var n atomic.Int64
+			calls, elapsed := hammer(c, d, func() error { return get(clients[int(n.Add(1))%len(clients)], url, "") })
+			for _, k := range calls {
+				if k.err != nil {
+					return fmt.Errorf("%s: %w", name, k.err)
+				}
+			}
+			rec.add(name, float64(len(calls))/elapsed.Seconds())
+			return nil
+		}
+	}
+	both := []*http.Client{r1.Client, viaR2}
+	if err := interleave(rec, 1, o.ProxyRounds,
+		variant("one.proxy", []*http.Client{one.Client}, one.AppURL+"/api/info"),
+		variant("two.proxy", both, r1.AppURL+"/api/info"),
+		variant("one.api", []*http.Client{one.Client}, one.URL+"/api/v1/sandboxes/"+oneLive),
+		variant("two.api", both, r1.URL+"/api/v1/sandboxes/"+twoLive),
+	); err != nil {
+		return nil, err
+	}
+	op, tp := rec.summary("one.proxy"), rec.summary("two.proxy")
+	oa, ta := rec.summary("one.api"), rec.summary("two.api")
+	cs := fmt.Sprintf("C=%d", c)
+	return &Table{
+		Title: "21. Two control-plane replicas on PostgreSQL against one on SQLite",
+		About: fmt.Sprintf("The same load on two set-ups, each a real control plane (server.New, serving on loopback) in the harness's process with one "+
+			"signed-in user whose live and dev container sandboxes run the welcome app. *One on SQLite*: one control plane, its database a "+
+			"SQLite file. *Two on PostgreSQL*: two replicas (`replica:` set, their own data and state dirs) sharing one PostgreSQL database "+
+			"(Debian's, on a unix socket); the first made the user's sandboxes, and every other request goes to the second, as a load balancer "+
+			"in front of both would send it, which forwards what is the first's sandboxes' over the replicas' authenticated hop. *Proxy*: "+
+			"`GET /api/info` on the user's live apps host with the handoff's cookie. *API*: `GET /api/v1/sandboxes/{id}` of the live sandbox "+
+			"with the session cookie. Each round, %s keep-alive clients send requests back to back for %s; the four variants are interleaved "+
+			"over %d rounds after a short warm-up; rows are completed requests per second, median (p90, min) over the rounds.", cs, o.ProxyRound, o.ProxyRounds),
+		Rows: []Row{
+			{Name: "two replicas on PostgreSQL: proxy requests/s (" + cs + ")", Unit: "req/s", Summary: tp, Ratio: ratio(tp.P50, op.P50), Target: "≥ 0.9× one on SQLite", Met: yesNo(tp.P50 >= 0.9*op.P50)},
+			{Name: "one on SQLite: proxy requests/s (" + cs + ")", Unit: "req/s", Summary: op, Ratio: "1.00× (baseline)"},
+			{Name: "two replicas on PostgreSQL: API requests/s (" + cs + ")", Unit: "req/s", Summary: ta, Ratio: ratio(ta.P50, oa.P50), Target: "≥ 0.9× one on SQLite", Met: yesNo(ta.P50 >= 0.9*oa.P50)},
+			{Name: "one on SQLite: API requests/s (" + cs + ")", Unit: "req/s", Summary: oa, Ratio: "1.00× (baseline)"},
+		},
+		Notes: []string{
+			fmt.Sprintf("Through the proxy two replicas on PostgreSQL serve %.0f requests/s against %.0f for one on SQLite (%s; target ≥ 0.9×: %s); "+
+				"the API %.0f against %.0f (%s; target ≥ 0.9×: %s).",
+				tp.P50, op.P50, ratio(tp.P50, op.P50), metWord(tp.P50 >= 0.9*op.P50), ta.P50, oa.P50, ratio(ta.P50, oa.P50), metWord(ta.P50 >= 0.9*oa.P50)),
+			"Both replicas, PostgreSQL and the client share this machine's cores, so the second replica adds no CPU: the comparison is of the work " +
+				"per request. With replicas, a role's route reads the user's roles from the database on every request (another replica may have " +
+				"promoted), and half of the requests take one more HTTP hop, from the second replica to the first, which runs the sandbox.",
+		},
+	}, nil
+}
+
+// startBare starts a control plane that signs nobody up: a further replica of one
+// started with startControlPlaneWith.
+func (e *Env) startBare(ctx context.Context, edit func(*server.Config)) (*ControlPlane, error) {
+	dir, err := os.MkdirTemp(e.Dir, "cp-")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return nil, err
+	}
+	rc, err := e.runnerConfig(filepath.Base(dir))
+	if err != nil {
+		return nil, err
+	}
+	cfg := server.Config{Runner: rc, Listen: "127.0.0.1:0"}
+	edit(&cfg)
+	s, err := server.New(ctx, cfg, e.log, server.Options{})
+	if err != nil {
+		return nil, err
+	}
+	lis, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	cp := &ControlPlane{URL: "http://" + lis.Addr().String(), Server: s, Client: newLoadClient(),
+		http: &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}}
+	go cp.http.Serve(lis)
+	return cp, nil
+}

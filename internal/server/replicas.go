@@ -1,0 +1,336 @@
+package server
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/fleet"
+	"github.com/paddockhq/paddock/internal/store"
+)
+
+// ReplicaConfig makes this `paddock serve` one of several replicas sharing one PostgreSQL
+// database (docs/postgres.md#replicas). Without an ID it is the only one.
+type ReplicaConfig struct {
+	// ID names this replica among the others (a-z, 0-9 and -, up to 32 characters); it
+	// must stay the same across restarts, so that the replica finds its sandboxes again.
+	ID string `yaml:"id"`
+	// Advertise is the host:port at which the other replicas reach this one's listen
+	// address, for the requests they forward to the sandboxes it runs.
+	Advertise string `yaml:"advertise"`
+	// ClusterKeyFile holds the key (one line, base64 of at least 32 bytes) that
+	// authenticates requests between replicas: the same file on every replica (an
+	// absolute path; default <data_dir>/cluster.key, made on first start if missing).
+	ClusterKeyFile string `yaml:"cluster_key_file"`
+	// HeartbeatTTL: a replica not heard from for this long is dead, and its sandboxes
+	// unreachable (default 15s; it beats every fifth of it).
+	HeartbeatTTL time.Duration `yaml:"heartbeat_ttl"`
+}
+
+// ClusterKeyFileName is the cluster key's file in the data dir, by default.
+const ClusterKeyFileName = "cluster.key"
+
+// defaultHeartbeatTTL is a replica's heartbeat TTL unless configured.
+const defaultHeartbeatTTL = 15 * time.Second
+
+var replicaID = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,31}$`)
+
+// check checks the replica settings against the store.
+func (rc ReplicaConfig) check(storeURL string) error {
+	if rc.ID == "" {
+		if rc.Advertise != "" || rc.ClusterKeyFile != "" {
+			return fmt.Errorf("replica: advertise and cluster_key_file need an id: %w", errdefs.ErrInvalidArgument)
+		}
+		return nil
+	}
+	if !replicaID.MatchString(rc.ID) {
+		return fmt.Errorf("replica.id: %q: want a-z, 0-9 and -, up to 32 characters: %w", rc.ID, errdefs.ErrInvalidArgument)
+	}
+	if storeURL == "" {
+		return fmt.Errorf("replica.id: replicas share a PostgreSQL database, and store is SQLite in the data dir (one process only): set store: %w", errdefs.ErrInvalidArgument)
+	}
+	if host, port, err := net.SplitHostPort(rc.Advertise); err != nil || host == "" || port == "" || port == "0" {
+		return fmt.Errorf("replica.advertise: %q: want the host:port the other replicas reach this one at: %w", rc.Advertise, errdefs.ErrInvalidArgument)
+	}
+	if rc.ClusterKeyFile != "" && !filepath.IsAbs(rc.ClusterKeyFile) {
+		return fmt.Errorf("replica.cluster_key_file: %q is not an absolute path: %w", rc.ClusterKeyFile, errdefs.ErrInvalidArgument)
+	}
+	if rc.HeartbeatTTL < 0 {
+		return fmt.Errorf("replica.heartbeat_ttl: %s is negative: %w", rc.HeartbeatTTL, errdefs.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// cluster is what a replica needs to work with the others.
+type cluster struct {
+	id, advertise string
+	key           []byte
+	ttl           time.Duration
+	forward       *httputil.ReverseProxy
+	stop          context.CancelFunc
+}
+
+// loadClusterKey reads the cluster key from path, making one when the file is missing.
+func loadClusterKey(path string) ([]byte, bool, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		key := make([]byte, 32)
+		_, _ = rand.Read(key)
+		text := base64.StdEncoding.EncodeToString(key) + "\n"
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			return nil, false, fmt.Errorf("replica.cluster_key_file: make %s: %w", path, err)
+		}
+		return key, true, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("replica.cluster_key_file: %w", err)
+	}
+	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(b)))
+	if err != nil || len(key) < 32 {
+		return nil, false, fmt.Errorf("replica.cluster_key_file: %s: want one line of base64 of at least 32 bytes: %w", path, errdefs.ErrInvalidArgument)
+	}
+	return key, false, nil
+}
+
+// initCluster registers this replica, beats its heartbeat and listens for promotions made
+// by the others. Without replicas it only listens (SQLite's notifications are the
+// process's own).
+func (s *Server) initCluster(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	err := s.st.Listen(ctx, fleet.RolesChannel, func(payload string) {
+		user, gen, ok := strings.Cut(payload, " ")
+		n, err := strconv.ParseInt(gen, 10, 64)
+		if !ok || err != nil {
+			// Listening resumed after a lost connection: any user's roles may have moved.
+			s.fleet.RolesChanged("", -1)
+			return
+		}
+		s.fleet.RolesChanged(user, n)
+	})
+	if err != nil {
+		cancel()
+		return err
+	}
+	rc := s.cfg.Replica
+	if rc.ID == "" {
+		s.clusterStop = cancel
+		return nil
+	}
+	keyFile := rc.ClusterKeyFile
+	if keyFile == "" {
+		keyFile = filepath.Join(s.cfg.Runner.DataDir, ClusterKeyFileName)
+	}
+	key, made, err := loadClusterKey(keyFile)
+	if err != nil {
+		cancel()
+		return err
+	}
+	if made {
+		s.log.Warn("made a cluster key: copy it to every other replica (replica.cluster_key_file)", "file", keyFile)
+	}
+	c := &cluster{id: rc.ID, advertise: rc.Advertise, key: key, ttl: cmpDuration(rc.HeartbeatTTL, defaultHeartbeatTTL), stop: cancel}
+	c.forward = s.newForwarder(c)
+	me := store.Replica{ID: c.id, Advertise: c.advertise}
+	if err := s.st.Heartbeat(ctx, me, time.Now()); err != nil {
+		cancel()
+		return fmt.Errorf("register replica %s: %w", c.id, err)
+	}
+	go func() {
+		t := time.NewTicker(c.ttl / 5)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := s.st.Heartbeat(ctx, me, time.Now()); err != nil && ctx.Err() == nil {
+					s.log.Warn("replica heartbeat", "replica", c.id, "err", err)
+				}
+			}
+		}
+	}()
+	s.cluster, s.clusterStop = c, cancel
+	return nil
+}
+
+func cmpDuration(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// The hop between replicas: a forwarded request carries HopHeader, "v1 FROM AT USER MAC",
+// where MAC is an HMAC-SHA256 under the cluster key of the rest and of the request's
+// method, host and URI; USER is the user the forwarding replica authenticated ("-" for
+// none). A client's own HopHeader is removed before anything reads the request.
+const HopHeader = "Paddock-Replica-Hop"
+
+// hopSkew bounds how old (or how far ahead) a hop's time may be.
+const hopSkew = time.Minute
+
+type hopKey struct{}
+
+// hop is what an authenticated hop says about a request.
+type hop struct {
+	from, user string
+}
+
+func (c *cluster) mac(from, at, user string, r *http.Request) string {
+	m := hmac.New(sha256.New, c.key)
+	fmt.Fprintf(m, "v1\n%s\n%s\n%s\n%s\n%s\n%s", from, at, user, r.Method, strings.ToLower(r.Host), r.URL.RequestURI())
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// sign marks r as forwarded by this replica for user.
+func (c *cluster) sign(r *http.Request, user string) {
+	if user == "" {
+		user = "-"
+	}
+	at := strconv.FormatInt(time.Now().Unix(), 10)
+	r.Header.Set(HopHeader, strings.Join([]string{"v1", c.id, at, user, c.mac(c.id, at, user, r)}, " "))
+}
+
+// acceptHops reads and removes HopHeader from every request: one the cluster key
+// authenticates puts a *hop in the request's context; any other is dropped, logged.
+func (s *Server) acceptHops(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		v, ok := r.Header[HopHeader]
+		if !ok {
+			next.ServeHTTP(w, r)
+			return
+		}
+		r.Header.Del(HopHeader)
+		if h, err := s.checkHop(r, v); err != nil {
+			s.log.Warn("request with a replica hop header that does not authenticate: ignored", "host", r.Host, "from", r.RemoteAddr, "err", err)
+		} else {
+			r = r.WithContext(context.WithValue(r.Context(), hopKey{}, h))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) checkHop(r *http.Request, v []string) (*hop, error) {
+	c := s.cluster
+	if c == nil {
+		return nil, errors.New("this server is no replica")
+	}
+	if len(v) != 1 {
+		return nil, errors.New("more than one")
+	}
+	f := strings.Split(v[0], " ")
+	if len(f) != 5 || f[0] != "v1" {
+		return nil, errors.New("not v1 FROM AT USER MAC")
+	}
+	at, err := strconv.ParseInt(f[2], 10, 64)
+	if err != nil {
+		return nil, errors.New("AT is not a Unix time")
+	}
+	if d := time.Since(time.Unix(at, 0)); d > hopSkew || d < -hopSkew {
+		return nil, fmt.Errorf("AT is %s away from now", d.Round(time.Second))
+	}
+	if !hmac.Equal([]byte(f[4]), []byte(c.mac(f[1], f[2], f[3], r))) {
+		return nil, errors.New("its MAC is wrong (another cluster key?)")
+	}
+	h := &hop{from: f[1]}
+	if f[3] != "-" {
+		h.user = f[3]
+	}
+	return h, nil
+}
+
+// hopOf is the authenticated hop a request came over, or nil.
+func hopOf(r *http.Request) *hop {
+	h, _ := r.Context().Value(hopKey{}).(*hop)
+	return h
+}
+
+type forwardKey struct{}
+
+// forwardTo is where forward sends a request: a replica, and the user it is for.
+type forwardTo struct {
+	replica store.Replica
+	user    string
+}
+
+func (s *Server) newForwarder(c *cluster) *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			to := pr.In.Context().Value(forwardKey{}).(forwardTo)
+			pr.Out.URL.Scheme, pr.Out.URL.Host = "http", to.replica.Advertise
+			pr.Out.Host = pr.In.Host
+			c.sign(pr.Out, to.user)
+		},
+		Transport: &http.Transport{
+			DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+			MaxIdleConnsPerHost: 64,
+			IdleConnTimeout:     time.Minute,
+		},
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			to := r.Context().Value(forwardKey{}).(forwardTo)
+			api.WriteError(w, s.log, fmt.Errorf("replica %s (%s), which runs this sandbox, did not answer: %w: %w",
+				to.replica.ID, to.replica.Advertise, errdefs.ErrUnavailable, err))
+		},
+	}
+}
+
+// forwardIfElsewhere sends r, for sandbox id, to the replica that runs it, when that is
+// another one; it reports whether r was answered (forwarded, or 503 for a replica that is
+// dead, unless orphanOK: a sandbox may always be deleted). A request that came over a hop
+// is never forwarded again.
+func (s *Server) forwardIfElsewhere(w http.ResponseWriter, r *http.Request, id, user string, orphanOK bool) bool {
+	if s.cluster == nil || hopOf(r) != nil || id == "" {
+		return false
+	}
+	err := s.fleet.Holder(r.Context(), id)
+	var held *store.HeldElsewhere
+	switch {
+	case err == nil:
+		return false
+	case errors.As(err, &held) && held.Alive:
+		s.m.forwarded.WithLabelValues(held.Replica.ID).Inc()
+		ctx := context.WithValue(r.Context(), forwardKey{}, forwardTo{replica: held.Replica, user: user})
+		s.cluster.forward.ServeHTTP(w, r.WithContext(ctx))
+		return true
+	case errors.Is(err, errdefs.ErrNotFound):
+		return false // the handler says so, in its words
+	case orphanOK && held != nil:
+		s.log.Warn("deleting a sandbox whose replica is dead: what it left on that replica's host stays there",
+			"sandbox", id, "replica", held.Replica.ID)
+		return false
+	}
+	api.WriteError(w, s.log, err)
+	return true
+}
+
+// sharedReconnects counts WebSocket attempts in the database when replicas share it,
+// so that a user's reconnect storm is one storm whichever replicas serve it.
+func (s *Server) sharedReconnects() func(context.Context, string, time.Time, time.Duration, int) (bool, time.Duration, bool, error) {
+	if s.cfg.Replica.ID == "" {
+		return nil
+	}
+	return s.st.ReconnectAttempt
+}
+
+// closeCluster stops the heartbeat and the listener.
+func (s *Server) closeCluster() {
+	if s.clusterStop != nil {
+		s.clusterStop()
+	}
+}
