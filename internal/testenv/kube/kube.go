@@ -68,6 +68,7 @@ type Cluster struct {
 	bridge         string
 	member         string
 	procs          []*proc
+	kwokMu         sync.Mutex
 	stopOnce       sync.Once
 	stopErr        error
 }
@@ -539,7 +540,7 @@ func (c *Cluster) Stop() error {
 func (c *Cluster) stop() error {
 	var errs []error
 	// The controllers first, so that nothing recreates the pods that go; etcd last.
-	for _, name := range []string{"agent-sandbox-controller", "kube-scheduler", "kube-controller-manager"} {
+	for _, name := range []string{"agent-sandbox-controller", "kwok", "kube-scheduler", "kube-controller-manager"} {
 		if p := c.procByName(name); p != nil {
 			p.stop(20 * time.Second)
 		}
@@ -570,21 +571,23 @@ func (c *Cluster) stop() error {
 	return errors.Join(errs...)
 }
 
-// drainPods deletes every pod at once and waits, bounded, for the kubelet to have stopped
-// them all: their containers, network namespaces and addresses go with them.
+// drainPods deletes the real node's pods and waits, bounded, for the kubelet to have
+// stopped them all: their containers, network namespaces and addresses go with them.
+// (Simulated nodes' pods go with etcd.)
 func (c *Cluster) drainPods() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	zero := int64(0)
+	grace := int64(1)
+	onNode := metav1.ListOptions{FieldSelector: "spec.nodeName=" + NodeName}
 	nss, err := c.Client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return
 	}
 	for _, ns := range nss.Items {
-		_ = c.Client.CoreV1().Pods(ns.Name).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
+		_ = c.Client.CoreV1().Pods(ns.Name).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &grace}, onNode)
 	}
 	for ctx.Err() == nil {
-		pods, err := c.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+		pods, err := c.Client.CoreV1().Pods("").List(ctx, onNode)
 		if err != nil || len(pods.Items) == 0 {
 			return
 		}

@@ -305,3 +305,62 @@ func TestSandboxGoesReadyThroughTheController(t *testing.T) {
 		return false, fmt.Sprintf("pod %s, deletion %v", p.Status.Phase, p.DeletionTimestamp), nil
 	})
 }
+
+func TestSandboxesOnSimulatedNodes(t *testing.T) {
+	c := Shared(t)
+	if m := KWOKMissing(); m != "" {
+		t.Skipf("skipping: no KWOK: missing %s", m)
+	}
+	ctx := context.Background()
+	nodes, err := c.StartKWOK(ctx, 2, 500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := namespace(t, c)
+	sandboxes := c.Dynamic.Resource(SandboxGVR).Namespace(ns)
+	const n = 20
+	for i := range n {
+		sb := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "agents.x-k8s.io/v1beta1",
+			"kind":       "Sandbox",
+			"metadata":   map[string]any{"name": fmt.Sprintf("sim-%d", i), "namespace": ns},
+			"spec": map[string]any{
+				"podTemplate": map[string]any{
+					"spec": map[string]any{
+						"nodeSelector": map[string]any{"type": KWOKNodeSelector["type"]},
+						"tolerations": []any{map[string]any{
+							"key": KWOKToleration.Key, "operator": string(KWOKToleration.Operator), "effect": string(KWOKToleration.Effect),
+						}},
+						"containers": []any{map[string]any{"name": "main", "image": helloImage, "imagePullPolicy": "Never"}},
+					},
+				},
+			},
+		}}
+		if _, err := sandboxes.Create(ctx, sb, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, kwokNet, _ := net.ParseCIDR(KWOKPodCIDR)
+	poll(t, "the simulated Sandboxes to be Ready", 3*time.Minute, func() (bool, string, error) {
+		list, err := sandboxes.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		ready := 0
+		for _, u := range list.Items {
+			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+			for _, cond := range conds {
+				if m, _ := cond.(map[string]any); m["type"] == "Ready" && m["status"] == "True" {
+					ready++
+					node, _, _ := unstructured.NestedString(u.Object, "status", "nodeName")
+					ips, _, _ := unstructured.NestedStringSlice(u.Object, "status", "podIPs")
+					if !strings.HasPrefix(node, "kwok-node-") || len(ips) == 0 || !kwokNet.Contains(net.ParseIP(ips[0])) {
+						return false, "", fmt.Errorf("sandbox %s: Ready on node %q with podIPs %v, want a simulated node and an address in %s", u.GetName(), node, ips, KWOKPodCIDR)
+					}
+				}
+			}
+		}
+		return ready == n, fmt.Sprintf("%d of %d Ready", ready, n), nil
+	})
+	t.Logf("%d Sandboxes Ready on simulated nodes %v", n, nodes)
+}
