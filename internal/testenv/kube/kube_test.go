@@ -130,10 +130,7 @@ func importHello(t *testing.T, c *Cluster) {
 // namespace makes a namespace for the test, deleted after it.
 func namespace(t *testing.T, c *Cluster) string {
 	t.Helper()
-	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
-	if len(name) > 50 {
-		name = name[:50]
-	}
+	name := namespaceName(t)
 	ctx := context.Background()
 	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -141,6 +138,14 @@ func namespace(t *testing.T, c *Cluster) string {
 	t.Cleanup(func() {
 		_ = c.Client.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
+	return name
+}
+
+func namespaceName(t *testing.T) string {
+	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	if len(name) > 50 {
+		name = name[:50]
+	}
 	return name
 }
 
@@ -158,10 +163,28 @@ func poll(t *testing.T, what string, limit time.Duration, check func() (done boo
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: gave up after %s; last: %s", what, limit, state)
+			t.Fatalf("%s: gave up after %s; last: %s\nevents:\n%s", what, limit, state, events(t))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// events lists the cluster's events of the test's namespace (why a pod is stuck).
+func events(t *testing.T) string {
+	if shared == nil {
+		return ""
+	}
+	list, err := shared.Client.CoreV1().Events("").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, e := range list.Items {
+		if e.Namespace == namespaceName(t) {
+			fmt.Fprintf(&b, "  %s %s/%s: %s: %s\n", e.Type, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
+		}
+	}
+	return b.String()
 }
 
 func TestPodRunsToCompletionUnderPaddocksRunc(t *testing.T) {
