@@ -131,23 +131,29 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		Dir: dir, bin: filepath.Join(Prefix(), "bin"), cni: filepath.Join(Prefix(), "cni"), crds: filepath.Join(Prefix(), "crds"),
 		member: fmt.Sprintf("%d-%s", os.Getpid(), filepath.Base(dir)),
 	}
-	c.cgroupRoot = "/" + filepath.Base(dir)
-	c.bridge = "pk" + strings.TrimPrefix(filepath.Base(dir), "pdkube")
-	if len(c.bridge) > 15 {
-		c.bridge = c.bridge[:15]
-	}
+	c.names()
 	defer func() {
 		if err != nil {
 			err = errors.Join(fmt.Errorf("test cluster: %w%s", err, c.logTails()), c.Stop())
 		}
 	}()
-	if err := joinHost(c.member); err != nil {
+	if err := joinHost(c.member, c.Dir); err != nil {
 		return c, err
 	}
 	if err := c.start(ctx, opts); err != nil {
 		return c, err
 	}
 	return c, nil
+}
+
+// names derives, from the cluster's directory, the names it has on the host: its cgroup
+// tree and its bridge.
+func (c *Cluster) names() {
+	c.cgroupRoot = "/" + filepath.Base(c.Dir)
+	c.bridge = "pk" + strings.TrimPrefix(filepath.Base(c.Dir), "pdkube")
+	if len(c.bridge) > 15 {
+		c.bridge = c.bridge[:15]
+	}
 }
 
 func (c *Cluster) start(ctx context.Context, opts Options) error {
