@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -304,6 +305,17 @@ func TestSandboxGoesReadyThroughTheController(t *testing.T) {
 	ip := net.ParseIP(fmt.Sprint(podIPs[0]))
 	if ip == nil || !c.PodSubnet.Contains(ip) {
 		t.Errorf("status.podIPs = %v, want an address in the bridge's %s", podIPs, c.PodSubnet)
+	}
+	// The host reaches the pod at its address, over the cluster's bridge.
+	conn, err := net.DialTimeout("tcp", net.JoinHostPort(ip.String(), "8080"), time.Minute)
+	if err != nil {
+		t.Fatalf("dial the Sandbox's pod at %s: %v", ip, err)
+	}
+	_ = conn.SetDeadline(time.Now().Add(time.Minute))
+	reply, err := io.ReadAll(conn)
+	conn.Close()
+	if err != nil || string(reply) != "hello from sb\n" {
+		t.Fatalf("the pod at %s answered %q, %v; want %q", ip, reply, err, "hello from sb\n")
 	}
 	pod, err := c.Client.CoreV1().Pods(ns).Get(ctx, "sb", metav1.GetOptions{})
 	if err != nil {
