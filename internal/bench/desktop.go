@@ -219,9 +219,10 @@ func (e *Env) DesktopTable(ctx context.Context, o Options) (t *Table, err error)
 // terminal's session directly.
 func (e *Env) startDesktop(ctx context.Context) (f *desktopFixture, err error) {
 	f = &desktopFixture{direct: make(chan []byte, 1024), proxied: make(chan []byte, 1024)}
+	started := f // a `return nil, err` below sets f to nil before this runs
 	defer func() {
 		if err != nil {
-			err = errors.Join(err, f.Close())
+			err = errors.Join(err, started.Close())
 			f = nil
 		}
 	}()
