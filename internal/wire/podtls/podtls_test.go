@@ -151,4 +151,3 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
-
