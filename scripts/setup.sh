@@ -40,6 +40,14 @@
 #     rust-clippy ${RUSTC_DEB_VERSION}, and the packaged crates its tests build offline from
 #     /usr/share/cargo/registry (librust-itoa-dev ${RUST_ITOA_DEB_VERSION}). Sandboxes see
 #     them through the host's /usr, mounted read-only; crates.io is never reached.
+#   - the test cluster of internal/testenv/kube (a real single-node Kubernetes on loopback;
+#     docs/kubernetes.md, "The test cluster"): Kubernetes v1.36.3 (kube-apiserver,
+#     kube-controller-manager, kube-scheduler, kubelet, kubectl), containerd v2.3.7 (with its
+#     runc shim and ctr), the CNI plugins v1.10.0 (bridge, loopback, host-local), the
+#     agent-sandbox v0.5.5 controller and its CRDs, and a static pause binary, all built from
+#     the Go modules that tools/k8s/go.mod pins, under ${PADDOCK_PREFIX}/k8s (tools/k8s/install.sh;
+#     16 to 20 minutes on 2 cores the first time, nothing when its stamp matches); and Debian's
+#     etcd-server ${ETCD_DEB_VERSION}, its service never started.
 #   - golangci-lint ${GOLANGCI_LINT_VERSION} and govulncheck ${GOVULNCHECK_VERSION}, built from
 #     their Go modules (make lint, make vuln), and the Go vulnerability database govulncheck
 #     reads, built offline from golang.org/x/vulndb ${VULNDB_VERSION} (its OSV files, indexed
@@ -80,6 +88,7 @@ POSTGRESQL_DEB_VERSION=${POSTGRESQL_DEB_VERSION:-15.20-0+deb12u1}
 CARGO_DEB_VERSION=${CARGO_DEB_VERSION:-0.66.0+ds1-1}
 RUSTC_DEB_VERSION=${RUSTC_DEB_VERSION:-1.63.0+dfsg1-2}
 RUST_ITOA_DEB_VERSION=${RUST_ITOA_DEB_VERSION:-1.0.1-2}
+ETCD_DEB_VERSION=${ETCD_DEB_VERSION:-3.4.23-4+b4}
 PADDOCK_PREFIX=${PADDOCK_PREFIX:-/usr/local/lib/paddock}
 export PATH=/usr/local/go/bin:$PATH
 
@@ -250,6 +259,26 @@ fi
 got=$(dpkg-query -W -f='${Version}' "postgresql-$POSTGRESQL_MAJOR" 2>/dev/null || echo unknown)
 [ "$got" = "$POSTGRESQL_DEB_VERSION" ] || log "note: postgresql-$POSTGRESQL_MAJOR is $got, tested with $POSTGRESQL_DEB_VERSION"
 
+# The test cluster's etcd: Debian's etcd-server, its service never started (the same
+# policy-rc.d as the peers'); internal/testenv/kube starts its own on loopback.
+if [ ! -x /usr/bin/etcd ]; then
+	if [ "$(id -u)" != 0 ]; then
+		log "missing etcd-server (the test cluster); run this script as root"
+		exit 1
+	fi
+	log "installing etcd-server $ETCD_DEB_VERSION (the test cluster)"
+	apt-get update -qq
+	own_policy=
+	if [ ! -e /usr/sbin/policy-rc.d ]; then
+		printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod 0755 /usr/sbin/policy-rc.d && own_policy=1
+		trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+	fi
+	apt_install_pinned etcd-server "$ETCD_DEB_VERSION"
+	[ -z "$own_policy" ] || { rm -f /usr/sbin/policy-rc.d; trap - EXIT; }
+fi
+got=$(dpkg-query -W -f='${Version}' etcd-server 2>/dev/null || echo unknown)
+[ "$got" = "$ETCD_DEB_VERSION" ] || log "note: etcd-server is $got, tested with $ETCD_DEB_VERSION"
+
 # /dev/kvm as Debian's udev rule makes it (root:kvm, 0660), where no udev ran (a container
 # or a minimal VM leaves it root's, 0600): the microvm tier's QEMU runs unprivileged and
 # reaches KVM through the device's group alone. Whether KVM then works is decided at run
@@ -317,6 +346,11 @@ go_tool() {
 go_tool golangci-lint github.com/golangci/golangci-lint/v2 "$GOLANGCI_LINT_VERSION" github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 go_tool govulncheck golang.org/x/vuln "$GOVULNCHECK_VERSION" golang.org/x/vuln/cmd/govulncheck
 go_tool weed github.com/seaweedfs/seaweedfs "$SEAWEEDFS_VERSION" github.com/seaweedfs/seaweedfs/weed
+
+# The test cluster's binaries (tools/k8s): rebuilt only when tools/k8s changed since the
+# build under the prefix (install.sh compares a digest of its sources with its stamp).
+"$(cd "$(dirname "$0")/.." && pwd)/tools/k8s/install.sh" "$PADDOCK_PREFIX/k8s"
+log "test cluster: $("$PADDOCK_PREFIX/k8s/bin/kubelet" --version) under $PADDOCK_PREFIX/k8s"
 
 vulndb="$PADDOCK_PREFIX/vulndb/$VULNDB_VERSION"
 if [ ! -s "$vulndb/index/db.json" ]; then
