@@ -173,44 +173,50 @@ func (c *Cluster) Start(ctx context.Context, req Request, persistent bool) (*San
 		return nil, err
 	}
 	existing, err := c.sbx.Get(ctx, req.ID, metav1.GetOptions{})
+	var made *sbv1.Sandbox
 	switch {
 	case apierrors.IsNotFound(err):
-		err = c.create(ctx, want, secret)
+		made, err = c.create(ctx, want, secret)
 	case err != nil:
 		err = c.apiError("sandbox "+req.ID, err)
 	default:
-		err = c.resume(ctx, existing, want, secret)
+		made, err = c.resume(ctx, existing, want, secret)
 	}
 	if err != nil {
 		return nil, err
 	}
-	sb := &Sandbox{c: c, ID: req.ID, persistent: persistent, template: want.Annotations[AnnotationTemplate]}
+	sb := &Sandbox{c: c, ID: req.ID, persistent: persistent, want: want, exited: make(chan struct{}),
+		// The template as the API server stored it, which later reads are compared with.
+		template: templateHash(made.Spec.PodTemplate)}
 	if err := c.connect(ctx, sb); err != nil {
 		if derr := sb.Destroy(context.WithoutCancel(ctx)); derr != nil {
 			c.log.Warn("clean up after a failed start", "sandbox", req.ID, "err", derr)
 		}
 		return nil, err
 	}
+	wctx, stop := context.WithCancel(context.Background())
+	sb.stopWatch, sb.watching = stop, make(chan struct{})
+	go sb.watch(wctx)
 	return sb, nil
 }
 
 // create makes the Secret, then the Sandbox, then hands the Secret to the Sandbox, so
 // that deleting the Sandbox deletes it too.
-func (c *Cluster) create(ctx context.Context, want *sbv1.Sandbox, secret *corev1.Secret) error {
+func (c *Cluster) create(ctx context.Context, want *sbv1.Sandbox, secret *corev1.Secret) (*sbv1.Sandbox, error) {
 	if err := c.putSecret(ctx, secret); err != nil {
-		return err
+		return nil, err
 	}
 	made, err := c.sbx.Create(ctx, want, metav1.CreateOptions{FieldManager: ManagedBy})
 	if err != nil {
 		_ = c.core.Secrets(c.cfg.Namespace).Delete(context.WithoutCancel(ctx), secret.Name, metav1.DeleteOptions{})
-		return c.apiError("create sandbox "+want.Name, err)
+		return nil, c.apiError("create sandbox "+want.Name, err)
 	}
 	patch := fmt.Sprintf(`{"metadata":{"ownerReferences":[{"apiVersion":%q,"kind":%q,"name":%q,"uid":%q}]}}`,
 		sbv1.GroupVersion.String(), sbv1.SandboxKind, made.Name, made.UID)
 	if _, err := c.core.Secrets(c.cfg.Namespace).Patch(ctx, secret.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		return c.apiError("give the channel's Secret to sandbox "+want.Name, err)
+		return nil, c.apiError("give the channel's Secret to sandbox "+want.Name, err)
 	}
-	return nil
+	return made, nil
 }
 
 // putSecret creates secret, or replaces the one a stopped sandbox left.
@@ -236,22 +242,42 @@ func (c *Cluster) putSecret(ctx context.Context, secret *corev1.Secret) error {
 // resume takes back a Sandbox that exists: it must be paddock's (by its labels) with
 // paddock's volume; its pod template is written over with paddock's, whatever it holds
 // now, and it is set Running.
-func (c *Cluster) resume(ctx context.Context, have, want *sbv1.Sandbox, secret *corev1.Secret) error {
+func (c *Cluster) resume(ctx context.Context, have, want *sbv1.Sandbox, secret *corev1.Secret) (*sbv1.Sandbox, error) {
 	if err := owned(have, want.Name); err != nil {
-		return err
+		return nil, err
 	}
 	if err := c.putSecret(ctx, secret); err != nil {
-		return err
+		return nil, err
 	}
-	have.Spec.PodTemplate = want.Spec.PodTemplate
-	have.Spec.OperatingMode = sbv1.SandboxOperatingModeRunning
+	made, err := c.update(ctx, have, want, sbv1.SandboxOperatingModeRunning)
+	if err != nil {
+		return nil, c.apiError("resume sandbox "+want.Name, err)
+	}
+	return made, nil
+}
+
+// update writes want's pod template over have's, with mode.
+func (c *Cluster) update(ctx context.Context, have, want *sbv1.Sandbox, mode sbv1.SandboxOperatingMode) (*sbv1.Sandbox, error) {
+	have = have.DeepCopy()
+	have.Spec.PodTemplate = *want.Spec.PodTemplate.DeepCopy()
+	have.Spec.OperatingMode = mode
 	have.Spec.Service, have.Spec.Lifecycle = nil, sbv1.Lifecycle{}
 	if have.Annotations == nil {
 		have.Annotations = map[string]string{}
 	}
 	have.Annotations[AnnotationTemplate] = want.Annotations[AnnotationTemplate]
-	if _, err := c.sbx.Update(ctx, have, metav1.UpdateOptions{FieldManager: ManagedBy}); err != nil {
-		return c.apiError("resume sandbox "+want.Name, err)
+	return c.sbx.Update(ctx, have, metav1.UpdateOptions{FieldManager: ManagedBy})
+}
+
+// writeBack puts paddock's pod template back over a hand-edited Sandbox, suspended, and
+// deletes the pod, which may have been made from the edit.
+func (c *Cluster) writeBack(ctx context.Context, live, want *sbv1.Sandbox) error {
+	if _, err := c.update(ctx, live, want, sbv1.SandboxOperatingModeSuspended); err != nil {
+		return c.apiError("write sandbox "+want.Name+" back", err)
+	}
+	err := c.core.Pods(c.cfg.Namespace).Delete(ctx, want.Name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return c.apiError("delete the pod of sandbox "+want.Name, err)
 	}
 	return nil
 }
@@ -429,9 +455,8 @@ func (c *Cluster) waitGone(ctx context.Context, id string) error {
 // Suspend sets sandbox id Suspended (its pod goes, its workspace volume stays) and waits
 // until the pod is gone.
 func (c *Cluster) Suspend(ctx context.Context, id string) error {
-	patch := fmt.Sprintf(`{"spec":{"operatingMode":%q}}`, sbv1.SandboxOperatingModeSuspended)
-	if _, err := c.sbx.Patch(ctx, id, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: ManagedBy}); err != nil {
-		return c.apiError("suspend sandbox "+id, err)
+	if err := c.suspend(ctx, id); err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReadyTimeout)
 	defer cancel()
@@ -449,6 +474,16 @@ func (c *Cluster) Suspend(ctx context.Context, id string) error {
 		case <-time.After(min(50*time.Millisecond*time.Duration(i), 500*time.Millisecond)):
 		}
 	}
+}
+
+// suspend sets sandbox id Suspended, without waiting.
+func (c *Cluster) suspend(ctx context.Context, id string) error {
+	patch := fmt.Sprintf(`{"spec":{"operatingMode":%q}}`, sbv1.SandboxOperatingModeSuspended)
+	_, err := c.sbx.Patch(ctx, id, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: ManagedBy})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return c.apiError("suspend sandbox "+id, err)
+	}
+	return nil
 }
 
 // Namespace is where the cluster's sandboxes live.
