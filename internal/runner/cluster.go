@@ -46,7 +46,9 @@ func (r *Runner) cluster() (*kube.Cluster, error) {
 	r.clusterMu.Lock()
 	defer r.clusterMu.Unlock()
 	if r.kube == nil {
-		c, err := kube.Open(r.cfg.Cluster.Config, r.log)
+		cfg := r.cfg.Cluster.Config
+		cfg.Fill(r.cfg.DataDir) // a configuration built in code may not have been
+		c, err := kube.Open(cfg, r.log)
 		if err != nil {
 			return nil, err
 		}
