@@ -488,3 +488,39 @@ func (c *Cluster) suspend(ctx context.Context, id string) error {
 
 // Namespace is where the cluster's sandboxes live.
 func (c *Cluster) Namespace() string { return c.cfg.Namespace }
+
+// Leftovers lists what paddock made in the namespace that is still there: Sandboxes, pods,
+// Secrets and volume claims, as kind/name.
+func (c *Cluster) Leftovers(ctx context.Context) ([]string, error) {
+	sel := metav1.ListOptions{LabelSelector: LabelManagedBy + "=" + ManagedBy}
+	var out []string
+	sbs, err := c.sbx.List(ctx, sel)
+	if err != nil {
+		return nil, c.apiError("list sandboxes", err)
+	}
+	for _, o := range sbs.Items {
+		out = append(out, "Sandbox/"+o.Name)
+	}
+	pods, err := c.core.Pods(c.cfg.Namespace).List(ctx, sel)
+	if err != nil {
+		return nil, c.apiError("list pods", err)
+	}
+	for _, o := range pods.Items {
+		out = append(out, "Pod/"+o.Name)
+	}
+	secrets, err := c.core.Secrets(c.cfg.Namespace).List(ctx, sel)
+	if err != nil {
+		return nil, c.apiError("list secrets", err)
+	}
+	for _, o := range secrets.Items {
+		out = append(out, "Secret/"+o.Name)
+	}
+	pvcs, err := c.core.PersistentVolumeClaims(c.cfg.Namespace).List(ctx, sel)
+	if err != nil {
+		return nil, c.apiError("list volume claims", err)
+	}
+	for _, o := range pvcs.Items {
+		out = append(out, "PersistentVolumeClaim/"+o.Name)
+	}
+	return out, nil
+}
