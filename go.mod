@@ -38,6 +38,7 @@ require (
 	modernc.org/sqlite v1.61.1
 	mvdan.cc/sh/v3 v3.12.0
 	sigs.k8s.io/agent-sandbox v0.5.5
+	sigs.k8s.io/yaml v1.6.0
 )
 
 require (
@@ -117,5 +118,4 @@ require (
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.3.3 // indirect
-	sigs.k8s.io/yaml v1.6.0 // indirect
 )
