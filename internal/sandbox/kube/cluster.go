@@ -410,6 +410,9 @@ func (c *Cluster) podStory(ctx context.Context, id string) string {
 		return "the pod is gone"
 	}
 	story := string(pod.Status.Phase)
+	if pod.DeletionTimestamp != nil {
+		story = "deleted while " + story // by hand, a drain, or the node's loss
+	}
 	if pod.Status.Reason != "" {
 		story += " (" + pod.Status.Reason + ": " + pod.Status.Message + ")"
 	}
