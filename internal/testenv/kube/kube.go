@@ -1,0 +1,809 @@
+// Package kube starts a real single-node Kubernetes cluster on this machine for tests:
+// etcd, kube-apiserver, kube-controller-manager, kube-scheduler, containerd with
+// paddock's runc, the kubelet, a CNI bridge and the agent-sandbox controller (its CRDs
+// installed), all on loopback and under one temporary directory. scripts/setup.sh builds
+// the binaries (tools/k8s) under paddock's prefix; docs/kubernetes.md says what and how.
+//
+// A test package shares one cluster: its TestMain calls Main, its tests call Shared.
+package kube
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
+
+	"github.com/paddockhq/paddock/internal/runner"
+)
+
+// NodeName is the cluster's one node. The kubelet refuses a loopback node address, so the
+// node is named after a host name that /etc/hosts maps to 127.0.0.1 (Start adds the line
+// when it is missing), and the apiserver reaches the kubelet by that name.
+const NodeName = "paddock-kube-node"
+
+// Versions of what the cluster runs (tools/k8s/go.mod pins them; scripts/setup.sh
+// installs etcd).
+const (
+	KubernetesVersion   = "v1.36.3"
+	AgentSandboxVersion = "v0.5.5"
+)
+
+// SandboxGVR is agent-sandbox's Sandbox resource.
+var SandboxGVR = schema.GroupVersionResource{Group: "agents.x-k8s.io", Version: "v1beta1", Resource: "sandboxes"}
+
+// Cluster is a running test cluster.
+type Cluster struct {
+	Dir        string // everything the cluster writes
+	Kubeconfig string // a kubeconfig with cluster-admin rights (group system:masters)
+	Config     *rest.Config
+	Client     kubernetes.Interface
+	Dynamic    dynamic.Interface
+	PodSubnet  *net.IPNet // the pods' addresses, on a bridge of this cluster's own
+
+	bin, cni, crds string
+	containerdSock string
+	cgroupRoot     string
+	bridge         string
+	member         string
+	procs          []*proc
+	stopOnce       sync.Once
+	stopErr        error
+}
+
+// Prefix is where setup installed the cluster's binaries: $PADDOCK_PREFIX/k8s, by default
+// /usr/local/lib/paddock/k8s.
+func Prefix() string {
+	p := os.Getenv("PADDOCK_PREFIX")
+	if p == "" {
+		p = "/usr/local/lib/paddock"
+	}
+	return filepath.Join(p, "k8s")
+}
+
+// Missing says what the cluster needs that this machine lacks (empty when nothing is):
+// setup's build, Debian's etcd, paddock's runc, root.
+func Missing() string {
+	var missing []string
+	if os.Geteuid() != 0 {
+		missing = append(missing, "root (the kubelet and containerd need it)")
+	}
+	for _, b := range []string{"bin/kube-apiserver", "bin/kubelet", "bin/containerd", "bin/agent-sandbox-controller", "bin/pause", "cni/bridge", "crds"} {
+		if _, err := os.Stat(filepath.Join(Prefix(), b)); err != nil {
+			missing = append(missing, filepath.Join(Prefix(), b)+" (scripts/setup.sh builds it)")
+		}
+	}
+	if _, err := os.Stat(etcdBinary); err != nil {
+		missing = append(missing, etcdBinary+" (Debian's etcd-server; scripts/setup.sh installs it)")
+	}
+	if _, err := os.Stat(runcBinary()); err != nil {
+		missing = append(missing, runcBinary()+" (scripts/setup.sh builds it)")
+	}
+	return strings.Join(missing, "; ")
+}
+
+const etcdBinary = "/usr/bin/etcd"
+
+func runcBinary() string { return filepath.Join(filepath.Dir(Prefix()), "bin", "runc") }
+
+// Options tunes Start.
+type Options struct {
+	// Log receives the components' output (each also goes to Dir/logs/NAME.log); nil for
+	// none.
+	Log io.Writer
+}
+
+// Start brings up a cluster under a fresh temporary directory and returns when the node is
+// Ready, the default service account exists, agent-sandbox's CRDs are established and its
+// controller is ready, and the pause image is imported. Each wait is bound by progress:
+// it fails at once when a component exits, and at a generous deadline otherwise.
+func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
+	if m := Missing(); m != "" {
+		return nil, fmt.Errorf("test cluster: missing %s", m)
+	}
+	dir, err := os.MkdirTemp("", "pdkube")
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{
+		Dir: dir, bin: filepath.Join(Prefix(), "bin"), cni: filepath.Join(Prefix(), "cni"), crds: filepath.Join(Prefix(), "crds"),
+		member: fmt.Sprintf("%d-%s", os.Getpid(), filepath.Base(dir)),
+	}
+	c.cgroupRoot = "/" + filepath.Base(dir)
+	c.bridge = "pk" + strings.TrimPrefix(filepath.Base(dir), "pdkube")
+	if len(c.bridge) > 15 {
+		c.bridge = c.bridge[:15]
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(fmt.Errorf("test cluster: %w%s", err, c.logTails()), c.Stop())
+		}
+	}()
+	if err := joinHost(c.member); err != nil {
+		return c, err
+	}
+	if err := c.start(ctx, opts); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+func (c *Cluster) start(ctx context.Context, opts Options) error {
+	for _, d := range []string{"pki", "logs", "etcd", "containerd", "kubelet", "cni/net.d", "cni/ipam", "webhook"} {
+		if err := os.MkdirAll(filepath.Join(c.Dir, d), 0o755); err != nil {
+			return err
+		}
+	}
+	pki := filepath.Join(c.Dir, "pki")
+	ports, err := freePorts(4)
+	if err != nil {
+		return err
+	}
+	etcdClient, etcdPeer, apiPort, kubeletPort := ports[0], ports[1], ports[2], ports[3]
+	server := fmt.Sprintf("https://127.0.0.1:%d", apiPort)
+
+	ca, err := newAuthority()
+	if err != nil {
+		return err
+	}
+	caFile := filepath.Join(pki, "ca.crt")
+	if err := os.WriteFile(caFile, ca.certPEM, 0o644); err != nil {
+		return err
+	}
+	saPub, saKey, err := serviceAccountKey(pki)
+	if err != nil {
+		return err
+	}
+	issue := func(name, cn string, orgs []string, server bool, hosts ...string) (string, string, keyPair, error) {
+		p, err := ca.issue(cn, orgs, server, hosts...)
+		if err != nil {
+			return "", "", p, err
+		}
+		cf, kf, err := p.write(pki, name)
+		return cf, kf, p, err
+	}
+	apiCert, apiKey, _, err := issue("apiserver", "kube-apiserver", nil, true,
+		"127.0.0.1", "localhost", "10.235.0.1", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local")
+	if err != nil {
+		return err
+	}
+	toKubeletCert, toKubeletKey, _, err := issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client", []string{"system:masters"}, false)
+	if err != nil {
+		return err
+	}
+	kubeletCert, kubeletKey, _, err := issue("kubelet", "system:node:"+NodeName, []string{"system:nodes"}, true, NodeName, "127.0.0.1")
+	if err != nil {
+		return err
+	}
+	writeKubeconfig := func(name, cn string, orgs []string) (string, error) {
+		_, _, p, err := issue(name, cn, orgs, false)
+		if err != nil {
+			return "", err
+		}
+		file := filepath.Join(c.Dir, name+".kubeconfig")
+		return file, os.WriteFile(file, kubeconfig(server, ca.certPEM, p, cn), 0o600)
+	}
+	if c.Kubeconfig, err = writeKubeconfig("admin", "paddock-test-admin", []string{"system:masters"}); err != nil {
+		return err
+	}
+	kcmConfig, err := writeKubeconfig("controller-manager", "system:kube-controller-manager", nil)
+	if err != nil {
+		return err
+	}
+	schedConfig, err := writeKubeconfig("scheduler", "system:kube-scheduler", nil)
+	if err != nil {
+		return err
+	}
+	nodeConfig, err := writeKubeconfig("node", "system:node:"+NodeName, []string{"system:nodes"})
+	if err != nil {
+		return err
+	}
+	controllerConfig, err := writeKubeconfig("agent-sandbox", "agent-sandbox-controller", []string{"system:masters"})
+	if err != nil {
+		return err
+	}
+
+	// etcd.
+	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdClient)
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPeer)
+	etcd, err := c.run(opts, "etcd", etcdBinary, nil,
+		"--name=paddock", "--data-dir="+filepath.Join(c.Dir, "etcd"),
+		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
+		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
+		"--initial-cluster=paddock="+peerURL, "--logger=zap", "--log-level=warn")
+	if err != nil {
+		return err
+	}
+	if err := waitFor(ctx, "etcd to answer /health", 2*time.Minute, etcd, func() error {
+		return httpOK(http.DefaultClient, etcdURL+"/health")
+	}); err != nil {
+		return err
+	}
+
+	// The control plane.
+	api, err := c.run(opts, "kube-apiserver", filepath.Join(c.bin, "kube-apiserver"), nil,
+		"--etcd-servers="+etcdURL,
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", apiPort),
+		"--cert-dir="+pki, "--tls-cert-file="+apiCert, "--tls-private-key-file="+apiKey,
+		"--client-ca-file="+caFile,
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file="+saPub, "--service-account-signing-key-file="+saKey,
+		"--service-cluster-ip-range=10.235.0.0/24",
+		"--authorization-mode=Node,RBAC",
+		"--enable-admission-plugins=NodeRestriction",
+		"--kubelet-client-certificate="+toKubeletCert, "--kubelet-client-key="+toKubeletKey,
+		"--kubelet-certificate-authority="+caFile,
+		"--kubelet-preferred-address-types=Hostname",
+		"--endpoint-reconciler-type=none",
+		"--profiling=false")
+	if err != nil {
+		return err
+	}
+	if c.Config, err = clientcmd.BuildConfigFromFlags("", c.Kubeconfig); err != nil {
+		return err
+	}
+	c.Config.QPS, c.Config.Burst = -1, 0 // only the apiserver's own fairness limits the tests
+	if c.Client, err = kubernetes.NewForConfig(c.Config); err != nil {
+		return err
+	}
+	if c.Dynamic, err = dynamic.NewForConfig(c.Config); err != nil {
+		return err
+	}
+	adminTLS, err := rest.TLSConfigFor(c.Config)
+	if err != nil {
+		return err
+	}
+	adminHTTP := &http.Client{Transport: &http.Transport{TLSClientConfig: adminTLS}, Timeout: 10 * time.Second}
+	if err := waitFor(ctx, "kube-apiserver to answer /readyz", 3*time.Minute, api, func() error {
+		return httpOK(adminHTTP, server+"/readyz")
+	}); err != nil {
+		return err
+	}
+	kcm, err := c.run(opts, "kube-controller-manager", filepath.Join(c.bin, "kube-controller-manager"), nil,
+		"--kubeconfig="+kcmConfig, "--authentication-kubeconfig="+kcmConfig, "--authorization-kubeconfig="+kcmConfig,
+		"--leader-elect=false", "--secure-port=0",
+		"--service-account-private-key-file="+saKey, "--root-ca-file="+caFile,
+		"--use-service-account-credentials=true",
+		"--profiling=false")
+	if err != nil {
+		return err
+	}
+	sched, err := c.run(opts, "kube-scheduler", filepath.Join(c.bin, "kube-scheduler"), nil,
+		"--kubeconfig="+schedConfig, "--authentication-kubeconfig="+schedConfig, "--authorization-kubeconfig="+schedConfig,
+		"--leader-elect=false", "--secure-port=0", "--profiling=false")
+	if err != nil {
+		return err
+	}
+
+	// The node: containerd, then the kubelet.
+	if err := c.startNode(ctx, opts, caFile, kubeletCert, kubeletKey, nodeConfig, kubeletPort); err != nil {
+		return err
+	}
+
+	// agent-sandbox: its namespace, its CRDs, its controller.
+	if err := c.installCRDs(ctx); err != nil {
+		return err
+	}
+	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "agent-sandbox-system"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	probe, err := freePorts(1)
+	if err != nil {
+		return err
+	}
+	asc, err := c.run(opts, "agent-sandbox-controller", filepath.Join(c.bin, "agent-sandbox-controller"), nil,
+		"--kubeconfig="+controllerConfig, "--extensions", "--leader-elect=false",
+		// Its conversion webhook (v1alpha1) would be reached through a Service, which a
+		// cluster without kube-proxy cannot route: the CRDs are installed without it.
+		"--enable-webhook=false",
+		"--metrics-bind-address=0", fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probe[0]))
+	if err != nil {
+		return err
+	}
+
+	// Ready when every component is: the controller-manager has made the default service
+	// account, the node is Ready, and the controller answers its readiness probe.
+	if err := waitFor(ctx, "kube-controller-manager to make the default service account", 3*time.Minute, kcm, func() error {
+		_, err := c.Client.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
+		return err
+	}); err != nil {
+		return err
+	}
+	if err := waitFor(ctx, "the node to be Ready", 3*time.Minute, c.procByName("kubelet"), func() error {
+		n, err := c.Client.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady {
+				if cond.Status == corev1.ConditionTrue {
+					return nil
+				}
+				return fmt.Errorf("node %s: Ready=%s: %s", NodeName, cond.Status, cond.Message)
+			}
+		}
+		return fmt.Errorf("node %s: no Ready condition yet", NodeName)
+	}); err != nil {
+		return err
+	}
+	if err := waitFor(ctx, "agent-sandbox-controller to be ready", 3*time.Minute, asc, func() error {
+		return httpOK(http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/readyz", probe[0]))
+	}); err != nil {
+		return err
+	}
+	if sched.exited() {
+		return fmt.Errorf("kube-scheduler exited: %v", sched.err)
+	}
+	return nil
+}
+
+// startNode starts containerd (with paddock's runc, its own root and state, and the CNI
+// bridge), imports the pause image, and starts the kubelet.
+func (c *Cluster) startNode(ctx context.Context, opts Options, caFile, certFile, keyFile, kubeconfigFile string, port int) error {
+	var err error
+	if c.PodSubnet, err = freeSubnet(os.Getpid()); err != nil {
+		return err
+	}
+	cd := filepath.Join(c.Dir, "containerd")
+	c.containerdSock = filepath.Join(cd, "containerd.sock")
+	conflist := fmt.Sprintf(`{
+  "cniVersion": "1.0.0",
+  "name": "paddock-kube",
+  "plugins": [{
+    "type": "bridge", "bridge": %q, "isGateway": true, "ipMasq": false, "hairpinMode": true,
+    "ipam": {"type": "host-local", "ranges": [[{"subnet": %q}]], "routes": [{"dst": "0.0.0.0/0"}], "dataDir": %q}
+  }]
+}
+`, c.bridge, c.PodSubnet.String(), filepath.Join(c.Dir, "cni", "ipam"))
+	if err := os.WriteFile(filepath.Join(c.Dir, "cni", "net.d", "10-paddock.conflist"), []byte(conflist), 0o644); err != nil {
+		return err
+	}
+	config := fmt.Sprintf(`version = 3
+root = %[1]q
+state = %[2]q
+
+[grpc]
+  address = %[3]q
+
+[ttrpc]
+  address = %[4]q
+
+[plugins]
+  [plugins.'io.containerd.internal.v1.opt']
+    path = %[5]q
+  [plugins.'io.containerd.nri.v1.nri']
+    disable = true
+  [plugins.'io.containerd.cri.v1.images']
+    [plugins.'io.containerd.cri.v1.images'.pinned_images]
+      sandbox = %[6]q
+  [plugins.'io.containerd.cri.v1.runtime']
+    # Root here lacks CAP_SYS_RESOURCE: without this every pod sandbox fails to raise its
+    # oom_score_adj (nsexec: Permission denied).
+    restrict_oom_score_adj = true
+    netns_mounts_under_state_dir = true
+    [plugins.'io.containerd.cri.v1.runtime'.containerd]
+      default_runtime_name = "runc"
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+        runtime_type = "io.containerd.runc.v2"
+        [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+          BinaryName = %[7]q
+          Root = %[8]q
+          SystemdCgroup = false
+    [plugins.'io.containerd.cri.v1.runtime'.cni]
+      bin_dirs = [%[9]q]
+      conf_dir = %[10]q
+  [plugins.'io.containerd.grpc.v1.cri']
+    stream_server_address = "127.0.0.1"
+    stream_server_port = "0"
+`, filepath.Join(cd, "root"), filepath.Join(cd, "state"), c.containerdSock, c.containerdSock+".ttrpc",
+		filepath.Join(cd, "opt"), PauseImage, runcBinary(), filepath.Join(cd, "runc"), c.cni, filepath.Join(c.Dir, "cni", "net.d"))
+	configFile := filepath.Join(cd, "config.toml")
+	if err := os.WriteFile(configFile, []byte(config), 0o644); err != nil {
+		return err
+	}
+	// PATH: the shim next to containerd; no /usr/sbin, so that nothing reaches for iptables.
+	path := "PATH=" + c.bin + ":/usr/bin:/bin"
+	containerd, err := c.run(opts, "containerd", filepath.Join(c.bin, "containerd"), []string{path}, "--config="+configFile)
+	if err != nil {
+		return err
+	}
+	if err := waitFor(ctx, "containerd to answer", 2*time.Minute, containerd, func() error {
+		_, err := c.ctr(ctx, "version")
+		return err
+	}); err != nil {
+		return err
+	}
+	if err := c.ImportImage(ctx, Image{Ref: PauseImage, Files: map[string]string{"/pause": filepath.Join(c.bin, "pause")}, Entrypoint: []string{"/pause"}}); err != nil {
+		return err
+	}
+
+	if err := makeCgroupRoot(c.cgroupRoot); err != nil {
+		return err
+	}
+	kubeletDir := filepath.Join(c.Dir, "kubelet")
+	kubeletConfig := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: 127.0.0.1
+port: %d
+readOnlyPort: 0
+healthzPort: 0
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: %q}
+authorization: {mode: Webhook}
+tlsCertFile: %q
+tlsPrivateKeyFile: %q
+containerRuntimeEndpoint: unix://%s
+cgroupDriver: cgroupfs
+cgroupRoot: %q
+failCgroupV1: false
+failSwapOn: false
+clusterDomain: cluster.local
+resolvConf: /etc/resolv.conf
+serializeImagePulls: false
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard: {memory.available: "1Mi", nodefs.available: "1%%", imagefs.available: "1%%", nodefs.inodesFree: "1%%"}
+`, port, caFile, certFile, keyFile, c.containerdSock, c.cgroupRoot)
+	kubeletConfigFile := filepath.Join(c.Dir, "kubelet.yaml")
+	if err := os.WriteFile(kubeletConfigFile, []byte(kubeletConfig), 0o644); err != nil {
+		return err
+	}
+	_, err = c.run(opts, "kubelet", filepath.Join(c.bin, "kubelet"), []string{path},
+		"--config="+kubeletConfigFile, "--kubeconfig="+kubeconfigFile,
+		"--root-dir="+kubeletDir, "--hostname-override="+NodeName)
+	return err
+}
+
+// installCRDs creates agent-sandbox's CRDs (from its module, installed by setup) and waits
+// until each is Established. Their conversion webhook is dropped (strategy None): it
+// serves only the deprecated v1alpha1 and is reached through a Service this cluster
+// cannot route.
+func (c *Cluster) installCRDs(ctx context.Context) error {
+	files, err := filepath.Glob(filepath.Join(c.crds, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		return fmt.Errorf("no CRDs in %s", c.crds)
+	}
+	gvr := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	var names []string
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		var obj map[string]any
+		if err := yaml.Unmarshal(b, &obj); err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		u := &unstructured.Unstructured{Object: obj}
+		if err := unstructured.SetNestedField(u.Object, map[string]any{"strategy": "None"}, "spec", "conversion"); err != nil {
+			return err
+		}
+		if _, err := c.Dynamic.Resource(gvr).Create(ctx, u, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create CRD %s: %w", u.GetName(), err)
+		}
+		names = append(names, u.GetName())
+	}
+	for _, name := range names {
+		if err := waitFor(ctx, "CRD "+name+" to be established", time.Minute, nil, func() error {
+			u, err := c.Dynamic.Resource(gvr).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+			for _, cond := range conds {
+				m, _ := cond.(map[string]any)
+				if m["type"] == "Established" && m["status"] == "True" {
+					return nil
+				}
+			}
+			return errors.New("not established yet")
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Stop deletes the cluster's pods (so that containerd takes down their containers and
+// networks), stops every component, kills what is left in the cluster's cgroups, removes
+// the mounts under Dir, the bridge, the cgroups and Dir, and restores the host's sysctls
+// when no other cluster runs. It is safe to call more than once.
+func (c *Cluster) Stop() error {
+	c.stopOnce.Do(func() { c.stopErr = c.stop() })
+	return c.stopErr
+}
+
+func (c *Cluster) stop() error {
+	var errs []error
+	// The controllers first, so that nothing recreates the pods that go; etcd last.
+	for _, name := range []string{"agent-sandbox-controller", "kube-scheduler", "kube-controller-manager"} {
+		if p := c.procByName(name); p != nil {
+			p.stop(20 * time.Second)
+		}
+	}
+	if kubelet := c.procByName("kubelet"); c.Client != nil && kubelet != nil && !kubelet.exited() {
+		c.drainPods()
+	}
+	for _, name := range []string{"kubelet", "containerd", "kube-apiserver", "etcd"} {
+		if p := c.procByName(name); p != nil {
+			p.stop(20 * time.Second)
+		}
+	}
+	if c.containerdSock != "" {
+		killByCmdline(c.containerdSock) // shims left by a containerd that did not stop them
+	}
+	if c.cgroupRoot != "" {
+		killCgroupTree(c.cgroupRoot)
+		errs = append(errs, removeCgroupTree(c.cgroupRoot, time.Now().Add(time.Minute)))
+	}
+	errs = append(errs, runner.UnmountAll(c.Dir))
+	if c.bridge != "" {
+		errs = append(errs, deleteLink(c.bridge))
+	}
+	errs = append(errs, os.RemoveAll(c.Dir))
+	if c.member != "" {
+		errs = append(errs, leaveHost(c.member))
+	}
+	return errors.Join(errs...)
+}
+
+// drainPods deletes every pod at once and waits, bounded, for the kubelet to have stopped
+// them all: their containers, network namespaces and addresses go with them.
+func (c *Cluster) drainPods() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	zero := int64(0)
+	nss, err := c.Client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	for _, ns := range nss.Items {
+		_ = c.Client.CoreV1().Pods(ns.Name).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
+	}
+	for ctx.Err() == nil {
+		pods, err := c.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+		if err != nil || len(pods.Items) == 0 {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// LogFile is the path of a component's log: "etcd", "kube-apiserver", "kubelet", …
+func (c *Cluster) LogFile(name string) string { return filepath.Join(c.Dir, "logs", name+".log") }
+
+// logTails is the end of each component's log, for an error.
+func (c *Cluster) logTails() string {
+	var b strings.Builder
+	for _, p := range c.procs {
+		data, _ := os.ReadFile(c.LogFile(p.name))
+		if len(data) > 3000 {
+			data = data[len(data)-3000:]
+		}
+		fmt.Fprintf(&b, "\n--- %s (%s) ---\n%s", p.name, p.state(), data)
+	}
+	return b.String()
+}
+
+// proc is one component's process.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *proc) state() string {
+	if p.exited() {
+		return fmt.Sprintf("exited: %v", p.err)
+	}
+	return "running"
+}
+
+// stop sends SIGTERM, then SIGKILL to the process group after grace.
+func (p *proc) stop(grace time.Duration) {
+	if p.exited() {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
+}
+
+func (c *Cluster) procByName(name string) *proc {
+	for _, p := range c.procs {
+		if p.name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// run starts a component in a process group of its own, killed if the test process dies,
+// its output in Dir/logs/NAME.log (and opts.Log).
+func (c *Cluster) run(opts Options, name, bin string, env []string, args ...string) (*proc, error) {
+	logFile, err := os.Create(c.LogFile(name))
+	if err != nil {
+		return nil, err
+	}
+	var out io.Writer = logFile
+	if opts.Log != nil {
+		out = io.MultiWriter(logFile, prefixWriter{name: name, w: opts.Log})
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = c.Dir
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		logFile.Close()
+		close(p.done)
+	}()
+	c.procs = append(c.procs, p)
+	return p, nil
+}
+
+type prefixWriter struct {
+	name string
+	w    io.Writer
+}
+
+func (w prefixWriter) Write(b []byte) (int, error) {
+	for _, line := range bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n")) {
+		fmt.Fprintf(w.w, "%s: %s\n", w.name, line)
+	}
+	return len(b), nil
+}
+
+// waitFor polls check until it succeeds; it fails when p exits (if p is not nil), when ctx
+// ends, or at the deadline, with check's last error.
+func waitFor(ctx context.Context, what string, limit time.Duration, p *proc, check func() error) error {
+	deadline := time.Now().Add(limit)
+	for {
+		err := check()
+		if err == nil {
+			return nil
+		}
+		if p != nil && p.exited() {
+			return fmt.Errorf("waiting for %s: %s exited: %v (last: %v)", what, p.name, p.err, err)
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			return fmt.Errorf("waiting for %s: gave up after %s: %w", what, limit, err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func httpOK(client *http.Client, url string) error {
+	resp, err := client.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s: %s", url, resp.Status, body)
+	}
+	return nil
+}
+
+// freePorts reserves n loopback ports and releases them for the components to take.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+var (
+	sharedMu      sync.Mutex
+	shared        *Cluster
+	sharedErr     error
+	sharedStarted bool
+	mainRunning   bool
+)
+
+// Main runs a test package's tests and then stops the cluster if a test started one
+// (Shared). Call it from TestMain: os.Exit(kube.Main(m)).
+func Main(m *testing.M) int {
+	sharedMu.Lock()
+	mainRunning = true
+	sharedMu.Unlock()
+	code := m.Run()
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	if shared != nil {
+		if err := shared.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "kube: stopping the test cluster: %v\n", err)
+			if code == 0 {
+				code = 1
+			}
+		}
+	}
+	return code
+}
+
+// Shared returns the test package's cluster, starting it on the first call (the package's
+// TestMain must call Main, which stops it). It skips the test, saying why, when this
+// machine lacks what the cluster needs (see Missing), and fails it when the cluster does
+// not come up.
+func Shared(t testing.TB) *Cluster {
+	t.Helper()
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	if !mainRunning {
+		t.Fatal("kube.Shared needs the package's TestMain to call kube.Main, which stops the cluster")
+	}
+	if m := Missing(); m != "" {
+		t.Skipf("skipping: no test cluster on this machine: missing %s", m)
+	}
+	if !sharedStarted {
+		sharedStarted = true
+		start := time.Now()
+		shared, sharedErr = Start(context.Background(), Options{})
+		if sharedErr == nil {
+			t.Logf("test cluster up in %s under %s", time.Since(start).Round(time.Millisecond), shared.Dir)
+		}
+	}
+	if sharedErr != nil {
+		t.Fatal(sharedErr)
+	}
+	return shared
+}
