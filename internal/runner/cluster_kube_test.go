@@ -18,14 +18,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/runner"
 	"github.com/paddockhq/paddock/internal/sandbox/kube"
+	"github.com/paddockhq/paddock/internal/sandbox/kube/kubetest"
 	"github.com/paddockhq/paddock/internal/testenv"
-	kubetest "github.com/paddockhq/paddock/internal/testenv/kube"
+	testkube "github.com/paddockhq/paddock/internal/testenv/kube"
 	"github.com/paddockhq/paddock/internal/wire"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
 	"github.com/paddockhq/paddock/internal/wire/channel"
@@ -35,9 +34,9 @@ import (
 func onCluster(t *testing.T) (*runner.Runner, runner.Config) {
 	t.Helper()
 	testenv.RequireRoot(t)
-	cfg := clusterConfig(t, testenv.Config(t))
+	cfg := kubetest.Config(t, testenv.Config(t))
 	t.Cleanup(func() {
-		for _, o := range clusterLeftovers(t) {
+		for _, o := range kubetest.Leftovers(t) {
 			t.Errorf("left on the cluster: %s", o)
 		}
 	})
@@ -75,8 +74,8 @@ func TestClusterExecRoundTrip(t *testing.T) {
 	r, _ := onCluster(t)
 	sb := createOn(t, r, runner.Spec{User: "conf", Limits: wire.Limits{Memory: 256 << 20}})
 	defer sb.Destroy(context.Background())
-	if sb.Node != kubetest.NodeName {
-		t.Errorf("node %q, want %q", sb.Node, kubetest.NodeName)
+	if sb.Node != testkube.NodeName {
+		t.Errorf("node %q, want %q", sb.Node, testkube.NodeName)
 	}
 	if got := execIn(t, sb, "sh", "-c", "id -u; pwd; echo hi > f; cat f"); got != "1000\n/workspace\nhi\n" {
 		t.Fatalf("exec: %q", got)
@@ -84,9 +83,9 @@ func TestClusterExecRoundTrip(t *testing.T) {
 }
 
 // podIP is the address of sandbox id's pod, from its Sandbox's status.
-func podIP(t *testing.T, cfg runner.Config, id string) string {
+func podIP(t *testing.T, id string) string {
 	t.Helper()
-	u := sandboxObject(t, cfg, id)
+	u := sandboxObject(t, id)
 	ips, _, _ := unstructured.NestedStringSlice(u.Object, "status", "podIPs")
 	if len(ips) == 0 {
 		t.Fatalf("sandbox %s has no pod IP", id)
@@ -101,7 +100,7 @@ func TestClusterChannelIdentity(t *testing.T) {
 	r, cfg := onCluster(t)
 	a := createOn(t, r, runner.Spec{User: "conf"})
 	defer a.Destroy(context.Background())
-	ip := podIP(t, cfg, a.ID)
+	ip := podIP(t, a.ID)
 	ca, err := kube.LoadCA(cfg.Cluster.CADir)
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +139,7 @@ func TestClusterChannelIdentity(t *testing.T) {
 // TestClusterStopStartKeepsTheWorkspace: a persistent sandbox's stop suspends its Sandbox
 // (the pod goes, the volume stays) and its start resumes it with the workspace as it was.
 func TestClusterStopStartKeepsTheWorkspace(t *testing.T) {
-	r, cfg := onCluster(t)
+	r, _ := onCluster(t)
 	id := runner.NewID()
 	spec := runner.Spec{ID: id, User: "conf", Persistent: true}
 	sb := createOn(t, r, spec)
@@ -149,11 +148,11 @@ func TestClusterStopStartKeepsTheWorkspace(t *testing.T) {
 		t.Fatalf("stop: %v", err)
 	}
 	defer r.RemoveWorkspace("conf", id)
-	u := sandboxObject(t, cfg, id)
+	u := sandboxObject(t, id)
 	if mode, _, _ := unstructured.NestedString(u.Object, "spec", "operatingMode"); mode != "Suspended" {
 		t.Fatalf("operatingMode after stop: %q", mode)
 	}
-	if _, err := adminClient(t, cfg.Cluster.Kubeconfig).CoreV1().Pods(testNS).Get(context.Background(), id, metav1.GetOptions{}); err == nil {
+	if _, err := testkube.Shared(t).Client.CoreV1().Pods(testNS).Get(context.Background(), id, metav1.GetOptions{}); err == nil {
 		t.Fatal("the pod is still there after stop")
 	}
 	sb = createOn(t, r, spec)
@@ -172,13 +171,13 @@ func TestClusterStopStartKeepsTheWorkspace(t *testing.T) {
 // sandbox lost with the reason, and suspended, so that nothing starts it behind paddock's
 // back; a start takes it back, with its workspace.
 func TestClusterLostPod(t *testing.T) {
-	r, cfg := onCluster(t)
+	r, _ := onCluster(t)
 	id := runner.NewID()
 	spec := runner.Spec{ID: id, User: "conf", Persistent: true}
 	sb := createOn(t, r, spec)
 	defer r.RemoveWorkspace("conf", id)
 	execIn(t, sb, "sh", "-c", "echo survived > note")
-	if err := adminClient(t, cfg.Cluster.Kubeconfig).CoreV1().Pods(testNS).Delete(context.Background(), id, metav1.DeleteOptions{}); err != nil {
+	if err := testkube.Shared(t).Client.CoreV1().Pods(testNS).Delete(context.Background(), id, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -201,12 +200,12 @@ func TestClusterLostPod(t *testing.T) {
 // agent's container made privileged) is not trusted: paddock writes its own template back,
 // ends the pod and marks the sandbox lost, saying so.
 func TestClusterHandEditRefused(t *testing.T) {
-	r, cfg := onCluster(t)
+	r, _ := onCluster(t)
 	sb := createOn(t, r, runner.Spec{User: "conf"})
 	defer sb.Destroy(context.Background())
 	patch := `{"spec":{"podTemplate":{"spec":{"containers":[{"name":"agent","securityContext":{"privileged":true,"allowPrivilegeEscalation":true}}]}}}}`
-	dc := dynamicClient(t, cfg.Cluster.Kubeconfig)
-	if _, err := dc.Resource(kubetest.SandboxGVR).Namespace(testNS).Patch(context.Background(), sb.ID, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	dc := testkube.Shared(t).Dynamic
+	if _, err := dc.Resource(testkube.SandboxGVR).Namespace(testNS).Patch(context.Background(), sb.ID, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -217,7 +216,7 @@ func TestClusterHandEditRefused(t *testing.T) {
 	if why := sb.LastError(); !strings.Contains(why, "edited") {
 		t.Fatalf("reason %q", why)
 	}
-	u := sandboxObject(t, cfg, sb.ID)
+	u := sandboxObject(t, sb.ID)
 	ctrs, _, _ := unstructured.NestedSlice(u.Object, "spec", "podTemplate", "spec", "containers")
 	if len(ctrs) != 1 || strings.Contains(toJSON(ctrs[0]), `"privileged":true`) {
 		t.Fatalf("the edit is still there: %s", toJSON(ctrs))
@@ -227,19 +226,19 @@ func TestClusterHandEditRefused(t *testing.T) {
 // TestClusterRefusesASandboxItDidNotMake: a Sandbox of the same name that paddock did not
 // make is refused, not taken over.
 func TestClusterRefusesASandboxItDidNotMake(t *testing.T) {
-	r, cfg := onCluster(t)
+	r, _ := onCluster(t)
 	id := runner.NewID()
-	dc := dynamicClient(t, cfg.Cluster.Kubeconfig)
+	dc := testkube.Shared(t).Dynamic
 	foreign := map[string]any{
 		"apiVersion": "agents.x-k8s.io/v1beta1", "kind": "Sandbox",
 		"metadata": map[string]any{"name": id, "namespace": testNS},
 		"spec": map[string]any{"operatingMode": "Suspended", "podTemplate": map[string]any{"spec": map[string]any{
-			"containers": []any{map[string]any{"name": "x", "image": agentImage}}}}},
+			"containers": []any{map[string]any{"name": "x", "image": kubetest.Image}}}}},
 	}
-	if _, err := dc.Resource(kubetest.SandboxGVR).Namespace(testNS).Create(context.Background(), &unstructured.Unstructured{Object: foreign}, metav1.CreateOptions{}); err != nil {
+	if _, err := dc.Resource(testkube.SandboxGVR).Namespace(testNS).Create(context.Background(), &unstructured.Unstructured{Object: foreign}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	defer dc.Resource(kubetest.SandboxGVR).Namespace(testNS).Delete(context.Background(), id, metav1.DeleteOptions{})
+	defer dc.Resource(testkube.SandboxGVR).Namespace(testNS).Delete(context.Background(), id, metav1.DeleteOptions{})
 	_, err := r.Create(context.Background(), runner.Spec{ID: id, User: "conf", Persistent: true})
 	if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "did not make") {
 		t.Fatalf("err %v, want a refusal", err)
@@ -258,23 +257,11 @@ func TestClusterFailedStartLeavesNothing(t *testing.T) {
 	}
 }
 
-func dynamicClient(t *testing.T, kubeconfig string) dynamic.Interface {
-	t.Helper()
-	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dc, err := dynamic.NewForConfig(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dc
-}
 
 // sandboxObject is sandbox id's Sandbox as the API server has it.
-func sandboxObject(t *testing.T, cfg runner.Config, id string) *unstructured.Unstructured {
+func sandboxObject(t *testing.T, id string) *unstructured.Unstructured {
 	t.Helper()
-	u, err := dynamicClient(t, cfg.Cluster.Kubeconfig).Resource(kubetest.SandboxGVR).Namespace(testNS).Get(context.Background(), id, metav1.GetOptions{})
+	u, err := testkube.Shared(t).Dynamic.Resource(testkube.SandboxGVR).Namespace(testNS).Get(context.Background(), id, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
