@@ -248,15 +248,14 @@ func TestClusterRefusesASandboxItDidNotMake(t *testing.T) {
 // TestClusterFailedStartLeavesNothing: a pod that cannot start (its image is not on the
 // node) fails the start with the kubelet's reason, and leaves nothing on the cluster.
 func TestClusterFailedStartLeavesNothing(t *testing.T) {
-	r, cfg := onCluster(t)
+	_, cfg := onCluster(t)
 	cfg.Cluster.Image = "paddock.local/no-such-image:1"
-	r = runner.New(cfg, testenv.Logger(t))
+	r := runner.New(cfg, testenv.Logger(t))
 	_, err := r.Create(context.Background(), runner.Spec{User: "conf"})
 	if !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "ErrImageNeverPull") {
 		t.Fatalf("err %v, want the image's absence", err)
 	}
 }
-
 
 // sandboxObject is sandbox id's Sandbox as the API server has it.
 func sandboxObject(t *testing.T, id string) *unstructured.Unstructured {

@@ -227,7 +227,7 @@ func (c *Cluster) putSecret(ctx context.Context, secret *corev1.Secret) error {
 		var old *corev1.Secret
 		if old, err = secrets.Get(ctx, secret.Name, metav1.GetOptions{}); err == nil {
 			if old.Labels[LabelManagedBy] != ManagedBy || old.Labels[LabelSandbox] != secret.Labels[LabelSandbox] {
-				return fmt.Errorf("Secret %s/%s exists and is not paddock's: %w", c.cfg.Namespace, secret.Name, errdefs.ErrFailedPrecondition)
+				return fmt.Errorf("the Secret %s/%s exists and is not paddock's: %w", c.cfg.Namespace, secret.Name, errdefs.ErrFailedPrecondition)
 			}
 			old.Data, old.Type = secret.Data, secret.Type
 			_, err = secrets.Update(ctx, old, metav1.UpdateOptions{FieldManager: ManagedBy})
@@ -286,11 +286,11 @@ func (c *Cluster) writeBack(ctx context.Context, live, want *sbv1.Sandbox) error
 // paddock gives it.
 func owned(have *sbv1.Sandbox, id string) error {
 	if have.Labels[LabelManagedBy] != ManagedBy || have.Labels[LabelSandbox] != id {
-		return fmt.Errorf("Sandbox %s/%s exists and paddock did not make it (labels %s=%s, %s=%s): %w",
+		return fmt.Errorf("the Sandbox %s/%s exists and paddock did not make it (labels %s=%s, %s=%s): %w",
 			have.Namespace, have.Name, LabelManagedBy, ManagedBy, LabelSandbox, id, errdefs.ErrFailedPrecondition)
 	}
 	if vct := have.Spec.VolumeClaimTemplates; len(vct) != 1 || vct[0].Name != volumeName {
-		return fmt.Errorf("Sandbox %s/%s: its volumes are not the workspace paddock gave it: %w", have.Namespace, have.Name, errdefs.ErrFailedPrecondition)
+		return fmt.Errorf("the Sandbox %s/%s: its volumes are not the workspace paddock gave it: %w", have.Namespace, have.Name, errdefs.ErrFailedPrecondition)
 	}
 	return nil
 }
