@@ -50,7 +50,7 @@ func withHostLock(f func() error) error {
 	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
 		return fmt.Errorf("lock %s: %w", hostStateDir, err)
 	}
-	defer unix.Flock(int(lock.Fd()), unix.LOCK_UN)
+	defer func() { _ = unix.Flock(int(lock.Fd()), unix.LOCK_UN) }()
 	return f()
 }
 
@@ -79,7 +79,11 @@ func joinHost(member string) error {
 		recFile := filepath.Join(hostStateDir, "host.json")
 		if len(liveMembers()) == 0 {
 			if rec, err := readRecord(recFile); err == nil {
-				restoreHost(rec) // a process that ran a cluster died without restoring
+				// A process that ran a cluster died without restoring the host: do it now, so
+				// that what is saved below is the host's own.
+				if err := restoreHost(rec); err != nil {
+					return err
+				}
 			}
 			rec := hostRecord{Sysctls: map[string]string{}}
 			for _, k := range kubeletSysctls {
@@ -141,7 +145,8 @@ func readRecord(file string) (hostRecord, error) {
 	if err != nil {
 		return rec, err
 	}
-	return rec, json.Unmarshal(b, &rec)
+	err = json.Unmarshal(b, &rec)
+	return rec, err
 }
 
 // restoreHost puts the sysctls back, removes the directories the kubelet and containerd
@@ -174,7 +179,7 @@ func restoreHost(rec hostRecord) error {
 // removeEmptyDirs removes dir and the directories under it, if no file is left in them.
 func removeEmptyDirs(dir string) {
 	var dirs []string
-	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		if err == nil && d.IsDir() {
 			dirs = append(dirs, p)
 		}
@@ -256,7 +261,7 @@ func makeCgroupRoot(name string) error {
 // containers of the cluster's pods (they outlive the kubelet and containerd otherwise).
 func killCgroupTree(name string) {
 	for _, h := range cgroupHierarchies() {
-		filepath.WalkDir(filepath.Join(h, name), func(p string, d os.DirEntry, err error) error {
+		_ = filepath.WalkDir(filepath.Join(h, name), func(p string, d os.DirEntry, err error) error {
 			if err != nil || d.IsDir() || d.Name() != "cgroup.procs" {
 				return nil
 			}
@@ -278,7 +283,7 @@ func removeCgroupTree(name string, deadline time.Time) error {
 		var left []string
 		for _, h := range cgroupHierarchies() {
 			var dirs []string
-			filepath.WalkDir(filepath.Join(h, name), func(p string, d os.DirEntry, err error) error {
+			_ = filepath.WalkDir(filepath.Join(h, name), func(p string, d os.DirEntry, err error) error {
 				if err == nil && d.IsDir() {
 					dirs = append(dirs, p)
 				}
