@@ -7,6 +7,8 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"net"
 	"strconv"
 	"strings"
@@ -15,9 +17,15 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/runner"
@@ -270,4 +278,100 @@ func sandboxObject(t *testing.T, id string) *unstructured.Unstructured {
 func toJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// TestClusterShippedRBACIsEnough: the Role of deploy/kubernetes/rbac.yaml, bound as it
+// ships to paddock's service account, is all the backend needs: a sandbox is created,
+// answers, is lost when its pod goes, starts again, stops and is removed, with the
+// control plane acting as that service account alone.
+func TestClusterShippedRBACIsEnough(t *testing.T) {
+	_, cfg := onCluster(t)
+	c := testkube.Shared(t)
+	ctx := context.Background()
+	b, err := os.ReadFile("../../deploy/kubernetes/rbac.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var subject string
+	for _, doc := range strings.Split(string(b), "\n---\n") {
+		switch {
+		case strings.Contains(doc, "\nkind: Role\n"):
+			var role rbacv1.Role
+			if err := yaml.UnmarshalStrict([]byte(doc), &role); err != nil {
+				t.Fatal(err)
+			}
+			role.Namespace = testNS
+			if _, err := c.Client.RbacV1().Roles(testNS).Create(ctx, &role, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			defer c.Client.RbacV1().Roles(testNS).Delete(ctx, role.Name, metav1.DeleteOptions{})
+		case strings.Contains(doc, "\nkind: RoleBinding\n"):
+			var rb rbacv1.RoleBinding
+			if err := yaml.UnmarshalStrict([]byte(doc), &rb); err != nil {
+				t.Fatal(err)
+			}
+			rb.Namespace = testNS
+			if _, err := c.Client.RbacV1().RoleBindings(testNS).Create(ctx, &rb, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			defer c.Client.RbacV1().RoleBindings(testNS).Delete(ctx, rb.Name, metav1.DeleteOptions{})
+			subject = "system:serviceaccount:" + rb.Subjects[0].Namespace + ":" + rb.Subjects[0].Name
+		}
+	}
+	if subject == "" {
+		t.Fatal("rbac.yaml binds no service account")
+	}
+	// The control plane's kubeconfig: the cluster's admin, acting as the service account.
+	kc, err := clientcmd.LoadFromFile(cfg.Cluster.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range kc.AuthInfos {
+		a.Impersonate = subject
+	}
+	cfg.Cluster.Kubeconfig = filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, cfg.Cluster.Kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	r := runner.New(cfg, testenv.Logger(t))
+	if err := r.Check(); err != nil {
+		t.Fatalf("health as %s: %v", subject, err)
+	}
+	id := runner.NewID()
+	spec := runner.Spec{ID: id, User: "conf", Persistent: true}
+	sb := createOn(t, r, spec)
+	defer r.RemoveWorkspace("conf", id)
+	execIn(t, sb, "sh", "-c", "echo kept > note")
+	if err := c.Client.CoreV1().Pods(testNS).Delete(ctx, id, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-sb.Exited():
+	case <-time.After(2 * time.Minute):
+		t.Fatal("not marked lost")
+	}
+	_ = sb.Destroy(ctx)
+	sb = createOn(t, r, spec)
+	if got := execIn(t, sb, "cat", "note"); got != "kept\n" {
+		t.Fatalf("after the restart: %q", got)
+	}
+	if err := sb.Destroy(ctx); err != nil {
+		t.Fatalf("stop as %s: %v", subject, err)
+	}
+	if err := r.RemoveWorkspace("conf", id); err != nil {
+		t.Fatalf("remove as %s: %v", subject, err)
+	}
+	// And nothing more: the service account cannot make pods of its own.
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "x", Image: kubetest.Image}}}}
+	rc, err := clientcmd.BuildConfigFromFlags("", cfg.Cluster.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	as, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := as.CoreV1().Pods(testNS).Create(ctx, pod, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("the service account made a pod: %v", err)
+	}
 }
