@@ -418,7 +418,10 @@ func (c *Cluster) podStory(ctx context.Context, id string) string {
 	}
 	for _, cs := range pod.Status.ContainerStatuses {
 		if t := cs.State.Terminated; t != nil {
-			story += fmt.Sprintf("; the agent exited %d (%s): %s", t.ExitCode, t.Reason, errdefs.Clip(strings.TrimSpace(t.Message), 512))
+			story += fmt.Sprintf("; the agent exited %d (%s)", t.ExitCode, t.Reason)
+			if msg := strings.TrimSpace(t.Message); msg != "" {
+				story += ": " + errdefs.Clip(msg, 512)
+			}
 		}
 	}
 	return story
