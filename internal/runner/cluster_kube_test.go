@@ -81,12 +81,24 @@ func execIn(t *testing.T, sb *runner.Sandbox, argv ...string) string {
 func TestClusterExecRoundTrip(t *testing.T) {
 	r, _ := onCluster(t)
 	sb := createOn(t, r, runner.Spec{User: "conf", Limits: wire.Limits{Memory: 256 << 20}})
-	defer sb.Destroy(context.Background())
 	if sb.Node != testkube.NodeName {
 		t.Errorf("node %q, want %q", sb.Node, testkube.NodeName)
 	}
 	if got := execIn(t, sb, "sh", "-c", "id -u; pwd; echo hi > f; cat f"); got != "1000\n/workspace\nhi\n" {
 		t.Fatalf("exec: %q", got)
+	}
+	select {
+	case <-sb.Exited():
+		t.Fatalf("exited while running: %s", sb.LastError())
+	default:
+	}
+	if err := sb.Destroy(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-sb.Exited(): // as every tier's: whoever watches it is let go
+	default:
+		t.Fatal("Exited is still open after Destroy")
 	}
 }
 

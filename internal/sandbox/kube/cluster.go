@@ -21,6 +21,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 	sbv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	sbclient "sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned/typed/api/v1beta1"
 
@@ -249,8 +250,27 @@ func (c *Cluster) resume(ctx context.Context, have, want *sbv1.Sandbox, secret *
 	if err := c.putSecret(ctx, secret); err != nil {
 		return nil, err
 	}
-	made, err := c.update(ctx, have, want, sbv1.SandboxOperatingModeRunning)
+	var made *sbv1.Sandbox
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var err error
+		made, err = c.update(ctx, have, want, sbv1.SandboxOperatingModeRunning)
+		if apierrors.IsConflict(err) {
+			// The controller wrote it meanwhile: take the latest, checked again.
+			fresh, gerr := c.sbx.Get(ctx, want.Name, metav1.GetOptions{})
+			if gerr != nil {
+				return gerr
+			}
+			if oerr := owned(fresh, want.Name); oerr != nil {
+				return oerr
+			}
+			have = fresh
+		}
+		return err
+	})
 	if err != nil {
+		if errors.Is(err, errdefs.ErrFailedPrecondition) {
+			return nil, err
+		}
 		return nil, c.apiError("resume sandbox "+want.Name, err)
 	}
 	return made, nil
@@ -272,10 +292,20 @@ func (c *Cluster) update(ctx context.Context, have, want *sbv1.Sandbox, mode sbv
 // writeBack puts paddock's pod template back over a hand-edited Sandbox, suspended, and
 // deletes the pod, which may have been made from the edit.
 func (c *Cluster) writeBack(ctx context.Context, live, want *sbv1.Sandbox) error {
-	if _, err := c.update(ctx, live, want, sbv1.SandboxOperatingModeSuspended); err != nil {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		_, err := c.update(ctx, live, want, sbv1.SandboxOperatingModeSuspended)
+		if apierrors.IsConflict(err) {
+			// The controller wrote it meanwhile: write over the latest.
+			if fresh, gerr := c.sbx.Get(ctx, want.Name, metav1.GetOptions{}); gerr == nil {
+				live = fresh
+			}
+		}
+		return err
+	})
+	if err != nil {
 		return c.apiError("write sandbox "+want.Name+" back", err)
 	}
-	err := c.core.Pods(c.cfg.Namespace).Delete(ctx, want.Name, metav1.DeleteOptions{})
+	err = c.core.Pods(c.cfg.Namespace).Delete(ctx, want.Name, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return c.apiError("delete the pod of sandbox "+want.Name, err)
 	}

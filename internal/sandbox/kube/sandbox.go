@@ -36,9 +36,9 @@ type Sandbox struct {
 	lastErr string
 }
 
-// Exited is closed when the sandbox is lost: its pod ended, was evicted or went with its
-// node, or its Sandbox object was edited or suspended outside paddock. LastError says
-// why. A lost sandbox is suspended, so that nothing runs it again behind paddock's back;
+// Exited is closed when the sandbox is lost (its pod ended, was evicted or went with its
+// node, or its Sandbox object was edited or suspended outside paddock; LastError says
+// why) or destroyed. A lost sandbox is suspended, so that nothing runs it again behind paddock's back;
 // a start takes it back.
 func (s *Sandbox) Exited() <-chan struct{} { return s.exited }
 
@@ -160,6 +160,13 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 		s.stopWatch()
 		<-s.watching
 	}
+	s.mu.Lock()
+	select {
+	case <-s.exited:
+	default:
+		close(s.exited) // whatever ended it, as the other tiers' agents
+	}
+	s.mu.Unlock()
 	var err error
 	if s.conn != nil {
 		err = s.conn.Close()
