@@ -7,9 +7,9 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
-	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -316,7 +316,7 @@ func TestClusterShippedRBACIsEnough(t *testing.T) {
 			if _, err := c.Client.RbacV1().Roles(testNS).Create(ctx, &role, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			defer c.Client.RbacV1().Roles(testNS).Delete(ctx, role.Name, metav1.DeleteOptions{})
+			t.Cleanup(func() { _ = c.Client.RbacV1().Roles(testNS).Delete(ctx, role.Name, metav1.DeleteOptions{}) })
 		case strings.Contains(doc, "\nkind: RoleBinding\n"):
 			var rb rbacv1.RoleBinding
 			if err := yaml.UnmarshalStrict([]byte(doc), &rb); err != nil {
@@ -326,7 +326,7 @@ func TestClusterShippedRBACIsEnough(t *testing.T) {
 			if _, err := c.Client.RbacV1().RoleBindings(testNS).Create(ctx, &rb, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			defer c.Client.RbacV1().RoleBindings(testNS).Delete(ctx, rb.Name, metav1.DeleteOptions{})
+			t.Cleanup(func() { _ = c.Client.RbacV1().RoleBindings(testNS).Delete(ctx, rb.Name, metav1.DeleteOptions{}) })
 			subject = "system:serviceaccount:" + rb.Subjects[0].Namespace + ":" + rb.Subjects[0].Name
 		}
 	}
