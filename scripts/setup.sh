@@ -44,7 +44,8 @@
 #     docs/kubernetes.md, "The test cluster"): Kubernetes v1.36.3 (kube-apiserver,
 #     kube-controller-manager, kube-scheduler, kubelet, kubectl), containerd v2.3.7 (with its
 #     runc shim and ctr), the CNI plugins v1.10.0 (bridge, loopback, host-local), the
-#     agent-sandbox v0.5.5 controller and its CRDs, and a static pause binary, all built from
+#     agent-sandbox v0.5.5 controller and its CRDs, a static pause binary, and KWOK v0.8.0
+#     (simulated nodes, for scale tests; a module of its own, tools/k8s/kwok), all built from
 #     the Go modules that tools/k8s/go.mod pins, under ${PADDOCK_PREFIX}/k8s (tools/k8s/install.sh;
 #     16 to 20 minutes on 2 cores the first time, nothing when its stamp matches); and Debian's
 #     etcd-server ${ETCD_DEB_VERSION}, its service never started.

@@ -5,7 +5,9 @@
 #          containerd, containerd-shim-runc-v2, ctr, agent-sandbox-controller, pause
 #   cni/   bridge, loopback, host-local
 #   crds/  agent-sandbox's CustomResourceDefinitions, from its module
-#   STAMP  a digest of this directory's sources: a second run with the same digest does nothing.
+#   kwok/  kwok (from the module in ./kwok) and stages.yaml, its fast node and pod stages
+#   STAMP, kwok/STAMP  digests of what each part is built from: a part whose digest
+#          matches is not built again.
 # etcd is Debian's etcd-server (scripts/setup.sh installs it).
 set -euo pipefail
 prefix=${1:?usage: install.sh PREFIX}
@@ -15,12 +17,7 @@ export PATH=/usr/local/go/bin:$PATH
 KUBERNETES_VERSION=v1.36.3
 CONTAINERD_VERSION=v2.3.7
 CNI_PLUGINS_VERSION=v1.10.0
-stamp=$(cd "$here" && cat go.mod go.sum tools.go install.sh cmd/pause/main.go | sha256sum | cut -d' ' -f1)
-if [ "$(cat "$prefix/STAMP" 2>/dev/null)" = "$stamp" ]; then
-	exit 0
-fi
-
-echo "setup: building the test cluster (Kubernetes $KUBERNETES_VERSION, containerd $CONTAINERD_VERSION, CNI plugins $CNI_PLUGINS_VERSION, agent-sandbox) into $prefix: 16 to 20 minutes on 2 cores the first time" >&2
+TAGS="no_btrfs no_devmapper no_zfs"
 minor=${KUBERNETES_VERSION#v1.}
 minor=${minor%%.*}
 ldflags="-s -w"
@@ -29,30 +26,56 @@ ldflags+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/
 ldflags+=" -X k8s.io/component-base/version.gitTreeState=clean"
 ldflags+=" -X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION"
 ldflags+=" -X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=$CNI_PLUGINS_VERSION"
-
-rm -rf "$prefix.new"
-mkdir -p "$prefix.new/bin" "$prefix.new/cni" "$prefix.new/crds"
-cd "$here"
+cmds=(
+	k8s.io/kubernetes/cmd/kube-apiserver
+	k8s.io/kubernetes/cmd/kube-controller-manager
+	k8s.io/kubernetes/cmd/kube-scheduler
+	k8s.io/kubernetes/cmd/kubelet
+	k8s.io/kubernetes/cmd/kubectl
+	github.com/containerd/containerd/v2/cmd/containerd
+	github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2
+	github.com/containerd/containerd/v2/cmd/ctr
+	sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller
+	./cmd/pause
+)
+cni=(
+	github.com/containernetworking/plugins/plugins/main/bridge
+	github.com/containernetworking/plugins/plugins/main/loopback
+	github.com/containernetworking/plugins/plugins/ipam/host-local
+)
 # Static, without cgo: containerd without the snapshotters that need C libraries
 # (btrfs, devmapper, zfs); overlayfs is the one the cluster uses.
 export CGO_ENABLED=0 GOFLAGS=-mod=readonly
-go build -trimpath -tags "no_btrfs no_devmapper no_zfs" -ldflags "$ldflags" -o "$prefix.new/bin/" \
-	k8s.io/kubernetes/cmd/kube-apiserver \
-	k8s.io/kubernetes/cmd/kube-controller-manager \
-	k8s.io/kubernetes/cmd/kube-scheduler \
-	k8s.io/kubernetes/cmd/kubelet \
-	k8s.io/kubernetes/cmd/kubectl \
-	github.com/containerd/containerd/v2/cmd/containerd \
-	github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 \
-	github.com/containerd/containerd/v2/cmd/ctr \
-	sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller \
-	./cmd/pause
-go build -trimpath -ldflags "$ldflags" -o "$prefix.new/cni/" \
-	github.com/containernetworking/plugins/plugins/main/bridge \
-	github.com/containernetworking/plugins/plugins/main/loopback \
-	github.com/containernetworking/plugins/plugins/ipam/host-local
-crds=$(go list -m -f '{{.Dir}}' sigs.k8s.io/agent-sandbox)/k8s/crds
-install -m 0644 "$crds"/*.yaml "$prefix.new/crds/"
-echo "$stamp" >"$prefix.new/STAMP"
-rm -rf "$prefix"
-mv "$prefix.new" "$prefix"
+cd "$here"
+
+stamp=$( (cat go.mod go.sum tools.go cmd/pause/main.go && echo "$TAGS $ldflags ${cmds[*]} ${cni[*]}") | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$prefix/STAMP" 2>/dev/null)" != "$stamp" ]; then
+	echo "setup: building the test cluster (Kubernetes $KUBERNETES_VERSION, containerd $CONTAINERD_VERSION, CNI plugins $CNI_PLUGINS_VERSION, agent-sandbox) into $prefix: 16 to 20 minutes on 2 cores the first time" >&2
+	rm -rf "$prefix.new"
+	mkdir -p "$prefix.new/bin" "$prefix.new/cni" "$prefix.new/crds"
+	go build -trimpath -tags "$TAGS" -ldflags "$ldflags" -o "$prefix.new/bin/" "${cmds[@]}"
+	go build -trimpath -ldflags "$ldflags" -o "$prefix.new/cni/" "${cni[@]}"
+	crds=$(go list -m -f '{{.Dir}}' sigs.k8s.io/agent-sandbox)/k8s/crds
+	install -m 0644 "$crds"/*.yaml "$prefix.new/crds/"
+	echo "$stamp" >"$prefix.new/STAMP"
+	[ ! -d "$prefix/kwok" ] || mv "$prefix/kwok" "$prefix.new/kwok"
+	rm -rf "$prefix"
+	mv "$prefix.new" "$prefix"
+fi
+
+cd "$here/kwok"
+kwok_stamp=$(cat go.mod go.sum tools.go | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$prefix/kwok/STAMP" 2>/dev/null)" != "$kwok_stamp" ]; then
+	echo "setup: building kwok into $prefix/kwok" >&2
+	rm -rf "$prefix/kwok.new"
+	mkdir -p "$prefix/kwok.new"
+	go build -trimpath -ldflags "-s -w" -o "$prefix/kwok.new/kwok" sigs.k8s.io/kwok/cmd/kwok
+	stages=$(go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)/kustomize/stage
+	for f in "$stages"/node/fast/node-initialize.yaml "$stages"/node/heartbeat/node-heartbeat.yaml "$stages"/pod/fast/pod-*.yaml; do
+		echo "---"
+		cat "$f"
+	done >"$prefix/kwok.new/stages.yaml"
+	echo "$kwok_stamp" >"$prefix/kwok.new/STAMP"
+	rm -rf "$prefix/kwok"
+	mv "$prefix/kwok.new" "$prefix/kwok"
+fi

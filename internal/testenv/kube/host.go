@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/paddockhq/paddock/internal/runner"
 )
 
 // What a cluster changes on the host beyond its own directory, and how it is put back.
@@ -54,8 +56,9 @@ func withHostLock(f func() error) error {
 	return f()
 }
 
-// liveMembers lists the clusters whose test process is still running (and removes the
-// records of those that are gone).
+// liveMembers lists the clusters whose test process is still running. The records of
+// those that are gone are removed, and what their clusters left is swept away (a test
+// binary killed at its timeout never stops its cluster).
 func liveMembers() []string {
 	dir := filepath.Join(hostStateDir, "members")
 	entries, _ := os.ReadDir(dir)
@@ -63,6 +66,9 @@ func liveMembers() []string {
 	for _, e := range entries {
 		pid, err := strconv.Atoi(strings.SplitN(e.Name(), "-", 2)[0])
 		if err != nil || errors.Is(unix.Kill(pid, 0), unix.ESRCH) {
+			if clusterDir, err := os.ReadFile(filepath.Join(dir, e.Name())); err == nil && len(clusterDir) > 0 {
+				sweep(string(clusterDir))
+			}
 			os.Remove(filepath.Join(dir, e.Name()))
 			continue
 		}
@@ -71,10 +77,26 @@ func liveMembers() []string {
 	return live
 }
 
+// sweep removes what a cluster whose process died left under dir and on the host: its
+// containers and shims, mounts, cgroups, bridge and directory.
+func sweep(dir string) {
+	if !strings.HasPrefix(filepath.Base(dir), "pdkube") {
+		return
+	}
+	killByCmdline(dir)
+	c := &Cluster{Dir: dir}
+	c.names()
+	killCgroupTree(c.cgroupRoot)
+	_ = removeCgroupTree(c.cgroupRoot, time.Now().Add(30*time.Second))
+	_ = runner.UnmountAll(dir)
+	_ = deleteLink(c.bridge)
+	_ = os.RemoveAll(dir)
+}
+
 // joinHost records this cluster as a member, saving the host's state if it is the first
 // one (after putting back what a crashed process left changed), and names the node in
 // /etc/hosts.
-func joinHost(member string) error {
+func joinHost(member, clusterDir string) error {
 	return withHostLock(func() error {
 		recFile := filepath.Join(hostStateDir, "host.json")
 		if len(liveMembers()) == 0 {
@@ -116,7 +138,7 @@ func joinHost(member string) error {
 				return fmt.Errorf("name the node in /etc/hosts: %w", err)
 			}
 		}
-		return os.WriteFile(filepath.Join(hostStateDir, "members", member), nil, 0o600)
+		return os.WriteFile(filepath.Join(hostStateDir, "members", member), []byte(clusterDir), 0o600)
 	})
 }
 

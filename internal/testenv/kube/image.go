@@ -20,9 +20,9 @@ import (
 	"time"
 )
 
-// PauseImage is the image each pod's sandbox runs: the kubelet's and containerd's pinned
-// sandbox image, made here from the static pause binary that setup builds (there is no
-// registry to pull it from).
+// PauseImage is the image each pod's sandbox runs: the sandbox image the cluster's
+// containerd is configured to pin, made here from the static pause binary that setup
+// builds (there is no registry to pull it from).
 const PauseImage = "registry.k8s.io/pause:3.10.1"
 
 // Image is a container image made from files on this machine, for a cluster with no

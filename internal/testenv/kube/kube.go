@@ -68,6 +68,7 @@ type Cluster struct {
 	bridge         string
 	member         string
 	procs          []*proc
+	kwokMu         sync.Mutex
 	stopOnce       sync.Once
 	stopErr        error
 }
@@ -130,23 +131,29 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		Dir: dir, bin: filepath.Join(Prefix(), "bin"), cni: filepath.Join(Prefix(), "cni"), crds: filepath.Join(Prefix(), "crds"),
 		member: fmt.Sprintf("%d-%s", os.Getpid(), filepath.Base(dir)),
 	}
-	c.cgroupRoot = "/" + filepath.Base(dir)
-	c.bridge = "pk" + strings.TrimPrefix(filepath.Base(dir), "pdkube")
-	if len(c.bridge) > 15 {
-		c.bridge = c.bridge[:15]
-	}
+	c.names()
 	defer func() {
 		if err != nil {
 			err = errors.Join(fmt.Errorf("test cluster: %w%s", err, c.logTails()), c.Stop())
 		}
 	}()
-	if err := joinHost(c.member); err != nil {
+	if err := joinHost(c.member, c.Dir); err != nil {
 		return c, err
 	}
 	if err := c.start(ctx, opts); err != nil {
 		return c, err
 	}
 	return c, nil
+}
+
+// names derives, from the cluster's directory, the names it has on the host: its cgroup
+// tree and its bridge.
+func (c *Cluster) names() {
+	c.cgroupRoot = "/" + filepath.Base(c.Dir)
+	c.bridge = "pk" + strings.TrimPrefix(filepath.Base(c.Dir), "pdkube")
+	if len(c.bridge) > 15 {
+		c.bridge = c.bridge[:15]
+	}
 }
 
 func (c *Cluster) start(ctx context.Context, opts Options) error {
@@ -542,7 +549,7 @@ func (c *Cluster) Stop() error {
 func (c *Cluster) stop() error {
 	var errs []error
 	// The controllers first, so that nothing recreates the pods that go; etcd last.
-	for _, name := range []string{"agent-sandbox-controller", "kube-scheduler", "kube-controller-manager"} {
+	for _, name := range []string{"agent-sandbox-controller", "kwok", "kube-scheduler", "kube-controller-manager"} {
 		if p := c.procByName(name); p != nil {
 			p.stop(20 * time.Second)
 		}
@@ -573,21 +580,23 @@ func (c *Cluster) stop() error {
 	return errors.Join(errs...)
 }
 
-// drainPods deletes every pod at once and waits, bounded, for the kubelet to have stopped
-// them all: their containers, network namespaces and addresses go with them.
+// drainPods deletes the real node's pods and waits, bounded, for the kubelet to have
+// stopped them all: their containers, network namespaces and addresses go with them.
+// (Simulated nodes' pods go with etcd.)
 func (c *Cluster) drainPods() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	zero := int64(0)
+	grace := int64(1)
+	onNode := metav1.ListOptions{FieldSelector: "spec.nodeName=" + NodeName}
 	nss, err := c.Client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return
 	}
 	for _, ns := range nss.Items {
-		_ = c.Client.CoreV1().Pods(ns.Name).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
+		_ = c.Client.CoreV1().Pods(ns.Name).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &grace}, onNode)
 	}
 	for ctx.Err() == nil {
-		pods, err := c.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+		pods, err := c.Client.CoreV1().Pods("").List(ctx, onNode)
 		if err != nil || len(pods.Items) == 0 {
 			return
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -130,10 +131,7 @@ func importHello(t *testing.T, c *Cluster) {
 // namespace makes a namespace for the test, deleted after it.
 func namespace(t *testing.T, c *Cluster) string {
 	t.Helper()
-	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
-	if len(name) > 50 {
-		name = name[:50]
-	}
+	name := namespaceName(t)
 	ctx := context.Background()
 	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -141,6 +139,14 @@ func namespace(t *testing.T, c *Cluster) string {
 	t.Cleanup(func() {
 		_ = c.Client.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
+	return name
+}
+
+func namespaceName(t *testing.T) string {
+	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	if len(name) > 50 {
+		name = name[:50]
+	}
 	return name
 }
 
@@ -158,10 +164,28 @@ func poll(t *testing.T, what string, limit time.Duration, check func() (done boo
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: gave up after %s; last: %s", what, limit, state)
+			t.Fatalf("%s: gave up after %s; last: %s\nevents:\n%s", what, limit, state, events(t))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// events lists the cluster's events of the test's namespace (why a pod is stuck).
+func events(t *testing.T) string {
+	if shared == nil {
+		return ""
+	}
+	list, err := shared.Client.CoreV1().Events("").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, e := range list.Items {
+		if e.Namespace == namespaceName(t) {
+			fmt.Fprintf(&b, "  %s %s/%s: %s: %s\n", e.Type, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
+		}
+	}
+	return b.String()
 }
 
 func TestPodRunsToCompletionUnderPaddocksRunc(t *testing.T) {
@@ -282,6 +306,17 @@ func TestSandboxGoesReadyThroughTheController(t *testing.T) {
 	if ip == nil || !c.PodSubnet.Contains(ip) {
 		t.Errorf("status.podIPs = %v, want an address in the bridge's %s", podIPs, c.PodSubnet)
 	}
+	// The host reaches the pod at its address, over the cluster's bridge.
+	conn, err := net.DialTimeout("tcp", net.JoinHostPort(ip.String(), "8080"), time.Minute)
+	if err != nil {
+		t.Fatalf("dial the Sandbox's pod at %s: %v", ip, err)
+	}
+	_ = conn.SetDeadline(time.Now().Add(time.Minute))
+	reply, err := io.ReadAll(conn)
+	conn.Close()
+	if err != nil || string(reply) != "hello from sb\n" {
+		t.Fatalf("the pod at %s answered %q, %v; want %q", ip, reply, err, "hello from sb\n")
+	}
 	pod, err := c.Client.CoreV1().Pods(ns).Get(ctx, "sb", metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("the Sandbox's pod: %v", err)
@@ -304,4 +339,63 @@ func TestSandboxGoesReadyThroughTheController(t *testing.T) {
 		}
 		return false, fmt.Sprintf("pod %s, deletion %v", p.Status.Phase, p.DeletionTimestamp), nil
 	})
+}
+
+func TestSandboxesOnSimulatedNodes(t *testing.T) {
+	c := Shared(t)
+	if m := KWOKMissing(); m != "" {
+		t.Skipf("skipping: no KWOK: missing %s", m)
+	}
+	ctx := context.Background()
+	nodes, err := c.StartKWOK(ctx, 2, 500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := namespace(t, c)
+	sandboxes := c.Dynamic.Resource(SandboxGVR).Namespace(ns)
+	const n = 20
+	for i := range n {
+		sb := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "agents.x-k8s.io/v1beta1",
+			"kind":       "Sandbox",
+			"metadata":   map[string]any{"name": fmt.Sprintf("sim-%d", i), "namespace": ns},
+			"spec": map[string]any{
+				"podTemplate": map[string]any{
+					"spec": map[string]any{
+						"nodeSelector": map[string]any{"type": KWOKNodeSelector["type"]},
+						"tolerations": []any{map[string]any{
+							"key": KWOKToleration.Key, "operator": string(KWOKToleration.Operator), "effect": string(KWOKToleration.Effect),
+						}},
+						"containers": []any{map[string]any{"name": "main", "image": helloImage, "imagePullPolicy": "Never"}},
+					},
+				},
+			},
+		}}
+		if _, err := sandboxes.Create(ctx, sb, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, kwokNet, _ := net.ParseCIDR(KWOKPodCIDR)
+	poll(t, "the simulated Sandboxes to be Ready", 3*time.Minute, func() (bool, string, error) {
+		list, err := sandboxes.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		ready := 0
+		for _, u := range list.Items {
+			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+			for _, cond := range conds {
+				if m, _ := cond.(map[string]any); m["type"] == "Ready" && m["status"] == "True" {
+					ready++
+					node, _, _ := unstructured.NestedString(u.Object, "status", "nodeName")
+					ips, _, _ := unstructured.NestedStringSlice(u.Object, "status", "podIPs")
+					if !strings.HasPrefix(node, "kwok-node-") || len(ips) == 0 || !kwokNet.Contains(net.ParseIP(ips[0])) {
+						return false, "", fmt.Errorf("sandbox %s: Ready on node %q with podIPs %v, want a simulated node and an address in %s", u.GetName(), node, ips, KWOKPodCIDR)
+					}
+				}
+			}
+		}
+		return ready == n, fmt.Sprintf("%d of %d Ready", ready, n), nil
+	})
+	t.Logf("%d Sandboxes Ready on simulated nodes %v", n, nodes)
 }

@@ -1,10 +1,12 @@
 // Command hello is the test pods' program (static, the whole of its image): "say TEXT"
 // prints TEXT, /etc/greeting if the image has one, and the memory cgroup it runs in, then
-// exits; "wait" runs until SIGTERM.
+// exits; "wait" answers each connection to TCP port 8080 with "hello from HOSTNAME" until
+// SIGTERM.
 package main
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -26,6 +28,22 @@ func main() {
 		return
 	}
 	if len(os.Args) > 1 && os.Args[1] == "wait" {
+		l, err := net.Listen("tcp", ":8080")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		host, _ := os.Hostname()
+		go func() {
+			for {
+				conn, err := l.Accept()
+				if err != nil {
+					return
+				}
+				fmt.Fprintf(conn, "hello from %s\n", host)
+				conn.Close()
+			}
+		}()
 		sigs := make(chan os.Signal, 1)
 		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 		<-sigs
