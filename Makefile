@@ -39,8 +39,10 @@ build:
 # suite's guest probes on the microVM tier, and a short run of every fuzz target. The
 # microvm tag adds that tier to the conformance suite (internal/runner), a guest boot per
 # test; it runs on its own after the rest, so that its guests do not share the cores with
-# the other packages' microVM tests (see docs/limitations.md, microvm).
-TESTTAGS ?= microvm
+# the other packages' microVM tests (see docs/limitations.md, microvm). The kube tag adds
+# the backend on a Kubernetes cluster: the conformance suite and the cluster's own tests on
+# the test cluster (internal/testenv/kube), started once per package.
+TESTTAGS ?= microvm kube
 
 test: setup build
 	$(GO) vet -tags '$(TESTTAGS)' ./...
@@ -49,6 +51,7 @@ test: setup build
 	$(GO) test -race -count=1 -timeout 10m ./internal/containment -args -runtime=runsc
 	$(GO) test -race -count=1 -tags '$(TESTTAGS)' -timeout 20m -run '/microvm' ./internal/runner
 	$(GO) test -race -count=1 -tags '$(TESTTAGS)' -timeout 10m -run 'TestMicroVM' ./internal/containment
+	$(GO) test -race -count=1 -tags '$(TESTTAGS)' -timeout 20m -run '/kubernetes|TestCluster|TestServeOnCluster' ./internal/runner ./internal/server
 	@$(MAKE) --no-print-directory fuzz
 
 # lint runs golangci-lint with .golangci.yml (setup installs the pinned version).

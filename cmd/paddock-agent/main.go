@@ -1,6 +1,7 @@
 // Command paddock-agent runs inside every sandbox: it reads its bootstrap envelope on stdin
 // and serves the agent RPC on the socket the envelope names (a listening socket, or with
-// --connected one connected socket). As PID 1 of a microVM with --vm-init it sets up the
+// --connected one connected socket; with --pod DIR, in a pod on a cluster, a TCP address with
+// mutual TLS and the envelope in DIR). As PID 1 of a microVM with --vm-init it sets up the
 // guest and serves on the VM's virtio-serial port instead. `paddock-agent welcome` runs the
 // default app of a new sandbox instead (package welcome). It is built static
 // (CGO_ENABLED=0) so that it runs in any root filesystem. `paddock-agent secret get NAME`,
@@ -68,6 +69,13 @@ func run(ctx context.Context, log *slog.Logger) error {
 	}
 	if len(os.Args) > 1 && os.Args[1] == "secret" {
 		return brokerclient.Main(ctx, os.Args[2:], os.Stdout)
+	}
+	if len(os.Args) > 2 && os.Args[1] == wire.PodFlag {
+		if err := agent.BootstrapPod(ctx, os.Args[2], log); err != nil {
+			log.Error("agent failed", "err", err)
+			return err
+		}
+		return nil
 	}
 	connected := len(os.Args) > 1 && os.Args[1] == wire.ConnectedFlag
 	if err := agent.Bootstrap(ctx, os.Stdin, connected, confine(log), log); err != nil {

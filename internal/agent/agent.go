@@ -214,7 +214,7 @@ func Run(ctx context.Context, env *wire.Envelope, lis net.Listener, confine Conf
 	srv := grpc.NewServer(channel.ServerOptions()...)
 	pb.RegisterProcessServer(srv, &processService{m: m, hist: hist, ctx: hctx, caps: caps, gatedRoot: gatedRoot(env.GatedRoot)})
 	pb.RegisterFilesServer(srv, &recordedFiles{Service: fs, hist: hist})
-	pb.RegisterAgentServer(srv, &agentService{info: info, app: app, ownKernel: env.Tier == wire.TierMicroVM})
+	pb.RegisterAgentServer(srv, &agentService{info: info, app: app, ownKernel: env.Tier == wire.TierMicroVM, ownCgroup: env.ListenAddr != ""})
 	pb.RegisterNetServer(srv, nets)
 	pb.RegisterHistoryServer(srv, hist)
 	go func() {
@@ -319,15 +319,48 @@ type agentService struct {
 	// ownKernel is set where the sandbox's kernel is its own (a microVM's guest): its
 	// counters are the sandbox's, not the host's.
 	ownKernel bool
+	// ownCgroup is set in a pod, whose memory cgroup is the sandbox's and visible only
+	// from inside: its OOM kills are reported instead.
+	ownCgroup bool
 }
 
 func (a *agentService) Info(context.Context, *pb.InfoRequest) (*pb.InfoResponse, error) {
-	if !a.ownKernel {
+	if !a.ownKernel && !a.ownCgroup {
 		return a.info, nil
 	}
 	i := a.info
+	kills := kernelOOMKills()
+	if a.ownCgroup {
+		kills = cgroupOOMKills()
+	}
 	return &pb.InfoResponse{SandboxId: i.SandboxId, Tier: i.Tier, AgentVersion: i.AgentVersion, SessionsAvailable: i.SessionsAvailable,
-		SessionsUnavailableReason: i.SessionsUnavailableReason, Workspace: i.Workspace, KernelOomKills: kernelOOMKills()}, nil
+		SessionsUnavailableReason: i.SessionsUnavailableReason, Workspace: i.Workspace, KernelOomKills: kills}, nil
+}
+
+// cgroupOOMKills reads the OOM kills of the memory cgroup the agent's container sees as
+// its own (cgroup v1's memory.oom_control, v2's memory.events); 0 when it cannot.
+func cgroupOOMKills() uint64 {
+	for _, f := range []string{"/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events"} {
+		if n, ok := counter(f, "oom_kill "); ok {
+			return n
+		}
+	}
+	return 0
+}
+
+// counter reads the value of the line starting with key in file f.
+func counter(f, key string) (uint64, bool) {
+	b, err := os.ReadFile(f)
+	if err != nil {
+		return 0, false
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, key); ok {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
 }
 
 // kernelOOMKills reads the kernel's count of OOM kills since boot; 0 when it cannot.

@@ -222,13 +222,16 @@ type Sandbox struct {
 	OwnerName string `json:"owner_name,omitempty"`
 	Name      string `json:"name"`
 	// Role is live or dev when the sandbox is one of its owner's two standing ones.
-	Role    string   `json:"role,omitempty"`
-	Tier    string   `json:"tier"`
-	Runtime string   `json:"runtime,omitempty"`
-	State   string   `json:"state"`
-	Error   string   `json:"error,omitempty"`
-	Limits  Limits   `json:"limits"`
-	App     Template `json:"app"`
+	Role    string `json:"role,omitempty"`
+	Tier    string `json:"tier"`
+	Runtime string `json:"runtime,omitempty"`
+	State   string `json:"state"`
+	// Node is the cluster node the sandbox runs on, when sandboxes run on a Kubernetes
+	// cluster and this one is running; empty on one host.
+	Node   string   `json:"node,omitempty"`
+	Error  string   `json:"error,omitempty"`
+	Limits Limits   `json:"limits"`
+	App    Template `json:"app"`
 	// Env are extra NAME=VALUE entries for the sandbox's processes.
 	Env       []string  `json:"env,omitempty"`
 	CreatedAt time.Time `json:"created_at"`

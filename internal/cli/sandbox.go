@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -68,15 +69,24 @@ func newSandboxListCommand() *cobra.Command {
 	return c
 }
 
+// printSandboxes lists sandboxes as a table; a NODE column is there when any of them runs
+// on a cluster node.
 func printSandboxes(w io.Writer, list []api.Sandbox, owners bool, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	header := "ID\tNAME\tROLE\tSTATE\tTIER\tMEMORY\tAGE"
+	nodes := slices.ContainsFunc(list, func(sb api.Sandbox) bool { return sb.Node != "" })
+	if nodes {
+		header += "\tNODE"
+	}
 	if owners {
 		header += "\tOWNER"
 	}
 	fmt.Fprintln(tw, header)
 	for _, sb := range list {
 		line := strings.Join([]string{sb.ID, dash(sb.Name), dash(sb.Role), sb.State, dash(sb.Tier), size(sb.Limits.MemoryBytes), age(now.Sub(sb.CreatedAt))}, "\t")
+		if nodes {
+			line += "\t" + dash(sb.Node)
+		}
 		if owners {
 			line += "\t" + dash(sb.OwnerName)
 		}

@@ -208,6 +208,15 @@ func (f *Fleet) lock(key string) func() {
 	return l.Unlock
 }
 
+// Node is the cluster node sandbox id runs on; empty when it is not running or runs on
+// this host.
+func (f *Fleet) Node(id string) string {
+	if sb := f.handle(id); sb != nil {
+		return sb.Node
+	}
+	return ""
+}
+
 func (f *Fleet) handle(id string) *runner.Sandbox {
 	f.mu.Lock()
 	defer f.mu.Unlock()

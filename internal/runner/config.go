@@ -68,6 +68,9 @@ type Config struct {
 	// allows it (container under runc) the host listens there itself, in the sandbox's
 	// network namespace (Sandbox.Listener); elsewhere the agent relays them.
 	HostPorts []int `yaml:"-"`
+	// Cluster says where sandboxes run: this host, or a Kubernetes cluster
+	// (runner: {backend: kubernetes, kubeconfig: ..., namespace: ..., image: ...}).
+	Cluster ClusterConfig `yaml:"runner"`
 }
 
 // UserConfig narrows the global configuration for one user.
@@ -139,6 +142,7 @@ func (c *Config) fill() {
 	if c.UsersDir == "" {
 		c.UsersDir = filepath.Join(c.DataDir, "users")
 	}
+	c.fillCluster()
 }
 
 // Validate checks the configuration and names the field that is wrong.
@@ -166,7 +170,10 @@ func (c *Config) Validate() error {
 	if c.DiskReserve < 0 {
 		return invalidField("disk_reserve", "must not be negative")
 	}
-	return c.MaxLimits.Validate("max_limits.")
+	if err := c.MaxLimits.Validate("max_limits."); err != nil {
+		return err
+	}
+	return c.validateCluster()
 }
 
 // LoadUser reads a user's configuration file, if there is one.

@@ -275,3 +275,45 @@ func TestDefaultTierReason(t *testing.T) {
 		t.Errorf("configured tier: %q, %q", tier, why)
 	}
 }
+
+func TestClusterConfig(t *testing.T) {
+	dir := t.TempDir()
+	kc := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kc, []byte("apiVersion: v1\nkind: Config\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	good := fmt.Sprintf("data_dir: %s\nrunner:\n  backend: kubernetes\n  kubeconfig: %s\n  namespace: team-a\n  image: paddock/agent:1\n  runtime_classes: {runsc: gvisor}\n  ready_timeout: 90s\n", dir, kc)
+	cfg, err := LoadConfig(writeConfig(t, good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cfg.Cluster
+	if !cfg.OnCluster() || c.Namespace != "team-a" || c.RuntimeClasses["runsc"] != "gvisor" || c.ReadyTimeout != 90*time.Second ||
+		c.CADir != filepath.Join(dir, "kube-ca") || c.ImagePullPolicy != "IfNotPresent" {
+		t.Fatalf("cluster configuration %+v", c)
+	}
+	bad := []struct{ yaml, field string }{
+		{"runner: {backend: nomad}\n", "runner.backend"},
+		{"runner: {backend: kubernetes, kubeconfig: " + kc + "}\n", "runner.image"},
+		{"runner: {backend: kubernetes, image: x, kubeconfig: " + kc + ", namespace: Bad_NS}\n", "runner.namespace"},
+		{"runner: {backend: kubernetes, image: x, kubeconfig: /nonexistent}\n", "runner.kubeconfig"},
+	}
+	for _, tt := range bad {
+		_, err := LoadConfig(writeConfig(t, fmt.Sprintf("data_dir: %s\n", dir)+tt.yaml))
+		if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), tt.field) {
+			t.Errorf("%q: %v, want an error naming %s", tt.yaml, err, tt.field)
+		}
+	}
+	if cfg, err := LoadConfig(writeConfig(t, fmt.Sprintf("data_dir: %s\n", dir))); err != nil || cfg.OnCluster() {
+		t.Fatalf("the default is this host: %v %v", cfg.OnCluster(), err)
+	}
+}
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "paddock.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

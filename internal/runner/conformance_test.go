@@ -51,16 +51,36 @@ type harness struct {
 	runtime  string
 	insecure bool
 	inCtr    bool
+	// onCluster: the sandboxes run on a Kubernetes cluster (conformance_kube_test.go).
+	onCluster bool
 }
+
+// clusterSetup points a tier case's configuration at a cluster, by the case's name; the
+// kube build tag fills it (conformance_kube_test.go). clusterLeft lists what of the tier's
+// sandboxes is left on the cluster.
+var (
+	clusterSetup = map[string]func(t *testing.T, cfg *runner.Config){}
+	clusterLeft  = map[string]func(t *testing.T) []string{}
+)
 
 func forEachTier(t *testing.T, f func(t *testing.T, h *harness)) {
 	testenv.RequireRoot(t)
 	for _, tc := range tiers {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testenv.Config(t)
-			h := &harness{t: t, cfg: cfg, r: runner.New(cfg, testenv.Logger(t)), tier: tc.tier, runtime: tc.runtime, insecure: tc.insecure, inCtr: tc.inContainer}
+			setup := clusterSetup[tc.name]
+			if setup != nil {
+				setup(t, &cfg)
+			}
+			h := &harness{t: t, cfg: cfg, r: runner.New(cfg, testenv.Logger(t)), tier: tc.tier, runtime: tc.runtime, insecure: tc.insecure, inCtr: tc.inContainer,
+				onCluster: setup != nil}
 			f(t, h)
 			h.assertNothingLeft()
+			if left := clusterLeft[tc.name]; left != nil {
+				for _, o := range left(t) {
+					t.Errorf("left on the cluster: %s", o)
+				}
+			}
 		})
 	}
 }
@@ -217,6 +237,9 @@ func commonPrefix(a, b string) int {
 
 func TestWorkspaceAndEnv(t *testing.T) {
 	forEachTier(t, func(t *testing.T, h *harness) {
+		if h.onCluster {
+			t.Skip("a host directory cannot be a cluster sandbox's workspace: it lives on the sandbox's volume, on whichever node runs it")
+		}
 		ws, err := os.MkdirTemp("", "pdk-ws")
 		if err != nil {
 			t.Fatal(err)
@@ -432,6 +455,9 @@ func childCPU(t *testing.T, out string) float64 {
 
 func TestFailedStartLeavesNothing(t *testing.T) {
 	forEachTier(t, func(t *testing.T, h *harness) {
+		if h.onCluster {
+			t.Skip("a cluster sandbox's agent is its image's, not runner.Config.Agent: TestClusterFailedStartLeavesNothing fails a start there")
+		}
 		cfg := h.cfg
 		cfg.Agent = staticFalse(t) // starts, then exits before serving: fails half-way
 		r := runner.New(cfg, testenv.Logger(t))

@@ -34,6 +34,9 @@ df -k /tmp | tail -1 >&2`
 // disk is full, and what the sandbox deletes goes back to the host.
 func TestDiskLimit(t *testing.T) {
 	forEachTier(t, func(t *testing.T, h *harness) {
+		if h.onCluster {
+			t.Skip("a cluster sandbox's disk is its volume's size, which the storage class enforces: the test cluster's hostPath provisioner enforces none")
+		}
 		const limit = 128 << 20
 		spec := h.spec("sh", "-c", diskFill)
 		spec.Limits.Disk = limit

@@ -33,6 +33,7 @@ import (
 	"github.com/paddockhq/paddock/internal/cgroups"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/sandbox/container"
+	"github.com/paddockhq/paddock/internal/sandbox/kube"
 	"github.com/paddockhq/paddock/internal/sandbox/microvm"
 	"github.com/paddockhq/paddock/internal/sandbox/process"
 	"github.com/paddockhq/paddock/internal/tunnel"
@@ -48,6 +49,10 @@ type Runner struct {
 	// microvmAccel).
 	accelMu sync.Mutex
 	accel   *microvm.Probe
+
+	// kube is the cluster sandboxes run on (Config.Cluster), opened on first use.
+	clusterMu sync.Mutex
+	kube      *kube.Cluster
 }
 
 // New returns a Runner for cfg.
@@ -102,7 +107,9 @@ type Sandbox struct {
 	Tier      wire.Tier
 	Workspace string
 	Limits    wire.Limits
-	backend   backend
+	// Node is the cluster node the sandbox runs on; empty on this host.
+	Node    string
+	backend backend
 	// agent calls the sandbox's agent over the backend's channel.
 	agent *agentclient.Client
 	// removeWorkspace is set when the workspace was made for this sandbox alone.
@@ -251,6 +258,9 @@ func (r *Runner) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 	}
 	if err := validEnv(spec.Env); err != nil {
 		return nil, err
+	}
+	if r.cfg.OnCluster() {
+		return r.createOnCluster(ctx, spec, tier, limits)
 	}
 	agentBin, err := findAgent(r.cfg.Agent)
 	if err != nil {
@@ -510,6 +520,8 @@ func (r *Runner) resolveTier(spec Spec, uc UserConfig) (wire.Tier, error) {
 		return wire.TierProcess, nil
 	case spec.Tier == wire.TierProcess:
 		return "", fmt.Errorf("the process tier is insecure (a host process, no namespaces): pass --insecure to use it: %w", errdefs.ErrPermissionDenied)
+	case spec.Tier == wire.TierMicroVM && r.cfg.OnCluster():
+		return spec.Tier, nil // the cluster's RuntimeClass, if it has one
 	case spec.Tier == wire.TierMicroVM:
 		if _, err := microvm.Locate(filepath.Join(InstallPrefix, "guest")); err != nil {
 			return "", err

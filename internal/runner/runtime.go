@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -101,9 +102,12 @@ func patchedRunc(versionOutput string) error {
 
 // Check reports whether the runner can start sandboxes of its default tier: the agent
 // binary is found (and static, for the microVM tier), the default OCI runtime is found,
-// runc is a patched one, and the state directory is writable. The control plane's health
-// check calls it.
+// runc is a patched one, and the state directory is writable; on a cluster, whether its API
+// server answers and serves Sandboxes. The control plane's health check calls it.
 func (r *Runner) Check() error {
+	if r.cfg.OnCluster() {
+		return r.Health(context.Background())
+	}
 	agentBin, err := findAgent(r.cfg.Agent)
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -176,6 +177,12 @@ func (r *Runner) makeWorkspace(dir string, reuse bool) error {
 func (r *Runner) RemoveWorkspace(user, id string) error {
 	if !validUser(user) || !ValidID(id) {
 		return fmt.Errorf("workspace of %q/%q: %w", user, id, errdefs.ErrInvalidArgument)
+	}
+	if r.cfg.OnCluster() {
+		// The workspace and its history are the sandbox's volume, which goes with it.
+		if err := r.removeFromCluster(context.Background(), id); err != nil {
+			return err
+		}
 	}
 	dir := filepath.Join(r.cfg.WorkspaceRoot, user)
 	ws := filepath.Join(dir, "sandboxes", id)

@@ -32,7 +32,7 @@ func (s *Server) restoreBackup(w http.ResponseWriter, r *http.Request, c fleet.C
 	}
 	status := http.StatusOK
 	if sb != nil {
-		n := toAPI(*sb, "")
+		n := s.toAPI(*sb, "")
 		out.New = &n
 		status = http.StatusCreated
 		w.Header().Set("Location", "/api/v1/sandboxes/"+sb.ID)

@@ -90,7 +90,7 @@ func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request, c fleet.Cal
 	if err != nil {
 		return err
 	}
-	out.Sandbox = toAPI(sb, "")
+	out.Sandbox = s.toAPI(sb, "")
 	w.Header().Set("Location", "/api/v1/sandboxes/"+sb.ID)
 	api.WriteJSON(w, http.StatusCreated, out)
 	return nil

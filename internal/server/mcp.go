@@ -128,7 +128,7 @@ func (b *opsBackend) sandbox(ctx context.Context, sb store.Sandbox) (api.Sandbox
 	if err != nil {
 		return api.Sandbox{}, err
 	}
-	return toAPI(sb, role), nil
+	return b.s.toAPI(sb, role), nil
 }
 
 func (b *opsBackend) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error) {
@@ -136,7 +136,7 @@ func (b *opsBackend) CreateSandbox(ctx context.Context, req api.CreateSandboxReq
 	if err != nil && sb.ID == "" {
 		return api.Sandbox{}, err
 	}
-	return toAPI(sb, ""), nil
+	return b.s.toAPI(sb, ""), nil
 }
 
 func (b *opsBackend) ListSandboxes(ctx context.Context) ([]api.Sandbox, error) {
@@ -147,7 +147,7 @@ func (b *opsBackend) ListSandboxes(ctx context.Context) ([]api.Sandbox, error) {
 	roles := b.s.roleIndex(ctx, b.c.UserID)
 	out := make([]api.Sandbox, 0, len(list))
 	for _, sb := range list {
-		out = append(out, toAPI(sb, roles[sb.ID]))
+		out = append(out, b.s.toAPI(sb, roles[sb.ID]))
 	}
 	return out, nil
 }

@@ -20,8 +20,12 @@ import (
 )
 
 // TestMain stops the PostgreSQL server the tests started, if any.
+// runTests runs the package's tests; under the kube build tag it also starts and stops the
+// test cluster (cluster_kube_test.go).
+var runTests = (*testing.M).Run
+
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := runTests(m)
 	pgtest.Stop()
 	os.Exit(code)
 }

@@ -33,7 +33,7 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request, c fleet.C
 	}
 	roles := s.roleIndex(r.Context(), owner)
 	for _, sb := range list {
-		out.Sandboxes = append(out.Sandboxes, toAPI(sb, roles[sb.ID]))
+		out.Sandboxes = append(out.Sandboxes, s.toAPI(sb, roles[sb.ID]))
 	}
 	api.WriteJSON(w, http.StatusOK, out)
 	return nil
@@ -51,7 +51,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request, c fleet.C
 	// A sandbox that was recorded but failed to start is answered as it is (state
 	// failed, with the reason): it exists, and the caller may start or delete it.
 	w.Header().Set("Location", "/api/v1/sandboxes/"+sb.ID)
-	api.WriteJSON(w, http.StatusCreated, toAPI(sb, ""))
+	api.WriteJSON(w, http.StatusCreated, s.toAPI(sb, ""))
 	return nil
 }
 
@@ -104,7 +104,7 @@ func (s *Server) writeSandbox(w http.ResponseWriter, r *http.Request, status int
 	if err != nil {
 		return err
 	}
-	api.WriteJSON(w, status, toAPI(sb, role))
+	api.WriteJSON(w, status, s.toAPI(sb, role))
 	return nil
 }
 
@@ -113,7 +113,7 @@ func (s *Server) roles(w http.ResponseWriter, r *http.Request, c fleet.Caller) e
 	if err != nil {
 		return err
 	}
-	writeRoles(w, live, dev, gen)
+	s.writeRoles(w, live, dev, gen)
 	return nil
 }
 
@@ -122,13 +122,13 @@ func (s *Server) promote(w http.ResponseWriter, r *http.Request, c fleet.Caller)
 	if err != nil {
 		return err
 	}
-	writeRoles(w, live, dev, gen)
+	s.writeRoles(w, live, dev, gen)
 	return nil
 }
 
 // writeRoles answers the caller's two standing sandboxes.
-func writeRoles(w http.ResponseWriter, live, dev store.Sandbox, gen int64) {
-	api.WriteJSON(w, http.StatusOK, api.Roles{Live: toAPI(live, api.RoleLive), Dev: toAPI(dev, api.RoleDev), Generation: gen})
+func (s *Server) writeRoles(w http.ResponseWriter, live, dev store.Sandbox, gen int64) {
+	api.WriteJSON(w, http.StatusOK, api.Roles{Live: s.toAPI(live, api.RoleLive), Dev: s.toAPI(dev, api.RoleDev), Generation: gen})
 }
 
 // roleIndex maps sandbox IDs to the role they hold, for listings: userID's, or everyone's
@@ -155,10 +155,11 @@ func (s *Server) roleIndex(ctx context.Context, userID string) map[string]string
 	return idx
 }
 
-func toAPI(sb store.Sandbox, role string) api.Sandbox {
+// toAPI is sb as the API shows it, with the node its running handle is on.
+func (s *Server) toAPI(sb store.Sandbox, role string) api.Sandbox {
 	return api.Sandbox{
 		ID: sb.ID, Owner: sb.UserID, OwnerName: sb.Username, Name: sb.Name, Role: role,
-		Tier: sb.Tier, Runtime: sb.Runtime, State: sb.State, Error: sb.Error,
+		Tier: sb.Tier, Runtime: sb.Runtime, State: sb.State, Error: sb.Error, Node: s.fleet.Node(sb.ID),
 		Limits: sandboxops.APILimits(sb),
 		App:    api.Template{Command: sb.App.Command, Port: sb.App.Port, Build: sb.App.Build, Dir: sb.App.Dir, HotReload: sb.App.HotReload},
 		Env:    sb.Env, CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt,

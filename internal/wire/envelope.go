@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"path"
 	"regexp"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -37,6 +39,9 @@ type Envelope struct {
 	Workspace string `json:"workspace"`
 	// ListenFD is the inherited file descriptor of the agent's listening socket.
 	ListenFD int `json:"listen_fd"`
+	// ListenAddr, in a pod (PodFlag), is the TCP address the agent listens on instead,
+	// with mutual TLS (package podtls); ListenFD is 0 then.
+	ListenAddr string `json:"listen_addr,omitempty"`
 	// Env is the default environment of the sandbox's commands ("K=V").
 	Env []string `json:"env,omitempty"`
 	// Main is the sandbox's main command, started as session "main" before the agent
@@ -144,7 +149,11 @@ func (e *Envelope) Validate() error {
 		return invalid("tier", "%q is not a tier", e.Tier)
 	case !strings.HasPrefix(e.Workspace, "/"):
 		return invalid("workspace", "%q is not an absolute path", e.Workspace)
-	case e.ListenFD < 3:
+	case e.ListenAddr != "" && e.ListenFD != 0:
+		return invalid("listen_addr", "is set with listen_fd %d: the agent listens on one or the other", e.ListenFD)
+	case e.ListenAddr != "" && !validListenAddr(e.ListenAddr):
+		return invalid("listen_addr", "%q is not a TCP address (like :7443)", e.ListenAddr)
+	case e.ListenAddr == "" && e.ListenFD < 3:
 		return invalid("listen_fd", "%d is not an inherited descriptor (want 3 or more)", e.ListenFD)
 	case (e.Tier == TierProcess) != (e.Process != nil):
 		return invalid("process", "must be set in the process tier and only there")
@@ -184,6 +193,13 @@ func (e *Envelope) Validate() error {
 		return err
 	}
 	return validStrings("workspace", e.Workspace)
+}
+
+// validListenAddr reports whether a is host:port with a port number.
+func validListenAddr(a string) bool {
+	_, port, err := net.SplitHostPort(a)
+	n, perr := strconv.Atoi(port)
+	return err == nil && perr == nil && n > 0 && n < 65536
 }
 
 // within reports whether path p is dir or lies under it, lexically.

@@ -45,6 +45,18 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 	}
 }
 
+func TestEnvelopeListensOnAnAddressInAPod(t *testing.T) {
+	e := validEnvelope()
+	e.ListenFD, e.ListenAddr = 0, ":7443"
+	var buf bytes.Buffer
+	if err := WriteEnvelope(&buf, e); err != nil {
+		t.Fatalf("a pod's envelope: %v", err)
+	}
+	if out, err := ReadEnvelope(&buf); err != nil || out.ListenAddr != ":7443" {
+		t.Fatalf("read back %+v, %v", out, err)
+	}
+}
+
 func TestEnvelopeRejects(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -57,6 +69,9 @@ func TestEnvelopeRejects(t *testing.T) {
 		{"bad tier", func(e *Envelope) { e.Tier = "vm" }, "tier"},
 		{"relative workspace", func(e *Envelope) { e.Workspace = "ws" }, "workspace"},
 		{"stdio as listener", func(e *Envelope) { e.ListenFD = 1 }, "listen_fd"},
+		{"both listeners", func(e *Envelope) { e.ListenAddr = ":7443" }, "listen_addr"},
+		{"address without port", func(e *Envelope) { e.ListenFD, e.ListenAddr = 0, "10.0.0.1" }, "listen_addr"},
+		{"port out of range", func(e *Envelope) { e.ListenFD, e.ListenAddr = 0, ":70000" }, "listen_addr"},
 		{"process config outside process tier", func(e *Envelope) { e.Process = &ProcessConfinement{} }, "process"},
 		{"process tier without config", func(e *Envelope) { e.Tier = TierProcess }, "process"},
 		{"env without =", func(e *Envelope) { e.Env = []string{"PATH"} }, "env[0]"},

@@ -37,6 +37,17 @@ const (
 	// end the host holds, not a listening socket: gVisor (runsc) can pass a host socket
 	// into the sandbox only connected.
 	ConnectedFlag = "--connected"
+	// PodFlag, followed by a directory, starts the agent in a pod on a cluster: it reads
+	// its envelope from the directory's EnvelopeFile and its TLS pair from the files
+	// package podtls names, and listens on the envelope's listen_addr.
+	PodFlag = "--pod"
+	// EnvelopeFile is the envelope's file in the pod's directory: the same framing as on
+	// stdin.
+	EnvelopeFile = "envelope"
+	// PodDir is where a pod mounts its Secret (the envelope and the TLS pair).
+	PodDir = "/run/paddock"
+	// PodAgentPort is the agent's port in a pod.
+	PodAgentPort = 7443
 )
 
 // VM layout shared by the agent and the host (package sandbox/microvm), which builds the

@@ -156,3 +156,36 @@ func closeWith(f *os.File, err error) error {
 	}
 	return err
 }
+
+// ImageRootfs lays out at root the root of a sandbox image whose /usr comes from
+// elsewhere (a cluster node's, bound read-only; see package sandbox/kube): the mount points,
+// the merged-/usr symlinks and the curated /etc, whose host directories are copied in
+// (symlinks and small files) rather than bound. The agent's files are the image's to add.
+func ImageRootfs(root string, uid, gid uint32) error {
+	if err := makeRootfs(root, bundleSpec{uid: uid, gid: gid, hostname: "sandbox"}); err != nil {
+		return err
+	}
+	for _, e := range hostEtc {
+		src := filepath.Join("/etc", e)
+		if fi, err := os.Lstat(src); err != nil || !fi.IsDir() {
+			continue
+		}
+		err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+			if err != nil {
+				return nil // unreadable: left out
+			}
+			rel, _ := filepath.Rel("/etc", p)
+			if d.IsDir() {
+				return os.MkdirAll(filepath.Join(root, "etc", rel), 0o755)
+			}
+			if err := bringEtc(p, filepath.Join(root, "etc", rel)); err != nil && !os.IsExist(err) {
+				return err
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("etc/%s: %w", e, err)
+		}
+	}
+	return nil
+}

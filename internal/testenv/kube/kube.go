@@ -292,6 +292,9 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 		"--leader-elect=false", "--secure-port=0",
 		"--service-account-private-key-file="+saKey, "--root-ca-file="+caFile,
 		"--use-service-account-credentials=true",
+		// The in-tree hostPath provisioner gives volume claims a volume on the one node
+		// (a StorageClass with provisioner kubernetes.io/host-path).
+		"--enable-hostpath-provisioner=true",
 		"--profiling=false")
 	if err != nil {
 		return err

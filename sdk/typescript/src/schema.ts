@@ -1599,6 +1599,8 @@ export interface components {
             runtime?: string;
             /** @enum {string} */
             state?: "creating" | "running" | "stopped" | "failed" | "lost";
+            /** @description The cluster node the sandbox runs on, when paddock's sandboxes run on a Kubernetes cluster and it is running; absent on one host. */
+            node?: string;
             /** @description Why the sandbox failed or was lost; a sandbox whose agent exited is failed with the reason while paddock starts it again by itself. */
             error?: string;
             limits?: components["schemas"]["Limits"];

@@ -1,0 +1,149 @@
+// Package kube runs sandboxes on a Kubernetes cluster through the agent-sandbox CRDs
+// (sigs.k8s.io/agent-sandbox): each sandbox is an agents.x-k8s.io/v1beta1 Sandbox whose
+// pod runs paddock-agent with --pod, its workspace and history on a PersistentVolumeClaim
+// from the Sandbox's volumeClaimTemplates, and its bootstrap envelope and TLS pair in a
+// Secret only that pod mounts. Stop and start are the Sandbox's operatingMode.
+//
+// Threat model: the pod network and the pods are hostile, and so is anyone who can edit
+// objects in the sandboxes' namespace but not paddock's own state. The control plane
+// reaches an agent only over mutual TLS bound to that sandbox (package podtls): the pod's
+// address is never trusted, and no port is served without it. A Sandbox object is never
+// trusted either: one paddock did not make is refused, and before each start paddock
+// writes the whole pod template back from what it would make (reconcile), so a
+// hand-edited template (a privileged container, a host path, another image) does not
+// survive into a running pod. The pod runs with a read-only root, RuntimeDefault seccomp,
+// no privilege escalation, and only the capabilities the agent needs to start commands as
+// the unprivileged sandbox user; no service account token is mounted.
+package kube
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/wire"
+)
+
+// Config is the runner's Kubernetes backend (runner: {backend: kubernetes, ...}).
+type Config struct {
+	// Kubeconfig is the kubeconfig file paddock uses; empty means the in-cluster
+	// configuration (paddock running in a pod with a service account).
+	Kubeconfig string `yaml:"kubeconfig"`
+	// Namespace holds the sandboxes, their Secrets and volumes. Default: paddock-sandboxes.
+	Namespace string `yaml:"namespace"`
+	// Image is the sandbox pods' image: paddock-agent at /.paddock/paddock-agent and the
+	// programs sandboxes run. Required.
+	Image string `yaml:"image"`
+	// ImagePullPolicy is the pods' (Always, IfNotPresent or Never). Default: IfNotPresent.
+	ImagePullPolicy corev1.PullPolicy `yaml:"image_pull_policy"`
+	// RuntimeClasses maps a sandbox's runtime to a RuntimeClass: "runc" (the container
+	// tier's default; empty or absent is the cluster's default runtime), "runsc" (gVisor),
+	// "microvm" (Kata or Firecracker). A runtime with no class here is refused.
+	RuntimeClasses map[string]string `yaml:"runtime_classes"`
+	// StorageClass is the class of the workspaces' volumes; empty is the cluster's default.
+	StorageClass string `yaml:"storage_class"`
+	// WorkspaceSize is a workspace volume's size when the sandbox's limits give no disk.
+	// Default: 4GiB.
+	WorkspaceSize wire.Size `yaml:"workspace_size"`
+	// NodeUsr binds each node's /usr read-only at /usr in the pods, as the single-host
+	// container tier binds the host's: the node then provides the sandboxes' programs,
+	// and the image needs only the agent and /etc. Only for clusters whose nodes are
+	// paddock hosts (the test cluster); off, the image brings its own /usr.
+	NodeUsr bool `yaml:"node_usr"`
+	// CADir holds the channel's CA (ca.crt, ca.key), made on first use. Default:
+	// <data_dir>/kube-ca.
+	CADir string `yaml:"ca_dir"`
+	// ReadyTimeout bounds how long a start waits for the pod to be ready. Default: 5m
+	// (the first pull of an image can be slow).
+	ReadyTimeout time.Duration `yaml:"ready_timeout"`
+}
+
+// DefaultNamespace is the sandboxes' namespace when the configuration names none.
+const DefaultNamespace = "paddock-sandboxes"
+
+// Fill sets the defaults; dataDir is the runner's.
+func (c *Config) Fill(dataDir string) {
+	if c.Namespace == "" {
+		c.Namespace = DefaultNamespace
+	}
+	if c.ImagePullPolicy == "" {
+		c.ImagePullPolicy = corev1.PullIfNotPresent
+	}
+	if c.WorkspaceSize == 0 {
+		c.WorkspaceSize = 4 << 30
+	}
+	if c.CADir == "" {
+		c.CADir = filepath.Join(dataDir, "kube-ca")
+	}
+	if c.ReadyTimeout == 0 {
+		c.ReadyTimeout = 5 * time.Minute
+	}
+}
+
+// Validate names the first field that is wrong.
+func (c *Config) Validate() error {
+	switch {
+	case c.Image == "":
+		return invalid("image", "is required: the sandbox pods' image, with paddock-agent at %s", wire.AgentPath)
+	case c.ImagePullPolicy != corev1.PullAlways && c.ImagePullPolicy != corev1.PullIfNotPresent && c.ImagePullPolicy != corev1.PullNever:
+		return invalid("image_pull_policy", "%q: want Always, IfNotPresent or Never", c.ImagePullPolicy)
+	case !dnsLabel(c.Namespace):
+		return invalid("namespace", "%q is not a namespace name (a DNS label)", c.Namespace)
+	case c.WorkspaceSize < 0:
+		return invalid("workspace_size", "must be positive")
+	case c.ReadyTimeout < 0:
+		return invalid("ready_timeout", "must be positive")
+	}
+	if c.Kubeconfig != "" {
+		if _, err := os.Stat(c.Kubeconfig); err != nil {
+			return invalid("kubeconfig", "%v", err)
+		}
+	}
+	for rt, class := range c.RuntimeClasses {
+		if rt != "runc" && rt != "runsc" && rt != "microvm" {
+			return invalid("runtime_classes", "%q: want runc, runsc or microvm", rt)
+		}
+		if class != "" && !dnsSubdomain(class) {
+			return invalid("runtime_classes", "%s: %q is not a RuntimeClass name", rt, class)
+		}
+	}
+	return nil
+}
+
+func invalid(field, format string, args ...any) error {
+	return fmt.Errorf("runner.%s: %s: %w", field, fmt.Sprintf(format, args...), errdefs.ErrInvalidArgument)
+}
+
+// dnsLabel reports whether s is an RFC 1123 label, as namespaces are.
+func dnsLabel(s string) bool {
+	if len(s) == 0 || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for _, r := range s {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+// dnsSubdomain reports whether s is an RFC 1123 subdomain, as RuntimeClass names are.
+func dnsSubdomain(s string) bool {
+	if len(s) == 0 || len(s) > 253 {
+		return false
+	}
+	start := 0
+	for i := 0; i <= len(s); i++ {
+		if i == len(s) || s[i] == '.' {
+			if !dnsLabel(s[start:i]) {
+				return false
+			}
+			start = i + 1
+		}
+	}
+	return true
+}

@@ -1,0 +1,178 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	sbv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+
+	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
+)
+
+// Sandbox is a running sandbox on the cluster.
+type Sandbox struct {
+	c  *Cluster
+	ID string
+	// Node and PodIP are where its pod runs.
+	Node, PodIP string
+	persistent  bool
+	// template is the hash of the pod template paddock wrote.
+	template string
+	// want is the Sandbox as paddock made it, to write back over a hand-edited one.
+	want *sbv1.Sandbox
+	conn *grpc.ClientConn
+
+	// stopWatch ends the watch on the Sandbox object; watching is closed when it has.
+	stopWatch context.CancelFunc
+	watching  chan struct{}
+	exited    chan struct{}
+
+	mu      sync.Mutex
+	lastErr string
+}
+
+// Exited is closed when the sandbox is lost (its pod ended, was evicted or went with its
+// node, or its Sandbox object was edited or suspended outside paddock; LastError says
+// why) or destroyed. A lost sandbox is suspended, so that nothing runs it again behind paddock's back;
+// a start takes it back.
+func (s *Sandbox) Exited() <-chan struct{} { return s.exited }
+
+// watch follows the Sandbox object until stopped, re-establishing the watch whenever the
+// API server drops it (an unreachable API server loses nothing: the pod runs on).
+func (s *Sandbox) watch(ctx context.Context) {
+	defer close(s.watching)
+	for ctx.Err() == nil {
+		w, err := s.c.sbx.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + s.ID})
+		if err != nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		for ev := range w.ResultChan() {
+			switch ev.Type {
+			case watch.Deleted:
+				s.lost(ctx, "its Sandbox object was deleted outside paddock")
+			case watch.Added, watch.Modified:
+				if live, ok := ev.Object.(*sbv1.Sandbox); ok {
+					s.check(ctx, live)
+				}
+			}
+		}
+		w.Stop()
+	}
+}
+
+// check looks at the live Sandbox for what makes the sandbox lost.
+func (s *Sandbox) check(ctx context.Context, live *sbv1.Sandbox) {
+	switch {
+	case templateHash(live.Spec.PodTemplate) != s.template:
+		// Never trusted: paddock's own template goes back, and the pod (which the
+		// controller may already have made from the edited one) goes.
+		why := "its Sandbox object's pod template was edited outside paddock: paddock wrote its own back and ended the pod"
+		if err := s.c.writeBack(ctx, live, s.want); err != nil {
+			why += " (writing it back failed: " + err.Error() + ")"
+		}
+		s.lost(ctx, why)
+	case live.Spec.OperatingMode != sbv1.SandboxOperatingModeRunning:
+		s.lost(ctx, "its Sandbox was set "+string(live.Spec.OperatingMode)+" outside paddock")
+	case isTrue(live, sbv1.SandboxConditionFinished):
+		s.lost(ctx, "its pod ended: "+s.c.podStory(ctx, s.ID))
+	case !isTrue(live, sbv1.SandboxConditionReady):
+		s.lost(ctx, "its pod is no longer ready: "+s.c.podStory(ctx, s.ID))
+	case len(live.Status.PodIPs) > 0 && live.Status.PodIPs[0] != s.PodIP:
+		s.lost(ctx, "its pod was replaced (now at "+live.Status.PodIPs[0]+")")
+	}
+}
+
+// lost records why the sandbox is lost, once, and suspends its Sandbox.
+func (s *Sandbox) lost(ctx context.Context, why string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.exited:
+		return
+	default:
+	}
+	s.lastErr = "lost: " + why
+	s.c.log.Warn("sandbox lost", "sandbox", s.ID, "node", s.Node, "why", why)
+	if err := s.c.suspend(ctx, s.ID); err != nil {
+		s.c.log.Warn("suspend a lost sandbox", "sandbox", s.ID, "err", err)
+	}
+	close(s.exited)
+}
+
+func isTrue(sb *sbv1.Sandbox, t sbv1.ConditionType) bool {
+	c := condition(sb, t)
+	return c != nil && c.Status == metav1.ConditionTrue
+}
+
+// Conn is the channel to the sandbox's agent.
+func (s *Sandbox) Conn() *grpc.ClientConn { return s.conn }
+
+// Cgroup is empty: the sandbox's cgroup is on its node, not here.
+func (s *Sandbox) Cgroup() string { return "" }
+
+// OOMKills counts what the pod's memory limit killed: the agent's count of its own
+// container's, or one when the limit took the agent itself.
+func (s *Sandbox) OOMKills() (uint64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if s.conn != nil {
+		if info, err := pb.NewAgentClient(s.conn).Info(ctx, &pb.InfoRequest{}); err == nil {
+			return info.GetKernelOomKills(), nil
+		}
+	}
+	pod, err := s.c.core.Pods(s.c.cfg.Namespace).Get(ctx, s.ID, metav1.GetOptions{})
+	if err != nil {
+		return 0, s.c.apiError("sandbox "+s.ID, err)
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if t := cs.State.Terminated; t != nil && t.Reason == "OOMKilled" {
+			return 1, nil
+		}
+	}
+	return 0, nil
+}
+
+// LastError is what the pod says of its end, when it has ended.
+func (s *Sandbox) LastError() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lastErr == "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return s.c.podStory(ctx, s.ID)
+	}
+	return s.lastErr
+}
+
+// Destroy closes the channel and ends the pod: a persistent sandbox is suspended, its
+// workspace kept on its volume for the next start; any other is deleted with its volume.
+func (s *Sandbox) Destroy(ctx context.Context) error {
+	if s.stopWatch != nil {
+		s.stopWatch()
+		<-s.watching
+	}
+	s.mu.Lock()
+	select {
+	case <-s.exited:
+	default:
+		close(s.exited) // whatever ended it, as the other tiers' agents
+	}
+	s.mu.Unlock()
+	var err error
+	if s.conn != nil {
+		err = s.conn.Close()
+	}
+	if s.persistent {
+		return errors.Join(err, s.c.Suspend(ctx, s.ID))
+	}
+	return errors.Join(err, s.c.Remove(ctx, s.ID))
+}
