@@ -3,6 +3,7 @@ package web
 import (
 	"net/http"
 	"net/url"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -115,7 +116,7 @@ func TestRegisterJSON(t *testing.T) {
 	}
 	var s api.Session
 	c.want(c.get("/auth/session"), http.StatusOK).decode(&s)
-	if s.User != reg.User || s.Role != api.RoleLive || s.CSRFToken == "" {
+	if !reflect.DeepEqual(s.User, reg.User) || s.Role != api.RoleLive || s.CSRFToken == "" {
 		t.Errorf("session after registration %+v", s)
 	}
 
@@ -395,7 +396,7 @@ func TestToken(t *testing.T) {
 	bearer := []string{"Authorization", "Bearer " + tok.Secret}
 	var s api.Session
 	cli.want(cli.get("/auth/session", bearer...), 200).decode(&s)
-	if s.User != reg.User || s.CSRFToken != "" {
+	if !reflect.DeepEqual(s.User, reg.User) || s.CSRFToken != "" {
 		t.Errorf("token session %+v: want alice and no CSRF token", s)
 	}
 	// Token callers need no CSRF token.
