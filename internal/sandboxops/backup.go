@@ -38,6 +38,12 @@ type Backups struct {
 	// is the first pause, doubled after each attempt up to a minute.
 	Retries int
 	Backoff time.Duration
+	// Retention, when set, is applied by RunRetention.
+	Retention *wsbackup.Retention
+
+	// pruning is held by a retention pass, and shared by backups: a backup may reuse a
+	// blob that a pass running at the same time would delete.
+	pruning sync.RWMutex
 
 	mu       sync.Mutex
 	attempts map[string][]*api.Backup // by sandbox: those not (yet) in the store
@@ -137,7 +143,9 @@ func (o *Ops) BackupNow(ctx context.Context, c fleet.Caller, id string) (api.Bac
 	pause := b.Backoff
 	for {
 		b.set(func() { a.Attempts++ })
+		b.pruning.RLock()
 		res, err := wsbackup.Run(ctx, b.Target, b.Key, id, dir)
+		b.pruning.RUnlock()
 		if err == nil {
 			b.keep(id, a, true)
 			b.done.WithLabelValues("done").Inc()
@@ -342,5 +350,34 @@ func (o *Ops) RunBackups(ctx context.Context, every time.Duration) {
 				o.log.Info("scheduled backup", "sandbox", sb.ID)
 			}
 		}
+	}
+}
+
+// Prune applies the backups' retention to the bucket: see [wsbackup.Prune].
+func (b *Backups) Prune(ctx context.Context, now time.Time) (wsbackup.Pruned, error) {
+	if b.Retention == nil {
+		return wsbackup.Pruned{}, fmt.Errorf("retention: backup.keep_last is not set: %w", errdefs.ErrFailedPrecondition)
+	}
+	b.pruning.Lock()
+	defer b.pruning.Unlock()
+	return wsbackup.Prune(ctx, b.Target, b.Key, *b.Retention, now)
+}
+
+// RunRetention applies the backups' retention every period until ctx ends.
+func (o *Ops) RunRetention(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		p, err := o.backups.Prune(ctx, time.Now())
+		if err != nil {
+			o.log.Warn("backup retention", "err", err, "backups_dropped", p.Manifests, "blobs_deleted", p.Blobs)
+			continue
+		}
+		o.log.Info("backup retention", "backups_kept", p.Kept, "backups_dropped", p.Manifests, "blobs_deleted", p.Blobs, "bytes", p.Bytes)
 	}
 }

@@ -248,6 +248,9 @@ func TestBackupConfigRefused(t *testing.T) {
 		{"backup: {endpoint: 'http://x', bucket: b, access_key_file: /a, secret_key_file: /s, key_file: rel}", "backup.key_file"},
 		{"backup: {endpoint: 'http://x', bucket: b, access_key_file: /a, secret_key_file: /s, every: soon}", "backup.every"},
 		{"backup: {endpoint: 'http://x', bucket: b, access_key_file: /a, secret_key_file: /s, retries: -1}", "backup.retries"},
+		{"backup: {endpoint: 'http://x', bucket: b, access_key_file: /a, secret_key_file: /s, keep_daily: 7}", "backup.keep_last"},
+		{"backup: {endpoint: 'http://x', bucket: b, access_key_file: /a, secret_key_file: /s, keep_last: -1}", "backup.keep_last"},
+		{"backup: {endpoint: 'http://x', bucket: b, access_key_file: /a, secret_key_file: /s, keep_last: 3, prune_grace: 0s}", "backup.prune_grace"},
 	} {
 		p := filepath.Join(dir, "paddock.yaml")
 		if err := os.WriteFile(p, []byte(tc.yaml), 0o600); err != nil {

@@ -51,6 +51,9 @@ func ParseID(id string) (time.Time, error) {
 	return at, nil
 }
 
+// clock is the time a backup is named by.
+var clock = time.Now
+
 // Target is where backups go: a bucket of an S3-compatible store, under a prefix.
 type Target struct {
 	Client *minio.Client
@@ -217,7 +220,7 @@ func Run(ctx context.Context, t Target, key []byte, sandbox, dir string) (Backup
 		b.Uploaded++
 		b.UploadedBytes += n
 	}
-	b.At = time.Now().UTC()
+	b.At = clock().UTC()
 	b.Blobs = len(sums)
 	var pos struct {
 		Pos string `json:"pos"`
