@@ -84,6 +84,9 @@ type manifest struct {
 	Checkpoint    string `json:"checkpoint,omitempty"`
 	Uploaded      int    `json:"uploaded,omitempty"`
 	UploadedBytes int64  `json:"uploaded_bytes,omitempty"`
+	// Record is the control plane's record of the sandbox (its name, limits, policy...),
+	// opaque here, sealed with the rest.
+	Record json.RawMessage `json:"record,omitempty"`
 }
 
 const manifestFormat = "paddock-workspace-backup 1"
@@ -165,6 +168,12 @@ func validSandbox(id string) bool {
 // the index first and then the blobs, so every blob the index names is there (a blob is
 // written before the index that names it), and uploads the blobs the bucket lacks.
 func Run(ctx context.Context, t Target, key []byte, sandbox, dir string) (Backup, error) {
+	return RunWithRecord(ctx, t, key, sandbox, dir, nil)
+}
+
+// RunWithRecord is Run with the sandbox's record (JSON, or nil) kept in the manifest;
+// RestoreWithRecord gives it back.
+func RunWithRecord(ctx context.Context, t Target, key []byte, sandbox, dir string, record json.RawMessage) (Backup, error) {
 	var b Backup
 	k, err := derive(key)
 	if err != nil {
@@ -228,7 +237,7 @@ func Run(ctx context.Context, t Target, key []byte, sandbox, dir string) (Backup
 	_ = json.Unmarshal(index, &pos) // an index without one still backs up
 	b.Checkpoint = pos.Pos
 	m, err := json.Marshal(manifest{Format: manifestFormat, Sandbox: sandbox, At: b.At, Index: index, Blobs: sums,
-		Checkpoint: b.Checkpoint, Uploaded: b.Uploaded, UploadedBytes: b.UploadedBytes})
+		Checkpoint: b.Checkpoint, Uploaded: b.Uploaded, UploadedBytes: b.UploadedBytes, Record: record})
 	if err != nil {
 		return b, err
 	}
@@ -295,14 +304,26 @@ func List(ctx context.Context, t Target, sandbox string) ([]time.Time, error) {
 // authenticated and every blob checked against its hash before anything is written; a
 // bad or missing one is refused, naming it.
 func Restore(ctx context.Context, t Target, key []byte, sandbox string, at time.Time, dir string) (time.Time, error) {
+	pick, _, err := RestoreWithRecord(ctx, t, key, sandbox, at, dir)
+	return pick, err
+}
+
+// RestoreWithRecord is Restore that also returns the sandbox's record the backup kept
+// (nil when it kept none).
+func RestoreWithRecord(ctx context.Context, t Target, key []byte, sandbox string, at time.Time, dir string) (time.Time, json.RawMessage, error) {
 	k, err := derive(key)
 	if err != nil {
-		return time.Time{}, err
+		return time.Time{}, nil, err
 	}
 	all, err := List(ctx, t, sandbox)
 	if err != nil {
-		return time.Time{}, err
+		return time.Time{}, nil, err
 	}
+	return k.restore(ctx, t, sandbox, all, at, dir)
+}
+
+// restore is RestoreWithRecord once the backups' times are listed.
+func (k keys) restore(ctx context.Context, t Target, sandbox string, all []time.Time, at time.Time, dir string) (time.Time, json.RawMessage, error) {
 	var pick time.Time
 	for _, a := range all {
 		if at.IsZero() || !a.After(at) {
@@ -310,52 +331,52 @@ func Restore(ctx context.Context, t Target, key []byte, sandbox string, at time.
 		}
 	}
 	if pick.IsZero() {
-		return pick, fmt.Errorf("restore %s: no backup at or before %v: %w", sandbox, at, errdefs.ErrNotFound)
+		return pick, nil, fmt.Errorf("restore %s: no backup at or before %v: %w", sandbox, at, errdefs.ErrNotFound)
 	}
 	if _, err := os.Lstat(dir); err == nil {
-		return pick, fmt.Errorf("restore %s: %s already exists: %w", sandbox, dir, errdefs.ErrAlreadyExists)
+		return pick, nil, fmt.Errorf("restore %s: %s already exists: %w", sandbox, dir, errdefs.ErrAlreadyExists)
 	}
 	name := manifestPrefix(t, sandbox) + pick.Format(IDFormat)
 	plain, err := k.get(ctx, t, name)
 	if err != nil {
-		return pick, fmt.Errorf("restore %s: %w", sandbox, err)
+		return pick, nil, fmt.Errorf("restore %s: %w", sandbox, err)
 	}
 	var m manifest
 	if err := json.Unmarshal(plain, &m); err != nil || m.Format != manifestFormat || m.Sandbox != sandbox {
-		return pick, fmt.Errorf("restore %s: manifest %s is not this sandbox's backup: %w", sandbox, name, errdefs.ErrDataLoss)
+		return pick, nil, fmt.Errorf("restore %s: manifest %s is not this sandbox's backup: %w", sandbox, name, errdefs.ErrDataLoss)
 	}
 	tmp := dir + ".restoring"
 	if err := os.RemoveAll(tmp); err != nil {
-		return pick, err
+		return pick, nil, err
 	}
 	defer os.RemoveAll(tmp)
 	for _, sum := range m.Blobs {
 		if !validSum(sum) {
-			return pick, fmt.Errorf("restore %s: manifest %s names %q, not a hash: %w", sandbox, name, sum, errdefs.ErrDataLoss)
+			return pick, nil, fmt.Errorf("restore %s: manifest %s names %q, not a hash: %w", sandbox, name, sum, errdefs.ErrDataLoss)
 		}
 		bn := k.blobName(t, sum)
 		blob, err := k.get(ctx, t, bn)
 		if err != nil {
-			return pick, fmt.Errorf("restore %s: %w", sandbox, err)
+			return pick, nil, fmt.Errorf("restore %s: %w", sandbox, err)
 		}
 		if got := sha256.Sum256(blob); hex.EncodeToString(got[:]) != sum {
-			return pick, fmt.Errorf("restore %s: backup object %s does not hash to %s: %w", sandbox, bn, sum, errdefs.ErrDataLoss)
+			return pick, nil, fmt.Errorf("restore %s: backup object %s does not hash to %s: %w", sandbox, bn, sum, errdefs.ErrDataLoss)
 		}
 		p := filepath.Join(tmp, "objects", sum[:2], sum[2:])
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-			return pick, err
+			return pick, nil, err
 		}
 		if err := os.WriteFile(p, blob, 0o400); err != nil {
-			return pick, err
+			return pick, nil, err
 		}
 	}
 	if err := os.WriteFile(filepath.Join(tmp, "index.json"), m.Index, 0o600); err != nil {
-		return pick, err
+		return pick, nil, err
 	}
 	if err := os.Chmod(tmp, 0o700); err != nil {
-		return pick, err
+		return pick, nil, err
 	}
-	return pick, os.Rename(tmp, dir)
+	return pick, m.Record, os.Rename(tmp, dir)
 }
 
 // Entry is one backup as its manifest tells it.
