@@ -141,6 +141,20 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(h.Checks["store"], "database") {
 			t.Errorf("stop %s: /healthz %d %+v, want 503 saying the database is unreachable", mode, resp.StatusCode, h)
 		}
+		for _, path := range []string{"/api/v1/me", "/api/v1/me/secrets", "/api/v1/sandboxes", "/api/v1/tokens", "/api/v1/roles", "/api/v1/events"} {
+			req, _ := http.NewRequest("GET", url+path, nil)
+			req.Header.Set("Authorization", "Bearer "+alice.Token)
+			resp, err := load.http.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var e api.Error
+			json.NewDecoder(resp.Body).Decode(&e)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(e.Error.Message, "database") {
+				t.Errorf("stop %s: GET %s: %d %+v, want 503 naming the database", mode, path, resp.StatusCode, e.Error)
+			}
+		}
 		if err := pg.Start(); err != nil {
 			t.Fatal(err)
 		}

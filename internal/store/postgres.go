@@ -140,6 +140,8 @@ func goneAway(err error) error {
 		return nil
 	case errors.As(err, &ce):
 		return &dbUnavailable{err: err, reason: "cannot connect"}
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return nil // the caller's, which also satisfies net.Error
 	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF), errors.Is(err, driver.ErrBadConn),
 		errors.Is(err, sql.ErrConnDone), errors.As(err, &ne), pgconn.SafeToRetry(err):
 		return &dbUnavailable{err: err, reason: "the connection was lost"}
