@@ -94,6 +94,7 @@ func Run(ctx context.Context, e *Env, o Options) (*Report, error) {
 		{"wake", e.WakeTable},
 		{"coding agent", e.AgentTable},
 		{"providers", e.ProvidersTable},
+		{"backup", e.BackupTable},
 	} {
 		if o.Only != "" && !strings.Contains(b.name, o.Only) {
 			continue

@@ -17,6 +17,7 @@ import (
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
+	"github.com/paddockhq/paddock/internal/policy"
 	"github.com/paddockhq/paddock/internal/store"
 	"github.com/paddockhq/paddock/internal/wsbackup"
 )
@@ -346,6 +347,9 @@ func fromRecord(ctx context.Context, sb store.Sandbox, raw json.RawMessage) (sto
 	sb.MemoryBytes, sb.CPUs, sb.Pids, sb.TmpBytes, sb.FileSizeBytes, sb.DiskBytes = r.MemoryBytes, r.CPUs, r.Pids, r.TmpBytes, r.FileSizeBytes, r.DiskBytes
 	if r.Policy == "" {
 		return sb, nil, nil
+	}
+	if _, err := policy.Load([]byte(r.Policy), "policy"); err != nil {
+		return sb, nil, fmt.Errorf("the sandbox's policy in the backup no longer loads: %w", err)
 	}
 	attach := func(tx *store.Tx, rec store.Sandbox) error {
 		return tx.PutSandboxPolicy(ctx, store.SandboxPolicy{SandboxID: rec.ID, Text: r.Policy, UpdatedBy: r.PolicyUpdatedBy, UpdatedAt: time.Now()})
