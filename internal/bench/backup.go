@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -141,31 +143,57 @@ func (f *backupFixture) restore(ctx context.Context) func() error {
 	}
 }
 
-// plainFetch gets every object in inc/ (the blobs the restore fetches, the manifests of
-// every backup there) one after the other, as the restore does, and discards them.
+// plainFetch gets every object in inc/ (the blobs the restore fetches, and every backup's
+// manifest and lists) with as many at once as the restore, and discards them.
 func (f *backupFixture) plainFetch(ctx context.Context) func() error {
 	return func() error {
 		start := time.Now()
-		var n int64
-		objects := 0
+		var keys []string
 		for o := range f.s3.Client.ListObjects(ctx, f.s3.Bucket, minio.ListObjectsOptions{Prefix: "inc/", Recursive: true}) {
 			if o.Err != nil {
 				return o.Err
 			}
-			obj, err := f.s3.Client.GetObject(ctx, f.s3.Bucket, o.Key, minio.GetObjectOptions{})
+			keys = append(keys, o.Key)
+		}
+		var n atomic.Int64
+		work := make(chan string)
+		errs := make(chan error, wsbackup.RestoreParallel)
+		var wg sync.WaitGroup
+		for range wsbackup.RestoreParallel {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var first error
+				for key := range work {
+					if first != nil {
+						continue
+					}
+					obj, err := f.s3.Client.GetObject(ctx, f.s3.Bucket, key, minio.GetObjectOptions{})
+					if err != nil {
+						first = err
+						continue
+					}
+					c, err := io.Copy(io.Discard, obj)
+					obj.Close()
+					n.Add(c)
+					first = err
+				}
+				errs <- first
+			}()
+		}
+		for _, k := range keys {
+			work <- k
+		}
+		close(work)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
 			if err != nil {
 				return err
 			}
-			c, err := io.Copy(io.Discard, obj)
-			obj.Close()
-			if err != nil {
-				return err
-			}
-			n += c
-			objects++
 		}
 		f.rec.add("plain", time.Since(start).Seconds())
-		f.fetched, f.objects = n, objects
+		f.fetched, f.objects = n.Load(), len(keys)
 		return nil
 	}
 }
@@ -190,9 +218,9 @@ func (f *backupFixture) table() *Table {
 			"gateway (`weed mini`, on loopback, as the tests start it) through minio-go. *Full*: the history backed up into a fresh prefix, so every "+
 			"object is uploaded. *Incremental*: one text file appended to and checkpointed (untimed), then backed up into a prefix that holds the earlier "+
 			"backups. *Restore*: the newest backup there fetched, each object authenticated and each blob checked against its hash, into a new history "+
-			"directory. *Plain GetObject*: the same prefix's objects (the restore's blobs, and every backup's manifest) fetched with minio-go's `GetObject` "+
-			"in a loop and discarded: %d objects, %.0f MB. Both fetch one object at a time (parallelism 1). Interleaved, %d rounds.",
-			grouped(f.plan.files()), float64(f.plan.bytes())/1e6, f.objects, float64(f.fetched)/1e6, full.N),
+			"directory. *Plain GetObject*: the same prefix's objects (the restore's, and the earlier backups' manifests and lists) fetched with minio-go's `GetObject` "+
+			"in a loop and discarded: %d objects, %.0f MB. Both fetch %d objects at a time. Interleaved, %d rounds.",
+			grouped(f.plan.files()), float64(f.plan.bytes())/1e6, f.objects, float64(f.fetched)/1e6, wsbackup.RestoreParallel, full.N),
 		Rows: []Row{
 			{Name: "full backup of the workspace's history", Unit: "s", Summary: full, Ratio: "1.00× (baseline)"},
 			{Name: "*breakdown:* uploaded by the full backup", Unit: "MB", Summary: s("full.mb")},

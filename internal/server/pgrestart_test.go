@@ -29,7 +29,7 @@ type pgLoad struct {
 
 	mu      sync.Mutex
 	acked   map[string]int64 // PUTs that answered 200, by secret
-	failed  []string // what every other answer was, when it was not a 503 naming the database
+	failed  []string         // what every other answer was, when it was not a 503 naming the database
 	n503    atomic.Int64
 	nOK     atomic.Int64
 	slowest time.Duration

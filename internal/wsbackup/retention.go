@@ -78,7 +78,7 @@ func Prune(ctx context.Context, t Target, key []byte, r Retention, now time.Time
 			bySandbox[id] = append(bySandbox[id], at)
 		}
 	}
-	marked := map[string]bool{}
+	marked, read := map[string]bool{}, map[string]bool{}
 	for id, times := range bySandbox {
 		keep := r.kept(times, now)
 		for _, at := range times {
@@ -91,7 +91,7 @@ func Prune(ctx context.Context, t Target, key []byte, r Retention, now time.Time
 				continue
 			}
 			p.Kept++
-			if err := k.mark(ctx, t, id, name, marked); err != nil {
+			if err := k.mark(ctx, t, id, name, marked, read); err != nil {
 				return p, fmt.Errorf("retention: %w (no blob was deleted)", err)
 			}
 		}
@@ -99,8 +99,9 @@ func Prune(ctx context.Context, t Target, key []byte, r Retention, now time.Time
 	return p, k.sweep(ctx, t, marked, now.Add(-r.Grace), &p)
 }
 
-// mark adds the blobs manifest name of sandbox id names to marked.
-func (k keys) mark(ctx context.Context, t Target, id, name string, marked map[string]bool) error {
+// mark adds the blobs manifest name of sandbox id names to marked, and its lists to
+// read.
+func (k keys) mark(ctx context.Context, t Target, id, name string, marked, read map[string]bool) error {
 	plain, err := k.get(ctx, t, name)
 	if err != nil {
 		return err
@@ -109,7 +110,21 @@ func (k keys) mark(ctx context.Context, t Target, id, name string, marked map[st
 	if err := json.Unmarshal(plain, &m); err != nil || m.Format != manifestFormat || m.Sandbox != id {
 		return fmt.Errorf("manifest %s is not this sandbox's backup: %w", name, errdefs.ErrDataLoss)
 	}
-	for _, sum := range m.Blobs {
+	// Lists are shared by most backups of a sandbox: each is read once.
+	var fresh []string
+	for _, l := range m.Lists {
+		if !read[l] {
+			read[l] = true
+			fresh = append(fresh, l)
+		}
+		marked[k.blobName(t, l)] = true
+	}
+	m.Lists = fresh
+	sums, err := k.sums(ctx, t, name, m)
+	if err != nil {
+		return err
+	}
+	for _, sum := range sums {
 		marked[k.blobName(t, sum)] = true
 	}
 	return nil

@@ -5,8 +5,8 @@
 // Objects. A blob is stored once per bucket prefix, under blobs/<HMAC-SHA-256(name key,
 // its hash)>, so the bucket shows neither which files a user has nor their sizes beyond
 // the ciphertext's; a backup uploads only the blobs the bucket lacks. Each backup writes a
-// manifest, sandboxes/<id>/manifests/<time>, holding the index and the hashes of the
-// blobs it needs. Every object is sealed with XChaCha20-Poly1305 under a key derived from
+// manifest, sandboxes/<id>/manifests/<time>, holding the index and the hashes of lists
+// (blobs themselves) of the blobs it needs, grouped so that a one-file edit changes few. Every object is sealed with XChaCha20-Poly1305 under a key derived from
 // the backup key, with the object's name as associated data: a changed, truncated,
 // swapped or replayed object fails to open, and a blob whose plaintext does not hash to
 // its name is refused. The backup key is the control plane's; the sandbox never sees it.
@@ -28,6 +28,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -78,7 +79,13 @@ type manifest struct {
 	Sandbox string    `json:"sandbox"`
 	At      time.Time `json:"at"`
 	Index   []byte    `json:"index"` // index.json as it was
-	Blobs   []string  `json:"blobs"` // SHA-256 of every blob
+	// Lists are the blobs that list the SHA-256 of every blob the backup needs, one a
+	// line, grouped by their first hex digits: a one-file edit changes a few of them,
+	// and the manifest stays small. Count is how many blobs they list. Blobs is the
+	// same list inline, as the first backups wrote it.
+	Lists []string `json:"lists,omitempty"`
+	Count int      `json:"count,omitempty"`
+	Blobs []string `json:"blobs,omitempty"`
 	// Checkpoint is the history's current checkpoint; Uploaded and UploadedBytes are the
 	// blobs this backup uploaded, the rest being in the bucket already.
 	Checkpoint    string `json:"checkpoint,omitempty"`
@@ -229,6 +236,19 @@ func RunWithRecord(ctx context.Context, t Target, key []byte, sandbox, dir strin
 		b.Uploaded++
 		b.UploadedBytes += n
 	}
+	var lists []string
+	for _, plain := range listsOf(sums) {
+		got := sha256.Sum256(plain)
+		sum := hex.EncodeToString(got[:])
+		lists = append(lists, sum)
+		if name := k.blobName(t, sum); !have[name] {
+			n, err := k.put(ctx, t, name, plain)
+			if err != nil {
+				return b, fmt.Errorf("backup %s: %w", sandbox, err)
+			}
+			b.UploadedBytes += n
+		}
+	}
 	b.At = clock().UTC()
 	b.Blobs = len(sums)
 	var pos struct {
@@ -236,7 +256,7 @@ func RunWithRecord(ctx context.Context, t Target, key []byte, sandbox, dir strin
 	}
 	_ = json.Unmarshal(index, &pos) // an index without one still backs up
 	b.Checkpoint = pos.Pos
-	m, err := json.Marshal(manifest{Format: manifestFormat, Sandbox: sandbox, At: b.At, Index: index, Blobs: sums,
+	m, err := json.Marshal(manifest{Format: manifestFormat, Sandbox: sandbox, At: b.At, Index: index, Lists: lists, Count: len(sums),
 		Checkpoint: b.Checkpoint, Uploaded: b.Uploaded, UploadedBytes: b.UploadedBytes, Record: record})
 	if err != nil {
 		return b, err
@@ -350,25 +370,12 @@ func (k keys) restore(ctx context.Context, t Target, sandbox string, all []time.
 		return pick, nil, err
 	}
 	defer os.RemoveAll(tmp)
-	for _, sum := range m.Blobs {
-		if !validSum(sum) {
-			return pick, nil, fmt.Errorf("restore %s: manifest %s names %q, not a hash: %w", sandbox, name, sum, errdefs.ErrDataLoss)
-		}
-		bn := k.blobName(t, sum)
-		blob, err := k.get(ctx, t, bn)
-		if err != nil {
-			return pick, nil, fmt.Errorf("restore %s: %w", sandbox, err)
-		}
-		if got := sha256.Sum256(blob); hex.EncodeToString(got[:]) != sum {
-			return pick, nil, fmt.Errorf("restore %s: backup object %s does not hash to %s: %w", sandbox, bn, sum, errdefs.ErrDataLoss)
-		}
-		p := filepath.Join(tmp, "objects", sum[:2], sum[2:])
-		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-			return pick, nil, err
-		}
-		if err := os.WriteFile(p, blob, 0o400); err != nil {
-			return pick, nil, err
-		}
+	sums, err := k.sums(ctx, t, name, m)
+	if err != nil {
+		return pick, nil, fmt.Errorf("restore %s: %w", sandbox, err)
+	}
+	if err := k.fetchBlobs(ctx, t, sums, filepath.Join(tmp, "objects")); err != nil {
+		return pick, nil, fmt.Errorf("restore %s: %w", sandbox, err)
 	}
 	if err := os.WriteFile(filepath.Join(tmp, "index.json"), m.Index, 0o600); err != nil {
 		return pick, nil, err
@@ -417,9 +424,115 @@ func Entries(ctx context.Context, t Target, key []byte, sandbox string) ([]Entry
 		case json.Unmarshal(plain, &m) != nil || m.Format != manifestFormat || m.Sandbox != sandbox:
 			e.Err = fmt.Errorf("manifest %s is not this sandbox's backup: %w", name, errdefs.ErrDataLoss)
 		default:
-			e.Checkpoint, e.Blobs, e.Uploaded, e.UploadedBytes = m.Checkpoint, len(m.Blobs), m.Uploaded, m.UploadedBytes
+			e.Checkpoint, e.Blobs, e.Uploaded, e.UploadedBytes = m.Checkpoint, len(m.Blobs)+m.Count, m.Uploaded, m.UploadedBytes
 		}
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+// listsOf groups sums (a history's blobs) into the plaintexts of list blobs: sorted, one
+// a line, a list per leading hex digits, with as many digits as keep lists near 64 lines.
+func listsOf(sums []string) [][]byte {
+	sorted := append([]string(nil), sums...)
+	sort.Strings(sorted)
+	d := 0
+	for d < 3 && len(sorted)>>(4*d) > 64 {
+		d++
+	}
+	var out [][]byte
+	var cur []byte
+	for i, s := range sorted {
+		cur = append(cur, s...)
+		cur = append(cur, '\n')
+		if i == len(sorted)-1 || sorted[i+1][:d] != s[:d] {
+			out = append(out, cur)
+			cur = nil
+		}
+	}
+	return out
+}
+
+// getBlob fetches the blob whose SHA-256 is sum, checking it hashes to it.
+func (k keys) getBlob(ctx context.Context, t Target, sum string) ([]byte, error) {
+	name := k.blobName(t, sum)
+	blob, err := k.get(ctx, t, name)
+	if err != nil {
+		return nil, err
+	}
+	if got := sha256.Sum256(blob); hex.EncodeToString(got[:]) != sum {
+		return nil, fmt.Errorf("backup object %s does not hash to %s: %w", name, sum, errdefs.ErrDataLoss)
+	}
+	return blob, nil
+}
+
+// sums are the blobs manifest m (named name) needs: its lists' lines, or its inline list.
+func (k keys) sums(ctx context.Context, t Target, name string, m manifest) ([]string, error) {
+	out := m.Blobs
+	for _, l := range m.Lists {
+		if !validSum(l) {
+			return nil, fmt.Errorf("manifest %s names %q, not a hash: %w", name, l, errdefs.ErrDataLoss)
+		}
+		plain, err := k.getBlob(ctx, t, l)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, strings.Fields(string(plain))...)
+	}
+	for _, sum := range out {
+		if !validSum(sum) {
+			return nil, fmt.Errorf("manifest %s names %q, not a hash: %w", name, sum, errdefs.ErrDataLoss)
+		}
+	}
+	return out, nil
+}
+
+// RestoreParallel is how many blobs a restore fetches at once.
+const RestoreParallel = 4
+
+// fetchBlobs fetches every blob of sums into dir (package history's objects layout),
+// RestoreParallel at a time; the first failure stops the rest.
+func (k keys) fetchBlobs(ctx context.Context, t Target, sums []string, dir string) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	work := make(chan string)
+	var wg sync.WaitGroup
+	for range RestoreParallel {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for sum := range work {
+				if err := k.fetchBlob(ctx, t, sum, dir); err != nil {
+					cancel(err)
+				}
+			}
+		}()
+	}
+	for _, sum := range sums {
+		select {
+		case work <- sum:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	close(work)
+	wg.Wait()
+	return context.Cause(ctx)
+}
+
+func (k keys) fetchBlob(ctx context.Context, t Target, sum, dir string) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	blob, err := k.getBlob(ctx, t, sum)
+	if err != nil {
+		return err
+	}
+	p := filepath.Join(dir, sum[:2], sum[2:])
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(p, blob, 0o400)
 }
