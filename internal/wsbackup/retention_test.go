@@ -151,7 +151,7 @@ func TestPruneAgainstS3(t *testing.T) {
 		if len(cps) == 0 {
 			t.Fatalf("restored history of backup %d has no checkpoint", i)
 		}
-		if _, err := h.Restore(cps[len(cps)-1].ID); err != nil {
+		if _, err := h.Restore(cps[0].ID); err != nil {
 			t.Fatal(err)
 		}
 		h.Close()
@@ -165,5 +165,60 @@ func TestPruneAgainstS3(t *testing.T) {
 	// A second pass once the grace has passed takes the unnamed blob.
 	if p, err := Prune(ctx, tg, key, Retention{KeepLast: 1, KeepDaily: 3}, time.Now().Add(time.Minute)); err != nil || p.Blobs != 1 || exists(inflight) {
 		t.Errorf("second pass: %+v %v, want the abandoned blob deleted", p, err)
+	}
+}
+
+// An incremental backup after a one-file edit uploads a few KB whatever the workspace's
+// file count: the manifest names lists of the blobs' hashes, and only the lists that hold
+// a changed hash are new.
+func TestIncrementalBackupStaysSmall(t *testing.T) {
+	tg := startS3(t)
+	ctx := context.Background()
+	key := newKey(t)
+	ws, hist := t.TempDir(), filepath.Join(t.TempDir(), "history")
+	for i := range 3000 {
+		write(t, ws, fmt.Sprintf("d%02d/f%04d.txt", i%30, i), fmt.Sprintf("file %d\n", i))
+	}
+	h, err := history.Open(ws, hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if _, _, err := h.Checkpoint("manual", "first"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(ctx, tg, key, "sb-many", hist); err != nil {
+		t.Fatal(err)
+	}
+	write(t, ws, "d07/f0007.txt", "edited\n")
+	if _, _, err := h.Checkpoint("manual", "second"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := Run(ctx, tg, key, "sb-many", hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Uploaded != 3 || b.UploadedBytes > 50_000 {
+		t.Errorf("incremental backup of a one-file edit among %d blobs: %d blobs, %d bytes uploaded; want 3 blobs and at most 50 KB", b.Blobs, b.Uploaded, b.UploadedBytes)
+	}
+	into := filepath.Join(t.TempDir(), "history")
+	if _, err := Restore(ctx, tg, key, "sb-many", time.Time{}, into); err != nil {
+		t.Fatal(err)
+	}
+	ws2 := t.TempDir()
+	h2, err := history.Open(ws2, into)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h2.Close()
+	cps := h2.List()
+	if _, err := h2.Restore(cps[0].ID); err != nil { // newest first
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(ws2, "d07/f0007.txt")); string(got) != "edited\n" {
+		t.Errorf("restored d07/f0007.txt = %q", got)
+	}
+	if got, _ := os.ReadFile(filepath.Join(ws2, "d29/f2999.txt")); string(got) != "file 2999\n" {
+		t.Errorf("restored d29/f2999.txt = %q", got)
 	}
 }
