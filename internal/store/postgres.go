@@ -108,7 +108,7 @@ func unavailable(err error) error {
 	return fmt.Errorf("%w: %w", errdefs.ErrUnavailable, err)
 }
 
-// dbUnavailable is PostgreSQL gone away (restarting, stopped, unreachable): an
+// dbUnavailable is the database gone away (PostgreSQL restarting, stopped, unreachable): an
 // [errdefs.ErrUnavailable] whose message names the database and says what happened,
 // without the server's address or the connection's internals.
 type dbUnavailable struct {
@@ -117,7 +117,7 @@ type dbUnavailable struct {
 }
 
 func (e *dbUnavailable) Error() string {
-	return "the database (PostgreSQL) is unavailable: " + e.reason + "; try again shortly"
+	return "the database is unavailable: " + e.reason + "; try again shortly"
 }
 
 func (e *dbUnavailable) Unwrap() []error { return []error{errdefs.ErrUnavailable, e.err} }

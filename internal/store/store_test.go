@@ -704,7 +704,7 @@ func TestPostgresWriteRetriedOnNewConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = write()
-	if !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "the database (PostgreSQL) is unavailable") {
+	if !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "the database is unavailable") {
 		t.Errorf("write with the server stopped: %v, want unavailable naming the database", err)
 	}
 	if err := s.Ping(ctx); !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "database") {
