@@ -473,10 +473,17 @@ func (k keys) sums(ctx context.Context, t Target, name string, m manifest) ([]st
 		if !validSum(l) {
 			return nil, fmt.Errorf("manifest %s names %q, not a hash: %w", name, l, errdefs.ErrDataLoss)
 		}
-		plain, err := k.getBlob(ctx, t, l)
-		if err != nil {
-			return nil, err
-		}
+	}
+	lists := make([][]byte, len(m.Lists))
+	err := parallel(ctx, len(m.Lists), func(ctx context.Context, i int) error {
+		var err error
+		lists[i], err = k.getBlob(ctx, t, m.Lists[i])
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, plain := range lists {
 		out = append(out, strings.Fields(string(plain))...)
 	}
 	for _, sum := range out {
@@ -493,24 +500,38 @@ const RestoreParallel = 4
 // fetchBlobs fetches every blob of sums into dir (package history's objects layout),
 // RestoreParallel at a time; the first failure stops the rest.
 func (k keys) fetchBlobs(ctx context.Context, t Target, sums []string, dir string) error {
+	for i := range 256 {
+		if err := os.MkdirAll(filepath.Join(dir, fmt.Sprintf("%02x", i)), 0o700); err != nil {
+			return err
+		}
+	}
+	return parallel(ctx, len(sums), func(ctx context.Context, i int) error { return k.fetchBlob(ctx, t, sums[i], dir) })
+}
+
+// parallel runs fn for 0..n-1, RestoreParallel at a time, until one fails; it returns
+// the first failure.
+func parallel(ctx context.Context, n int, fn func(context.Context, int) error) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	work := make(chan string)
+	work := make(chan int)
 	var wg sync.WaitGroup
 	for range RestoreParallel {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for sum := range work {
-				if err := k.fetchBlob(ctx, t, sum, dir); err != nil {
+			for i := range work {
+				if ctx.Err() != nil {
+					continue
+				}
+				if err := fn(ctx, i); err != nil {
 					cancel(err)
 				}
 			}
 		}()
 	}
-	for _, sum := range sums {
+	for i := range n {
 		select {
-		case work <- sum:
+		case work <- i:
 		case <-ctx.Done():
 		}
 		if ctx.Err() != nil {
@@ -523,16 +544,9 @@ func (k keys) fetchBlobs(ctx context.Context, t Target, sums []string, dir strin
 }
 
 func (k keys) fetchBlob(ctx context.Context, t Target, sum, dir string) error {
-	if ctx.Err() != nil {
-		return nil
-	}
 	blob, err := k.getBlob(ctx, t, sum)
 	if err != nil {
 		return err
 	}
-	p := filepath.Join(dir, sum[:2], sum[2:])
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-		return err
-	}
-	return os.WriteFile(p, blob, 0o400)
+	return os.WriteFile(filepath.Join(dir, sum[:2], sum[2:]), blob, 0o400)
 }
