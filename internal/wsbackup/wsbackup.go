@@ -289,14 +289,6 @@ func (k keys) get(ctx context.Context, t Target, name string) ([]byte, error) {
 		return nil, fmt.Errorf("fetch %s: %w: %w", name, errdefs.ErrUnavailable, err)
 	}
 	defer o.Close()
-	if st, err := o.Stat(); err == nil && st.Size > 0 && st.Size < 1<<31 {
-		// Stat answers from the GET it starts: one read into a buffer of the right size.
-		sealed := make([]byte, st.Size)
-		if _, err := io.ReadFull(o, sealed); err != nil {
-			return nil, fmt.Errorf("fetch %s: %w: %w", name, errdefs.ErrUnavailable, err)
-		}
-		return k.open(name, sealed)
-	}
 	sealed, err := io.ReadAll(io.LimitReader(o, 1<<31))
 	if err != nil {
 		var resp minio.ErrorResponse
