@@ -96,7 +96,8 @@ func Prune(ctx context.Context, t Target, key []byte, r Retention, now time.Time
 			}
 		}
 	}
-	return p, k.sweep(ctx, t, marked, now.Add(-r.Grace), &p)
+	err = k.sweep(ctx, t, marked, now.Add(-r.Grace), &p)
+	return p, err
 }
 
 // mark adds the blobs manifest name of sandbox id names to marked, and its lists to

@@ -104,7 +104,7 @@ func TestPruneAgainstS3(t *testing.T) {
 	}
 	backup("sb-b", today.Add(-100*time.Hour), "unique to sb-b\n") // its only backup: kept
 	for time.Now().Before(cut) {
-		time.Sleep(cut.Sub(time.Now()) + 10*time.Millisecond)
+		time.Sleep(time.Until(cut) + 10*time.Millisecond)
 	}
 	// A backup under way: its blob is uploaded, its manifest not yet.
 	inflight := k.blobName(tg, sum("in flight\n"))

@@ -582,5 +582,3 @@ func parallel(ctx context.Context, n int, fn func(context.Context, int) error) e
 	wg.Wait()
 	return context.Cause(ctx)
 }
-
-
