@@ -211,7 +211,18 @@ func (f *backupFixture) table() *Table {
 	s := f.rec.summary
 	r := func(a, b string) string { return ratio(s(a).P50, s(b).P50) }
 	inc, full, restore, plain := s("inc"), s("full"), s("restore"), s("plain")
+	notes := []string{
+		fmt.Sprintf("An incremental backup after a one-file edit uploads %.1f KB at the median (target ≤ 100 KB: %s): the edited file's blob, the trees above it, "+
+			"the few lists of blob hashes that hold a changed hash, and a manifest that names the lists. It takes %.2f× a full backup (target ≤ 0.1×: %s): "+
+			"it still lists the bucket's blobs and reads the history's.",
+			s("inc.kb").P50, yesNo(s("inc.kb").P50 <= 100), inc.P50/full.P50, yesNo(inc.P50 <= 0.1*full.P50)),
+		fmt.Sprintf("A full restore takes %.2f× the plain loop over the same objects (target ≤ 1.5×: %s). Beyond the fetch, it decrypts and hashes "+
+			"every object and writes each blob as a file of its own (%s files), on the same two cores as the S3 server.",
+			restore.P50/plain.P50, yesNo(restore.P50 <= 1.5*plain.P50), grouped(f.objects)),
+		"To run this table alone: `make build`, then, as root, `go run ./internal/bench/cmd -only backup`.",
+	}
 	return &Table{
+		Notes: notes,
 		Title: backupTitle,
 		About: fmt.Sprintf("Table 10's generated workspace (%s files, %.0f MB; the same generator and seed) checkpointed once by internal/agent/history, "+
 			"then backed up by internal/wsbackup (each object sealed with XChaCha20-Poly1305, blobs named by an HMAC of their hash) to SeaweedFS's S3 "+
