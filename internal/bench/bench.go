@@ -95,6 +95,7 @@ func Run(ctx context.Context, e *Env, o Options) (*Report, error) {
 		{"coding agent", e.AgentTable},
 		{"providers", e.ProvidersTable},
 		{"replicas", e.ReplicasTable},
+		{"backup", e.BackupTable},
 	} {
 		if o.Only != "" && !strings.Contains(b.name, o.Only) {
 			continue

@@ -52,7 +52,8 @@ func (f *Fleet) ExportHistory(ctx context.Context, dir string) (io.ReadCloser, e
 
 // ForkFrom is Fork from the history store at srcDir (sandbox src's, or one restored
 // from its backup): the new sandbox is like src and starts from checkpoint at of srcDir.
-func (f *Fleet) ForkFrom(ctx context.Context, c Caller, src store.Sandbox, srcDir, at, name string) (Forked, error) {
+// Each of also runs in the transaction that records the new sandbox, before it starts.
+func (f *Fleet) ForkFrom(ctx context.Context, c Caller, src store.Sandbox, srcDir, at, name string, also ...func(*store.Tx, store.Sandbox) error) (Forked, error) {
 	id := src.ID
 	cp, err := f.run.ForkHistory(ctx, srcDir, "", at, "", 0, 0, true)
 	if err != nil {
@@ -75,6 +76,11 @@ func (f *Fleet) ForkFrom(ctx context.Context, c Caller, src store.Sandbox, srcDi
 		}
 		if err := tx.CreateSandbox(ctx, rec); err != nil {
 			return err
+		}
+		for _, fn := range also {
+			if err := fn(tx, rec); err != nil {
+				return err
+			}
 		}
 		return tx.AppendAudit(ctx, f.event(c, "sandbox.fork", rec.ID, map[string]any{"name": rec.Name, "from": src.ID, "checkpoint": cp.At}))
 	})

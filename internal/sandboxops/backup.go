@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
+	"github.com/paddockhq/paddock/internal/policy"
 	"github.com/paddockhq/paddock/internal/store"
 	"github.com/paddockhq/paddock/internal/wsbackup"
 )
@@ -38,6 +40,12 @@ type Backups struct {
 	// is the first pause, doubled after each attempt up to a minute.
 	Retries int
 	Backoff time.Duration
+	// Retention, when set, is applied by RunRetention.
+	Retention *wsbackup.Retention
+
+	// pruning is held by a retention pass, and shared by backups: a backup may reuse a
+	// blob that a pass running at the same time would delete.
+	pruning sync.RWMutex
 
 	mu       sync.Mutex
 	attempts map[string][]*api.Backup // by sandbox: those not (yet) in the store
@@ -128,6 +136,10 @@ func (o *Ops) BackupNow(ctx context.Context, c fleet.Caller, id string) (api.Bac
 			return api.Backup{}, fmt.Errorf("backup of sandbox %s: %w", id, err)
 		}
 	}
+	record, err := o.backupRecord(ctx, sb)
+	if err != nil {
+		return api.Backup{}, fmt.Errorf("backup of sandbox %s: %w", id, err)
+	}
 	dir := o.fleet.HistoryDir(sb)
 	if _, err := os.Stat(filepath.Join(dir, "index.json")); err != nil {
 		return api.Backup{}, fmt.Errorf("backup of sandbox %s: it has no workspace history to back up (a microVM keeps none): %w", id, errdefs.ErrFailedPrecondition)
@@ -137,7 +149,9 @@ func (o *Ops) BackupNow(ctx context.Context, c fleet.Caller, id string) (api.Bac
 	pause := b.Backoff
 	for {
 		b.set(func() { a.Attempts++ })
-		res, err := wsbackup.Run(ctx, b.Target, b.Key, id, dir)
+		b.pruning.RLock()
+		res, err := wsbackup.RunWithRecord(ctx, b.Target, b.Key, id, dir, record)
+		b.pruning.RUnlock()
 		if err == nil {
 			b.keep(id, a, true)
 			b.done.WithLabelValues("done").Inc()
@@ -243,7 +257,7 @@ func (o *Ops) RestoreBackup(ctx context.Context, c fleet.Caller, id string, req 
 	_, _ = rand.Read(suffix)
 	tmp := o.fleet.HistoryDir(sb) + ".backup-" + hex.EncodeToString(suffix)
 	defer os.RemoveAll(tmp)
-	picked, err := wsbackup.Restore(ctx, b.Target, b.Key, id, at, tmp)
+	picked, record, err := wsbackup.RestoreWithRecord(ctx, b.Target, b.Key, id, at, tmp)
 	if err != nil {
 		if errors.Is(err, errdefs.ErrDataLoss) {
 			// A damaged or tampered object is the backup's fault, not the server's: refused
@@ -254,7 +268,11 @@ func (o *Ops) RestoreBackup(ctx context.Context, c fleet.Caller, id string, req 
 	}
 	out.Backup = picked.Format(wsbackup.IDFormat)
 	if req.Into != "" && req.Into != "same" {
-		f, err := o.fleet.ForkFrom(ctx, c, sb, tmp, "", req.Into)
+		rec, also, err := fromRecord(ctx, sb, record)
+		if err != nil {
+			return out, nil, fmt.Errorf("restore backup %s of sandbox %s: %w", out.Backup, id, err)
+		}
+		f, err := o.fleet.ForkFrom(ctx, c, rec, tmp, "", req.Into, also...)
 		if err != nil {
 			return out, nil, err
 		}
@@ -279,6 +297,64 @@ func (o *Ops) RestoreBackup(ctx context.Context, c fleet.Caller, id string, req 
 	out.Sandbox, out.Checkpoint = id, cp
 	o.event(ctx, c.UserID, "sandbox.backup_restore", map[string]any{"sandbox": id, "from": id, "backup": out.Backup, "checkpoint": out.Checkpoint})
 	return out, nil, nil
+}
+
+// sandboxRecord is what a backup keeps of a sandbox's record, for a restore into a new
+// sandbox to be like it was: its tier, limits, app, environment and own policy.
+type sandboxRecord struct {
+	Name          string    `json:"name"`
+	Tier          string    `json:"tier"`
+	Runtime       string    `json:"runtime,omitempty"`
+	MemoryBytes   int64     `json:"memory_bytes,omitempty"`
+	CPUs          float64   `json:"cpus,omitempty"`
+	Pids          int64     `json:"pids,omitempty"`
+	TmpBytes      int64     `json:"tmp_bytes,omitempty"`
+	FileSizeBytes int64     `json:"file_size_bytes,omitempty"`
+	DiskBytes     int64     `json:"disk_bytes,omitempty"`
+	App           store.App `json:"app"`
+	Env           []string  `json:"env,omitempty"`
+	// Policy is the sandbox's own policy file, and who attached it (an admin's stays
+	// one only an admin may replace).
+	Policy          string `json:"policy,omitempty"`
+	PolicyUpdatedBy string `json:"policy_updated_by,omitempty"`
+}
+
+// backupRecord is sb's record as a backup keeps it.
+func (o *Ops) backupRecord(ctx context.Context, sb store.Sandbox) (json.RawMessage, error) {
+	r := sandboxRecord{Name: sb.Name, Tier: sb.Tier, Runtime: sb.Runtime, MemoryBytes: sb.MemoryBytes, CPUs: sb.CPUs, Pids: sb.Pids,
+		TmpBytes: sb.TmpBytes, FileSizeBytes: sb.FileSizeBytes, DiskBytes: sb.DiskBytes, App: sb.App, Env: sb.Env}
+	p, err := o.st.SandboxPolicy(ctx, sb.ID)
+	switch {
+	case err == nil:
+		r.Policy, r.PolicyUpdatedBy = p.Text, p.UpdatedBy
+	case !errors.Is(err, errdefs.ErrNotFound):
+		return nil, fmt.Errorf("its policy: %w", err)
+	}
+	return json.Marshal(r)
+}
+
+// fromRecord is the sandbox a restore into a new one makes: sb as the backup's record
+// had it (sb itself for a backup without one), and what attaches the record's policy.
+func fromRecord(ctx context.Context, sb store.Sandbox, raw json.RawMessage) (store.Sandbox, []func(*store.Tx, store.Sandbox) error, error) {
+	if len(raw) == 0 {
+		return sb, nil, nil
+	}
+	var r sandboxRecord
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return sb, nil, fmt.Errorf("the sandbox's record in the backup: %w", errdefs.ErrDataLoss)
+	}
+	sb.Tier, sb.Runtime, sb.App, sb.Env = r.Tier, r.Runtime, r.App, r.Env
+	sb.MemoryBytes, sb.CPUs, sb.Pids, sb.TmpBytes, sb.FileSizeBytes, sb.DiskBytes = r.MemoryBytes, r.CPUs, r.Pids, r.TmpBytes, r.FileSizeBytes, r.DiskBytes
+	if r.Policy == "" {
+		return sb, nil, nil
+	}
+	if _, err := policy.Load([]byte(r.Policy), "policy"); err != nil {
+		return sb, nil, fmt.Errorf("the sandbox's policy in the backup no longer loads: %w", err)
+	}
+	attach := func(tx *store.Tx, rec store.Sandbox) error {
+		return tx.PutSandboxPolicy(ctx, store.SandboxPolicy{SandboxID: rec.ID, Text: r.Policy, UpdatedBy: r.PolicyUpdatedBy, UpdatedAt: time.Now()})
+	}
+	return sb, []func(*store.Tx, store.Sandbox) error{attach}, nil
 }
 
 // restoreSame puts the restored history at dir back into sandbox sb, running: when its
@@ -342,5 +418,34 @@ func (o *Ops) RunBackups(ctx context.Context, every time.Duration) {
 				o.log.Info("scheduled backup", "sandbox", sb.ID)
 			}
 		}
+	}
+}
+
+// Prune applies the backups' retention to the bucket: see [wsbackup.Prune].
+func (b *Backups) Prune(ctx context.Context, now time.Time) (wsbackup.Pruned, error) {
+	if b.Retention == nil {
+		return wsbackup.Pruned{}, fmt.Errorf("retention: backup.keep_last is not set: %w", errdefs.ErrFailedPrecondition)
+	}
+	b.pruning.Lock()
+	defer b.pruning.Unlock()
+	return wsbackup.Prune(ctx, b.Target, b.Key, *b.Retention, now)
+}
+
+// RunRetention applies the backups' retention every period until ctx ends.
+func (o *Ops) RunRetention(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		p, err := o.backups.Prune(ctx, time.Now())
+		if err != nil {
+			o.log.Warn("backup retention", "err", err, "backups_dropped", p.Manifests, "blobs_deleted", p.Blobs)
+			continue
+		}
+		o.log.Info("backup retention", "backups_kept", p.Kept, "backups_dropped", p.Manifests, "blobs_deleted", p.Blobs, "bytes", p.Bytes)
 	}
 }

@@ -248,6 +248,9 @@ func TestBackupConfigRefused(t *testing.T) {
 		{"backup: {endpoint: 'http://x', bucket: b, access_key_file: /a, secret_key_file: /s, key_file: rel}", "backup.key_file"},
 		{"backup: {endpoint: 'http://x', bucket: b, access_key_file: /a, secret_key_file: /s, every: soon}", "backup.every"},
 		{"backup: {endpoint: 'http://x', bucket: b, access_key_file: /a, secret_key_file: /s, retries: -1}", "backup.retries"},
+		{"backup: {endpoint: 'http://x', bucket: b, access_key_file: /a, secret_key_file: /s, keep_daily: 7}", "backup.keep_last"},
+		{"backup: {endpoint: 'http://x', bucket: b, access_key_file: /a, secret_key_file: /s, keep_last: -1}", "backup.keep_last"},
+		{"backup: {endpoint: 'http://x', bucket: b, access_key_file: /a, secret_key_file: /s, keep_last: 3, prune_grace: 0s}", "backup.prune_grace"},
 	} {
 		p := filepath.Join(dir, "paddock.yaml")
 		if err := os.WriteFile(p, []byte(tc.yaml), 0o600); err != nil {
@@ -391,5 +394,42 @@ func TestSandboxBackupOneAtATime(t *testing.T) {
 	servertest.Decode(t, <-first, http.StatusCreated, &b)
 	if b.State != api.BackupDone {
 		t.Errorf("the first backup: %+v", b)
+	}
+}
+
+// A backup keeps the sandbox's record: a restore into a new sandbox has the limits, the
+// environment and the own policy the sandbox had when it was backed up, not those it was
+// given since.
+func TestBackupRestoreCarriesRecord(t *testing.T) {
+	s3 := testenv.StartS3(t)
+	e := servertest.Start(t, func(cfg *server.Config) { backupConfig(t, cfg, s3.Endpoint, s3.Bucket, s3.AccessKey, s3.SecretKey) })
+	alice := e.Register(t, "alice")
+	var src api.Sandbox
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "src", Env: []string{"COLOR=blue"}}), http.StatusCreated, &src)
+	then := testPolicy + "resources: {memory: 300M, pids: 128}\n"
+	servertest.Decode(t, putPolicy(t, alice, src.ID, "application/yaml", then), http.StatusOK, nil)
+	var b api.Backup
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes/"+src.ID+"/backups", nil), http.StatusCreated, &b)
+	since := testPolicy + "resources: {memory: 200M, pids: 64}\n"
+	servertest.Decode(t, putPolicy(t, alice, src.ID, "application/yaml", since), http.StatusOK, nil)
+
+	var res api.BackupRestoreResult
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes/"+src.ID+"/backups/restore", api.BackupRestoreRequest{Backup: b.ID, Into: "again"}), http.StatusCreated, &res)
+	if res.New == nil {
+		t.Fatalf("restore into new: %+v", res)
+	}
+	var got api.Sandbox
+	servertest.Decode(t, alice.DoToken("GET", "/api/v1/sandboxes/"+res.New.ID, nil), http.StatusOK, &got)
+	if got.Name != "again" || got.Tier != src.Tier || got.Limits.MemoryBytes != 300<<20 || got.Limits.Pids != 128 || len(got.Env) != 1 || got.Env[0] != "COLOR=blue" {
+		t.Errorf("the restored sandbox %+v, want named again, tier %s, 300M and 128 pids, COLOR=blue", got, src.Tier)
+	}
+	var pol api.SandboxPolicy
+	servertest.Decode(t, alice.DoToken("GET", "/api/v1/sandboxes/"+res.New.ID+"/policy", nil), http.StatusOK, &pol)
+	if pol.Source != api.PolicySandbox || pol.Policy != then {
+		t.Errorf("the restored sandbox's policy: %s %q, want its own, as backed up", pol.Source, pol.Policy)
+	}
+	servertest.Decode(t, alice.DoToken("GET", "/api/v1/sandboxes/"+src.ID+"/policy", nil), http.StatusOK, &pol)
+	if pol.Policy != since || pol.Limits.MemoryBytes != 200<<20 {
+		t.Errorf("the source's policy changed: %q %+v", pol.Policy, pol.Limits)
 	}
 }

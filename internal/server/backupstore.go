@@ -44,6 +44,13 @@ type BackupConfig struct {
 	// failing (default 5); RetryBackoff the first pause, doubled each time (default 2s).
 	Retries      *int   `yaml:"retries"`
 	RetryBackoff string `yaml:"retry_backoff"`
+	// KeepLast turns retention on: each sandbox's newest KeepLast backups are kept, and
+	// the newest of each of the KeepDaily days up to today; the others are deleted once a
+	// day, then every blob no kept backup names, unless it is younger than PruneGrace
+	// (default 24h: a backup under way uploads its blobs before its manifest).
+	KeepLast   int    `yaml:"keep_last"`
+	KeepDaily  int    `yaml:"keep_daily"`
+	PruneGrace string `yaml:"prune_grace"`
 }
 
 // On says whether backups are configured.
@@ -81,7 +88,13 @@ func (b BackupConfig) check() error {
 	if b.KeyFile != "" && !filepath.IsAbs(b.KeyFile) {
 		return fmt.Errorf("backup.key_file: %q is not an absolute path: %w", b.KeyFile, errdefs.ErrInvalidArgument)
 	}
-	for field, d := range map[string]string{"every": b.Every, "retry_backoff": b.RetryBackoff} {
+	if b.KeepLast < 0 || b.KeepDaily < 0 {
+		return fmt.Errorf("backup.keep_last %d, backup.keep_daily %d: want 0 or more: %w", b.KeepLast, b.KeepDaily, errdefs.ErrInvalidArgument)
+	}
+	if b.KeepLast == 0 && (b.KeepDaily > 0 || b.PruneGrace != "") {
+		return fmt.Errorf("backup.keep_last is required (at least 1) with keep_daily or prune_grace: retention never drops a sandbox's newest backup: %w", errdefs.ErrInvalidArgument)
+	}
+	for field, d := range map[string]string{"every": b.Every, "retry_backoff": b.RetryBackoff, "prune_grace": b.PruneGrace} {
 		if d == "" {
 			continue
 		}
@@ -163,6 +176,12 @@ func newBackups(cfg Config) (*sandboxops.Backups, error) {
 	}
 	if b.RetryBackoff != "" {
 		out.Backoff, _ = time.ParseDuration(b.RetryBackoff)
+	}
+	if b.KeepLast > 0 {
+		out.Retention = &wsbackup.Retention{KeepLast: b.KeepLast, KeepDaily: b.KeepDaily, Grace: 24 * time.Hour}
+		if b.PruneGrace != "" {
+			out.Retention.Grace, _ = time.ParseDuration(b.PruneGrace)
+		}
 	}
 	return out, nil
 }

@@ -254,6 +254,17 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 		s.stopBackups = cancel
 		go s.ops.RunBackups(bctx, every)
 	}
+	if backups != nil && backups.Retention != nil {
+		rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		stop := s.stopBackups
+		s.stopBackups = func() {
+			cancel()
+			if stop != nil {
+				stop()
+			}
+		}
+		go s.ops.RunRetention(rctx, 24*time.Hour)
+	}
 	s.proxy, err = proxy.New(router{s.fleet}, proxy.Options{
 		Registerer: s.reg, Log: s.log, ReservedCookies: append(web.ReservedCookies(), origins.CookieName, origins.SecureCookieName), TrustedOrigins: cfg.TrustedOrigins,
 		Event:           s.event,

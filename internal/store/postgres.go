@@ -3,10 +3,14 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -22,6 +26,9 @@ import (
 // back after the promotion's swap); SQLite's single writer makes each of them atomic, and
 // this lock does the same on PostgreSQL, for every paddock process sharing the database.
 const writerLockKey int64 = 0x7061646430636b // "padd0ck"
+
+// connectTimeout bounds a connection attempt when the URL sets no connect_timeout.
+const connectTimeout = 10 * time.Second
 
 // IsPostgresURL says whether target names a PostgreSQL database rather than a SQLite file.
 func IsPostgresURL(target string) bool {
@@ -65,6 +72,11 @@ func openPostgres(ctx context.Context, target string) (*Store, error) {
 		// pgx's parse errors may quote the URL, password and all.
 		return nil, fmt.Errorf("store %s: not a PostgreSQL connection URL: %w", s.path, errdefs.ErrInvalidArgument)
 	}
+	if wcfg.ConnectTimeout == 0 {
+		// A server that does not answer (a host gone, a firewall dropping packets) fails
+		// a request after this rather than holding it.
+		wcfg.ConnectTimeout = connectTimeout
+	}
 	s.pgcfg = wcfg.Copy()
 	rcfg := wcfg.Copy()
 	rcfg.RuntimeParams["default_transaction_read_only"] = "on"
@@ -97,8 +109,52 @@ func unavailable(err error) error {
 	return fmt.Errorf("%w: %w", errdefs.ErrUnavailable, err)
 }
 
+// dbUnavailable is the database gone away (PostgreSQL restarting, stopped, unreachable): an
+// [errdefs.ErrUnavailable] whose message names the database and says what happened,
+// without the server's address or the connection's internals.
+type dbUnavailable struct {
+	err    error
+	reason string
+}
+
+func (e *dbUnavailable) Error() string {
+	return "the database is unavailable: " + e.reason + "; try again shortly"
+}
+
+func (e *dbUnavailable) Unwrap() []error { return []error{errdefs.ErrUnavailable, e.err} }
+
+// goneAway wraps err as [dbUnavailable] when it says the connection to PostgreSQL failed
+// or could not be made, and returns nil otherwise.
+func goneAway(err error) error {
+	var d *dbUnavailable
+	if errors.As(err, &d) {
+		return err
+	}
+	var pe *pgconn.PgError
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	switch {
+	case errors.As(err, &pe):
+		if strings.HasPrefix(pe.Code, "08") || strings.HasPrefix(pe.Code, "57P") {
+			return &dbUnavailable{err: err, reason: "the server ended the connection (" + pe.Code + ": " + pe.Message + ")"}
+		}
+		return nil
+	case errors.As(err, &ce):
+		return &dbUnavailable{err: err, reason: "cannot connect"}
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return nil // the caller's, which also satisfies net.Error
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF), errors.Is(err, driver.ErrBadConn),
+		errors.Is(err, sql.ErrConnDone), errors.As(err, &ne), pgconn.SafeToRetry(err):
+		return &dbUnavailable{err: err, reason: "the connection was lost"}
+	}
+	return nil
+}
+
 // mapPostgresErr places PostgreSQL's errors in the taxonomy, like mapErr does SQLite's.
 func mapPostgresErr(err error) (error, bool) {
+	if e := goneAway(err); e != nil {
+		return e, true
+	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		switch {
@@ -115,10 +171,6 @@ func mapPostgresErr(err error) (error, bool) {
 			return unavailable(err), true
 		}
 		return err, true
-	}
-	var ce *pgconn.ConnectError
-	if errors.As(err, &ce) || pgconn.SafeToRetry(err) || errors.Is(err, sql.ErrConnDone) {
-		return unavailable(err), true
 	}
 	return nil, false
 }

@@ -149,11 +149,13 @@ func (s *Store) Close() error {
 
 // Ping checks that the database answers reads and that the writer is usable.
 func (s *Store) Ping(ctx context.Context) error {
-	if err := s.r.PingContext(ctx); err != nil {
-		return fmt.Errorf("store: %w: %w", errdefs.ErrUnavailable, err)
-	}
-	if err := s.w.PingContext(ctx); err != nil {
-		return fmt.Errorf("store: %w: %w", errdefs.ErrUnavailable, err)
+	for _, pool := range []*db{s.r, s.w} {
+		if err := pool.PingContext(ctx); err != nil {
+			if e := goneAway(err); e != nil {
+				return fmt.Errorf("store: %w", e)
+			}
+			return fmt.Errorf("store: %w: %w", errdefs.ErrUnavailable, err)
+		}
 	}
 	return nil
 }
@@ -161,25 +163,50 @@ func (s *Store) Ping(ctx context.Context) error {
 // Update runs fn in one write transaction, committed if fn returns nil and rolled
 // back otherwise. Writes are serialized: keep fn short and never do slow work
 // (password hashing, network calls) inside it.
+//
+// On PostgreSQL, a transaction whose connection fails before fn runs is tried once more
+// on a new connection (nothing was written). One that fails inside fn was rolled back by
+// the server and fails as unavailable. One whose commit fails on a lost connection may or
+// may not have been applied: it fails as unavailable, saying so, and is never tried again.
 func (s *Store) Update(ctx context.Context, fn func(*Tx) error) error {
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin: %w", mapErr(err))
+	tx, err := s.begin(ctx)
+	if err != nil && s.b == backendPostgres && goneAway(err) != nil && ctx.Err() == nil {
+		tx, err = s.begin(ctx)
 	}
-	if err := s.lockWriter(ctx, tx); err != nil {
-		_ = tx.Rollback()
+	if err != nil {
 		return err
 	}
 	t := &Tx{tx: tx, stmts: s.wstmts}
 	if err := fn(t); err != nil {
 		_ = tx.Rollback()
+		if s.b == backendPostgres {
+			if e := goneAway(err); e != nil && !errors.Is(err, errdefs.ErrUnavailable) {
+				return fmt.Errorf("%w (nothing was written)", e)
+			}
+		}
 		return err
 	}
 	if err := tx.Commit(); err != nil {
+		if s.b == backendPostgres && goneAway(err) != nil {
+			return fmt.Errorf("commit: %w (whether the change was applied is unknown: look before trying again)", goneAway(err))
+		}
 		return fmt.Errorf("commit: %w", mapErr(err))
 	}
 	s.hub.deliver(t.notes)
 	return nil
+}
+
+// begin starts a write transaction holding the writer lock.
+func (s *Store) begin(ctx context.Context) (*txn, error) {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("begin: %w", mapErr(err))
+	}
+	if err := s.lockWriter(ctx, tx); err != nil {
+		_ = tx.Rollback()
+		return nil, err
+	}
+	return tx, nil
 }
 
 // Tx is a write transaction, valid only inside the function given to [Store.Update].

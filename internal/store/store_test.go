@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -665,4 +666,54 @@ func TestPostgresRecoversFromDroppedConnections(t *testing.T) {
 		return s.Update(ctx, func(tx *Tx) error { _, err := tx.RecordLoginAttempt(ctx, "k", t0); return err })
 	})
 	ok("audit", func() error { return s.Audit(ctx, AuditEvent{At: t0, Action: "test.after"}) })
+}
+
+// A write whose connection PostgreSQL dropped while it was idle is tried once more on a
+// new connection (nothing had been written): it succeeds at the first call. A write
+// whose server is gone fails as unavailable, naming the database.
+func TestPostgresWriteRetriedOnNewConnection(t *testing.T) {
+	ctx := context.Background()
+	own := pgtest.StartOwn(t)
+	s, err := Open(ctx, own.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	write := func() error {
+		return s.Update(ctx, func(tx *Tx) error { _, err := tx.RecordLoginAttempt(ctx, "k", t0); return err })
+	}
+	if err := write(); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := sql.Open("pgx", own.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	for range 3 {
+		var n int
+		if err := admin.QueryRow(`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&n); err != nil || n == 0 {
+			t.Fatalf("terminated %d connections: %v", n, err)
+		}
+		if err := write(); err != nil {
+			t.Fatalf("write after the connection dropped: %v, want it tried again on a new one", err)
+		}
+	}
+	if err := own.Stop("immediate"); err != nil {
+		t.Fatal(err)
+	}
+	err = write()
+	if !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "the database is unavailable") {
+		t.Errorf("write with the server stopped: %v, want unavailable naming the database", err)
+	}
+	if err := s.Ping(ctx); !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "database") {
+		t.Errorf("Ping with the server stopped: %v, want unavailable naming the database", err)
+	}
+	if err := own.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := write(); err != nil {
+		t.Errorf("write after the server is back: %v", err)
+	}
 }

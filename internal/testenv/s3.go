@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -42,35 +43,57 @@ func WeedBinary() string {
 }
 
 // freePorts reserves n loopback ports and releases them for the server to take.
-func freePorts(t testing.TB, n int) []int {
-	t.Helper()
+func freePorts(n int) ([]int, error) {
 	var ls []net.Listener
 	var ports []int
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
 	for range n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		ls = append(ls, l)
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	for _, l := range ls {
-		l.Close()
-	}
-	return ports
+	return ports, nil
 }
+
+// ErrNoWeed is why RunS3 cannot start: SeaweedFS is not installed.
+var ErrNoWeed = errors.New("SeaweedFS (weed) is not installed; scripts/setup.sh builds it, or set PADDOCK_WEED")
 
 // StartS3 starts SeaweedFS (`weed mini`: master, volume, filer and S3 gateway) on
 // loopback in a temporary directory, with an access key, and returns a client and a
 // fresh bucket. It skips, saying so, only when the weed binary is absent.
 func StartS3(t testing.TB) S3 {
 	t.Helper()
+	s3, stop, err := RunS3(t.TempDir())
+	if errors.Is(err, ErrNoWeed) {
+		t.Skipf("skipping: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return s3
+}
+
+// RunS3 is StartS3 outside a test: SeaweedFS in dir, until stop is called.
+func RunS3(dir string) (s3 S3, stop func(), err error) {
 	bin := WeedBinary()
 	if bin == "" {
-		t.Skip("skipping: SeaweedFS (weed) is not installed; scripts/setup.sh builds it, or set PADDOCK_WEED")
+		return S3{}, nil, ErrNoWeed
 	}
-	dir := t.TempDir()
-	p := freePorts(t, 10)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return S3{}, nil, err
+	}
+	p, err := freePorts(10)
+	if err != nil {
+		return S3{}, nil, err
+	}
 	cmd := exec.Command(bin, "mini", "-dir="+dir, "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
 		fmt.Sprint("-master.port=", p[0]), fmt.Sprint("-master.port.grpc=", p[1]),
 		fmt.Sprint("-volume.port=", p[2]), fmt.Sprint("-volume.port.grpc=", p[3]),
@@ -80,20 +103,21 @@ func StartS3(t testing.TB) S3 {
 		"-admin.ui=false", "-admin.port.legacy=0", "-s3.port.iceberg=0", "-s3.port.lance=0", "-webdav=false")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID=paddocktest", "AWS_SECRET_ACCESS_KEY=paddocktest-secret-0123456789")
-	var log bytes.Buffer
+	var log syncBuffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return S3{}, nil, err
 	}
-	t.Cleanup(func() {
+	stop = func() {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		_ = cmd.Wait()
-	})
+	}
 	endpoint := fmt.Sprintf("127.0.0.1:%d", p[6])
 	cl, err := minio.New(endpoint, &minio.Options{Creds: credentials.NewStaticV4("paddocktest", "paddocktest-secret-0123456789", ""), Region: "us-east-1"})
 	if err != nil {
-		t.Fatal(err)
+		stop()
+		return S3{}, nil, err
 	}
 	ctx := context.Background()
 	// Up when a bucket can be made: the gateway answers before the volume server is ready.
@@ -109,11 +133,30 @@ func StartS3(t testing.TB) S3 {
 			continue
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("SeaweedFS did not serve S3 on %s: %v\n%s", endpoint, err, log.String())
+			stop()
+			return S3{}, nil, fmt.Errorf("SeaweedFS did not serve S3 on %s: %w\n%s", endpoint, err, log.String())
 		}
 		if c, _ := http.Get("http://" + endpoint); c != nil {
 			c.Body.Close()
 		}
 	}
-	return S3{Endpoint: "http://" + endpoint, AccessKey: "paddocktest", SecretKey: "paddocktest-secret-0123456789", Client: cl, Bucket: "backups"}
+	return S3{Endpoint: "http://" + endpoint, AccessKey: "paddocktest", SecretKey: "paddocktest-secret-0123456789", Client: cl, Bucket: "backups"}, stop, nil
+}
+
+// syncBuffer is a bytes.Buffer the server's output goroutines may write while it is read.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

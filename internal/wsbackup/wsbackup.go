@@ -5,8 +5,8 @@
 // Objects. A blob is stored once per bucket prefix, under blobs/<HMAC-SHA-256(name key,
 // its hash)>, so the bucket shows neither which files a user has nor their sizes beyond
 // the ciphertext's; a backup uploads only the blobs the bucket lacks. Each backup writes a
-// manifest, sandboxes/<id>/manifests/<time>, holding the index and the hashes of the
-// blobs it needs. Every object is sealed with XChaCha20-Poly1305 under a key derived from
+// manifest, sandboxes/<id>/manifests/<time>, holding the index and the hashes of lists
+// (blobs themselves) of the blobs it needs, grouped so that a one-file edit changes few. Every object is sealed with XChaCha20-Poly1305 under a key derived from
 // the backup key, with the object's name as associated data: a changed, truncated,
 // swapped or replayed object fails to open, and a blob whose plaintext does not hash to
 // its name is refused. The backup key is the control plane's; the sandbox never sees it.
@@ -28,6 +28,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -50,6 +51,9 @@ func ParseID(id string) (time.Time, error) {
 	}
 	return at, nil
 }
+
+// clock is the time a backup is named by.
+var clock = time.Now
 
 // Target is where backups go: a bucket of an S3-compatible store, under a prefix.
 type Target struct {
@@ -75,12 +79,21 @@ type manifest struct {
 	Sandbox string    `json:"sandbox"`
 	At      time.Time `json:"at"`
 	Index   []byte    `json:"index"` // index.json as it was
-	Blobs   []string  `json:"blobs"` // SHA-256 of every blob
+	// Lists are the blobs that list the SHA-256 of every blob the backup needs, one a
+	// line, grouped by their first hex digits: a one-file edit changes a few of them,
+	// and the manifest stays small. Count is how many blobs they list. Blobs is the
+	// same list inline, as the first backups wrote it.
+	Lists []string `json:"lists,omitempty"`
+	Count int      `json:"count,omitempty"`
+	Blobs []string `json:"blobs,omitempty"`
 	// Checkpoint is the history's current checkpoint; Uploaded and UploadedBytes are the
 	// blobs this backup uploaded, the rest being in the bucket already.
 	Checkpoint    string `json:"checkpoint,omitempty"`
 	Uploaded      int    `json:"uploaded,omitempty"`
 	UploadedBytes int64  `json:"uploaded_bytes,omitempty"`
+	// Record is the control plane's record of the sandbox (its name, limits, policy...),
+	// opaque here, sealed with the rest.
+	Record json.RawMessage `json:"record,omitempty"`
 }
 
 const manifestFormat = "paddock-workspace-backup 1"
@@ -162,6 +175,12 @@ func validSandbox(id string) bool {
 // the index first and then the blobs, so every blob the index names is there (a blob is
 // written before the index that names it), and uploads the blobs the bucket lacks.
 func Run(ctx context.Context, t Target, key []byte, sandbox, dir string) (Backup, error) {
+	return RunWithRecord(ctx, t, key, sandbox, dir, nil)
+}
+
+// RunWithRecord is Run with the sandbox's record (JSON, or nil) kept in the manifest;
+// RestoreWithRecord gives it back.
+func RunWithRecord(ctx context.Context, t Target, key []byte, sandbox, dir string, record json.RawMessage) (Backup, error) {
 	var b Backup
 	k, err := derive(key)
 	if err != nil {
@@ -217,15 +236,28 @@ func Run(ctx context.Context, t Target, key []byte, sandbox, dir string) (Backup
 		b.Uploaded++
 		b.UploadedBytes += n
 	}
-	b.At = time.Now().UTC()
+	var lists []string
+	for _, plain := range listsOf(sums) {
+		got := sha256.Sum256(plain)
+		sum := hex.EncodeToString(got[:])
+		lists = append(lists, sum)
+		if name := k.blobName(t, sum); !have[name] {
+			n, err := k.put(ctx, t, name, plain)
+			if err != nil {
+				return b, fmt.Errorf("backup %s: %w", sandbox, err)
+			}
+			b.UploadedBytes += n
+		}
+	}
+	b.At = clock().UTC()
 	b.Blobs = len(sums)
 	var pos struct {
 		Pos string `json:"pos"`
 	}
 	_ = json.Unmarshal(index, &pos) // an index without one still backs up
 	b.Checkpoint = pos.Pos
-	m, err := json.Marshal(manifest{Format: manifestFormat, Sandbox: sandbox, At: b.At, Index: index, Blobs: sums,
-		Checkpoint: b.Checkpoint, Uploaded: b.Uploaded, UploadedBytes: b.UploadedBytes})
+	m, err := json.Marshal(manifest{Format: manifestFormat, Sandbox: sandbox, At: b.At, Index: index, Lists: lists, Count: len(sums),
+		Checkpoint: b.Checkpoint, Uploaded: b.Uploaded, UploadedBytes: b.UploadedBytes, Record: record})
 	if err != nil {
 		return b, err
 	}
@@ -292,14 +324,26 @@ func List(ctx context.Context, t Target, sandbox string) ([]time.Time, error) {
 // authenticated and every blob checked against its hash before anything is written; a
 // bad or missing one is refused, naming it.
 func Restore(ctx context.Context, t Target, key []byte, sandbox string, at time.Time, dir string) (time.Time, error) {
+	pick, _, err := RestoreWithRecord(ctx, t, key, sandbox, at, dir)
+	return pick, err
+}
+
+// RestoreWithRecord is Restore that also returns the sandbox's record the backup kept
+// (nil when it kept none).
+func RestoreWithRecord(ctx context.Context, t Target, key []byte, sandbox string, at time.Time, dir string) (time.Time, json.RawMessage, error) {
 	k, err := derive(key)
 	if err != nil {
-		return time.Time{}, err
+		return time.Time{}, nil, err
 	}
 	all, err := List(ctx, t, sandbox)
 	if err != nil {
-		return time.Time{}, err
+		return time.Time{}, nil, err
 	}
+	return k.restore(ctx, t, sandbox, all, at, dir)
+}
+
+// restore is RestoreWithRecord once the backups' times are listed.
+func (k keys) restore(ctx context.Context, t Target, sandbox string, all []time.Time, at time.Time, dir string) (time.Time, json.RawMessage, error) {
 	var pick time.Time
 	for _, a := range all {
 		if at.IsZero() || !a.After(at) {
@@ -307,52 +351,39 @@ func Restore(ctx context.Context, t Target, key []byte, sandbox string, at time.
 		}
 	}
 	if pick.IsZero() {
-		return pick, fmt.Errorf("restore %s: no backup at or before %v: %w", sandbox, at, errdefs.ErrNotFound)
+		return pick, nil, fmt.Errorf("restore %s: no backup at or before %v: %w", sandbox, at, errdefs.ErrNotFound)
 	}
 	if _, err := os.Lstat(dir); err == nil {
-		return pick, fmt.Errorf("restore %s: %s already exists: %w", sandbox, dir, errdefs.ErrAlreadyExists)
+		return pick, nil, fmt.Errorf("restore %s: %s already exists: %w", sandbox, dir, errdefs.ErrAlreadyExists)
 	}
 	name := manifestPrefix(t, sandbox) + pick.Format(IDFormat)
 	plain, err := k.get(ctx, t, name)
 	if err != nil {
-		return pick, fmt.Errorf("restore %s: %w", sandbox, err)
+		return pick, nil, fmt.Errorf("restore %s: %w", sandbox, err)
 	}
 	var m manifest
 	if err := json.Unmarshal(plain, &m); err != nil || m.Format != manifestFormat || m.Sandbox != sandbox {
-		return pick, fmt.Errorf("restore %s: manifest %s is not this sandbox's backup: %w", sandbox, name, errdefs.ErrDataLoss)
+		return pick, nil, fmt.Errorf("restore %s: manifest %s is not this sandbox's backup: %w", sandbox, name, errdefs.ErrDataLoss)
 	}
 	tmp := dir + ".restoring"
 	if err := os.RemoveAll(tmp); err != nil {
-		return pick, err
+		return pick, nil, err
 	}
 	defer os.RemoveAll(tmp)
-	for _, sum := range m.Blobs {
-		if !validSum(sum) {
-			return pick, fmt.Errorf("restore %s: manifest %s names %q, not a hash: %w", sandbox, name, sum, errdefs.ErrDataLoss)
-		}
-		bn := k.blobName(t, sum)
-		blob, err := k.get(ctx, t, bn)
-		if err != nil {
-			return pick, fmt.Errorf("restore %s: %w", sandbox, err)
-		}
-		if got := sha256.Sum256(blob); hex.EncodeToString(got[:]) != sum {
-			return pick, fmt.Errorf("restore %s: backup object %s does not hash to %s: %w", sandbox, bn, sum, errdefs.ErrDataLoss)
-		}
-		p := filepath.Join(tmp, "objects", sum[:2], sum[2:])
-		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-			return pick, err
-		}
-		if err := os.WriteFile(p, blob, 0o400); err != nil {
-			return pick, err
-		}
+	sums, err := k.sums(ctx, t, name, m)
+	if err != nil {
+		return pick, nil, fmt.Errorf("restore %s: %w", sandbox, err)
+	}
+	if err := k.fetchBlobs(ctx, t, sums, filepath.Join(tmp, "objects")); err != nil {
+		return pick, nil, fmt.Errorf("restore %s: %w", sandbox, err)
 	}
 	if err := os.WriteFile(filepath.Join(tmp, "index.json"), m.Index, 0o600); err != nil {
-		return pick, err
+		return pick, nil, err
 	}
 	if err := os.Chmod(tmp, 0o700); err != nil {
-		return pick, err
+		return pick, nil, err
 	}
-	return pick, os.Rename(tmp, dir)
+	return pick, m.Record, os.Rename(tmp, dir)
 }
 
 // Entry is one backup as its manifest tells it.
@@ -393,9 +424,161 @@ func Entries(ctx context.Context, t Target, key []byte, sandbox string) ([]Entry
 		case json.Unmarshal(plain, &m) != nil || m.Format != manifestFormat || m.Sandbox != sandbox:
 			e.Err = fmt.Errorf("manifest %s is not this sandbox's backup: %w", name, errdefs.ErrDataLoss)
 		default:
-			e.Checkpoint, e.Blobs, e.Uploaded, e.UploadedBytes = m.Checkpoint, len(m.Blobs), m.Uploaded, m.UploadedBytes
+			e.Checkpoint, e.Blobs, e.Uploaded, e.UploadedBytes = m.Checkpoint, len(m.Blobs)+m.Count, m.Uploaded, m.UploadedBytes
 		}
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+// listsOf groups sums (a history's blobs) into the plaintexts of list blobs: sorted, one
+// a line, a list per leading hex digits, with as many digits as keep lists near 64 lines.
+func listsOf(sums []string) [][]byte {
+	sorted := append([]string(nil), sums...)
+	sort.Strings(sorted)
+	d := 0
+	for d < 3 && len(sorted)>>(4*d) > 64 {
+		d++
+	}
+	var out [][]byte
+	var cur []byte
+	for i, s := range sorted {
+		cur = append(cur, s...)
+		cur = append(cur, '\n')
+		if i == len(sorted)-1 || sorted[i+1][:d] != s[:d] {
+			out = append(out, cur)
+			cur = nil
+		}
+	}
+	return out
+}
+
+// getBlob fetches the blob whose SHA-256 is sum, checking it hashes to it.
+func (k keys) getBlob(ctx context.Context, t Target, sum string) ([]byte, error) {
+	name := k.blobName(t, sum)
+	blob, err := k.get(ctx, t, name)
+	if err != nil {
+		return nil, err
+	}
+	if got := sha256.Sum256(blob); hex.EncodeToString(got[:]) != sum {
+		return nil, fmt.Errorf("backup object %s does not hash to %s: %w", name, sum, errdefs.ErrDataLoss)
+	}
+	return blob, nil
+}
+
+// sums are the blobs manifest m (named name) needs: its lists' lines, or its inline list.
+func (k keys) sums(ctx context.Context, t Target, name string, m manifest) ([]string, error) {
+	out := m.Blobs
+	for _, l := range m.Lists {
+		if !validSum(l) {
+			return nil, fmt.Errorf("manifest %s names %q, not a hash: %w", name, l, errdefs.ErrDataLoss)
+		}
+	}
+	lists := make([][]byte, len(m.Lists))
+	err := parallel(ctx, len(m.Lists), func(ctx context.Context, i int) error {
+		var err error
+		lists[i], err = k.getBlob(ctx, t, m.Lists[i])
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, plain := range lists {
+		out = append(out, strings.Fields(string(plain))...)
+	}
+	for _, sum := range out {
+		if !validSum(sum) {
+			return nil, fmt.Errorf("manifest %s names %q, not a hash: %w", name, sum, errdefs.ErrDataLoss)
+		}
+	}
+	return out, nil
+}
+
+// RestoreParallel is how many blobs a restore fetches at once.
+const RestoreParallel = 4
+
+// fetchBlobs fetches every blob of sums into dir (package history's objects layout),
+// RestoreParallel at a time, while two writers write what was fetched: the fetches do not
+// wait on the disk. The first failure stops the rest.
+func (k keys) fetchBlobs(ctx context.Context, t Target, sums []string, dir string) error {
+	for i := range 256 {
+		if err := os.MkdirAll(filepath.Join(dir, fmt.Sprintf("%02x", i)), 0o700); err != nil {
+			return err
+		}
+	}
+	type fetched struct {
+		sum  string
+		blob []byte
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	writes := make(chan fetched, 2*RestoreParallel)
+	var writers sync.WaitGroup
+	for range 2 {
+		writers.Add(1)
+		go func() {
+			defer writers.Done()
+			for f := range writes {
+				if ctx.Err() != nil {
+					continue
+				}
+				if err := os.WriteFile(filepath.Join(dir, f.sum[:2], f.sum[2:]), f.blob, 0o400); err != nil {
+					cancel(err)
+				}
+			}
+		}()
+	}
+	err := parallel(ctx, len(sums), func(ctx context.Context, i int) error {
+		blob, err := k.getBlob(ctx, t, sums[i])
+		if err != nil {
+			return err
+		}
+		select {
+		case writes <- fetched{sums[i], blob}:
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	})
+	close(writes)
+	writers.Wait()
+	if err != nil {
+		return err
+	}
+	return context.Cause(ctx)
+}
+
+// parallel runs fn for 0..n-1, RestoreParallel at a time, until one fails; it returns
+// the first failure.
+func parallel(ctx context.Context, n int, fn func(context.Context, int) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range RestoreParallel {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				if ctx.Err() != nil {
+					continue
+				}
+				if err := fn(ctx, i); err != nil {
+					cancel(err)
+				}
+			}
+		}()
+	}
+	for i := range n {
+		select {
+		case work <- i:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	close(work)
+	wg.Wait()
+	return context.Cause(ctx)
 }

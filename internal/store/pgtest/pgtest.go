@@ -280,3 +280,189 @@ func (s *Server) stop() {
 	<-s.exited
 	os.Remove(s.dir + ".log")
 }
+
+// Own is a PostgreSQL server of one test's own, which the test may stop and start again
+// (a restart under load) without touching the shared server other tests use.
+type Own struct {
+	dir    string
+	bin    string
+	asUser []string
+	db     string
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	watcher *exec.Cmd
+	stdin   *os.File // closing it has the watcher stop the server and remove dir
+}
+
+// ownWatcher outlives a killed test binary: once its standard input closes it stops the
+// server (by the pid in its pid file, whichever start it was) and removes the directory.
+const ownWatcher = `
+dir=$1
+cat >/dev/null
+pid=$(head -n 1 "$dir/data/postmaster.pid" 2>/dev/null)
+if [ -n "$pid" ]; then
+	kill -INT "$pid" 2>/dev/null
+	while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+fi
+rm -rf "$dir"
+`
+
+// StartOwn starts a server of t's own with one database, "paddock"; it skips t, saying
+// so, only when PostgreSQL is not installed. The server is stopped and removed when t
+// ends, or when the test binary is gone.
+func StartOwn(t testing.TB) *Own {
+	t.Helper()
+	bin, err := BinDir()
+	if err != nil {
+		t.Skipf("skipping the PostgreSQL backend: %v", err)
+	}
+	dir, err := os.MkdirTemp("", "paddock-pg-own-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &Own{dir: dir, bin: bin, db: "paddock"}
+	if os.Geteuid() == 0 {
+		name := os.Getenv("PADDOCK_PG_USER")
+		if name == "" {
+			name = "postgres"
+		}
+		u, err := user.Lookup(name)
+		if err != nil {
+			os.RemoveAll(dir)
+			t.Fatalf("PostgreSQL refuses to run as root and there is no user %q to run it as: %v", name, err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		if err := os.Chown(dir, uid, gid); err != nil {
+			os.RemoveAll(dir)
+			t.Fatal(err)
+		}
+		o.asUser = []string{"setpriv", "--reuid=" + u.Uid, "--regid=" + u.Gid, "--init-groups", "--"}
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.watcher = exec.Command("/bin/sh", "-c", ownWatcher, "pgtest", dir)
+	o.watcher.Stdin = r
+	o.watcher.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := o.watcher.Start(); err != nil {
+		os.RemoveAll(dir)
+		t.Fatal(err)
+	}
+	r.Close()
+	o.stdin = w
+	t.Cleanup(o.close)
+	initdb := append(append([]string{}, o.asUser...), filepath.Join(bin, "initdb"), "-D", filepath.Join(dir, "data"),
+		"-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions")
+	if out, err := exec.Command(initdb[0], initdb[1:]...).CombinedOutput(); err != nil {
+		t.Fatalf("initdb: %v: %s", err, out)
+	}
+	if err := o.Start(); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := sql.Open("pgx", o.url("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if _, err := admin.Exec("CREATE DATABASE " + o.db); err != nil {
+		t.Fatalf("create database: %v", err)
+	}
+	return o
+}
+
+// URL is the database's URL.
+func (o *Own) URL() string { return o.url(o.db) }
+
+func (o *Own) url(db string) string {
+	q := url.Values{"host": {o.dir}, "sslmode": {"disable"}}
+	return "postgres://postgres@/" + db + "?" + q.Encode()
+}
+
+// Start starts the server (again) and waits until it answers.
+func (o *Own) Start() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.cmd != nil {
+		return errors.New("pgtest: the server is running")
+	}
+	argv := append(append([]string{}, o.asUser...), filepath.Join(o.bin, "postgres"), "-D", filepath.Join(o.dir, "data"),
+		"-k", o.dir, "-c", "listen_addresses=", "-c", "fsync=off", "-c", "shared_buffers=16MB", "-c", "max_connections=100")
+	cmd := exec.Command(argv[0], argv[1:]...)
+	logf, err := os.OpenFile(filepath.Join(o.dir, "log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	o.cmd, o.exited = cmd, exited
+	db, err := sql.Open("pgx", o.url("postgres"))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err = db.PingContext(ctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-exited:
+			o.cmd = nil
+			b, _ := os.ReadFile(filepath.Join(o.dir, "log"))
+			return fmt.Errorf("postgres exited at start: %s", b)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("postgres did not answer on %s: %w", o.dir, err)
+		}
+	}
+}
+
+// Stop stops the server as pg_ctl stop does in mode "fast" (SIGINT: connections are
+// ended, the server shuts down cleanly) or "immediate" (SIGQUIT: it quits at once and
+// recovers from its log at the next start), and waits until it has exited.
+func (o *Own) Stop(mode string) error {
+	sig := map[string]syscall.Signal{"smart": syscall.SIGTERM, "fast": syscall.SIGINT, "immediate": syscall.SIGQUIT}[mode]
+	if sig == 0 {
+		return fmt.Errorf("pgtest: stop mode %q: want smart, fast or immediate", mode)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.cmd == nil {
+		return errors.New("pgtest: the server is not running")
+	}
+	if err := o.cmd.Process.Signal(sig); err != nil {
+		return err
+	}
+	<-o.exited
+	o.cmd = nil
+	return nil
+}
+
+func (o *Own) close() {
+	o.mu.Lock()
+	if o.cmd != nil {
+		_ = o.cmd.Process.Signal(syscall.SIGINT)
+		<-o.exited
+		o.cmd = nil
+	}
+	// A server stopped "immediate" leaves its pid file: the watcher must not signal
+	// whatever process has that pid now.
+	os.Remove(filepath.Join(o.dir, "data", "postmaster.pid"))
+	o.mu.Unlock()
+	o.stdin.Close()
+	_ = o.watcher.Wait()
+}
