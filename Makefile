@@ -51,7 +51,8 @@ test: setup build
 	$(GO) test -race -count=1 -timeout 10m ./internal/containment -args -runtime=runsc
 	$(GO) test -race -count=1 -tags '$(TESTTAGS)' -timeout 20m -run '/microvm' ./internal/runner
 	$(GO) test -race -count=1 -tags '$(TESTTAGS)' -timeout 10m -run 'TestMicroVM' ./internal/containment
-	$(GO) test -race -count=1 -tags '$(TESTTAGS)' -timeout 20m -run '/kubernetes|TestCluster|TestServeOnCluster' ./internal/runner ./internal/server
+	$(GO) test -race -count=1 -tags '$(TESTTAGS)' -timeout 20m -run '/kubernetes|TestCluster' ./internal/runner
+	$(GO) test -race -count=1 -tags '$(TESTTAGS)' -timeout 20m -run 'TestServeOnCluster' ./internal/server
 	@$(MAKE) --no-print-directory fuzz
 
 # lint runs golangci-lint with .golangci.yml (setup installs the pinned version).
