@@ -65,6 +65,31 @@ func (e *Env) startControlPlaneWith(ctx context.Context, log *slog.Logger, edit 
 			return err
 		}
 	}
+	started, err := e.startBare(ctx, log, edit, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			// Not cp: a failed return has already set it to nil.
+			started.Close()
+		}
+	}()
+	cp = started
+	if err := cp.signUp(ctx, benchUser); err != nil {
+		return nil, err
+	}
+	if err := cp.handoff(ctx); err != nil {
+		return nil, err
+	}
+	if err := ready(ctx, cp); err != nil {
+		return nil, err
+	}
+	return cp, nil
+}
+
+// startBare starts a control plane that signs nobody up, serving on loopback.
+func (e *Env) startBare(ctx context.Context, log *slog.Logger, edit func(*server.Config), opts server.Options) (*ControlPlane, error) {
 	// A directory of its own: a run starts several control planes, each signing the same
 	// user up in a database of its own.
 	dir, err := os.MkdirTemp(e.Dir, "cp-")
@@ -93,25 +118,9 @@ func (e *Env) startControlPlaneWith(ctx context.Context, log *slog.Logger, edit 
 		s.Close()
 		return nil, err
 	}
-	started := &ControlPlane{URL: "http://" + lis.Addr().String(), Server: s, Client: newLoadClient(),
+	cp := &ControlPlane{URL: "http://" + lis.Addr().String(), Server: s, Client: newLoadClient(),
 		http: &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}}
-	go started.http.Serve(lis)
-	defer func() {
-		if err != nil {
-			// Not cp: a failed return has already set it to nil.
-			started.Close()
-		}
-	}()
-	cp = started
-	if err := cp.signUp(ctx, benchUser); err != nil {
-		return nil, err
-	}
-	if err := cp.handoff(ctx); err != nil {
-		return nil, err
-	}
-	if err := ready(ctx, cp); err != nil {
-		return nil, err
-	}
+	go cp.http.Serve(lis)
 	return cp, nil
 }
 

@@ -69,7 +69,7 @@ func (e *Env) ReplicasTable(ctx context.Context, o Options) (*Table, error) {
 		return nil, fmt.Errorf("replica 1: %w", err)
 	}
 	defer r1.Close()
-	r2, err := e.startBare(ctx, replica(1))
+	r2, err := e.startBare(ctx, e.log, replica(1), server.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("replica 2: %w", err)
 	}
@@ -150,35 +150,4 @@ func (e *Env) ReplicasTable(ctx context.Context, o Options) (*Table, error) {
 				"promoted), and half of the requests take one more HTTP hop, from the second replica to the first, which runs the sandbox.",
 		},
 	}, nil
-}
-
-// startBare starts a control plane that signs nobody up: a further replica of one
-// started with startControlPlaneWith.
-func (e *Env) startBare(ctx context.Context, edit func(*server.Config)) (*ControlPlane, error) {
-	dir, err := os.MkdirTemp(e.Dir, "cp-")
-	if err != nil {
-		return nil, err
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		return nil, err
-	}
-	rc, err := e.runnerConfig(filepath.Base(dir))
-	if err != nil {
-		return nil, err
-	}
-	cfg := server.Config{Runner: rc, Listen: "127.0.0.1:0"}
-	edit(&cfg)
-	s, err := server.New(ctx, cfg, e.log, server.Options{})
-	if err != nil {
-		return nil, err
-	}
-	lis, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		s.Close()
-		return nil, err
-	}
-	cp := &ControlPlane{URL: "http://" + lis.Addr().String(), Server: s, Client: newLoadClient(),
-		http: &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}}
-	go cp.http.Serve(lis)
-	return cp, nil
 }
