@@ -87,9 +87,11 @@ func TestServerConfigReloading(t *testing.T) {
 	if len(reloads) != 1 {
 		t.Errorf("reloaded %d times, want 1", len(reloads))
 	}
+	longer := *ca
+	longer.Lifetime = 2 * podtls.DefaultLifetime
 	for name, p := range map[string]podtls.Pair{
 		"torn":           {Cert: renewed.Cert, Key: first.Key},
-		"another's":      must(ca.IssueSandbox("sb-bbbbbbbbbb")),
+		"another's":      must(longer.IssueSandbox("sb-bbbbbbbbbb")),
 		"shorter-lived":  expired(t, ca, func(c *podtls.CA) (podtls.Pair, error) { return c.IssueSandbox(id) }),
 		"not PEM at all": {Cert: []byte("x"), Key: []byte("y")},
 	} {
