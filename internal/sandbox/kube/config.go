@@ -55,6 +55,13 @@ type Config struct {
 	// and the image needs only the agent and /etc. Only for clusters whose nodes are
 	// paddock hosts (the test cluster); off, the image brings its own /usr.
 	NodeUsr bool `yaml:"node_usr"`
+	// PodFirewall adds to each pod an init container that, with NET_ADMIN, rejects in the
+	// pod's own network namespace every packet the sandbox user's processes send
+	// anywhere but the pod's loopback: the sandbox then reaches nothing but what the agent
+	// relays (the host's services, the egress proxy), whatever the cluster's network
+	// plugin enforces. The image needs iptables (nf_tables); the init container's
+	// NET_ADMIN is outside the Pod Security Standards' baseline.
+	PodFirewall bool `yaml:"pod_firewall"`
 	// CADir holds the channel's CA (ca.crt, ca.key), made on first use. Default:
 	// <data_dir>/kube-ca.
 	CADir string `yaml:"ca_dir"`
