@@ -75,9 +75,15 @@ func newKeyedProvider(t *testing.T, key, content string) (*keyedProvider, string
 // key (OpenAI's and Anthropic's wire formats) and counts the tokens to the sandbox the
 // request came from, and the egress proxy lets it reach an allowed host and refuses a
 // denied one, naming it. Identity comes from the channel: one sandbox's relay cannot act
-// for another's (its lease, its usage, its secret).
+// for another's (its lease, its usage, its secret). All of it holds with pod_firewall too,
+// which keeps the sandbox's packets on its loopback, where the agent relays them.
 func TestServicesOnCluster(t *testing.T) {
 	testenv.RequireRoot(t)
+	t.Run("network", func(t *testing.T) { servicesOnCluster(t, false) })
+	t.Run("pod_firewall", func(t *testing.T) { servicesOnCluster(t, true) })
+}
+
+func servicesOnCluster(t *testing.T, firewall bool) {
 	const openaiKey, anthropicKey = "sk-PLATFORM-openai-9c2e1a", "sk-ant-PLATFORM-4b7d0f"
 	openai, openaiURL := newKeyedProvider(t, openaiKey, "hello from openai")
 	anthropic, anthropicURL := newKeyedProvider(t, anthropicKey, "hello from anthropic")
@@ -103,6 +109,7 @@ func TestServicesOnCluster(t *testing.T) {
 			{Name: "openai", Kind: gateway.KindOpenAI, BaseURL: openaiURL, APIKey: openaiKey},
 			{Name: "claude", Kind: gateway.KindAnthropic, BaseURL: anthropicURL, APIKey: anthropicKey},
 		}}}
+	cfg.Runner.Cluster.PodFirewall = firewall
 	e := servertest.StartOpts(t, cfg, server.Options{
 		AuthOptions: servertest.CheapAuth(),
 		Egress: egress.Options{Resolver: loopbackResolver{}, HTTPPorts: []uint16{port}, ConnectPorts: []uint16{port},
