@@ -36,7 +36,7 @@ import (
 // expired control plane certificate, are refused.
 func TestClusterCertificateRenewal(t *testing.T) {
 	testenv.RequireRoot(t)
-	const life = 90 * time.Second
+	const life = 2 * time.Minute
 	cfg := kubetest.Config(t, testenv.Config(t))
 	cfg.Cluster.CertLifetime = life
 	t.Cleanup(func() {
