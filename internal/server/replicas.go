@@ -113,14 +113,13 @@ func loadClusterKey(path string) ([]byte, bool, error) {
 func (s *Server) initCluster(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	err := s.st.Listen(ctx, fleet.RolesChannel, func(payload string) {
-		user, gen, ok := strings.Cut(payload, " ")
-		n, err := strconv.ParseInt(gen, 10, 64)
-		if !ok || err != nil {
+		user, gen, seq, ok := parseRolesNote(payload)
+		if !ok {
 			// Listening resumed after a lost connection: any user's roles may have moved.
-			s.fleet.RolesChanged("", -1)
+			s.fleet.ResyncRoles(ctx)
 			return
 		}
-		s.fleet.RolesChanged(user, n)
+		s.fleet.RolesChanged(ctx, user, gen, seq)
 	})
 	if err != nil {
 		cancel()
@@ -150,6 +149,8 @@ func (s *Server) initCluster(ctx context.Context) error {
 		cancel()
 		return fmt.Errorf("register replica %s: %w", c.id, err)
 	}
+	// Listening began above: every change of roles after the one read here is notified.
+	s.fleet.ResyncRoles(ctx)
 	go func() {
 		t := time.NewTicker(c.ttl / 5)
 		defer t.Stop()
@@ -161,11 +162,23 @@ func (s *Server) initCluster(ctx context.Context) error {
 				if err := s.st.Heartbeat(ctx, me, time.Now()); err != nil && ctx.Err() == nil {
 					s.log.Warn("replica heartbeat", "replica", c.id, "err", err)
 				}
+				s.fleet.CheckRolesLag(ctx)
 			}
 		}
 	}()
 	s.cluster, s.clusterStop = c, cancel
 	return nil
+}
+
+// parseRolesNote reads a notification of fleet.RolesChannel: "USERID GENERATION SEQ".
+func parseRolesNote(payload string) (user string, gen, seq int64, ok bool) {
+	f := strings.Fields(payload)
+	if len(f) != 3 {
+		return "", 0, 0, false
+	}
+	gen, err1 := strconv.ParseInt(f[1], 10, 64)
+	seq, err2 := strconv.ParseInt(f[2], 10, 64)
+	return f[0], gen, seq, err1 == nil && err2 == nil
 }
 
 func cmpDuration(d, def time.Duration) time.Duration {

@@ -470,6 +470,14 @@ func TestReplicas(t *testing.T) {
 	})
 	close(stopLoad)
 	wg.Wait()
+	// A sandbox's record is the database's: any replica answers it, its own replica dead.
+	for _, sb := range []api.Sandbox{carol.roles.Live, carol.roles.Dev} {
+		var got api.Sandbox
+		code, body, err := tokenDo(ctx, rs[0].url, carol.c.Token, "GET", "/api/v1/sandboxes/"+sb.ID, nil)
+		if err != nil || code != http.StatusOK || json.Unmarshal(body, &got) != nil || got.ID != sb.ID || got.Role == "" {
+			t.Errorf("carol's sandbox %s of the dead r3, through r1: %d %s %v, want its record with its role", sb.ID, code, body, err)
+		}
+	}
 
 	// No request was served by the wrong role: each answer came from a live sandbox, the
 	// one live when the request began, or one a promotion concurrent with it made live.
