@@ -86,7 +86,7 @@ type Config struct {
 	// Replica is this process's ID when several `paddock serve` replicas share the
 	// database, empty when it is the only one. A replica starts and adopts only the
 	// sandboxes it claimed (store.Tx.ClaimSandbox), and caches a user's roles only as
-	// long as the notifications of their changes reach it (RolesChanged, CheckRolesLag).
+	// long as the notifications of their changes reach it (RolesChanged, Beat).
 	Replica string
 	// ReplicaTTL: a replica whose last heartbeat is older is dead.
 	ReplicaTTL time.Duration
@@ -111,9 +111,11 @@ type Fleet struct {
 	roles    map[string]store.Roles // by user ID; a cache of the store's roles
 	// rolesEpoch moves with every change of roles applied to the cache, so that a read
 	// of the store begun before one is not cached after it; rolesSeen is the last change
-	// applied, rolesMark the last the store had at the previous heartbeat.
+	// applied, rolesMark the last the store had at the previous heartbeat; beatAt is
+	// this replica's last heartbeat recorded.
 	rolesEpoch           uint64
 	rolesSeen, rolesMark int64
+	beatAt               time.Time
 	locks                map[string]*sync.Mutex // one per sandbox ID and per "user:ID"
 
 	// onGone and onSwap tell the proxy to drop connections (see SetHooks).

@@ -57,7 +57,7 @@ func (f *Fleet) cachedOwner(userID, role string) (Owner, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r, ok := f.roles[userID]
-	if !ok {
+	if !ok || !f.rolesTrusted() {
 		return Owner{}, false
 	}
 	id := r.LiveID
@@ -81,6 +81,7 @@ func (f *Fleet) cachedOwner(userID, role string) (Owner, bool) {
 func (f *Fleet) rolesOf(ctx context.Context, userID string) (store.Roles, error) {
 	f.mu.Lock()
 	r, ok := f.roles[userID]
+	ok = ok && f.rolesTrusted()
 	epoch := f.rolesEpoch
 	f.mu.Unlock()
 	if ok {
@@ -104,7 +105,7 @@ func (f *Fleet) RolesOf(ctx context.Context, userID string) (store.Roles, error)
 func (f *Fleet) cacheRoles(r store.Roles, epoch uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.rolesEpoch != epoch || r.LiveID == "" || r.DevID == "" {
+	if f.rolesEpoch != epoch || r.LiveID == "" || r.DevID == "" || !f.rolesTrusted() {
 		return
 	}
 	if cached, ok := f.roles[r.UserID]; !ok || cached.Generation <= r.Generation {
@@ -149,22 +150,38 @@ func (f *Fleet) ResyncRoles(ctx context.Context) {
 	f.ackRoles(ctx, seq)
 }
 
-// CheckRolesLag runs with each heartbeat (replicas only): if a change of roles the store
-// had at the previous heartbeat has still not been notified here, the listener is behind
-// or stuck, and the cache resyncs from the store.
-func (f *Fleet) CheckRolesLag(ctx context.Context) {
+// Beat is told of each heartbeat this replica recorded, at. A replica whose heartbeat
+// lapsed (it was paused, or could not write) may have been given up on by a change of
+// roles that did not wait for it: it resyncs before it trusts its cache again. And if a
+// change the store had at the previous heartbeat has still not been notified here, the
+// listener is behind or stuck: it resyncs too.
+func (f *Fleet) Beat(ctx context.Context, at time.Time) {
 	seq, err := f.st.RolesSeq(ctx)
-	if err != nil {
-		return
-	}
 	f.mu.Lock()
-	behind := f.rolesSeen < f.rolesMark
-	f.rolesMark = seq
+	lapsed := at.Sub(f.beatAt) >= f.cfg.ReplicaTTL/2
+	behind := err == nil && f.rolesSeen < f.rolesMark
+	if err == nil {
+		f.rolesMark = seq
+	}
 	f.mu.Unlock()
 	if behind {
 		f.log.Warn("roles: notifications are behind the store: resyncing the cache", "replica", f.cfg.Replica)
+	}
+	if lapsed || behind {
 		f.ResyncRoles(ctx)
 	}
+	f.mu.Lock()
+	if at.After(f.beatAt) {
+		f.beatAt = at
+	}
+	f.mu.Unlock()
+}
+
+// rolesTrusted says whether the cached roles may be used: always for the only control
+// plane; for a replica, while its heartbeat is recent (no change of roles gives up
+// waiting for it). The caller holds f.mu.
+func (f *Fleet) rolesTrusted() bool {
+	return f.cfg.Replica == "" || f.now().Sub(f.beatAt) < f.cfg.ReplicaTTL/2
 }
 
 func (f *Fleet) ackRoles(ctx context.Context, seq int64) {
@@ -189,7 +206,7 @@ func noteRoles(ctx context.Context, tx *store.Tx, userID string, generation int6
 // waitRolesApplied returns once every other live replica has applied change seq, so that
 // no request any of them serves after this returns uses roles from before it. A dead
 // replica is not waited for once its heartbeat is older than the TTL; a live one whose
-// notifications are stuck resyncs within two heartbeats (CheckRolesLag).
+// notifications are stuck resyncs within two heartbeats (Beat).
 func (f *Fleet) waitRolesApplied(ctx context.Context, seq int64) {
 	if f.cfg.Replica == "" {
 		return
@@ -346,7 +363,7 @@ func (f *Fleet) Promote(ctx context.Context, c Caller) (live, dev store.Sandbox,
 	// moves, and the swap's own result is cached unless another change came meanwhile.
 	f.mu.Lock()
 	f.rolesEpoch++
-	if f.rolesEpoch == epoch+1 {
+	if f.rolesEpoch == epoch+1 && f.rolesTrusted() {
 		f.roles[c.UserID] = roles
 	} else {
 		delete(f.roles, c.UserID)

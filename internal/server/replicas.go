@@ -145,12 +145,14 @@ func (s *Server) initCluster(ctx context.Context) error {
 	c := &cluster{id: rc.ID, advertise: rc.Advertise, key: key, ttl: cmpDuration(rc.HeartbeatTTL, defaultHeartbeatTTL), stop: cancel}
 	c.forward = s.newForwarder(c)
 	me := store.Replica{ID: c.id, Advertise: c.advertise}
-	if err := s.st.Heartbeat(ctx, me, time.Now()); err != nil {
+	now := time.Now()
+	if err := s.st.Heartbeat(ctx, me, now); err != nil {
 		cancel()
 		return fmt.Errorf("register replica %s: %w", c.id, err)
 	}
-	// Listening began above: every change of roles after the one read here is notified.
-	s.fleet.ResyncRoles(ctx)
+	// Listening began above: every change of roles after the one the first beat's resync
+	// reads is notified.
+	s.fleet.Beat(ctx, now)
 	go func() {
 		t := time.NewTicker(c.ttl / 5)
 		defer t.Stop()
@@ -159,10 +161,14 @@ func (s *Server) initCluster(ctx context.Context) error {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				if err := s.st.Heartbeat(ctx, me, time.Now()); err != nil && ctx.Err() == nil {
-					s.log.Warn("replica heartbeat", "replica", c.id, "err", err)
+				now := time.Now()
+				if err := s.st.Heartbeat(ctx, me, now); err != nil {
+					if ctx.Err() == nil {
+						s.log.Warn("replica heartbeat", "replica", c.id, "err", err)
+					}
+					continue
 				}
-				s.fleet.CheckRolesLag(ctx)
+				s.fleet.Beat(ctx, now)
 			}
 		}
 	}()

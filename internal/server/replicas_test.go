@@ -26,6 +26,7 @@ import (
 	"github.com/paddockhq/paddock/internal/origins"
 	"github.com/paddockhq/paddock/internal/server"
 	"github.com/paddockhq/paddock/internal/servertest"
+	"github.com/paddockhq/paddock/internal/store"
 	"github.com/paddockhq/paddock/internal/store/pgtest"
 	"github.com/paddockhq/paddock/internal/testenv"
 )
@@ -356,6 +357,34 @@ func TestReplicas(t *testing.T) {
 	defer wcancel()
 	if _, _, err := ws.Read(wctx); websocket.CloseStatus(err) != api.CloseOwnerChanged {
 		t.Fatalf("alice's WebSocket after a promotion on another replica: %v (code %d), want %d", err, websocket.CloseStatus(err), api.CloseOwnerChanged)
+	}
+
+	// A promotion waits for every live replica to apply it: through r1, with r2 paused
+	// (SIGSTOP), it is answered only once r2's heartbeat has expired. Resumed, r2 serves
+	// alice's live app from the new owner, not from the roles it had cached.
+	if code, v, err := info(rs[1].url, alice.c.User.ID, "live", alice.c.Token, nil); err != nil || code != http.StatusOK {
+		t.Fatalf("alice's live app through r2: %d %v %v", code, v, err)
+	}
+	st, err := store.Open(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	rs[1].cmd.Process.Signal(syscall.SIGSTOP)
+	err = promote(alice, rs[0])
+	r2, rerr := st.ReplicaByID(ctx, "r2")
+	rs[1].cmd.Process.Signal(syscall.SIGCONT)
+	if err != nil || rerr != nil {
+		t.Fatal(err, rerr)
+	}
+	if age := time.Since(r2.HeartbeatAt); age < 3*time.Second {
+		t.Errorf("a promotion was answered while r2, paused, was alive (heartbeat %s old) and had not applied it", age.Round(time.Millisecond))
+	}
+	alice.mu.Lock()
+	nowLive := alice.promoted[len(alice.promoted)-1].live
+	alice.mu.Unlock()
+	if code, v, err := info(rs[1].url, alice.c.User.ID, "live", alice.c.Token, nil); err != nil || code != http.StatusOK || v["sandbox"] != nowLive {
+		t.Errorf("alice's live app through r2 once resumed: %d %v %v, want %s", code, v, err, nowLive)
 	}
 
 	// The load: readers of every user's live app and writers of files and secrets, each
