@@ -536,6 +536,20 @@ func TestReplicas(t *testing.T) {
 	// Every acknowledged write reads back through another replica, once the killed one
 	// is back (its sandboxes survived it, and it adopts them).
 	rs[2].start(t)
+	// The others read r3's heartbeat again within a fifth of the TTL: until then it may
+	// still look dead to them.
+	for _, via := range rs[:2] {
+		for {
+			code, body, err := tokenDo(ctx, via.url, carol.c.Token, "GET", "/api/v1/sandboxes/"+carol.roles.Live.ID+"/files/list?path=.", nil)
+			if err == nil && code == http.StatusOK {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("carol's live sandbox through %s after r3 restarted: %d %s %v", via.id, code, body, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 	for _, a := range acked {
 		f := strings.Fields(a)
 		u, kind, key := byName[f[0]], f[1], f[2]
