@@ -85,8 +85,8 @@ type Config struct {
 	Idle IdleConfig
 	// Replica is this process's ID when several `paddock serve` replicas share the
 	// database, empty when it is the only one. A replica starts and adopts only the
-	// sandboxes it claimed (store.Tx.ClaimSandbox), and reads a user's roles from the
-	// store on every route, since another replica may promote.
+	// sandboxes it claimed (store.Tx.ClaimSandbox), and caches a user's roles only as
+	// long as the notifications of their changes reach it (RolesChanged, Beat).
 	Replica string
 	// ReplicaTTL: a replica whose last heartbeat is older is dead.
 	ReplicaTTL time.Duration
@@ -109,7 +109,14 @@ type Fleet struct {
 	// queues on the sandbox's lock behind start instead of meeting a refused port.
 	starting map[string]bool
 	roles    map[string]store.Roles // by user ID; a cache of the store's roles
-	locks    map[string]*sync.Mutex // one per sandbox ID and per "user:ID"
+	// rolesEpoch moves with every change of roles applied to the cache, so that a read
+	// of the store begun before one is not cached after it; rolesSeen is the last change
+	// applied, rolesMark the last the store had at the previous heartbeat; beatAt is
+	// this replica's last heartbeat recorded.
+	rolesEpoch           uint64
+	rolesSeen, rolesMark int64
+	beatAt               time.Time
+	locks                map[string]*sync.Mutex // one per sandbox ID and per "user:ID"
 
 	// onGone and onSwap tell the proxy to drop connections (see SetHooks).
 	onGone func(sandboxID string)
@@ -684,9 +691,19 @@ func (f *Fleet) Delete(ctx context.Context, c Caller, id string) error {
 		// left behind is in the log for the operator.
 		f.log.Warn("delete: leftovers", "sandbox", id, "err", errors.Join(errs...))
 	}
+	var seq int64
 	err = f.st.Update(context.WithoutCancel(ctx), func(tx *store.Tx) error {
+		roles, err := tx.RolesOf(ctx, rec.UserID)
+		if err != nil {
+			return err
+		}
 		if err := tx.DeleteSandbox(ctx, id); err != nil {
 			return err
+		}
+		if roles.LiveID == id || roles.DevID == id {
+			if seq, err = noteRoles(ctx, tx, rec.UserID, roles.Generation); err != nil {
+				return err
+			}
 		}
 		return tx.AppendAudit(ctx, f.event(c, "sandbox.delete", id, map[string]any{"name": rec.Name}))
 	})
@@ -694,6 +711,9 @@ func (f *Fleet) Delete(ctx context.Context, c Caller, id string) error {
 		return err
 	}
 	f.forgetRoles(rec.UserID)
+	if seq != 0 {
+		f.waitRolesApplied(ctx, seq)
+	}
 	return nil
 }
 
