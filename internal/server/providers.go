@@ -54,7 +54,7 @@ func (s *Server) appStep(w http.ResponseWriter, r *http.Request, c fleet.Caller)
 	plan.Serve = func(ctx context.Context, pv api.ProviderPreview) (string, error) {
 		return s.servePreview(r.WithContext(ctx), c, pv)
 	}
-	if false && s.fleet.HasTemplatePool(plan.Project.Runtime) {
+	if s.fleet.HasTemplatePool(plan.Project.Runtime) {
 		plan.FromPool = func(ctx context.Context, p provider.Project, scaffold []string) (bool, error) {
 			return s.fromTemplatePool(ctx, c, r.PathValue("id"), p, scaffold)
 		}
