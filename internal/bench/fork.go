@@ -171,7 +171,7 @@ func checkLayer(ctx context.Context, dir, meta, objects, ws string) error {
 	if err := unix.Mount("overlay", mnt, "overlay", 0, "metacopy=on,redirect_dir=on,lowerdir="+meta+"::"+objects+",upperdir="+upper+",workdir="+work); err != nil {
 		return fmt.Errorf("mount the layered fork: %w", err)
 	}
-	defer unix.Unmount(mnt, unix.MNT_DETACH)
+	defer func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) }()
 	if out, err := exec.CommandContext(ctx, "diff", "-r", "--no-dereference", ws, mnt).CombinedOutput(); err != nil {
 		return fmt.Errorf("the layered fork differs from the workspace: %v: %.2000s", err, out)
 	}
