@@ -178,7 +178,7 @@ func New(st *store.Store, run Runner, cfg Config, reg prometheus.Registerer, log
 	if err := cfg.Idle.validate(); err != nil {
 		return nil, err
 	}
-	if err := cfg.Pool.validate(); err != nil {
+	if err := cfg.Pool.Validate(); err != nil {
 		return nil, err
 	}
 	if cfg.Pool.Size > 0 {

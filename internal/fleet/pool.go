@@ -37,9 +37,9 @@ type PoolConfig struct {
 	Env []string `yaml:"env"`
 }
 
-// validate refuses a negative size, a template no provider has, and an environment entry
+// Validate refuses a negative size, a template no provider has, and an environment entry
 // that is not NAME=VALUE.
-func (c PoolConfig) validate() error {
+func (c PoolConfig) Validate() error {
 	if c.Size < 0 {
 		return fmt.Errorf("pool.size: %d is negative: %w", c.Size, errdefs.ErrInvalidArgument)
 	}

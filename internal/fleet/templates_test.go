@@ -26,7 +26,7 @@ func TestPoolConfigValidate(t *testing.T) {
 		{"bad env", PoolConfig{Templates: map[string]int{"node": 1}, Env: []string{"A=b", "nope"}}, "pool.env", "entry 1: want NAME=VALUE"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := tc.c.validate()
+			err := tc.c.Validate()
 			if tc.field == "" {
 				if err != nil {
 					t.Fatalf("validate: %v", err)
