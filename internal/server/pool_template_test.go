@@ -33,7 +33,7 @@ func waitMetric(t *testing.T, e *servertest.Env, metric string, v float64) {
 
 // A new node project takes the template pool's resolved dependencies instead of running
 // npm: its scaffold is its own (its name), and the dependencies work (Vite builds it)
-// in a sandbox that cannot reach the registry at all. The member is not handed out twice.
+// in a sandbox whose npm knows no registry it may reach. The member is discarded.
 func TestPoolTemplateNode(t *testing.T) {
 	e, _, _ := startWithRegistryConfig(t, func(c *server.Config, env []string) {
 		c.Pool = fleet.PoolConfig{Templates: map[string]int{"node": 1}, Env: env}
