@@ -2,8 +2,12 @@ package server_test
 
 import (
 	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -83,4 +87,53 @@ func TestPoolTemplateMiss(t *testing.T) {
 	if m := e.Metrics(t); metricValue(m, nodePoolHits) != 0 || metricValue(m, nodePoolMisses) != 1 || metricValue(m, nodePoolSize) != 0 {
 		t.Errorf("hits %v, misses %v, size %v", metricValue(m, nodePoolHits), metricValue(m, nodePoolMisses), metricValue(m, nodePoolSize))
 	}
+}
+
+// A template pool's member whose agent dies while it waits is never handed out: a new
+// project takes another member or resolves itself, and works either way.
+func TestPoolTemplateDeadMember(t *testing.T) {
+	e, env, _ := startWithRegistryConfig(t, func(c *server.Config, env []string) {
+		c.Pool = fleet.PoolConfig{Templates: map[string]int{"node": 1}, Env: env}
+	})
+	waitMetric(t, e, nodePoolSize, 1)
+	members := waitPoolDirs(t, e)
+	if len(members) != 1 {
+		t.Fatalf("the pool holds %v", members)
+	}
+	dead := members[0]
+	pid := initPid(t, e, dead)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	alice := e.Register(t, "alice")
+	var sb api.Sandbox
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "p", Env: env, Limits: api.Limits{Memory: "1GiB"}}), http.StatusCreated, &sb)
+	evs := providerStep(t, alice, sb.ID, "new", api.ProviderRequest{Runtime: "node", Name: "my-site", Dir: "my-site"})
+	if r := result(evs); r.Error != "" {
+		t.Fatalf("new node: ran %q, result %+v; log:\n%s", ran(evs), r, logText(evs))
+	}
+	if res := execIn(t, alice, sb.ID, api.ExecRequest{Cwd: "my-site", Argv: []string{"test", "-x", "node_modules/.bin/vite"}}); res.ExitCode != 0 {
+		t.Errorf("the project has no vite: %+v", res)
+	}
+	logs := e.Logs.String()
+	if regexp.MustCompile(`sandbox=` + dead + ` template=node why="its project was taken"`).MatchString(logs) {
+		t.Errorf("the dead member %s was handed out:\n%s", dead, logs)
+	}
+	if !regexp.MustCompile(`discarding a sandbox.*sandbox=` + dead + `.*agent exited`).MatchString(logs) {
+		t.Errorf("the dead member %s was not discarded:\n%s", dead, logs)
+	}
+}
+
+// waitPoolDirs is the IDs of the sandboxes the pool's directory holds.
+func waitPoolDirs(t *testing.T, e *servertest.Env) []string {
+	t.Helper()
+	names, err := os.ReadDir(filepath.Join(e.Config.Runner.WorkspaceRoot, ".pool", "history"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, n := range names {
+		ids = append(ids, n.Name())
+	}
+	return ids
 }
