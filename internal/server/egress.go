@@ -92,6 +92,24 @@ func (s *Server) serveEgress(rec store.Sandbox, sb *runner.Sandbox) (stop func()
 	return func() { l.Close() }
 }
 
+// servePoolEgress serves the egress proxy to a template pool's sandbox while it is
+// readied: it is no one's yet, so the server's network_policy alone decides.
+func (s *Server) servePoolEgress(sb *runner.Sandbox) (stop func()) {
+	if s.egress == nil {
+		return func() {}
+	}
+	l := sb.Listen(EgressPort, servicesIdle, s.log.With("sandbox", sb.ID, "pool", true))
+	go func() {
+		_ = s.egress.ServeSandbox(l, egress.Sandbox{ID: sb.ID, Decider: poolNetwork{s: s}})
+	}()
+	return func() { l.Close() }
+}
+
+// poolNetwork is the server's network_policy, for a sandbox that is no one's.
+type poolNetwork struct{ s *Server }
+
+func (n poolNetwork) Host(host string) policy.Decision { return n.s.netPolicy.Load().Host(host) }
+
 // sandboxNetwork decides the hosts one sandbox may reach: the server's network_policy
 // first — the operator's ceiling, which nothing a user attaches can lift — and then, when
 // the policy in force for the sandbox (its own, its owner's, the default) has a network

@@ -65,6 +65,7 @@ func (s *Server) initServices() error {
 	})
 	s.services = mux
 	s.fleet.SetServices(s.serveServices)
+	s.fleet.SetPoolServices(s.servePoolEgress)
 	return nil
 }
 
