@@ -134,6 +134,9 @@ func (f *Fleet) TakeTemplate(runtime string) *Member {
 	return &Member{p: p, sb: sb}
 }
 
+// ID is the member's sandbox's ID.
+func (m *Member) ID() string { return m.sb.ID }
+
 // Export writes the member's project as a tar stream to w, a chunk at a time, without
 // the files named in exclude (relative to the project: the scaffold, which the new
 // project writes with its own name).

@@ -137,3 +137,31 @@ func waitPoolDirs(t *testing.T, e *servertest.Env) []string {
 	}
 	return ids
 }
+
+// A sandbox whose own policy refuses the registry a member's dependencies came from does
+// not take them: the step says which host, resolves itself (under its own policy), and
+// the claim is a miss.
+func TestPoolTemplateRefusedByPolicy(t *testing.T) {
+	e, env, _ := startWithRegistryConfig(t, func(c *server.Config, env []string) {
+		c.Pool = fleet.PoolConfig{Templates: map[string]int{"node": 1}, Env: env}
+	})
+	waitMetric(t, e, nodePoolSize, 1)
+	alice := e.Register(t, "alice")
+	var sb api.Sandbox
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "p", Env: env, Limits: api.Limits{Memory: "1GiB"}}), http.StatusCreated, &sb)
+	servertest.Decode(t, putPolicy(t, alice, sb.ID, "application/yaml", "network:\n  default: deny\n  allow: [elsewhere.test]\n"), http.StatusOK, nil)
+	evs := providerStep(t, alice, sb.ID, "new", api.ProviderRequest{Runtime: "node", Name: "my-site", Dir: "my-site"})
+	var errs strings.Builder
+	for _, ev := range evs {
+		errs.WriteString(ev.Error + "\n")
+	}
+	if !strings.Contains(errs.String(), "may not reach "+registryHost) || !slices.Contains(ran(evs), "resolve: npm install") {
+		t.Fatalf("new node in a sandbox that may not reach the registry: ran %q; errors:\n%s\nlog:\n%s", ran(evs), errs.String(), logText(evs))
+	}
+	if res := execIn(t, alice, sb.ID, api.ExecRequest{Cwd: "my-site", Argv: []string{"test", "-e", "node_modules/.bin/vite"}}); res.ExitCode == 0 {
+		t.Errorf("the project has the pool's vite though its sandbox may not reach the registry")
+	}
+	if m := e.Metrics(t); metricValue(m, nodePoolHits) != 0 || metricValue(m, nodePoolMisses) != 1 {
+		t.Errorf("hits %v, misses %v", metricValue(m, nodePoolHits), metricValue(m, nodePoolMisses))
+	}
+}

@@ -76,6 +76,9 @@ func (s *Server) fromTemplatePool(ctx context.Context, c fleet.Caller, id string
 	}
 	hit := false
 	defer func() { m.Done(hit) }()
+	if why := s.poolRefusal(m.ID(), id); why != "" {
+		return false, fmt.Errorf("%s: %w", why, errdefs.ErrPermissionDenied)
+	}
 	gate, err := s.ops.OpenStream(ctx, c, id)
 	if err != nil {
 		return false, err
