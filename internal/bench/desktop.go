@@ -212,9 +212,9 @@ func (e *Env) DesktopTable(ctx context.Context, o Options) (t *Table, err error)
 			"recorded through the API and the preview shows the second; the click on *Undo* in the timeline is timed until the " +
 			"preview's frame shows the first; against `paddock undo <sandbox>` (the CLI's process) followed by GETs of the app " +
 			"through the proxy every 20 ms until it serves the first. *Agent VmRSS*: the sandbox's agent after the browser has " +
-			"gone and the sandbox has idled, one reading; its floor is the agent of a sandbox that never served the desktop, created through "+
-			"the runner and idle as long, read in the same run. The *floor* of the assets is the same bundle (the desktop's files, inflated) "+
-			"served by a plain Go file server (`http.FileServer` on loopback, no compression) to a fresh page in the same Chromium, "+
+			"gone and the sandbox has idled, one reading; its floor is the agent of a sandbox that never served the desktop, created through " +
+			"the runner and idle as long, read in the same run. The *floor* of the assets is the same bundle (the desktop's files, inflated) " +
+			"served by a plain Go file server (`http.FileServer` on loopback, no compression) to a fresh page in the same Chromium, " +
 			"timed from navigation to its load event (information) with the bytes it sent counted the same way.",
 		Rows: []Row{
 			{Name: "sign-in → the desktop interactive", Unit: "ms", Summary: desk, Ratio: ratio(desk.P50, welcome.P50), Target: "≤ 2× sign-in → app's page", Met: yesNo(desk.P50 <= 2*welcome.P50)},
