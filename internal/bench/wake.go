@@ -124,9 +124,9 @@ func (e *Env) WakeTable(ctx context.Context, o Options) (t *Table, err error) {
 			{Name: "the same request to the sandbox running", Unit: "ms", Summary: rn, Ratio: "1.00× (baseline)"},
 		},
 		Notes: []string{fmt.Sprintf("A frozen sandbox answers its first request %.2f ms after it was sent, against %.2f ms running (%s; target %s: %s), "+
-			"and %s of a wake from stopped: the proxy thaws the cgroup (one write to its freezer) before it forwards, and the app's process, its "+
+			"where a wake from stopped takes %s as long: the proxy thaws the cgroup (one write to its freezer) before it forwards, and the app's process, its "+
 			"memory kept, answers once the kernel has woken its threads. The absolute figures are information.",
-			th.P50, rn.P50, ratio(th.P50, rn.P50), thawTarget, thawTarget.word(th.P50, rn.P50, ""), ratio(th.P50, w.P50))},
+			th.P50, rn.P50, ratio(th.P50, rn.P50), thawTarget, thawTarget.word(th.P50, rn.P50, ""), ratio(w.P50, th.P50))},
 	}, nil
 }
 
