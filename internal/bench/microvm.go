@@ -167,7 +167,7 @@ func (e *Env) MicroVMTable(ctx context.Context, o Options) (*Table, error) {
 // Table 11's targets, against the bare boot of the same run.
 var (
 	vmBootTarget = atMost(1.5, "the bare boot")
-	vmMemTarget  = atMost(1.3, "the bare boot")
+	vmMemTarget  = atMost(1.15, "the bare boot")
 )
 
 func vmFloorNote(f *vmFloor, exV, exF, rss, rssF Summary) string {
