@@ -118,6 +118,20 @@ func (k keys) blobName(t Target, sum string) string {
 	return t.Prefix + "blobs/" + hex.EncodeToString(m.Sum(nil))
 }
 
+// Namespace is the folder under a bucket's prefix that the backups sealed under key go
+// to: an HMAC of the key, so installs with their own keys sharing a bucket and prefix
+// never read, list or delete each other's objects, and a new server given the same key
+// finds the old one's backups.
+func Namespace(key []byte) (string, error) {
+	k, err := derive(key)
+	if err != nil {
+		return "", err
+	}
+	m := hmac.New(sha256.New, k.nameKey)
+	m.Write([]byte("namespace"))
+	return hex.EncodeToString(m.Sum(nil))[:16], nil
+}
+
 func manifestPrefix(t Target, sandbox string) string {
 	return t.Prefix + "sandboxes/" + sandbox + "/manifests/"
 }
@@ -317,6 +331,77 @@ func List(ctx context.Context, t Target, sandbox string) ([]time.Time, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Before(out[j]) })
 	return out, nil
+}
+
+// manifests lists every sandbox's backups under t, by sandbox.
+func manifests(ctx context.Context, t Target) (map[string][]time.Time, error) {
+	bySandbox := map[string][]time.Time{}
+	root := t.Prefix + "sandboxes/"
+	for o := range t.Client.ListObjects(ctx, t.Bucket, minio.ListObjectsOptions{Prefix: root, Recursive: true}) {
+		if o.Err != nil {
+			return nil, fmt.Errorf("list bucket %s: %w: %w", t.Bucket, errdefs.ErrUnavailable, o.Err)
+		}
+		id, rest, ok := strings.Cut(strings.TrimPrefix(o.Key, root), "/manifests/")
+		if at, err := time.Parse(IDFormat, rest); ok && err == nil && validSandbox(id) {
+			bySandbox[id] = append(bySandbox[id], at)
+		}
+	}
+	return bySandbox, nil
+}
+
+// Stored is a sandbox whose backups the bucket holds.
+type Stored struct {
+	Sandbox string
+	Backups int
+	Newest  time.Time
+	// Record is the sandbox's record as its newest backup kept it (nil when it kept
+	// none); Err is why that manifest could not be read (missing, failing
+	// authentication: a wrong key).
+	Record json.RawMessage
+	Err    error
+}
+
+// Sandboxes lists the sandboxes with backups under t, by ID, each with the record its
+// newest backup kept: what a server that lost its database can restore.
+func Sandboxes(ctx context.Context, t Target, key []byte) ([]Stored, error) {
+	k, err := derive(key)
+	if err != nil {
+		return nil, err
+	}
+	bySandbox, err := manifests(ctx, t)
+	if err != nil {
+		return nil, fmt.Errorf("backups: %w", err)
+	}
+	out := make([]Stored, 0, len(bySandbox))
+	for id, times := range bySandbox {
+		s := Stored{Sandbox: id, Backups: len(times)}
+		for _, at := range times {
+			if at.After(s.Newest) {
+				s.Newest = at
+			}
+		}
+		m, err := k.manifest(ctx, t, id, manifestPrefix(t, id)+s.Newest.Format(IDFormat))
+		if errors.Is(err, errdefs.ErrUnavailable) {
+			return nil, fmt.Errorf("backups: %w", err)
+		}
+		s.Record, s.Err = m.Record, err
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Sandbox < out[j].Sandbox })
+	return out, nil
+}
+
+// manifest fetches, opens and checks the manifest name of sandbox id.
+func (k keys) manifest(ctx context.Context, t Target, id, name string) (manifest, error) {
+	var m manifest
+	plain, err := k.get(ctx, t, name)
+	if err != nil {
+		return m, err
+	}
+	if err := json.Unmarshal(plain, &m); err != nil || m.Format != manifestFormat || m.Sandbox != id {
+		return manifest{}, fmt.Errorf("manifest %s is not this sandbox's backup: %w", name, errdefs.ErrDataLoss)
+	}
+	return m, nil
 }
 
 // Restore writes the newest backup of sandbox at or before at (zero: the newest) into
