@@ -132,6 +132,22 @@ func Namespace(key []byte) (string, error) {
 	return hex.EncodeToString(m.Sum(nil))[:16], nil
 }
 
+// Namespaces lists the namespaces (each key's folder) under shared, the bucket and prefix
+// several installs may share.
+func Namespaces(ctx context.Context, shared Target) ([]string, error) {
+	var out []string
+	for o := range shared.Client.ListObjects(ctx, shared.Bucket, minio.ListObjectsOptions{Prefix: shared.Prefix}) {
+		if o.Err != nil {
+			return nil, fmt.Errorf("list bucket %s: %w: %w", shared.Bucket, errdefs.ErrUnavailable, o.Err)
+		}
+		ns, ok := strings.CutSuffix(strings.TrimPrefix(o.Key, shared.Prefix), "/")
+		if _, err := hex.DecodeString(ns); ok && err == nil && len(ns) == 16 {
+			out = append(out, ns)
+		}
+	}
+	return out, nil
+}
+
 func manifestPrefix(t Target, sandbox string) string {
 	return t.Prefix + "sandboxes/" + sandbox + "/manifests/"
 }
