@@ -134,3 +134,70 @@ func TestRestoreFromBucketAlone(t *testing.T) {
 		}
 	}
 }
+
+// Two servers with their own backup keys share a bucket and prefix: each one's retention,
+// run on demand, drops only its own backups and deletes none of the other's objects. A
+// dry run deletes nothing and says what would go; a user prunes only a sandbox of theirs.
+func TestRetentionPerServer(t *testing.T) {
+	s3 := testenv.StartS3(t)
+	start := func() *servertest.Env {
+		return servertest.Start(t, func(cfg *server.Config) {
+			backupConfig(t, cfg, s3.Endpoint, s3.Bucket, s3.AccessKey, s3.SecretKey)
+			cfg.Backup.KeyFile = newBackupKey(t)
+			cfg.Backup.KeepLast, cfg.Backup.PruneGrace = 1, "1ns"
+		})
+	}
+	type install struct {
+		e             *servertest.Env
+		admin         string
+		user          *servertest.Client
+		sb            api.Sandbox
+		first, second api.Backup
+	}
+	var two [2]install
+	for i := range two {
+		x := &two[i]
+		x.e = start()
+		x.admin = adminOf(t, x.e)
+		x.user = x.e.Register(t, "alice")
+		servertest.Decode(t, x.user.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "src"}), http.StatusCreated, &x.sb)
+		execIn(t, x.user, x.sb.ID, api.ExecRequest{Argv: []string{"sh", "-c", "echo one > a.txt"}})
+		servertest.Decode(t, x.user.DoToken("POST", "/api/v1/sandboxes/"+x.sb.ID+"/backups", nil), http.StatusCreated, &x.first)
+		execIn(t, x.user, x.sb.ID, api.ExecRequest{Argv: []string{"sh", "-c", "echo two > a.txt"}})
+		servertest.Decode(t, x.user.DoToken("POST", "/api/v1/sandboxes/"+x.sb.ID+"/backups", nil), http.StatusCreated, &x.second)
+	}
+	a, c := &two[0], &two[1]
+	count := func(x *install) int {
+		var ls api.BackupList
+		servertest.Decode(t, x.user.DoToken("GET", "/api/v1/sandboxes/"+x.sb.ID+"/backups", nil), http.StatusOK, &ls)
+		return len(ls.Backups)
+	}
+
+	var dry api.BackupPruneResult
+	servertest.Decode(t, a.user.DoToken("POST", "/api/v1/backups/prune", api.BackupPruneRequest{Sandbox: a.sb.ID, DryRun: true}), http.StatusOK, &dry)
+	if !dry.DryRun || dry.Kept != 1 || len(dry.Dropped) != 1 || dry.Dropped[0] != (api.BackupRef{Sandbox: a.sb.ID, Backup: a.first.ID}) || count(a) != 2 {
+		t.Fatalf("dry run: %+v, then %d backups; want the first named and both kept", dry, count(a))
+	}
+	servertest.ErrorOf(t, a.user.DoToken("POST", "/api/v1/backups/prune", api.BackupPruneRequest{}), http.StatusForbidden)
+	other := a.e.Register(t, "bob")
+	servertest.ErrorOf(t, other.DoToken("POST", "/api/v1/backups/prune", api.BackupPruneRequest{Sandbox: a.sb.ID}), http.StatusNotFound)
+	servertest.ErrorOf(t, a.user.DoToken("POST", "/api/v1/backups/prune", api.BackupPruneRequest{Sandbox: "nope"}), http.StatusBadRequest)
+
+	for _, x := range []*install{a, c} {
+		var p api.BackupPruneResult
+		servertest.Decode(t, bearer(t, x.e, x.admin, "POST", "/api/v1/backups/prune", api.BackupPruneRequest{}), http.StatusOK, &p)
+		if p.DryRun || p.Kept != 1 || len(p.Dropped) != 1 || p.Dropped[0] != (api.BackupRef{Sandbox: x.sb.ID, Backup: x.first.ID}) {
+			t.Errorf("retention on %s: %+v, want only its own first backup dropped", x.e.URL, p)
+		}
+	}
+	for _, x := range []*install{a, c} {
+		if n := count(x); n != 1 {
+			t.Errorf("%s holds %d backups after both passes, want its newest", x.e.URL, n)
+		}
+		var res api.BackupRestoreResult
+		servertest.Decode(t, x.user.DoToken("POST", "/api/v1/sandboxes/"+x.sb.ID+"/backups/restore", api.BackupRestoreRequest{Into: "kept"}), http.StatusCreated, &res)
+		if got := catIn(t, x.user, res.New.ID, "a.txt"); got != "two\n" {
+			t.Errorf("%s: the kept backup restores a.txt as %q", x.e.URL, got)
+		}
+	}
+}
