@@ -15,6 +15,7 @@ package wsbackup
 import (
 	"bytes"
 	"context"
+	"crypto/cipher"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -98,7 +99,10 @@ type manifest struct {
 
 const manifestFormat = "paddock-workspace-backup 1"
 
-type keys struct{ sealKey, nameKey []byte }
+type keys struct {
+	sealKey, nameKey []byte
+	aead             cipher.AEAD // under sealKey; safe for concurrent use
+}
 
 func derive(key []byte) (keys, error) {
 	if len(key) != KeySize {
@@ -109,7 +113,13 @@ func derive(key []byte) (keys, error) {
 		m.Write([]byte("paddock workspace backup v1\x00" + label))
 		return m.Sum(nil)
 	}
-	return keys{sealKey: d("seal"), nameKey: d("name")}, nil
+	k := keys{sealKey: d("seal"), nameKey: d("name")}
+	aead, err := chacha20poly1305.NewX(k.sealKey)
+	if err != nil {
+		return keys{}, err
+	}
+	k.aead = aead
+	return k, nil
 }
 
 func (k keys) blobName(t Target, sum string) string {
@@ -154,10 +164,7 @@ func manifestPrefix(t Target, sandbox string) string {
 
 // seal encrypts plain for the object name.
 func (k keys) seal(name string, plain []byte) ([]byte, error) {
-	aead, err := chacha20poly1305.NewX(k.sealKey)
-	if err != nil {
-		return nil, err
-	}
+	aead := k.aead
 	nonce := make([]byte, aead.NonceSize(), aead.NonceSize()+len(plain)+aead.Overhead())
 	if _, err := rand.Read(nonce); err != nil {
 		return nil, err
@@ -165,16 +172,15 @@ func (k keys) seal(name string, plain []byte) ([]byte, error) {
 	return aead.Seal(nonce, nonce, plain, []byte(name)), nil
 }
 
-// open decrypts an object; one that fails authentication is refused naming it.
+// open decrypts an object in place (the plaintext overwrites sealed); one that fails
+// authentication is refused naming it.
 func (k keys) open(name string, sealed []byte) ([]byte, error) {
-	aead, err := chacha20poly1305.NewX(k.sealKey)
-	if err != nil {
-		return nil, err
-	}
+	aead := k.aead
 	if len(sealed) < aead.NonceSize()+aead.Overhead() {
 		return nil, fmt.Errorf("backup object %s: %d bytes, too short to be sealed: %w", name, len(sealed), errdefs.ErrDataLoss)
 	}
-	plain, err := aead.Open(nil, sealed[:aead.NonceSize()], sealed[aead.NonceSize():], []byte(name))
+	ns := aead.NonceSize()
+	plain, err := aead.Open(sealed[ns:ns], sealed[:ns], sealed[ns:], []byte(name))
 	if err != nil {
 		return nil, fmt.Errorf("backup object %s: fails authentication (changed, damaged, or sealed under another key): %w", name, errdefs.ErrDataLoss)
 	}
@@ -314,20 +320,44 @@ func (k keys) put(ctx context.Context, t Target, name string, plain []byte) (int
 }
 
 func (k keys) get(ctx context.Context, t Target, name string) ([]byte, error) {
-	o, err := t.Client.GetObject(ctx, t.Bucket, name, minio.GetObjectOptions{})
+	sealed, err := fetch(ctx, t, name, nil)
 	if err != nil {
-		return nil, fmt.Errorf("fetch %s: %w: %w", name, errdefs.ErrUnavailable, err)
+		return nil, err
 	}
-	defer o.Close()
-	sealed, err := io.ReadAll(io.LimitReader(o, 1<<31))
+	return k.open(name, sealed)
+}
+
+// maxObject bounds an object's size.
+const maxObject = 1 << 31
+
+// fetch reads object name whole into buf (grown when short) and returns it. It reads the
+// response's body straight (minio-go's Core), sized by its length: no reader goroutine
+// per object, no buffer regrown as it fills.
+func fetch(ctx context.Context, t Target, name string, buf []byte) ([]byte, error) {
+	rd, info, _, err := minio.Core{Client: t.Client}.GetObject(ctx, t.Bucket, name, minio.GetObjectOptions{})
 	if err != nil {
-		var resp minio.ErrorResponse
-		if errors.As(err, &resp) && resp.Code == "NoSuchKey" {
+		if minio.ToErrorResponse(err).Code == "NoSuchKey" {
 			return nil, fmt.Errorf("backup object %s is missing from the bucket: %w", name, errdefs.ErrDataLoss)
 		}
 		return nil, fmt.Errorf("fetch %s: %w: %w", name, errdefs.ErrUnavailable, err)
 	}
-	return k.open(name, sealed)
+	defer rd.Close()
+	if info.Size < 0 || info.Size > maxObject {
+		// No length given (or one past the bound): read what comes, within the bound.
+		out, err := io.ReadAll(io.LimitReader(rd, maxObject))
+		if err != nil {
+			return nil, fmt.Errorf("fetch %s: %w: %w", name, errdefs.ErrUnavailable, err)
+		}
+		return out, nil
+	}
+	if int64(cap(buf)) < info.Size {
+		buf = make([]byte, info.Size)
+	}
+	buf = buf[:info.Size]
+	if _, err := io.ReadFull(rd, buf); err != nil {
+		return nil, fmt.Errorf("fetch %s: %w: %w", name, errdefs.ErrUnavailable, err)
+	}
+	return buf, nil
 }
 
 // List returns the times of sandbox's backups, oldest first.
@@ -554,17 +584,22 @@ func listsOf(sums []string) [][]byte {
 	return out
 }
 
-// getBlob fetches the blob whose SHA-256 is sum, checking it hashes to it.
-func (k keys) getBlob(ctx context.Context, t Target, sum string) ([]byte, error) {
+// getBlob fetches the blob whose SHA-256 is sum, checking it hashes to it. buf, when long
+// enough, holds the object (sealed: what was fetched, the blob opened inside it).
+func (k keys) getBlob(ctx context.Context, t Target, sum string, buf []byte) (blob, sealed []byte, err error) {
 	name := k.blobName(t, sum)
-	blob, err := k.get(ctx, t, name)
+	sealed, err = fetch(ctx, t, name, buf)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	blob, err = k.open(name, sealed)
+	if err != nil {
+		return nil, nil, err
 	}
 	if got := sha256.Sum256(blob); hex.EncodeToString(got[:]) != sum {
-		return nil, fmt.Errorf("backup object %s does not hash to %s: %w", name, sum, errdefs.ErrDataLoss)
+		return nil, nil, fmt.Errorf("backup object %s does not hash to %s: %w", name, sum, errdefs.ErrDataLoss)
 	}
-	return blob, nil
+	return blob, sealed, nil
 }
 
 // sums are the blobs manifest m (named name) needs: its lists' lines, or its inline list.
@@ -578,7 +613,7 @@ func (k keys) sums(ctx context.Context, t Target, name string, m manifest) ([]st
 	lists := make([][]byte, len(m.Lists))
 	err := parallel(ctx, len(m.Lists), func(ctx context.Context, i int) error {
 		var err error
-		lists[i], err = k.getBlob(ctx, t, m.Lists[i])
+		lists[i], _, err = k.getBlob(ctx, t, m.Lists[i], nil)
 		return err
 	})
 	if err != nil {
@@ -598,9 +633,14 @@ func (k keys) sums(ctx context.Context, t Target, name string, m manifest) ([]st
 // RestoreParallel is how many blobs a restore fetches at once.
 const RestoreParallel = 4
 
+// buffers are the sealed objects' buffers a restore reuses: a blob is opened in place
+// and the buffer goes back once its file is written.
+var buffers = sync.Pool{New: func() any { return new([]byte) }}
+
 // fetchBlobs fetches every blob of sums into dir (package history's objects layout),
-// RestoreParallel at a time, while two writers write what was fetched: the fetches do not
-// wait on the disk. The first failure stops the rest.
+// RestoreParallel at a time, each authenticated and hashed by its fetcher, while two
+// writers write what was fetched: the fetches do not wait on the disk. Nothing is synced:
+// the caller copies the history where it is kept. The first failure stops the rest.
 func (k keys) fetchBlobs(ctx context.Context, t Target, sums []string, dir string) error {
 	for i := range 256 {
 		if err := os.MkdirAll(filepath.Join(dir, fmt.Sprintf("%02x", i)), 0o700); err != nil {
@@ -610,6 +650,7 @@ func (k keys) fetchBlobs(ctx context.Context, t Target, sums []string, dir strin
 	type fetched struct {
 		sum  string
 		blob []byte
+		buf  *[]byte
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -620,24 +661,28 @@ func (k keys) fetchBlobs(ctx context.Context, t Target, sums []string, dir strin
 		go func() {
 			defer writers.Done()
 			for f := range writes {
-				if ctx.Err() != nil {
-					continue
+				if ctx.Err() == nil {
+					if err := os.WriteFile(filepath.Join(dir, f.sum[:2], f.sum[2:]), f.blob, 0o400); err != nil {
+						cancel(err)
+					}
 				}
-				if err := os.WriteFile(filepath.Join(dir, f.sum[:2], f.sum[2:]), f.blob, 0o400); err != nil {
-					cancel(err)
-				}
+				buffers.Put(f.buf)
 			}
 		}()
 	}
 	err := parallel(ctx, len(sums), func(ctx context.Context, i int) error {
-		blob, err := k.getBlob(ctx, t, sums[i])
+		buf := buffers.Get().(*[]byte)
+		blob, sealed, err := k.getBlob(ctx, t, sums[i], *buf)
 		if err != nil {
+			buffers.Put(buf)
 			return err
 		}
+		*buf = sealed[:0] // grown for this blob, if it had to be: kept for the next
 		select {
-		case writes <- fetched{sums[i], blob}:
+		case writes <- fetched{sums[i], blob, buf}:
 			return nil
 		case <-ctx.Done():
+			buffers.Put(buf)
 			return context.Cause(ctx)
 		}
 	})
