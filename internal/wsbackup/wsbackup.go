@@ -28,12 +28,14 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/minio/minio-go/v7"
 	"golang.org/x/crypto/chacha20poly1305"
+	"golang.org/x/sys/unix"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
 )
@@ -633,6 +635,9 @@ func (k keys) sums(ctx context.Context, t Target, name string, m manifest) ([]st
 // RestoreParallel is how many blobs a restore fetches at once.
 const RestoreParallel = 4
 
+// restoreWriters is how many files a restore writes at once.
+const restoreWriters = 2
+
 // buffers are the sealed objects' buffers a restore reuses: a blob is opened in place
 // and the buffer goes back once its file is written.
 var buffers = sync.Pool{New: func() any { return new([]byte) }}
@@ -642,10 +647,42 @@ var buffers = sync.Pool{New: func() any { return new([]byte) }}
 // writers write what was fetched: the fetches do not wait on the disk. Nothing is synced:
 // the caller copies the history where it is kept. The first failure stops the rest.
 func (k keys) fetchBlobs(ctx context.Context, t Target, sums []string, dir string) error {
-	for i := range 256 {
-		if err := os.MkdirAll(filepath.Join(dir, fmt.Sprintf("%02x", i)), 0o700); err != nil {
+	// Each blob is created relative to its directory's descriptor, held open: no walk of
+	// the whole path per file.
+	var dirs [256]*os.File
+	defer func() {
+		for _, d := range dirs {
+			if d != nil {
+				d.Close()
+			}
+		}
+	}()
+	for i := range dirs {
+		p := filepath.Join(dir, fmt.Sprintf("%02x", i))
+		if err := os.MkdirAll(p, 0o700); err != nil {
 			return err
 		}
+		d, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		dirs[i] = d
+	}
+	write := func(sum string, blob []byte) error {
+		i, err := strconv.ParseUint(sum[:2], 16, 8)
+		if err != nil {
+			return err
+		}
+		fd, err := unix.Openat(int(dirs[i].Fd()), sum[2:], unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o400)
+		if err != nil {
+			return fmt.Errorf("restore blob %s: %w", sum, err)
+		}
+		f := os.NewFile(uintptr(fd), sum)
+		_, err = f.Write(blob)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return err
 	}
 	type fetched struct {
 		sum  string
@@ -656,13 +693,13 @@ func (k keys) fetchBlobs(ctx context.Context, t Target, sums []string, dir strin
 	defer cancel(nil)
 	writes := make(chan fetched, 2*RestoreParallel)
 	var writers sync.WaitGroup
-	for range 2 {
+	for range restoreWriters {
 		writers.Add(1)
 		go func() {
 			defer writers.Done()
 			for f := range writes {
 				if ctx.Err() == nil {
-					if err := os.WriteFile(filepath.Join(dir, f.sum[:2], f.sum[2:]), f.blob, 0o400); err != nil {
+					if err := write(f.sum, f.blob); err != nil {
 						cancel(err)
 					}
 				}
