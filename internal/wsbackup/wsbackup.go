@@ -329,8 +329,12 @@ func (k keys) get(ctx context.Context, t Target, name string) ([]byte, error) {
 	return k.open(name, sealed)
 }
 
-// maxObject bounds an object's size.
-const maxObject = 1 << 31
+// maxObject bounds an object's size; maxPrealloc, the buffer reserved for one from its
+// stated length.
+const (
+	maxObject   = 1 << 31
+	maxPrealloc = 64 << 20
+)
 
 // fetch reads object name whole into buf (grown when short) and returns it. It reads the
 // response's body straight (minio-go's Core), sized by its length: no reader goroutine
@@ -344,8 +348,9 @@ func fetch(ctx context.Context, t Target, name string, buf []byte) ([]byte, erro
 		return nil, fmt.Errorf("fetch %s: %w: %w", name, errdefs.ErrUnavailable, err)
 	}
 	defer rd.Close()
-	if info.Size < 0 || info.Size > maxObject {
-		// No length given (or one past the bound): read what comes, within the bound.
+	if info.Size < 0 || info.Size > maxPrealloc {
+		// No length given, or a large one: read what comes, within the bound, rather
+		// than reserve what a header claims.
 		out, err := io.ReadAll(io.LimitReader(rd, maxObject))
 		if err != nil {
 			return nil, fmt.Errorf("fetch %s: %w: %w", name, errdefs.ErrUnavailable, err)
