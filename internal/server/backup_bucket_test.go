@@ -78,6 +78,10 @@ func TestRestoreFromBucketAlone(t *testing.T) {
 		t.Fatalf("the bucket's sandboxes on the new server: %+v", all)
 	}
 	servertest.ErrorOf(t, mallory.DoToken("GET", "/api/v1/backups", nil), http.StatusForbidden)
+	// An admin's token without scope admin acts as a plain user.
+	var narrow api.Token
+	servertest.Decode(t, bearer(t, b, admin, "POST", "/api/v1/tokens", api.CreateTokenRequest{Name: "ro", Scopes: []string{"read"}}), http.StatusCreated, &narrow)
+	servertest.ErrorOf(t, bearer(t, b, narrow.Secret, "GET", "/api/v1/backups", nil), http.StatusForbidden)
 	for _, u := range []*servertest.Client{mallory, alice2} {
 		servertest.ErrorOf(t, u.DoToken("GET", base, nil), http.StatusNotFound)
 		servertest.ErrorOf(t, u.DoToken("POST", base+"/restore", api.BackupRestoreRequest{Into: "mine"}), http.StatusNotFound)
