@@ -87,6 +87,8 @@ func (s *Server) routeTable() map[Route]apiHandler {
 		{"POST", "/api/v1/sandboxes/{id}/backups"}:                      s.backupNow,
 		{"GET", "/api/v1/sandboxes/{id}/backups"}:                       s.listBackups,
 		{"POST", "/api/v1/sandboxes/{id}/backups/restore"}:              s.restoreBackup,
+		{"GET", "/api/v1/backups"}:                                      s.backupSandboxes,
+		{"POST", "/api/v1/backups/prune"}:                               s.pruneBackups,
 		{"GET", "/api/v1/roles"}:                                        s.roles,
 		{"POST", "/api/v1/promote"}:                                     s.promote,
 		{"GET", "/api/v1/tokens"}:                                       s.listTokens,
