@@ -179,6 +179,14 @@ func New(st *store.Store, run Runner, cfg Config, reg prometheus.Registerer, log
 			return nil, err
 		}
 	}
+	// The runner's own metrics: a cluster's warm pool.
+	if rc, ok := run.(interface{ Collectors() []prometheus.Collector }); ok && reg != nil {
+		for _, c := range rc.Collectors() {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return f, nil
 }
 

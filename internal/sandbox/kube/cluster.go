@@ -42,6 +42,7 @@ type Cluster struct {
 	ca   *podtls.CA
 	cp   podtls.Pair
 	log  *slog.Logger
+	pool *pool
 }
 
 // Open connects to the cluster cfg names (cfg filled and valid) and loads or makes the CA.
@@ -68,7 +69,11 @@ func Open(cfg Config, log *slog.Logger) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Cluster{cfg: cfg, host: rc.Host, core: core, sbx: sc.Sandboxes(cfg.Namespace), ca: ca, cp: cp, log: log}, nil
+	c := &Cluster{cfg: cfg, host: rc.Host, core: core, sbx: sc.Sandboxes(cfg.Namespace), ca: ca, cp: cp, log: log}
+	if err := c.openPool(rc); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {
@@ -330,7 +335,7 @@ func owned(have *sbv1.Sandbox, id string) error {
 func (c *Cluster) connect(ctx context.Context, sb *Sandbox) error {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReadyTimeout)
 	defer cancel()
-	st, err := c.waitReady(ctx, sb.ID)
+	st, err := c.waitReady(ctx, sb.obj())
 	if err != nil {
 		return err
 	}
