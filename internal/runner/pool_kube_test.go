@@ -177,9 +177,9 @@ func TestClusterWarmConcurrentClaims(t *testing.T) {
 func TestClusterWarmDeadMemberNotHandedOut(t *testing.T) {
 	r, c, _ := withPool(t, 1)
 	kc := testkube.Shared(t)
-	pods, err := kc.Client.CoreV1().Pods(warmNS).List(context.Background(), metav1.ListOptions{LabelSelector: kube.LabelPool + "=" + kube.PoolName})
+	pods, err := kc.Client.CoreV1().Pods(warmNS).List(context.Background(), metav1.ListOptions{LabelSelector: kube.LabelPool + "=" + kube.PoolName + ",agents.x-k8s.io/warm-pool-sandbox"})
 	if err != nil || len(pods.Items) != 1 {
-		t.Fatalf("pool pods: %v (%v)", pods, err)
+		t.Fatalf("%d pool pods (%v), want 1", len(pods.Items), err)
 	}
 	dead := pods.Items[0]
 	killAgent(t, string(dead.UID))
@@ -188,8 +188,10 @@ func TestClusterWarmDeadMemberNotHandedOut(t *testing.T) {
 	if got := execIn(t, sb, "sh", "-c", "echo ok"); got != "ok\n" {
 		t.Fatalf("exec: %q", got)
 	}
+	hits, misses := c.PoolClaims()
+	t.Logf("pool hits %v, misses %v", hits, misses)
 	pod := sb.ID
-	if hits, _ := c.PoolClaims(); hits > 0 {
+	if hits > 0 {
 		pod, _ = claimOf(t, sb.ID)
 	}
 	p, err := kc.Client.CoreV1().Pods(warmNS).Get(context.Background(), pod, metav1.GetOptions{})
@@ -232,9 +234,9 @@ func killAgent(t *testing.T, uid string) {
 func TestClusterWarmIdentity(t *testing.T) {
 	r, c, cfg := withPool(t, 2)
 	kc := testkube.Shared(t)
-	pods, err := kc.Client.CoreV1().Pods(warmNS).List(context.Background(), metav1.ListOptions{LabelSelector: kube.LabelPool + "=" + kube.PoolName})
+	pods, err := kc.Client.CoreV1().Pods(warmNS).List(context.Background(), metav1.ListOptions{LabelSelector: kube.LabelPool + "=" + kube.PoolName + ",agents.x-k8s.io/warm-pool-sandbox"})
 	if err != nil || len(pods.Items) != 2 {
-		t.Fatalf("pool pods: %v", err)
+		t.Fatalf("%d pool pods (%v), want 2", len(pods.Items), err)
 	}
 	a, b := pods.Items[0], pods.Items[1]
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

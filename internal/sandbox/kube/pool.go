@@ -246,8 +246,29 @@ func (c *Cluster) RemovePool(ctx context.Context) error {
 	if err := c.core.Secrets(c.cfg.Namespace).Delete(ctx, poolCASecret, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		errs = append(errs, c.apiError("delete the warm pool's Secret", err))
 	}
-	return errors.Join(errs...)
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	// Wait until the unclaimed members' pods are gone: a pool made again at once must not
+	// find them. Claimed ones are their sandboxes'.
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReadyTimeout)
+	defer cancel()
+	sel := metav1.ListOptions{LabelSelector: LabelPool + "=" + PoolName + "," + warmMemberLabel}
+	for i := 1; ; i++ {
+		pods, err := c.core.Pods(c.cfg.Namespace).List(ctx, sel)
+		if err == nil && len(pods.Items) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the warm pool's pods are still there after %s: %w", c.cfg.ReadyTimeout, errdefs.ErrUnavailable)
+		case <-time.After(min(50*time.Millisecond*time.Duration(i), 500*time.Millisecond)):
+		}
+	}
 }
+
+// warmMemberLabel is on an unclaimed member (and its pod); a claim takes it off.
+const warmMemberLabel = "agents.x-k8s.io/warm-pool-sandbox"
 
 func poolLabels() map[string]string {
 	return map[string]string{LabelManagedBy: ManagedBy, LabelPool: PoolName}
