@@ -154,7 +154,7 @@ func (c *Cluster) EnsurePool(ctx context.Context, limits wire.Limits) error {
 	if p.made && p.limits == limits {
 		return nil
 	}
-	tmpl, err := c.poolTemplate(limits)
+	tmpl, err := PoolTemplate(&c.cfg, limits)
 	if err != nil {
 		return err
 	}
@@ -274,11 +274,11 @@ func poolLabels() map[string]string {
 	return map[string]string{LabelManagedBy: ManagedBy, LabelPool: PoolName}
 }
 
-// poolTemplate is the SandboxTemplate: paddock's pod for a sandbox of limits on the
+// PoolTemplate is the pool's SandboxTemplate: paddock's pod for a sandbox of limits on the
 // default runtime, whose agent waits for a claim, with the CA's certificate and the pod's
 // token where the sandbox's Secret would be.
-func (c *Cluster) poolTemplate(limits wire.Limits) (*xv1.SandboxTemplate, error) {
-	sb, err := NewSandbox(&c.cfg, Request{ID: PoolName, Limits: limits})
+func PoolTemplate(cfg *Config, limits wire.Limits) (*xv1.SandboxTemplate, error) {
+	sb, err := NewSandbox(cfg, Request{ID: PoolName, Limits: limits})
 	if err != nil {
 		return nil, err
 	}
@@ -301,7 +301,7 @@ func (c *Cluster) poolTemplate(limits wire.Limits) (*xv1.SandboxTemplate, error)
 		}}
 	}
 	return &xv1.SandboxTemplate{
-		ObjectMeta: metav1.ObjectMeta{Name: PoolName, Namespace: c.cfg.Namespace, Labels: poolLabels()},
+		ObjectMeta: metav1.ObjectMeta{Name: PoolName, Namespace: cfg.Namespace, Labels: poolLabels()},
 		Spec: xv1.SandboxTemplateSpec{
 			SandboxBlueprint: bp,
 			// paddock ships its own NetworkPolicy (deploy/kubernetes/networkpolicy.yaml).
