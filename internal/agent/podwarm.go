@@ -36,13 +36,24 @@ func BootstrapWarmPod(ctx context.Context, dir string, log *slog.Logger) error {
 		return fmt.Errorf("bootstrap: %w", err)
 	}
 	addr := ":" + strconv.Itoa(wire.PodAgentPort)
-	l, err := net.Listen("tcp", addr)
+	raw, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("bootstrap: %w", err)
 	}
+	tl, ok := raw.(*net.TCPListener)
+	if !ok {
+		return fmt.Errorf("bootstrap: %s is not a TCP listener", addr)
+	}
+	// The socket outlives the handshake's server: the control plane dials the sandbox at
+	// once after the claim, and finds it listening, never refused.
+	l := &keptListener{TCPListener: tl}
 	w := &warm{dir: dir, claimed: make(chan warmResult, 1)}
 	srv := &http.Server{Handler: w.mux(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	go func() { _ = srv.Serve(tls.NewListener(l, cfg)) }()
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.Serve(tls.NewListener(l, cfg))
+	}()
 	log.Info("warm: waiting for a claim", "addr", addr)
 	var res warmResult
 	select {
@@ -55,16 +66,24 @@ func BootstrapWarmPod(ctx context.Context, dir string, log *slog.Logger) error {
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	_ = srv.Shutdown(sctx)
 	cancel()
+	<-served
 	log.Info("warm: claimed", "sandbox", res.env.SandboxID)
 	if err := preparePod(res.env); err != nil {
 		return fmt.Errorf("bootstrap: %w", err)
 	}
-	l, err = net.Listen("tcp", res.env.ListenAddr)
-	if err != nil {
+	if err := tl.SetDeadline(time.Time{}); err != nil {
 		return fmt.Errorf("bootstrap: %w", err)
 	}
-	return Run(ctx, res.env, tls.NewListener(l, res.cfg), nil, log)
+	return Run(ctx, res.env, tls.NewListener(tl, res.cfg), nil, log)
 }
+
+// keptListener is the handshake server's view of the socket: closing it only ends that
+// server's Accept (by a deadline), and the socket stays open for the sandbox's server.
+type keptListener struct {
+	*net.TCPListener
+}
+
+func (k *keptListener) Close() error { return k.SetDeadline(time.Now()) }
 
 type warmResult struct {
 	env *wire.Envelope

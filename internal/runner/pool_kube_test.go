@@ -289,3 +289,47 @@ func TestClusterWarmIdentity(t *testing.T) {
 		t.Fatal("a claimed pod still serves the claim handshake")
 	}
 }
+
+// TestClusterWarmPersistent: a persistent sandbox claimed from the pool stops (its member
+// suspended, its volume kept) and starts again on the same member with its workspace,
+// without another claim; removing it deletes the claim and the member.
+func TestClusterWarmPersistent(t *testing.T) {
+	r, c, _ := withPool(t, 1)
+	id := runner.NewID()
+	spec := runner.Spec{ID: id, User: "conf", Persistent: true}
+	sb := createOn(t, r, spec)
+	if hits, _ := c.PoolClaims(); hits != 1 {
+		t.Fatalf("pool hits %v, want 1", hits)
+	}
+	member, _ := claimOf(t, id)
+	execIn(t, sb, "sh", "-c", "echo kept > note")
+	if err := sb.Destroy(context.Background()); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	u, err := testkube.Shared(t).Dynamic.Resource(testkube.SandboxGVR).Namespace(warmNS).Get(context.Background(), member, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mode, _, _ := unstructured.NestedString(u.Object, "spec", "operatingMode"); mode != "Suspended" {
+		t.Fatalf("the member's operatingMode after stop: %q", mode)
+	}
+	sb = createOn(t, r, spec)
+	if got := execIn(t, sb, "cat", "note"); got != "kept\n" {
+		t.Fatalf("after the restart: %q", got)
+	}
+	if again, _ := claimOf(t, id); again != member {
+		t.Fatalf("restarted on %s, want its member %s", again, member)
+	}
+	if hits, misses := c.PoolClaims(); hits != 1 || misses != 0 {
+		t.Fatalf("pool hits %v misses %v after the restart, want 1 and 0", hits, misses)
+	}
+	if err := sb.Destroy(context.Background()); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if err := r.RemoveWorkspace("conf", id); err != nil {
+		t.Fatalf("remove: %v", err)
+	}
+	if _, err := testkube.Shared(t).Dynamic.Resource(testkube.SandboxGVR).Namespace(warmNS).Get(context.Background(), member, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the member %s is still there after remove: %v", member, err)
+	}
+}

@@ -465,6 +465,9 @@ func (c *Cluster) podStory(ctx context.Context, id string) string {
 // Remove deletes sandbox id and everything of it (its pod, Secret and workspace volume),
 // and waits until the Sandbox is gone.
 func (c *Cluster) Remove(ctx context.Context, id string) error {
+	if err := c.removeClaimed(ctx, id); err != nil {
+		return err
+	}
 	fg := metav1.DeletePropagationForeground
 	err := c.sbx.Delete(ctx, id, metav1.DeleteOptions{PropagationPolicy: &fg})
 	if err != nil && !apierrors.IsNotFound(err) {

@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	authnclient "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	sbv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	extv1 "sigs.k8s.io/agent-sandbox/clients/k8s/extensions/clientset/versioned/typed/api/v1beta1"
 	xv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
@@ -329,10 +330,23 @@ func (c *Cluster) poolable(req Request) bool {
 }
 
 // StartWarm starts sandbox req from the warm pool when it can (a hit), else cold (a
-// miss). A persistent sandbox always starts cold.
+// miss). A sandbox that exists already (a stopped persistent one) is started again as
+// Start does, on the member it claimed if it came from the pool.
 func (c *Cluster) StartWarm(ctx context.Context, req Request, persistent bool) (sb *Sandbox, hit bool, err error) {
-	if !persistent && c.poolable(req) {
-		sb, err = c.claim(ctx, req)
+	// A claim of its own, from when a pool was configured; a cluster without the
+	// extensions, or a Role without claims, has none.
+	if cl, err := c.pool.ext.SandboxClaims(c.cfg.Namespace).Get(ctx, req.ID, metav1.GetOptions{}); err == nil {
+		sb, err := c.resumeClaimed(ctx, req, cl)
+		return sb, false, err
+	} else if !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err) {
+		return nil, false, c.apiError("claim "+req.ID, err)
+	}
+	if _, err := c.sbx.Get(ctx, req.ID, metav1.GetOptions{}); err == nil {
+		sb, err := c.Start(ctx, req, persistent)
+		return sb, false, err
+	}
+	if c.poolable(req) {
+		sb, err = c.claim(ctx, req, persistent)
 		if err == nil {
 			c.pool.claims.WithLabelValues("hit").Inc()
 			return sb, true, nil
@@ -349,7 +363,7 @@ func (c *Cluster) StartWarm(ctx context.Context, req Request, persistent bool) (
 }
 
 // claim makes a SandboxClaim for req and makes the member it gets sandbox req.
-func (c *Cluster) claim(ctx context.Context, req Request) (*Sandbox, error) {
+func (c *Cluster) claim(ctx context.Context, req Request, persistent bool) (*Sandbox, error) {
 	if n, err := c.PoolReady(ctx); err != nil || n == 0 {
 		return nil, errNoClaim
 	}
@@ -361,7 +375,7 @@ func (c *Cluster) claim(ctx context.Context, req Request) (*Sandbox, error) {
 	if _, err := claims.Create(ctx, cl, metav1.CreateOptions{FieldManager: ManagedBy}); err != nil {
 		return nil, c.apiError("claim sandbox "+req.ID, err)
 	}
-	sb, err := c.takeClaim(ctx, req)
+	sb, err := c.takeClaim(ctx, req, persistent)
 	if err != nil {
 		if rerr := c.removeClaim(context.WithoutCancel(ctx), req.ID); rerr != nil {
 			c.log.Warn("remove a failed claim", "sandbox", req.ID, "err", rerr)
@@ -376,7 +390,7 @@ func (c *Cluster) claim(ctx context.Context, req Request) (*Sandbox, error) {
 // does as well.
 const claimWait = 15 * time.Second
 
-func (c *Cluster) takeClaim(ctx context.Context, req Request) (*Sandbox, error) {
+func (c *Cluster) takeClaim(ctx context.Context, req Request, persistent bool) (*Sandbox, error) {
 	wctx, cancel := context.WithTimeout(ctx, claimWait)
 	defer cancel()
 	member, err := c.waitClaim(wctx, req.ID)
@@ -390,9 +404,10 @@ func (c *Cluster) takeClaim(ctx context.Context, req Request) (*Sandbox, error) 
 		return nil, err
 	}
 	want := member.DeepCopy()
-	sb := &Sandbox{c: c, ID: req.ID, name: member.Name, claimed: true, want: want, exited: make(chan struct{}),
+	sb := &Sandbox{c: c, ID: req.ID, name: member.Name, claimed: true, persistent: persistent, want: want, exited: make(chan struct{}),
 		template: specHash(member.Spec.PodTemplate)}
 	if err := c.connect(ctx, sb); err != nil {
+		sb.persistent = false // a claim that did not start is deleted, not kept
 		if derr := sb.Destroy(context.WithoutCancel(ctx)); derr != nil {
 			c.log.Warn("clean up after a failed claim", "sandbox", req.ID, "err", derr)
 		}
@@ -428,7 +443,7 @@ func (c *Cluster) waitClaim(ctx context.Context, id string) (*sbv1.Sandbox, erro
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("claim %s: no ready member within %s: %w", id, claimWait, errNoClaim)
-		case <-time.After(min(10*time.Millisecond*time.Duration(i), 100*time.Millisecond)):
+		case <-time.After(min(5*time.Millisecond*time.Duration(1+i/20), 100*time.Millisecond)):
 		}
 	}
 }
@@ -576,4 +591,80 @@ func (c *Cluster) WarmIdentity(ctx context.Context, ip string) ([]byte, error) {
 // VerifyMember is a claim's second step: token must be bound to pod.
 func (c *Cluster) VerifyMember(ctx context.Context, token []byte, pod *corev1.Pod) error {
 	return c.verifyPodToken(ctx, token, pod)
+}
+
+// resumeClaimed starts again a persistent sandbox that came from the pool: its member,
+// suspended, keeps the volume; paddock writes its own pod for req over the member's
+// (an agent that reads the sandbox's Secret, as a cold start's) and sets it Running.
+func (c *Cluster) resumeClaimed(ctx context.Context, req Request, cl *xv1.SandboxClaim) (*Sandbox, error) {
+	if cl.Labels[LabelManagedBy] != ManagedBy || cl.Labels[LabelSandbox] != req.ID {
+		return nil, fmt.Errorf("the SandboxClaim %s/%s exists and paddock did not make it: %w", c.cfg.Namespace, cl.Name, errdefs.ErrFailedPrecondition)
+	}
+	name := cl.Status.SandboxStatus.Name
+	if name == "" {
+		return nil, fmt.Errorf("sandbox %s: its claim names no member: %w", req.ID, errdefs.ErrUnavailable)
+	}
+	member, err := c.sbx.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, c.apiError("the member of sandbox "+req.ID, err)
+	}
+	if ref := metav1.GetControllerOf(member); ref == nil || ref.Kind != "SandboxClaim" || ref.UID != cl.UID {
+		return nil, fmt.Errorf("the Sandbox %s/%s is not sandbox %s's claimed member: %w", c.cfg.Namespace, name, req.ID, errdefs.ErrFailedPrecondition)
+	}
+	want, err := NewSandbox(&c.cfg, req)
+	if err != nil {
+		return nil, err
+	}
+	pair, err := c.ca.IssueSandbox(req.ID)
+	if err != nil {
+		return nil, err
+	}
+	secret, err := NewSecret(&c.cfg, req, pair, c.ca.CertPEM())
+	if err != nil {
+		return nil, err
+	}
+	secret.OwnerReferences = []metav1.OwnerReference{{APIVersion: sbv1.GroupVersion.String(), Kind: sbv1.SandboxKind, Name: member.Name, UID: member.UID}}
+	if err := c.putSecret(ctx, secret); err != nil {
+		return nil, err
+	}
+	var made *sbv1.Sandbox
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var err error
+		made, err = c.update(ctx, member, want, sbv1.SandboxOperatingModeRunning)
+		if apierrors.IsConflict(err) {
+			if fresh, gerr := c.sbx.Get(ctx, name, metav1.GetOptions{}); gerr == nil {
+				member = fresh
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return nil, c.apiError("resume sandbox "+req.ID, err)
+	}
+	want = made.DeepCopy()
+	sb := &Sandbox{c: c, ID: req.ID, name: name, claimed: true, persistent: true, want: want, exited: make(chan struct{}),
+		template: specHash(made.Spec.PodTemplate)}
+	if err := c.connect(ctx, sb); err != nil {
+		if derr := sb.Destroy(context.WithoutCancel(ctx)); derr != nil {
+			c.log.Warn("clean up after a failed start", "sandbox", req.ID, "err", derr)
+		}
+		return nil, err
+	}
+	wctx, stop := context.WithCancel(context.Background())
+	sb.stopWatch, sb.watching = stop, make(chan struct{})
+	go sb.watch(wctx)
+	return sb, nil
+}
+
+// removeClaimed deletes sandbox id's claim, and with it its member, when it came from the
+// pool; a cluster without the extensions (or a Role without claims) has none to delete.
+func (c *Cluster) removeClaimed(ctx context.Context, id string) error {
+	_, err := c.pool.ext.SandboxClaims(c.cfg.Namespace).Get(ctx, id, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err), apierrors.IsForbidden(err):
+		return nil
+	case err != nil:
+		return c.apiError("claim "+id, err)
+	}
+	return c.removeClaim(ctx, id)
 }

@@ -192,11 +192,11 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 	if s.conn != nil {
 		err = s.conn.Close()
 	}
+	if s.persistent {
+		return errors.Join(err, s.c.Suspend(ctx, s.obj()))
+	}
 	if s.claimed {
 		return errors.Join(err, s.c.removeClaim(ctx, s.ID))
-	}
-	if s.persistent {
-		return errors.Join(err, s.c.Suspend(ctx, s.ID))
 	}
 	return errors.Join(err, s.c.Remove(ctx, s.ID))
 }
