@@ -250,14 +250,15 @@ func (c *Cluster) RemovePool(ctx context.Context) error {
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	// Wait until the unclaimed members' pods are gone: a pool made again at once must not
-	// find them. Claimed ones are their sandboxes'.
+	// Wait until the pool and its unclaimed members' pods are gone: a pool made again at
+	// once must not find them. Claimed ones are their sandboxes'.
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReadyTimeout)
 	defer cancel()
 	sel := metav1.ListOptions{LabelSelector: LabelPool + "=" + PoolName + "," + warmMemberLabel}
 	for i := 1; ; i++ {
 		pods, err := c.core.Pods(c.cfg.Namespace).List(ctx, sel)
-		if err == nil && len(pods.Items) == 0 {
+		_, perr := p.ext.SandboxWarmPools(c.cfg.Namespace).Get(ctx, PoolName, metav1.GetOptions{})
+		if err == nil && len(pods.Items) == 0 && apierrors.IsNotFound(perr) {
 			return nil
 		}
 		select {
