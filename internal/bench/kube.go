@@ -114,8 +114,12 @@ func (e *Env) KubeTable(ctx context.Context, o Options) (t *Table, err error) {
 		rec.add("bare", ms(d))
 		return err
 	}
+	perRound, warmup := 5, 1
+	if o.Quick {
+		perRound, warmup = 1, 0
+	}
 	execs := func() error {
-		for range 5 {
+		for range perRound {
 			d, err := onCluster.AgentExec(ctx)
 			rec.add("exec.kube", ms(d))
 			if err != nil {
@@ -130,10 +134,7 @@ func (e *Env) KubeTable(ctx context.Context, o Options) (t *Table, err error) {
 		return nil
 	}
 	n := min(o.N, 20)
-	if o.Quick {
-		n = 2
-	}
-	if err := interleave(rec, 1, n, warm, cold, bare, execs); err != nil {
+	if err := interleave(rec, warmup, n, warm, cold, bare, execs); err != nil {
 		return nil, err
 	}
 	w, cd, b := rec.summary("warm"), rec.summary("cold"), rec.summary("bare")
