@@ -151,11 +151,15 @@ func TestClusterWarmConcurrentClaims(t *testing.T) {
 		wg.Go(func() { sbs[i] = createOn(t, r, runner.Spec{User: "conf"}) })
 	}
 	wg.Wait()
-	for _, sb := range sbs {
-		if sb == nil {
-			t.FailNow()
+	t.Cleanup(func() {
+		for _, sb := range sbs {
+			if sb != nil {
+				_ = sb.Destroy(context.Background())
+			}
 		}
-		defer sb.Destroy(context.Background())
+	})
+	if sbs[0] == nil || sbs[1] == nil {
+		t.FailNow()
 	}
 	if hits, _ := c.PoolClaims(); hits != 2 {
 		t.Fatalf("pool hits %v, want 2", hits)
