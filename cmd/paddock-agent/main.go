@@ -70,6 +70,13 @@ func run(ctx context.Context, log *slog.Logger) error {
 	if len(os.Args) > 1 && os.Args[1] == "secret" {
 		return brokerclient.Main(ctx, os.Args[2:], os.Stdout)
 	}
+	if len(os.Args) > 2 && os.Args[1] == wire.PodWarmFlag {
+		if err := agent.BootstrapWarmPod(ctx, os.Args[2], log); err != nil {
+			log.Error("agent failed", "err", err)
+			return err
+		}
+		return nil
+	}
 	if len(os.Args) > 2 && os.Args[1] == wire.PodFlag {
 		if err := agent.BootstrapPod(ctx, os.Args[2], log); err != nil {
 			log.Error("agent failed", "err", err)

@@ -196,6 +196,14 @@ func New(st *store.Store, run Runner, cfg Config, reg prometheus.Registerer, log
 	if err := f.newTemplatePools(reg); err != nil {
 		return nil, err
 	}
+	// The runner's own metrics: a cluster's warm pool.
+	if rc, ok := run.(interface{ Collectors() []prometheus.Collector }); ok && reg != nil {
+		for _, c := range rc.Collectors() {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return f, nil
 }
 

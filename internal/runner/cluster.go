@@ -3,6 +3,9 @@ package runner
 import (
 	"context"
 	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/paddockhq/paddock/internal/agentclient"
 	"github.com/paddockhq/paddock/internal/errdefs"
@@ -53,9 +56,37 @@ func (r *Runner) cluster() (*kube.Cluster, error) {
 			return nil, err
 		}
 		r.kube = c
+		if cfg.WarmPool.Size > 0 {
+			go r.ensurePool(c)
+		}
 	}
 	return r.kube, nil
 }
+
+// ensurePool makes the cluster's warm pool for the runner's default limits; a create
+// tries again when this could not (the pool then misses).
+func (r *Runner) ensurePool(c *kube.Cluster) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := c.EnsurePool(ctx, r.cfg.Limits); err != nil {
+		r.log.Warn("warm pool", "err", err)
+	}
+}
+
+// Collectors are the runner's metrics: the cluster's warm pool's, when it has one.
+func (r *Runner) Collectors() []prometheus.Collector {
+	if !r.cfg.OnCluster() || r.cfg.Cluster.WarmPool.Size == 0 {
+		return nil
+	}
+	c, err := r.cluster()
+	if err != nil {
+		return nil
+	}
+	return c.Collectors()
+}
+
+// Cluster is the cluster sandboxes run on, opened on first use.
+func (r *Runner) Cluster() (*kube.Cluster, error) { return r.cluster() }
 
 // Health reports whether the runner can start sandboxes: on a cluster, whether its API
 // server answers; on this host, always.
@@ -106,9 +137,19 @@ func (r *Runner) createOnCluster(ctx context.Context, spec Spec, tier wire.Tier,
 		UID: r.cfg.SandboxUID, GID: r.cfg.SandboxGID, CapabilityKeys: spec.CapabilityKeys,
 	}
 	r.log.Info("creating sandbox on the cluster", "sandbox", id, "tier", tier, "runtime", rt, "user", spec.User, "namespace", c.Namespace())
-	kb, err := c.Start(ctx, req, spec.Persistent)
+	if r.cfg.Cluster.WarmPool.Size > 0 {
+		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		if err := c.EnsurePool(pctx, r.cfg.Limits); err != nil {
+			r.log.Warn("warm pool", "err", err)
+		}
+		cancel()
+	}
+	kb, hit, err := c.StartWarm(ctx, req, spec.Persistent)
 	if err != nil {
 		return nil, err
+	}
+	if hit {
+		r.log.Info("sandbox claimed from the cluster's warm pool", "sandbox", id, "node", kb.Node)
 	}
 	sb := &Sandbox{ID: id, Tier: tier, Limits: limits, backend: kb, Node: kb.Node, uid: r.cfg.SandboxUID, gid: r.cfg.SandboxGID}
 	sb.agent = agentclient.New(kb.Conn())

@@ -41,6 +41,15 @@ const (
 	// its envelope from the directory's EnvelopeFile and its TLS pair from the files
 	// package podtls names, and listens on the envelope's listen_addr.
 	PodFlag = "--pod"
+	// PodWarmFlag, followed by a directory, starts the agent in a warm pool's pod: it
+	// has no sandbox yet and serves only the claim handshake (package agent's
+	// BootstrapWarmPod), reading the CA and its pod's token from the directory.
+	PodWarmFlag = "--pod-warm"
+	// PodTokenFile is the warm pod's service account token in that directory, bound to
+	// the pod and meant for paddock alone (audience PodTokenAudience).
+	PodTokenFile = "token"
+	// PodTokenAudience is the audience of that token.
+	PodTokenAudience = "paddock.dev/warm-claim"
 	// EnvelopeFile is the envelope's file in the pod's directory: the same framing as on
 	// stdin.
 	EnvelopeFile = "envelope"
@@ -193,4 +202,21 @@ type ForkInfo struct {
 	// Linked and Cloned count the blobs shared by hard link and by reflink.
 	Linked int `json:"linked,omitempty"`
 	Cloned int `json:"cloned,omitempty"`
+}
+
+// The warm pod's claim handshake (over podtls.WarmServerConfig's TLS, HTTP/1.1): the
+// control plane GETs WarmIdentityPath (the pod's token, PodTokenFile), then POSTs a
+// WarmClaim to WarmClaimPath, once.
+const (
+	WarmIdentityPath = "/v1/warm/identity"
+	WarmClaimPath    = "/v1/warm/claim"
+)
+
+// WarmClaim makes a warm pod the sandbox it names: its envelope (as EnvelopeFile holds
+// it), and the key and certificate the CA issued that sandbox, with the CA's certificate.
+type WarmClaim struct {
+	Envelope []byte `json:"envelope"`
+	Cert     []byte `json:"cert"`
+	Key      []byte `json:"key"`
+	CA       []byte `json:"ca"`
 }

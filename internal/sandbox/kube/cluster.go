@@ -42,6 +42,7 @@ type Cluster struct {
 	ca   *podtls.CA
 	cp   *podtls.Renewer // the control plane's client certificate
 	log  *slog.Logger
+	pool *pool
 }
 
 // Open connects to the cluster cfg names (cfg filled and valid) and loads or makes the CA.
@@ -69,7 +70,11 @@ func Open(cfg Config, log *slog.Logger) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Cluster{cfg: cfg, host: rc.Host, core: core, sbx: sc.Sandboxes(cfg.Namespace), ca: ca, cp: cp, log: log}, nil
+	c := &Cluster{cfg: cfg, host: rc.Host, core: core, sbx: sc.Sandboxes(cfg.Namespace), ca: ca, cp: cp, log: log}
+	if err := c.openPool(rc); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {
@@ -333,7 +338,7 @@ func owned(have *sbv1.Sandbox, id string) error {
 func (c *Cluster) connect(ctx context.Context, sb *Sandbox) error {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReadyTimeout)
 	defer cancel()
-	st, err := c.waitReady(ctx, sb.ID)
+	st, err := c.waitReady(ctx, sb.obj())
 	if err != nil {
 		return err
 	}
@@ -460,6 +465,9 @@ func (c *Cluster) podStory(ctx context.Context, id string) string {
 // Remove deletes sandbox id and everything of it (its pod, Secret and workspace volume),
 // and waits until the Sandbox is gone.
 func (c *Cluster) Remove(ctx context.Context, id string) error {
+	if err := c.removeClaimed(ctx, id); err != nil {
+		return err
+	}
 	fg := metav1.DeletePropagationForeground
 	err := c.sbx.Delete(ctx, id, metav1.DeleteOptions{PropagationPolicy: &fg})
 	if err != nil && !apierrors.IsNotFound(err) {

@@ -73,6 +73,9 @@ type Config struct {
 	// ReadyTimeout bounds how long a start waits for the pod to be ready. Default: 5m
 	// (the first pull of an image can be slow).
 	ReadyTimeout time.Duration `yaml:"ready_timeout"`
+	// WarmPool keeps pods of the default runtime and limits started ahead, claimed by new
+	// sandboxes that are not persistent (pool.go).
+	WarmPool WarmPool `yaml:"warm_pool"`
 }
 
 // MinCertLifetime is the shortest CertLifetime.
@@ -123,6 +126,9 @@ func (c *Config) Validate() error {
 		if _, err := os.Stat(c.Kubeconfig); err != nil {
 			return invalid("kubeconfig", "%v", err)
 		}
+	}
+	if err := c.WarmPool.validate(); err != nil {
+		return err
 	}
 	for rt, class := range c.RuntimeClasses {
 		if rt != "runc" && rt != "runsc" && rt != "microvm" {

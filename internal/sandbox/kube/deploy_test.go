@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -66,6 +67,17 @@ func TestShippedRBAC(t *testing.T) {
 	var role rbacv1.Role
 	found := false
 	for _, d := range docs(t, "rbac.yaml") {
+		if strings.Contains(string(d), "\nkind: ClusterRole\n") {
+			// Cluster-wide, only the token review a warm claim makes.
+			var cr rbacv1.ClusterRole
+			if err := yaml.UnmarshalStrict(d, &cr); err != nil {
+				t.Fatal(err)
+			}
+			want := []rbacv1.PolicyRule{{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}}}
+			if !reflect.DeepEqual(cr.Rules, want) {
+				t.Errorf("ClusterRole %s: %+v, want only tokenreviews create", cr.Name, cr.Rules)
+			}
+		}
 		if strings.Contains(string(d), "\nkind: Role\n") {
 			if err := yaml.UnmarshalStrict(d, &role); err != nil {
 				t.Fatal(err)
@@ -81,6 +93,9 @@ func TestShippedRBAC(t *testing.T) {
 		"/secrets":                  {"get", "list", "create", "update", "patch", "delete"},
 		"/pods":                     {"get", "list", "delete"},
 		"/persistentvolumeclaims":   {"list"},
+		"extensions.agents.x-k8s.io/sandboxtemplates": {"get", "create", "update", "delete"},
+		"extensions.agents.x-k8s.io/sandboxwarmpools": {"get", "create", "update", "delete"},
+		"extensions.agents.x-k8s.io/sandboxclaims":    {"get", "create", "delete"},
 	}
 	for _, r := range role.Rules {
 		for _, g := range r.APIGroups {

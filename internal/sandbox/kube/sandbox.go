@@ -22,6 +22,10 @@ type Sandbox struct {
 	// Node and PodIP are where its pod runs.
 	Node, PodIP string
 	persistent  bool
+	// name is its Sandbox object's, when that is not ID (a claimed pool member); claimed
+	// says it came from the warm pool, and goes with its SandboxClaim.
+	name    string
+	claimed bool
 	// template is the hash of the pod template paddock wrote.
 	template string
 	// want is the Sandbox as paddock made it, to write back over a hand-edited one.
@@ -41,6 +45,14 @@ type Sandbox struct {
 	lastErr string
 }
 
+// obj is the name of its Sandbox object (and pod).
+func (s *Sandbox) obj() string {
+	if s.name != "" {
+		return s.name
+	}
+	return s.ID
+}
+
 // Exited is closed when the sandbox is lost (its pod ended, was evicted or went with its
 // node, or its Sandbox object was edited or suspended outside paddock; LastError says
 // why) or destroyed. A lost sandbox is suspended, so that nothing runs it again behind paddock's back;
@@ -52,7 +64,7 @@ func (s *Sandbox) Exited() <-chan struct{} { return s.exited }
 func (s *Sandbox) watch(ctx context.Context) {
 	defer close(s.watching)
 	for ctx.Err() == nil {
-		w, err := s.c.sbx.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + s.ID})
+		w, err := s.c.sbx.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + s.obj()})
 		if err != nil {
 			select {
 			case <-ctx.Done():
@@ -77,7 +89,7 @@ func (s *Sandbox) watch(ctx context.Context) {
 // check looks at the live Sandbox for what makes the sandbox lost.
 func (s *Sandbox) check(ctx context.Context, live *sbv1.Sandbox) {
 	switch {
-	case templateHash(live.Spec.PodTemplate) != s.template:
+	case s.hash(live.Spec.PodTemplate) != s.template:
 		// Never trusted: paddock's own template goes back, and the pod (which the
 		// controller may already have made from the edited one) goes.
 		why := "its Sandbox object's pod template was edited outside paddock: paddock wrote its own back and ended the pod"
@@ -88,9 +100,9 @@ func (s *Sandbox) check(ctx context.Context, live *sbv1.Sandbox) {
 	case live.Spec.OperatingMode != sbv1.SandboxOperatingModeRunning:
 		s.lost(ctx, "its Sandbox was set "+string(live.Spec.OperatingMode)+" outside paddock")
 	case isTrue(live, sbv1.SandboxConditionFinished):
-		s.lost(ctx, "its pod ended: "+s.c.podStory(ctx, s.ID))
+		s.lost(ctx, "its pod ended: "+s.c.podStory(ctx, s.obj()))
 	case !isTrue(live, sbv1.SandboxConditionReady):
-		s.lost(ctx, "its pod is no longer ready: "+s.c.podStory(ctx, s.ID))
+		s.lost(ctx, "its pod is no longer ready: "+s.c.podStory(ctx, s.obj()))
 	case len(live.Status.PodIPs) > 0 && live.Status.PodIPs[0] != s.PodIP:
 		s.lost(ctx, "its pod was replaced (now at "+live.Status.PodIPs[0]+")")
 	}
@@ -107,10 +119,19 @@ func (s *Sandbox) lost(ctx context.Context, why string) {
 	}
 	s.lastErr = "lost: " + why
 	s.c.log.Warn("sandbox lost", "sandbox", s.ID, "node", s.Node, "why", why)
-	if err := s.c.suspend(ctx, s.ID); err != nil {
+	if err := s.c.suspend(ctx, s.obj()); err != nil {
 		s.c.log.Warn("suspend a lost sandbox", "sandbox", s.ID, "err", err)
 	}
 	close(s.exited)
+}
+
+// hash is the digest check compares: of the pod spec alone for a claimed member (the
+// controller relabels it), else of the whole template.
+func (s *Sandbox) hash(pt sbv1.PodTemplate) string {
+	if s.claimed {
+		return specHash(pt)
+	}
+	return templateHash(pt)
 }
 
 func isTrue(sb *sbv1.Sandbox, t sbv1.ConditionType) bool {
@@ -134,7 +155,7 @@ func (s *Sandbox) OOMKills() (uint64, error) {
 			return info.GetKernelOomKills(), nil
 		}
 	}
-	pod, err := s.c.core.Pods(s.c.cfg.Namespace).Get(ctx, s.ID, metav1.GetOptions{})
+	pod, err := s.c.core.Pods(s.c.cfg.Namespace).Get(ctx, s.obj(), metav1.GetOptions{})
 	if err != nil {
 		return 0, s.c.apiError("sandbox "+s.ID, err)
 	}
@@ -153,7 +174,7 @@ func (s *Sandbox) LastError() string {
 	if s.lastErr == "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		return s.c.podStory(ctx, s.ID)
+		return s.c.podStory(ctx, s.obj())
 	}
 	return s.lastErr
 }
@@ -178,7 +199,10 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 		err = s.conn.Close()
 	}
 	if s.persistent {
-		return errors.Join(err, s.c.Suspend(ctx, s.ID))
+		return errors.Join(err, s.c.Suspend(ctx, s.obj()))
+	}
+	if s.claimed {
+		return errors.Join(err, s.c.removeClaim(ctx, s.ID))
 	}
 	return errors.Join(err, s.c.Remove(ctx, s.ID))
 }

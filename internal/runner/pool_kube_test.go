@@ -1,0 +1,339 @@
+//go:build kube
+
+package runner_test
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/paddockhq/paddock/internal/runner"
+	"github.com/paddockhq/paddock/internal/sandbox/kube"
+	"github.com/paddockhq/paddock/internal/sandbox/kube/kubetest"
+	"github.com/paddockhq/paddock/internal/testenv"
+	testkube "github.com/paddockhq/paddock/internal/testenv/kube"
+	"github.com/paddockhq/paddock/internal/wire"
+	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
+	"github.com/paddockhq/paddock/internal/wire/channel"
+)
+
+// warmNS holds the pool tests' sandboxes, apart from the other tests' namespace, whose
+// leftovers they count.
+const warmNS = "paddock-warm"
+
+var claimGVR = schema.GroupVersionResource{Group: "extensions.agents.x-k8s.io", Version: "v1beta1", Resource: "sandboxclaims"}
+
+// withPool is a runner on the test cluster with a warm pool of size, filled.
+func withPool(t *testing.T, size int) (*runner.Runner, *kube.Cluster, runner.Config) {
+	t.Helper()
+	testenv.RequireRoot(t)
+	cfg := kubetest.Config(t, testenv.Config(t))
+	kc := testkube.Shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	t.Cleanup(cancel)
+	_, err := kc.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: warmNS}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	cfg.Cluster.Namespace = warmNS
+	cfg.Cluster.WarmPool = kube.WarmPool{Size: size}
+	r := runner.New(cfg, testenv.Logger(t))
+	c, err := r.Cluster()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.EnsurePool(ctx, cfg.Limits); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.RemovePool(context.Background()); err != nil {
+			t.Errorf("remove the pool: %v", err)
+		}
+	})
+	waitPool(t, c, size)
+	return r, c, cfg
+}
+
+// waitPool waits until the pool holds n ready members.
+func waitPool(t *testing.T, c *kube.Cluster, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	for {
+		got, err := c.PoolReady(ctx)
+		if err == nil && got >= n {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the pool has %d ready members, want %d: %v", got, n, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// claimOf is the SandboxClaim paddock made for sandbox id, and the member it got.
+func claimOf(t *testing.T, id string) (member string, podIPs []string) {
+	t.Helper()
+	u, err := testkube.Shared(t).Dynamic.Resource(claimGVR).Namespace(warmNS).Get(context.Background(), id, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the claim of %s: %v", id, err)
+	}
+	member, _, _ = unstructured.NestedString(u.Object, "status", "sandbox", "name")
+	podIPs, _, _ = unstructured.NestedStringSlice(u.Object, "status", "sandbox", "podIPs")
+	if member == "" {
+		t.Fatalf("the claim of %s names no member", id)
+	}
+	return member, podIPs
+}
+
+func launchType(t *testing.T, name string) string {
+	t.Helper()
+	u, err := testkube.Shared(t).Dynamic.Resource(testkube.SandboxGVR).Namespace(warmNS).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.GetLabels()["agents.x-k8s.io/launch-type"]
+}
+
+// TestClusterWarmClaim: with a warm pool, a new sandbox is a claimed pool member (a hit,
+// its SandboxClaim naming a warm Sandbox) that runs commands and keeps files as a cold
+// one does; destroying it deletes the claim and the member.
+func TestClusterWarmClaim(t *testing.T) {
+	r, c, _ := withPool(t, 1)
+	sb := createOn(t, r, runner.Spec{User: "conf"})
+	if hits, misses := c.PoolClaims(); hits != 1 || misses != 0 {
+		t.Fatalf("pool hits %v misses %v, want 1 and 0", hits, misses)
+	}
+	member, _ := claimOf(t, sb.ID)
+	if lt := launchType(t, member); lt != "warm" {
+		t.Fatalf("the claimed Sandbox %s is %q, want warm", member, lt)
+	}
+	if got := execIn(t, sb, "sh", "-c", "id -u; pwd; echo hi > f; cat f"); got != "1000\n/workspace\nhi\n" {
+		t.Fatalf("exec: %q", got)
+	}
+	info, err := sb.Agent().Info(context.Background())
+	if err != nil || info.GetSandboxId() != sb.ID {
+		t.Fatalf("the claimed agent says it is %q (%v), want %s", info.GetSandboxId(), err, sb.ID)
+	}
+	if err := sb.Destroy(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := testkube.Shared(t).Dynamic.Resource(claimGVR).Namespace(warmNS).Get(context.Background(), sb.ID, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the claim is still there after Destroy: %v", err)
+	}
+	if _, err := testkube.Shared(t).Dynamic.Resource(testkube.SandboxGVR).Namespace(warmNS).Get(context.Background(), member, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the member %s is still there after Destroy: %v", member, err)
+	}
+}
+
+// TestClusterWarmConcurrentClaims: two creates at once get two different members.
+func TestClusterWarmConcurrentClaims(t *testing.T) {
+	r, c, _ := withPool(t, 2)
+	var wg sync.WaitGroup
+	sbs := make([]*runner.Sandbox, 2)
+	for i := range sbs {
+		wg.Go(func() { sbs[i] = createOn(t, r, runner.Spec{User: "conf"}) })
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for _, sb := range sbs {
+			if sb != nil {
+				_ = sb.Destroy(context.Background())
+			}
+		}
+	})
+	if sbs[0] == nil || sbs[1] == nil {
+		t.FailNow()
+	}
+	if hits, _ := c.PoolClaims(); hits != 2 {
+		t.Fatalf("pool hits %v, want 2", hits)
+	}
+	a, _ := claimOf(t, sbs[0].ID)
+	b, _ := claimOf(t, sbs[1].ID)
+	if a == b {
+		t.Fatalf("both sandboxes got member %s", a)
+	}
+	for _, sb := range sbs {
+		if got := execIn(t, sb, "sh", "-c", "echo $PWD"); got != "/workspace\n" {
+			t.Fatalf("exec in %s: %q", sb.ID, got)
+		}
+	}
+}
+
+// TestClusterWarmDeadMemberNotHandedOut: a member whose agent died while idle is never
+// the pod a create gets.
+func TestClusterWarmDeadMemberNotHandedOut(t *testing.T) {
+	r, c, _ := withPool(t, 1)
+	kc := testkube.Shared(t)
+	pods, err := kc.Client.CoreV1().Pods(warmNS).List(context.Background(), metav1.ListOptions{LabelSelector: kube.LabelPool + "=" + kube.PoolName + ",agents.x-k8s.io/warm-pool-sandbox"})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("%d pool pods (%v), want 1", len(pods.Items), err)
+	}
+	dead := pods.Items[0]
+	killAgent(t, string(dead.UID))
+	sb := createOn(t, r, runner.Spec{User: "conf"})
+	defer sb.Destroy(context.Background())
+	if got := execIn(t, sb, "sh", "-c", "echo ok"); got != "ok\n" {
+		t.Fatalf("exec: %q", got)
+	}
+	hits, misses := c.PoolClaims()
+	t.Logf("pool hits %v, misses %v", hits, misses)
+	pod := sb.ID
+	if hits > 0 {
+		pod, _ = claimOf(t, sb.ID)
+	}
+	p, err := kc.Client.CoreV1().Pods(warmNS).Get(context.Background(), pod, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.UID == dead.UID {
+		t.Fatalf("the sandbox runs in the pool pod whose agent was killed (%s)", dead.Name)
+	}
+}
+
+// killAgent kills the agent of the pod with uid, from the host, as a crash would.
+func killAgent(t *testing.T, uid string) {
+	t.Helper()
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	killed := 0
+	for _, p := range procs {
+		cg, err := os.ReadFile(filepath.Join(p, "cgroup"))
+		if err != nil || (!strings.Contains(string(cg), uid) && !strings.Contains(string(cg), strings.ReplaceAll(uid, "-", "_"))) {
+			continue
+		}
+		cmd, _ := os.ReadFile(filepath.Join(p, "cmdline"))
+		if !strings.Contains(string(cmd), wire.PodWarmFlag) {
+			continue
+		}
+		pid, _ := strconv.Atoi(filepath.Base(p))
+		proc, err := os.FindProcess(pid)
+		if err == nil && proc.Kill() == nil {
+			killed++
+		}
+	}
+	if killed == 0 {
+		t.Fatalf("no warm agent found in pod %s", uid)
+	}
+}
+
+// TestClusterWarmIdentity: a warm pod cannot answer for another: its token names its own
+// pod, which the claim check refuses for any other member; and once claimed, a member
+// answers only as its sandbox.
+func TestClusterWarmIdentity(t *testing.T) {
+	r, c, cfg := withPool(t, 2)
+	kc := testkube.Shared(t)
+	pods, err := kc.Client.CoreV1().Pods(warmNS).List(context.Background(), metav1.ListOptions{LabelSelector: kube.LabelPool + "=" + kube.PoolName + ",agents.x-k8s.io/warm-pool-sandbox"})
+	if err != nil || len(pods.Items) != 2 {
+		t.Fatalf("%d pool pods (%v), want 2", len(pods.Items), err)
+	}
+	a, b := pods.Items[0], pods.Items[1]
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tokB, err := c.WarmIdentity(ctx, b.Status.PodIP)
+	if err != nil {
+		t.Fatalf("B's identity: %v", err)
+	}
+	if err := c.VerifyMember(ctx, tokB, &b); err != nil {
+		t.Fatalf("B's token for B: %v", err)
+	}
+	if err := c.VerifyMember(ctx, tokB, &a); err == nil {
+		t.Fatal("B's token passed as member A's")
+	}
+	if err := c.VerifyMember(ctx, []byte("not.a.token"), &a); err == nil {
+		t.Fatal("a made-up token passed")
+	}
+
+	x := createOn(t, r, runner.Spec{User: "conf"})
+	defer x.Destroy(context.Background())
+	y := createOn(t, r, runner.Spec{User: "conf"})
+	defer y.Destroy(context.Background())
+	_, ips := claimOf(t, x.ID)
+	ca, err := kube.LoadCA(cfg.Cluster.CADir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, _ := ca.IssueControlPlane()
+	addr := net.JoinHostPort(ips[0], strconv.Itoa(wire.PodAgentPort))
+	call := func(cfg *tls.Config) error {
+		conn, err := grpc.NewClient(addr, append(channel.DialOptions(), grpc.WithTransportCredentials(credentials.NewTLS(cfg)))...)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err = pb.NewAgentClient(conn).Info(ctx, &pb.InfoRequest{})
+		return err
+	}
+	asX, _ := ca.ClientConfig(cp, x.ID)
+	if err := call(asX); err != nil {
+		t.Fatalf("the control plane reaching X at %s: %v", addr, err)
+	}
+	asY, _ := ca.ClientConfig(cp, y.ID)
+	if err := call(asY); err == nil {
+		t.Fatal("X's claimed pod answered as Y")
+	}
+	if _, err := c.WarmIdentity(ctx, ips[0]); err == nil {
+		t.Fatal("a claimed pod still serves the claim handshake")
+	}
+}
+
+// TestClusterWarmPersistent: a persistent sandbox claimed from the pool stops (its member
+// suspended, its volume kept) and starts again on the same member with its workspace,
+// without another claim; removing it deletes the claim and the member.
+func TestClusterWarmPersistent(t *testing.T) {
+	r, c, _ := withPool(t, 1)
+	id := runner.NewID()
+	spec := runner.Spec{ID: id, User: "conf", Persistent: true}
+	sb := createOn(t, r, spec)
+	if hits, _ := c.PoolClaims(); hits != 1 {
+		t.Fatalf("pool hits %v, want 1", hits)
+	}
+	member, _ := claimOf(t, id)
+	execIn(t, sb, "sh", "-c", "echo kept > note")
+	if err := sb.Destroy(context.Background()); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	u, err := testkube.Shared(t).Dynamic.Resource(testkube.SandboxGVR).Namespace(warmNS).Get(context.Background(), member, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mode, _, _ := unstructured.NestedString(u.Object, "spec", "operatingMode"); mode != "Suspended" {
+		t.Fatalf("the member's operatingMode after stop: %q", mode)
+	}
+	sb = createOn(t, r, spec)
+	if got := execIn(t, sb, "cat", "note"); got != "kept\n" {
+		t.Fatalf("after the restart: %q", got)
+	}
+	if again, _ := claimOf(t, id); again != member {
+		t.Fatalf("restarted on %s, want its member %s", again, member)
+	}
+	if hits, misses := c.PoolClaims(); hits != 1 || misses != 0 {
+		t.Fatalf("pool hits %v misses %v after the restart, want 1 and 0", hits, misses)
+	}
+	if err := sb.Destroy(context.Background()); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if err := r.RemoveWorkspace("conf", id); err != nil {
+		t.Fatalf("remove: %v", err)
+	}
+	if _, err := testkube.Shared(t).Dynamic.Resource(testkube.SandboxGVR).Namespace(warmNS).Get(context.Background(), member, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the member %s is still there after remove: %v", member, err)
+	}
+}

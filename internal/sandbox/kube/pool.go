@@ -1,0 +1,679 @@
+package kube
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	authnv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	authnclient "k8s.io/client-go/kubernetes/typed/authentication/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
+	sbv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	extv1 "sigs.k8s.io/agent-sandbox/clients/k8s/extensions/clientset/versioned/typed/api/v1beta1"
+	xv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
+
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/wire"
+)
+
+// Warm pool. A pool is agent-sandbox's own: a SandboxTemplate of paddock's pod for the
+// runner's default runtime and limits, whose agent starts with no sandbox
+// (wire.PodWarmFlag), and a SandboxWarmPool of it that the controller keeps full. A
+// create that matches the template makes a SandboxClaim; the controller hands it one
+// ready member, which no other claim can get (it moves the member's ownership to the
+// claim). paddock then makes that pod the sandbox:
+//
+//  1. it dials the pod's IP with its control-plane certificate (the warm agent serves
+//     nobody else) and asks who it is; the agent answers with its pod's service account
+//     token (audience wire.PodTokenAudience, bound by the kubelet to that pod);
+//  2. a TokenReview says which pod the token is bound to: it must be the claimed member's
+//     pod, by name and UID, in the sandboxes' namespace. Another pod, or one that took
+//     over the member's IP, has no such token;
+//  3. over a connection pinned to the certificate that answered step 1, paddock sends the
+//     envelope and a key and certificate issued for the new sandbox ID, once: the agent
+//     then serves that sandbox exactly as a cold pod does, and paddock dials it as any.
+//
+// A member that died while idle is never handed out: the controller may still offer an
+// unready one, but its claim then fails step 1 or 2, and paddock deletes the claim (with
+// the member) and starts the sandbox cold. Only new sandboxes that are not persistent
+// come from the pool: a persistent one's pod and volume are its own for stop and start.
+
+// WarmPool is a pool setting (runner: {backend: kubernetes, warm_pool: {size: N}}).
+type WarmPool struct {
+	// Size is how many pods the pool keeps ready; 0 is no pool.
+	Size int `yaml:"size"`
+}
+
+// maxPoolSize bounds warm_pool.size: each member is a running pod and a volume.
+const maxPoolSize = 1000
+
+func (w WarmPool) validate() error {
+	if w.Size < 0 || w.Size > maxPoolSize {
+		return invalid("warm_pool.size", "%d: want 0 (no pool) to %d", w.Size, maxPoolSize)
+	}
+	return nil
+}
+
+// PoolName names the SandboxTemplate and the SandboxWarmPool paddock makes.
+const PoolName = "paddock-warm"
+
+// LabelPool marks the warm pool's objects and pods.
+const LabelPool = "paddock.dev/pool"
+
+// poolCASecret holds only the CA's certificate, for the warm pods.
+const poolCASecret = PoolName + "-ca"
+
+// pool is the cluster's warm pool, when runner.warm_pool.size is set.
+type pool struct {
+	ext   extv1.ExtensionsV1beta1Interface
+	authn authnclient.AuthenticationV1Interface
+
+	mu     sync.Mutex
+	limits wire.Limits // what the pool's pods are made for
+	made   bool        // the pool's objects are there, as paddock wrote them
+
+	size   prometheus.GaugeFunc
+	claims *prometheus.CounterVec
+}
+
+func (c *Cluster) openPool(rc *rest.Config) error {
+	ext, err := extv1.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("agent-sandbox extensions client: %w", err)
+	}
+	authn, err := authnclient.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	p := &pool{ext: ext, authn: authn}
+	p.claims = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "paddock_kube_pool_claims_total", Help: "New cluster sandboxes that matched the warm pool's template, by result: hit (a claimed pool pod) or miss (started cold).",
+		ConstLabels: prometheus.Labels{"template": PoolName},
+	}, []string{"result"})
+	p.claims.WithLabelValues("hit")
+	p.claims.WithLabelValues("miss")
+	p.size = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "paddock_kube_pool_size", Help: "Pods the cluster's warm pool holds ready to be claimed.",
+		ConstLabels: prometheus.Labels{"template": PoolName},
+	}, func() float64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		n, _ := c.PoolReady(ctx)
+		return float64(n)
+	})
+	c.pool = p
+	return nil
+}
+
+// Collectors are the pool's metrics: its size and its hits and misses.
+func (c *Cluster) Collectors() []prometheus.Collector {
+	if c.cfg.WarmPool.Size == 0 {
+		return nil
+	}
+	return []prometheus.Collector{c.pool.size, c.pool.claims}
+}
+
+// PoolClaims is how many creates the pool served (hits) and did not (misses).
+func (c *Cluster) PoolClaims() (hits, misses float64) {
+	return counterValue(c.pool.claims.WithLabelValues("hit")), counterValue(c.pool.claims.WithLabelValues("miss"))
+}
+
+// PoolReady is how many of the pool's members are ready to be claimed.
+func (c *Cluster) PoolReady(ctx context.Context) (int, error) {
+	wp, err := c.pool.ext.SandboxWarmPools(c.cfg.Namespace).Get(ctx, PoolName, metav1.GetOptions{})
+	if err != nil {
+		return 0, c.apiError("warm pool "+PoolName, err)
+	}
+	return int(wp.Status.ReadyReplicas), nil
+}
+
+// EnsurePool makes or rewrites the pool's objects, for sandboxes of limits (the runner's
+// defaults) on the default runtime; with no pool configured, it does nothing.
+func (c *Cluster) EnsurePool(ctx context.Context, limits wire.Limits) error {
+	if c.cfg.WarmPool.Size == 0 {
+		return nil
+	}
+	p := c.pool
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.made && p.limits == limits {
+		return nil
+	}
+	tmpl, err := PoolTemplate(&c.cfg, limits)
+	if err != nil {
+		return err
+	}
+	sec := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: poolCASecret, Namespace: c.cfg.Namespace, Labels: poolLabels()},
+		Type:       corev1.SecretTypeOpaque,
+		Data:       map[string][]byte{"ca.crt": c.ca.CertPEM()},
+	}
+	if err := c.putPoolSecret(ctx, sec); err != nil {
+		return err
+	}
+	tc := p.ext.SandboxTemplates(c.cfg.Namespace)
+	have, err := tc.Get(ctx, PoolName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = tc.Create(ctx, tmpl, metav1.CreateOptions{FieldManager: ManagedBy})
+	case err == nil:
+		if have.Labels[LabelManagedBy] != ManagedBy {
+			return fmt.Errorf("the SandboxTemplate %s/%s exists and paddock did not make it: %w", c.cfg.Namespace, PoolName, errdefs.ErrFailedPrecondition)
+		}
+		have.Spec = tmpl.Spec
+		_, err = tc.Update(ctx, have, metav1.UpdateOptions{FieldManager: ManagedBy})
+	}
+	if err != nil {
+		return c.apiError("the warm pool's SandboxTemplate", err)
+	}
+	size := int32(c.cfg.WarmPool.Size)
+	wp := &xv1.SandboxWarmPool{
+		ObjectMeta: metav1.ObjectMeta{Name: PoolName, Namespace: c.cfg.Namespace, Labels: poolLabels()},
+		Spec: xv1.SandboxWarmPoolSpec{
+			Replicas: &size, TemplateRef: xv1.SandboxTemplateRef{Name: PoolName},
+			// A member made from an older template is replaced, not handed out.
+			UpdateStrategy: &xv1.SandboxWarmPoolUpdateStrategy{Type: xv1.RecreateSandboxWarmPoolUpdateStrategyType},
+		},
+	}
+	pc := p.ext.SandboxWarmPools(c.cfg.Namespace)
+	havePool, err := pc.Get(ctx, PoolName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = pc.Create(ctx, wp, metav1.CreateOptions{FieldManager: ManagedBy})
+	case err == nil:
+		if havePool.Labels[LabelManagedBy] != ManagedBy {
+			return fmt.Errorf("the SandboxWarmPool %s/%s exists and paddock did not make it: %w", c.cfg.Namespace, PoolName, errdefs.ErrFailedPrecondition)
+		}
+		havePool.Spec = wp.Spec
+		_, err = pc.Update(ctx, havePool, metav1.UpdateOptions{FieldManager: ManagedBy})
+	}
+	if err != nil {
+		return c.apiError("the warm pool", err)
+	}
+	p.limits, p.made = limits, true
+	c.log.Info("warm pool ready to fill", "pool", PoolName, "size", size, "namespace", c.cfg.Namespace)
+	return nil
+}
+
+func (c *Cluster) putPoolSecret(ctx context.Context, sec *corev1.Secret) error {
+	secrets := c.core.Secrets(c.cfg.Namespace)
+	_, err := secrets.Create(ctx, sec, metav1.CreateOptions{FieldManager: ManagedBy})
+	if apierrors.IsAlreadyExists(err) {
+		var old *corev1.Secret
+		if old, err = secrets.Get(ctx, sec.Name, metav1.GetOptions{}); err == nil {
+			if old.Labels[LabelManagedBy] != ManagedBy || old.Labels[LabelPool] != PoolName {
+				return fmt.Errorf("the Secret %s/%s exists and is not paddock's: %w", c.cfg.Namespace, sec.Name, errdefs.ErrFailedPrecondition)
+			}
+			old.Data = sec.Data
+			_, err = secrets.Update(ctx, old, metav1.UpdateOptions{FieldManager: ManagedBy})
+		}
+	}
+	if err != nil {
+		return c.apiError("the warm pool's Secret", err)
+	}
+	return nil
+}
+
+// RemovePool deletes the pool's objects (its members go with it).
+func (c *Cluster) RemovePool(ctx context.Context) error {
+	p := c.pool
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.made = false
+	var errs []error
+	bg := metav1.DeletePropagationForeground
+	if err := p.ext.SandboxWarmPools(c.cfg.Namespace).Delete(ctx, PoolName, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil && !apierrors.IsNotFound(err) {
+		errs = append(errs, c.apiError("delete the warm pool", err))
+	}
+	if err := p.ext.SandboxTemplates(c.cfg.Namespace).Delete(ctx, PoolName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		errs = append(errs, c.apiError("delete the warm pool's template", err))
+	}
+	if err := c.core.Secrets(c.cfg.Namespace).Delete(ctx, poolCASecret, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		errs = append(errs, c.apiError("delete the warm pool's Secret", err))
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	// Wait until the pool and its unclaimed members' pods are gone: a pool made again at
+	// once must not find them. Claimed ones are their sandboxes'.
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReadyTimeout)
+	defer cancel()
+	sel := metav1.ListOptions{LabelSelector: LabelPool + "=" + PoolName + "," + warmMemberLabel}
+	for i := 1; ; i++ {
+		pods, err := c.core.Pods(c.cfg.Namespace).List(ctx, sel)
+		_, perr := p.ext.SandboxWarmPools(c.cfg.Namespace).Get(ctx, PoolName, metav1.GetOptions{})
+		if err == nil && len(pods.Items) == 0 && apierrors.IsNotFound(perr) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the warm pool's pods are still there after %s: %w", c.cfg.ReadyTimeout, errdefs.ErrUnavailable)
+		case <-time.After(min(50*time.Millisecond*time.Duration(i), 500*time.Millisecond)):
+		}
+	}
+}
+
+// warmMemberLabel is on an unclaimed member (and its pod); a claim takes it off.
+const warmMemberLabel = "agents.x-k8s.io/warm-pool-sandbox"
+
+func poolLabels() map[string]string {
+	return map[string]string{LabelManagedBy: ManagedBy, LabelPool: PoolName}
+}
+
+// PoolTemplate is the pool's SandboxTemplate: paddock's pod for a sandbox of limits on the
+// default runtime, whose agent waits for a claim, with the CA's certificate and the pod's
+// token where the sandbox's Secret would be.
+func PoolTemplate(cfg *Config, limits wire.Limits) (*xv1.SandboxTemplate, error) {
+	sb, err := NewSandbox(cfg, Request{ID: PoolName, Limits: limits})
+	if err != nil {
+		return nil, err
+	}
+	bp := sb.Spec.SandboxBlueprint
+	bp.PodTemplate.ObjectMeta = sbv1.PodMetadata{Labels: poolLabels()}
+	bp.VolumeClaimTemplates[0].Labels = poolLabels()
+	spec := &bp.PodTemplate.Spec
+	spec.Containers[0].Command = []string{wire.AgentPath, wire.PodWarmFlag, wire.PodDir}
+	mode, expiry := int32(0o400), int64(3600)
+	for i := range spec.Volumes {
+		if spec.Volumes[i].Name != secretVolume {
+			continue
+		}
+		spec.Volumes[i].VolumeSource = corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+			DefaultMode: &mode,
+			Sources: []corev1.VolumeProjection{
+				{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: poolCASecret}}},
+				{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Audience: wire.PodTokenAudience, ExpirationSeconds: &expiry, Path: wire.PodTokenFile}},
+			},
+		}}
+	}
+	return &xv1.SandboxTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: PoolName, Namespace: cfg.Namespace, Labels: poolLabels()},
+		Spec: xv1.SandboxTemplateSpec{
+			SandboxBlueprint: bp,
+			// paddock ships its own NetworkPolicy (deploy/kubernetes/networkpolicy.yaml).
+			NetworkPolicyManagement: xv1.NetworkPolicyManagementUnmanaged,
+		},
+	}, nil
+}
+
+// errNoClaim says a create does not come from the pool; the caller starts it cold.
+var errNoClaim = errors.New("not from the warm pool")
+
+// Poolable says whether req would come from the pool: a pool is configured, made for
+// req's limits, and req is on the default runtime.
+func (c *Cluster) poolable(req Request) bool {
+	if c.cfg.WarmPool.Size == 0 || (req.Runtime != "" && req.Runtime != "runc") {
+		return false
+	}
+	c.pool.mu.Lock()
+	defer c.pool.mu.Unlock()
+	if !c.pool.made || c.pool.limits != req.Limits {
+		return false
+	}
+	class, _ := c.cfg.runtimeClass(req.Runtime)
+	return class == nil
+}
+
+// StartWarm starts sandbox req from the warm pool when it can (a hit), else cold (a
+// miss). A sandbox that exists already (a stopped persistent one) is started again as
+// Start does, on the member it claimed if it came from the pool.
+func (c *Cluster) StartWarm(ctx context.Context, req Request, persistent bool) (sb *Sandbox, hit bool, err error) {
+	// A claim of its own, from when a pool was configured; a cluster without the
+	// extensions, or a Role without claims, has none.
+	if cl, err := c.pool.ext.SandboxClaims(c.cfg.Namespace).Get(ctx, req.ID, metav1.GetOptions{}); err == nil {
+		sb, err := c.resumeClaimed(ctx, req, cl)
+		return sb, false, err
+	} else if !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err) {
+		return nil, false, c.apiError("claim "+req.ID, err)
+	}
+	if _, err := c.sbx.Get(ctx, req.ID, metav1.GetOptions{}); err == nil {
+		sb, err := c.Start(ctx, req, persistent)
+		return sb, false, err
+	}
+	if c.poolable(req) {
+		sb, err = c.claim(ctx, req, persistent)
+		if err == nil {
+			c.pool.claims.WithLabelValues("hit").Inc()
+			return sb, true, nil
+		}
+		if !errors.Is(err, errNoClaim) {
+			c.log.Warn("warm claim failed; starting cold", "sandbox", req.ID, "err", err)
+		}
+	}
+	if c.cfg.WarmPool.Size > 0 {
+		c.pool.claims.WithLabelValues("miss").Inc()
+	}
+	sb, err = c.Start(ctx, req, persistent)
+	return sb, false, err
+}
+
+// claim makes a SandboxClaim for req and makes the member it gets sandbox req.
+func (c *Cluster) claim(ctx context.Context, req Request, persistent bool) (*Sandbox, error) {
+	if n, err := c.PoolReady(ctx); err != nil || n == 0 {
+		return nil, errNoClaim
+	}
+	claims := c.pool.ext.SandboxClaims(c.cfg.Namespace)
+	cl := &xv1.SandboxClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: req.ID, Namespace: c.cfg.Namespace, Labels: labels(req.ID)},
+		Spec:       xv1.SandboxClaimSpec{WarmPoolRef: xv1.SandboxWarmPoolRef{Name: PoolName}},
+	}
+	if _, err := claims.Create(ctx, cl, metav1.CreateOptions{FieldManager: ManagedBy}); err != nil {
+		return nil, c.apiError("claim sandbox "+req.ID, err)
+	}
+	sb, err := c.takeClaim(ctx, req, persistent)
+	if err != nil {
+		if rerr := c.removeClaim(context.WithoutCancel(ctx), req.ID); rerr != nil {
+			c.log.Warn("remove a failed claim", "sandbox", req.ID, "err", rerr)
+		}
+		return nil, err
+	}
+	return sb, nil
+}
+
+// claimWait bounds a claim's wait for a member: a ready member comes in well under a
+// second; past this the controller is making a cold one, which paddock's own cold start
+// does as well.
+const claimWait = 15 * time.Second
+
+func (c *Cluster) takeClaim(ctx context.Context, req Request, persistent bool) (*Sandbox, error) {
+	wctx, cancel := context.WithTimeout(ctx, claimWait)
+	defer cancel()
+	member, err := c.waitClaim(wctx, req.ID)
+	if err != nil {
+		return nil, err
+	}
+	if member.Labels[sbv1.SandboxLaunchTypeLabel] != sbv1.SandboxLaunchTypeWarm {
+		return nil, fmt.Errorf("claim %s: the controller made a cold Sandbox, not a pool member: %w", req.ID, errNoClaim)
+	}
+	if err := c.handOver(wctx, req, member); err != nil {
+		return nil, err
+	}
+	want := member.DeepCopy()
+	sb := &Sandbox{c: c, ID: req.ID, name: member.Name, claimed: true, persistent: persistent, want: want, exited: make(chan struct{}),
+		template: specHash(member.Spec.PodTemplate)}
+	if err := c.connect(ctx, sb); err != nil {
+		sb.persistent = false // a claim that did not start is deleted, not kept
+		if derr := sb.Destroy(context.WithoutCancel(ctx)); derr != nil {
+			c.log.Warn("clean up after a failed claim", "sandbox", req.ID, "err", derr)
+		}
+		return nil, err
+	}
+	wctx2, stop := context.WithCancel(context.Background())
+	sb.stopWatch, sb.watching = stop, make(chan struct{})
+	go sb.watch(wctx2)
+	// A claimed pod holds its pair in memory, with no Secret to renew it through: it lasts
+	// cert_lifetime. A connection made after that fails, the sandbox is marked lost, and
+	// its next start (resumeClaimed) mounts a Secret, which is renewed.
+	sb.renewing = make(chan struct{})
+	close(sb.renewing)
+	return sb, nil
+}
+
+// waitClaim waits until claim id names its member and the member is ready with an address.
+func (c *Cluster) waitClaim(ctx context.Context, id string) (*sbv1.Sandbox, error) {
+	for i := 1; ; i++ {
+		cl, err := c.pool.ext.SandboxClaims(c.cfg.Namespace).Get(ctx, id, metav1.GetOptions{})
+		if err != nil && ctx.Err() == nil {
+			return nil, c.apiError("claim "+id, err)
+		}
+		if err == nil && cl.Status.SandboxStatus.Name != "" {
+			sb, err := c.sbx.Get(ctx, cl.Status.SandboxStatus.Name, metav1.GetOptions{})
+			if err != nil && ctx.Err() == nil {
+				return nil, c.apiError("claim "+id, err)
+			}
+			if err == nil {
+				if isTrue(sb, sbv1.SandboxConditionFinished) {
+					return nil, fmt.Errorf("claim %s: its member %s has ended", id, sb.Name)
+				}
+				if isTrue(sb, sbv1.SandboxConditionReady) && len(sb.Status.PodIPs) > 0 {
+					return sb, nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("claim %s: no ready member within %s: %w", id, claimWait, errNoClaim)
+		case <-time.After(min(5*time.Millisecond*time.Duration(1+i/20), 100*time.Millisecond)):
+		}
+	}
+}
+
+// handOver makes member's pod sandbox req: it checks, by the token the pod shows, that the
+// pod answering at the member's address is the member's, then sends it the sandbox's
+// envelope and key over the same pinned connection.
+func (c *Cluster) handOver(ctx context.Context, req Request, member *sbv1.Sandbox) error {
+	podName := member.Name
+	if n := member.Annotations[sbv1.SandboxPodNameAnnotation]; n != "" {
+		podName = n
+	}
+	pod, err := c.core.Pods(c.cfg.Namespace).Get(ctx, podName, metav1.GetOptions{})
+	if err != nil {
+		return c.apiError("the pod of pool member "+member.Name, err)
+	}
+	base := "https://" + net.JoinHostPort(member.Status.PodIPs[0], strconv.Itoa(wire.PodAgentPort))
+	var seen []byte
+	tc, err := c.ca.WarmClientConfig(c.cp.Certificate, nil, &seen)
+	if err != nil {
+		return err
+	}
+	token, err := warmCall(ctx, tc, http.MethodGet, base+wire.WarmIdentityPath, nil)
+	if err != nil {
+		return fmt.Errorf("pool member %s: who are you: %w", member.Name, err)
+	}
+	if err := c.verifyPodToken(ctx, token, pod); err != nil {
+		return fmt.Errorf("pool member %s: %w", member.Name, err)
+	}
+	pair, err := c.ca.IssueSandbox(req.ID)
+	if err != nil {
+		return err
+	}
+	var env bytes.Buffer
+	if err := wire.WriteEnvelope(&env, Envelope(req)); err != nil {
+		return err
+	}
+	body, err := json.Marshal(wire.WarmClaim{Envelope: env.Bytes(), Cert: pair.Cert, Key: pair.Key, CA: c.ca.CertPEM()})
+	if err != nil {
+		return err
+	}
+	pinned, err := c.ca.WarmClientConfig(c.cp.Certificate, seen, nil)
+	if err != nil {
+		return err
+	}
+	if _, err := warmCall(ctx, pinned, http.MethodPost, base+wire.WarmClaimPath, body); err != nil {
+		return fmt.Errorf("pool member %s: claim: %w", member.Name, err)
+	}
+	return nil
+}
+
+// verifyPodToken asks the API server whom token is bound to: it must be pod, in the
+// sandboxes' namespace, for paddock's audience.
+func (c *Cluster) verifyPodToken(ctx context.Context, token []byte, pod *corev1.Pod) error {
+	tr, err := c.pool.authn.TokenReviews().Create(ctx, &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{
+		Token: string(token), Audiences: []string{wire.PodTokenAudience},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		return c.apiError("review the pod's token", err)
+	}
+	st := tr.Status
+	if !st.Authenticated {
+		return fmt.Errorf("its token is not valid: %s: %w", errdefs.Clip(st.Error, 200), errdefs.ErrPermissionDenied)
+	}
+	names, uids := st.User.Extra["authentication.kubernetes.io/pod-name"], st.User.Extra["authentication.kubernetes.io/pod-uid"]
+	if !strings.HasPrefix(st.User.Username, "system:serviceaccount:"+c.cfg.Namespace+":") ||
+		len(names) != 1 || names[0] != pod.Name || len(uids) != 1 || uids[0] != string(pod.UID) {
+		return fmt.Errorf("the pod that answered is not the member's (its token is %s's, pod %v): %w", st.User.Username, names, errdefs.ErrPermissionDenied)
+	}
+	return nil
+}
+
+// warmCall makes one request of the handshake over a connection of its own.
+func warmCall(ctx context.Context, tc *tls.Config, method, url string, body []byte) ([]byte, error) {
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tc, DisableKeepAlives: true, ForceAttemptHTTP2: false}}
+	defer hc.CloseIdleConnections()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	r, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := hc.Do(r)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode/100 != 2 {
+		return nil, fmt.Errorf("%s: %s", resp.Status, errdefs.Clip(string(b), 200))
+	}
+	return b, nil
+}
+
+// removeClaim deletes claim id, its member with it, and waits until the member is gone.
+func (c *Cluster) removeClaim(ctx context.Context, id string) error {
+	fg := metav1.DeletePropagationForeground
+	err := c.pool.ext.SandboxClaims(c.cfg.Namespace).Delete(ctx, id, metav1.DeleteOptions{PropagationPolicy: &fg})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return c.apiError("delete claim "+id, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReadyTimeout)
+	defer cancel()
+	for i := 1; ; i++ {
+		_, err := c.pool.ext.SandboxClaims(c.cfg.Namespace).Get(ctx, id, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("claim %s is still there after %s: %w", id, c.cfg.ReadyTimeout, errdefs.ErrUnavailable)
+		case <-time.After(min(50*time.Millisecond*time.Duration(i), 500*time.Millisecond)):
+		}
+	}
+}
+
+// specHash is a digest of a pod template's spec: a claimed member's labels are the
+// controller's to change, its pod spec is not.
+func specHash(pt sbv1.PodTemplate) string {
+	return templateHash(sbv1.PodTemplate{Spec: pt.Spec})
+}
+
+func counterValue(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		return 0
+	}
+	return m.GetCounter().GetValue()
+}
+
+// WarmIdentity asks the warm agent at ip for its pod's token, as a claim's first step does.
+func (c *Cluster) WarmIdentity(ctx context.Context, ip string) ([]byte, error) {
+	tc, err := c.ca.WarmClientConfig(c.cp.Certificate, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	return warmCall(ctx, tc, http.MethodGet, "https://"+net.JoinHostPort(ip, strconv.Itoa(wire.PodAgentPort))+wire.WarmIdentityPath, nil)
+}
+
+// VerifyMember is a claim's second step: token must be bound to pod.
+func (c *Cluster) VerifyMember(ctx context.Context, token []byte, pod *corev1.Pod) error {
+	return c.verifyPodToken(ctx, token, pod)
+}
+
+// resumeClaimed starts again a persistent sandbox that came from the pool: its member,
+// suspended, keeps the volume; paddock writes its own pod for req over the member's
+// (an agent that reads the sandbox's Secret, as a cold start's) and sets it Running.
+func (c *Cluster) resumeClaimed(ctx context.Context, req Request, cl *xv1.SandboxClaim) (*Sandbox, error) {
+	if cl.Labels[LabelManagedBy] != ManagedBy || cl.Labels[LabelSandbox] != req.ID {
+		return nil, fmt.Errorf("the SandboxClaim %s/%s exists and paddock did not make it: %w", c.cfg.Namespace, cl.Name, errdefs.ErrFailedPrecondition)
+	}
+	name := cl.Status.SandboxStatus.Name
+	if name == "" {
+		return nil, fmt.Errorf("sandbox %s: its claim names no member: %w", req.ID, errdefs.ErrUnavailable)
+	}
+	member, err := c.sbx.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, c.apiError("the member of sandbox "+req.ID, err)
+	}
+	if ref := metav1.GetControllerOf(member); ref == nil || ref.Kind != "SandboxClaim" || ref.UID != cl.UID {
+		return nil, fmt.Errorf("the Sandbox %s/%s is not sandbox %s's claimed member: %w", c.cfg.Namespace, name, req.ID, errdefs.ErrFailedPrecondition)
+	}
+	want, err := NewSandbox(&c.cfg, req)
+	if err != nil {
+		return nil, err
+	}
+	pair, err := c.ca.IssueSandbox(req.ID)
+	if err != nil {
+		return nil, err
+	}
+	secret, err := NewSecret(&c.cfg, req, pair, c.ca.CertPEM())
+	if err != nil {
+		return nil, err
+	}
+	secret.OwnerReferences = []metav1.OwnerReference{{APIVersion: sbv1.GroupVersion.String(), Kind: sbv1.SandboxKind, Name: member.Name, UID: member.UID}}
+	if err := c.putSecret(ctx, secret); err != nil {
+		return nil, err
+	}
+	var made *sbv1.Sandbox
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var err error
+		made, err = c.update(ctx, member, want, sbv1.SandboxOperatingModeRunning)
+		if apierrors.IsConflict(err) {
+			if fresh, gerr := c.sbx.Get(ctx, name, metav1.GetOptions{}); gerr == nil {
+				member = fresh
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return nil, c.apiError("resume sandbox "+req.ID, err)
+	}
+	want = made.DeepCopy()
+	sb := &Sandbox{c: c, ID: req.ID, name: name, claimed: true, persistent: true, want: want, exited: make(chan struct{}),
+		template: specHash(made.Spec.PodTemplate)}
+	if err := c.connect(ctx, sb); err != nil {
+		if derr := sb.Destroy(context.WithoutCancel(ctx)); derr != nil {
+			c.log.Warn("clean up after a failed start", "sandbox", req.ID, "err", derr)
+		}
+		return nil, err
+	}
+	sb.pair = pair
+	wctx, stop := context.WithCancel(context.Background())
+	sb.stopWatch, sb.watching = stop, make(chan struct{})
+	go sb.watch(wctx)
+	sb.renewing = make(chan struct{})
+	go sb.renew(wctx)
+	return sb, nil
+}
+
+// removeClaimed deletes sandbox id's claim, and with it its member, when it came from the
+// pool; a cluster without the extensions (or a Role without claims) has none to delete.
+func (c *Cluster) removeClaimed(ctx context.Context, id string) error {
+	_, err := c.pool.ext.SandboxClaims(c.cfg.Namespace).Get(ctx, id, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err), apierrors.IsForbidden(err):
+		return nil
+	case err != nil:
+		return c.apiError("claim "+id, err)
+	}
+	return c.removeClaim(ctx, id)
+}
