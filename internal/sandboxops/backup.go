@@ -204,7 +204,7 @@ func (o *Ops) ListBackups(ctx context.Context, c fleet.Caller, id string) (api.B
 		return api.BackupList{}, err
 	}
 	out := api.BackupList{Backups: []api.Backup{}}
-	es, err := wsbackup.Entries(ctx, b.Target, b.Key, id)
+	es, err := wsbackup.Entries(ctx, b.source(ctx, id), b.Key, id)
 	if errors.Is(err, errdefs.ErrUnavailable) {
 		out.StoreError = err.Error()
 	} else if err != nil {
@@ -305,7 +305,7 @@ func fetchBackup(ctx context.Context, b *Backups, id string, req api.BackupResto
 		if at, err = wsbackup.ParseID(req.Backup); err != nil {
 			return time.Time{}, nil, err
 		}
-		all, err := wsbackup.List(ctx, b.Target, id)
+		all, err := wsbackup.List(ctx, b.source(ctx, id), id)
 		if err != nil {
 			return time.Time{}, nil, err
 		}
@@ -317,7 +317,7 @@ func fetchBackup(ctx context.Context, b *Backups, id string, req api.BackupResto
 			return time.Time{}, nil, fmt.Errorf("backup %s of sandbox %s: %w", req.Backup, id, errdefs.ErrNotFound)
 		}
 	}
-	picked, record, err := wsbackup.RestoreWithRecord(ctx, b.Target, b.Key, id, at, dir)
+	picked, record, err := wsbackup.RestoreWithRecord(ctx, b.source(ctx, id), b.Key, id, at, dir)
 	if errors.Is(err, errdefs.ErrDataLoss) {
 		// A damaged or tampered object (or one sealed under another key) is the backup's
 		// fault, not the server's: refused by name, nothing changed.
@@ -333,7 +333,7 @@ func fetchBackup(ctx context.Context, b *Backups, id string, req api.BackupResto
 // missing is why the database has no sandbox id.
 func (o *Ops) restoreFromBucket(ctx context.Context, c fleet.Caller, b *Backups, id string, req api.BackupRestoreRequest, missing error) (api.BackupRestoreResult, *store.Sandbox, error) {
 	var out api.BackupRestoreResult
-	all, err := wsbackup.List(ctx, b.Target, id)
+	all, err := wsbackup.List(ctx, b.source(ctx, id), id)
 	if err != nil {
 		return out, nil, err
 	}
@@ -386,6 +386,23 @@ func (o *Ops) restoreFromBucket(ctx context.Context, c fleet.Caller, b *Backups,
 	o.event(ctx, c.UserID, "sandbox.backup_restore", map[string]any{"sandbox": f.Sandbox.ID, "from": id, "backup": out.Backup,
 		"checkpoint": out.Checkpoint, "owner": rec.Username, "from_bucket": true})
 	return out, &f.Sandbox, nil
+}
+
+// source is where sandbox id's backups are read from: the key's namespace, or, when that
+// holds none of them and the bucket's prefix itself does, the prefix: backups written
+// before backups had namespaces stay readable (never pruned; new ones go to the
+// namespace).
+func (b *Backups) source(ctx context.Context, id string) wsbackup.Target {
+	if b.Shared.Client == nil {
+		return b.Target
+	}
+	if own, err := wsbackup.List(ctx, b.Target, id); err != nil || len(own) > 0 {
+		return b.Target
+	}
+	if old, err := wsbackup.List(ctx, b.Shared, id); err == nil && len(old) > 0 {
+		return b.Shared
+	}
+	return b.Target
 }
 
 // others are the other namespaces under the shared bucket and prefix: other installs'

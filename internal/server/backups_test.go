@@ -454,3 +454,49 @@ func TestBackupRestoreCarriesRecord(t *testing.T) {
 		t.Errorf("the source's policy changed: %q %+v", pol.Policy, pol.Limits)
 	}
 }
+
+// Backups written before backups had namespaces (straight under the prefix) are still
+// listed and restored; a new backup goes to the key's namespace.
+func TestBackupsBeforeNamespaces(t *testing.T) {
+	s3 := testenv.StartS3(t)
+	keyFile := newBackupKey(t)
+	e := servertest.Start(t, func(cfg *server.Config) {
+		backupConfig(t, cfg, s3.Endpoint, s3.Bucket, s3.AccessKey, s3.SecretKey)
+		cfg.Backup.KeyFile = keyFile
+	})
+	alice := e.Register(t, "alice")
+	var sb api.Sandbox
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "old"}), http.StatusCreated, &sb)
+	execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{"sh", "-c", "echo before > a.txt"}})
+	// The exec left a checkpoint, which the backup below takes.
+	key, err := os.ReadFile(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy := wsbackup.Target{Client: s3.Client, Bucket: s3.Bucket, Prefix: e.Config.Backup.Prefix}
+	hist := filepath.Join(e.Config.Runner.WorkspaceRoot, "alice", "history", sb.ID)
+	old, err := wsbackup.Run(context.Background(), legacy, key, sb.ID, hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "/api/v1/sandboxes/" + sb.ID + "/backups"
+	var list api.BackupList
+	servertest.Decode(t, alice.DoToken("GET", base, nil), http.StatusOK, &list)
+	if len(list.Backups) != 1 {
+		t.Fatalf("the backups of a sandbox backed up before namespaces: %+v", list)
+	}
+	var res api.BackupRestoreResult
+	servertest.Decode(t, alice.DoToken("POST", base+"/restore", api.BackupRestoreRequest{Into: "again"}), http.StatusCreated, &res)
+	if got := execIn(t, alice, res.Sandbox, api.ExecRequest{Argv: []string{"cat", "a.txt"}}); string(got.Stdout) != "before\n" {
+		t.Fatalf("restored from backup %v: a.txt %q", old, got.Stdout)
+	}
+	var now api.Backup
+	servertest.Decode(t, alice.DoToken("POST", base, nil), http.StatusCreated, &now)
+	names := map[string]bool{}
+	for o := range s3.Client.ListObjects(context.Background(), s3.Bucket, minio.ListObjectsOptions{Prefix: backupPrefix(t, e) + "sandboxes/" + sb.ID + "/", Recursive: true}) {
+		names[o.Key] = true
+	}
+	if len(names) == 0 {
+		t.Errorf("a new backup did not go to the key's namespace")
+	}
+}
