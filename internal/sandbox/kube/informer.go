@@ -167,6 +167,12 @@ func (c *Cluster) waitOn(ctx context.Context, id string, poll time.Duration, don
 	}
 }
 
+// How soon a start that waits first looks at its pod, and how seldom at most.
+const (
+	podCheckFirst = 3 * time.Second
+	podCheckMax   = 30 * time.Second
+)
+
 // waitReady waits until sandbox id is Ready with an address, as the controller saw it at
 // generation gen or later (paddock's write, not an older state), or says why it will not
 // be.
@@ -175,9 +181,13 @@ func (c *Cluster) waitReady(ctx context.Context, id string, gen int64) (*sbv1.Sa
 		last   string
 		status *sbv1.SandboxStatus
 		seen   bool
-		polls  int
 	)
-	err := c.waitOn(ctx, id, 500*time.Millisecond, func(sb *sbv1.Sandbox) (bool, error) {
+	// What holds the pod back is on the pod, not the Sandbox: looked at after a few
+	// seconds of waiting, then less and less often (a thousand sandboxes starting at once
+	// must not poll their pods).
+	every := podCheckFirst
+	podCheck := time.Now().Add(every)
+	err := c.waitOn(ctx, id, time.Second, func(sb *sbv1.Sandbox) (bool, error) {
 		if sb == nil {
 			if seen {
 				return false, fmt.Errorf("sandbox %s: its Sandbox was deleted while it started: %w", id, errdefs.ErrUnavailable)
@@ -195,9 +205,9 @@ func (c *Cluster) waitReady(ctx context.Context, id string, gen int64) (*sbv1.Sa
 		if cond := condition(sb, sbv1.SandboxConditionFinished); cond != nil && cond.Status == metav1.ConditionTrue && cond.ObservedGeneration >= gen {
 			return false, fmt.Errorf("sandbox %s: its pod ended before it was ready (%s): %s: %w", id, cond.Reason, c.podStory(ctx, id), errdefs.ErrUnavailable)
 		}
-		// What holds the pod back is on the pod, not the Sandbox: looked at every few
-		// seconds while waiting.
-		if polls++; polls%5 == 0 {
+		if time.Now().After(podCheck) {
+			every = min(2*every, podCheckMax)
+			podCheck = time.Now().Add(every)
 			if why, bad := c.podTrouble(ctx, id); bad {
 				return false, fmt.Errorf("sandbox %s: its pod cannot start: %s: %w", id, why, errdefs.ErrUnavailable)
 			} else if why != "" {
