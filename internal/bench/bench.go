@@ -96,6 +96,7 @@ func Run(ctx context.Context, e *Env, o Options) (*Report, error) {
 		{"providers", e.ProvidersTable},
 		{"replicas", e.ReplicasTable},
 		{"backup", e.BackupTable},
+		{"kubernetes scale", e.KubeScaleTable},
 	} {
 		if o.Only != "" && !strings.Contains(b.name, o.Only) {
 			continue

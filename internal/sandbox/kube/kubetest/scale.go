@@ -130,7 +130,10 @@ func PaddockRound(ctx context.Context, c *testkube.Cluster, cfg kube.Config, n i
 		}()
 	}
 	wg.Wait()
-	return r, errors.Join(err, errors.Join(errs...), WaitNothingLeft(ctx, c, cfg, log))
+	if err = errors.Join(err, errors.Join(errs...), WaitNothingLeft(ctx, c, cfg, log)); err != nil {
+		return r, fmt.Errorf("paddock round: %w", err)
+	}
+	return r, nil
 }
 
 // RawRound is the floor: the same Sandboxes (kube.NewSandbox's objects, without the
@@ -177,7 +180,7 @@ func RawRound(ctx context.Context, c *testkube.Cluster, cfg kube.Config, n int, 
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: seen, UpdateFunc: func(_, o any) { seen(o) }})
 	factory.Start(ictx.Done())
 	if !cache.WaitForCacheSync(ictx.Done(), inf.HasSynced) {
-		return r, fmt.Errorf("raw round: the informer did not sync")
+		return r, fmt.Errorf("raw client-go round: the informer did not sync")
 	}
 	names := make([]string, n)
 	dues := make([]time.Time, n)
@@ -202,7 +205,7 @@ func RawRound(ctx context.Context, c *testkube.Cluster, cfg kube.Config, n int, 
 		select {
 		case <-fresh:
 		case <-deadline:
-			err = fmt.Errorf("raw round: %d of %d Sandboxes Ready after %s", got, n, cfg.ReadyTimeout)
+			err = fmt.Errorf("raw client-go round: %d of %d Sandboxes Ready after %s", got, n, cfg.ReadyTimeout)
 		case <-ctx.Done():
 			err = ctx.Err()
 		}
@@ -223,7 +226,10 @@ func RawRound(ctx context.Context, c *testkube.Cluster, cfg kube.Config, n int, 
 			err = errors.Join(err, derr)
 		}
 	}
-	return r, errors.Join(err, WaitNothingLeft(ctx, c, cfg, log))
+	if err = errors.Join(err, WaitNothingLeft(ctx, c, cfg, log)); err != nil {
+		return r, fmt.Errorf("raw client-go round: %w", err)
+	}
+	return r, nil
 }
 
 // schedule runs f(i, due) for i in [0, n), each in its own goroutine started at its due
