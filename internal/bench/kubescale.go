@@ -13,11 +13,11 @@ import (
 
 const kubeScaleTitle = "24. Kubernetes scale (KWOK): 1,000 sandboxes created at 50/s to Ready, against the same Sandboxes created raw through client-go"
 
-// kubeScaleN and kubeScaleRounds are the issue's scale run: rounds of 1,000 sandboxes
-// each way.
+// kubeScaleN and kubeScaleRounds are the issue's scale run: 1,000 sandboxes each way, one
+// round each (a round takes minutes on a small machine).
 const (
 	kubeScaleN      = 1000
-	kubeScaleRounds = 2
+	kubeScaleRounds = 1
 )
 
 // KubeScaleTable creates sandboxes at 50/s on KWOK's simulated nodes of the test cluster
@@ -50,6 +50,7 @@ func (e *Env) KubeScaleTable(ctx context.Context, o Options) (t *Table, err erro
 	defer os.RemoveAll(dir)
 	cfg := kubetest.ScaleConfig(c, dir)
 	rec := newRecorder()
+	rec.on = true
 	watches := 0
 	for round := range rounds {
 		var raw, pdk kubetest.ScaleRound
@@ -78,7 +79,7 @@ func (e *Env) KubeScaleTable(ctx context.Context, o Options) (t *Table, err erro
 	}
 	s := rec.summary
 	p50, p99, r50, r99 := s("paddock.p50"), s("paddock.p99"), s("raw.p50"), s("raw.p99")
-	gate := p99.P50 <= 2000
+	gate := p99.N > 0 && p99.P50 <= 2000
 	return &Table{
 		Title: kubeScaleTitle,
 		About: fmt.Sprintf("The test cluster (internal/testenv/kube: a real kube-apiserver, etcd, scheduler, controller-manager and the agent-sandbox "+
@@ -106,6 +107,7 @@ func (e *Env) KubeScaleTable(ctx context.Context, o Options) (t *Table, err erro
 			"What paddock adds to the floor is its own requests (a Secret made, then handed to the Sandbox: three writes where the floor makes one) " +
 				"and a certificate issued per sandbox; the rest of the time is the controller's, the scheduler's and the volume claims' provisioning, " +
 				"on the same two cores as the harness.",
+			"To run this table alone: `make build`, then, as root, `go run ./internal/bench/cmd -only \"kubernetes scale\"`.",
 		},
 	}, nil
 }
