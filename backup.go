@@ -25,3 +25,19 @@ func (s *Sandbox) RestoreBackup(ctx context.Context, req BackupRestoreRequest) (
 	err := s.c.do(ctx, "POST", s.path("backups", "restore"), req, &res, http.StatusOK, http.StatusCreated)
 	return res, err
 }
+
+// BackupSandboxes lists every sandbox with backups in the server's S3 store, those its
+// database does not have among them (admins only): what can be restored from the bucket.
+func (c *Client) BackupSandboxes(ctx context.Context) (BackupSandboxList, error) {
+	var res BackupSandboxList
+	err := c.do(ctx, "GET", "/api/v1/backups", nil, &res, http.StatusOK)
+	return res, err
+}
+
+// PruneBackups runs the backups' retention now, over one sandbox's backups or (an admin's)
+// every sandbox's; with DryRun it deletes nothing and says what it would.
+func (c *Client) PruneBackups(ctx context.Context, req BackupPruneRequest) (BackupPruneResult, error) {
+	var res BackupPruneResult
+	err := c.do(ctx, "POST", "/api/v1/backups/prune", req, &res, http.StatusOK)
+	return res, err
+}

@@ -146,6 +146,12 @@ func TestEveryRoute(t *testing.T) {
 	if _, err := sb.RestoreBackup(ctx, paddock.BackupRestoreRequest{}); !errors.Is(err, paddock.ErrFailedPrecondition) {
 		t.Errorf("restore without a store: %v", err)
 	}
+	if _, err := admin.BackupSandboxes(ctx); !errors.Is(err, paddock.ErrFailedPrecondition) {
+		t.Errorf("the store's sandboxes without a store: %v", err)
+	}
+	if _, err := admin.PruneBackups(ctx, paddock.BackupPruneRequest{DryRun: true}); !errors.Is(err, paddock.ErrFailedPrecondition) {
+		t.Errorf("prune without a store: %v", err)
+	}
 
 	// Policy, capabilities, the app.
 	_, err = sb.SetPolicy(ctx, []byte("shell:\n  deny: [\"touch /workspace/x\"]\n"))

@@ -47,6 +47,15 @@ type (
 	BackupRestoreRequest = api.BackupRestoreRequest
 	// BackupRestoreResult says what was restored, and into which sandbox.
 	BackupRestoreResult = api.BackupRestoreResult
+	// BackupSandboxList is every sandbox with backups in the store, as their records tell.
+	BackupSandboxList = api.BackupSandboxList
+	// BackupSandbox is one sandbox with backups in the store.
+	BackupSandbox = api.BackupSandbox
+	// BackupPruneRequest runs the backups' retention now; BackupPruneResult says what it
+	// removed (or, dry, would remove), each backup a BackupRef.
+	BackupPruneRequest = api.BackupPruneRequest
+	BackupPruneResult  = api.BackupPruneResult
+	BackupRef          = api.BackupRef
 	// HistoryDiff lists the paths two checkpoints differ in.
 	HistoryDiff = api.HistoryDiff
 	// Transaction is an open multi-step change of a workspace.

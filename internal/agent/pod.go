@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/paddockhq/paddock/internal/wire"
 	"github.com/paddockhq/paddock/internal/wire/podtls"
@@ -18,7 +19,7 @@ import (
 // from dir (the pod's Secret, which only this pod mounts), and the agent listens on the
 // envelope's listen_addr with mutual TLS, serving only the control plane (podtls).
 func BootstrapPod(ctx context.Context, dir string, log *slog.Logger) error {
-	env, cfg, err := readPod(dir)
+	env, cfg, err := readPod(dir, log)
 	if err != nil {
 		return fmt.Errorf("bootstrap: %w", err)
 	}
@@ -32,8 +33,10 @@ func BootstrapPod(ctx context.Context, dir string, log *slog.Logger) error {
 	return Run(ctx, env, tls.NewListener(l, cfg), nil, log)
 }
 
-// readPod reads the envelope and the agent's TLS configuration from dir.
-func readPod(dir string) (*wire.Envelope, *tls.Config, error) {
+// readPod reads the envelope and the agent's TLS configuration from dir. The pair is read
+// again at each connection: the control plane renews it while the sandbox runs by
+// rewriting the Secret, which the kubelet then rewrites in dir.
+func readPod(dir string, log *slog.Logger) (*wire.Envelope, *tls.Config, error) {
 	f, err := os.Open(filepath.Join(dir, wire.EnvelopeFile))
 	if err != nil {
 		return nil, nil, err
@@ -46,14 +49,21 @@ func readPod(dir string) (*wire.Envelope, *tls.Config, error) {
 	if env.ListenAddr == "" {
 		return nil, nil, fmt.Errorf("the envelope has no listen_addr: a pod's agent listens on the pod network")
 	}
-	var pair podtls.Pair
-	var ca []byte
-	for name, dst := range map[string]*[]byte{podtls.CertFile: &pair.Cert, podtls.KeyFile: &pair.Key, podtls.CAFile: &ca} {
-		if *dst, err = os.ReadFile(filepath.Join(dir, name)); err != nil {
-			return nil, nil, err
-		}
+	ca, err := os.ReadFile(filepath.Join(dir, podtls.CAFile))
+	if err != nil {
+		return nil, nil, err
 	}
-	cfg, err := podtls.ServerConfig(pair, ca)
+	load := func() (pair podtls.Pair, err error) {
+		if pair.Cert, err = os.ReadFile(filepath.Join(dir, podtls.CertFile)); err != nil {
+			return pair, err
+		}
+		pair.Key, err = os.ReadFile(filepath.Join(dir, podtls.KeyFile))
+		return pair, err
+	}
+	reloaded := func(notAfter time.Time) {
+		log.Info("channel certificate renewed", "valid_until", notAfter.UTC().Format(time.RFC3339))
+	}
+	cfg, err := podtls.ServerConfigReloading(load, ca, reloaded)
 	if err != nil {
 		return nil, nil, err
 	}

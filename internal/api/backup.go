@@ -53,3 +53,46 @@ type BackupRestoreResult struct {
 	Checkpoint string   `json:"checkpoint"`
 	New        *Sandbox `json:"new,omitempty"`
 }
+
+// BackupSandbox is a sandbox whose backups the store holds, as its newest backup's record
+// tells it: what a server that lost its database can restore. Known says whether this
+// server's database has the sandbox; Error why the newest manifest could not be read (a
+// wrong key names the object that failed authentication).
+type BackupSandbox struct {
+	ID      string    `json:"id"`
+	Name    string    `json:"name,omitempty"`
+	Owner   string    `json:"owner,omitempty"`
+	Backups int       `json:"backups"`
+	Newest  string    `json:"newest"`
+	Time    time.Time `json:"time"`
+	Known   bool      `json:"known"`
+	Error   string    `json:"error,omitempty"`
+}
+
+// BackupSandboxList is every sandbox with backups in the store.
+type BackupSandboxList struct {
+	Sandboxes []BackupSandbox `json:"sandboxes"`
+}
+
+// BackupPruneRequest runs the backups' retention now: over one sandbox's backups, or
+// (an admin's) every sandbox's; DryRun deletes nothing.
+type BackupPruneRequest struct {
+	Sandbox string `json:"sandbox,omitempty"`
+	DryRun  bool   `json:"dry_run,omitempty"`
+}
+
+// BackupRef names one backup of a sandbox.
+type BackupRef struct {
+	Sandbox string `json:"sandbox"`
+	Backup  string `json:"backup"`
+}
+
+// BackupPruneResult is what a retention pass deleted (or, dry, would delete): the backups
+// dropped, and the blobs no kept backup names, with their bytes in the store.
+type BackupPruneResult struct {
+	DryRun  bool        `json:"dry_run"`
+	Kept    int         `json:"kept"`
+	Dropped []BackupRef `json:"dropped"`
+	Blobs   int         `json:"blobs"`
+	Bytes   int64       `json:"bytes"`
+}

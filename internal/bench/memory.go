@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -127,4 +128,59 @@ func readInt(path string) (int64, error) {
 		return 0, err
 	}
 	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+}
+
+// podmanIdle is what one idle podman container holds on the host: its conmon (the
+// per-container monitor outside the container) and its one process, in bytes.
+type podmanIdle struct {
+	RSS, Anon int64
+}
+
+// Idle starts n detached containers of the image running `sleep infinity`, lets them
+// idle for idle, and reads conmon's and the container process's VmRSS and RssAnon.
+func (p *podmanPeer) Idle(ctx context.Context, e *Env, n int, idle time.Duration) (mem []podmanIdle, err error) {
+	var ids []string
+	defer func() {
+		for _, id := range ids {
+			_ = exec.Command(p.bin, append(p.global, "rm", "--force", "--time", "0", id)...).Run()
+		}
+	}()
+	for range n {
+		out, err := exec.CommandContext(ctx, p.bin, p.runArgs(e, []string{"sleep", "infinity"}, "-d")...).CombinedOutput()
+		if err != nil {
+			return nil, fmt.Errorf("podman run -d: %v: %s", err, strings.TrimSpace(string(out)))
+		}
+		ids = append(ids, lastLine(out))
+	}
+	select {
+	case <-time.After(idle):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	for _, id := range ids {
+		out, err := exec.CommandContext(ctx, p.bin, append(p.global, "inspect", "--format", "{{.State.ConmonPid}} {{.State.Pid}}", id)...).Output()
+		if err != nil {
+			return nil, fmt.Errorf("podman inspect %s: %w", id, err)
+		}
+		var m podmanIdle
+		for _, pid := range strings.Fields(string(out)) {
+			status := readFile("/proc/" + pid + "/status")
+			if status == "" {
+				return nil, fmt.Errorf("podman container %s: process %s is gone", id, pid)
+			}
+			m.RSS += kB(status, "VmRSS")
+			m.Anon += kB(status, "RssAnon")
+		}
+		mem = append(mem, m)
+	}
+	return mem, nil
+}
+
+// lastLine is the last non-empty line of out, trimmed.
+func lastLine(out []byte) string {
+	lines := strings.Fields(strings.TrimSpace(string(out)))
+	if len(lines) == 0 {
+		return ""
+	}
+	return lines[len(lines)-1]
 }

@@ -162,11 +162,18 @@ func (e *Env) startPodman(ctx context.Context) *podmanPeer {
 // ulimits are given because podman's defaults (nofile 1048576, nproc 4194304) are above
 // what a root without CAP_SYS_RESOURCE may set.
 func (p *podmanPeer) Run(ctx context.Context, e *Env) (Timing, error) {
-	args := append(append([]string{}, p.global...), "run", "--rm", "--network", "none",
+	return timeEcho(command(ctx, p.bin, p.runArgs(e, []string{"/bin/echo", "hi"}, "--rm")...))
+}
+
+// runArgs is podman's command line to run argv in a container of the image, as Run does,
+// with flags (--rm, -d) before the image.
+func (p *podmanPeer) runArgs(e *Env, argv []string, flags ...string) []string {
+	args := append(append(append([]string{}, p.global...), "run"), flags...)
+	args = append(args, "--network", "none",
 		"--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024", "--cgroup-parent", p.cgroup,
 		"--user", fmt.Sprintf("%d:%d", e.Config.SandboxUID, e.Config.SandboxGID),
-		"-v", "/usr:/usr:ro", p.image, "/bin/echo", "hi")
-	return timeEcho(command(ctx, p.bin, args...))
+		"-v", "/usr:/usr:ro", p.image)
+	return append(args, argv...)
 }
 
 // Close removes the image and podman's storage mounts, the containers' cgroup parent, and

@@ -146,8 +146,10 @@ func (e *Env) ReplicasTable(ctx context.Context, o Options) (*Table, error) {
 				"the API %.0f against %.0f (%s; target ≥ 0.9×: %s).",
 				tp.P50, op.P50, ratio(tp.P50, op.P50), metWord(tp.P50 >= 0.9*op.P50), ta.P50, oa.P50, ratio(ta.P50, oa.P50), metWord(ta.P50 >= 0.9*oa.P50)),
 			"Both replicas, PostgreSQL and the client share this machine's cores, so the second replica adds no CPU: the comparison is of the work " +
-				"per request. With replicas, a role's route reads the user's roles from the database on every request (another replica may have " +
-				"promoted), and half of the requests take one more HTTP hop, from the second replica to the first, which runs the sandbox.",
+				"per request. With replicas, each replica caches the users' roles (kept exact by notifications) and the apps host's cookies, but a " +
+				"proxied request reads the session behind the cookie from PostgreSQL, and half of the proxied requests take one more HTTP hop, from the second replica to the first, which runs the sandbox. The API's request for a " +
+				"sandbox's record is answered by whichever replica it reaches: the session and the record are read from PostgreSQL, the role from the cache.",
+			"To run this table alone: `make build`, then, as root, `go run ./internal/bench/cmd -only replicas`.",
 		},
 	}, nil
 }

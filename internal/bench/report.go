@@ -124,9 +124,9 @@ const peersParagraph = "**Peers.** Tables 1, 5, 6 and 13 also measure, in the sa
 	"installed at a pinned version by `scripts/setup.sh` (runsc is paddock's own build); the bench writes each one's configuration (each table " +
 	"says what it is), starts it on loopback and stops it when the table is done. A peer's ratio column gives the peer against the floor, then " +
 	"paddock's figure against the peer's; a peer that is not installed or cannot run here keeps its rows, which say why. Table 8 measures the " +
-	"broker against its storage floor instead: the same durable writes alone. Where a table has peers or a floor, its targets are ratios to " +
-	"them measured in the same run (table 5: nginx's; table 13: the best forward peer's; table 8: the floor's), and the absolute figures are " +
-	"information, since they follow the machine's load. To run only these tables: `make build`, then, as root, " +
+	"broker against its storage floor instead: the same durable writes alone. Every target is a ratio to a peer or a floor measured in the " +
+	"same run (table 5: nginx's; table 13: the best forward peer's; table 8: the storage floor's; tables 2-4, 9, 11, 12, 15 and 18: see \"Notes on method\"), " +
+	"and the absolute figures are information, since they follow the machine's load. To run only these tables: `make build`, then, as root, " +
 	"`go run ./internal/bench/cmd -only \"create\"` (or `-only proxy`, `-only \"secrets broker\"`, `-only egress`)."
 
 const methodNotes = `## Notes on method
@@ -149,4 +149,18 @@ const methodNotes = `## Notes on method
   harness's process, against a fake provider on loopback (it needs no sandbox).
 - The machine is a shared virtual machine: expect a few milliseconds of jitter and occasional slow
   outliers (see p90 against p50). Ratios measured in one interleaved run are the figures to compare.
+- Every target is a ratio to a peer (what a user would pick instead) or a floor (the least the same
+  work costs here) measured interleaved in the same run; milliseconds, MB/s, MiB and kB are
+  information. A machine of the same kind that ran about 3× slower one day failed every absolute
+  target while the ratios held: a peer or floor measured in the same rounds slows down with paddock,
+  a fixed number does not. The references: table 2, ` + "`runc exec`" + ` into the same container; table 3,
+  the same bytes relayed by two processes through pipes (` + "`head | cat | cat`" + `), with ` + "`podman run`" + ` as a
+  peer; table 4, podman's idle container (conmon and its process); table 9, Go's bare
+  ` + "`httputil.ReverseProxy`" + ` in front of the same provider; table 11, a bare QEMU boot of the same kernel to its
+  init's first line; table 12, parsing the same command line, the same path rules written by hand,
+  and the token's HMAC chain alone; table 15, the same bundle from a plain Go file server, and the agent
+  of a sandbox that never served the desktop; table 18's thaw, the same request to the sandbox
+  running. Each bound was set where the old absolute target stood against its reference on this
+  machine, or tighter where that was far looser than the reference allows. A target whose reference
+  could not be measured here says so (—) instead of being judged.
 `

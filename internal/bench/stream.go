@@ -28,6 +28,19 @@ func (e *Env) HostStream(ctx context.Context, n int64) (Timing, error) {
 	return timeStream(command(ctx, args[0], args[1:]...), n)
 }
 
+// RelayStream times the same command's output relayed by two processes through pipes
+// (`head | cat | cat`): the floor of any design that carries a sandbox's output through a
+// process inside and a client outside, as paddock's agent and CLI do.
+func (e *Env) RelayStream(ctx context.Context, n int64) (Timing, error) {
+	return timeStream(command(ctx, "sh", "-c", strings.Join(headArgs(n), " ")+" | cat | cat"), n)
+}
+
+// Stream times `podman run --rm` of the same command, its output relayed by conmon and
+// podman's attach.
+func (p *podmanPeer) Stream(ctx context.Context, e *Env, n int64) (Timing, error) {
+	return timeStream(command(ctx, p.bin, p.runArgs(e, headArgs(n), "--rm")...), n)
+}
+
 func timeStream(cmd *exec.Cmd, n int64) (Timing, error) {
 	t, err := timeOutput(cmd, nil)
 	if err == nil && t.Bytes != n {

@@ -35,12 +35,37 @@ func newBackupCommand() *cobra.Command {
 			})
 		},
 	}
+	var all bool
 	ls := &cobra.Command{
-		Use:   "ls SANDBOX",
-		Short: "list SANDBOX's backups, and any attempt under way or failed",
-		Args:  exactArgs(1, "SANDBOX"),
+		Use:   "ls SANDBOX | ls --all",
+		Short: "list SANDBOX's backups, and any attempt under way or failed; or every sandbox in the store",
+		Long: "ls SANDBOX lists SANDBOX's backups (an admin also those of a sandbox this server's database\n" +
+			"does not have). ls --all lists every sandbox with backups in the store, with its name and\n" +
+			"owner as its newest backup's record tells (admins only): what restores from the bucket alone.",
+		Args: func(c *cobra.Command, args []string) error {
+			if all {
+				return exactArgs(0, "no SANDBOX with --all")(c, args)
+			}
+			return exactArgs(1, "SANDBOX")(c, args)
+		},
 		RunE: func(c *cobra.Command, args []string) error {
 			return withClient(func(ctx context.Context, cl *paddock.Client) error {
+				if all {
+					l, err := cl.BackupSandboxes(ctx)
+					if err != nil {
+						return err
+					}
+					tw := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
+					fmt.Fprintln(tw, "SANDBOX\tNAME\tOWNER\tBACKUPS\tNEWEST\tHERE\tERROR")
+					for _, s := range l.Sandboxes {
+						here := "no"
+						if s.Known {
+							here = "yes"
+						}
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", s.ID, s.Name, s.Owner, s.Backups, s.Newest, here, s.Error)
+					}
+					return tw.Flush()
+				}
 				l, err := cl.Sandbox(args[0]).Backups(ctx)
 				if err != nil {
 					return err
@@ -93,6 +118,44 @@ func newBackupCommand() *cobra.Command {
 	}
 	restore.Flags().StringVar(&at, "at", "", "a backup's ID, or a time: the newest backup at or before it (default: the newest)")
 	restore.Flags().StringVar(&into, "into", "", "a new sandbox's name to restore into (default: SANDBOX itself)")
-	root.AddCommand(now, ls, restore)
+	ls.Flags().BoolVar(&all, "all", false, "list every sandbox with backups in the store (admins only)")
+	var dry bool
+	prune := &cobra.Command{
+		Use:   "prune [SANDBOX] [--dry-run]",
+		Short: "apply the backups' retention now, to SANDBOX's backups or every sandbox's",
+		Long: "prune applies the server's retention (backup.keep_last, keep_daily, prune_grace) now: it\n" +
+			"drops SANDBOX's backups the policy does not keep (every sandbox's, for an admin, without\n" +
+			"SANDBOX), then deletes the objects no kept backup names. It prints each backup dropped;\n" +
+			"--dry-run deletes nothing and prints what would go.",
+		Args: rangeArgs(0, 1, "[SANDBOX]"),
+		RunE: func(c *cobra.Command, args []string) error {
+			req := paddock.BackupPruneRequest{DryRun: dry}
+			if len(args) == 1 {
+				req.Sandbox = args[0]
+			}
+			return withClient(func(ctx context.Context, cl *paddock.Client) error {
+				res, err := cl.PruneBackups(ctx, req)
+				if err != nil {
+					return err
+				}
+				verb := "dropped"
+				if res.DryRun {
+					verb = "would drop"
+				}
+				for _, d := range res.Dropped {
+					fmt.Fprintf(c.OutOrStdout(), "%s %s %s\n", verb, d.Sandbox, d.Backup)
+				}
+				deleted := "deleted"
+				if res.DryRun {
+					deleted = "would delete"
+				}
+				_, err = fmt.Fprintf(c.ErrOrStderr(), "kept %d backups, %s %d; %s %d objects no kept backup names (%d bytes)\n",
+					res.Kept, verb, len(res.Dropped), deleted, res.Blobs, res.Bytes)
+				return err
+			})
+		},
+	}
+	prune.Flags().BoolVar(&dry, "dry-run", false, "delete nothing; print what would be deleted")
+	root.AddCommand(now, ls, restore, prune)
 	return root
 }

@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"context"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -16,7 +17,9 @@ import (
 // paddock backup now prints the backup's ID; ls lists it done with its checkpoint;
 // restore --at ID --into NEW prints a new sandbox holding the backup's files, and
 // restore without --into takes SANDBOX's workspace back; a malformed --at is refused
-// naming it before any request.
+// naming it before any request. prune --dry-run prints the backups retention would drop
+// and drops none; prune drops them; ls --all lists the store's sandboxes for an admin
+// only.
 func TestBackupCommands(t *testing.T) {
 	s3 := testenv.StartS3(t)
 	dir := t.TempDir()
@@ -24,8 +27,12 @@ func TestBackupCommands(t *testing.T) {
 	os.WriteFile(af, []byte(s3.AccessKey), 0o600)
 	os.WriteFile(sf, []byte(s3.SecretKey), 0o600)
 	e := servertest.Start(t, func(cfg *server.Config) {
-		cfg.Backup = server.BackupConfig{Endpoint: s3.Endpoint, Bucket: s3.Bucket, AccessKeyFile: af, SecretKeyFile: sf}
+		cfg.Backup = server.BackupConfig{Endpoint: s3.Endpoint, Bucket: s3.Bucket, AccessKeyFile: af, SecretKeyFile: sf, KeepLast: 1}
 	})
+	_, pw, err := e.Server.FirstAdmin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
 	alice := e.Register(t, "alice")
 	signedOut(t)
 	t.Setenv("PADDOCK_SERVER", e.URL)
@@ -51,5 +58,26 @@ func TestBackupCommands(t *testing.T) {
 	}
 	if _, errOut, code := remote(t, "", "backup", "restore", sb.ID, "--at", "last tuesday"); code == 0 || !strings.Contains(errOut, "last tuesday") {
 		t.Errorf("a malformed --at: exit %d, stderr %q", code, errOut)
+	}
+
+	second := strings.TrimSpace(mustRemote(t, "", "backup", "now", sb.ID))
+	if out := mustRemote(t, "", "backup", "prune", sb.ID, "--dry-run"); out != "would drop "+sb.ID+" "+id+"\n" {
+		t.Errorf("backup prune --dry-run printed %q", out)
+	}
+	if ls := mustRemote(t, "", "backup", "ls", sb.ID); !strings.Contains(ls, id) || !strings.Contains(ls, second) {
+		t.Errorf("backup ls after a dry run:\n%s", ls)
+	}
+	if out := mustRemote(t, "", "backup", "prune", sb.ID); out != "dropped "+sb.ID+" "+id+"\n" {
+		t.Errorf("backup prune printed %q", out)
+	}
+	if ls := mustRemote(t, "", "backup", "ls", sb.ID); strings.Contains(ls, id) || !strings.Contains(ls, second) {
+		t.Errorf("backup ls after prune:\n%s", ls)
+	}
+	if _, errOut, code := remote(t, "", "backup", "ls", "--all"); code == 0 || !strings.Contains(errOut, "admins") {
+		t.Errorf("backup ls --all by a user: exit %d, stderr %q", code, errOut)
+	}
+	t.Setenv("PADDOCK_TOKEN", e.Token(t, "admin", pw))
+	if ls := mustRemote(t, "", "backup", "ls", "--all"); !strings.Contains(ls, sb.ID) || !strings.Contains(ls, second) || !strings.Contains(ls, "alice") {
+		t.Errorf("backup ls --all by an admin:\n%s", ls)
 	}
 }

@@ -85,8 +85,8 @@ type Config struct {
 	Idle IdleConfig
 	// Replica is this process's ID when several `paddock serve` replicas share the
 	// database, empty when it is the only one. A replica starts and adopts only the
-	// sandboxes it claimed (store.Tx.ClaimSandbox), and reads a user's roles from the
-	// store on every route, since another replica may promote.
+	// sandboxes it claimed (store.Tx.ClaimSandbox), and caches a user's roles only as
+	// long as the notifications of their changes reach it (RolesChanged, Beat).
 	Replica string
 	// ReplicaTTL: a replica whose last heartbeat is older is dead.
 	ReplicaTTL time.Duration
@@ -109,7 +109,14 @@ type Fleet struct {
 	// queues on the sandbox's lock behind start instead of meeting a refused port.
 	starting map[string]bool
 	roles    map[string]store.Roles // by user ID; a cache of the store's roles
-	locks    map[string]*sync.Mutex // one per sandbox ID and per "user:ID"
+	// rolesEpoch moves with every change of roles applied to the cache, so that a read
+	// of the store begun before one is not cached after it; rolesSeen is the last change
+	// applied, rolesMark the last the store had at the previous heartbeat; beatAt is
+	// this replica's last heartbeat recorded.
+	rolesEpoch           uint64
+	rolesSeen, rolesMark int64
+	beatAt               time.Time
+	locks                map[string]*sync.Mutex // one per sandbox ID and per "user:ID"
 
 	// onGone and onSwap tell the proxy to drop connections (see SetHooks).
 	onGone func(sandboxID string)
@@ -128,6 +135,13 @@ type Fleet struct {
 
 	// pool is the warm pool, or nil.
 	pool *pool
+	// poolFill is held by the pool that is starting a sandbox: one at a time.
+	poolFill chan struct{}
+	// templates are the providers' templates' pools, by provider ID.
+	templates map[string]*pool
+	// poolServe serves the host's services a template pool's sandbox needs while it is
+	// readied (egress, to resolve dependencies); nil serves none.
+	poolServe func(sb *runner.Sandbox) (stop func())
 
 	// used is when each running sandbox was last used (idle.go); busy says whether one is
 	// in use all the same.
@@ -163,7 +177,7 @@ func New(st *store.Store, run Runner, cfg Config, reg prometheus.Registerer, log
 	f := &Fleet{
 		st: st, run: run, cfg: cfg, log: log, now: time.Now, m: m,
 		running: map[string]*runner.Sandbox{}, recs: map[string]store.Sandbox{}, starting: map[string]bool{}, roles: map[string]store.Roles{}, locks: map[string]*sync.Mutex{},
-		onGone: func(string) {}, onSwap: func(string, int64) {},
+		onGone: func(string) {}, onSwap: func(string, int64) {}, poolFill: make(chan struct{}, 1),
 		serve: func(store.Sandbox, *runner.Sandbox) func() { return func() {} }, stops: map[string]func(){},
 		closing: make(chan struct{}), backoff: map[string]time.Duration{}, used: map[string]time.Time{}, held: map[string]int{},
 		frozen: map[string]*cgroups.Group{}, holders: map[string]string{}, replicas: map[string]replicaRead{},
@@ -171,13 +185,16 @@ func New(st *store.Store, run Runner, cfg Config, reg prometheus.Registerer, log
 	if err := cfg.Idle.validate(); err != nil {
 		return nil, err
 	}
-	if cfg.Pool.Size < 0 {
-		return nil, fmt.Errorf("pool.size: %d is negative: %w", cfg.Pool.Size, errdefs.ErrInvalidArgument)
+	if err := cfg.Pool.Validate(); err != nil {
+		return nil, err
 	}
 	if cfg.Pool.Size > 0 {
-		if f.pool, err = newPool(f, cfg.Pool.Size, reg); err != nil {
+		if f.pool, err = newPool(f, poolTemplate, cfg.Pool.Size, reg); err != nil {
 			return nil, err
 		}
+	}
+	if err := f.newTemplatePools(reg); err != nil {
+		return nil, err
 	}
 	return f, nil
 }
@@ -684,9 +701,19 @@ func (f *Fleet) Delete(ctx context.Context, c Caller, id string) error {
 		// left behind is in the log for the operator.
 		f.log.Warn("delete: leftovers", "sandbox", id, "err", errors.Join(errs...))
 	}
+	var seq int64
 	err = f.st.Update(context.WithoutCancel(ctx), func(tx *store.Tx) error {
+		roles, err := tx.RolesOf(ctx, rec.UserID)
+		if err != nil {
+			return err
+		}
 		if err := tx.DeleteSandbox(ctx, id); err != nil {
 			return err
+		}
+		if roles.LiveID == id || roles.DevID == id {
+			if seq, err = noteRoles(ctx, tx, rec.UserID, roles.Generation); err != nil {
+				return err
+			}
 		}
 		return tx.AppendAudit(ctx, f.event(c, "sandbox.delete", id, map[string]any{"name": rec.Name}))
 	})
@@ -694,6 +721,9 @@ func (f *Fleet) Delete(ctx context.Context, c Caller, id string) error {
 		return err
 	}
 	f.forgetRoles(rec.UserID)
+	if seq != 0 {
+		f.waitRolesApplied(ctx, seq)
+	}
 	return nil
 }
 
@@ -742,11 +772,16 @@ func (f *Fleet) Recover(ctx context.Context) error {
 		}
 	}
 	f.log.Info("sandboxes recovered", "adopted", adopted, "lost", lost)
-	if f.pool != nil {
+	if f.pool != nil || len(f.templates) > 0 {
 		if err := f.run.ReapPool(ctx, f.cfg.Runtime); err != nil {
 			f.log.Warn("pool: leftovers of an earlier run", "err", err)
 		}
+	}
+	if f.pool != nil {
 		go f.pool.run()
+	}
+	for _, p := range f.templates {
+		go p.run()
 	}
 	if f.cfg.Idle.enabled() {
 		go f.suspendIdle()
@@ -807,11 +842,17 @@ func (f *Fleet) DrainPool() {
 	if f.pool != nil {
 		f.pool.drain("the capability keyring changed")
 	}
+	for _, p := range f.templates {
+		p.drain("the capability keyring changed")
+	}
 }
 
 // closePool discards the warm pool's sandboxes, if there is a pool.
 func (f *Fleet) closePool() {
 	if f.pool != nil {
 		f.pool.close()
+	}
+	for _, p := range f.templates {
+		p.close()
 	}
 }

@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"maps"
 	"runtime"
 	"slices"
 	"sync"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/provider"
 	"github.com/paddockhq/paddock/internal/runner"
 	"github.com/paddockhq/paddock/internal/store"
 	"github.com/paddockhq/paddock/internal/wire"
@@ -21,13 +23,44 @@ import (
 
 // PoolConfig configures the warm pool: container sandboxes of the default app started
 // ahead for no one, so that a user's new sandbox (or their live and dev sandboxes) is one
-// already running. A pooled sandbox is handed to one user only, once.
+// already running, and sandboxes holding a runtime provider's template scaffolded with its
+// dependencies resolved, so that a new project of that runtime takes them. A pooled
+// sandbox is handed to one user only, once.
 type PoolConfig struct {
 	// Size is how many sandboxes the pool keeps started; 0 turns it off.
 	Size int `yaml:"size"`
+	// Templates is how many sandboxes to keep per provider's template ("node": 1), each
+	// with the template scaffolded and its dependencies resolved.
+	Templates map[string]int `yaml:"templates"`
+	// Env is given to the commands that resolve the templates' dependencies (a
+	// registry mirror: npm_config_registry=...).
+	Env []string `yaml:"env"`
 }
 
-// poolTemplate names the pool's one template (the default app) in its metrics.
+// Validate refuses a negative size, a template no provider has, and an environment entry
+// that is not NAME=VALUE.
+func (c PoolConfig) Validate() error {
+	if c.Size < 0 {
+		return fmt.Errorf("pool.size: %d is negative: %w", c.Size, errdefs.ErrInvalidArgument)
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Templates)) {
+		if _, err := provider.Lookup(name); err != nil {
+			return fmt.Errorf("pool.templates: %w", err)
+		}
+		if n := c.Templates[name]; n < 0 {
+			return fmt.Errorf("pool.templates.%s: %d is negative: %w", name, n, errdefs.ErrInvalidArgument)
+		}
+	}
+	for i, kv := range c.Env {
+		if !wire.ValidEnvEntry(kv) {
+			return fmt.Errorf("pool.env: entry %d: want NAME=VALUE: %w", i, errdefs.ErrInvalidArgument)
+		}
+	}
+	return nil
+}
+
+// poolTemplate names the default app's pool in its metrics; a provider's template's pool
+// is named by the provider's ID.
 const poolTemplate = "default"
 
 // poolNice is the priority the pool starts its sandboxes at: below users' work, which it
@@ -39,6 +72,11 @@ type pool struct {
 	f    *Fleet
 	size int
 	tmpl store.Sandbox
+	// name labels the pool's metrics: poolTemplate, or a provider's ID.
+	name string
+	// prepare, when set, readies a started sandbox before it joins the pool (a
+	// provider's template pool scaffolds its project there).
+	prepare func(ctx context.Context, sb *runner.Sandbox) error
 
 	mu   sync.Mutex
 	idle []*runner.Sandbox
@@ -54,24 +92,28 @@ type pool struct {
 	claims *prometheus.CounterVec
 }
 
-func newPool(f *Fleet, size int, reg prometheus.Registerer) (*pool, error) {
+func newPool(f *Fleet, name string, size int, reg prometheus.Registerer) (*pool, error) {
 	tmpl, err := f.newRecord(Caller{}, api.CreateSandboxRequest{})
 	if err != nil {
 		return nil, err
 	}
 	if tmpl.Tier != string(wire.TierContainer) {
-		return nil, fmt.Errorf("pool.size: the warm pool holds container sandboxes, and new sandboxes are of the %s tier: %w", tmpl.Tier, errdefs.ErrInvalidArgument)
+		key := "pool.size"
+		if name != poolTemplate {
+			key = "pool.templates." + name
+		}
+		return nil, fmt.Errorf("%s: the warm pool holds container sandboxes, and new sandboxes are of the %s tier: %w", key, tmpl.Tier, errdefs.ErrInvalidArgument)
 	}
 	p := &pool{
-		f: f, size: size, tmpl: tmpl,
+		f: f, size: size, tmpl: tmpl, name: name,
 		wake: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{}),
 		gauge: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "paddock_pool_size", Help: "Sandboxes the warm pool holds ready to be claimed.",
-			ConstLabels: prometheus.Labels{"template": poolTemplate},
+			ConstLabels: prometheus.Labels{"template": name},
 		}),
 		claims: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "paddock_pool_claims_total", Help: "New sandboxes that matched the warm pool's template, by result: hit (taken from the pool) or miss (started anew).",
-			ConstLabels: prometheus.Labels{"template": poolTemplate},
+			ConstLabels: prometheus.Labels{"template": name},
 		}, []string{"result"}),
 	}
 	p.claims.WithLabelValues("hit")
@@ -145,7 +187,7 @@ func (p *pool) remove(sb *runner.Sandbox) bool {
 }
 
 func (p *pool) discard(sb *runner.Sandbox, why string) {
-	p.f.log.Warn("pool: discarding a sandbox", "sandbox", sb.ID, "why", why)
+	p.f.log.Warn("pool: discarding a sandbox", "sandbox", sb.ID, "template", p.name, "why", why)
 	if err := p.f.run.Discard(context.Background(), sb); err != nil {
 		p.f.log.Warn("pool: discard", "sandbox", sb.ID, "err", err)
 	}
@@ -170,7 +212,7 @@ func (p *pool) run() {
 				if !p.want() {
 					return // closing: the start was cancelled
 				}
-				p.f.log.Warn("pool: starting a sandbox failed; trying again later", "err", err, "in", backoff)
+				p.f.log.Warn("pool: starting a sandbox failed; trying again later", "template", p.name, "err", err, "in", backoff)
 				select {
 				case <-p.done:
 					return
@@ -202,6 +244,13 @@ func (p *pool) want() bool {
 
 // fill starts one sandbox and adds it to the pool once its app listens.
 func (p *pool) fill() error {
+	// One sandbox at a time across the pools: they share the refill's CPU budget.
+	select {
+	case p.f.poolFill <- struct{}{}:
+	case <-p.done:
+		return nil
+	}
+	defer func() { <-p.f.poolFill }()
 	rec := p.tmpl
 	rec.ID = runner.NewID()
 	spec := p.f.spec(rec)
@@ -222,6 +271,12 @@ func (p *pool) fill() error {
 	if err := waitApp(ctx, sb, rec.App.Port); err != nil {
 		p.discard(sb, "its app did not listen: "+err.Error())
 		return err
+	}
+	if p.prepare != nil {
+		if err := p.prepare(ctx, sb); err != nil {
+			p.discard(sb, "it could not be readied: "+err.Error())
+			return err
+		}
 	}
 	p.mu.Lock()
 	select {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/errdefs"
@@ -26,12 +27,6 @@ type Owner struct {
 func (f *Fleet) Owner(ctx context.Context, c Caller, role string) (Owner, error) {
 	if role != api.RoleLive && role != api.RoleDev {
 		return Owner{}, fmt.Errorf("role %q: want live or dev: %w", role, errdefs.ErrInvalidArgument)
-	}
-	if f.cfg.Replica != "" {
-		// Another replica may have promoted: the store says who owns the role now.
-		if err := f.freshRoles(ctx, c.UserID); err != nil {
-			return Owner{}, err
-		}
 	}
 	if o, ok := f.cachedOwner(c.UserID, role); ok {
 		return o, nil
@@ -62,7 +57,7 @@ func (f *Fleet) cachedOwner(userID, role string) (Owner, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r, ok := f.roles[userID]
-	if !ok {
+	if !ok || !f.rolesTrusted() {
 		return Owner{}, false
 	}
 	id := r.LiveID
@@ -81,41 +76,155 @@ func (f *Fleet) cachedOwner(userID, role string) (Owner, bool) {
 	return Owner{Sandbox: rec, Handle: h, Generation: r.Generation}, true
 }
 
-// freshRoles reads userID's roles from the store into the cache. A generation newer than
-// the cached one is a promotion made elsewhere: the proxy hears of it as of one made here.
-func (f *Fleet) freshRoles(ctx context.Context, userID string) error {
-	roles, err := f.st.RolesOf(ctx, userID)
-	if err != nil {
-		return err
-	}
+// rolesOf returns userID's roles: the cached ones, else the store's, cached unless a
+// change of roles was applied while they were read.
+func (f *Fleet) rolesOf(ctx context.Context, userID string) (store.Roles, error) {
 	f.mu.Lock()
-	cached, ok := f.roles[userID]
-	swapped := ok && cached.Generation < roles.Generation
-	if roles.LiveID == "" || roles.DevID == "" {
-		delete(f.roles, userID)
-	} else if !ok || cached.Generation <= roles.Generation {
-		f.roles[userID] = roles
-	}
+	r, ok := f.roles[userID]
+	ok = ok && f.rolesTrusted()
+	epoch := f.rolesEpoch
 	f.mu.Unlock()
-	if swapped {
-		f.onSwap(userID, roles.Generation)
+	if ok {
+		return r, nil
 	}
-	return nil
+	r, err := f.st.RolesOf(ctx, userID)
+	if err != nil {
+		return r, err
+	}
+	f.cacheRoles(r, epoch)
+	return r, nil
 }
 
-// RolesChanged is told that userID's roles changed elsewhere (another replica promoted,
-// to generation): the cache forgets them and the proxy closes the WebSockets the old
-// owners held. A generation of -1 means that any user's may have changed.
-func (f *Fleet) RolesChanged(userID string, generation int64) {
+// RolesOf returns userID's roles as the proxy routes by them (see rolesOf).
+func (f *Fleet) RolesOf(ctx context.Context, userID string) (store.Roles, error) {
+	return f.rolesOf(ctx, userID)
+}
+
+// cacheRoles caches r, read when the roles' epoch was epoch, unless a change of roles was
+// applied since (the read may predate it) or a role is empty.
+func (f *Fleet) cacheRoles(r store.Roles, epoch uint64) {
 	f.mu.Lock()
-	if generation < 0 {
-		f.roles = map[string]store.Roles{}
-	} else if r, ok := f.roles[userID]; ok && r.Generation < generation {
-		delete(f.roles, userID)
+	defer f.mu.Unlock()
+	if f.rolesEpoch != epoch || r.LiveID == "" || r.DevID == "" || !f.rolesTrusted() {
+		return
+	}
+	if cached, ok := f.roles[r.UserID]; !ok || cached.Generation <= r.Generation {
+		f.roles[r.UserID] = r
+	}
+}
+
+// RolesChanged applies a change of userID's roles made anywhere (a promotion to
+// generation, or a role's sandbox deleted), numbered seq: the cache forgets them, the
+// proxy closes the WebSockets the old owners held, and a replica acknowledges seq in the
+// store, which the change's maker waits for (waitRolesApplied).
+func (f *Fleet) RolesChanged(ctx context.Context, userID string, generation, seq int64) {
+	f.mu.Lock()
+	f.rolesEpoch++
+	delete(f.roles, userID)
+	f.rolesSeen = max(f.rolesSeen, seq)
+	f.mu.Unlock()
+	f.onSwap(userID, generation)
+	f.ackRoles(ctx, seq)
+}
+
+// ResyncRoles forgets every cached role after notifications may have been missed (the
+// listener reconnected, or fell behind): it reads the last change's number first, so that
+// what is read after the cache is emptied is at least as new, and then acknowledges it.
+func (f *Fleet) ResyncRoles(ctx context.Context) {
+	seq, seqErr := f.st.RolesSeq(ctx)
+	all, allErr := f.st.AllRoles(ctx)
+	f.mu.Lock()
+	f.rolesEpoch++
+	f.roles = map[string]store.Roles{}
+	if seqErr == nil {
+		f.rolesSeen = max(f.rolesSeen, seq)
 	}
 	f.mu.Unlock()
-	if generation >= 0 {
-		f.onSwap(userID, generation)
+	for _, r := range all {
+		f.onSwap(r.UserID, r.Generation)
+	}
+	if err := errors.Join(seqErr, allErr); err != nil {
+		f.log.Warn("roles: resync", "err", err)
+		return
+	}
+	f.ackRoles(ctx, seq)
+}
+
+// Beat is told of each heartbeat this replica recorded, at. A replica whose heartbeat
+// lapsed (it was paused, or could not write) may have been given up on by a change of
+// roles that did not wait for it: it resyncs before it trusts its cache again. And if a
+// change the store had at the previous heartbeat has still not been notified here, the
+// listener is behind or stuck: it resyncs too.
+func (f *Fleet) Beat(ctx context.Context, at time.Time) {
+	seq, err := f.st.RolesSeq(ctx)
+	f.mu.Lock()
+	lapsed := at.Sub(f.beatAt) >= f.cfg.ReplicaTTL/2
+	behind := err == nil && f.rolesSeen < f.rolesMark
+	if err == nil {
+		f.rolesMark = seq
+	}
+	f.mu.Unlock()
+	if behind {
+		f.log.Warn("roles: notifications are behind the store: resyncing the cache", "replica", f.cfg.Replica)
+	}
+	if lapsed || behind {
+		f.ResyncRoles(ctx)
+	}
+	f.mu.Lock()
+	if at.After(f.beatAt) {
+		f.beatAt = at
+	}
+	f.mu.Unlock()
+}
+
+// rolesTrusted says whether the cached roles may be used: always for the only control
+// plane; for a replica, while its heartbeat is recent (no change of roles gives up
+// waiting for it). The caller holds f.mu.
+func (f *Fleet) rolesTrusted() bool {
+	return f.cfg.Replica == "" || f.now().Sub(f.beatAt) < f.cfg.ReplicaTTL/2
+}
+
+func (f *Fleet) ackRoles(ctx context.Context, seq int64) {
+	if f.cfg.Replica == "" {
+		return
+	}
+	if err := f.st.AckRoles(ctx, f.cfg.Replica, seq); err != nil {
+		f.log.Warn("roles: acknowledge a change", "seq", seq, "err", err)
+	}
+}
+
+// noteRoles numbers a change of userID's roles (now at generation) and notifies every
+// replica of it when tx commits; the caller then waits for them (waitRolesApplied).
+func noteRoles(ctx context.Context, tx *store.Tx, userID string, generation int64) (int64, error) {
+	seq, err := tx.NextRolesSeq(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return seq, tx.Notify(ctx, RolesChannel, fmt.Sprintf("%s %d %d", userID, generation, seq))
+}
+
+// waitRolesApplied returns once every other live replica has applied change seq, so that
+// no request any of them serves after this returns uses roles from before it. A dead
+// replica is not waited for once its heartbeat is older than the TTL; a live one whose
+// notifications are stuck resyncs within two heartbeats (Beat).
+func (f *Fleet) waitRolesApplied(ctx context.Context, seq int64) {
+	if f.cfg.Replica == "" {
+		return
+	}
+	deadline := f.now().Add(f.cfg.ReplicaTTL + f.cfg.ReplicaTTL/5)
+	for delay := time.Millisecond; ; delay = min(2*delay, 20*time.Millisecond) {
+		behind, err := f.st.RolesUnacked(ctx, f.cfg.Replica, seq, f.aliveSince())
+		if err == nil && len(behind) == 0 {
+			return
+		}
+		if f.now().After(deadline) || ctx.Err() != nil {
+			f.log.Warn("roles: replicas did not acknowledge a change in time", "seq", seq, "replicas", behind, "err", err)
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(delay):
+		}
 	}
 }
 
@@ -155,6 +264,9 @@ func (f *Fleet) ensureRoles(ctx context.Context, c Caller) (store.Roles, error) 
 	}
 	unlock := f.lock("user:" + c.UserID)
 	defer unlock()
+	f.mu.Lock()
+	epoch := f.rolesEpoch
+	f.mu.Unlock()
 	roles, err := f.st.RolesOf(ctx, c.UserID)
 	if err != nil {
 		return roles, err
@@ -198,11 +310,7 @@ func (f *Fleet) ensureRoles(ctx context.Context, c Caller) (store.Roles, error) 
 		}
 		*id = rec.ID
 	}
-	f.mu.Lock()
-	if cached, ok := f.roles[c.UserID]; !ok || cached.Generation <= roles.Generation {
-		f.roles[c.UserID] = roles
-	}
-	f.mu.Unlock()
+	f.cacheRoles(roles, epoch)
 	return roles, nil
 }
 
@@ -230,12 +338,18 @@ func (f *Fleet) Promote(ctx context.Context, c Caller) (live, dev store.Sandbox,
 	}
 	unlock := f.lock("user:" + c.UserID)
 	defer unlock()
-	var roles store.Roles
+	var (
+		roles store.Roles
+		seq   int64
+	)
+	f.mu.Lock()
+	epoch := f.rolesEpoch
+	f.mu.Unlock()
 	err = f.st.Update(ctx, func(tx *store.Tx) error {
 		if roles, err = tx.SwapRoles(ctx, c.UserID, f.now()); err != nil {
 			return err
 		}
-		if err := tx.Notify(ctx, RolesChannel, fmt.Sprintf("%s %d", c.UserID, roles.Generation)); err != nil {
+		if seq, err = noteRoles(ctx, tx, c.UserID, roles.Generation); err != nil {
 			return err
 		}
 		return tx.AppendAudit(ctx, f.event(c, "roles.promote", c.UserID, map[string]any{
@@ -245,11 +359,19 @@ func (f *Fleet) Promote(ctx context.Context, c Caller) (live, dev store.Sandbox,
 	if err != nil {
 		return live, dev, 0, err
 	}
+	// A read of the roles begun before the swap must not be cached after it: the epoch
+	// moves, and the swap's own result is cached unless another change came meanwhile.
 	f.mu.Lock()
-	f.roles[c.UserID] = roles
+	f.rolesEpoch++
+	if f.rolesEpoch == epoch+1 && f.rolesTrusted() {
+		f.roles[c.UserID] = roles
+	} else {
+		delete(f.roles, c.UserID)
+	}
 	f.mu.Unlock()
 	f.m.promotions.Inc()
 	f.onSwap(c.UserID, roles.Generation)
+	f.waitRolesApplied(ctx, seq)
 	f.log.Info("promoted", "user", c.Username, "live", roles.LiveID, "dev", roles.DevID, "generation", roles.Generation)
 	if live, err = f.st.SandboxByID(ctx, roles.LiveID); err != nil {
 		return live, dev, 0, err
@@ -262,23 +384,16 @@ func (f *Fleet) Promote(ctx context.Context, c Caller) (live, dev store.Sandbox,
 func (f *Fleet) forgetRoles(userID string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.rolesEpoch++
 	delete(f.roles, userID)
 }
 
 // RoleOf says which role, if any, sandbox id holds for its owner. It answers from the
-// roles the proxy routes by (kept by ensureRoles and Promote, under the same lock), so the
-// broker and the proxy never disagree about who is live; it reads the store only for a
-// user not cached yet. (Reading the store on every call was a tenth of the control plane's
-// CPU under the broker's load benchmark.)
+// roles the proxy routes by, so the broker and the proxy never disagree about who is live.
 func (f *Fleet) RoleOf(ctx context.Context, userID, id string) (string, error) {
-	f.mu.Lock()
-	r, ok := f.roles[userID]
-	f.mu.Unlock()
-	if !ok || f.cfg.Replica != "" {
-		var err error
-		if r, err = f.st.RolesOf(ctx, userID); err != nil {
-			return "", err
-		}
+	r, err := f.rolesOf(ctx, userID)
+	if err != nil {
+		return "", err
 	}
 	switch {
 	case r.LiveID == id:

@@ -107,6 +107,8 @@ type Options struct {
 	Now func() time.Time
 	// Ledger keeps the users' daily token counts; nil is a NewMemoryLedger(Now).
 	Ledger Ledger
+	// Rates keeps the users' request buckets; nil keeps them in memory.
+	Rates Rates
 }
 
 // Gateway forwards sandboxes' requests to LLM providers with the platform's keys. It is
@@ -122,7 +124,7 @@ type Gateway struct {
 	usage     func(context.Context, Usage)
 	now       func() time.Time
 	ledger    Ledger
-	limiter   *rateLimiter
+	limiter   Rates
 }
 
 // provider is a Provider ready to serve: its URL parsed and its key read.
@@ -151,6 +153,9 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 	if opts.Ledger == nil {
 		opts.Ledger = NewMemoryLedger(opts.Now)
 	}
+	if opts.Rates == nil {
+		opts.Rates = newRateLimiter()
+	}
 	g := &Gateway{
 		providers: map[string]*provider{},
 		maxBody:   cfg.MaxRequestBytes,
@@ -158,7 +163,7 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 		usage:     opts.Usage,
 		now:       opts.Now,
 		ledger:    opts.Ledger,
-		limiter:   newRateLimiter(),
+		limiter:   opts.Rates,
 		client:    noRedirects(opts.Client),
 	}
 	if g.maxBody == 0 {
@@ -444,7 +449,13 @@ func (g *Gateway) admit(ctx context.Context, p *provider, c Caller) *refusal {
 		}
 	}
 	if p.rpm > 0 {
-		if ok, wait := g.limiter.take(ledgerKey{c.UserID, p.name}, p.rpm, now); !ok {
+		ok, wait, err := g.limiter.Take(ctx, c.UserID, p.name, p.rpm, now)
+		if err != nil {
+			g.log.Error("gateway: reading the request rate", "provider", p.name, "user", c.UserID, "err", err)
+			return refuse(http.StatusServiceUnavailable, errdefs.ErrUnavailable,
+				"the request rate for provider %q cannot be checked right now; retry shortly", p.name)
+		}
+		if !ok {
 			ref := refuse(http.StatusTooManyRequests, errdefs.ErrLimitExceeded,
 				"requests per minute limit reached: provider %q allows each user %d requests per minute; the next one is allowed in %s",
 				p.name, p.rpm, wait.Round(time.Millisecond))

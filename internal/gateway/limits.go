@@ -79,21 +79,56 @@ func midnight(t time.Time) time.Time {
 // nextMidnight is when the UTC day after t's starts: when daily budgets reset.
 func nextMidnight(t time.Time) time.Time { return midnight(t).AddDate(0, 0, 1) }
 
-// rateLimiter holds a token bucket per user and provider: a bucket holds up to
-// RequestsPerMinute requests and refills at RequestsPerMinute per minute, so a user may
-// burst a minute's worth at once and then goes at the steady rate.
+// Rates keeps the users' request buckets, one per user and provider. The gateway keeps
+// them in memory unless given one that shares them (the replicas' store).
+type Rates interface {
+	// Take spends one request of userID's bucket on provider at now (see Bucket.Take).
+	// Errors should wrap errdefs sentinels; the gateway refuses requests (503) while
+	// Take fails.
+	Take(ctx context.Context, userID, provider string, perMinute int, now time.Time) (ok bool, wait time.Duration, err error)
+}
+
+// Bucket is one user's token bucket on one provider: it holds up to perMinute requests
+// and refills at perMinute per minute, so a user may burst a minute's worth at once and
+// then goes at the steady rate. The zero Bucket is a new one: full.
+type Bucket struct {
+	Tokens float64
+	Last   time.Time
+}
+
+// Take refills b up to now and spends one request of it, or says how long until one is
+// available.
+func (b *Bucket) Take(perMinute int, now time.Time) (ok bool, wait time.Duration) {
+	if b.Last.IsZero() {
+		b.Tokens, b.Last = float64(perMinute), now
+	}
+	if el := now.Sub(b.Last); el > 0 {
+		b.Tokens = math.Min(float64(perMinute), b.Tokens+float64(el)*float64(perMinute)/float64(time.Minute))
+		b.Last = now
+	}
+	if b.Tokens >= 1 {
+		b.Tokens--
+		return true, 0
+	}
+	return false, time.Duration(math.Ceil((1 - b.Tokens) * float64(time.Minute) / float64(perMinute)))
+}
+
+var _ Rates = (*rateLimiter)(nil)
+
+// rateLimiter holds the buckets in memory, by user and provider.
 type rateLimiter struct {
 	mu        sync.Mutex
-	buckets   map[ledgerKey]*bucket
+	buckets   map[ledgerKey]*Bucket
 	lastSweep time.Time
 }
 
-type bucket struct {
-	tokens float64
-	last   time.Time
-}
+func newRateLimiter() *rateLimiter { return &rateLimiter{buckets: map[ledgerKey]*Bucket{}} }
 
-func newRateLimiter() *rateLimiter { return &rateLimiter{buckets: map[ledgerKey]*bucket{}} }
+// Take implements Rates.
+func (l *rateLimiter) Take(_ context.Context, userID, provider string, perMinute int, now time.Time) (bool, time.Duration, error) {
+	ok, wait := l.take(ledgerKey{userID, provider}, perMinute, now)
+	return ok, wait, nil
+}
 
 // take spends one request of k's bucket at now, or says how long until one is available.
 func (l *rateLimiter) take(k ledgerKey, perMinute int, now time.Time) (ok bool, wait time.Duration) {
@@ -102,18 +137,10 @@ func (l *rateLimiter) take(k ledgerKey, perMinute int, now time.Time) (ok bool, 
 	l.sweep(now)
 	b := l.buckets[k]
 	if b == nil {
-		b = &bucket{tokens: float64(perMinute), last: now}
+		b = &Bucket{}
 		l.buckets[k] = b
 	}
-	if el := now.Sub(b.last); el > 0 {
-		b.tokens = math.Min(float64(perMinute), b.tokens+float64(el)*float64(perMinute)/float64(time.Minute))
-		b.last = now
-	}
-	if b.tokens >= 1 {
-		b.tokens--
-		return true, 0
-	}
-	return false, time.Duration(math.Ceil((1 - b.tokens) * float64(time.Minute) / float64(perMinute)))
+	return b.Take(perMinute, now)
 }
 
 // sweep drops, once a minute, the buckets that have had a minute to refill: they are
@@ -124,7 +151,7 @@ func (l *rateLimiter) sweep(now time.Time) {
 	}
 	l.lastSweep = now
 	for k, b := range l.buckets {
-		if now.Sub(b.last) >= time.Minute {
+		if now.Sub(b.Last) >= time.Minute {
 			delete(l.buckets, k)
 		}
 	}

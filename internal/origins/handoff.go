@@ -68,9 +68,27 @@ type Handoffs struct {
 	cookies map[string]cookieEntry
 	now     func() time.Time
 	path    string
-	// shared, when set, keeps codes and cookies in the database instead (see Share).
+	// shared, when set, keeps codes and cookies in the database instead (see Share);
+	// seen holds the shared cookies read lately, by key (see sharedCookieTTL).
 	shared *store.Store
+	seen   map[string]seenCookie
 }
+
+// seenCookie is a shared cookie's grant as read from the database at read.
+type seenCookie struct {
+	grant Grant
+	read  time.Time
+}
+
+// sharedCookieTTL is how long a replica answers a shared cookie from what it read,
+// without the database. A cookie's row never changes; it goes when its session ends,
+// which every request checks in the database, when it expires, which the grant says, or
+// when it is its user's oldest beyond maxCookiesPerUser, which another replica may then
+// go on taking for this long (while its session lasts).
+const sharedCookieTTL = time.Minute
+
+// maxSeenCookies bounds seen; past it, it starts again empty.
+const maxSeenCookies = 4096
 
 // Share keeps every code and cookie in st, where every replica sharing the database finds
 // them, instead of in memory and the Persist file.
@@ -326,12 +344,9 @@ func (h *Handoffs) Cookie(values []string, host string) (Grant, string, bool) {
 		ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
 		defer cancel()
 		for _, v := range values {
-			e, err := st.AppCookie(ctx, cookieKey(v))
-			if err != nil || !h.now().Before(e.Expires) || subtle.ConstantTimeCompare([]byte(e.Host), []byte(host)) != 1 {
-				continue
-			}
-			if id, ok := unseal(v, e.Sealed); ok {
-				return Grant{Host: e.Host, UserID: e.UserID, Session: id, Expires: e.Expires}, v, true
+			g, ok := h.sharedCookie(ctx, st, v)
+			if ok && h.now().Before(g.Expires) && subtle.ConstantTimeCompare([]byte(g.Host), []byte(host)) == 1 {
+				return g, v, true
 			}
 		}
 		return Grant{}, "", false
@@ -358,9 +373,41 @@ func (h *Handoffs) Cookie(values []string, host string) (Grant, string, bool) {
 	return Grant{}, "", false
 }
 
+// sharedCookie is the grant of cookie value v from the database, or as read there within
+// sharedCookieTTL.
+func (h *Handoffs) sharedCookie(ctx context.Context, st *store.Store, v string) (Grant, bool) {
+	k := cookieKey(v)
+	now := h.now()
+	h.mu.Lock()
+	c, ok := h.seen[k]
+	h.mu.Unlock()
+	if ok && now.Sub(c.read) < sharedCookieTTL {
+		return c.grant, true
+	}
+	e, err := st.AppCookie(ctx, k)
+	if err != nil {
+		return Grant{}, false
+	}
+	id, ok := unseal(v, e.Sealed)
+	if !ok {
+		return Grant{}, false
+	}
+	g := Grant{Host: e.Host, UserID: e.UserID, Session: id, Expires: e.Expires}
+	h.mu.Lock()
+	if h.seen == nil || len(h.seen) >= maxSeenCookies {
+		h.seen = map[string]seenCookie{}
+	}
+	h.seen[k] = seenCookie{grant: g, read: now}
+	h.mu.Unlock()
+	return g, true
+}
+
 // Revoke ends one cookie.
 func (h *Handoffs) Revoke(value string) {
 	if st := h.sharedStore(); st != nil {
+		h.mu.Lock()
+		delete(h.seen, cookieKey(value))
+		h.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
 		defer cancel()
 		_ = st.DeleteAppCookie(ctx, cookieKey(value))

@@ -1,6 +1,7 @@
 package origins
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/internal/auth"
+	"github.com/paddockhq/paddock/internal/store"
 )
 
 // Persisted cookies survive a new Handoffs on the same file, and the file holds neither
@@ -54,5 +56,49 @@ func TestHandoffsPersist(t *testing.T) {
 	}
 	if err := NewHandoffs(nil).Persist(path); err == nil || !strings.Contains(err.Error(), path) {
 		t.Errorf("a corrupt file: %v, want an error naming it", err)
+	}
+}
+
+// Replicas sharing the database: a cookie opened on one signs in on the other, which then
+// answers it from what it read for sharedCookieTTL (another replica's eviction of it shows
+// after that); a cookie revoked on a replica is gone there at once.
+func TestSharedCookiesSeen(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "paddock.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := time.Now()
+	clock := func() time.Time { return now }
+	a, b := NewHandoffs(clock), NewHandoffs(clock)
+	a.Share(st)
+	b.Share(st)
+	const host = "live--u1.apps.example.com"
+	g := Grant{Host: host, UserID: "u1", Session: "session-one", Expires: now.Add(time.Hour)}
+	v := a.Open(g)
+	if got, _, ok := b.Cookie([]string{v}, host); !ok || got.UserID != "u1" || got.Session != "session-one" {
+		t.Fatalf("a cookie opened on a, on b: %+v %v", got, ok)
+	}
+	if err := st.DeleteAppCookie(ctx, cookieKey(v)); err != nil { // as a's eviction of it
+		t.Fatal(err)
+	}
+	if _, _, ok := b.Cookie([]string{v}, host); !ok {
+		t.Fatal("b, having read the cookie, no longer answers it from what it read")
+	}
+	if _, _, ok := b.Cookie([]string{v}, "dev--u1.apps.example.com"); ok {
+		t.Fatal("b answers the cookie for another host")
+	}
+	now = now.Add(sharedCookieTTL)
+	if _, _, ok := b.Cookie([]string{v}, host); ok {
+		t.Fatal("b answers a cookie gone from the database for longer than sharedCookieTTL")
+	}
+	w := b.Open(g)
+	if _, _, ok := b.Cookie([]string{w}, host); !ok {
+		t.Fatal("a second cookie on b")
+	}
+	b.Revoke(w)
+	if _, _, ok := b.Cookie([]string{w}, host); ok {
+		t.Fatal("b answers a cookie it revoked")
 	}
 }

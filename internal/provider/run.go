@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"sort"
@@ -36,6 +37,11 @@ type Plan struct {
 	// the step.
 	Collect   func(ctx context.Context, p Project, archive string) (string, error)
 	collected string
+	// FromPool, for a new project, puts the template's resolved dependencies into the
+	// project (from a warm pool) in place of the resolve phase, after the scaffold is
+	// written; scaffold names its files, which it must leave. false means it had none, and
+	// an error that it failed: either way the resolve phase runs.
+	FromPool func(ctx context.Context, p Project, scaffold []string) (bool, error)
 }
 
 type phase struct {
@@ -202,7 +208,11 @@ func (pl *Plan) run(ctx context.Context, r Runner, ws Workspace, emit func(api.P
 	if err := pl.scaffold(ctx, ws, emit); err != nil {
 		return err
 	}
+	pooled := pl.fromPool(ctx, emit)
 	for _, ph := range pl.phases {
+		if pooled && ph.name == "resolve" {
+			continue
+		}
 		if len(ph.cmds) == 0 {
 			emit(api.ProviderEvent{Type: api.EventLog, Step: ph.name, Stream: "paddock", Line: "nothing to " + ph.name + " for a " + pl.Project.Runtime + " project"})
 		}
@@ -216,6 +226,33 @@ func (pl *Plan) run(ctx context.Context, r Runner, ws Workspace, emit func(api.P
 		return pl.collect(ctx, emit)
 	}
 	return nil
+}
+
+// fromPool runs FromPool for a new project, and reports whether it resolved it.
+func (pl *Plan) fromPool(ctx context.Context, emit func(api.ProviderEvent)) bool {
+	if pl.step != api.StepNew || pl.FromPool == nil {
+		return false
+	}
+	names := slices.Sorted(maps.Keys(pl.files))
+	ev := api.ProviderEvent{Type: api.EventProgress, Step: "resolve", Command: "from the warm pool", Index: 1, Total: 1, State: "running"}
+	emit(ev)
+	ok, err := pl.FromPool(ctx, pl.Project, names)
+	switch {
+	case err != nil:
+		ev.State, ev.Error = "failed", err.Error()
+		emit(ev)
+		emit(api.ProviderEvent{Type: api.EventLog, Step: "resolve", Stream: "paddock", Line: "the warm pool's dependencies could not be taken; resolving them here"})
+		return false
+	case !ok:
+		ev.State = "ok"
+		emit(ev)
+		emit(api.ProviderEvent{Type: api.EventLog, Step: "resolve", Stream: "paddock", Line: "the warm pool has no " + pl.Project.Runtime + " template ready; resolving here"})
+		return false
+	}
+	ev.State = "ok"
+	emit(ev)
+	emit(api.ProviderEvent{Type: api.EventLog, Step: "resolve", Stream: "paddock", Line: "dependencies taken from the warm pool's " + pl.Project.Runtime + " template"})
+	return true
 }
 
 func (pl *Plan) collect(ctx context.Context, emit func(api.ProviderEvent)) error {

@@ -282,14 +282,14 @@ func TestClusterConfig(t *testing.T) {
 	if err := os.WriteFile(kc, []byte("apiVersion: v1\nkind: Config\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	good := fmt.Sprintf("data_dir: %s\nrunner:\n  backend: kubernetes\n  kubeconfig: %s\n  namespace: team-a\n  image: paddock/agent:1\n  runtime_classes: {runsc: gvisor}\n  ready_timeout: 90s\n", dir, kc)
+	good := fmt.Sprintf("data_dir: %s\nrunner:\n  backend: kubernetes\n  kubeconfig: %s\n  namespace: team-a\n  image: paddock/agent:1\n  runtime_classes: {runsc: gvisor}\n  ready_timeout: 90s\n  cert_lifetime: 2h\n  pod_firewall: true\n", dir, kc)
 	cfg, err := LoadConfig(writeConfig(t, good))
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := cfg.Cluster
 	if !cfg.OnCluster() || c.Namespace != "team-a" || c.RuntimeClasses["runsc"] != "gvisor" || c.ReadyTimeout != 90*time.Second ||
-		c.CADir != filepath.Join(dir, "kube-ca") || c.ImagePullPolicy != "IfNotPresent" {
+		c.CertLifetime != 2*time.Hour || !c.PodFirewall || c.CADir != filepath.Join(dir, "kube-ca") || c.ImagePullPolicy != "IfNotPresent" {
 		t.Fatalf("cluster configuration %+v", c)
 	}
 	bad := []struct{ yaml, field string }{
@@ -297,6 +297,7 @@ func TestClusterConfig(t *testing.T) {
 		{"runner: {backend: kubernetes, kubeconfig: " + kc + "}\n", "runner.image"},
 		{"runner: {backend: kubernetes, image: x, kubeconfig: " + kc + ", namespace: Bad_NS}\n", "runner.namespace"},
 		{"runner: {backend: kubernetes, image: x, kubeconfig: /nonexistent}\n", "runner.kubeconfig"},
+		{"runner: {backend: kubernetes, image: x, kubeconfig: " + kc + ", cert_lifetime: 30s}\n", "runner.cert_lifetime"},
 	}
 	for _, tt := range bad {
 		_, err := LoadConfig(writeConfig(t, fmt.Sprintf("data_dir: %s\n", dir)+tt.yaml))

@@ -34,8 +34,12 @@ const keptAttempts = 10
 
 // Backups is where backups go and how hard a backup tries.
 type Backups struct {
-	Target wsbackup.Target
-	Key    []byte
+	// Target is this install's namespace (Namespace) under Shared, the bucket and prefix
+	// other installs may share.
+	Target    wsbackup.Target
+	Shared    wsbackup.Target
+	Namespace string
+	Key       []byte
 	// Retries is how many times a backup is tried again after the store failed; Backoff
 	// is the first pause, doubled after each attempt up to a minute.
 	Retries int
@@ -187,9 +191,13 @@ func (o *Ops) BackupNow(ctx context.Context, c fleet.Caller, id string) (api.Bac
 
 // ListBackups lists sandbox id's backups in the store, oldest first, then its attempts
 // under way or failed since the server started.
+//
+// An admin also lists the backups of a sandbox this server's database does not have (it
+// was lost with its disk, or made by the server this one replaces): the bucket alone.
 func (o *Ops) ListBackups(ctx context.Context, c fleet.Caller, id string) (api.BackupList, error) {
-	if _, err := o.fleet.Get(ctx, c, id); err != nil {
-		return api.BackupList{}, err
+	_, missing := o.fleet.Get(ctx, c, id)
+	if missing != nil && !(c.Admin && errors.Is(missing, errdefs.ErrNotFound)) {
+		return api.BackupList{}, missing
 	}
 	b, err := o.backupsOn()
 	if err != nil {
@@ -201,6 +209,9 @@ func (o *Ops) ListBackups(ctx context.Context, c fleet.Caller, id string) (api.B
 		out.StoreError = err.Error()
 	} else if err != nil {
 		return api.BackupList{}, err
+	}
+	if missing != nil && len(es) == 0 {
+		return api.BackupList{}, b.elsewhere(ctx, id, missing)
 	}
 	for _, e := range es {
 		x := api.Backup{ID: e.ID, Time: e.At, State: api.BackupDone, Checkpoint: e.Checkpoint, Blobs: e.Blobs,
@@ -226,44 +237,20 @@ func (o *Ops) ListBackups(ctx context.Context, c fleet.Caller, id string) (api.B
 func (o *Ops) RestoreBackup(ctx context.Context, c fleet.Caller, id string, req api.BackupRestoreRequest) (api.BackupRestoreResult, *store.Sandbox, error) {
 	var out api.BackupRestoreResult
 	sb, err := o.fleet.Get(ctx, c, id)
-	if err != nil {
+	if err != nil && !(c.Admin && errors.Is(err, errdefs.ErrNotFound)) {
 		return out, nil, err
 	}
-	b, err := o.backupsOn()
+	b, berr := o.backupsOn()
+	if berr != nil {
+		return out, nil, berr
+	}
 	if err != nil {
-		return out, nil, err
+		return o.restoreFromBucket(ctx, c, b, id, req, err)
 	}
-	at := req.At
-	if req.Backup != "" {
-		if !at.IsZero() {
-			return out, nil, fmt.Errorf("restore: give backup or at, not both: %w", errdefs.ErrInvalidArgument)
-		}
-		if at, err = wsbackup.ParseID(req.Backup); err != nil {
-			return out, nil, err
-		}
-		all, err := wsbackup.List(ctx, b.Target, id)
-		if err != nil {
-			return out, nil, err
-		}
-		found := false
-		for _, a := range all {
-			found = found || a.Equal(at)
-		}
-		if !found {
-			return out, nil, fmt.Errorf("backup %s of sandbox %s: %w", req.Backup, id, errdefs.ErrNotFound)
-		}
-	}
-	suffix := make([]byte, 6)
-	_, _ = rand.Read(suffix)
-	tmp := o.fleet.HistoryDir(sb) + ".backup-" + hex.EncodeToString(suffix)
+	tmp := o.fleet.HistoryDir(sb) + ".backup-" + randomSuffix()
 	defer os.RemoveAll(tmp)
-	picked, record, err := wsbackup.RestoreWithRecord(ctx, b.Target, b.Key, id, at, tmp)
+	picked, record, err := fetchBackup(ctx, b, id, req, tmp)
 	if err != nil {
-		if errors.Is(err, errdefs.ErrDataLoss) {
-			// A damaged or tampered object is the backup's fault, not the server's: refused
-			// by name, nothing changed.
-			err = fmt.Errorf("%w (nothing was restored): %w", err, errdefs.ErrFailedPrecondition)
-		}
 		return out, nil, err
 	}
 	out.Backup = picked.Format(wsbackup.IDFormat)
@@ -299,10 +286,233 @@ func (o *Ops) RestoreBackup(ctx context.Context, c fleet.Caller, id string, req 
 	return out, nil, nil
 }
 
+func randomSuffix() string {
+	suffix := make([]byte, 6)
+	_, _ = rand.Read(suffix)
+	return hex.EncodeToString(suffix)
+}
+
+// fetchBackup writes the backup of sandbox id that req picks (by ID, the newest at or
+// before a time, or the newest) into the history directory dir, and returns its time and
+// the sandbox's record it kept.
+func fetchBackup(ctx context.Context, b *Backups, id string, req api.BackupRestoreRequest, dir string) (time.Time, json.RawMessage, error) {
+	at := req.At
+	if req.Backup != "" {
+		if !at.IsZero() {
+			return time.Time{}, nil, fmt.Errorf("restore: give backup or at, not both: %w", errdefs.ErrInvalidArgument)
+		}
+		var err error
+		if at, err = wsbackup.ParseID(req.Backup); err != nil {
+			return time.Time{}, nil, err
+		}
+		all, err := wsbackup.List(ctx, b.Target, id)
+		if err != nil {
+			return time.Time{}, nil, err
+		}
+		found := false
+		for _, a := range all {
+			found = found || a.Equal(at)
+		}
+		if !found {
+			return time.Time{}, nil, fmt.Errorf("backup %s of sandbox %s: %w", req.Backup, id, errdefs.ErrNotFound)
+		}
+	}
+	picked, record, err := wsbackup.RestoreWithRecord(ctx, b.Target, b.Key, id, at, dir)
+	if errors.Is(err, errdefs.ErrDataLoss) {
+		// A damaged or tampered object (or one sealed under another key) is the backup's
+		// fault, not the server's: refused by name, nothing changed.
+		err = fmt.Errorf("%w (nothing was restored): %w", err, errdefs.ErrFailedPrecondition)
+	}
+	return picked, record, err
+}
+
+// restoreFromBucket restores a backup of sandbox id, which this server's database does
+// not have, into a new sandbox: only an admin may (c is one), since the bucket alone
+// cannot tell who may read it. The new sandbox is the record's: its owner (by username,
+// when this server has that user; else the admin's), tier, limits, app and policy.
+// missing is why the database has no sandbox id.
+func (o *Ops) restoreFromBucket(ctx context.Context, c fleet.Caller, b *Backups, id string, req api.BackupRestoreRequest, missing error) (api.BackupRestoreResult, *store.Sandbox, error) {
+	var out api.BackupRestoreResult
+	all, err := wsbackup.List(ctx, b.Target, id)
+	if err != nil {
+		return out, nil, err
+	}
+	if len(all) == 0 {
+		return out, nil, b.elsewhere(ctx, id, missing)
+	}
+	if req.Into == "" || req.Into == "same" {
+		return out, nil, fmt.Errorf("restore sandbox %s: this server's database does not have it, only the bucket: restore into a new sandbox (into: a name): %w", id, errdefs.ErrFailedPrecondition)
+	}
+	owner := store.Sandbox{ID: id, UserID: c.UserID, Username: c.Username}
+	hist := o.fleet.HistoryDir(owner)
+	// The admin's history directory, made as the runner makes it for a first sandbox.
+	if err := os.MkdirAll(filepath.Dir(filepath.Dir(hist)), 0o711); err != nil {
+		return out, nil, fmt.Errorf("restore sandbox %s: %w", id, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(hist), 0o700); err != nil {
+		return out, nil, fmt.Errorf("restore sandbox %s: %w", id, err)
+	}
+	tmp := hist + ".backup-" + randomSuffix()
+	defer os.RemoveAll(tmp)
+	picked, raw, err := fetchBackup(ctx, b, id, req, tmp)
+	if err != nil {
+		return out, nil, err
+	}
+	out.Backup = picked.Format(wsbackup.IDFormat)
+	if len(raw) == 0 {
+		return out, nil, fmt.Errorf("restore backup %s of sandbox %s: it keeps no record of the sandbox, and this server's database has none: %w", out.Backup, id, errdefs.ErrFailedPrecondition)
+	}
+	var r sandboxRecord
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return out, nil, fmt.Errorf("restore backup %s of sandbox %s: the sandbox's record in the backup: %w", out.Backup, id, errdefs.ErrDataLoss)
+	}
+	if r.Owner != "" {
+		if u, err := o.st.UserByUsername(ctx, r.Owner); err == nil {
+			owner.UserID, owner.Username = u.ID, u.Username
+		} else if !errors.Is(err, errdefs.ErrNotFound) {
+			return out, nil, fmt.Errorf("restore backup %s of sandbox %s: its owner %s: %w", out.Backup, id, r.Owner, err)
+		}
+	}
+	owner.Name = r.Name
+	rec, also, err := fromRecord(ctx, owner, raw)
+	if err != nil {
+		return out, nil, fmt.Errorf("restore backup %s of sandbox %s: %w", out.Backup, id, err)
+	}
+	f, err := o.fleet.ForkFrom(ctx, c, rec, tmp, "", req.Into, also...)
+	if err != nil {
+		return out, nil, err
+	}
+	out.Sandbox, out.Checkpoint = f.Sandbox.ID, f.History.At
+	o.event(ctx, c.UserID, "sandbox.backup_restore", map[string]any{"sandbox": f.Sandbox.ID, "from": id, "backup": out.Backup,
+		"checkpoint": out.Checkpoint, "owner": rec.Username, "from_bucket": true})
+	return out, &f.Sandbox, nil
+}
+
+// others are the other namespaces under the shared bucket and prefix: other installs'
+// backups, or backups sealed under another key than this server's.
+func (b *Backups) others(ctx context.Context) ([]wsbackup.Target, error) {
+	if b.Shared.Client == nil {
+		return nil, nil
+	}
+	nss, err := wsbackup.Namespaces(ctx, b.Shared)
+	if err != nil {
+		return nil, err
+	}
+	var out []wsbackup.Target
+	for _, ns := range nss {
+		if ns != b.Namespace {
+			t := b.Shared
+			t.Prefix += ns + "/"
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// elsewhere is why sandbox id's backups are not in this server's namespace: when another
+// namespace holds them, the error opening its newest manifest under this server's key
+// (naming the object that fails authentication: the wrong backup key); else missing.
+func (b *Backups) elsewhere(ctx context.Context, id string, missing error) error {
+	others, err := b.others(ctx)
+	if err != nil {
+		return err
+	}
+	for _, t := range others {
+		es, err := wsbackup.Entries(ctx, t, b.Key, id)
+		if err != nil {
+			return err
+		}
+		if len(es) > 0 && es[len(es)-1].Err != nil {
+			return fmt.Errorf("sandbox %s: its backups in the bucket are sealed under another backup key than this server's (backup.key_file): %w: %w",
+				id, es[len(es)-1].Err, errdefs.ErrFailedPrecondition)
+		}
+	}
+	return missing
+}
+
+// BackupSandboxes lists every sandbox with backups in the store, with what its newest
+// backup's record says of it: for an admin only, since the records name every user's.
+func (o *Ops) BackupSandboxes(ctx context.Context, c fleet.Caller) (api.BackupSandboxList, error) {
+	if !c.Admin {
+		return api.BackupSandboxList{}, fmt.Errorf("listing every sandbox in the backup store: only admins may: %w", errdefs.ErrPermissionDenied)
+	}
+	b, err := o.backupsOn()
+	if err != nil {
+		return api.BackupSandboxList{}, err
+	}
+	all, err := wsbackup.Sandboxes(ctx, b.Target, b.Key)
+	if err != nil {
+		return api.BackupSandboxList{}, err
+	}
+	// Sandboxes under other keys are listed with the object that fails authentication
+	// under this one.
+	others, err := b.others(ctx)
+	if err != nil {
+		return api.BackupSandboxList{}, err
+	}
+	for _, t := range others {
+		more, err := wsbackup.Sandboxes(ctx, t, b.Key)
+		if err != nil {
+			return api.BackupSandboxList{}, err
+		}
+		all = append(all, more...)
+	}
+	out := api.BackupSandboxList{Sandboxes: make([]api.BackupSandbox, 0, len(all))}
+	for _, s := range all {
+		x := api.BackupSandbox{ID: s.Sandbox, Backups: s.Backups, Newest: s.Newest.Format(wsbackup.IDFormat), Time: s.Newest}
+		var r sandboxRecord
+		switch {
+		case s.Err != nil:
+			x.Error = s.Err.Error()
+		case len(s.Record) > 0 && json.Unmarshal(s.Record, &r) == nil:
+			x.Name, x.Owner = r.Name, r.Owner
+		}
+		_, err := o.st.SandboxByID(ctx, s.Sandbox)
+		x.Known = err == nil
+		out.Sandboxes = append(out.Sandboxes, x)
+	}
+	return out, nil
+}
+
+// PruneBackups runs the backups' retention now: over sandbox req.Sandbox's backups (its
+// owner's or an admin's call), or every sandbox's (an admin's). The blobs no kept backup
+// names are swept either way.
+func (o *Ops) PruneBackups(ctx context.Context, c fleet.Caller, req api.BackupPruneRequest) (api.BackupPruneResult, error) {
+	if req.Sandbox == "" && !c.Admin {
+		return api.BackupPruneResult{}, fmt.Errorf("retention over every sandbox's backups: only admins may; name a sandbox of yours: %w", errdefs.ErrPermissionDenied)
+	}
+	if req.Sandbox != "" {
+		if _, err := o.fleet.Get(ctx, c, req.Sandbox); err != nil && !(c.Admin && errors.Is(err, errdefs.ErrNotFound)) {
+			return api.BackupPruneResult{}, err
+		}
+	}
+	b, err := o.backupsOn()
+	if err != nil {
+		return api.BackupPruneResult{}, err
+	}
+	p, err := b.PruneWith(ctx, time.Now(), wsbackup.PruneOptions{Sandbox: req.Sandbox, DryRun: req.DryRun})
+	out := api.BackupPruneResult{DryRun: req.DryRun, Kept: p.Kept, Dropped: make([]api.BackupRef, 0, len(p.Dropped)), Blobs: p.Blobs, Bytes: p.Bytes}
+	for _, d := range p.Dropped {
+		out.Dropped = append(out.Dropped, api.BackupRef{Sandbox: d.Sandbox, Backup: d.ID})
+	}
+	if err != nil {
+		return out, err
+	}
+	o.log.Info("backup retention on request", "user", c.Username, "sandbox", req.Sandbox, "dry_run", req.DryRun,
+		"backups_kept", p.Kept, "backups_dropped", p.Manifests, "blobs_deleted", p.Blobs, "bytes", p.Bytes)
+	if !req.DryRun {
+		o.event(ctx, c.UserID, "backup.prune", map[string]any{"sandbox": req.Sandbox, "backups_dropped": p.Manifests, "blobs_deleted": p.Blobs, "bytes": p.Bytes})
+	}
+	return out, nil
+}
+
 // sandboxRecord is what a backup keeps of a sandbox's record, for a restore into a new
 // sandbox to be like it was: its tier, limits, app, environment and own policy.
 type sandboxRecord struct {
-	Name          string    `json:"name"`
+	Name string `json:"name"`
+	// Owner is the owner's username: a server that never saw the sandbox gives the
+	// restored one to the user of that name.
+	Owner         string    `json:"owner,omitempty"`
 	Tier          string    `json:"tier"`
 	Runtime       string    `json:"runtime,omitempty"`
 	MemoryBytes   int64     `json:"memory_bytes,omitempty"`
@@ -321,7 +531,7 @@ type sandboxRecord struct {
 
 // backupRecord is sb's record as a backup keeps it.
 func (o *Ops) backupRecord(ctx context.Context, sb store.Sandbox) (json.RawMessage, error) {
-	r := sandboxRecord{Name: sb.Name, Tier: sb.Tier, Runtime: sb.Runtime, MemoryBytes: sb.MemoryBytes, CPUs: sb.CPUs, Pids: sb.Pids,
+	r := sandboxRecord{Name: sb.Name, Owner: sb.Username, Tier: sb.Tier, Runtime: sb.Runtime, MemoryBytes: sb.MemoryBytes, CPUs: sb.CPUs, Pids: sb.Pids,
 		TmpBytes: sb.TmpBytes, FileSizeBytes: sb.FileSizeBytes, DiskBytes: sb.DiskBytes, App: sb.App, Env: sb.Env}
 	p, err := o.st.SandboxPolicy(ctx, sb.ID)
 	switch {
@@ -423,12 +633,17 @@ func (o *Ops) RunBackups(ctx context.Context, every time.Duration) {
 
 // Prune applies the backups' retention to the bucket: see [wsbackup.Prune].
 func (b *Backups) Prune(ctx context.Context, now time.Time) (wsbackup.Pruned, error) {
+	return b.PruneWith(ctx, now, wsbackup.PruneOptions{})
+}
+
+// PruneWith is Prune narrowed by o: see [wsbackup.PruneWith].
+func (b *Backups) PruneWith(ctx context.Context, now time.Time, o wsbackup.PruneOptions) (wsbackup.Pruned, error) {
 	if b.Retention == nil {
-		return wsbackup.Pruned{}, fmt.Errorf("retention: backup.keep_last is not set: %w", errdefs.ErrFailedPrecondition)
+		return wsbackup.Pruned{}, fmt.Errorf("retention: backup.keep_last is not set in the server's configuration: %w", errdefs.ErrFailedPrecondition)
 	}
 	b.pruning.Lock()
 	defer b.pruning.Unlock()
-	return wsbackup.Prune(ctx, b.Target, b.Key, *b.Retention, now)
+	return wsbackup.PruneWith(ctx, b.Target, b.Key, *b.Retention, now, o)
 }
 
 // RunRetention applies the backups' retention every period until ctx ends.

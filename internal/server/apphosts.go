@@ -165,7 +165,7 @@ func (s *Server) sandboxOfCaller(ctx context.Context, c proxy.Caller) (string, e
 	if c.SandboxID != "" {
 		return c.SandboxID, nil
 	}
-	roles, err := s.st.RolesOf(ctx, c.UserID)
+	roles, err := s.fleet.RolesOf(ctx, c.UserID)
 	if err != nil {
 		return "", err
 	}

@@ -40,3 +40,20 @@ func (s *Server) restoreBackup(w http.ResponseWriter, r *http.Request, c fleet.C
 	api.WriteJSON(w, status, out)
 	return nil
 }
+
+// backupSandboxes answers every sandbox with backups in the store (admins only).
+func (s *Server) backupSandboxes(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {
+	out, err := s.ops.BackupSandboxes(r.Context(), c)
+	return writeOr(w, http.StatusOK, out, err)
+}
+
+// pruneBackups runs the backups' retention now and answers what it removed (or, dry,
+// would remove).
+func (s *Server) pruneBackups(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {
+	var req api.BackupPruneRequest
+	if err := api.DecodeJSON(w, r, &req, maxHistoryBody); err != nil {
+		return err
+	}
+	out, err := s.ops.PruneBackups(r.Context(), c, req)
+	return writeOr(w, http.StatusOK, out, err)
+}

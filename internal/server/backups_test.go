@@ -21,6 +21,7 @@ import (
 	"github.com/paddockhq/paddock/internal/server"
 	"github.com/paddockhq/paddock/internal/servertest"
 	"github.com/paddockhq/paddock/internal/testenv"
+	"github.com/paddockhq/paddock/internal/wsbackup"
 )
 
 // backupConfig points cfg's backup section at endpoint, with credentials in files.
@@ -36,6 +37,25 @@ func backupConfig(t *testing.T, cfg *server.Config, endpoint, bucket, access, se
 	}
 	cfg.Backup = server.BackupConfig{Endpoint: endpoint, Bucket: bucket, Prefix: "paddock/", Region: "us-east-1",
 		AccessKeyFile: af, SecretKeyFile: sf, RetryBackoff: "10ms"}
+}
+
+// backupPrefix is where e's backups are in the bucket: the prefix, then the namespace
+// of e's backup key.
+func backupPrefix(t *testing.T, e *servertest.Env) string {
+	t.Helper()
+	kf := e.Config.Backup.KeyFile
+	if kf == "" {
+		kf = filepath.Join(e.Config.Runner.DataDir, server.BackupKeyFileName)
+	}
+	key, err := os.ReadFile(kf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := wsbackup.Namespace(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.Config.Backup.Prefix + ns + "/"
 }
 
 // Backups against a real S3 store (SeaweedFS on loopback): now takes a checkpoint and
@@ -113,7 +133,8 @@ func TestSandboxBackups(t *testing.T) {
 	servertest.ErrorOf(t, alice.DoToken("POST", base+"/restore", api.BackupRestoreRequest{At: first.Time.Add(-time.Hour)}), http.StatusNotFound)
 
 	// A tampered manifest: refused by name, and ls says it is damaged.
-	manifest := "paddock/sandboxes/" + src.ID + "/manifests/" + second.ID
+	prefix := backupPrefix(t, e)
+	manifest := prefix + "sandboxes/" + src.ID + "/manifests/" + second.ID
 	if _, err := s3.Client.PutObject(context.Background(), s3.Bucket, manifest, strings.NewReader(strings.Repeat("x", 100)), 100, minio.PutObjectOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +177,7 @@ func TestSandboxBackups(t *testing.T) {
 
 	// Tampered blobs: the restore names one, and nothing changes.
 	ctx := context.Background()
-	for o := range s3.Client.ListObjects(ctx, s3.Bucket, minio.ListObjectsOptions{Prefix: "paddock/blobs/", Recursive: true}) {
+	for o := range s3.Client.ListObjects(ctx, s3.Bucket, minio.ListObjectsOptions{Prefix: prefix + "blobs/", Recursive: true}) {
 		if o.Err != nil {
 			t.Fatal(o.Err)
 		}
@@ -164,7 +185,7 @@ func TestSandboxBackups(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if e := servertest.ErrorOf(t, alice.DoToken("POST", base+"/restore", api.BackupRestoreRequest{Backup: first.ID, Into: "tampered"}), http.StatusConflict); !strings.Contains(e.Message, "paddock/blobs/") {
+	if e := servertest.ErrorOf(t, alice.DoToken("POST", base+"/restore", api.BackupRestoreRequest{Backup: first.ID, Into: "tampered"}), http.StatusConflict); !strings.Contains(e.Message, prefix+"blobs/") {
 		t.Errorf("tampered blobs: %q", e.Message)
 	}
 	var all api.SandboxList

@@ -170,7 +170,15 @@ func newBackups(cfg Config) (*sandboxops.Backups, error) {
 	if err != nil {
 		return nil, fmt.Errorf("backup.endpoint: %w", errdefs.ErrInvalidArgument)
 	}
-	out := &sandboxops.Backups{Target: wsbackup.Target{Client: cl, Bucket: b.Bucket, Prefix: b.Prefix}, Key: key, Retries: 5, Backoff: 2 * time.Second}
+	// The objects go under the key's namespace: another install's backups into the same
+	// bucket and prefix are never listed, read nor deleted here.
+	ns, err := wsbackup.Namespace(key)
+	if err != nil {
+		return nil, err
+	}
+	shared := wsbackup.Target{Client: cl, Bucket: b.Bucket, Prefix: b.Prefix}
+	out := &sandboxops.Backups{Target: wsbackup.Target{Client: cl, Bucket: b.Bucket, Prefix: b.Prefix + ns + "/"}, Shared: shared, Namespace: ns,
+		Key: key, Retries: 5, Backoff: 2 * time.Second}
 	if b.Retries != nil {
 		out.Retries = *b.Retries
 	}

@@ -181,6 +181,9 @@ func LoadConfig(path, dataDir, listen string) (Config, error) {
 	if err := cfg.Backup.check(); err != nil {
 		return cfg, err
 	}
+	if err := cfg.Pool.Validate(); err != nil {
+		return cfg, fmt.Errorf("config %s: %w", path, err)
+	}
 	if _, _, err := net.SplitHostPort(cfg.Listen); err != nil {
 		return cfg, fmt.Errorf("listen: %q is not host:port: %w", cfg.Listen, errdefs.ErrInvalidArgument)
 	}

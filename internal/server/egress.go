@@ -3,6 +3,9 @@ package server
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/paddockhq/paddock/internal/egress"
@@ -90,6 +93,80 @@ func (s *Server) serveEgress(rec store.Sandbox, sb *runner.Sandbox) (stop func()
 		_ = s.egress.ServeSandbox(l, egress.Sandbox{ID: rec.ID, Decider: sandboxNetwork{s: s, id: rec.ID}})
 	}()
 	return func() { l.Close() }
+}
+
+// servePoolEgress serves the egress proxy to a template pool's sandbox while it is
+// readied: it is no one's yet, so the server's network_policy alone decides.
+func (s *Server) servePoolEgress(sb *runner.Sandbox) (stop func()) {
+	if s.egress == nil {
+		return func() {}
+	}
+	l := sb.Listen(EgressPort, servicesIdle, s.log.With("sandbox", sb.ID, "pool", true))
+	reached := &poolHosts{}
+	s.poolReached.Store(sb.ID, reached)
+	go func() {
+		_ = s.egress.ServeSandbox(l, egress.Sandbox{ID: sb.ID, Decider: poolNetwork{s: s, reached: reached}})
+	}()
+	return func() { l.Close() }
+}
+
+// poolNetwork is the server's network_policy, for a sandbox that is no one's; it notes
+// the hosts it lets the sandbox reach.
+type poolNetwork struct {
+	s       *Server
+	reached *poolHosts
+}
+
+func (n poolNetwork) Host(host string) policy.Decision {
+	d := n.s.netPolicy.Load().Host(host)
+	if d.Allow {
+		n.reached.add(host)
+	}
+	return d
+}
+
+// poolHosts is the set of hosts a template pool's sandbox was let reach while it was
+// readied: what it holds came from there, so a sandbox may take it only where its own
+// policy lets it reach them too.
+type poolHosts struct {
+	mu    sync.Mutex
+	hosts map[string]bool
+}
+
+func (h *poolHosts) add(host string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.hosts == nil {
+		h.hosts = map[string]bool{}
+	}
+	h.hosts[host] = true
+}
+
+func (h *poolHosts) list() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Sorted(maps.Keys(h.hosts))
+}
+
+// poolRefusal says why sandbox id may not take what pool member memberID fetched: the
+// first host it reached that id's network decision refuses (or allows only with a
+// capability token, which a hand-over cannot present); "" when it may. It forgets the
+// member's hosts: a member is taken once.
+func (s *Server) poolRefusal(memberID, id string) string {
+	v, ok := s.poolReached.LoadAndDelete(memberID)
+	if !ok {
+		return ""
+	}
+	for _, host := range v.(*poolHosts).list() {
+		d := sandboxNetwork{s: s, id: id}.Host(host)
+		switch {
+		case !d.Allow:
+			return fmt.Sprintf("this sandbox may not reach %s, which the warm pool's member fetched from (%s)", host, d.Rule)
+		case d.RequireCapability:
+			return fmt.Sprintf("this sandbox reaches %s only with a capability token, which the warm pool's member fetched from without one", host)
+		}
+	}
+	return ""
 }
 
 // sandboxNetwork decides the hosts one sandbox may reach: the server's network_policy

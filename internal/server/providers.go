@@ -54,10 +54,82 @@ func (s *Server) appStep(w http.ResponseWriter, r *http.Request, c fleet.Caller)
 	plan.Serve = func(ctx context.Context, pv api.ProviderPreview) (string, error) {
 		return s.servePreview(r.WithContext(ctx), c, pv)
 	}
+	if s.fleet.HasTemplatePool(plan.Project.Runtime) {
+		plan.FromPool = func(ctx context.Context, p provider.Project, scaffold []string) (bool, error) {
+			return s.fromTemplatePool(ctx, c, r.PathValue("id"), p, scaffold)
+		}
+	}
 	if err := plan.Run(r.Context(), run, ws, sse.emit); err != nil {
 		s.log.Info("provider step failed", "sandbox", r.PathValue("id"), "step", r.PathValue("step"), "runtime", plan.Project.Runtime, "err", err)
 	}
 	return errResponded
+}
+
+// fromTemplatePool puts the resolved files of a member of p's runtime's template pool
+// into project p of sandbox id: the member's tar stream goes, through the control plane,
+// to a tar that extracts it in the sandbox, run as a streamed exec (its policy and
+// limits). false when the pool has none ready.
+func (s *Server) fromTemplatePool(ctx context.Context, c fleet.Caller, id string, p provider.Project, scaffold []string) (bool, error) {
+	m := s.fleet.TakeTemplate(p.Runtime)
+	if m == nil {
+		return false, nil
+	}
+	hit := false
+	defer func() { m.Done(hit) }()
+	if why := s.poolRefusal(m.ID(), id); why != "" {
+		return false, fmt.Errorf("%s: %w", why, errdefs.ErrPermissionDenied)
+	}
+	gate, err := s.ops.OpenStream(ctx, c, id)
+	if err != nil {
+		return false, err
+	}
+	sess, exit, err := gate.Start(ctx, api.StreamStart{Argv: []string{"tar", "-xf", "-"}, Cwd: p.Dir})
+	if err != nil {
+		return false, err
+	}
+	if exit != nil {
+		return false, fmt.Errorf("tar did not start: exit %d %s: %w", exit.ExitCode, exit.Error, errdefs.ErrUnavailable)
+	}
+	defer sess.Close()
+	type ended struct {
+		exit   *api.StreamExit
+		stderr []byte
+		err    error
+	}
+	done := make(chan ended, 1)
+	go func() {
+		var e ended
+		for {
+			stream, data, exit, err := sess.Recv()
+			switch {
+			case err != nil, exit != nil:
+				e.exit, e.err = exit, err
+				done <- e
+				return
+			case stream == api.StreamStderr:
+				e.stderr = tail(append(e.stderr, data...))
+			}
+		}
+	}()
+	if err := m.Export(ctx, scaffold, sess.Write); err != nil {
+		sess.Kill()
+		<-done
+		return false, err
+	}
+	if err := sess.CloseInput(); err != nil {
+		sess.Kill()
+		<-done
+		return false, err
+	}
+	e := <-done
+	switch {
+	case e.err != nil:
+		return false, e.err
+	case e.exit.ExitCode != 0 || e.exit.Error != "":
+		return false, fmt.Errorf("tar: exit %d %s: %s: %w", e.exit.ExitCode, e.exit.Error, lastLines(string(e.stderr), 5), errdefs.ErrFailedPrecondition)
+	}
+	hit = true
+	return true, nil
 }
 
 // execRunner runs a provider's commands as one-shot execs of the request's sandbox.

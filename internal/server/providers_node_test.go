@@ -62,6 +62,13 @@ func startWithRegistry(t *testing.T) (*servertest.Env, []string) {
 // serves.
 func startWithRegistryLog(t *testing.T) (*servertest.Env, []string, *requestLog) {
 	t.Helper()
+	return startWithRegistryConfig(t, nil)
+}
+
+// startWithRegistryConfig is startWithRegistryLog, with the server's configuration
+// changed by change (given the registry's environment) before it starts.
+func startWithRegistryConfig(t *testing.T, change func(c *server.Config, env []string)) (*servertest.Env, []string, *requestLog) {
+	t.Helper()
 	testenv.RequireRoot(t)
 	log := &requestLog{}
 	reg := httptest.NewServer(log.wrap(npmregistry.Handler(npmMirror(t))))
@@ -73,12 +80,17 @@ func startWithRegistryLog(t *testing.T) (*servertest.Env, []string, *requestLog)
 	if err := os.WriteFile(pol, []byte("network:\n  default: deny\n  allow: [\""+registryHost+"\"]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e := servertest.StartOpts(t, server.Config{Runner: testenv.Config(t), Listen: "127.0.0.1:0", NetworkPolicy: pol}, server.Options{
+	env := []string{fmt.Sprintf("npm_config_registry=http://%s:%d/", registryHost, port)}
+	cfg := server.Config{Runner: testenv.Config(t), Listen: "127.0.0.1:0", NetworkPolicy: pol}
+	if change != nil {
+		change(&cfg, env)
+	}
+	e := servertest.StartOpts(t, cfg, server.Options{
 		AuthOptions: servertest.CheapAuth(),
 		Egress: egress.Options{Resolver: loopbackResolver{}, HTTPPorts: []uint16{port},
 			UnsafeAllowAddrs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, DialTimeout: 5 * time.Second},
 	})
-	return e, []string{fmt.Sprintf("npm_config_registry=http://%s:%d/", registryHost, port)}, log
+	return e, env, log
 }
 
 // The Vite + React template is scaffolded and installed from the registry through the

@@ -113,14 +113,13 @@ func loadClusterKey(path string) ([]byte, bool, error) {
 func (s *Server) initCluster(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	err := s.st.Listen(ctx, fleet.RolesChannel, func(payload string) {
-		user, gen, ok := strings.Cut(payload, " ")
-		n, err := strconv.ParseInt(gen, 10, 64)
-		if !ok || err != nil {
+		user, gen, seq, ok := parseRolesNote(payload)
+		if !ok {
 			// Listening resumed after a lost connection: any user's roles may have moved.
-			s.fleet.RolesChanged("", -1)
+			s.fleet.ResyncRoles(ctx)
 			return
 		}
-		s.fleet.RolesChanged(user, n)
+		s.fleet.RolesChanged(ctx, user, gen, seq)
 	})
 	if err != nil {
 		cancel()
@@ -146,10 +145,14 @@ func (s *Server) initCluster(ctx context.Context) error {
 	c := &cluster{id: rc.ID, advertise: rc.Advertise, key: key, ttl: cmpDuration(rc.HeartbeatTTL, defaultHeartbeatTTL), stop: cancel}
 	c.forward = s.newForwarder(c)
 	me := store.Replica{ID: c.id, Advertise: c.advertise}
-	if err := s.st.Heartbeat(ctx, me, time.Now()); err != nil {
+	now := time.Now()
+	if err := s.st.Heartbeat(ctx, me, now); err != nil {
 		cancel()
 		return fmt.Errorf("register replica %s: %w", c.id, err)
 	}
+	// Listening began above: every change of roles after the one the first beat's resync
+	// reads is notified.
+	s.fleet.Beat(ctx, now)
 	go func() {
 		t := time.NewTicker(c.ttl / 5)
 		defer t.Stop()
@@ -158,14 +161,30 @@ func (s *Server) initCluster(ctx context.Context) error {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				if err := s.st.Heartbeat(ctx, me, time.Now()); err != nil && ctx.Err() == nil {
-					s.log.Warn("replica heartbeat", "replica", c.id, "err", err)
+				now := time.Now()
+				if err := s.st.Heartbeat(ctx, me, now); err != nil {
+					if ctx.Err() == nil {
+						s.log.Warn("replica heartbeat", "replica", c.id, "err", err)
+					}
+					continue
 				}
+				s.fleet.Beat(ctx, now)
 			}
 		}
 	}()
 	s.cluster, s.clusterStop = c, cancel
 	return nil
+}
+
+// parseRolesNote reads a notification of fleet.RolesChannel: "USERID GENERATION SEQ".
+func parseRolesNote(payload string) (user string, gen, seq int64, ok bool) {
+	f := strings.Fields(payload)
+	if len(f) != 3 {
+		return "", 0, 0, false
+	}
+	gen, err1 := strconv.ParseInt(f[1], 10, 64)
+	seq, err2 := strconv.ParseInt(f[2], 10, 64)
+	return f[0], gen, seq, err1 == nil && err2 == nil
 }
 
 func cmpDuration(d, def time.Duration) time.Duration {

@@ -26,6 +26,7 @@ import (
 	"github.com/paddockhq/paddock/internal/origins"
 	"github.com/paddockhq/paddock/internal/server"
 	"github.com/paddockhq/paddock/internal/servertest"
+	"github.com/paddockhq/paddock/internal/store"
 	"github.com/paddockhq/paddock/internal/store/pgtest"
 	"github.com/paddockhq/paddock/internal/testenv"
 )
@@ -358,6 +359,34 @@ func TestReplicas(t *testing.T) {
 		t.Fatalf("alice's WebSocket after a promotion on another replica: %v (code %d), want %d", err, websocket.CloseStatus(err), api.CloseOwnerChanged)
 	}
 
+	// A promotion waits for every live replica to apply it: through r1, with r2 paused
+	// (SIGSTOP), it is answered only once r2's heartbeat has expired. Resumed, r2 serves
+	// alice's live app from the new owner, not from the roles it had cached.
+	if code, v, err := info(rs[1].url, alice.c.User.ID, "live", alice.c.Token, nil); err != nil || code != http.StatusOK {
+		t.Fatalf("alice's live app through r2: %d %v %v", code, v, err)
+	}
+	st, err := store.Open(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	rs[1].cmd.Process.Signal(syscall.SIGSTOP)
+	err = promote(alice, rs[0])
+	r2, rerr := st.ReplicaByID(ctx, "r2")
+	rs[1].cmd.Process.Signal(syscall.SIGCONT)
+	if err != nil || rerr != nil {
+		t.Fatal(err, rerr)
+	}
+	if age := time.Since(r2.HeartbeatAt); age < 3*time.Second {
+		t.Errorf("a promotion was answered while r2, paused, was alive (heartbeat %s old) and had not applied it", age.Round(time.Millisecond))
+	}
+	alice.mu.Lock()
+	nowLive := alice.promoted[len(alice.promoted)-1].live
+	alice.mu.Unlock()
+	if code, v, err := info(rs[1].url, alice.c.User.ID, "live", alice.c.Token, nil); err != nil || code != http.StatusOK || v["sandbox"] != nowLive {
+		t.Errorf("alice's live app through r2 once resumed: %d %v %v, want %s", code, v, err, nowLive)
+	}
+
 	// The load: readers of every user's live app and writers of files and secrets, each
 	// going round the replicas still up.
 	var (
@@ -470,6 +499,14 @@ func TestReplicas(t *testing.T) {
 	})
 	close(stopLoad)
 	wg.Wait()
+	// A sandbox's record is the database's: any replica answers it, its own replica dead.
+	for _, sb := range []api.Sandbox{carol.roles.Live, carol.roles.Dev} {
+		var got api.Sandbox
+		code, body, err := tokenDo(ctx, rs[0].url, carol.c.Token, "GET", "/api/v1/sandboxes/"+sb.ID, nil)
+		if err != nil || code != http.StatusOK || json.Unmarshal(body, &got) != nil || got.ID != sb.ID || got.Role == "" {
+			t.Errorf("carol's sandbox %s of the dead r3, through r1: %d %s %v, want its record with its role", sb.ID, code, body, err)
+		}
+	}
 
 	// No request was served by the wrong role: each answer came from a live sandbox, the
 	// one live when the request began, or one a promotion concurrent with it made live.
@@ -499,6 +536,20 @@ func TestReplicas(t *testing.T) {
 	// Every acknowledged write reads back through another replica, once the killed one
 	// is back (its sandboxes survived it, and it adopts them).
 	rs[2].start(t)
+	// The others read r3's heartbeat again within a fifth of the TTL: until then it may
+	// still look dead to them.
+	for _, via := range rs[:2] {
+		for {
+			code, body, err := tokenDo(ctx, via.url, carol.c.Token, "GET", "/api/v1/sandboxes/"+carol.roles.Live.ID+"/files/list?path=.", nil)
+			if err == nil && code == http.StatusOK {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("carol's live sandbox through %s after r3 restarted: %d %s %v", via.id, code, body, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 	for _, a := range acked {
 		f := strings.Fields(a)
 		u, kind, key := byName[f[0]], f[1], f[2]

@@ -87,6 +87,8 @@ func (s *Server) routeTable() map[Route]apiHandler {
 		{"POST", "/api/v1/sandboxes/{id}/backups"}:                      s.backupNow,
 		{"GET", "/api/v1/sandboxes/{id}/backups"}:                       s.listBackups,
 		{"POST", "/api/v1/sandboxes/{id}/backups/restore"}:              s.restoreBackup,
+		{"GET", "/api/v1/backups"}:                                      s.backupSandboxes,
+		{"POST", "/api/v1/backups/prune"}:                               s.pruneBackups,
 		{"GET", "/api/v1/roles"}:                                        s.roles,
 		{"POST", "/api/v1/promote"}:                                     s.promote,
 		{"GET", "/api/v1/tokens"}:                                       s.listTokens,
@@ -163,8 +165,9 @@ func (s *Server) api(rt Route, h apiHandler) http.Handler {
 			return
 		}
 		// A sandbox another replica runs is served there: the request goes as it came,
-		// credentials and all, and that replica authenticates it again.
-		if s.forwardIfElsewhere(w, r, id, "", rt == Route{"DELETE", "/api/v1/sandboxes/{id}"}) {
+		// credentials and all, and that replica authenticates it again. Its record is in
+		// the database, and served here.
+		if !s.recordOnly(rt) && s.forwardIfElsewhere(w, r, id, "", rt == Route{"DELETE", "/api/v1/sandboxes/{id}"}) {
 			return
 		}
 		fc := fleet.Caller{UserID: c.User.ID, Username: c.User.Username, Admin: isAdmin(c)}
@@ -173,6 +176,13 @@ func (s *Server) api(rt Route, h apiHandler) http.Handler {
 			api.WriteError(w, s.log, err)
 		}
 	})
+}
+
+// recordOnly reports a route whose answer is the sandbox's record alone, which any replica
+// reads from the database. On a cluster the record names the node the sandbox runs on,
+// which only its replica knows.
+func (s *Server) recordOnly(rt Route) bool {
+	return rt == Route{"GET", "/api/v1/sandboxes/{id}"} && !s.cfg.Runner.OnCluster()
 }
 
 // sandboxOfRoute is the sandbox a request to route rt is about, or "".

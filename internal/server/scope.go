@@ -18,7 +18,7 @@ func routeScope(rt Route) auth.Scope {
 	switch {
 	case strings.HasPrefix(rt.Pattern, "/api/v1/tokens"):
 		return auth.ScopeTokens
-	case strings.HasPrefix(rt.Pattern, "/api/v1/invites"), rt.Pattern == "/api/v1/users":
+	case strings.HasPrefix(rt.Pattern, "/api/v1/invites"), rt.Pattern == "/api/v1/users", rt.Pattern == "/api/v1/backups":
 		return auth.ScopeAdmin
 	case rt.Pattern == "/api/v1/sandboxes/{id}/exec/stream":
 		return auth.ScopeWrite

@@ -48,6 +48,8 @@ type Server struct {
 	cfg Config
 	// stopBackups ends the scheduled backups; nil without a schedule.
 	stopBackups context.CancelFunc
+	// poolReached holds, by template pool member, the *poolHosts its readying reached.
+	poolReached sync.Map
 	log         *slog.Logger
 	st          *store.Store
 	auth        *auth.Service

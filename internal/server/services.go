@@ -53,7 +53,7 @@ func (s *Server) initServices() error {
 	mux.Handle("/v1/", s.broker.Handler())
 	if len(s.cfg.Gateway.Providers) > 0 {
 		g, err := gateway.New(s.cfg.Gateway, gateway.Options{Log: s.log, Registerer: s.reg, Usage: s.gatewayUsage,
-			Ledger: newUsageLedger(s.st, nil)})
+			Ledger: newUsageLedger(s.st, nil), Rates: s.gatewayRates()})
 		if err != nil {
 			return err
 		}
@@ -65,6 +65,7 @@ func (s *Server) initServices() error {
 	})
 	s.services = mux
 	s.fleet.SetServices(s.serveServices)
+	s.fleet.SetPoolServices(s.servePoolEgress)
 	return nil
 }
 

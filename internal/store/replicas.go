@@ -228,3 +228,53 @@ func (s *Store) listenConn(ctx context.Context, channel string) (*pgx.Conn, erro
 	}
 	return conn, nil
 }
+
+// NextRolesSeq takes the next number of a change of roles, to notify with it: the numbers
+// rise in the order the changes commit (one writer at a time).
+func (tx *Tx) NextRolesSeq(ctx context.Context) (int64, error) {
+	var seq int64
+	if err := tx.tx.QueryRowContext(ctx, `UPDATE roles_seq SET seq = seq + 1 WHERE id = 1 RETURNING seq`).Scan(&seq); err != nil {
+		return 0, fmt.Errorf("next roles change: %w", mapErr(err))
+	}
+	return seq, nil
+}
+
+// RolesSeq is the number of the last change of roles committed.
+func (s *Store) RolesSeq(ctx context.Context) (int64, error) {
+	var seq int64
+	if err := s.r.QueryRowContext(ctx, `SELECT seq FROM roles_seq WHERE id = 1`).Scan(&seq); err != nil {
+		return 0, fmt.Errorf("last roles change: %w", mapErr(err))
+	}
+	return seq, nil
+}
+
+// AckRoles records that replica id has applied every change of roles up to seq.
+func (s *Store) AckRoles(ctx context.Context, id string, seq int64) error {
+	return s.Update(ctx, func(tx *Tx) error {
+		_, err := tx.tx.ExecContext(ctx, `UPDATE replicas SET roles_seen = ? WHERE id = ? AND roles_seen < ?`, seq, id, seq)
+		if err != nil {
+			return fmt.Errorf("replica %s: roles seen: %w", id, mapErr(err))
+		}
+		return nil
+	})
+}
+
+// RolesUnacked names the live replicas other than self (heartbeat newer than aliveSince)
+// that have not yet applied the change of roles numbered seq.
+func (s *Store) RolesUnacked(ctx context.Context, self string, seq int64, aliveSince time.Time) ([]string, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT id FROM replicas WHERE id <> ? AND heartbeat_at > ? AND roles_seen < ? ORDER BY id`,
+		self, nanos(aliveSince), seq)
+	if err != nil {
+		return nil, fmt.Errorf("replicas behind on roles: %w", mapErr(err))
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("replicas behind on roles: %w", mapErr(err))
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}

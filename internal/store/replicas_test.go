@@ -171,3 +171,55 @@ func TestReconnectAttempts(t *testing.T) {
 		}
 	})
 }
+
+// Changes of roles are numbered in commit order; a live replica is behind on one until it
+// acknowledges it (or a later one), and a dead replica is never waited for.
+func TestRolesAcks(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db testDB) {
+		ctx := context.Background()
+		s := db.open(t)
+		now := time.Now()
+		for _, r := range []Replica{{ID: "r1", Advertise: "10.0.0.1:7000"}, {ID: "r2", Advertise: "10.0.0.2:7000"}, {ID: "r3", Advertise: "10.0.0.3:7000"}} {
+			at := now
+			if r.ID == "r3" {
+				at = now.Add(-time.Hour)
+			}
+			if err := s.Heartbeat(ctx, r, at); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var seqs []int64
+		for range 2 {
+			var seq int64
+			err := s.Update(ctx, func(tx *Tx) (err error) { seq, err = tx.NextRolesSeq(ctx); return err })
+			if err != nil {
+				t.Fatal(err)
+			}
+			seqs = append(seqs, seq)
+		}
+		if seqs[1] != seqs[0]+1 {
+			t.Fatalf("roles changes numbered %v, want consecutive", seqs)
+		}
+		if last, err := s.RolesSeq(ctx); err != nil || last != seqs[1] {
+			t.Fatalf("last roles change %d (%v), want %d", last, err, seqs[1])
+		}
+		alive := now.Add(-time.Minute)
+		if behind, err := s.RolesUnacked(ctx, "r1", seqs[0], alive); err != nil || fmt.Sprint(behind) != "[r2]" {
+			t.Fatalf("behind r1 on %d: %v (%v), want [r2] (r3 is dead, r1 is self)", seqs[0], behind, err)
+		}
+		if err := s.AckRoles(ctx, "r2", seqs[1]); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.AckRoles(ctx, "r2", seqs[0]); err != nil {
+			t.Fatal(err)
+		}
+		for _, seq := range seqs {
+			if behind, err := s.RolesUnacked(ctx, "r1", seq, alive); err != nil || len(behind) != 0 {
+				t.Fatalf("behind r1 on %d after r2's ack of %d (an older ack after it): %v (%v), want none", seq, seqs[1], behind, err)
+			}
+		}
+		if behind, err := s.RolesUnacked(ctx, "r2", seqs[0], alive); err != nil || fmt.Sprint(behind) != "[r1]" {
+			t.Fatalf("behind r2: %v (%v), want [r1]", behind, err)
+		}
+	})
+}

@@ -62,3 +62,36 @@ func (s *Store) AddUsage(ctx context.Context, userID, provider string, day time.
 func (s *Store) PruneUsage(ctx context.Context, day time.Time) error {
 	return s.Update(ctx, func(tx *Tx) error { return tx.PruneUsage(ctx, day) })
 }
+
+// RateBucket is a user's request bucket on a provider, as the gateway keeps it: Micros
+// are millionths of a request, Last when it was last refilled. A bucket not found is zero.
+type RateBucket struct {
+	Micros int64
+	Last   time.Time
+}
+
+// RateBucket reads userID's bucket on provider, for SetRateBucket in the same transaction.
+func (tx *Tx) RateBucket(ctx context.Context, userID, provider string) (RateBucket, error) {
+	var b RateBucket
+	var last int64
+	err := tx.queryRow(ctx, `SELECT tokens, last_at FROM gateway_rates WHERE user_id = ? AND provider = ?`, userID, provider).Scan(&b.Micros, &last)
+	if errors.Is(err, sql.ErrNoRows) {
+		return RateBucket{}, nil
+	}
+	if err != nil {
+		return RateBucket{}, fmt.Errorf("read %s's request rate on %s: %w", userID, provider, mapErr(err))
+	}
+	b.Last = fromNanos(last)
+	return b, nil
+}
+
+// SetRateBucket records userID's bucket on provider.
+func (tx *Tx) SetRateBucket(ctx context.Context, userID, provider string, b RateBucket) error {
+	_, err := tx.tx.ExecContext(ctx, `INSERT INTO gateway_rates (user_id, provider, tokens, last_at) VALUES (?, ?, ?, ?)
+		ON CONFLICT (user_id, provider) DO UPDATE SET tokens = excluded.tokens, last_at = excluded.last_at`,
+		userID, provider, b.Micros, nanos(b.Last))
+	if err != nil {
+		return fmt.Errorf("record %s's request rate on %s: %w", userID, provider, mapErr(err))
+	}
+	return nil
+}

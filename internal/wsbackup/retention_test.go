@@ -112,6 +112,21 @@ func TestPruneAgainstS3(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A dry run deletes nothing and says what the pass would drop; a pass narrowed to
+	// sb-b (one backup, kept) drops none of sb-a's.
+	dry, err := PruneWith(ctx, tg, key, Retention{KeepLast: 1, KeepDaily: 3}, cut, PruneOptions{DryRun: true})
+	if err != nil || dry.Manifests != 3 || dry.Kept != 3 || dry.Blobs == 0 || len(dry.Dropped) != 3 ||
+		dry.Dropped[0] != (Ref{Sandbox: "sb-a", ID: named[0].Format(IDFormat)}) || dry.Dropped[2] != (Ref{Sandbox: "sb-a", ID: named[3].Format(IDFormat)}) {
+		t.Errorf("dry run: %+v %v, want sb-a's backups 0, 1 and 3 dropped", dry, err)
+	}
+	only, err := PruneWith(ctx, tg, key, Retention{KeepLast: 1, KeepDaily: 3, Grace: time.Hour}, cut, PruneOptions{Sandbox: "sb-b"})
+	if err != nil || only.Manifests != 0 || only.Kept != 6 {
+		t.Errorf("pass narrowed to sb-b: %+v %v, want nothing dropped", only, err)
+	}
+	if l, err := List(ctx, tg, "sb-a"); err != nil || len(l) != len(named) || !exists(k.blobName(tg, sum("unique to backup 0\n"))) {
+		t.Errorf("after a dry run and a pass narrowed to sb-b, sb-a has %d backups (%v), want %d and their blobs", len(l), err, len(named))
+	}
+
 	p, err := Prune(ctx, tg, key, Retention{KeepLast: 1, KeepDaily: 3, Grace: 0}, cut)
 	if err != nil {
 		t.Fatal(err)

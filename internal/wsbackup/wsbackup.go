@@ -15,6 +15,7 @@ package wsbackup
 import (
 	"bytes"
 	"context"
+	"crypto/cipher"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -27,12 +28,14 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/minio/minio-go/v7"
 	"golang.org/x/crypto/chacha20poly1305"
+	"golang.org/x/sys/unix"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
 )
@@ -98,7 +101,10 @@ type manifest struct {
 
 const manifestFormat = "paddock-workspace-backup 1"
 
-type keys struct{ sealKey, nameKey []byte }
+type keys struct {
+	sealKey, nameKey []byte
+	aead             cipher.AEAD // under sealKey; safe for concurrent use
+}
 
 func derive(key []byte) (keys, error) {
 	if len(key) != KeySize {
@@ -109,7 +115,13 @@ func derive(key []byte) (keys, error) {
 		m.Write([]byte("paddock workspace backup v1\x00" + label))
 		return m.Sum(nil)
 	}
-	return keys{sealKey: d("seal"), nameKey: d("name")}, nil
+	k := keys{sealKey: d("seal"), nameKey: d("name")}
+	aead, err := chacha20poly1305.NewX(k.sealKey)
+	if err != nil {
+		return keys{}, err
+	}
+	k.aead = aead
+	return k, nil
 }
 
 func (k keys) blobName(t Target, sum string) string {
@@ -118,16 +130,43 @@ func (k keys) blobName(t Target, sum string) string {
 	return t.Prefix + "blobs/" + hex.EncodeToString(m.Sum(nil))
 }
 
+// Namespace is the folder under a bucket's prefix that the backups sealed under key go
+// to: an HMAC of the key, so installs with their own keys sharing a bucket and prefix
+// never read, list or delete each other's objects, and a new server given the same key
+// finds the old one's backups.
+func Namespace(key []byte) (string, error) {
+	k, err := derive(key)
+	if err != nil {
+		return "", err
+	}
+	m := hmac.New(sha256.New, k.nameKey)
+	m.Write([]byte("namespace"))
+	return hex.EncodeToString(m.Sum(nil))[:16], nil
+}
+
+// Namespaces lists the namespaces (each key's folder) under shared, the bucket and prefix
+// several installs may share.
+func Namespaces(ctx context.Context, shared Target) ([]string, error) {
+	var out []string
+	for o := range shared.Client.ListObjects(ctx, shared.Bucket, minio.ListObjectsOptions{Prefix: shared.Prefix}) {
+		if o.Err != nil {
+			return nil, fmt.Errorf("list bucket %s: %w: %w", shared.Bucket, errdefs.ErrUnavailable, o.Err)
+		}
+		ns, ok := strings.CutSuffix(strings.TrimPrefix(o.Key, shared.Prefix), "/")
+		if _, err := hex.DecodeString(ns); ok && err == nil && len(ns) == 16 {
+			out = append(out, ns)
+		}
+	}
+	return out, nil
+}
+
 func manifestPrefix(t Target, sandbox string) string {
 	return t.Prefix + "sandboxes/" + sandbox + "/manifests/"
 }
 
 // seal encrypts plain for the object name.
 func (k keys) seal(name string, plain []byte) ([]byte, error) {
-	aead, err := chacha20poly1305.NewX(k.sealKey)
-	if err != nil {
-		return nil, err
-	}
+	aead := k.aead
 	nonce := make([]byte, aead.NonceSize(), aead.NonceSize()+len(plain)+aead.Overhead())
 	if _, err := rand.Read(nonce); err != nil {
 		return nil, err
@@ -135,16 +174,15 @@ func (k keys) seal(name string, plain []byte) ([]byte, error) {
 	return aead.Seal(nonce, nonce, plain, []byte(name)), nil
 }
 
-// open decrypts an object; one that fails authentication is refused naming it.
+// open decrypts an object in place (the plaintext overwrites sealed); one that fails
+// authentication is refused naming it.
 func (k keys) open(name string, sealed []byte) ([]byte, error) {
-	aead, err := chacha20poly1305.NewX(k.sealKey)
-	if err != nil {
-		return nil, err
-	}
+	aead := k.aead
 	if len(sealed) < aead.NonceSize()+aead.Overhead() {
 		return nil, fmt.Errorf("backup object %s: %d bytes, too short to be sealed: %w", name, len(sealed), errdefs.ErrDataLoss)
 	}
-	plain, err := aead.Open(nil, sealed[:aead.NonceSize()], sealed[aead.NonceSize():], []byte(name))
+	ns := aead.NonceSize()
+	plain, err := aead.Open(sealed[ns:ns], sealed[:ns], sealed[ns:], []byte(name))
 	if err != nil {
 		return nil, fmt.Errorf("backup object %s: fails authentication (changed, damaged, or sealed under another key): %w", name, errdefs.ErrDataLoss)
 	}
@@ -284,20 +322,49 @@ func (k keys) put(ctx context.Context, t Target, name string, plain []byte) (int
 }
 
 func (k keys) get(ctx context.Context, t Target, name string) ([]byte, error) {
-	o, err := t.Client.GetObject(ctx, t.Bucket, name, minio.GetObjectOptions{})
+	sealed, err := fetch(ctx, t, name, nil)
 	if err != nil {
-		return nil, fmt.Errorf("fetch %s: %w: %w", name, errdefs.ErrUnavailable, err)
+		return nil, err
 	}
-	defer o.Close()
-	sealed, err := io.ReadAll(io.LimitReader(o, 1<<31))
+	return k.open(name, sealed)
+}
+
+// maxObject bounds an object's size; maxPrealloc, the buffer reserved for one from its
+// stated length.
+const (
+	maxObject   = 1 << 31
+	maxPrealloc = 64 << 20
+)
+
+// fetch reads object name whole into buf (grown when short) and returns it. It reads the
+// response's body straight (minio-go's Core), sized by its length: no reader goroutine
+// per object, no buffer regrown as it fills.
+func fetch(ctx context.Context, t Target, name string, buf []byte) ([]byte, error) {
+	rd, info, _, err := minio.Core{Client: t.Client}.GetObject(ctx, t.Bucket, name, minio.GetObjectOptions{})
 	if err != nil {
-		var resp minio.ErrorResponse
-		if errors.As(err, &resp) && resp.Code == "NoSuchKey" {
+		if minio.ToErrorResponse(err).Code == "NoSuchKey" {
 			return nil, fmt.Errorf("backup object %s is missing from the bucket: %w", name, errdefs.ErrDataLoss)
 		}
 		return nil, fmt.Errorf("fetch %s: %w: %w", name, errdefs.ErrUnavailable, err)
 	}
-	return k.open(name, sealed)
+	defer rd.Close()
+	if info.Size < 0 || info.Size > maxPrealloc {
+		// No length given, or a large one: read what comes, within the bound, rather
+		// than reserve what a header claims.
+		out, err := io.ReadAll(io.LimitReader(rd, maxObject))
+		if err != nil {
+			return nil, fmt.Errorf("fetch %s: %w: %w", name, errdefs.ErrUnavailable, err)
+		}
+		return out, nil
+	}
+	if int64(cap(buf)) < info.Size {
+		buf = make([]byte, info.Size)
+	}
+	buf = buf[:info.Size]
+	if _, err := io.ReadFull(rd, buf); err != nil {
+		return nil, fmt.Errorf("fetch %s: %w: %w", name, errdefs.ErrUnavailable, err)
+	}
+	return buf, nil
 }
 
 // List returns the times of sandbox's backups, oldest first.
@@ -317,6 +384,77 @@ func List(ctx context.Context, t Target, sandbox string) ([]time.Time, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Before(out[j]) })
 	return out, nil
+}
+
+// manifests lists every sandbox's backups under t, by sandbox.
+func manifests(ctx context.Context, t Target) (map[string][]time.Time, error) {
+	bySandbox := map[string][]time.Time{}
+	root := t.Prefix + "sandboxes/"
+	for o := range t.Client.ListObjects(ctx, t.Bucket, minio.ListObjectsOptions{Prefix: root, Recursive: true}) {
+		if o.Err != nil {
+			return nil, fmt.Errorf("list bucket %s: %w: %w", t.Bucket, errdefs.ErrUnavailable, o.Err)
+		}
+		id, rest, ok := strings.Cut(strings.TrimPrefix(o.Key, root), "/manifests/")
+		if at, err := time.Parse(IDFormat, rest); ok && err == nil && validSandbox(id) {
+			bySandbox[id] = append(bySandbox[id], at)
+		}
+	}
+	return bySandbox, nil
+}
+
+// Stored is a sandbox whose backups the bucket holds.
+type Stored struct {
+	Sandbox string
+	Backups int
+	Newest  time.Time
+	// Record is the sandbox's record as its newest backup kept it (nil when it kept
+	// none); Err is why that manifest could not be read (missing, failing
+	// authentication: a wrong key).
+	Record json.RawMessage
+	Err    error
+}
+
+// Sandboxes lists the sandboxes with backups under t, by ID, each with the record its
+// newest backup kept: what a server that lost its database can restore.
+func Sandboxes(ctx context.Context, t Target, key []byte) ([]Stored, error) {
+	k, err := derive(key)
+	if err != nil {
+		return nil, err
+	}
+	bySandbox, err := manifests(ctx, t)
+	if err != nil {
+		return nil, fmt.Errorf("backups: %w", err)
+	}
+	out := make([]Stored, 0, len(bySandbox))
+	for id, times := range bySandbox {
+		s := Stored{Sandbox: id, Backups: len(times)}
+		for _, at := range times {
+			if at.After(s.Newest) {
+				s.Newest = at
+			}
+		}
+		m, err := k.manifest(ctx, t, id, manifestPrefix(t, id)+s.Newest.Format(IDFormat))
+		if errors.Is(err, errdefs.ErrUnavailable) {
+			return nil, fmt.Errorf("backups: %w", err)
+		}
+		s.Record, s.Err = m.Record, err
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Sandbox < out[j].Sandbox })
+	return out, nil
+}
+
+// manifest fetches, opens and checks the manifest name of sandbox id.
+func (k keys) manifest(ctx context.Context, t Target, id, name string) (manifest, error) {
+	var m manifest
+	plain, err := k.get(ctx, t, name)
+	if err != nil {
+		return m, err
+	}
+	if err := json.Unmarshal(plain, &m); err != nil || m.Format != manifestFormat || m.Sandbox != id {
+		return manifest{}, fmt.Errorf("manifest %s is not this sandbox's backup: %w", name, errdefs.ErrDataLoss)
+	}
+	return m, nil
 }
 
 // Restore writes the newest backup of sandbox at or before at (zero: the newest) into
@@ -453,17 +591,22 @@ func listsOf(sums []string) [][]byte {
 	return out
 }
 
-// getBlob fetches the blob whose SHA-256 is sum, checking it hashes to it.
-func (k keys) getBlob(ctx context.Context, t Target, sum string) ([]byte, error) {
+// getBlob fetches the blob whose SHA-256 is sum, checking it hashes to it. buf, when long
+// enough, holds the object (sealed: what was fetched, the blob opened inside it).
+func (k keys) getBlob(ctx context.Context, t Target, sum string, buf []byte) (blob, sealed []byte, err error) {
 	name := k.blobName(t, sum)
-	blob, err := k.get(ctx, t, name)
+	sealed, err = fetch(ctx, t, name, buf)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	blob, err = k.open(name, sealed)
+	if err != nil {
+		return nil, nil, err
 	}
 	if got := sha256.Sum256(blob); hex.EncodeToString(got[:]) != sum {
-		return nil, fmt.Errorf("backup object %s does not hash to %s: %w", name, sum, errdefs.ErrDataLoss)
+		return nil, nil, fmt.Errorf("backup object %s does not hash to %s: %w", name, sum, errdefs.ErrDataLoss)
 	}
-	return blob, nil
+	return blob, sealed, nil
 }
 
 // sums are the blobs manifest m (named name) needs: its lists' lines, or its inline list.
@@ -477,7 +620,7 @@ func (k keys) sums(ctx context.Context, t Target, name string, m manifest) ([]st
 	lists := make([][]byte, len(m.Lists))
 	err := parallel(ctx, len(m.Lists), func(ctx context.Context, i int) error {
 		var err error
-		lists[i], err = k.getBlob(ctx, t, m.Lists[i])
+		lists[i], _, err = k.getBlob(ctx, t, m.Lists[i], nil)
 		return err
 	})
 	if err != nil {
@@ -497,46 +640,91 @@ func (k keys) sums(ctx context.Context, t Target, name string, m manifest) ([]st
 // RestoreParallel is how many blobs a restore fetches at once.
 const RestoreParallel = 4
 
+// restoreWriters is how many files a restore writes at once.
+const restoreWriters = 2
+
+// buffers are the sealed objects' buffers a restore reuses: a blob is opened in place
+// and the buffer goes back once its file is written.
+var buffers = sync.Pool{New: func() any { return new([]byte) }}
+
 // fetchBlobs fetches every blob of sums into dir (package history's objects layout),
-// RestoreParallel at a time, while two writers write what was fetched: the fetches do not
-// wait on the disk. The first failure stops the rest.
+// RestoreParallel at a time, each authenticated and hashed by its fetcher, while two
+// writers write what was fetched: the fetches do not wait on the disk. Nothing is synced:
+// the caller copies the history where it is kept. The first failure stops the rest.
 func (k keys) fetchBlobs(ctx context.Context, t Target, sums []string, dir string) error {
-	for i := range 256 {
-		if err := os.MkdirAll(filepath.Join(dir, fmt.Sprintf("%02x", i)), 0o700); err != nil {
+	// Each blob is created relative to its directory's descriptor, held open: no walk of
+	// the whole path per file.
+	var dirs [256]*os.File
+	defer func() {
+		for _, d := range dirs {
+			if d != nil {
+				d.Close()
+			}
+		}
+	}()
+	for i := range dirs {
+		p := filepath.Join(dir, fmt.Sprintf("%02x", i))
+		if err := os.MkdirAll(p, 0o700); err != nil {
 			return err
 		}
+		d, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		dirs[i] = d
+	}
+	write := func(sum string, blob []byte) error {
+		i, err := strconv.ParseUint(sum[:2], 16, 8)
+		if err != nil {
+			return err
+		}
+		fd, err := unix.Openat(int(dirs[i].Fd()), sum[2:], unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o400)
+		if err != nil {
+			return fmt.Errorf("restore blob %s: %w", sum, err)
+		}
+		f := os.NewFile(uintptr(fd), sum)
+		_, err = f.Write(blob)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return err
 	}
 	type fetched struct {
 		sum  string
 		blob []byte
+		buf  *[]byte
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	writes := make(chan fetched, 2*RestoreParallel)
 	var writers sync.WaitGroup
-	for range 2 {
+	for range restoreWriters {
 		writers.Add(1)
 		go func() {
 			defer writers.Done()
 			for f := range writes {
-				if ctx.Err() != nil {
-					continue
+				if ctx.Err() == nil {
+					if err := write(f.sum, f.blob); err != nil {
+						cancel(err)
+					}
 				}
-				if err := os.WriteFile(filepath.Join(dir, f.sum[:2], f.sum[2:]), f.blob, 0o400); err != nil {
-					cancel(err)
-				}
+				buffers.Put(f.buf)
 			}
 		}()
 	}
 	err := parallel(ctx, len(sums), func(ctx context.Context, i int) error {
-		blob, err := k.getBlob(ctx, t, sums[i])
+		buf := buffers.Get().(*[]byte)
+		blob, sealed, err := k.getBlob(ctx, t, sums[i], *buf)
 		if err != nil {
+			buffers.Put(buf)
 			return err
 		}
+		*buf = sealed[:0] // grown for this blob, if it had to be: kept for the next
 		select {
-		case writes <- fetched{sums[i], blob}:
+		case writes <- fetched{sums[i], blob, buf}:
 			return nil
 		case <-ctx.Done():
+			buffers.Put(buf)
 			return context.Cause(ctx)
 		}
 	})

@@ -7,6 +7,7 @@
 //   {"op":"desktop"}   a fresh sign-in landing on the desktop, until it is interactive
 //   {"op":"key", key}  one keystroke in the terminal → its echo on the page's WebSocket
 //   {"op":"undo", want} click Undo, then the Preview tab → the frame shows want
+//   {"op":"static", url} a fresh page on url (the same bundle from a plain file server) → loaded
 // Answers are {"ms": …} (and bytes, session) or {"error": "…"}.
 import readline from 'node:readline';
 import { chromium } from 'playwright-core';
@@ -91,6 +92,20 @@ const ops = {
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.waitForURL((u) => u.hostname.startsWith('desktop-'), { timeout: 60000 });
     await interactive(page);
+    const ms = Date.now() - t0;
+    await page.waitForLoadState('networkidle');
+    return { ms, bytes };
+  }),
+  static: (m) => fresh(async (page) => {
+    const origin = new URL(m.url).origin;
+    let bytes = 0;
+    page.on('requestfinished', async (r) => {
+      if (new URL(r.url()).origin !== origin) return;
+      const s = await r.sizes().catch(() => null);
+      if (s) bytes += s.responseBodySize;
+    });
+    const t0 = Date.now();
+    await page.goto(m.url, { waitUntil: 'load', timeout: 60000 });
     const ms = Date.now() - t0;
     await page.waitForLoadState('networkidle');
     return { ms, bytes };

@@ -16,6 +16,7 @@ import (
 	"embed"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -133,4 +134,30 @@ func Serve(ctx context.Context, l net.Listener, log *slog.Logger) {
 	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Warn("desktop: stopped serving", "err", err)
 	}
+}
+
+// Files is the desktop's files as a plain file server would hold them: every embedded
+// file inflated, by name. The benchmarks serve them with http.FileServerFS as a floor.
+func Files() (map[string][]byte, error) {
+	entries, err := fs.ReadDir(dist, "dist")
+	if err != nil {
+		return nil, err
+	}
+	files := make(map[string][]byte, len(entries))
+	for _, e := range entries {
+		gz, err := fs.ReadFile(dist, "dist/"+e.Name())
+		if err != nil {
+			return nil, err
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(gz))
+		if err != nil {
+			return nil, fmt.Errorf("desktop file %s: %w", e.Name(), err)
+		}
+		b, err := io.ReadAll(zr)
+		if err != nil {
+			return nil, fmt.Errorf("desktop file %s: %w", e.Name(), err)
+		}
+		files[strings.TrimSuffix(e.Name(), ".gz")] = b
+	}
+	return files, nil
 }

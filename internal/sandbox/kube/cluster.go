@@ -42,7 +42,7 @@ type Cluster struct {
 	core corev1client.CoreV1Interface
 	sbx  sbclient.SandboxInterface
 	ca   *podtls.CA
-	cp   podtls.Pair
+	cp   *podtls.Renewer // the control plane's client certificate
 	log  *slog.Logger
 
 	// sbxAll feeds the shared informer (tracker), started on first use.
@@ -75,7 +75,8 @@ func Open(cfg Config, log *slog.Logger) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	cp, err := ca.IssueControlPlane()
+	ca.Lifetime = cfg.CertLifetime
+	cp, err := ca.NewRenewer()
 	if err != nil {
 		return nil, err
 	}
@@ -210,7 +211,7 @@ func (c *Cluster) start(ctx context.Context, req Request, persistent, dial bool)
 	if err != nil {
 		return nil, err
 	}
-	sb := &Sandbox{c: c, ID: req.ID, persistent: persistent, want: want, exited: make(chan struct{}),
+	sb := &Sandbox{c: c, ID: req.ID, persistent: persistent, want: want, exited: make(chan struct{}), pair: pair,
 		// The template as the API server stored it, which later reads are compared with.
 		template: templateHash(made.Spec.PodTemplate)}
 	if err := c.connect(ctx, sb, made.Generation, dial); err != nil {
@@ -222,6 +223,8 @@ func (c *Cluster) start(ctx context.Context, req Request, persistent, dial bool)
 	wctx, stop := context.WithCancel(context.Background())
 	sb.stopWatch, sb.watching = stop, make(chan struct{})
 	go sb.follow(wctx)
+	sb.renewing = make(chan struct{})
+	go sb.renew(wctx)
 	return sb, nil
 }
 
@@ -362,10 +365,7 @@ func (c *Cluster) connect(ctx context.Context, sb *Sandbox, gen int64, dial bool
 	if !dial {
 		return nil
 	}
-	tc, err := c.ca.ClientConfig(c.cp, sb.ID)
-	if err != nil {
-		return err
-	}
+	tc := c.ca.ClientConfigFunc(c.cp.Certificate, sb.ID)
 	addr := net.JoinHostPort(sb.PodIP, strconv.Itoa(wire.PodAgentPort))
 	conn, err := grpc.NewClient(addr, append(channel.DialOptions(), grpc.WithTransportCredentials(credentials.NewTLS(tc)))...)
 	if err != nil {

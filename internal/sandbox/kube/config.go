@@ -26,6 +26,7 @@ import (
 
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/wire"
+	"github.com/paddockhq/paddock/internal/wire/podtls"
 )
 
 // Config is the runner's Kubernetes backend (runner: {backend: kubernetes, ...}).
@@ -58,13 +59,28 @@ type Config struct {
 	// and the image needs only the agent and /etc. Only for clusters whose nodes are
 	// paddock hosts (the test cluster); off, the image brings its own /usr.
 	NodeUsr bool `yaml:"node_usr"`
+	// PodFirewall adds to each pod an init container that, with NET_ADMIN, rejects in the
+	// pod's own network namespace every packet the sandbox user's processes send
+	// anywhere but the pod's loopback: the sandbox then reaches nothing but what the agent
+	// relays (the host's services, the egress proxy), whatever the cluster's network
+	// plugin enforces. The image needs iptables (nf_tables); the init container's
+	// NET_ADMIN is outside the Pod Security Standards' baseline.
+	PodFirewall bool `yaml:"pod_firewall"`
 	// CADir holds the channel's CA (ca.crt, ca.key), made on first use. Default:
 	// <data_dir>/kube-ca.
 	CADir string `yaml:"ca_dir"`
+	// CertLifetime is how long the channel's certificates last, the sandboxes' and the
+	// control plane's; each is renewed at half its life while it is in use (a sandbox's
+	// by rewriting its Secret, which the kubelet passes on to the running pod). Default:
+	// 24h; at least 1m, and better well above twice the kubelet's sync period.
+	CertLifetime time.Duration `yaml:"cert_lifetime"`
 	// ReadyTimeout bounds how long a start waits for the pod to be ready. Default: 5m
 	// (the first pull of an image can be slow).
 	ReadyTimeout time.Duration `yaml:"ready_timeout"`
 }
+
+// MinCertLifetime is the shortest CertLifetime.
+const MinCertLifetime = time.Minute
 
 // DefaultNamespace is the sandboxes' namespace when the configuration names none.
 const DefaultNamespace = "paddock-sandboxes"
@@ -86,6 +102,9 @@ func (c *Config) Fill(dataDir string) {
 	if c.ReadyTimeout == 0 {
 		c.ReadyTimeout = 5 * time.Minute
 	}
+	if c.CertLifetime == 0 {
+		c.CertLifetime = podtls.DefaultLifetime
+	}
 }
 
 // Validate names the first field that is wrong.
@@ -101,6 +120,8 @@ func (c *Config) Validate() error {
 		return invalid("workspace_size", "must be positive")
 	case c.ReadyTimeout < 0:
 		return invalid("ready_timeout", "must be positive")
+	case c.CertLifetime != 0 && c.CertLifetime < MinCertLifetime:
+		return invalid("cert_lifetime", "%s: at least %s (a renewal at half the lifetime must reach the pod through the kubelet)", c.CertLifetime, MinCertLifetime)
 	}
 	if c.Kubeconfig != "" {
 		if _, err := os.Stat(c.Kubeconfig); err != nil {

@@ -37,6 +37,7 @@ const (
 	tmpVolume     = "tmp"
 	usrVolume     = "node-usr"
 	portName      = "agent"
+	firewallName  = "firewall"
 )
 
 // agentCaps are what the agent needs to start commands as the sandbox user and manage
@@ -208,9 +209,18 @@ func PodTemplate(c *Config, req Request) (sbv1.PodTemplate, error) {
 		vols = append(vols, corev1.Volume{Name: usrVolume, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/usr", Type: &dir}}})
 		ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: usrVolume, MountPath: "/usr", ReadOnly: true})
 	}
+	var inits []corev1.Container
+	if c.PodFirewall {
+		var usr []corev1.VolumeMount
+		if c.NodeUsr {
+			usr = ctr.VolumeMounts[len(ctr.VolumeMounts)-1:]
+		}
+		inits = append(inits, firewallContainer(c, req.UID, usr))
+	}
 	return sbv1.PodTemplate{
 		ObjectMeta: sbv1.PodMetadata{Labels: labels(req.ID)},
 		Spec: corev1.PodSpec{
+			InitContainers:                inits,
 			Containers:                    []corev1.Container{ctr},
 			Volumes:                       vols,
 			RuntimeClassName:              class,

@@ -11,6 +11,7 @@ import (
 	sbv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
+	"github.com/paddockhq/paddock/internal/wire/podtls"
 )
 
 // Sandbox is a running sandbox on the cluster.
@@ -31,6 +32,10 @@ type Sandbox struct {
 	stopWatch context.CancelFunc
 	watching  chan struct{}
 	exited    chan struct{}
+	// pair is the agent's certificate as last issued; renewing is closed when renew,
+	// which stopWatch ends too, has returned.
+	pair     podtls.Pair
+	renewing chan struct{}
 
 	mu      sync.Mutex
 	lastErr string
@@ -132,6 +137,7 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 	if s.stopWatch != nil {
 		s.stopWatch()
 		<-s.watching
+		<-s.renewing
 	}
 	s.mu.Lock()
 	select {

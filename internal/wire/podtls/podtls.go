@@ -52,10 +52,12 @@ const (
 	CAFile   = "ca.crt"
 )
 
+// DefaultLifetime is how long the certificates a CA issues last when its Lifetime is zero.
+const DefaultLifetime = 24 * time.Hour
+
 // Validity of what the CA issues.
 const (
-	caValidity   = 10 * 365 * 24 * time.Hour
-	leafValidity = 365 * 24 * time.Hour
+	caValidity = 10 * 365 * 24 * time.Hour
 	// skew backdates certificates, for clocks a little apart between nodes.
 	skew = 5 * time.Minute
 )
@@ -65,6 +67,9 @@ type CA struct {
 	cert *x509.Certificate
 	key  crypto.Signer
 	pem  []byte
+	// Lifetime is how long the sandbox and control plane certificates it issues last
+	// (DefaultLifetime when zero); they are renewed while they run (see Renewer).
+	Lifetime time.Duration
 }
 
 // NewCA makes a fresh CA.
@@ -156,7 +161,12 @@ func (ca *CA) issue(tmpl *x509.Certificate) (Pair, error) {
 		return Pair{}, err
 	}
 	tmpl.SerialNumber = serial()
-	tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-skew), time.Now().Add(leafValidity)
+	life := ca.Lifetime
+	if life <= 0 {
+		life = DefaultLifetime
+	}
+	now := time.Now()
+	tmpl.NotBefore, tmpl.NotAfter = now.Add(-skew), now.Add(life)
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
@@ -176,15 +186,27 @@ func (ca *CA) ClientConfig(client Pair, id string) (*tls.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("control plane certificate: %w", err)
 	}
+	cfg := ca.ClientConfigFunc(nil, id)
+	cfg.Certificates = []tls.Certificate{cert}
+	return cfg, nil
+}
+
+// ClientConfigFunc is ClientConfig with the client certificate from get at each
+// handshake (a Renewer's Certificate), so that a reconnection presents a current one.
+func (ca *CA) ClientConfigFunc(get func() (*tls.Certificate, error), id string) *tls.Config {
 	roots := x509.NewCertPool()
 	roots.AddCert(ca.cert)
-	return &tls.Config{
-		MinVersion:   tls.VersionTLS13,
-		Certificates: []tls.Certificate{cert},
-		RootCAs:      roots,
-		// The standard verification checks the chain, the server EKU and this name.
+	cfg := &tls.Config{
+		MinVersion: tls.VersionTLS13,
+		RootCAs:    roots,
+		// The standard verification checks the chain, the server EKU, the validity
+		// period and this name.
 		ServerName: ServerName(id),
-	}, nil
+	}
+	if get != nil {
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return get() }
+	}
+	return cfg
 }
 
 // ServerConfig is the agent's side: it presents its own pair and serves only a client
@@ -194,6 +216,16 @@ func ServerConfig(own Pair, caPEM []byte) (*tls.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sandbox certificate: %w", err)
 	}
+	cfg, err := serverConfig(caPEM)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Certificates = []tls.Certificate{cert}
+	return cfg, nil
+}
+
+// serverConfig is ServerConfig without its own certificate.
+func serverConfig(caPEM []byte) (*tls.Config, error) {
 	ca, err := parseCert(caPEM)
 	if err != nil {
 		return nil, fmt.Errorf("CA certificate: %w", err)
@@ -201,9 +233,8 @@ func ServerConfig(own Pair, caPEM []byte) (*tls.Config, error) {
 	pool := x509.NewCertPool()
 	pool.AddCert(ca)
 	return &tls.Config{
-		MinVersion:   tls.VersionTLS13,
-		Certificates: []tls.Certificate{cert},
-		ClientCAs:    pool,
+		MinVersion: tls.VersionTLS13,
+		ClientCAs:  pool,
 		// The chain and the client EKU are checked by the standard verification; the name
 		// here, so that no other client certificate the CA issued is served.
 		ClientAuth: tls.RequireAndVerifyClientCert,

@@ -1287,13 +1287,57 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Restore a backup into the sandbox itself or into a new sandbox of the same owner.
+         * Restore a backup into the sandbox itself or into a new sandbox of the same owner (an admin may restore one this server's database does not have, from the bucket alone, into a new sandbox).
          * @description Every object is authenticated and every blob checked against its hash before
          *     anything changes. Into the same sandbox (started for it if stopped, stopped again
          *     after), the history's own restore of the backup's checkpoint, or an import when
          *     its history is empty.
          */
         post: operations["restoreBackup"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/backups": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Every sandbox with backups in the server's S3 store, as its newest backup's record tells it (admins only).
+         * @description Lists the store, not the database: a sandbox this server never saw (its database
+         *     lost, or another server's under the same backup key) is there with known false,
+         *     and restores from the bucket alone into a new sandbox.
+         */
+        get: operations["listBackupSandboxes"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/backups/prune": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Run the backups' retention (backup.keep_last, keep_daily, prune_grace) now.
+         * @description Over one sandbox's backups (its owner or an admin), or every sandbox's (an admin).
+         *     The blobs no kept backup names, older than the grace, are deleted either way. With
+         *     dry_run nothing is deleted and the answer says what would be.
+         */
+        post: operations["pruneBackups"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1935,6 +1979,49 @@ export interface components {
             sandbox?: string;
             checkpoint?: string;
             new?: components["schemas"]["Sandbox"];
+        };
+        BackupSandbox: {
+            id?: string;
+            /** @description The sandbox's name in its newest backup's record. */
+            name?: string;
+            /** @description The owner's username in that record. */
+            owner?: string;
+            backups?: number;
+            /** @description The newest backup's ID. */
+            newest?: string;
+            /** Format: date-time */
+            time?: string;
+            /** @description Whether this server's database has the sandbox. */
+            known?: boolean;
+            /** @description Why the newest manifest could not be read (names the object; a wrong backup key fails authentication). */
+            error?: string;
+        };
+        BackupSandboxList: {
+            sandboxes?: components["schemas"]["BackupSandbox"][];
+        };
+        BackupPruneRequest: {
+            /** @description Only this sandbox's backups; default every sandbox's (admins only). */
+            sandbox?: string;
+            /** @description Delete nothing; say what would be deleted. */
+            dry_run?: boolean;
+        };
+        BackupRef: {
+            sandbox?: string;
+            backup?: string;
+        };
+        BackupPruneResult: {
+            dry_run?: boolean;
+            /** @description Backups kept. */
+            kept?: number;
+            /** @description Backups dropped (or that would be). */
+            dropped?: components["schemas"]["BackupRef"][];
+            /** @description Objects no kept backup names that were deleted (or would be). */
+            blobs?: number;
+            /**
+             * Format: int64
+             * @description Their size in the store.
+             */
+            bytes?: number;
         };
         RestoreResult: {
             checkpoint?: components["schemas"]["Checkpoint"];
@@ -4232,6 +4319,76 @@ export interface operations {
                 };
             };
             /** @description No backup section; a backup object missing, damaged or tampered with (named); or the sandbox's history went another way. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            503: components["responses"]["Error"];
+        };
+    };
+    listBackupSandboxes: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Sandboxes. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BackupSandboxList"];
+                };
+            };
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            409: components["responses"]["Error"];
+            503: components["responses"]["Error"];
+        };
+    };
+    pruneBackups: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BackupPruneRequest"];
+            };
+        };
+        responses: {
+            /** @description What was removed (or would be). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BackupPruneResult"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            /** @description Every sandbox's backups, asked by a user who is not an admin. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            404: components["responses"]["Error"];
+            /** @description No backup section or no retention (keep_last) in the configuration; or a kept backup's manifest is missing or fails authentication (named; no blob was deleted). */
             409: {
                 headers: {
                     [name: string]: unknown;
