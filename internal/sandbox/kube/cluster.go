@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/retry"
 	sbv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	sbversioned "sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned"
 	sbclient "sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned/typed/api/v1beta1"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
@@ -43,6 +45,12 @@ type Cluster struct {
 	cp   *podtls.Renewer // the control plane's client certificate
 	log  *slog.Logger
 	pool *pool
+
+	// sbxAll feeds the shared informer (tracker), started on first use.
+	sbxAll    sbversioned.Interface
+	trackOnce sync.Once
+	tr        *tracker
+	stopTrack context.CancelFunc
 }
 
 // Open connects to the cluster cfg names (cfg filled and valid) and loads or makes the CA.
@@ -53,11 +61,14 @@ func Open(cfg Config, log *slog.Logger) (*Cluster, error) {
 		return nil, err
 	}
 	rc.UserAgent = "paddock"
+	// client-go's default (5 requests/s) would hold a busy control plane to a sandbox a
+	// second: a start is a few requests, and waits read the informer's cache, not the API.
+	rc.QPS, rc.Burst = 200, 400
 	core, err := corev1client.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	sc, err := sbclient.NewForConfig(rc)
+	sc, err := sbversioned.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("agent-sandbox client: %w", err)
 	}
@@ -70,7 +81,7 @@ func Open(cfg Config, log *slog.Logger) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{cfg: cfg, host: rc.Host, core: core, sbx: sc.Sandboxes(cfg.Namespace), ca: ca, cp: cp, log: log}
+	c := &Cluster{cfg: cfg, host: rc.Host, core: core, sbx: sc.AgentsV1beta1().Sandboxes(cfg.Namespace), sbxAll: sc, ca: ca, cp: cp, log: log}
 	if err := c.openPool(rc); err != nil {
 		return nil, err
 	}
@@ -167,6 +178,18 @@ func (c *Cluster) apiError(what string, err error) error {
 // stopped sandbox), reconciles it and sets it Running; gives the pod a fresh Secret; waits
 // for the pod; and dials its agent.
 func (c *Cluster) Start(ctx context.Context, req Request, persistent bool) (*Sandbox, error) {
+	return c.start(ctx, req, persistent, true)
+}
+
+// Place is Start without the agent: it makes the Sandbox and its Secret and waits until
+// the controller reports it Ready with an address, as the shared informer sees it, and
+// then follows it as Start does; it dials nothing. A simulated node's pod (KWOK) runs no
+// agent, so the scale test measures this.
+func (c *Cluster) Place(ctx context.Context, req Request, persistent bool) (*Sandbox, error) {
+	return c.start(ctx, req, persistent, false)
+}
+
+func (c *Cluster) start(ctx context.Context, req Request, persistent, dial bool) (*Sandbox, error) {
 	want, err := NewSandbox(&c.cfg, req)
 	if err != nil {
 		return nil, err
@@ -179,6 +202,7 @@ func (c *Cluster) Start(ctx context.Context, req Request, persistent bool) (*San
 	if err != nil {
 		return nil, err
 	}
+	c.track() // the informer lists while the objects are made
 	existing, err := c.sbx.Get(ctx, req.ID, metav1.GetOptions{})
 	var made *sbv1.Sandbox
 	switch {
@@ -195,7 +219,7 @@ func (c *Cluster) Start(ctx context.Context, req Request, persistent bool) (*San
 	sb := &Sandbox{c: c, ID: req.ID, persistent: persistent, want: want, exited: make(chan struct{}), pair: pair,
 		// The template as the API server stored it, which later reads are compared with.
 		template: templateHash(made.Spec.PodTemplate)}
-	if err := c.connect(ctx, sb); err != nil {
+	if err := c.connect(ctx, sb, made.Generation, dial); err != nil {
 		if derr := sb.Destroy(context.WithoutCancel(ctx)); derr != nil {
 			c.log.Warn("clean up after a failed start", "sandbox", req.ID, "err", derr)
 		}
@@ -203,7 +227,7 @@ func (c *Cluster) Start(ctx context.Context, req Request, persistent bool) (*San
 	}
 	wctx, stop := context.WithCancel(context.Background())
 	sb.stopWatch, sb.watching = stop, make(chan struct{})
-	go sb.watch(wctx)
+	go sb.follow(wctx)
 	sb.renewing = make(chan struct{})
 	go sb.renew(wctx)
 	return sb, nil
@@ -333,16 +357,19 @@ func owned(have *sbv1.Sandbox, id string) error {
 	return nil
 }
 
-// connect waits for sb's pod and opens the channel to its agent, checking that the agent
-// is the sandbox's.
-func (c *Cluster) connect(ctx context.Context, sb *Sandbox) error {
+// connect waits for sb's pod (Ready at generation gen or later) and, when dial is set,
+// opens the channel to its agent, checking that the agent is the sandbox's.
+func (c *Cluster) connect(ctx context.Context, sb *Sandbox, gen int64, dial bool) error {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReadyTimeout)
 	defer cancel()
-	st, err := c.waitReady(ctx, sb.obj())
+	st, err := c.waitReady(ctx, sb.obj(), gen)
 	if err != nil {
 		return err
 	}
 	sb.Node, sb.PodIP = st.NodeName, st.PodIPs[0]
+	if !dial {
+		return nil
+	}
 	tc := c.ca.ClientConfigFunc(c.cp.Certificate, sb.ID)
 	addr := net.JoinHostPort(sb.PodIP, strconv.Itoa(wire.PodAgentPort))
 	conn, err := grpc.NewClient(addr, append(channel.DialOptions(), grpc.WithTransportCredentials(credentials.NewTLS(tc)))...)
@@ -367,43 +394,6 @@ var stuck = map[string]bool{
 	"ErrImageNeverPull": true, "ErrImagePull": true, "ImagePullBackOff": true, "InvalidImageName": true,
 	"CreateContainerConfigError": true, "CreateContainerError": true, "RunContainerError": true,
 	"CrashLoopBackOff": true, "StartError": true,
-}
-
-// waitReady polls sandbox id until it is Ready with an address, or says why it will not be.
-func (c *Cluster) waitReady(ctx context.Context, id string) (*sbv1.SandboxStatus, error) {
-	var last string
-	for i := 0; ; i++ {
-		sb, err := c.sbx.Get(ctx, id, metav1.GetOptions{})
-		if err != nil {
-			if ctx.Err() != nil {
-				break
-			}
-			return nil, c.apiError("sandbox "+id, err)
-		}
-		if cond := condition(sb, sbv1.SandboxConditionReady); cond != nil {
-			if cond.Status == metav1.ConditionTrue && len(sb.Status.PodIPs) > 0 {
-				return &sb.Status, nil
-			}
-			last = cond.Reason + ": " + cond.Message
-		}
-		if cond := condition(sb, sbv1.SandboxConditionFinished); cond != nil && cond.Status == metav1.ConditionTrue {
-			return nil, fmt.Errorf("sandbox %s: its pod ended before it was ready (%s): %s: %w", id, cond.Reason, c.podStory(ctx, id), errdefs.ErrUnavailable)
-		}
-		if i%5 == 4 {
-			if why, bad := c.podTrouble(ctx, id); bad {
-				return nil, fmt.Errorf("sandbox %s: its pod cannot start: %s: %w", id, why, errdefs.ErrUnavailable)
-			} else if why != "" {
-				last = why
-			}
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(min(50*time.Millisecond*time.Duration(i+1), 500*time.Millisecond)):
-			continue
-		}
-		break
-	}
-	return nil, fmt.Errorf("sandbox %s did not become ready within %s (last: %s): %w", id, c.cfg.ReadyTimeout, last, errdefs.ErrUnavailable)
 }
 
 func condition(sb *sbv1.Sandbox, t sbv1.ConditionType) *metav1.Condition {
@@ -480,54 +470,31 @@ func (c *Cluster) Remove(ctx context.Context, id string) error {
 	return c.waitGone(ctx, id)
 }
 
-func (c *Cluster) waitGone(ctx context.Context, id string) error {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReadyTimeout)
-	defer cancel()
-	for i := 1; ; i++ {
-		_, err := c.sbx.Get(ctx, id, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("sandbox %s is still there after %s: %w", id, c.cfg.ReadyTimeout, errdefs.ErrUnavailable)
-		case <-time.After(min(50*time.Millisecond*time.Duration(i), 500*time.Millisecond)):
-		}
-	}
-}
-
 // Suspend sets sandbox id Suspended (its pod goes, its workspace volume stays) and waits
 // until the pod is gone.
 func (c *Cluster) Suspend(ctx context.Context, id string) error {
-	if err := c.suspend(ctx, id); err != nil {
+	gen, err := c.suspend(ctx, id)
+	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReadyTimeout)
-	defer cancel()
-	for i := 1; ; i++ {
-		sb, err := c.sbx.Get(ctx, id, metav1.GetOptions{})
-		if err != nil && ctx.Err() == nil {
-			return c.apiError("sandbox "+id, err)
-		}
-		if cond := condition(sb, sbv1.SandboxConditionSuspended); err == nil && cond != nil && cond.Status == metav1.ConditionTrue {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("sandbox %s did not suspend within %s: %w", id, c.cfg.ReadyTimeout, errdefs.ErrUnavailable)
-		case <-time.After(min(50*time.Millisecond*time.Duration(i), 500*time.Millisecond)):
-		}
+	if gen == 0 {
+		return c.apiError("sandbox "+id, apierrors.NewNotFound(sbv1.Resource("sandboxes"), id))
 	}
+	return c.waitSuspended(ctx, id, gen)
 }
 
-// suspend sets sandbox id Suspended, without waiting.
-func (c *Cluster) suspend(ctx context.Context, id string) error {
+// suspend sets sandbox id Suspended, without waiting, and returns the Sandbox's
+// generation after the write (0 when there is no Sandbox).
+func (c *Cluster) suspend(ctx context.Context, id string) (int64, error) {
 	patch := fmt.Sprintf(`{"spec":{"operatingMode":%q}}`, sbv1.SandboxOperatingModeSuspended)
-	_, err := c.sbx.Patch(ctx, id, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: ManagedBy})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return c.apiError("suspend sandbox "+id, err)
+	sb, err := c.sbx.Patch(ctx, id, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: ManagedBy})
+	if apierrors.IsNotFound(err) {
+		return 0, nil
 	}
-	return nil
+	if err != nil {
+		return 0, c.apiError("suspend sandbox "+id, err)
+	}
+	return sb.Generation, nil
 }
 
 // Namespace is where the cluster's sandboxes live.

@@ -50,6 +50,10 @@ type Config struct {
 	// WorkspaceSize is a workspace volume's size when the sandbox's limits give no disk.
 	// Default: 4GiB.
 	WorkspaceSize wire.Size `yaml:"workspace_size"`
+	// NodeSelector and Tolerations put the pods on the nodes kept for sandboxes (node
+	// labels to match; taints to tolerate).
+	NodeSelector map[string]string   `yaml:"node_selector"`
+	Tolerations  []corev1.Toleration `yaml:"tolerations"`
 	// NodeUsr binds each node's /usr read-only at /usr in the pods, as the single-host
 	// container tier binds the host's: the node then provides the sandboxes' programs,
 	// and the image needs only the agent and /etc. Only for clusters whose nodes are

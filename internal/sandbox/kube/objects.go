@@ -224,6 +224,8 @@ func PodTemplate(c *Config, req Request) (sbv1.PodTemplate, error) {
 			Containers:                    []corev1.Container{ctr},
 			Volumes:                       vols,
 			RuntimeClassName:              class,
+			NodeSelector:                  c.NodeSelector,
+			Tolerations:                   c.Tolerations,
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			AutomountServiceAccountToken:  &no,
 			EnableServiceLinks:            &no,

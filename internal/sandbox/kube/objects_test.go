@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"go.yaml.in/yaml/v3"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -207,5 +208,24 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if err := testConfig().Validate(); err != nil {
 		t.Fatalf("a good configuration: %v", err)
+	}
+}
+
+// TestPlacementFromConfig: runner.node_selector and runner.tolerations, as an operator
+// writes them in YAML, put the pod on the nodes kept for sandboxes.
+func TestPlacementFromConfig(t *testing.T) {
+	var c kube.Config
+	src := "image: paddock/agent:1\nnode_selector: {pool: sandboxes}\ntolerations:\n  - {key: dedicated, operator: Equal, value: sandboxes, effect: NoSchedule}\n"
+	if err := yaml.Unmarshal([]byte(src), &c); err != nil {
+		t.Fatal(err)
+	}
+	c.Fill(t.TempDir())
+	pt, err := kube.PodTemplate(&c, kube.Request{ID: "sb-aaaaaaaaaa", UID: 1000, GID: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "sandboxes", Effect: corev1.TaintEffectNoSchedule}
+	if pt.Spec.NodeSelector["pool"] != "sandboxes" || len(pt.Spec.Tolerations) != 1 || pt.Spec.Tolerations[0] != want {
+		t.Fatalf("node selector %v, tolerations %+v", pt.Spec.NodeSelector, pt.Spec.Tolerations)
 	}
 }

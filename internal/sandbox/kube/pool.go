@@ -21,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	authnclient "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
@@ -404,10 +405,14 @@ func (c *Cluster) takeClaim(ctx context.Context, req Request, persistent bool) (
 	if err := c.handOver(wctx, req, member); err != nil {
 		return nil, err
 	}
+	member, err = c.markMember(ctx, member, req.ID)
+	if err != nil {
+		return nil, err
+	}
 	want := member.DeepCopy()
 	sb := &Sandbox{c: c, ID: req.ID, name: member.Name, claimed: true, persistent: persistent, want: want, exited: make(chan struct{}),
 		template: specHash(member.Spec.PodTemplate)}
-	if err := c.connect(ctx, sb); err != nil {
+	if err := c.connect(ctx, sb, 0, true); err != nil {
 		sb.persistent = false // a claim that did not start is deleted, not kept
 		if derr := sb.Destroy(context.WithoutCancel(ctx)); derr != nil {
 			c.log.Warn("clean up after a failed claim", "sandbox", req.ID, "err", derr)
@@ -416,7 +421,7 @@ func (c *Cluster) takeClaim(ctx context.Context, req Request, persistent bool) (
 	}
 	wctx2, stop := context.WithCancel(context.Background())
 	sb.stopWatch, sb.watching = stop, make(chan struct{})
-	go sb.watch(wctx2)
+	go sb.follow(wctx2)
 	// A claimed pod holds its pair in memory, with no Secret to renew it through: it lasts
 	// cert_lifetime. A connection made after that fails, the sandbox is marked lost, and
 	// its next start (resumeClaimed) mounts a Secret, which is renewed.
@@ -614,6 +619,9 @@ func (c *Cluster) resumeClaimed(ctx context.Context, req Request, cl *xv1.Sandbo
 	if err != nil {
 		return nil, c.apiError("the member of sandbox "+req.ID, err)
 	}
+	if member, err = c.markMember(ctx, member, req.ID); err != nil {
+		return nil, err
+	}
 	if ref := metav1.GetControllerOf(member); ref == nil || ref.Kind != "SandboxClaim" || ref.UID != cl.UID {
 		return nil, fmt.Errorf("the Sandbox %s/%s is not sandbox %s's claimed member: %w", c.cfg.Namespace, name, req.ID, errdefs.ErrFailedPrecondition)
 	}
@@ -650,7 +658,7 @@ func (c *Cluster) resumeClaimed(ctx context.Context, req Request, cl *xv1.Sandbo
 	want = made.DeepCopy()
 	sb := &Sandbox{c: c, ID: req.ID, name: name, claimed: true, persistent: true, want: want, exited: make(chan struct{}),
 		template: specHash(made.Spec.PodTemplate)}
-	if err := c.connect(ctx, sb); err != nil {
+	if err := c.connect(ctx, sb, made.Generation, true); err != nil {
 		if derr := sb.Destroy(context.WithoutCancel(ctx)); derr != nil {
 			c.log.Warn("clean up after a failed start", "sandbox", req.ID, "err", derr)
 		}
@@ -659,10 +667,27 @@ func (c *Cluster) resumeClaimed(ctx context.Context, req Request, cl *xv1.Sandbo
 	sb.pair = pair
 	wctx, stop := context.WithCancel(context.Background())
 	sb.stopWatch, sb.watching = stop, make(chan struct{})
-	go sb.watch(wctx)
+	go sb.follow(wctx)
 	sb.renewing = make(chan struct{})
 	go sb.renew(wctx)
 	return sb, nil
+}
+
+// markMember labels a claimed member's Sandbox as paddock's sandbox id, so that the shared
+// informer (which follows paddock's label alone) follows it.
+func (c *Cluster) markMember(ctx context.Context, member *sbv1.Sandbox, id string) (*sbv1.Sandbox, error) {
+	if member.Labels[LabelManagedBy] == ManagedBy && member.Labels[LabelSandbox] == id {
+		return member, nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]string{LabelManagedBy: ManagedBy, LabelSandbox: id}}})
+	if err != nil {
+		return nil, err
+	}
+	marked, err := c.sbx.Patch(ctx, member.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: ManagedBy})
+	if err != nil {
+		return nil, c.apiError("label the member of sandbox "+id, err)
+	}
+	return marked, nil
 }
 
 // removeClaimed deletes sandbox id's claim, and with it its member, when it came from the

@@ -8,7 +8,6 @@ import (
 
 	"google.golang.org/grpc"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 	sbv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
@@ -32,7 +31,8 @@ type Sandbox struct {
 	want *sbv1.Sandbox
 	conn *grpc.ClientConn
 
-	// stopWatch ends the watch on the Sandbox object; watching is closed when it has.
+	// stopWatch ends the following of the Sandbox object (follow); watching is closed
+	// when it has.
 	stopWatch context.CancelFunc
 	watching  chan struct{}
 	exited    chan struct{}
@@ -58,33 +58,6 @@ func (s *Sandbox) obj() string {
 // why) or destroyed. A lost sandbox is suspended, so that nothing runs it again behind paddock's back;
 // a start takes it back.
 func (s *Sandbox) Exited() <-chan struct{} { return s.exited }
-
-// watch follows the Sandbox object until stopped, re-establishing the watch whenever the
-// API server drops it (an unreachable API server loses nothing: the pod runs on).
-func (s *Sandbox) watch(ctx context.Context) {
-	defer close(s.watching)
-	for ctx.Err() == nil {
-		w, err := s.c.sbx.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + s.obj()})
-		if err != nil {
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Second):
-			}
-			continue
-		}
-		for ev := range w.ResultChan() {
-			switch ev.Type {
-			case watch.Deleted:
-				s.lost(ctx, "its Sandbox object was deleted outside paddock")
-			case watch.Added, watch.Modified:
-				if live, ok := ev.Object.(*sbv1.Sandbox); ok {
-					s.check(ctx, live)
-				}
-			}
-		}
-		w.Stop()
-	}
-}
 
 // check looks at the live Sandbox for what makes the sandbox lost.
 func (s *Sandbox) check(ctx context.Context, live *sbv1.Sandbox) {
@@ -119,7 +92,7 @@ func (s *Sandbox) lost(ctx context.Context, why string) {
 	}
 	s.lastErr = "lost: " + why
 	s.c.log.Warn("sandbox lost", "sandbox", s.ID, "node", s.Node, "why", why)
-	if err := s.c.suspend(ctx, s.obj()); err != nil {
+	if _, err := s.c.suspend(ctx, s.obj()); err != nil {
 		s.c.log.Warn("suspend a lost sandbox", "sandbox", s.ID, "err", err)
 	}
 	close(s.exited)

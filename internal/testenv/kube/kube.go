@@ -295,6 +295,9 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 		// The in-tree hostPath provisioner gives volume claims a volume on the one node
 		// (a StorageClass with provisioner kubernetes.io/host-path).
 		"--enable-hostpath-provisioner=true",
+		// Its default client limit (20 requests/s) would make the volume claims of the
+		// scale test (1,000 sandboxes at 50/s) wait on it rather than on the cluster.
+		"--kube-api-qps=500", "--kube-api-burst=1000",
 		"--profiling=false")
 	if err != nil {
 		return err
