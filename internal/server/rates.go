@@ -19,14 +19,10 @@ var _ gateway.Rates = sharedRates{}
 // Take implements gateway.Rates: the bucket is read, spent and written back in one write
 // transaction, which the replicas take one at a time.
 func (r sharedRates) Take(ctx context.Context, userID, provider string, perMinute int, now time.Time) (ok bool, wait time.Duration, err error) {
-	err = r.st.Update(ctx, func(tx *store.Tx) error {
-		row, err := tx.RateBucket(ctx, userID, provider)
-		if err != nil {
-			return err
-		}
+	err = r.st.SpendRate(ctx, userID, provider, func(row store.RateBucket) store.RateBucket {
 		b := gateway.Bucket{Tokens: float64(row.Micros) / 1e6, Last: row.Last}
 		ok, wait = b.Take(perMinute, now)
-		return tx.SetRateBucket(ctx, userID, provider, store.RateBucket{Micros: int64(math.Round(b.Tokens * 1e6)), Last: b.Last})
+		return store.RateBucket{Micros: int64(math.Round(b.Tokens * 1e6)), Last: b.Last}
 	})
 	return ok, wait, err
 }

@@ -85,6 +85,18 @@ func (tx *Tx) RateBucket(ctx context.Context, userID, provider string) (RateBuck
 	return b, nil
 }
 
+// SpendRate reads userID's bucket on provider, has spend change it, and writes it back, in
+// one write transaction (which replicas sharing the store take one at a time).
+func (s *Store) SpendRate(ctx context.Context, userID, provider string, spend func(RateBucket) RateBucket) error {
+	return s.Update(ctx, func(tx *Tx) error {
+		b, err := tx.RateBucket(ctx, userID, provider)
+		if err != nil {
+			return err
+		}
+		return tx.SetRateBucket(ctx, userID, provider, spend(b))
+	})
+}
+
 // SetRateBucket records userID's bucket on provider.
 func (tx *Tx) SetRateBucket(ctx context.Context, userID, provider string, b RateBucket) error {
 	_, err := tx.tx.ExecContext(ctx, `INSERT INTO gateway_rates (user_id, provider, tokens, last_at) VALUES (?, ?, ?, ?)
