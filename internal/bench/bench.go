@@ -97,7 +97,7 @@ func Run(ctx context.Context, e *Env, o Options) (*Report, error) {
 		{"replicas", e.ReplicasTable},
 		{"backup", e.BackupTable},
 		{"kubernetes", e.KubeTable},
-		{"kubernetes scale", e.KubeScaleTable},
+		{"kwok scale", e.KubeScaleTable},
 	} {
 		if o.Only != "" && !strings.Contains(b.name, o.Only) {
 			continue

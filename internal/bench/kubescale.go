@@ -108,7 +108,7 @@ func (e *Env) KubeScaleTable(ctx context.Context, o Options) (t *Table, err erro
 				"and a certificate issued per sandbox; the rest of the time is the controller's, the scheduler's and the volume claims' provisioning, " +
 				"on the same two cores as the harness.",
 			"On the test cluster each sandbox's pod waits, Pending, until the controller-manager's volume controller has bound its workspace claim (the in-tree hostPath provisioner), and the floor's waits the same: that, and the machine's load, is most of both figures, not the creator.",
-			"To run this table alone: `make build`, then, as root, `go run ./internal/bench/cmd -only \"kubernetes scale\"`.",
+			"To run this table alone: `make build`, then, as root, `go run ./internal/bench/cmd -only kwok`.",
 		},
 	}, nil
 }

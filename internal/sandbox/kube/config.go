@@ -52,8 +52,8 @@ type Config struct {
 	WorkspaceSize wire.Size `yaml:"workspace_size"`
 	// NodeSelector and Tolerations put the pods on the nodes kept for sandboxes (node
 	// labels to match; taints to tolerate).
-	NodeSelector map[string]string   `yaml:"node_selector"`
-	Tolerations  []corev1.Toleration `yaml:"tolerations"`
+	NodeSelector map[string]string `yaml:"node_selector"`
+	Tolerations  []Toleration      `yaml:"tolerations"`
 	// NodeUsr binds each node's /usr read-only at /usr in the pods, as the single-host
 	// container tier binds the host's: the node then provides the sandboxes' programs,
 	// and the image needs only the agent and /etc. Only for clusters whose nodes are
@@ -134,6 +134,11 @@ func (c *Config) Validate() error {
 	if err := c.WarmPool.validate(); err != nil {
 		return err
 	}
+	for i, t := range c.Tolerations {
+		if err := t.validate(); err != nil {
+			return invalid(fmt.Sprintf("tolerations[%d]", i), "%v", err)
+		}
+	}
 	for rt, class := range c.RuntimeClasses {
 		if rt != "runc" && rt != "runsc" && rt != "microvm" {
 			return invalid("runtime_classes", "%q: want runc, runsc or microvm", rt)
@@ -177,4 +182,51 @@ func dnsSubdomain(s string) bool {
 		}
 	}
 	return true
+}
+
+// Toleration is a taint a sandbox's pod tolerates, as Kubernetes' own, with the keys
+// written as the rest of paddock's configuration is.
+type Toleration struct {
+	Key      string `yaml:"key"`
+	Operator string `yaml:"operator"` // Equal (the default) or Exists
+	Value    string `yaml:"value"`
+	Effect   string `yaml:"effect"` // NoSchedule, PreferNoSchedule, NoExecute; empty is all
+	// TolerationSeconds is how long a NoExecute taint is tolerated; absent is for ever.
+	TolerationSeconds *int64 `yaml:"toleration_seconds"`
+}
+
+func (t Toleration) validate() error {
+	switch corev1.TolerationOperator(t.Operator) {
+	case "", corev1.TolerationOpEqual:
+	case corev1.TolerationOpExists:
+		if t.Value != "" {
+			return fmt.Errorf("operator Exists takes no value (%q)", t.Value)
+		}
+	default:
+		return fmt.Errorf("operator %q: want Equal or Exists", t.Operator)
+	}
+	switch corev1.TaintEffect(t.Effect) {
+	case "", corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
+	default:
+		return fmt.Errorf("effect %q: want NoSchedule, PreferNoSchedule or NoExecute", t.Effect)
+	}
+	if t.TolerationSeconds != nil && corev1.TaintEffect(t.Effect) != corev1.TaintEffectNoExecute {
+		return fmt.Errorf("toleration_seconds is for effect NoExecute only")
+	}
+	return nil
+}
+
+// toleration is t as Kubernetes has it.
+func (t Toleration) toleration() corev1.Toleration {
+	return corev1.Toleration{Key: t.Key, Operator: corev1.TolerationOperator(t.Operator), Value: t.Value,
+		Effect: corev1.TaintEffect(t.Effect), TolerationSeconds: t.TolerationSeconds}
+}
+
+// tolerations are c's as Kubernetes has them.
+func (c *Config) tolerations() []corev1.Toleration {
+	var out []corev1.Toleration
+	for _, t := range c.Tolerations {
+		out = append(out, t.toleration())
+	}
+	return out
 }

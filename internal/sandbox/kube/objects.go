@@ -225,7 +225,7 @@ func PodTemplate(c *Config, req Request) (sbv1.PodTemplate, error) {
 			Volumes:                       vols,
 			RuntimeClassName:              class,
 			NodeSelector:                  c.NodeSelector,
-			Tolerations:                   c.Tolerations,
+			Tolerations:                   c.tolerations(),
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			AutomountServiceAccountToken:  &no,
 			EnableServiceLinks:            &no,

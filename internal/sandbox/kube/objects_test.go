@@ -195,6 +195,8 @@ func TestConfigValidate(t *testing.T) {
 		{"unknown runtime", func(c *kube.Config) { c.RuntimeClasses = map[string]string{"docker": "x"} }, "runtime_classes"},
 		{"bad class name", func(c *kube.Config) { c.RuntimeClasses = map[string]string{"runsc": "G Visor"} }, "runtime_classes"},
 		{"missing kubeconfig", func(c *kube.Config) { c.Kubeconfig = "/nonexistent/kubeconfig" }, "kubeconfig"},
+		{"bad toleration operator", func(c *kube.Config) { c.Tolerations = []kube.Toleration{{Key: "k", Operator: "Is"}} }, "tolerations[0]"},
+		{"bad toleration effect", func(c *kube.Config) { c.Tolerations = []kube.Toleration{{Key: "k", Effect: "Evict"}} }, "tolerations[0]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -215,7 +217,7 @@ func TestConfigValidate(t *testing.T) {
 // writes them in YAML, put the pod on the nodes kept for sandboxes.
 func TestPlacementFromConfig(t *testing.T) {
 	var c kube.Config
-	src := "image: paddock/agent:1\nnode_selector: {pool: sandboxes}\ntolerations:\n  - {key: dedicated, operator: Equal, value: sandboxes, effect: NoSchedule}\n"
+	src := "image: paddock/agent:1\nnode_selector: {pool: sandboxes}\ntolerations:\n  - {key: dedicated, operator: Equal, value: sandboxes, effect: NoSchedule}\n  - {key: node.kubernetes.io/unreachable, operator: Exists, effect: NoExecute, toleration_seconds: 30}\n"
 	if err := yaml.Unmarshal([]byte(src), &c); err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +227,8 @@ func TestPlacementFromConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "sandboxes", Effect: corev1.TaintEffectNoSchedule}
-	if pt.Spec.NodeSelector["pool"] != "sandboxes" || len(pt.Spec.Tolerations) != 1 || pt.Spec.Tolerations[0] != want {
+	if pt.Spec.NodeSelector["pool"] != "sandboxes" || len(pt.Spec.Tolerations) != 2 || pt.Spec.Tolerations[0] != want ||
+		pt.Spec.Tolerations[1].TolerationSeconds == nil || *pt.Spec.Tolerations[1].TolerationSeconds != 30 {
 		t.Fatalf("node selector %v, tolerations %+v", pt.Spec.NodeSelector, pt.Spec.Tolerations)
 	}
 }

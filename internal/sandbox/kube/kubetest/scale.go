@@ -63,7 +63,8 @@ func PrepareScale(ctx context.Context, c *testkube.Cluster, n int) error {
 func ScaleConfig(c *testkube.Cluster, dir string) kube.Config {
 	cfg := kube.Config{
 		Kubeconfig: c.Kubeconfig, Namespace: ScaleNamespace, Image: Image, ImagePullPolicy: corev1.PullNever,
-		StorageClass: StorageClass, NodeSelector: testkube.KWOKNodeSelector, Tolerations: []corev1.Toleration{testkube.KWOKToleration},
+		StorageClass: StorageClass, NodeSelector: testkube.KWOKNodeSelector, Tolerations: []kube.Toleration{{Key: testkube.KWOKToleration.Key,
+			Operator: string(testkube.KWOKToleration.Operator), Effect: string(testkube.KWOKToleration.Effect)}},
 		ReadyTimeout: 5 * time.Minute,
 	}
 	cfg.Fill(dir)
