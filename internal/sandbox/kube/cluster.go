@@ -225,11 +225,7 @@ func (c *Cluster) start(ctx context.Context, req Request, persistent, dial bool)
 		}
 		return nil, err
 	}
-	wctx, stop := context.WithCancel(context.Background())
-	sb.stopWatch, sb.watching = stop, make(chan struct{})
-	go sb.follow(wctx)
-	sb.renewing = make(chan struct{})
-	go sb.renew(wctx)
+	sb.follow(true)
 	return sb, nil
 }
 

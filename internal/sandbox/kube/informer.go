@@ -263,9 +263,22 @@ func (c *Cluster) waitSuspended(ctx context.Context, id string, gen int64) error
 	return nil
 }
 
-// follow watches the sandbox's Sandbox through the shared informer until it is lost or
+// follow starts what runs beside a started sandbox until Destroy stops it: watching its
+// Sandbox and, with renew (its pair is in a Secret), renewing its certificate.
+func (s *Sandbox) follow(renew bool) {
+	ctx, stop := context.WithCancel(context.Background())
+	s.stopWatch, s.watching, s.renewing = stop, make(chan struct{}), make(chan struct{})
+	go s.watch(ctx)
+	if renew {
+		go s.renew(ctx)
+	} else {
+		close(s.renewing)
+	}
+}
+
+// watch follows the sandbox's Sandbox through the shared informer until it is lost or
 // stopped, checking each state the informer sees.
-func (s *Sandbox) follow(ctx context.Context) {
+func (s *Sandbox) watch(ctx context.Context) {
 	defer close(s.watching)
 	t := s.c.track()
 	ch, cancel := t.subscribe(s.obj())

@@ -419,14 +419,10 @@ func (c *Cluster) takeClaim(ctx context.Context, req Request, persistent bool) (
 		}
 		return nil, err
 	}
-	wctx2, stop := context.WithCancel(context.Background())
-	sb.stopWatch, sb.watching = stop, make(chan struct{})
-	go sb.follow(wctx2)
 	// A claimed pod holds its pair in memory, with no Secret to renew it through: it lasts
 	// cert_lifetime. A connection made after that fails, the sandbox is marked lost, and
 	// its next start (resumeClaimed) mounts a Secret, which is renewed.
-	sb.renewing = make(chan struct{})
-	close(sb.renewing)
+	sb.follow(false)
 	return sb, nil
 }
 
@@ -665,11 +661,7 @@ func (c *Cluster) resumeClaimed(ctx context.Context, req Request, cl *xv1.Sandbo
 		return nil, err
 	}
 	sb.pair = pair
-	wctx, stop := context.WithCancel(context.Background())
-	sb.stopWatch, sb.watching = stop, make(chan struct{})
-	go sb.follow(wctx)
-	sb.renewing = make(chan struct{})
-	go sb.renew(wctx)
+	sb.follow(true)
 	return sb, nil
 }
 
