@@ -49,7 +49,9 @@
 #     (simulated nodes, for scale tests; a module of its own, tools/k8s/kwok), all built from
 #     the Go modules that tools/k8s/go.mod pins, under ${PADDOCK_PREFIX}/k8s (tools/k8s/install.sh;
 #     16 to 20 minutes on 2 cores the first time, nothing when its stamp matches); and Debian's
-#     etcd-server ${ETCD_DEB_VERSION}, its service never started.
+#     etcd-server ${ETCD_DEB_VERSION}, its service never started. kube-router's firewall, the
+#     NetworkPolicy enforcer the policy tests ask for (a module of its own, tools/k8s/kuberouter),
+#     needs Debian's iptables ${IPTABLES_DEB_VERSION} and ipset ${IPSET_DEB_VERSION}.
 #   - golangci-lint ${GOLANGCI_LINT_VERSION} and govulncheck ${GOVULNCHECK_VERSION}, built from
 #     their Go modules (make lint, make vuln), and the Go vulnerability database govulncheck
 #     reads, built offline from golang.org/x/vulndb ${VULNDB_VERSION} (its OSV files, indexed
@@ -92,6 +94,8 @@ CARGO_DEB_VERSION=${CARGO_DEB_VERSION:-0.66.0+ds1-1}
 RUSTC_DEB_VERSION=${RUSTC_DEB_VERSION:-1.63.0+dfsg1-2}
 RUST_ITOA_DEB_VERSION=${RUST_ITOA_DEB_VERSION:-1.0.1-2}
 ETCD_DEB_VERSION=${ETCD_DEB_VERSION:-3.4.23-4+b4}
+IPTABLES_DEB_VERSION=${IPTABLES_DEB_VERSION:-1.8.9-2}
+IPSET_DEB_VERSION=${IPSET_DEB_VERSION:-7.17-1}
 PADDOCK_PREFIX=${PADDOCK_PREFIX:-/usr/local/lib/paddock}
 export PATH=/usr/local/go/bin:$PATH
 
@@ -281,6 +285,19 @@ if [ ! -x /usr/bin/etcd ]; then
 fi
 got=$(dpkg-query -W -f='${Version}' etcd-server 2>/dev/null || echo unknown)
 [ "$got" = "$ETCD_DEB_VERSION" ] || log "note: etcd-server is $got, tested with $ETCD_DEB_VERSION"
+
+# The test cluster's NetworkPolicy enforcer (kube-router's firewall) drives iptables and ipset.
+for pv in "iptables=$IPTABLES_DEB_VERSION" "ipset=$IPSET_DEB_VERSION"; do
+	if ! dpkg-query -W -f='${Status}' "${pv%%=*}" 2>/dev/null | grep -q 'install ok installed'; then
+		if [ "$(id -u)" != 0 ]; then
+			log "missing ${pv%%=*} (the test cluster's NetworkPolicy enforcer); run this script as root"
+			exit 1
+		fi
+		log "installing ${pv%%=*} ${pv#*=} (the test cluster's NetworkPolicy enforcer)"
+		apt-get update -qq
+		apt_install_pinned "${pv%%=*}" "${pv#*=}"
+	fi
+done
 
 # /dev/kvm as Debian's udev rule makes it (root:kvm, 0660), where no udev ran (a container
 # or a minimal VM leaves it root's, 0600): the microvm tier's QEMU runs unprivileged and

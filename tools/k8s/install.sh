@@ -6,7 +6,9 @@
 #   cni/   bridge, loopback, host-local
 #   crds/  agent-sandbox's CustomResourceDefinitions, from its module
 #   kwok/  kwok (from the module in ./kwok) and stages.yaml, its fast node and pod stages
-#   STAMP, kwok/STAMP  digests of what each part is built from: a part whose digest
+#   kuberouter/  kube-router (from the module in ./kuberouter), whose firewall alone enforces
+#          NetworkPolicy for the tests that ask for it
+#   STAMP, kwok/STAMP, kuberouter/STAMP  digests of what each part is built from: a part whose digest
 #          matches is not built again.
 # etcd is Debian's etcd-server (scripts/setup.sh installs it).
 set -euo pipefail
@@ -59,6 +61,7 @@ if [ "$(cat "$prefix/STAMP" 2>/dev/null)" != "$stamp" ]; then
 	install -m 0644 "$crds"/*.yaml "$prefix.new/crds/"
 	echo "$stamp" >"$prefix.new/STAMP"
 	[ ! -d "$prefix/kwok" ] || mv "$prefix/kwok" "$prefix.new/kwok"
+	[ ! -d "$prefix/kuberouter" ] || mv "$prefix/kuberouter" "$prefix.new/kuberouter"
 	rm -rf "$prefix"
 	mv "$prefix.new" "$prefix"
 fi
@@ -78,4 +81,16 @@ if [ "$(cat "$prefix/kwok/STAMP" 2>/dev/null)" != "$kwok_stamp" ]; then
 	echo "$kwok_stamp" >"$prefix/kwok.new/STAMP"
 	rm -rf "$prefix/kwok"
 	mv "$prefix/kwok.new" "$prefix/kwok"
+fi
+
+cd "$here/kuberouter"
+kr_stamp=$(cat go.mod go.sum tools.go | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$prefix/kuberouter/STAMP" 2>/dev/null)" != "$kr_stamp" ]; then
+	echo "setup: building kube-router into $prefix/kuberouter" >&2
+	rm -rf "$prefix/kuberouter.new"
+	mkdir -p "$prefix/kuberouter.new"
+	go build -trimpath -ldflags "-s -w" -o "$prefix/kuberouter.new/kube-router" github.com/cloudnativelabs/kube-router/v2/cmd/kube-router
+	echo "$kr_stamp" >"$prefix/kuberouter.new/STAMP"
+	rm -rf "$prefix/kuberouter"
+	mv "$prefix/kuberouter.new" "$prefix/kuberouter"
 fi

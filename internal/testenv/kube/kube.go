@@ -69,6 +69,7 @@ type Cluster struct {
 	member         string
 	procs          []*proc
 	kwokMu         sync.Mutex
+	enforcerLock   *os.File // held while this cluster runs the NetworkPolicy enforcer
 	stopOnce       sync.Once
 	stopErr        error
 }
@@ -113,6 +114,9 @@ type Options struct {
 	// Log receives the components' output (each also goes to Dir/logs/NAME.log); nil for
 	// none.
 	Log io.Writer
+	// NetworkPolicy runs kube-router's firewall, which enforces NetworkPolicy, beside the
+	// bridge plugin (netpol.go). One such cluster runs on the machine at a time.
+	NetworkPolicy bool
 }
 
 // Start brings up a cluster under a fresh temporary directory and returns when the node is
@@ -360,6 +364,11 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	}); err != nil {
 		return err
 	}
+	if opts.NetworkPolicy {
+		if err := c.startEnforcer(ctx, opts); err != nil {
+			return err
+		}
+	}
 	if err := waitFor(ctx, "agent-sandbox-controller to be ready", 3*time.Minute, asc, func() error {
 		return httpOK(http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/readyz", probe[0]))
 	}); err != nil {
@@ -553,7 +562,7 @@ func (c *Cluster) Stop() error {
 func (c *Cluster) stop() error {
 	var errs []error
 	// The controllers first, so that nothing recreates the pods that go; etcd last.
-	for _, name := range []string{"agent-sandbox-controller", "kwok", "kube-scheduler", "kube-controller-manager"} {
+	for _, name := range []string{"agent-sandbox-controller", "kwok", "kube-router", "kube-scheduler", "kube-controller-manager"} {
 		if p := c.procByName(name); p != nil {
 			p.stop(20 * time.Second)
 		}
@@ -566,6 +575,7 @@ func (c *Cluster) stop() error {
 			p.stop(20 * time.Second)
 		}
 	}
+	c.stopEnforcer()
 	if c.containerdSock != "" {
 		killByCmdline(c.containerdSock) // shims left by a containerd that did not stop them
 	}
@@ -773,14 +783,19 @@ var (
 	shared        *Cluster
 	sharedErr     error
 	sharedStarted bool
+	sharedOpts    Options
 	mainRunning   bool
 )
 
 // Main runs a test package's tests and then stops the cluster if a test started one
 // (Shared). Call it from TestMain: os.Exit(kube.Main(m)).
-func Main(m *testing.M) int {
+func Main(m *testing.M) int { return MainWith(m, Options{}) }
+
+// MainWith is Main for a package whose cluster Shared starts with opts (its NetworkPolicy
+// enforcer, say).
+func MainWith(m *testing.M, opts Options) int {
 	sharedMu.Lock()
-	mainRunning = true
+	mainRunning, sharedOpts = true, opts
 	sharedMu.Unlock()
 	code := m.Run()
 	sharedMu.Lock()
@@ -810,10 +825,13 @@ func Shared(t testing.TB) *Cluster {
 	if m := Missing(); m != "" {
 		t.Skipf("skipping: no test cluster on this machine: missing %s", m)
 	}
+	if m := NetworkPolicyMissing(); sharedOpts.NetworkPolicy && m != "" {
+		t.Skipf("skipping: no NetworkPolicy enforcer for the test cluster on this machine: missing %s", m)
+	}
 	if !sharedStarted {
 		sharedStarted = true
 		start := time.Now()
-		shared, sharedErr = Start(context.Background(), Options{})
+		shared, sharedErr = Start(context.Background(), sharedOpts)
 		if sharedErr == nil {
 			t.Logf("test cluster up in %s under %s", time.Since(start).Round(time.Millisecond), shared.Dir)
 		}
