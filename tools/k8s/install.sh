@@ -19,6 +19,7 @@ export PATH=/usr/local/go/bin:$PATH
 KUBERNETES_VERSION=v1.36.3
 CONTAINERD_VERSION=v2.3.7
 CNI_PLUGINS_VERSION=v1.10.0
+KUBE_ROUTER_VERSION=v2.1.0
 TAGS="no_btrfs no_devmapper no_zfs"
 minor=${KUBERNETES_VERSION#v1.}
 minor=${minor%%.*}
@@ -84,12 +85,13 @@ if [ "$(cat "$prefix/kwok/STAMP" 2>/dev/null)" != "$kwok_stamp" ]; then
 fi
 
 cd "$here/kuberouter"
-kr_stamp=$(cat go.mod go.sum tools.go | sha256sum | cut -d' ' -f1)
+kr_stamp=$( (cat go.mod go.sum tools.go && echo "$KUBE_ROUTER_VERSION") | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$prefix/kuberouter/STAMP" 2>/dev/null)" != "$kr_stamp" ]; then
 	echo "setup: building kube-router into $prefix/kuberouter" >&2
 	rm -rf "$prefix/kuberouter.new"
 	mkdir -p "$prefix/kuberouter.new"
-	go build -trimpath -ldflags "-s -w" -o "$prefix/kuberouter.new/kube-router" github.com/cloudnativelabs/kube-router/v2/cmd/kube-router
+	go build -trimpath -ldflags "-s -w -X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=$KUBE_ROUTER_VERSION" \
+		-o "$prefix/kuberouter.new/kube-router" github.com/cloudnativelabs/kube-router/v2/cmd/kube-router
 	echo "$kr_stamp" >"$prefix/kuberouter.new/STAMP"
 	rm -rf "$prefix/kuberouter"
 	mv "$prefix/kuberouter.new" "$prefix/kuberouter"
