@@ -70,6 +70,7 @@ type Cluster struct {
 	procs          []*proc
 	kwokMu         sync.Mutex
 	enforcerLock   *os.File // held while this cluster runs the NetworkPolicy enforcer
+	bridgeNFWas    string   // bridge-nf-call-iptables before the enforcer set it, if it did
 	stopOnce       sync.Once
 	stopErr        error
 }

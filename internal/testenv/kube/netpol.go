@@ -25,7 +25,10 @@ var kubeRouterChainPrefixes = []string{"KUBE-ROUTER-", "KUBE-POD-FW-", "KUBE-NWP
 // kubeRouterSetPrefixes name the ipsets it makes.
 var kubeRouterSetPrefixes = []string{"KUBE-SRC-", "KUBE-DST-", "inet6:KUBE-SRC-", "inet6:KUBE-DST-"}
 
-const enforcerLock = hostStateDir + "/networkpolicy.lock"
+const (
+	enforcerLock = hostStateDir + "/networkpolicy.lock"
+	bridgeNF     = "/proc/sys/net/bridge/bridge-nf-call-iptables"
+)
 
 // NetworkPolicyMissing says what a cluster started with Options.NetworkPolicy needs that
 // this machine lacks (empty when nothing is): setup's kube-router, Debian's iptables and
@@ -40,7 +43,7 @@ func NetworkPolicyMissing() string {
 			missing = append(missing, b+" (Debian's iptables and ipset; scripts/setup.sh installs them)")
 		}
 	}
-	if _, err := os.Stat("/proc/sys/net/bridge/bridge-nf-call-iptables"); err != nil {
+	if _, err := os.Stat(bridgeNF); err != nil {
 		missing = append(missing, "the br_netfilter module (bridged pod-to-pod traffic would bypass iptables)")
 	}
 	return strings.Join(missing, "; ")
@@ -65,8 +68,15 @@ func (c *Cluster) startEnforcer(ctx context.Context, opts Options) error {
 	}
 	c.enforcerLock = lock
 	cleanKubeRouter()
-	if err := os.WriteFile("/proc/sys/net/bridge/bridge-nf-call-iptables", []byte("1"), 0o644); err != nil {
+	was, err := os.ReadFile(bridgeNF)
+	if err != nil {
 		return fmt.Errorf("bridge-nf-call-iptables: %w", err)
+	}
+	if v := strings.TrimSpace(string(was)); v != "1" {
+		if err := os.WriteFile(bridgeNF, []byte("1"), 0o644); err != nil {
+			return fmt.Errorf("bridge-nf-call-iptables: %w", err)
+		}
+		c.bridgeNFWas = v
 	}
 	kr, err := c.run(opts, "kube-router", kubeRouterBinary(), []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"},
 		"--kubeconfig="+c.Kubeconfig, "--hostname-override="+NodeName,
@@ -83,13 +93,16 @@ func (c *Cluster) startEnforcer(ctx context.Context, opts Options) error {
 	})
 }
 
-// stopEnforcer removes kube-router's chains and ipsets (after kube-router stopped) and
-// releases the lock.
+// stopEnforcer removes kube-router's chains and ipsets (after kube-router stopped), puts
+// bridge-nf-call-iptables back, and releases the lock.
 func (c *Cluster) stopEnforcer() {
 	if c.enforcerLock == nil {
 		return
 	}
 	cleanKubeRouter()
+	if c.bridgeNFWas != "" {
+		_ = os.WriteFile(bridgeNF, []byte(c.bridgeNFWas), 0o644)
+	}
 	_ = unix.Flock(int(c.enforcerLock.Fd()), unix.LOCK_UN)
 	c.enforcerLock.Close()
 	c.enforcerLock = nil
