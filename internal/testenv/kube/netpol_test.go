@@ -57,7 +57,7 @@ func TestEnforcerLeavesNothing(t *testing.T) {
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "guarded", Namespace: ns, Labels: map[string]string{"app": "guarded"}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "pause", Image: PauseImage, ImagePullPolicy: corev1.PullNever}}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "pause", Image: PauseImage, ImagePullPolicy: corev1.PullNever}}},
 	}
 	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
