@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -83,7 +84,7 @@ func TestShippedNetworkPolicyEnforced(t *testing.T) {
 		t.Fatal(err)
 	}
 	kubeletAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(node.Status.DaemonEndpoints.KubeletEndpoint.Port)))
-	targets := []struct{ name, network, addr string }{
+	targets := []target{
 		{"a host port on the node", "tcp", serveTCP(t, gw, nil)},
 		{"the API server", "tcp", serveTCP(t, gw, relayTo(apiAddr.Host))},
 		{"the kubelet", "tcp", serveTCP(t, gw, relayTo(kubeletAddr))},
@@ -109,11 +110,11 @@ func TestShippedNetworkPolicyEnforced(t *testing.T) {
 		}
 	})
 	t.Run("a sandbox reaches nothing", func(t *testing.T) {
-		all := append(targets[:len(targets):len(targets)],
-			struct{ name, network, addr string }{"another sandbox's agent port", "tcp", agentB},
-			struct{ name, network, addr string }{"another sandbox's other port", "tcp", otherB},
-			struct{ name, network, addr string }{"a pod in the namespace that is no sandbox", "tcp", agentHostile},
-		)
+		all := slices.Concat(targets, []target{
+			{"another sandbox's agent port", "tcp", agentB},
+			{"another sandbox's other port", "tcp", otherB},
+			{"a pod in the namespace that is no sandbox", "tcp", agentHostile},
+		})
 		for _, tg := range all {
 			if out, ok := probe(t, c, sbA, tg.network, tg.addr); ok {
 				t.Errorf("a sandbox reached %s (%s %s): %s", tg.name, tg.network, tg.addr, out)
@@ -151,6 +152,9 @@ func TestShippedNetworkPolicyEnforced(t *testing.T) {
 		}
 	})
 }
+
+// target is something a pod might reach.
+type target struct{ name, network, addr string }
 
 // importProbe builds testdata/netprobe (static) and imports it as probeImage.
 func importProbe(t *testing.T, c *testkube.Cluster) {
