@@ -52,7 +52,7 @@ func TestShippedNetworkPolicyEnforced(t *testing.T) {
 	c := testkube.Shared(t)
 	ctx := context.Background()
 	importProbe(t, c)
-	policies := applyShipped(t, c)
+	policies := applyShipped(t, c, kube.DefaultNamespace)
 	for _, ns := range []string{cpNamespace, elsewhere} {
 		createNamespace(t, c, ns)
 	}
@@ -170,16 +170,18 @@ func importProbe(t *testing.T, c *testkube.Cluster) {
 	}
 }
 
+type networkPolicy = networkingv1.NetworkPolicy
+
 // applyShipped creates the sandboxes' namespace and the NetworkPolicies from
-// deploy/kubernetes as they are shipped, and returns the policies.
-func applyShipped(t *testing.T, c *testkube.Cluster) []networkingv1.NetworkPolicy {
+// deploy/kubernetes as they are shipped, the policies in namespace ns, and returns them.
+func applyShipped(t *testing.T, c *testkube.Cluster, ns string) []networkPolicy {
 	t.Helper()
 	ctx := context.Background()
-	var ns corev1.Namespace
-	if err := yaml.UnmarshalStrict(readDeploy(t, "namespace.yaml"), &ns); err != nil {
+	var sbNamespace corev1.Namespace
+	if err := yaml.UnmarshalStrict(readDeploy(t, "namespace.yaml"), &sbNamespace); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &sbNamespace, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	var policies []networkingv1.NetworkPolicy
@@ -188,6 +190,7 @@ func applyShipped(t *testing.T, c *testkube.Cluster) []networkingv1.NetworkPolic
 		if err := yaml.UnmarshalStrict(doc, &p); err != nil {
 			t.Fatal(err)
 		}
+		p.Namespace = ns
 		if _, err := c.Client.NetworkingV1().NetworkPolicies(p.Namespace).Create(ctx, &p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
