@@ -371,6 +371,7 @@ go_tool weed github.com/seaweedfs/seaweedfs "$SEAWEEDFS_VERSION" github.com/seaw
 # build under the prefix (install.sh compares a digest of its sources with its stamp).
 "$(cd "$(dirname "$0")/.." && pwd)/tools/k8s/install.sh" "$PADDOCK_PREFIX/k8s"
 log "test cluster: $("$PADDOCK_PREFIX/k8s/bin/kubelet" --version) under $PADDOCK_PREFIX/k8s"
+log "test cluster's NetworkPolicy enforcer: kube-router $("$PADDOCK_PREFIX/k8s/kuberouter/kube-router" --version 2>&1 | grep -o 'v[0-9][0-9.]*' | head -1)"
 
 vulndb="$PADDOCK_PREFIX/vulndb/$VULNDB_VERSION"
 if [ ! -s "$vulndb/index/db.json" ]; then
