@@ -42,7 +42,8 @@ build:
 # the other packages' microVM tests (see docs/limitations.md, microvm). The kube tag adds
 # the backend on a Kubernetes cluster: the conformance suite and the cluster's own tests on
 # the test cluster (internal/testenv/kube), started once per package, and the scale test
-# on its simulated nodes at 100 sandboxes (-short; without it, 1,000: docs/kubernetes.md).
+# on its simulated nodes at 100 sandboxes (-short; without it, 1,000: docs/kubernetes.md),
+# and the shipped NetworkPolicy on a cluster that enforces it (kube-router's firewall).
 TESTTAGS ?= microvm kube
 
 test: setup build
@@ -55,6 +56,7 @@ test: setup build
 	$(GO) test -race -count=1 -tags '$(TESTTAGS)' -timeout 20m -run '/kubernetes|TestCluster' ./internal/runner
 	$(GO) test -race -count=1 -tags '$(TESTTAGS)' -timeout 20m -run 'TestServeOnCluster' ./internal/server
 	$(GO) test -race -count=1 -tags '$(TESTTAGS)' -short -timeout 20m -run 'TestScale' ./internal/sandbox/kube
+	$(GO) test -race -count=1 -tags '$(TESTTAGS)' -timeout 20m ./internal/sandbox/kube/netpol
 	@$(MAKE) --no-print-directory fuzz
 
 # lint runs golangci-lint with .golangci.yml (setup installs the pinned version).
