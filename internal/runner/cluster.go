@@ -60,6 +60,13 @@ func RegisterCluster(open ClusterOpener) {
 	opener = open
 }
 
+// ClusterLinked reports whether this program links the Kubernetes backend.
+func ClusterLinked() bool {
+	openerMu.Lock()
+	defer openerMu.Unlock()
+	return opener != nil
+}
+
 // errNoClusterBackend is a cluster configuration in a binary without the backend.
 var errNoClusterBackend = fmt.Errorf("runner backend kubernetes: this program does not link the Kubernetes backend (paddock-server does): %w", errdefs.ErrUnavailable)
 
