@@ -1,6 +1,8 @@
 package main_test
 
 import (
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -74,6 +76,39 @@ func TestHostedCommands(t *testing.T) {
 	}
 	if out, err := exec.Command(alone, "version").CombinedOutput(); err != nil {
 		t.Errorf("paddock version without paddock-server: %v, %q", err, out)
+	}
+}
+
+// paddock run on a cluster runs in paddock-server, which links the Kubernetes backend:
+// with the API server down, it says that the server is unreachable.
+func TestRunOnClusterInServer(t *testing.T) {
+	bin := testenv.Binary(t, "paddock")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	kc := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://%s", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`, addr)
+	config := filepath.Join(dir, "config.yaml")
+	conf := fmt.Sprintf("data_dir: %s\nstate_dir: %s\nrunner: {backend: kubernetes, kubeconfig: %s, image: paddock/agent:test}\n",
+		filepath.Join(dir, "data"), filepath.Join(dir, "state"), kubeconfig)
+	for name, data := range map[string]string{kubeconfig: kc, config: conf} {
+		if err := os.WriteFile(name, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := exec.Command(bin, "run", "--config", config, "--", "true").CombinedOutput()
+	if code := exitCode(err); code != 125 || !strings.Contains(string(out), "unreachable") || !strings.Contains(string(out), addr) {
+		t.Errorf("paddock run on a cluster that is down: exit %d, %q; want 125, saying %s is unreachable", code, out, addr)
 	}
 }
 
