@@ -49,7 +49,7 @@ func build() {
 		{"paddock-agent", "./cmd/paddock-agent", "0", "grpcnotrace"}, // as the Makefile builds it
 		{"paddock", "./cmd/paddock", "0", "grpcnotrace"},
 		{"paddock-server", "./cmd/paddock-server", "0", ""}, // found next to paddock
-		{"paddock-exec", "./cmd/paddock-exec", "0", ""}, // found next to paddock-agent
+		{"paddock-exec", "./cmd/paddock-exec", "0", ""},     // found next to paddock-agent
 	} {
 		out := filepath.Join(binDir, b.name)
 		cmd := exec.Command("go", "build", "-tags", b.tags, "-o", out, b.pkg)
