@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -113,7 +114,8 @@ current-context: x
 }
 
 func exitCode(err error) int {
-	if ee, ok := err.(*exec.ExitError); ok {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
 		return ee.ExitCode()
 	}
 	if err != nil {
