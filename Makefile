@@ -24,12 +24,18 @@ setup:
 # agent to map (table 4 of docs/benchmarks.md).
 AGENTTAGS ?= grpcnotrace
 
-# Both binaries are static (CGO_ENABLED=0; nothing in paddock needs cgo: SQLite is
+# CLITAGS: the CLI serves no grpc, so it leaves grpc's request tracing out as the agent does.
+CLITAGS ?= grpcnotrace
+
+# The binaries are static (CGO_ENABLED=0; nothing in paddock needs cgo: SQLite is
 # modernc's Go): no dynamic loader at each start, about 0.4 ms of every `paddock` command,
-# and a CLI that runs on any Linux of its architecture.
+# and a CLI that runs on any Linux of its architecture. paddock links no package of the
+# control plane (cmd/paddock's TestLean); paddock-server, beside it, runs the commands
+# that need them (serve, admin, the key rotations), which paddock hands to it.
 
 build:
-	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o bin/paddock ./cmd/paddock
+	CGO_ENABLED=0 $(GO) build -tags '$(CLITAGS)' -ldflags '$(LDFLAGS)' -o bin/paddock ./cmd/paddock
+	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o bin/paddock-server ./cmd/paddock-server
 	CGO_ENABLED=0 $(GO) build -trimpath -tags '$(AGENTTAGS)' -ldflags '$(AGENTLDFLAGS)' -o bin/paddock-agent ./cmd/paddock-agent
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/paddock-exec ./cmd/paddock-exec
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/paddockhq/paddock/internal/cli"
+	"github.com/paddockhq/paddock/internal/cli/servercmd"
 )
 
 // TestCommands checks every `paddock …` command line in the pages (sh blocks and code
@@ -120,7 +120,7 @@ func checkCommand(args []string) string {
 
 func helpOf(path []string) string {
 	var out bytes.Buffer
-	cli.Main(append(append([]string{}, path...), "--help"), strings.NewReader(""), &out, &out)
+	servercmd.Main(append(append([]string{}, path...), "--help"), strings.NewReader(""), &out, &out)
 	return out.String()
 }
 

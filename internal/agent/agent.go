@@ -43,7 +43,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -63,8 +62,8 @@ import (
 	"github.com/paddockhq/paddock/internal/wire/channel"
 )
 
-// settleAfter is how long after it starts serving the agent returns its start-up heap to
-// the kernel.
+// settleAfter is how long after it starts serving, and after a call ends, the agent
+// returns its unused heap to the kernel (settle.go).
 const settleAfter = 500 * time.Millisecond
 
 // Version is the agent's version, reported by Info.
@@ -211,7 +210,9 @@ func Run(ctx context.Context, env *wire.Envelope, lis net.Listener, confine Conf
 	defer func() { stopHistory(); reconciling.Wait() }()
 	hist.stopping = hctx.Done()
 	hist.start(hctx, &reconciling)
-	srv := grpc.NewServer(channel.ServerOptions()...)
+	settle := newSettler()
+	defer settle.stop()
+	srv := grpc.NewServer(append(channel.ServerOptions(), settle.options()...)...)
 	pb.RegisterProcessServer(srv, &processService{m: m, hist: hist, ctx: hctx, caps: caps, gatedRoot: gatedRoot(env.GatedRoot)})
 	pb.RegisterFilesServer(srv, &recordedFiles{Service: fs, hist: hist})
 	pb.RegisterAgentServer(srv, &agentService{info: info, app: app, ownKernel: env.Tier == wire.TierMicroVM, ownCgroup: env.ListenAddr != ""})
@@ -222,12 +223,6 @@ func Run(ctx context.Context, env *wire.Envelope, lis net.Listener, confine Conf
 		stopWithin(srv, 2*time.Second)
 	}()
 	log.Info("agent serving", "sandbox", env.SandboxID, "tier", env.Tier, "version", Version)
-	// Start-up (reading the envelope, the history's first walk, package initialisation)
-	// leaves heap behind that the agent will not use again; hand it back once the agent
-	// has settled, rather than after the minutes the background scavenger takes. Idle
-	// sandboxes are most of a host's sandboxes, and the agent is all of an idle one's memory.
-	settle := time.AfterFunc(settleAfter, debug.FreeOSMemory)
-	defer settle.Stop()
 	err = srv.Serve(lis)
 	if errors.Is(err, grpc.ErrServerStopped) && ctx.Err() != nil {
 		return nil // told to stop before Serve began: a clean stop all the same

@@ -1,6 +1,23 @@
 package api
 
-import "time"
+import (
+	"fmt"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/errdefs"
+)
+
+// BackupIDFormat is a backup's ID: its time, as its manifest is named.
+const BackupIDFormat = "20060102T150405.000000000Z"
+
+// ParseBackupID is the time of backup ID id; anything else is an invalid argument naming it.
+func ParseBackupID(id string) (time.Time, error) {
+	at, err := time.Parse(BackupIDFormat, id)
+	if err != nil || at.Format(BackupIDFormat) != id {
+		return time.Time{}, fmt.Errorf("backup %q: not a backup ID (like 20260102T150405.000000000Z): %w", id, errdefs.ErrInvalidArgument)
+	}
+	return at, nil
+}
 
 // Backup states.
 const (

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/paddockhq/paddock/internal/runner"
+	"github.com/paddockhq/paddock/internal/runner/kubebackend"
 	"github.com/paddockhq/paddock/internal/sandbox/container"
 	"github.com/paddockhq/paddock/internal/sandbox/kube"
 	testkube "github.com/paddockhq/paddock/internal/testenv/kube"
@@ -51,7 +52,7 @@ func (e *Env) KubeTable(ctx context.Context, o Options) (t *Table, err error) {
 	cfg := e.Config
 	cfg.Cluster = runner.ClusterConfig{Backend: runner.BackendKubernetes}
 	cfg.Cluster.Kubeconfig, cfg.Cluster.Namespace, cfg.Cluster.Image = c.Kubeconfig, kubeNamespace, kubeImage
-	cfg.Cluster.ImagePullPolicy, cfg.Cluster.NodeUsr, cfg.Cluster.StorageClass = corev1.PullNever, true, kubeStorageClass
+	cfg.Cluster.ImagePullPolicy, cfg.Cluster.NodeUsr, cfg.Cluster.StorageClass = kube.PullNever, true, kubeStorageClass
 	cfg.Cluster.WarmPool = kube.WarmPool{Size: 1}
 	cfg.Cluster.CADir = filepath.Join(e.Dir, "kube-ca")
 	cfg.Cluster.ReadyTimeout = 3 * time.Minute
@@ -59,7 +60,7 @@ func (e *Env) KubeTable(ctx context.Context, o Options) (t *Table, err error) {
 		return nil, err
 	}
 	r := runner.New(cfg, e.log)
-	kc, err := r.Cluster()
+	kc, err := kubebackend.Of(r)
 	if err != nil {
 		return nil, err
 	}

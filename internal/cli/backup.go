@@ -9,8 +9,8 @@ import (
 	"github.com/spf13/cobra"
 
 	paddock "github.com/paddockhq/paddock"
+	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/errdefs"
-	"github.com/paddockhq/paddock/internal/wsbackup"
 )
 
 func newBackupCommand() *cobra.Command {
@@ -95,7 +95,7 @@ func newBackupCommand() *cobra.Command {
 		RunE: func(c *cobra.Command, args []string) error {
 			req := paddock.BackupRestoreRequest{Into: into}
 			if at != "" {
-				if _, err := wsbackup.ParseID(at); err == nil {
+				if _, err := api.ParseBackupID(at); err == nil {
 					req.Backup = at
 				} else if t, err := time.Parse(time.RFC3339Nano, at); err == nil {
 					req.At = t

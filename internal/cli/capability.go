@@ -14,7 +14,6 @@ import (
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/capability"
 	"github.com/paddockhq/paddock/internal/errdefs"
-	"github.com/paddockhq/paddock/internal/server"
 )
 
 // newCapabilityCommand is paddock sandbox capability mint|ls|revoke|narrow.
@@ -35,43 +34,7 @@ widen it; revoking a token revokes every token narrowed from it.`,
 			return fmt.Errorf("sandbox capability: give a subcommand: mint, ls, revoke, narrow or rotate-key: %w", errdefs.ErrInvalidArgument)
 		},
 	}
-	c.AddCommand(newCapabilityMintCommand(), newCapabilityListCommand(), newCapabilityRevokeCommand(), newCapabilityNarrowCommand(),
-		newCapabilityRotateKeyCommand())
-	return c
-}
-
-// newCapabilityRotateKeyCommand is paddock sandbox capability rotate-key, on the server host.
-func newCapabilityRotateKeyCommand() *cobra.Command {
-	var dataDir, config string
-	c := &cobra.Command{
-		Use:   "rotate-key",
-		Short: "on the server host: add a new capability signing key and make it primary",
-		Long: `rotate-key adds a key to the server's capability keyring (capability.keys in its data
-directory, same --data and --config as paddock serve) and makes it primary. Send
-paddock serve SIGHUP (or restart it) to sign new tokens with it. Tokens minted before
-still verify, and running sandboxes keep working: their agents' tokens are signed under
-the keyring's oldest key, which they hold.
-
-After a key leaked, rotate, then delete the leaked key's "key N" line from the file and
-reload: tokens signed under it stop verifying, and sandboxes started before the key that
-is then the oldest was added must be restarted.`,
-		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			cfg, err := server.LoadConfig(config, dataDir, "")
-			if err != nil {
-				return err
-			}
-			rot, err := server.RotateCapabilityKeys(cfg)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(c.OutOrStdout(), "Added capability key %d to %s and made it primary (was %d); keys %s stay for the tokens signed under them.\nSend paddock serve SIGHUP (or restart it) to sign new tokens with it.\n",
-				rot.To, rot.File, rot.From, strings.Trim(fmt.Sprint(rot.Kept), "[]"))
-			return nil
-		},
-	}
-	c.Flags().StringVar(&dataDir, "data", "", "the server's data directory (default: as paddock serve)")
-	c.Flags().StringVar(&config, "config", "", "the server's YAML configuration file")
+	c.AddCommand(newCapabilityMintCommand(), newCapabilityListCommand(), newCapabilityRevokeCommand(), newCapabilityNarrowCommand())
 	return c
 }
 

@@ -18,8 +18,16 @@ import (
 // a missing runtime, a sandbox that would not start.
 const ExitUsage = 125
 
-// Main runs the CLI with args and returns the process's exit status.
+// Main runs the CLI with args and returns the process's exit status. The hosted commands
+// (hosted.go) run in paddock-server, beside this program.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return Run(args, stdin, stdout, stderr, nil)
+}
+
+// Run is Main with the hosted commands built in, by path ("serve", "secrets
+// rotate-key"), as paddock-server runs them (package cli/servercmd). A hosted command
+// missing from hosted is handed to paddock-server.
+func Run(args []string, stdin io.Reader, stdout, stderr io.Writer, hosted map[string]*cobra.Command) int {
 	var code int
 	root := &cobra.Command{
 		Use:           "paddock",
@@ -34,10 +42,12 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return fmt.Errorf("%s: %v (see %s --help): %w", c.CommandPath(), err, c.CommandPath(), errdefs.ErrInvalidArgument)
 	})
-	root.AddCommand(newRunCommand(&code), newServeCommand(), newVersionCommand(),
+	toServer := func(c *cobra.Command) error { return execServer(c, args) }
+	root.AddCommand(newRunCommand(&code, toServer), newVersionCommand(),
 		newLoginCommand(), newLogoutCommand(), newSandboxCommand(&code), newRolesCommand(), newPromoteCommand(), newSecretsCommand(), newPolicyCommand(&code),
-		newTokenCommand(), newInviteCommand(), newAgentCommand(&code), newAppCommand(), newMCPCommand(), newAdminCommand(), newBackupCommand())
+		newTokenCommand(), newInviteCommand(), newAgentCommand(&code), newAppCommand(), newMCPCommand(), newBackupCommand())
 	root.AddCommand(newHistoryCommands()...)
+	addHosted(root, hosted, toServer)
 	if err := root.Execute(); err != nil {
 		fmt.Fprintf(stderr, "paddock: %s\n", message(err))
 		return ExitUsage

@@ -8,7 +8,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
-	"github.com/paddockhq/paddock/internal/auth"
+	"github.com/paddockhq/paddock/internal/api"
 	pmcp "github.com/paddockhq/paddock/internal/mcp"
 )
 
@@ -36,10 +36,10 @@ lines go to stderr. See docs/mcp.md.
 			// Credentials that may only read get only the tools that read, as over HTTP.
 			if me, err := client.Me(c.Context()); err != nil {
 				log.Warn("mcp: could not ask the server what these credentials may do; serving every tool", "err", err)
-			} else if len(me.Scopes) > 0 && !slices.Contains(me.Scopes, string(auth.ScopeWrite)) {
+			} else if len(me.Scopes) > 0 && !slices.Contains(me.Scopes, string(api.ScopeWrite)) {
 				opts.ReadOnly = true
 				opts.Refuse = func(_ context.Context, tool string) error {
-					return auth.ScopeError(auth.ScopeWrite, "the MCP tool "+tool)
+					return api.ScopeError(api.ScopeWrite, "the MCP tool "+tool)
 				}
 			}
 			s := pmcp.NewServer(pmcp.Client{C: client}, opts)

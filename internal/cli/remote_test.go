@@ -17,6 +17,7 @@ import (
 
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/cli"
+	"github.com/paddockhq/paddock/internal/cli/servercmd"
 	"github.com/paddockhq/paddock/internal/servertest"
 )
 
@@ -24,7 +25,7 @@ import (
 func remote(t *testing.T, stdin string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code = cli.Main(args, strings.NewReader(stdin), &out, &errb)
+	code = servercmd.Main(args, strings.NewReader(stdin), &out, &errb)
 	if s := errb.String(); strings.Contains(s, "goroutine ") || strings.Contains(s, "panic") {
 		t.Fatalf("paddock %s: stack trace on stderr:\n%s", strings.Join(args, " "), s)
 	}

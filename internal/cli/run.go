@@ -24,7 +24,7 @@ type runFlags struct {
 	insecure, keep                                             bool
 }
 
-func newRunCommand(code *int) *cobra.Command {
+func newRunCommand(code *int, toServer func(*cobra.Command) error) *cobra.Command {
 	var f runFlags
 	c := &cobra.Command{
 		Use:   "run [flags] -- COMMAND [ARG...]",
@@ -42,6 +42,9 @@ it; 137 when the memory limit killed it; 125 when paddock itself could not run i
 			spec, cfg, err := f.spec(args)
 			if err != nil {
 				return err
+			}
+			if cfg.OnCluster() && !runner.ClusterLinked() {
+				return toServer(c) // the Kubernetes backend is linked there
 			}
 			return runCommand(c, spec, cfg, f.keep, code)
 		},

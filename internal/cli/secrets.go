@@ -6,21 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/paddockhq/paddock"
+	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/errdefs"
-	"github.com/paddockhq/paddock/internal/secrets"
-	"github.com/paddockhq/paddock/internal/server"
-	"github.com/paddockhq/paddock/internal/store"
 )
 
 func newSecretsCommand() *cobra.Command {
@@ -33,7 +27,7 @@ func newSecretsCommand() *cobra.Command {
 			return fmt.Errorf("secrets: give a subcommand (see paddock secrets --help): %w", errdefs.ErrInvalidArgument)
 		},
 	}
-	c.AddCommand(newSecretsListCommand(), newSecretsSetCommand(), newSecretsRemoveCommand(), newRotateKeyCommand())
+	c.AddCommand(newSecretsListCommand(), newSecretsSetCommand(), newSecretsRemoveCommand())
 	return c
 }
 
@@ -69,7 +63,7 @@ pipe or file, everything (up to 64 KiB), less one final line ending. Setting an 
 secret makes its next version.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := secrets.ValidateName(args[0]); err != nil {
+			if err := api.ValidateSecretName(args[0]); err != nil {
 				return err
 			}
 			value, err := readSecretValue(c, args[0])
@@ -107,7 +101,7 @@ func readSecretValue(c *cobra.Command, name string) (string, error) {
 			return "", fmt.Errorf("secrets set: reading the value: %w", err)
 		}
 	} else {
-		data, err := io.ReadAll(io.LimitReader(in, secrets.MaxValueSize+3))
+		data, err := io.ReadAll(io.LimitReader(in, api.MaxSecretSize+3))
 		if err != nil {
 			return "", fmt.Errorf("secrets set: reading the value: %w", err)
 		}
@@ -116,8 +110,8 @@ func readSecretValue(c *cobra.Command, name string) (string, error) {
 	switch {
 	case value == "":
 		return "", fmt.Errorf("secrets set %s: no value on stdin: %w", name, errdefs.ErrInvalidArgument)
-	case len(value) > secrets.MaxValueSize:
-		return "", fmt.Errorf("secrets set %s: the value is over the limit of %d bytes (64 KiB): %w", name, secrets.MaxValueSize, errdefs.ErrInvalidArgument)
+	case len(value) > api.MaxSecretSize:
+		return "", fmt.Errorf("secrets set %s: the value is over the limit of %d bytes (64 KiB): %w", name, api.MaxSecretSize, errdefs.ErrInvalidArgument)
 	}
 	return value, nil
 }
@@ -134,64 +128,4 @@ func newSecretsRemoveCommand() *cobra.Command {
 			})
 		},
 	}
-}
-
-func newRotateKeyCommand() *cobra.Command {
-	var dataDir, config string
-	c := &cobra.Command{
-		Use:   "rotate-key",
-		Short: "on the server host: make a new secrets key primary and re-encrypt every secret under it",
-		Long: `rotate-key opens the server's database and secrets key file directly, as paddock serve
-does (same --data and --config), adds a new key version to the key file, makes it
-primary and re-encrypts every user's secret under it in one transaction. It may run while
-paddock serve runs: the server reads the new key when it meets it.
-
-Older key versions stay in the key file, because database backups from before the
-rotation still need them; delete a "key N" line only when no backup you might restore
-uses it. A key given in PADDOCK_SECRETS_KEY cannot be rotated: move it to a key file.`,
-		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			cfg, err := server.LoadConfig(config, dataDir, "")
-			if err != nil {
-				return err
-			}
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			log := slog.New(slog.NewTextHandler(c.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-			return rotateKey(ctx, c, cfg, log)
-		},
-	}
-	c.Flags().StringVar(&dataDir, "data", "", "the server's data directory (default: as paddock serve)")
-	c.Flags().StringVar(&config, "config", "", "the server's YAML configuration file")
-	return c
-}
-
-func rotateKey(ctx context.Context, c *cobra.Command, cfg server.Config, log *slog.Logger) error {
-	path := server.StoreTarget(cfg)
-	if cfg.Store == "" {
-		if _, err := os.Stat(path); err != nil {
-			return fmt.Errorf("secrets rotate-key: no paddock database at %s: give the server's --data or --config: %w", path, errdefs.ErrNotFound)
-		}
-	}
-	st, err := store.Open(ctx, path)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	sec, err := secrets.Open(ctx, st, server.SecretsKeySource(cfg), log)
-	if err != nil {
-		return err
-	}
-	rot, err := sec.RotateKey(ctx)
-	if err != nil {
-		return err
-	}
-	out := c.OutOrStdout()
-	fmt.Fprintf(out, "Rotated the secrets key in %s: version %d -> %d, now primary. Re-encrypted %d secrets under version %d.\n",
-		rot.KeyFile, rot.From, rot.To, rot.Reencrypted, rot.To)
-	if len(rot.Retained) > 0 {
-		fmt.Fprintf(out, "The key file keeps versions %v for database backups from before this rotation: delete a \"key N\" line only when no backup you might restore needs it.\n",
-			strings.Trim(fmt.Sprint(rot.Retained), "[]"))
-	}
-	return nil
 }

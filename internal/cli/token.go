@@ -11,7 +11,6 @@ import (
 
 	"github.com/paddockhq/paddock"
 	"github.com/paddockhq/paddock/internal/api"
-	"github.com/paddockhq/paddock/internal/auth"
 	"github.com/paddockhq/paddock/internal/errdefs"
 )
 
@@ -65,7 +64,7 @@ may do: read, write, tokens, admin (default read,write). --expires sets its life
 		RunE: func(c *cobra.Command, args []string) error {
 			req := api.CreateTokenRequest{Name: args[0]}
 			if scopes != "" {
-				sc, err := auth.ParseScopes(scopes)
+				sc, err := api.ParseScopes(scopes)
 				if err != nil {
 					return err
 				}

@@ -25,6 +25,7 @@ import (
 	"github.com/paddockhq/paddock/internal/cgroups"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/runner"
+	"github.com/paddockhq/paddock/internal/runner/kubebackend"
 	"github.com/paddockhq/paddock/internal/store"
 	"github.com/paddockhq/paddock/internal/wire"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
@@ -197,8 +198,8 @@ func New(st *store.Store, run Runner, cfg Config, reg prometheus.Registerer, log
 		return nil, err
 	}
 	// The runner's own metrics: a cluster's warm pool.
-	if rc, ok := run.(interface{ Collectors() []prometheus.Collector }); ok && reg != nil {
-		for _, c := range rc.Collectors() {
+	if rc, ok := run.(*runner.Runner); ok && reg != nil {
+		for _, c := range kubebackend.Collectors(rc) {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

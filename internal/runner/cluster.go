@@ -3,13 +3,13 @@ package runner
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"sync"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/paddockhq/paddock/internal/agentclient"
 	"github.com/paddockhq/paddock/internal/errdefs"
-	"github.com/paddockhq/paddock/internal/sandbox/kube"
+	"github.com/paddockhq/paddock/internal/sandbox/kubespec"
 	"github.com/paddockhq/paddock/internal/wire"
 )
 
@@ -18,12 +18,57 @@ const BackendKubernetes = "kubernetes"
 
 // ClusterConfig is where sandboxes run: on this host (backend empty or "local"), or on
 // a Kubernetes cluster through the agent-sandbox CRDs (backend "kubernetes", with the
-// fields of kube.Config; docs/kubernetes.md).
+// fields of kubespec.Config; docs/kubernetes.md).
 type ClusterConfig struct {
 	// Backend is "local" (default) or "kubernetes".
-	Backend     string `yaml:"backend"`
-	kube.Config `yaml:",inline"`
+	Backend         string `yaml:"backend"`
+	kubespec.Config `yaml:",inline"`
 }
+
+// Cluster is a Kubernetes cluster as the runner uses it: package kube's, which a binary
+// links by importing package runner/kubebackend. The CLI does not, so that `paddock run`
+// does not link client-go; the control plane does.
+type Cluster interface {
+	Namespace() string
+	Health(ctx context.Context) error
+	EnsurePool(ctx context.Context, limits wire.Limits) error
+	// StartWarm starts req, claiming a warm pod when one fits; hit says it did.
+	StartWarm(ctx context.Context, req kubespec.Request, persistent bool) (sb ClusterSandbox, hit bool, err error)
+	Remove(ctx context.Context, id string) error
+}
+
+// ClusterSandbox is a sandbox running on a cluster.
+type ClusterSandbox interface {
+	backend
+	// NodeName is the node its pod runs on.
+	NodeName() string
+}
+
+// ClusterOpener opens the cluster cfg names.
+type ClusterOpener func(cfg kubespec.Config, log *slog.Logger) (Cluster, error)
+
+var (
+	openerMu sync.Mutex
+	opener   ClusterOpener
+)
+
+// RegisterCluster makes open how runners open their cluster (package runner/kubebackend
+// calls it when it is linked).
+func RegisterCluster(open ClusterOpener) {
+	openerMu.Lock()
+	defer openerMu.Unlock()
+	opener = open
+}
+
+// ClusterLinked reports whether this program links the Kubernetes backend.
+func ClusterLinked() bool {
+	openerMu.Lock()
+	defer openerMu.Unlock()
+	return opener != nil
+}
+
+// errNoClusterBackend is a cluster configuration in a binary without the backend.
+var errNoClusterBackend = fmt.Errorf("runner backend kubernetes: this program does not link the Kubernetes backend (paddock-server does): %w", errdefs.ErrUnavailable)
 
 // OnCluster says whether sandboxes run on a Kubernetes cluster.
 func (c Config) OnCluster() bool { return c.Cluster.Backend == BackendKubernetes }
@@ -45,13 +90,19 @@ func (c *Config) validateCluster() error {
 }
 
 // cluster opens the cluster on first use.
-func (r *Runner) cluster() (*kube.Cluster, error) {
+func (r *Runner) cluster() (Cluster, error) {
 	r.clusterMu.Lock()
 	defer r.clusterMu.Unlock()
 	if r.kube == nil {
+		openerMu.Lock()
+		open := opener
+		openerMu.Unlock()
+		if open == nil {
+			return nil, errNoClusterBackend
+		}
 		cfg := r.cfg.Cluster.Config
 		cfg.Fill(r.cfg.DataDir) // a configuration built in code may not have been
-		c, err := kube.Open(cfg, r.log)
+		c, err := open(cfg, r.log)
 		if err != nil {
 			return nil, err
 		}
@@ -65,7 +116,7 @@ func (r *Runner) cluster() (*kube.Cluster, error) {
 
 // ensurePool makes the cluster's warm pool for the runner's default limits; a create
 // tries again when this could not (the pool then misses).
-func (r *Runner) ensurePool(c *kube.Cluster) {
+func (r *Runner) ensurePool(c Cluster) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := c.EnsurePool(ctx, r.cfg.Limits); err != nil {
@@ -73,20 +124,11 @@ func (r *Runner) ensurePool(c *kube.Cluster) {
 	}
 }
 
-// Collectors are the runner's metrics: the cluster's warm pool's, when it has one.
-func (r *Runner) Collectors() []prometheus.Collector {
-	if !r.cfg.OnCluster() || r.cfg.Cluster.WarmPool.Size == 0 {
-		return nil
-	}
-	c, err := r.cluster()
-	if err != nil {
-		return nil
-	}
-	return c.Collectors()
-}
+// ClusterConfig is where r's sandboxes run.
+func (r *Runner) ClusterConfig() ClusterConfig { return r.cfg.Cluster }
 
 // Cluster is the cluster sandboxes run on, opened on first use.
-func (r *Runner) Cluster() (*kube.Cluster, error) { return r.cluster() }
+func (r *Runner) Cluster() (Cluster, error) { return r.cluster() }
 
 // Health reports whether the runner can start sandboxes: on a cluster, whether its API
 // server answers; on this host, always.
@@ -132,7 +174,7 @@ func (r *Runner) createOnCluster(ctx context.Context, spec Spec, tier wire.Tier,
 	if len(spec.Main) == 0 {
 		main = nil
 	}
-	req := kube.Request{
+	req := kubespec.Request{
 		ID: id, Runtime: rt, Limits: limits, Env: containerEnv(spec.Env), Main: main,
 		UID: r.cfg.SandboxUID, GID: r.cfg.SandboxGID, CapabilityKeys: spec.CapabilityKeys,
 	}
@@ -149,9 +191,9 @@ func (r *Runner) createOnCluster(ctx context.Context, spec Spec, tier wire.Tier,
 		return nil, err
 	}
 	if hit {
-		r.log.Info("sandbox claimed from the cluster's warm pool", "sandbox", id, "node", kb.Node)
+		r.log.Info("sandbox claimed from the cluster's warm pool", "sandbox", id, "node", kb.NodeName())
 	}
-	sb := &Sandbox{ID: id, Tier: tier, Limits: limits, backend: kb, Node: kb.Node, uid: r.cfg.SandboxUID, gid: r.cfg.SandboxGID}
+	sb := &Sandbox{ID: id, Tier: tier, Limits: limits, backend: kb, Node: kb.NodeName(), uid: r.cfg.SandboxUID, gid: r.cfg.SandboxGID}
 	sb.agent = agentclient.New(kb.Conn())
 	return sb, nil
 }

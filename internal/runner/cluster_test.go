@@ -13,6 +13,7 @@ import (
 
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/runner"
+	_ "github.com/paddockhq/paddock/internal/runner/kubebackend" // the runner opens clusters
 	"github.com/paddockhq/paddock/internal/testenv"
 )
 

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/paddockhq/paddock/internal/runner"
+	"github.com/paddockhq/paddock/internal/runner/kubebackend"
 	"github.com/paddockhq/paddock/internal/sandbox/kube"
 	"github.com/paddockhq/paddock/internal/sandbox/kube/kubetest"
 	"github.com/paddockhq/paddock/internal/testenv"
@@ -53,7 +54,7 @@ func withPool(t *testing.T, size int) (*runner.Runner, *kube.Cluster, runner.Con
 	cfg.Cluster.Namespace = warmNS
 	cfg.Cluster.WarmPool = kube.WarmPool{Size: size}
 	r := runner.New(cfg, testenv.Logger(t))
-	c, err := r.Cluster()
+	c, err := kubebackend.Of(r)
 	if err != nil {
 		t.Fatal(err)
 	}

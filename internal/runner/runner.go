@@ -33,7 +33,6 @@ import (
 	"github.com/paddockhq/paddock/internal/cgroups"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/sandbox/container"
-	"github.com/paddockhq/paddock/internal/sandbox/kube"
 	"github.com/paddockhq/paddock/internal/sandbox/microvm"
 	"github.com/paddockhq/paddock/internal/sandbox/process"
 	"github.com/paddockhq/paddock/internal/tunnel"
@@ -52,7 +51,7 @@ type Runner struct {
 
 	// kube is the cluster sandboxes run on (Config.Cluster), opened on first use.
 	clusterMu sync.Mutex
-	kube      *kube.Cluster
+	kube      Cluster
 }
 
 // New returns a Runner for cfg.

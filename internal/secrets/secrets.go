@@ -13,16 +13,17 @@ import (
 	"sync"
 	"time"
 
+	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/store"
 )
 
 // Limits on what a user may store.
 const (
-	// MaxValueSize bounds one value: secrets are tokens and keys, not files.
-	MaxValueSize = 64 << 10
-	// MaxNameLen bounds a name.
-	MaxNameLen = 64
+	// MaxValueSize bounds one value (api.MaxSecretSize).
+	MaxValueSize = api.MaxSecretSize
+	// MaxNameLen bounds a name (api.MaxSecretNameLen).
+	MaxNameLen = api.MaxSecretNameLen
 	// MaxPerUser bounds how many secrets one user has.
 	MaxPerUser = 100
 )
@@ -469,27 +470,8 @@ func (s *Secrets) reencryptAll(ctx context.Context, tx *store.Tx, ring *keyring)
 	return len(refs), nil
 }
 
-// ValidateName checks a secret's name: 1 to 64 of a-z, 0-9, '.', '_' and '-', starting
-// with a letter or digit. Lower case only, so that "GitHub" and "github" cannot be two
-// secrets; no '/', so that a name is one URL path segment.
-func ValidateName(name string) error {
-	ok := name != "" && len(name) <= MaxNameLen && isAlnum(name[0])
-	for i := 0; ok && i < len(name); i++ {
-		c := name[i]
-		ok = isAlnum(c) || c == '.' || c == '_' || c == '-'
-	}
-	if !ok {
-		shown := name
-		if len(shown) > MaxNameLen {
-			shown = shown[:MaxNameLen] + "…"
-		}
-		return fmt.Errorf("secret name %q: want 1 to %d characters of a-z, 0-9, '.', '_' and '-', starting with a letter or digit: %w",
-			shown, MaxNameLen, errdefs.ErrInvalidArgument)
-	}
-	return nil
-}
-
-func isAlnum(c byte) bool { return 'a' <= c && c <= 'z' || '0' <= c && c <= '9' }
+// ValidateName checks a secret's name (api.ValidateSecretName).
+func ValidateName(name string) error { return api.ValidateSecretName(name) }
 
 func infoOf(r store.SecretRow) Info {
 	return Info{Name: r.Name, Version: r.Version, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}

@@ -33,7 +33,7 @@ func moduleRoot() string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
-// build compiles paddock and paddock-agent (static) into a directory of this test
+// build compiles paddock, paddock-server and paddock-agent (static) into a directory of this test
 // process's own (test processes of several packages run at once), once per process. The
 // directory's name carries the process's pid: a later process removes the directories of
 // processes that are gone, since a test binary has no hook that runs when it exits.
@@ -47,8 +47,9 @@ func build() {
 	}
 	for _, b := range []struct{ name, pkg, cgo, tags string }{
 		{"paddock-agent", "./cmd/paddock-agent", "0", "grpcnotrace"}, // as the Makefile builds it
-		{"paddock", "./cmd/paddock", "0", ""},
-		{"paddock-exec", "./cmd/paddock-exec", "0", ""}, // found next to paddock-agent
+		{"paddock", "./cmd/paddock", "0", "grpcnotrace"},
+		{"paddock-server", "./cmd/paddock-server", "0", ""}, // found next to paddock
+		{"paddock-exec", "./cmd/paddock-exec", "0", ""},     // found next to paddock-agent
 	} {
 		out := filepath.Join(binDir, b.name)
 		cmd := exec.Command("go", "build", "-tags", b.tags, "-o", out, b.pkg)

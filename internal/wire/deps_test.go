@@ -23,11 +23,13 @@ func deps(t *testing.T, pkg string) []string {
 }
 
 // The control plane and CLI speak to the agent through this contract only: the paddock
-// binary links none of the agent's code.
+// and paddock-server binaries link none of the agent's code.
 func TestHostLinksNoAgent(t *testing.T) {
-	for _, p := range deps(t, module+"cmd/paddock") {
-		if p == module+"internal/agent" || strings.HasPrefix(p, module+"internal/agent/") {
-			t.Errorf("cmd/paddock links %s: what both sides need belongs in internal/wire", p)
+	for _, cmd := range []string{"cmd/paddock", "cmd/paddock-server"} {
+		for _, p := range deps(t, module+cmd) {
+			if p == module+"internal/agent" || strings.HasPrefix(p, module+"internal/agent/") {
+				t.Errorf("%s links %s: what both sides need belongs in internal/wire", cmd, p)
+			}
 		}
 	}
 }

@@ -37,23 +37,18 @@ import (
 	"golang.org/x/crypto/chacha20poly1305"
 	"golang.org/x/sys/unix"
 
+	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/errdefs"
 )
 
 // KeySize is the backup key's length in bytes.
 const KeySize = 32
 
-// IDFormat is a backup's ID: its time, as its manifest is named.
-const IDFormat = "20060102T150405.000000000Z"
+// IDFormat is a backup's ID (api.BackupIDFormat).
+const IDFormat = api.BackupIDFormat
 
-// ParseID is the time of backup ID id; anything else is an invalid argument naming it.
-func ParseID(id string) (time.Time, error) {
-	at, err := time.Parse(IDFormat, id)
-	if err != nil || at.Format(IDFormat) != id {
-		return time.Time{}, fmt.Errorf("backup %q: not a backup ID (like 20260102T150405.000000000Z): %w", id, errdefs.ErrInvalidArgument)
-	}
-	return at, nil
-}
+// ParseID is the time of backup ID id (api.ParseBackupID).
+func ParseID(id string) (time.Time, error) { return api.ParseBackupID(id) }
 
 // clock is the time a backup is named by.
 var clock = time.Now

@@ -173,3 +173,19 @@ func TestFileSizeLimitKeepsTrampoline(t *testing.T) {
 		t.Errorf("the command did not start through the trampoline set by SetSelf: %v", err)
 	}
 }
+
+// A pump's buffer doubles after each read that fills it, up to readSize, and stays as it
+// is after a read that did not.
+func TestNextReadSize(t *testing.T) {
+	for _, tc := range []struct{ size, n, want int }{
+		{firstReadSize, 100, firstReadSize},
+		{firstReadSize, firstReadSize - 1, firstReadSize},
+		{firstReadSize, firstReadSize, 2 * firstReadSize},
+		{readSize / 2, readSize / 2, readSize},
+		{readSize, readSize, readSize},
+	} {
+		if got := nextReadSize(tc.size, tc.n); got != tc.want {
+			t.Errorf("nextReadSize(%d, %d) = %d, want %d", tc.size, tc.n, got, tc.want)
+		}
+	}
+}

@@ -40,6 +40,9 @@ const (
 	// readSize is the most one pipe read takes; pipes are grown to this size too, so a fast
 	// writer moves a quarter of a megabyte per wake-up.
 	readSize = 1 << 20
+	// firstReadSize is a pump's first buffer, which each read that fills it doubles up to
+	// readSize: a quiet session (a shell, a server's log) holds this much, not readSize.
+	firstReadSize = 32 << 10
 	// drainIdle is how long output may pause, after the session's process has exited,
 	// before the session is considered finished even though a background child still holds
 	// the pipe open.
@@ -635,15 +638,16 @@ func (s *Session) endGroup() {
 // pump copies one output stream into the log until EOF, or until the process has exited
 // and the stream has been idle for drainIdle.
 func (s *Session) pump(r *os.File, stream Stream) {
-	buf := make([]byte, readSize)
+	buf := make([]byte, firstReadSize)
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
 			data := buf[:n]
-			if n < readSize/8 {
+			if n < len(buf)/8 {
 				data = slices.Clone(data)
 			} else {
-				buf = make([]byte, readSize)
+				// The log keeps buf; a read that filled it asks for a larger one.
+				buf = make([]byte, nextReadSize(len(buf), n))
 			}
 			_ = s.out.append(context.Background(), stream, data)
 		}
@@ -662,6 +666,15 @@ func (s *Session) pump(r *os.File, stream Stream) {
 		default:
 		}
 	}
+}
+
+// nextReadSize is the buffer for the read after one of n bytes into size: twice as large
+// when the read filled it, up to readSize.
+func nextReadSize(size, n int) int {
+	if n == size {
+		return min(2*size, readSize)
+	}
+	return size
 }
 
 // readBuffered hands emit what r holds right now, without waiting for more: at most

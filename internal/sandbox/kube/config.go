@@ -1,232 +1,40 @@
-// Package kube runs sandboxes on a Kubernetes cluster through the agent-sandbox CRDs
-// (sigs.k8s.io/agent-sandbox): each sandbox is an agents.x-k8s.io/v1beta1 Sandbox whose
-// pod runs paddock-agent with --pod, its workspace and history on a PersistentVolumeClaim
-// from the Sandbox's volumeClaimTemplates, and its bootstrap envelope and TLS pair in a
-// Secret only that pod mounts. Stop and start are the Sandbox's operatingMode.
-//
-// Threat model: the pod network and the pods are hostile, and so is anyone who can edit
-// objects in the sandboxes' namespace but not paddock's own state. The control plane
-// reaches an agent only over mutual TLS bound to that sandbox (package podtls): the pod's
-// address is never trusted, and no port is served without it. A Sandbox object is never
-// trusted either: one paddock did not make is refused, and before each start paddock
-// writes the whole pod template back from what it would make (reconcile), so a
-// hand-edited template (a privileged container, a host path, another image) does not
-// survive into a running pod. The pod runs with a read-only root, RuntimeDefault seccomp,
-// no privilege escalation, and only the capabilities the agent needs to start commands as
-// the unprivileged sandbox user; no service account token is mounted.
 package kube
 
 import (
-	"fmt"
-	"os"
-	"path/filepath"
-	"time"
-
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/paddockhq/paddock/internal/errdefs"
-	"github.com/paddockhq/paddock/internal/wire"
-	"github.com/paddockhq/paddock/internal/wire/podtls"
+	"github.com/paddockhq/paddock/internal/sandbox/kubespec"
 )
 
-// Config is the runner's Kubernetes backend (runner: {backend: kubernetes, ...}).
-type Config struct {
-	// Kubeconfig is the kubeconfig file paddock uses; empty means the in-cluster
-	// configuration (paddock running in a pod with a service account).
-	Kubeconfig string `yaml:"kubeconfig"`
-	// Namespace holds the sandboxes, their Secrets and volumes. Default: paddock-sandboxes.
-	Namespace string `yaml:"namespace"`
-	// Image is the sandbox pods' image: paddock-agent at /.paddock/paddock-agent and the
-	// programs sandboxes run. Required.
-	Image string `yaml:"image"`
-	// ImagePullPolicy is the pods' (Always, IfNotPresent or Never). Default: IfNotPresent.
-	ImagePullPolicy corev1.PullPolicy `yaml:"image_pull_policy"`
-	// RuntimeClasses maps a sandbox's runtime to a RuntimeClass: "runc" (the container
-	// tier's default; empty or absent is the cluster's default runtime), "runsc" (gVisor),
-	// "microvm" (Kata or Firecracker). A runtime with no class here is refused.
-	RuntimeClasses map[string]string `yaml:"runtime_classes"`
-	// StorageClass is the class of the workspaces' volumes; empty is the cluster's default.
-	StorageClass string `yaml:"storage_class"`
-	// WorkspaceSize is a workspace volume's size when the sandbox's limits give no disk.
-	// Default: 4GiB.
-	WorkspaceSize wire.Size `yaml:"workspace_size"`
-	// NodeSelector and Tolerations put the pods on the nodes kept for sandboxes (node
-	// labels to match; taints to tolerate).
-	NodeSelector map[string]string `yaml:"node_selector"`
-	Tolerations  []Toleration      `yaml:"tolerations"`
-	// NodeUsr binds each node's /usr read-only at /usr in the pods, as the single-host
-	// container tier binds the host's: the node then provides the sandboxes' programs,
-	// and the image needs only the agent and /etc. Only for clusters whose nodes are
-	// paddock hosts (the test cluster); off, the image brings its own /usr.
-	NodeUsr bool `yaml:"node_usr"`
-	// PodFirewall adds to each pod an init container that, with NET_ADMIN, rejects in the
-	// pod's own network namespace every packet the sandbox user's processes send
-	// anywhere but the pod's loopback: the sandbox then reaches nothing but what the agent
-	// relays (the host's services, the egress proxy), whatever the cluster's network
-	// plugin enforces. The image needs iptables (nf_tables); the init container's
-	// NET_ADMIN is outside the Pod Security Standards' baseline.
-	PodFirewall bool `yaml:"pod_firewall"`
-	// CADir holds the channel's CA (ca.crt, ca.key), made on first use. Default:
-	// <data_dir>/kube-ca.
-	CADir string `yaml:"ca_dir"`
-	// CertLifetime is how long the channel's certificates last, the sandboxes' and the
-	// control plane's; each is renewed at half its life while it is in use (a sandbox's
-	// by rewriting its Secret, which the kubelet passes on to the running pod). Default:
-	// 24h; at least 1m, and better well above twice the kubelet's sync period.
-	CertLifetime time.Duration `yaml:"cert_lifetime"`
-	// ReadyTimeout bounds how long a start waits for the pod to be ready. Default: 5m
-	// (the first pull of an image can be slow).
-	ReadyTimeout time.Duration `yaml:"ready_timeout"`
-	// WarmPool keeps pods of the default runtime and limits started ahead, claimed by new
-	// sandboxes that are not persistent (pool.go).
-	WarmPool WarmPool `yaml:"warm_pool"`
-}
+// Config is the runner's Kubernetes backend (package kubespec, which links no client).
+type Config = kubespec.Config
 
-// MinCertLifetime is the shortest CertLifetime.
-const MinCertLifetime = time.Minute
+// Toleration is a taint a sandbox's pod tolerates (kubespec.Toleration).
+type Toleration = kubespec.Toleration
+
+// WarmPool is a pool setting (kubespec.WarmPool).
+type WarmPool = kubespec.WarmPool
+
+// Request is a sandbox as the runner asks for it (kubespec.Request).
+type Request = kubespec.Request
 
 // DefaultNamespace is the sandboxes' namespace when the configuration names none.
-const DefaultNamespace = "paddock-sandboxes"
-
-// Fill sets the defaults; dataDir is the runner's.
-func (c *Config) Fill(dataDir string) {
-	if c.Namespace == "" {
-		c.Namespace = DefaultNamespace
-	}
-	if c.ImagePullPolicy == "" {
-		c.ImagePullPolicy = corev1.PullIfNotPresent
-	}
-	if c.WorkspaceSize == 0 {
-		c.WorkspaceSize = 4 << 30
-	}
-	if c.CADir == "" {
-		c.CADir = filepath.Join(dataDir, "kube-ca")
-	}
-	if c.ReadyTimeout == 0 {
-		c.ReadyTimeout = 5 * time.Minute
-	}
-	if c.CertLifetime == 0 {
-		c.CertLifetime = podtls.DefaultLifetime
-	}
-}
-
-// Validate names the first field that is wrong.
-func (c *Config) Validate() error {
-	switch {
-	case c.Image == "":
-		return invalid("image", "is required: the sandbox pods' image, with paddock-agent at %s", wire.AgentPath)
-	case c.ImagePullPolicy != corev1.PullAlways && c.ImagePullPolicy != corev1.PullIfNotPresent && c.ImagePullPolicy != corev1.PullNever:
-		return invalid("image_pull_policy", "%q: want Always, IfNotPresent or Never", c.ImagePullPolicy)
-	case !dnsLabel(c.Namespace):
-		return invalid("namespace", "%q is not a namespace name (a DNS label)", c.Namespace)
-	case c.WorkspaceSize < 0:
-		return invalid("workspace_size", "must be positive")
-	case c.ReadyTimeout < 0:
-		return invalid("ready_timeout", "must be positive")
-	case c.CertLifetime != 0 && c.CertLifetime < MinCertLifetime:
-		return invalid("cert_lifetime", "%s: at least %s (a renewal at half the lifetime must reach the pod through the kubelet)", c.CertLifetime, MinCertLifetime)
-	}
-	if c.Kubeconfig != "" {
-		if _, err := os.Stat(c.Kubeconfig); err != nil {
-			return invalid("kubeconfig", "%v", err)
-		}
-	}
-	if err := c.WarmPool.validate(); err != nil {
-		return err
-	}
-	for i, t := range c.Tolerations {
-		if err := t.validate(); err != nil {
-			return invalid(fmt.Sprintf("tolerations[%d]", i), "%v", err)
-		}
-	}
-	for rt, class := range c.RuntimeClasses {
-		if rt != "runc" && rt != "runsc" && rt != "microvm" {
-			return invalid("runtime_classes", "%q: want runc, runsc or microvm", rt)
-		}
-		if class != "" && !dnsSubdomain(class) {
-			return invalid("runtime_classes", "%s: %q is not a RuntimeClass name", rt, class)
-		}
-	}
-	return nil
-}
-
-func invalid(field, format string, args ...any) error {
-	return fmt.Errorf("runner.%s: %s: %w", field, fmt.Sprintf(format, args...), errdefs.ErrInvalidArgument)
-}
-
-// dnsLabel reports whether s is an RFC 1123 label, as namespaces are.
-func dnsLabel(s string) bool {
-	if len(s) == 0 || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
-		return false
-	}
-	for _, r := range s {
-		if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '-' {
-			return false
-		}
-	}
-	return true
-}
-
-// dnsSubdomain reports whether s is an RFC 1123 subdomain, as RuntimeClass names are.
-func dnsSubdomain(s string) bool {
-	if len(s) == 0 || len(s) > 253 {
-		return false
-	}
-	start := 0
-	for i := 0; i <= len(s); i++ {
-		if i == len(s) || s[i] == '.' {
-			if !dnsLabel(s[start:i]) {
-				return false
-			}
-			start = i + 1
-		}
-	}
-	return true
-}
-
-// Toleration is a taint a sandbox's pod tolerates, as Kubernetes' own, with the keys
-// written as the rest of paddock's configuration is.
-type Toleration struct {
-	Key      string `yaml:"key"`
-	Operator string `yaml:"operator"` // Equal (the default) or Exists
-	Value    string `yaml:"value"`
-	Effect   string `yaml:"effect"` // NoSchedule, PreferNoSchedule, NoExecute; empty is all
-	// TolerationSeconds is how long a NoExecute taint is tolerated; absent is for ever.
-	TolerationSeconds *int64 `yaml:"toleration_seconds"`
-}
-
-func (t Toleration) validate() error {
-	switch corev1.TolerationOperator(t.Operator) {
-	case "", corev1.TolerationOpEqual:
-	case corev1.TolerationOpExists:
-		if t.Value != "" {
-			return fmt.Errorf("operator Exists takes no value (%q)", t.Value)
-		}
-	default:
-		return fmt.Errorf("operator %q: want Equal or Exists", t.Operator)
-	}
-	switch corev1.TaintEffect(t.Effect) {
-	case "", corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
-	default:
-		return fmt.Errorf("effect %q: want NoSchedule, PreferNoSchedule or NoExecute", t.Effect)
-	}
-	if t.TolerationSeconds != nil && corev1.TaintEffect(t.Effect) != corev1.TaintEffectNoExecute {
-		return fmt.Errorf("toleration_seconds is for effect NoExecute only")
-	}
-	return nil
-}
+const DefaultNamespace = kubespec.DefaultNamespace
 
 // toleration is t as Kubernetes has it.
-func (t Toleration) toleration() corev1.Toleration {
+func toleration(t Toleration) corev1.Toleration {
 	return corev1.Toleration{Key: t.Key, Operator: corev1.TolerationOperator(t.Operator), Value: t.Value,
 		Effect: corev1.TaintEffect(t.Effect), TolerationSeconds: t.TolerationSeconds}
 }
 
 // tolerations are c's as Kubernetes has them.
-func (c *Config) tolerations() []corev1.Toleration {
+func tolerations(c *Config) []corev1.Toleration {
 	var out []corev1.Toleration
 	for _, t := range c.Tolerations {
-		out = append(out, t.toleration())
+		out = append(out, toleration(t))
 	}
 	return out
 }
+
+// PullNever is the image pull policy of images already on the nodes.
+const PullNever = kubespec.PullNever

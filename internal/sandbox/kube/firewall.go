@@ -21,7 +21,7 @@ done`, uid)
 	return corev1.Container{
 		Name:            firewallName,
 		Image:           c.Image,
-		ImagePullPolicy: c.ImagePullPolicy,
+		ImagePullPolicy: corev1.PullPolicy(c.ImagePullPolicy),
 		Command:         []string{"/bin/sh", "-c", script},
 		SecurityContext: &corev1.SecurityContext{
 			RunAsUser: &root, RunAsNonRoot: &no, Privileged: &no, AllowPrivilegeEscalation: &no,

@@ -45,20 +45,6 @@ const (
 // the set stays within the Pod Security Standards' baseline).
 var agentCaps = []corev1.Capability{"SETUID", "SETGID", "KILL", "CHOWN", "DAC_OVERRIDE", "FOWNER", "SYS_CHROOT"}
 
-// Request is a sandbox as the runner asks for it.
-type Request struct {
-	ID string
-	// Runtime is runc, runsc or microvm: the RuntimeClass (Config.RuntimeClasses).
-	Runtime string
-	Limits  wire.Limits
-	// Env is the commands' default environment ("K=V").
-	Env  []string
-	Main *wire.Command
-	// UID and GID are the sandbox user's, which commands run as.
-	UID, GID       uint32
-	CapabilityKeys string
-}
-
 // SecretName is the name of sandbox id's Secret.
 func SecretName(id string) string { return id + "-channel" }
 
@@ -67,7 +53,7 @@ func SecretName(id string) string { return id + "-channel" }
 func PVCName(id string) string { return volumeName + "-" + id }
 
 // runtimeClass is the RuntimeClass of runtime rt, or nil for the cluster's default.
-func (c *Config) runtimeClass(rt string) (*string, error) {
+func runtimeClass(c *Config, rt string) (*string, error) {
 	if rt == "" {
 		rt = "runc"
 	}
@@ -165,7 +151,7 @@ func templateHash(pt sbv1.PodTemplate) string {
 
 // PodTemplate is the pod of sandbox req.
 func PodTemplate(c *Config, req Request) (sbv1.PodTemplate, error) {
-	class, err := c.runtimeClass(req.Runtime)
+	class, err := runtimeClass(c, req.Runtime)
 	if err != nil {
 		return sbv1.PodTemplate{}, err
 	}
@@ -180,7 +166,7 @@ func PodTemplate(c *Config, req Request) (sbv1.PodTemplate, error) {
 	ctr := corev1.Container{
 		Name:            containerName,
 		Image:           c.Image,
-		ImagePullPolicy: c.ImagePullPolicy,
+		ImagePullPolicy: corev1.PullPolicy(c.ImagePullPolicy),
 		Command:         []string{wire.AgentPath, wire.PodFlag, wire.PodDir},
 		Ports:           []corev1.ContainerPort{{Name: portName, ContainerPort: wire.PodAgentPort, Protocol: corev1.ProtocolTCP}},
 		Resources:       res,
@@ -225,7 +211,7 @@ func PodTemplate(c *Config, req Request) (sbv1.PodTemplate, error) {
 			Volumes:                       vols,
 			RuntimeClassName:              class,
 			NodeSelector:                  c.NodeSelector,
-			Tolerations:                   c.tolerations(),
+			Tolerations:                   tolerations(c),
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			AutomountServiceAccountToken:  &no,
 			EnableServiceLinks:            &no,

@@ -55,22 +55,6 @@ import (
 // the member) and starts the sandbox cold. Only new sandboxes that are not persistent
 // come from the pool: a persistent one's pod and volume are its own for stop and start.
 
-// WarmPool is a pool setting (runner: {backend: kubernetes, warm_pool: {size: N}}).
-type WarmPool struct {
-	// Size is how many pods the pool keeps ready; 0 is no pool.
-	Size int `yaml:"size"`
-}
-
-// maxPoolSize bounds warm_pool.size: each member is a running pod and a volume.
-const maxPoolSize = 1000
-
-func (w WarmPool) validate() error {
-	if w.Size < 0 || w.Size > maxPoolSize {
-		return invalid("warm_pool.size", "%d: want 0 (no pool) to %d", w.Size, maxPoolSize)
-	}
-	return nil
-}
-
 // PoolName names the SandboxTemplate and the SandboxWarmPool paddock makes.
 const PoolName = "paddock-warm"
 
@@ -327,7 +311,7 @@ func (c *Cluster) poolable(req Request) bool {
 	if !c.pool.made || c.pool.limits != req.Limits {
 		return false
 	}
-	class, _ := c.cfg.runtimeClass(req.Runtime)
+	class, _ := runtimeClass(&c.cfg, req.Runtime)
 	return class == nil
 }
 

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/paddockhq/paddock/internal/runner"
+	_ "github.com/paddockhq/paddock/internal/runner/kubebackend" // the runner opens the test cluster
 	"github.com/paddockhq/paddock/internal/sandbox/container"
 	"github.com/paddockhq/paddock/internal/sandbox/kube"
 	"github.com/paddockhq/paddock/internal/testenv"
@@ -48,7 +49,7 @@ func Config(t *testing.T, cfg runner.Config) runner.Config {
 	}
 	cfg.Cluster = runner.ClusterConfig{Backend: runner.BackendKubernetes}
 	cfg.Cluster.Kubeconfig, cfg.Cluster.Namespace, cfg.Cluster.Image = c.Kubeconfig, Namespace, Image
-	cfg.Cluster.ImagePullPolicy, cfg.Cluster.NodeUsr, cfg.Cluster.StorageClass = corev1.PullNever, true, StorageClass
+	cfg.Cluster.ImagePullPolicy, cfg.Cluster.NodeUsr, cfg.Cluster.StorageClass = kube.PullNever, true, StorageClass
 	cfg.Cluster.ReadyTimeout = 3 * time.Minute
 	cfg, err := runner.LoadConfigFrom(cfg)
 	if err != nil {

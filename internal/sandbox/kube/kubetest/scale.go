@@ -62,7 +62,7 @@ func PrepareScale(ctx context.Context, c *testkube.Cluster, n int) error {
 // runner.tolerations.
 func ScaleConfig(c *testkube.Cluster, dir string) kube.Config {
 	cfg := kube.Config{
-		Kubeconfig: c.Kubeconfig, Namespace: ScaleNamespace, Image: Image, ImagePullPolicy: corev1.PullNever,
+		Kubeconfig: c.Kubeconfig, Namespace: ScaleNamespace, Image: Image, ImagePullPolicy: kube.PullNever,
 		StorageClass: StorageClass, NodeSelector: testkube.KWOKNodeSelector, Tolerations: []kube.Toleration{{Key: testkube.KWOKToleration.Key,
 			Operator: string(testkube.KWOKToleration.Operator), Effect: string(testkube.KWOKToleration.Effect)}},
 		ReadyTimeout: 5 * time.Minute,

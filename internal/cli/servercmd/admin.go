@@ -1,4 +1,4 @@
-package cli
+package servercmd
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/paddockhq/paddock/internal/cli"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/server"
 )
@@ -72,7 +73,7 @@ See docs/operations.md to restore onto a new machine.`,
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			m, err := server.Backup(ctx, cfg, server.BackupOptions{Dir: args[0], KeysDir: keys, ConfigFile: sf.config, Version: Version})
+			m, err := server.Backup(ctx, cfg, server.BackupOptions{Dir: args[0], KeysDir: keys, ConfigFile: sf.config, Version: cli.Version})
 			if err != nil {
 				return err
 			}

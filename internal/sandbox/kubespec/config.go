@@ -1,0 +1,240 @@
+// Package kubespec is what the runner's Kubernetes backend is configured and asked with:
+// the runner's `backend: kubernetes` settings and a sandbox's request, checked at load.
+// It links no Kubernetes client, so that a binary that reads the runner's configuration
+// (the CLI's `paddock run`) does not link client-go; package kube runs them.
+package kubespec
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/wire"
+	"github.com/paddockhq/paddock/internal/wire/podtls"
+)
+
+// Config is the runner's Kubernetes backend (runner: {backend: kubernetes, ...}).
+type Config struct {
+	// Kubeconfig is the kubeconfig file paddock uses; empty means the in-cluster
+	// configuration (paddock running in a pod with a service account).
+	Kubeconfig string `yaml:"kubeconfig"`
+	// Namespace holds the sandboxes, their Secrets and volumes. Default: paddock-sandboxes.
+	Namespace string `yaml:"namespace"`
+	// Image is the sandbox pods' image: paddock-agent at /.paddock/paddock-agent and the
+	// programs sandboxes run. Required.
+	Image string `yaml:"image"`
+	// ImagePullPolicy is the pods' (Always, IfNotPresent or Never). Default: IfNotPresent.
+	ImagePullPolicy string `yaml:"image_pull_policy"`
+	// RuntimeClasses maps a sandbox's runtime to a RuntimeClass: "runc" (the container
+	// tier's default; empty or absent is the cluster's default runtime), "runsc" (gVisor),
+	// "microvm" (Kata or Firecracker). A runtime with no class here is refused.
+	RuntimeClasses map[string]string `yaml:"runtime_classes"`
+	// StorageClass is the class of the workspaces' volumes; empty is the cluster's default.
+	StorageClass string `yaml:"storage_class"`
+	// WorkspaceSize is a workspace volume's size when the sandbox's limits give no disk.
+	// Default: 4GiB.
+	WorkspaceSize wire.Size `yaml:"workspace_size"`
+	// NodeSelector and Tolerations put the pods on the nodes kept for sandboxes (node
+	// labels to match; taints to tolerate).
+	NodeSelector map[string]string `yaml:"node_selector"`
+	Tolerations  []Toleration      `yaml:"tolerations"`
+	// NodeUsr binds each node's /usr read-only at /usr in the pods, as the single-host
+	// container tier binds the host's: the node then provides the sandboxes' programs,
+	// and the image needs only the agent and /etc. Only for clusters whose nodes are
+	// paddock hosts (the test cluster); off, the image brings its own /usr.
+	NodeUsr bool `yaml:"node_usr"`
+	// PodFirewall adds to each pod an init container that, with NET_ADMIN, rejects in the
+	// pod's own network namespace every packet the sandbox user's processes send
+	// anywhere but the pod's loopback: the sandbox then reaches nothing but what the agent
+	// relays (the host's services, the egress proxy), whatever the cluster's network
+	// plugin enforces. The image needs iptables (nf_tables); the init container's
+	// NET_ADMIN is outside the Pod Security Standards' baseline.
+	PodFirewall bool `yaml:"pod_firewall"`
+	// CADir holds the channel's CA (ca.crt, ca.key), made on first use. Default:
+	// <data_dir>/kube-ca.
+	CADir string `yaml:"ca_dir"`
+	// CertLifetime is how long the channel's certificates last, the sandboxes' and the
+	// control plane's; each is renewed at half its life while it is in use (a sandbox's
+	// by rewriting its Secret, which the kubelet passes on to the running pod). Default:
+	// 24h; at least 1m, and better well above twice the kubelet's sync period.
+	CertLifetime time.Duration `yaml:"cert_lifetime"`
+	// ReadyTimeout bounds how long a start waits for the pod to be ready. Default: 5m
+	// (the first pull of an image can be slow).
+	ReadyTimeout time.Duration `yaml:"ready_timeout"`
+	// WarmPool keeps pods of the default runtime and limits started ahead, claimed by new
+	// sandboxes that are not persistent (pool.go).
+	WarmPool WarmPool `yaml:"warm_pool"`
+}
+
+// The image pull policies, as Kubernetes names them.
+const (
+	PullAlways       = "Always"
+	PullIfNotPresent = "IfNotPresent"
+	PullNever        = "Never"
+)
+
+// MinCertLifetime is the shortest CertLifetime.
+const MinCertLifetime = time.Minute
+
+// DefaultNamespace is the sandboxes' namespace when the configuration names none.
+const DefaultNamespace = "paddock-sandboxes"
+
+// Fill sets the defaults; dataDir is the runner's.
+func (c *Config) Fill(dataDir string) {
+	if c.Namespace == "" {
+		c.Namespace = DefaultNamespace
+	}
+	if c.ImagePullPolicy == "" {
+		c.ImagePullPolicy = PullIfNotPresent
+	}
+	if c.WorkspaceSize == 0 {
+		c.WorkspaceSize = 4 << 30
+	}
+	if c.CADir == "" {
+		c.CADir = filepath.Join(dataDir, "kube-ca")
+	}
+	if c.ReadyTimeout == 0 {
+		c.ReadyTimeout = 5 * time.Minute
+	}
+	if c.CertLifetime == 0 {
+		c.CertLifetime = podtls.DefaultLifetime
+	}
+}
+
+// Validate names the first field that is wrong.
+func (c *Config) Validate() error {
+	switch {
+	case c.Image == "":
+		return invalid("image", "is required: the sandbox pods' image, with paddock-agent at %s", wire.AgentPath)
+	case c.ImagePullPolicy != PullAlways && c.ImagePullPolicy != PullIfNotPresent && c.ImagePullPolicy != PullNever:
+		return invalid("image_pull_policy", "%q: want Always, IfNotPresent or Never", c.ImagePullPolicy)
+	case !dnsLabel(c.Namespace):
+		return invalid("namespace", "%q is not a namespace name (a DNS label)", c.Namespace)
+	case c.WorkspaceSize < 0:
+		return invalid("workspace_size", "must be positive")
+	case c.ReadyTimeout < 0:
+		return invalid("ready_timeout", "must be positive")
+	case c.CertLifetime != 0 && c.CertLifetime < MinCertLifetime:
+		return invalid("cert_lifetime", "%s: at least %s (a renewal at half the lifetime must reach the pod through the kubelet)", c.CertLifetime, MinCertLifetime)
+	}
+	if c.Kubeconfig != "" {
+		if _, err := os.Stat(c.Kubeconfig); err != nil {
+			return invalid("kubeconfig", "%v", err)
+		}
+	}
+	if err := c.WarmPool.validate(); err != nil {
+		return err
+	}
+	for i, t := range c.Tolerations {
+		if err := t.validate(); err != nil {
+			return invalid(fmt.Sprintf("tolerations[%d]", i), "%v", err)
+		}
+	}
+	for rt, class := range c.RuntimeClasses {
+		if rt != "runc" && rt != "runsc" && rt != "microvm" {
+			return invalid("runtime_classes", "%q: want runc, runsc or microvm", rt)
+		}
+		if class != "" && !dnsSubdomain(class) {
+			return invalid("runtime_classes", "%s: %q is not a RuntimeClass name", rt, class)
+		}
+	}
+	return nil
+}
+
+func invalid(field, format string, args ...any) error {
+	return fmt.Errorf("runner.%s: %s: %w", field, fmt.Sprintf(format, args...), errdefs.ErrInvalidArgument)
+}
+
+// dnsLabel reports whether s is an RFC 1123 label, as namespaces are.
+func dnsLabel(s string) bool {
+	if len(s) == 0 || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for _, r := range s {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+// dnsSubdomain reports whether s is an RFC 1123 subdomain, as RuntimeClass names are.
+func dnsSubdomain(s string) bool {
+	if len(s) == 0 || len(s) > 253 {
+		return false
+	}
+	start := 0
+	for i := 0; i <= len(s); i++ {
+		if i == len(s) || s[i] == '.' {
+			if !dnsLabel(s[start:i]) {
+				return false
+			}
+			start = i + 1
+		}
+	}
+	return true
+}
+
+// Toleration is a taint a sandbox's pod tolerates, as Kubernetes' own, with the keys
+// written as the rest of paddock's configuration is.
+type Toleration struct {
+	Key      string `yaml:"key"`
+	Operator string `yaml:"operator"` // Equal (the default) or Exists
+	Value    string `yaml:"value"`
+	Effect   string `yaml:"effect"` // NoSchedule, PreferNoSchedule, NoExecute; empty is all
+	// TolerationSeconds is how long a NoExecute taint is tolerated; absent is for ever.
+	TolerationSeconds *int64 `yaml:"toleration_seconds"`
+}
+
+func (t Toleration) validate() error {
+	switch t.Operator {
+	case "", "Equal":
+	case "Exists":
+		if t.Value != "" {
+			return fmt.Errorf("operator Exists takes no value (%q)", t.Value)
+		}
+	default:
+		return fmt.Errorf("operator %q: want Equal or Exists", t.Operator)
+	}
+	switch t.Effect {
+	case "", "NoSchedule", "PreferNoSchedule", "NoExecute":
+	default:
+		return fmt.Errorf("effect %q: want NoSchedule, PreferNoSchedule or NoExecute", t.Effect)
+	}
+	if t.TolerationSeconds != nil && t.Effect != "NoExecute" {
+		return fmt.Errorf("toleration_seconds is for effect NoExecute only")
+	}
+	return nil
+}
+
+// WarmPool is a pool setting (runner: {backend: kubernetes, warm_pool: {size: N}}).
+type WarmPool struct {
+	// Size is how many pods the pool keeps ready; 0 is no pool.
+	Size int `yaml:"size"`
+}
+
+// maxPoolSize bounds warm_pool.size: each member is a running pod and a volume.
+const maxPoolSize = 1000
+
+func (w WarmPool) validate() error {
+	if w.Size < 0 || w.Size > maxPoolSize {
+		return invalid("warm_pool.size", "%d: want 0 (no pool) to %d", w.Size, maxPoolSize)
+	}
+	return nil
+}
+
+// Request is a sandbox as the runner asks for it.
+type Request struct {
+	ID string
+	// Runtime is runc, runsc or microvm: the RuntimeClass (Config.RuntimeClasses).
+	Runtime string
+	Limits  wire.Limits
+	// Env is the commands' default environment ("K=V").
+	Env  []string
+	Main *wire.Command
+	// UID and GID are the sandbox user's, which commands run as.
+	UID, GID       uint32
+	CapabilityKeys string
+}
