@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/auth"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
 	"github.com/paddockhq/paddock/internal/store"
@@ -113,9 +114,15 @@ func loadClusterKey(path string) ([]byte, bool, error) {
 func (s *Server) initCluster(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	err := s.st.Listen(ctx, fleet.RolesChannel, func(payload string) {
+		if user, seq, ok := parseSessionsNote(payload); ok {
+			s.auth.SessionsEnded(user)
+			s.fleet.ChangeApplied(ctx, seq)
+			return
+		}
 		user, gen, seq, ok := parseRolesNote(payload)
 		if !ok {
-			// Listening resumed after a lost connection: any user's roles may have moved.
+			// Listening resumed after a lost connection: any user's roles, and any
+			// session, may have moved.
 			s.fleet.ResyncRoles(ctx)
 			return
 		}
@@ -142,6 +149,9 @@ func (s *Server) initCluster(ctx context.Context) error {
 	if made {
 		s.log.Warn("made a cluster key: copy it to every other replica (replica.cluster_key_file)", "file", keyFile)
 	}
+	// Sessions are cached as the roles are, kept exact by the same notifications.
+	s.fleet.OnResync(s.auth.ForgetSessions)
+	s.auth.ShareSessions(sessionsCluster{s.fleet})
 	c := &cluster{id: rc.ID, advertise: rc.Advertise, key: key, ttl: cmpDuration(rc.HeartbeatTTL, defaultHeartbeatTTL), stop: cancel}
 	c.forward = s.newForwarder(c)
 	me := store.Replica{ID: c.id, Advertise: c.advertise}
@@ -186,6 +196,30 @@ func parseRolesNote(payload string) (user string, gen, seq int64, ok bool) {
 	seq, err2 := strconv.ParseInt(f[2], 10, 64)
 	return f[0], gen, seq, err1 == nil && err2 == nil
 }
+
+// sessionsNote is the kind of a change notified when sessions of a user ended:
+// "sessions USERID SEQ" (fleet.NoteChange).
+const sessionsNote = "sessions"
+
+// parseSessionsNote reads a notification that sessions of user ended.
+func parseSessionsNote(payload string) (user string, seq int64, ok bool) {
+	f := strings.Fields(payload)
+	if len(f) != 3 || f[0] != sessionsNote {
+		return "", 0, false
+	}
+	seq, err := strconv.ParseInt(f[2], 10, 64)
+	return f[1], seq, err == nil
+}
+
+// sessionsCluster tells the other replicas of sessions that ended, through the fleet's
+// numbered notifications, and waits for them as a promotion does.
+type sessionsCluster struct{ *fleet.Fleet }
+
+func (sessionsCluster) NoteSessionsEnded(ctx context.Context, tx *store.Tx, userID string) (int64, error) {
+	return fleet.NoteChange(ctx, tx, sessionsNote, userID)
+}
+
+var _ auth.Cluster = sessionsCluster{}
 
 func cmpDuration(d, def time.Duration) time.Duration {
 	if d > 0 {
