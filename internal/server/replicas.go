@@ -22,6 +22,7 @@ import (
 	"github.com/paddockhq/paddock/internal/auth"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
+	"github.com/paddockhq/paddock/internal/proxy"
 	"github.com/paddockhq/paddock/internal/store"
 )
 
@@ -322,6 +323,7 @@ type forwardTo struct {
 }
 
 func (s *Server) newForwarder(c *cluster) *httputil.ReverseProxy {
+	dial := (&net.Dialer{Timeout: 5 * time.Second}).DialContext
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			to := pr.In.Context().Value(forwardKey{}).(forwardTo)
@@ -329,12 +331,17 @@ func (s *Server) newForwarder(c *cluster) *httputil.ReverseProxy {
 			pr.Out.Host = pr.In.Host
 			c.sign(pr.Out, to.user)
 		},
-		Transport: &http.Transport{
-			DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		// Kept-alive connections to each replica, a request without a body exchanged in
+		// the handler's goroutine (no hand-off to http.Transport's two per connection).
+		Transport: proxy.NewDirectTransport(dial, &http.Transport{
+			DialContext:         dial,
 			MaxIdleConnsPerHost: 64,
 			IdleConnTimeout:     time.Minute,
-		},
-		FlushInterval: -1,
+		}),
+		// A stream (SSE, or a body of unknown length) is flushed at every write all the
+		// same; a body of known length goes out as the buffer fills.
+		FlushInterval: 0,
+		BufferPool:    proxy.BufferPool(),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			to := r.Context().Value(forwardKey{}).(forwardTo)
 			api.WriteError(w, s.log, fmt.Errorf("replica %s (%s), which runs this sandbox, did not answer: %w: %w",
