@@ -244,13 +244,16 @@ func (s *Service) ChangePassword(ctx context.Context, sess *Session, current, ne
 	if err != nil {
 		return err
 	}
-	defer s.sessions.invalidate()
-	return s.st.Update(ctx, func(tx *store.Tx) error {
+	var seq int64
+	err = s.st.Update(ctx, func(tx *store.Tx) error {
 		if err := tx.SetPasswordHash(ctx, u.ID, hash); err != nil {
 			return err
 		}
 		n, err := tx.DeleteOtherUserSessions(ctx, u.ID, sessionHash(sess.ID))
 		if err != nil {
+			return err
+		}
+		if seq, err = s.noteSessionsEnded(ctx, tx, u.ID); err != nil {
 			return err
 		}
 		toks, err := tx.RevokeUserAPITokens(ctx, u.ID, s.now())
@@ -263,4 +266,6 @@ func (s *Service) ChangePassword(ctx context.Context, sess *Session, current, ne
 		return tx.AppendAudit(ctx, s.audit(u.ID, "auth.password.change", u.ID,
 			map[string]any{"ip": c.Addr.String(), "sessions_revoked": n, "tokens_revoked": toks}))
 	})
+	s.sessionsEnded(ctx, seq, err)
+	return err
 }

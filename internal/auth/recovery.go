@@ -130,7 +130,7 @@ func (s *Service) Recover(ctx context.Context, req RecoverRequest) error {
 	if err != nil {
 		return fail()
 	}
-	defer s.sessions.invalidate()
+	var seq int64
 	err = s.st.Update(ctx, func(tx *store.Tx) error {
 		if err := tx.RedeemRecoveryCode(ctx, u.ID, recoveryDigest(string(code)), s.now()); err != nil {
 			return err
@@ -140,6 +140,9 @@ func (s *Service) Recover(ctx context.Context, req RecoverRequest) error {
 		}
 		n, err := tx.DeleteUserSessions(ctx, u.ID)
 		if err != nil {
+			return err
+		}
+		if seq, err = s.noteSessionsEnded(ctx, tx, u.ID); err != nil {
 			return err
 		}
 		toks, err := tx.RevokeUserAPITokens(ctx, u.ID, s.now())
@@ -152,6 +155,7 @@ func (s *Service) Recover(ctx context.Context, req RecoverRequest) error {
 		return tx.AppendAudit(ctx, s.audit(u.ID, "auth.recovery.success", u.ID,
 			map[string]any{"ip": req.Client.Addr.String(), "sessions_revoked": n, "tokens_revoked": toks}))
 	})
+	s.sessionsEnded(ctx, seq, err)
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return fail()
 	}

@@ -45,6 +45,7 @@ type Service struct {
 	copProt *http.CrossOriginProtection
 
 	sessions sessionCache
+	cluster  Cluster   // set by ShareSessions, or nil
 	gate     eventGate // bounds anonymous refusals' events
 }
 

@@ -91,6 +91,7 @@ func (s *Service) Session(ctx context.Context, id SessionID) (*Session, error) {
 	h := sessionHash(id)
 	now := s.now()
 	e, ok := s.sessions.get(h, now)
+	ok = ok && s.cacheTrusted()
 	if !ok {
 		gen := s.sessions.generation()
 		ss, u, err := s.st.SessionByHash(ctx, h)
@@ -130,13 +131,18 @@ func (s *Service) SessionFromRequest(ctx context.Context, r *http.Request) (*Ses
 
 // Logout revokes sess.
 func (s *Service) Logout(ctx context.Context, sess *Session) error {
+	var seq int64
 	err := s.st.Update(ctx, func(tx *store.Tx) error {
 		if err := tx.DeleteSession(ctx, sessionHash(sess.ID)); err != nil {
 			return err
 		}
+		var err error
+		if seq, err = s.noteSessionsEnded(ctx, tx, sess.User.ID); err != nil {
+			return err
+		}
 		return tx.AppendAudit(ctx, s.audit(sess.User.ID, "auth.logout", sess.User.ID, nil))
 	})
-	s.sessions.invalidate()
+	s.sessionsEnded(ctx, seq, err)
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return ErrUnauthenticated
 	}

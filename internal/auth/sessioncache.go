@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -14,8 +15,8 @@ import (
 //
 // Everything in this process that ends sessions (logout, recovery, a password change,
 // the expiry sweep) clears the cache before it returns, so a revocation takes effect at
-// once. Only a second process writing the same database (not supported: the control
-// plane is one process on SQLite) could see a revocation up to sessionCacheTTL late.
+// once. Replicas sharing a database are told of each other's revocations (ShareSessions),
+// and one is answered only once every live replica has applied it.
 const sessionCacheTTL = 2 * time.Second
 
 // sessionCacheMax bounds the cache; past it the cache starts over.
@@ -64,6 +65,18 @@ func (c *sessionCache) put(gen uint64, h []byte, e cachedSession) {
 	c.entries[[32]byte(h)] = e
 }
 
+// forgetUser forgets userID's cached sessions.
+func (c *sessionCache) forgetUser(userID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	for h, e := range c.entries {
+		if e.u.ID == userID {
+			delete(c.entries, h)
+		}
+	}
+}
+
 // invalidate forgets every cached session.
 func (c *sessionCache) invalidate() {
 	c.mu.Lock()
@@ -71,3 +84,48 @@ func (c *sessionCache) invalidate() {
 	c.gen++
 	c.entries = nil
 }
+
+// Cluster is what the sessions' cache needs when replicas share the database: a change
+// that ends sessions is numbered and notified to every replica in its transaction, and
+// answered only once every live replica has applied it; a replica that may have missed
+// one does not use its cache.
+type Cluster interface {
+	// NoteSessionsEnded notifies, when tx commits, that sessions of userID ended.
+	NoteSessionsEnded(ctx context.Context, tx *store.Tx, userID string) (seq int64, err error)
+	// WaitApplied returns once every other live replica has applied change seq.
+	WaitApplied(ctx context.Context, seq int64)
+	// CacheTrusted says whether this replica's caches may be used now.
+	CacheTrusted() bool
+}
+
+// ShareSessions makes the sessions' cache exact across the replicas of c. Call it before
+// serving.
+func (s *Service) ShareSessions(c Cluster) { s.cluster = c }
+
+// SessionsEnded applies a notification that sessions of userID ended somewhere.
+func (s *Service) SessionsEnded(userID string) { s.sessions.forgetUser(userID) }
+
+// ForgetSessions empties the cache: notifications may have been missed.
+func (s *Service) ForgetSessions() { s.sessions.invalidate() }
+
+// noteSessionsEnded numbers and notifies, in tx, an end of userID's sessions (replicas).
+func (s *Service) noteSessionsEnded(ctx context.Context, tx *store.Tx, userID string) (int64, error) {
+	if s.cluster == nil {
+		return 0, nil
+	}
+	return s.cluster.NoteSessionsEnded(ctx, tx, userID)
+}
+
+// sessionsEnded drops the ended sessions from this cache, then, if the change committed
+// (err is nil), waits until every other replica has dropped them from its own: no replica
+// serves them once this returns.
+func (s *Service) sessionsEnded(ctx context.Context, seq int64, err error) {
+	s.sessions.invalidate()
+	if s.cluster != nil && seq != 0 && err == nil {
+		s.cluster.WaitApplied(ctx, seq)
+	}
+}
+
+// cacheTrusted says whether the cache may answer (a replica's may not while its
+// heartbeat lapsed).
+func (s *Service) cacheTrusted() bool { return s.cluster == nil || s.cluster.CacheTrusted() }

@@ -146,9 +146,12 @@ func (e *Env) ReplicasTable(ctx context.Context, o Options) (*Table, error) {
 				"the API %.0f against %.0f (%s; target ≥ 0.9×: %s).",
 				tp.P50, op.P50, ratio(tp.P50, op.P50), metWord(tp.P50 >= 0.9*op.P50), ta.P50, oa.P50, ratio(ta.P50, oa.P50), metWord(ta.P50 >= 0.9*oa.P50)),
 			"Both replicas, PostgreSQL and the client share this machine's cores, so the second replica adds no CPU: the comparison is of the work " +
-				"per request. With replicas, each replica caches the users' roles (kept exact by notifications) and the apps host's cookies, but a " +
-				"proxied request reads the session behind the cookie from PostgreSQL, and half of the proxied requests take one more HTTP hop, from the second replica to the first, which runs the sandbox. The API's request for a " +
-				"sandbox's record is answered by whichever replica it reaches: the session and the record are read from PostgreSQL, the role from the cache.",
+				"per request. With replicas, each replica caches the users' roles and sessions (kept exact by numbered notifications) and the apps " +
+				"host's cookies, so a proxied request reads nothing from PostgreSQL; but half of the proxied requests take one more HTTP hop, from the " +
+				"second replica to the first, which runs the sandbox (a kept-alive connection, exchanged in the handler's goroutine), and a hop " +
+				"costs about as much as the proxying itself: the first replica parses the request again and proxies it, the second reads and writes " +
+				"it once more. The API's request for a sandbox's record is answered by whichever replica it reaches: the record is read from " +
+				"PostgreSQL, the session and the role from the caches.",
 			"To run this table alone: `make build`, then, as root, `go run ./internal/bench/cmd -only replicas`.",
 		},
 	}, nil

@@ -122,6 +122,8 @@ type Fleet struct {
 	// onGone and onSwap tell the proxy to drop connections (see SetHooks).
 	onGone func(sandboxID string)
 	onSwap func(userID string, generation int64)
+	// onResync empties the other caches kept exact by the same notifications (see OnResync).
+	onResync func()
 
 	// serve starts the host's services for a running sandbox (see SetServices); stops
 	// holds what ends them, by sandbox ID.

@@ -140,6 +140,9 @@ func (f *Fleet) ResyncRoles(ctx context.Context) {
 		f.rolesSeen = max(f.rolesSeen, seq)
 	}
 	f.mu.Unlock()
+	if f.onResync != nil {
+		f.onResync()
+	}
 	for _, r := range all {
 		f.onSwap(r.UserID, r.Generation)
 	}
@@ -228,8 +231,47 @@ func (f *Fleet) waitRolesApplied(ctx context.Context, seq int64) {
 	}
 }
 
-// RolesChannel is the store's notification channel of promotions: "USERID GENERATION".
+// RolesChannel is the store's notification channel of the changes every replica's caches
+// apply: a change of roles, "USERID GENERATION SEQ", or another change, "KIND SUBJECT SEQ"
+// (NoteChange). One channel and one numbering for all, so that one acknowledgement says
+// that a replica applied every change up to it.
 const RolesChannel = "paddock_roles"
+
+// NoteChange numbers a change of kind for subject (say, a user's sessions ended) that
+// every replica must apply to its caches, and notifies it when tx commits, as
+// "KIND SUBJECT SEQ"; the caller then waits for it (WaitApplied).
+func NoteChange(ctx context.Context, tx *store.Tx, kind, subject string) (int64, error) {
+	seq, err := tx.NextRolesSeq(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return seq, tx.Notify(ctx, RolesChannel, fmt.Sprintf("%s %s %d", kind, subject, seq))
+}
+
+// ChangeApplied records that this replica applied change seq, made with NoteChange, and
+// acknowledges it in the store.
+func (f *Fleet) ChangeApplied(ctx context.Context, seq int64) {
+	f.mu.Lock()
+	f.rolesSeen = max(f.rolesSeen, seq)
+	f.mu.Unlock()
+	f.ackRoles(ctx, seq)
+}
+
+// WaitApplied returns once every other live replica has applied change seq (see
+// waitRolesApplied).
+func (f *Fleet) WaitApplied(ctx context.Context, seq int64) { f.waitRolesApplied(ctx, seq) }
+
+// CacheTrusted says whether caches kept exact by the notifications may be used now: not
+// by a replica whose heartbeat lapsed, which a change may have given up waiting for.
+func (f *Fleet) CacheTrusted() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.rolesTrusted()
+}
+
+// OnResync sets what empties the other caches kept exact by the notifications: it is
+// called whenever notifications may have been missed, before the resync acknowledges.
+func (f *Fleet) OnResync(fn func()) { f.onResync = fn }
 
 // Roles returns c's live and dev sandboxes, making them on first use (both started).
 func (f *Fleet) Roles(ctx context.Context, c Caller) (live, dev store.Sandbox, generation int64, err error) {

@@ -341,10 +341,8 @@ func (h *Handoffs) Open(g Grant) string {
 func (h *Handoffs) Cookie(values []string, host string) (Grant, string, bool) {
 	host = strings.ToLower(host)
 	if st := h.sharedStore(); st != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
-		defer cancel()
 		for _, v := range values {
-			g, ok := h.sharedCookie(ctx, st, v)
+			g, ok := h.sharedCookie(st, v)
 			if ok && h.now().Before(g.Expires) && subtle.ConstantTimeCompare([]byte(g.Host), []byte(host)) == 1 {
 				return g, v, true
 			}
@@ -374,8 +372,8 @@ func (h *Handoffs) Cookie(values []string, host string) (Grant, string, bool) {
 }
 
 // sharedCookie is the grant of cookie value v from the database, or as read there within
-// sharedCookieTTL.
-func (h *Handoffs) sharedCookie(ctx context.Context, st *store.Store, v string) (Grant, bool) {
+// sharedCookieTTL (then without a context or a timer: it is on every proxied request).
+func (h *Handoffs) sharedCookie(st *store.Store, v string) (Grant, bool) {
 	k := cookieKey(v)
 	now := h.now()
 	h.mu.Lock()
@@ -384,6 +382,8 @@ func (h *Handoffs) sharedCookie(ctx context.Context, st *store.Store, v string) 
 	if ok && now.Sub(c.read) < sharedCookieTTL {
 		return c.grant, true
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
+	defer cancel()
 	e, err := st.AppCookie(ctx, k)
 	if err != nil {
 		return Grant{}, false

@@ -68,11 +68,24 @@ func (c *upConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// direct reports whether req can be exchanged without http.Transport.
+// NewDirectTransport exchanges a request without a body, an upgrade, an Expect or
+// trailers on a kept-alive connection to req.URL.Host in the caller's goroutine, as the
+// proxy does with apps; any other request goes through fallback. For other hops of a
+// request, such as the one between control-plane replicas.
+func NewDirectTransport(dial func(ctx context.Context, network, addr string) (net.Conn, error), fallback http.RoundTripper) http.RoundTripper {
+	return newDirectTransport(dial, fallback)
+}
+
+// direct reports whether req can be exchanged without http.Transport. An upgrade cannot:
+// its answer's body must be the connection itself.
 func direct(req *http.Request) bool {
 	return (req.Body == nil || req.Body == http.NoBody) && req.ContentLength == 0 && len(req.TransferEncoding) == 0 &&
-		req.Trailer == nil && req.URL.Scheme == "http" && req.Header.Get("Expect") == "" && !req.Close
+		req.Trailer == nil && req.URL.Scheme == "http" && req.Header.Get("Expect") == "" && !req.Close &&
+		!upgrade(req)
 }
+
+// upgrade reports whether req asks to switch protocols.
+func upgrade(req *http.Request) bool { return req.Header.Get("Upgrade") != "" }
 
 // RoundTrip implements http.RoundTripper.
 func (t *directTransport) RoundTrip(req *http.Request) (*http.Response, error) {

@@ -5,11 +5,17 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 )
 
 // rawApp is an app on a loopback port that answers each connection with serve, so that a
@@ -200,5 +206,66 @@ func TestIdleAppConnsHoldNoGoroutines(t *testing.T) {
 	// Left: the app's server holds one goroutine per idle connection; the proxy none.
 	if grown := settle() - before; grown > n+n/2 {
 		t.Errorf("%d goroutines more with %d idle connections to the app, want at most %d", grown, n, n+n/2)
+	}
+}
+
+// TestDirectTransportForOtherHops: NewDirectTransport behind another reverse proxy (the
+// replicas' hop) keeps one connection for serial requests, and hands an upgrade to its
+// fallback, whose answer's body is the connection a WebSocket needs.
+func TestDirectTransportForOtherHops(t *testing.T) {
+	back := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") == "" {
+			io.WriteString(w, "plain")
+			return
+		}
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.CloseNow()
+		typ, b, err := ws.Read(r.Context())
+		if err == nil {
+			ws.Write(r.Context(), typ, b)
+		}
+	}))
+	defer back.Close()
+	var dials atomic.Int64
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}
+	target, _ := url.Parse(back.URL)
+	front := httptest.NewServer(&httputil.ReverseProxy{
+		Rewrite:    func(pr *httputil.ProxyRequest) { pr.SetURL(target) },
+		Transport:  NewDirectTransport(dial, &http.Transport{DialContext: dial}),
+		BufferPool: BufferPool(),
+	})
+	defer front.Close()
+	for range 10 {
+		res, err := http.Get(front.URL + "/x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if string(b) != "plain" {
+			t.Fatalf("through the hop: %q, want plain", b)
+		}
+	}
+	if n := dials.Load(); n != 1 {
+		t.Errorf("%d connections for 10 serial requests, want 1", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, strings.Replace(front.URL, "http", "ws", 1)+"/ws", nil)
+	if err != nil {
+		t.Fatalf("a WebSocket through the hop: %v", err)
+	}
+	defer ws.CloseNow()
+	if err := ws.Write(ctx, websocket.MessageText, []byte("hi")); err != nil {
+		t.Fatal(err)
+	}
+	if _, b, err := ws.Read(ctx); err != nil || string(b) != "hi" {
+		t.Errorf("echo through the hop: %q %v, want hi", b, err)
 	}
 }

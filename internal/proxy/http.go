@@ -75,6 +75,9 @@ func (p *Proxy) newReverseProxy() *httputil.ReverseProxy {
 // (32 KiB) for every response.
 type bufferPool struct{}
 
+// BufferPool is the proxy's pool of ReverseProxy's copy buffers, for other reverse proxies.
+func BufferPool() httputil.BufferPool { return bufferPool{} }
+
 var copyBuffers = sync.Pool{New: func() any { return new([32 << 10]byte) }}
 
 func (bufferPool) Get() []byte { return copyBuffers.Get().(*[32 << 10]byte)[:] }

@@ -19,8 +19,10 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/auth"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
+	"github.com/paddockhq/paddock/internal/proxy"
 	"github.com/paddockhq/paddock/internal/store"
 )
 
@@ -113,9 +115,15 @@ func loadClusterKey(path string) ([]byte, bool, error) {
 func (s *Server) initCluster(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	err := s.st.Listen(ctx, fleet.RolesChannel, func(payload string) {
+		if user, seq, ok := parseSessionsNote(payload); ok {
+			s.auth.SessionsEnded(user)
+			s.fleet.ChangeApplied(ctx, seq)
+			return
+		}
 		user, gen, seq, ok := parseRolesNote(payload)
 		if !ok {
-			// Listening resumed after a lost connection: any user's roles may have moved.
+			// Listening resumed after a lost connection: any user's roles, and any
+			// session, may have moved.
 			s.fleet.ResyncRoles(ctx)
 			return
 		}
@@ -142,6 +150,9 @@ func (s *Server) initCluster(ctx context.Context) error {
 	if made {
 		s.log.Warn("made a cluster key: copy it to every other replica (replica.cluster_key_file)", "file", keyFile)
 	}
+	// Sessions are cached as the roles are, kept exact by the same notifications.
+	s.fleet.OnResync(s.auth.ForgetSessions)
+	s.auth.ShareSessions(sessionsCluster{s.fleet})
 	c := &cluster{id: rc.ID, advertise: rc.Advertise, key: key, ttl: cmpDuration(rc.HeartbeatTTL, defaultHeartbeatTTL), stop: cancel}
 	c.forward = s.newForwarder(c)
 	me := store.Replica{ID: c.id, Advertise: c.advertise}
@@ -186,6 +197,30 @@ func parseRolesNote(payload string) (user string, gen, seq int64, ok bool) {
 	seq, err2 := strconv.ParseInt(f[2], 10, 64)
 	return f[0], gen, seq, err1 == nil && err2 == nil
 }
+
+// sessionsNote is the kind of a change notified when sessions of a user ended:
+// "sessions USERID SEQ" (fleet.NoteChange).
+const sessionsNote = "sessions"
+
+// parseSessionsNote reads a notification that sessions of user ended.
+func parseSessionsNote(payload string) (user string, seq int64, ok bool) {
+	f := strings.Fields(payload)
+	if len(f) != 3 || f[0] != sessionsNote {
+		return "", 0, false
+	}
+	seq, err := strconv.ParseInt(f[2], 10, 64)
+	return f[1], seq, err == nil
+}
+
+// sessionsCluster tells the other replicas of sessions that ended, through the fleet's
+// numbered notifications, and waits for them as a promotion does.
+type sessionsCluster struct{ *fleet.Fleet }
+
+func (sessionsCluster) NoteSessionsEnded(ctx context.Context, tx *store.Tx, userID string) (int64, error) {
+	return fleet.NoteChange(ctx, tx, sessionsNote, userID)
+}
+
+var _ auth.Cluster = sessionsCluster{}
 
 func cmpDuration(d, def time.Duration) time.Duration {
 	if d > 0 {
@@ -288,6 +323,7 @@ type forwardTo struct {
 }
 
 func (s *Server) newForwarder(c *cluster) *httputil.ReverseProxy {
+	dial := (&net.Dialer{Timeout: 5 * time.Second}).DialContext
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			to := pr.In.Context().Value(forwardKey{}).(forwardTo)
@@ -295,12 +331,17 @@ func (s *Server) newForwarder(c *cluster) *httputil.ReverseProxy {
 			pr.Out.Host = pr.In.Host
 			c.sign(pr.Out, to.user)
 		},
-		Transport: &http.Transport{
-			DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		// Kept-alive connections to each replica, a request without a body exchanged in
+		// the handler's goroutine (no hand-off to http.Transport's two per connection).
+		Transport: proxy.NewDirectTransport(dial, &http.Transport{
+			DialContext:         dial,
 			MaxIdleConnsPerHost: 64,
 			IdleConnTimeout:     time.Minute,
-		},
-		FlushInterval: -1,
+		}),
+		// A stream (SSE, or a body of unknown length) is flushed at every write all the
+		// same; a body of known length goes out as the buffer fills.
+		FlushInterval: 0,
+		BufferPool:    proxy.BufferPool(),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			to := r.Context().Value(forwardKey{}).(forwardTo)
 			api.WriteError(w, s.log, fmt.Errorf("replica %s (%s), which runs this sandbox, did not answer: %w: %w",
