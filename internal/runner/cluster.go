@@ -109,8 +109,8 @@ func (r *Runner) createOnCluster(ctx context.Context, spec Spec, tier wire.Tier,
 		return nil, fmt.Errorf("the process tier runs on this host only; a cluster runs container and microvm sandboxes: %w", errdefs.ErrInvalidArgument)
 	case spec.Workspace != "":
 		return nil, fmt.Errorf("a host directory cannot be a cluster sandbox's workspace (it lives on the sandbox's volume): %w", errdefs.ErrInvalidArgument)
-	case spec.Pool:
-		return nil, fmt.Errorf("the warm pool is this host's; on a cluster it is not available yet: %w", errdefs.ErrUnavailable)
+	case spec.Pool && spec.PoolTemplate == "":
+		return nil, fmt.Errorf("pool.size: the warm pool of the default app is this host's; on a cluster, runner.warm_pool keeps pods started: %w", errdefs.ErrInvalidArgument)
 	case spec.Seed != nil:
 		return nil, fmt.Errorf("forks of a cluster sandbox are not available yet: %w", errdefs.ErrUnavailable)
 	}
@@ -137,6 +137,9 @@ func (r *Runner) createOnCluster(ctx context.Context, spec Spec, tier wire.Tier,
 		UID: r.cfg.SandboxUID, GID: r.cfg.SandboxGID, CapabilityKeys: spec.CapabilityKeys,
 	}
 	r.log.Info("creating sandbox on the cluster", "sandbox", id, "tier", tier, "runtime", rt, "user", spec.User, "namespace", c.Namespace())
+	if spec.Pool {
+		return r.templateOnCluster(ctx, c, spec, tier, req)
+	}
 	if r.cfg.Cluster.WarmPool.Size > 0 {
 		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		if err := c.EnsurePool(pctx, r.cfg.Limits); err != nil {
