@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -153,12 +154,16 @@ func relabel(m map[string]string, name string) {
 }
 
 // StartTemplate starts sandbox req, a member of template's pool, from a pod the pool
-// holds ready (hit) or cold when it has none. It is not persistent: Destroy deletes it.
+// holds ready (hit), waiting up to ready_timeout for the controller to start one: the
+// pool keeps as many pods as the fleet readies members, so a cold start would be one pod
+// more. Past that, or when the claim fails, it starts cold. It is not persistent:
+// Destroy deletes it.
 func (c *Cluster) StartTemplate(ctx context.Context, template string, req Request) (sb *Sandbox, hit bool, err error) {
 	name, err := TemplatePoolName(template)
 	if err != nil {
 		return nil, false, err
 	}
+	c.waitPoolReady(ctx, name)
 	sb, err = c.claimFrom(ctx, name, req, false)
 	if err == nil {
 		return sb, true, nil
@@ -168,6 +173,23 @@ func (c *Cluster) StartTemplate(ctx context.Context, template string, req Reques
 	}
 	sb, err = c.Start(ctx, req, false)
 	return sb, false, err
+}
+
+// waitPoolReady waits until the SandboxWarmPool called name has a ready member, or
+// ready_timeout passes.
+func (c *Cluster) waitPoolReady(ctx context.Context, name string) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReadyTimeout)
+	defer cancel()
+	for i := 1; ; i++ {
+		if n, err := c.poolReady(ctx, name); err == nil && n > 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(min(50*time.Millisecond*time.Duration(i), time.Second)):
+		}
+	}
 }
 
 // RemoveTemplatePool deletes template's pool (its unclaimed members go with it).
