@@ -34,8 +34,8 @@ import (
 
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/egress"
-	"github.com/paddockhq/paddock/internal/provider/npmregistry"
 	"github.com/paddockhq/paddock/internal/fleet"
+	"github.com/paddockhq/paddock/internal/provider/npmregistry"
 	"github.com/paddockhq/paddock/internal/sandbox/kube"
 	"github.com/paddockhq/paddock/internal/sandbox/kube/kubetest"
 	"github.com/paddockhq/paddock/internal/server"
@@ -195,6 +195,7 @@ runner:
   node_usr: true
   storage_class: %s
   ready_timeout: 3m
+  warm_pool: {size: 1}
 `, rc.DataDir, rc.StateDir, kc, kubetest.Namespace, kubetest.Image, kubetest.StorageClass)
 	if err := os.WriteFile(config, []byte(yml), 0o600); err != nil {
 		t.Fatal(err)
@@ -215,6 +216,9 @@ runner:
 		cmd.Wait()
 		if t.Failed() {
 			t.Logf("paddock serve:\n%s", out)
+		}
+		if cl := adminCluster(t); cl != nil {
+			_ = cl.RemovePool(context.Background())
 		}
 	})
 	home := t.TempDir()
@@ -250,8 +254,14 @@ runner:
 	}
 	s.ws.CloseNow()
 
-	// The roles: the live app through the proxy, then the dev sandbox promoted.
+	// The roles: the live app through the proxy, then the dev sandbox promoted. The warm
+	// pool has a member ready by then, so one of them is a claim of it (a token review,
+	// the ClusterRole's one right).
+	waitPoolReady(t, kube.PoolName)
 	servertest.Decode(t, alice.DoToken("GET", "/api/v1/roles", nil), http.StatusOK, &roles)
+	if !hasClaim(t, roles.Live.ID) && !hasClaim(t, roles.Dev.ID) {
+		t.Errorf("neither the live sandbox %s nor the dev sandbox %s is a claim of the warm pool:\n%s", roles.Live.ID, roles.Dev.ID, out)
+	}
 	if got, err := servedBy(alice, alice.HTTP); err != nil || got != roles.Live.ID {
 		t.Fatalf("the live app: %q, %v; want %s", got, err, roles.Live.ID)
 	}
@@ -317,6 +327,44 @@ func leftoversOf(t *testing.T, id string) []string {
 	return out
 }
 
+// adminCluster opens the test cluster as its admin, or nil.
+func adminCluster(t *testing.T) *kube.Cluster {
+	kc := kube.Config{Kubeconfig: testkube.Shared(t).Kubeconfig, Namespace: kubetest.Namespace, Image: kubetest.Image}
+	kc.Fill(t.TempDir())
+	cl, err := kube.Open(kc, testenv.Logger(t))
+	if err != nil {
+		t.Log(err)
+		return nil
+	}
+	return cl
+}
+
+var warmPoolGVR = schema.GroupVersionResource{Group: "extensions.agents.x-k8s.io", Version: "v1beta1", Resource: "sandboxwarmpools"}
+
+// waitPoolReady waits until the SandboxWarmPool called name has a ready member.
+func waitPoolReady(t *testing.T, name string) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		wp, err := testkube.Shared(t).Dynamic.Resource(warmPoolGVR).Namespace(kubetest.Namespace).Get(context.Background(), name, metav1.GetOptions{})
+		if err == nil {
+			if n, _, _ := unstructured.NestedInt64(wp.Object, "status", "readyReplicas"); n > 0 {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the warm pool %s has no ready member: %v", name, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// hasClaim says whether sandbox id is a SandboxClaim of a warm pool.
+func hasClaim(t *testing.T, id string) bool {
+	_, err := testkube.Shared(t).Dynamic.Resource(claimGVR).Namespace(kubetest.Namespace).Get(context.Background(), id, metav1.GetOptions{})
+	return err == nil
+}
+
 var claimGVR = schema.GroupVersionResource{Group: "extensions.agents.x-k8s.io", Version: "v1beta1", Resource: "sandboxclaims"}
 
 // TestServeOnClusterTemplatePool: pool: {templates: {node: 1}} on a cluster is a
@@ -348,16 +396,13 @@ func TestServeOnClusterTemplatePool(t *testing.T) {
 	c := testkube.Shared(t)
 	t.Cleanup(func() {
 		e.Stop(true)
-		kc := kube.Config{Kubeconfig: c.Kubeconfig, Namespace: kubetest.Namespace, Image: kubetest.Image}
-		kc.Fill(t.TempDir())
-		if cl, err := kube.Open(kc, testenv.Logger(t)); err == nil {
+		if cl := adminCluster(t); cl != nil {
 			_ = cl.RemoveTemplatePool(context.Background(), "node")
 		}
 	})
 	waitMetric(t, e, nodePoolSize, 1)
 	ctx := context.Background()
-	wp, err := c.Dynamic.Resource(schema.GroupVersionResource{Group: "extensions.agents.x-k8s.io", Version: "v1beta1", Resource: "sandboxwarmpools"}).
-		Namespace(kubetest.Namespace).Get(ctx, "paddock-tmpl-node", metav1.GetOptions{})
+	wp, err := c.Dynamic.Resource(warmPoolGVR).Namespace(kubetest.Namespace).Get(ctx, "paddock-tmpl-node", metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("the node template's SandboxWarmPool: %v", err)
 	}
