@@ -71,7 +71,7 @@ func (c *Cluster) EnsureTemplatePool(ctx context.Context, template string, size 
 		return err
 	}
 	if size < 1 || size > maxPoolSize {
-		return invalid("pool.templates."+template, "%d: want 1 to %d on a cluster", size, maxPoolSize)
+		return fmt.Errorf("pool.templates.%s: %d: want 1 to %d on a cluster: %w", template, size, maxPoolSize, errdefs.ErrInvalidArgument)
 	}
 	tp := c.templates()
 	tp.mu.Lock()
