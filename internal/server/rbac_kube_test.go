@@ -371,8 +371,9 @@ var claimGVR = schema.GroupVersionResource{Group: "extensions.agents.x-k8s.io", 
 // SandboxWarmPool of the node template's own; its member is claimed from it and readied
 // (scaffolded, dependencies fetched through the egress proxy); `paddock app new
 // --runtime node` takes its files (a hit), and a sandbox whose policy forbids the
-// registry the member fetched from does not (a miss, saying which host). The control
-// plane holds the shipped RBAC alone.
+// registry the member fetched from does not (a miss, saying which host). A member an
+// earlier control plane left is deleted at start. The control plane holds the shipped
+// RBAC alone.
 func TestServeOnClusterTemplatePool(t *testing.T) {
 	reg := httptest.NewServer((&requestLog{}).wrap(npmregistry.Handler(npmMirror(t))))
 	t.Cleanup(reg.Close)
@@ -386,6 +387,19 @@ func TestServeOnClusterTemplatePool(t *testing.T) {
 	env := []string{fmt.Sprintf("npm_config_registry=http://%s:%d/", registryHost, port)}
 	rc := kubetest.Config(t, testenv.Config(t))
 	rc.Cluster.Kubeconfig = shippedRBAC(t)
+	c := testkube.Shared(t)
+	ctx := context.Background()
+	// A member an earlier control plane left (killed before it could discard it): the next
+	// one deletes its claim, since members are no one's.
+	left := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "extensions.agents.x-k8s.io/v1beta1", "kind": "SandboxClaim",
+		"metadata": map[string]any{"name": "sb-leftmember", "labels": map[string]any{
+			kube.LabelManagedBy: kube.ManagedBy, kube.LabelSandbox: "sb-leftmember", kube.LabelPool: "paddock-tmpl-node"}},
+		"spec": map[string]any{"warmPoolRef": map[string]any{"name": "paddock-tmpl-node"}},
+	}}
+	if _, err := c.Dynamic.Resource(claimGVR).Namespace(kubetest.Namespace).Create(ctx, left, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	cfg := server.Config{Runner: rc, Listen: "127.0.0.1:0", NetworkPolicy: pol,
 		Pool: fleet.PoolConfig{Templates: map[string]int{"node": 1}, Env: env}}
 	e := servertest.StartOpts(t, cfg, server.Options{
@@ -393,7 +407,6 @@ func TestServeOnClusterTemplatePool(t *testing.T) {
 		Egress: egress.Options{Resolver: loopbackResolver{}, HTTPPorts: []uint16{port},
 			UnsafeAllowAddrs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, DialTimeout: 5 * time.Second},
 	})
-	c := testkube.Shared(t)
 	t.Cleanup(func() {
 		e.Stop(true)
 		if cl := adminCluster(t); cl != nil {
@@ -401,7 +414,9 @@ func TestServeOnClusterTemplatePool(t *testing.T) {
 		}
 	})
 	waitMetric(t, e, nodePoolSize, 1)
-	ctx := context.Background()
+	if _, err := c.Dynamic.Resource(claimGVR).Namespace(kubetest.Namespace).Get(ctx, "sb-leftmember", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the member an earlier control plane left is still claimed: %v", err)
+	}
 	wp, err := c.Dynamic.Resource(warmPoolGVR).Namespace(kubetest.Namespace).Get(ctx, "paddock-tmpl-node", metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("the node template's SandboxWarmPool: %v", err)
