@@ -63,6 +63,10 @@ type Quota struct {
 	Memory wire.Size `yaml:"memory"`
 }
 
+// DefaultMemory is a new sandbox's memory limit when neither its request nor Config.Memory
+// gives one.
+const DefaultMemory = 512 << 20
+
 // Config configures a Fleet.
 type Config struct {
 	// Tier and Runtime are the defaults for new sandboxes.
@@ -162,7 +166,7 @@ type Fleet struct {
 // New returns a Fleet. Call Recover before serving.
 func New(st *store.Store, run Runner, cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Fleet, error) {
 	if cfg.Memory == 0 {
-		cfg.Memory = 512 << 20
+		cfg.Memory = DefaultMemory
 	}
 	if cfg.Quota.Sandboxes == 0 {
 		cfg.Quota.Sandboxes = 10

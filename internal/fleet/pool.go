@@ -255,6 +255,9 @@ func (p *pool) fill() error {
 	rec.ID = runner.NewID()
 	spec := p.f.spec(rec)
 	spec.Pool, spec.User = true, ""
+	if p.name != poolTemplate {
+		spec.PoolTemplate, spec.PoolSize = p.name, p.size
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {

@@ -35,6 +35,12 @@ type Cluster interface {
 	// StartWarm starts req, claiming a warm pod when one fits; hit says it did.
 	StartWarm(ctx context.Context, req kubespec.Request, persistent bool) (sb ClusterSandbox, hit bool, err error)
 	Remove(ctx context.Context, id string) error
+	// EnsureTemplatePool makes or rewrites a provider template's pool of size pods.
+	EnsureTemplatePool(ctx context.Context, template string, size int, limits wire.Limits) error
+	// StartTemplate starts req as a member of template's pool; hit says it was claimed.
+	StartTemplate(ctx context.Context, template string, req kubespec.Request) (sb ClusterSandbox, hit bool, err error)
+	// ReapTemplateMembers deletes the template pools' members an earlier control plane left.
+	ReapTemplateMembers(ctx context.Context) error
 }
 
 // ClusterSandbox is a sandbox running on a cluster.
@@ -151,8 +157,8 @@ func (r *Runner) createOnCluster(ctx context.Context, spec Spec, tier wire.Tier,
 		return nil, fmt.Errorf("the process tier runs on this host only; a cluster runs container and microvm sandboxes: %w", errdefs.ErrInvalidArgument)
 	case spec.Workspace != "":
 		return nil, fmt.Errorf("a host directory cannot be a cluster sandbox's workspace (it lives on the sandbox's volume): %w", errdefs.ErrInvalidArgument)
-	case spec.Pool:
-		return nil, fmt.Errorf("the warm pool is this host's; on a cluster it is not available yet: %w", errdefs.ErrUnavailable)
+	case spec.Pool && spec.PoolTemplate == "":
+		return nil, fmt.Errorf("pool.size: the warm pool of the default app is this host's; on a cluster, runner.warm_pool keeps pods started: %w", errdefs.ErrInvalidArgument)
 	case spec.Seed != nil:
 		return nil, fmt.Errorf("forks of a cluster sandbox are not available yet: %w", errdefs.ErrUnavailable)
 	}
@@ -179,6 +185,9 @@ func (r *Runner) createOnCluster(ctx context.Context, spec Spec, tier wire.Tier,
 		UID: r.cfg.SandboxUID, GID: r.cfg.SandboxGID, CapabilityKeys: spec.CapabilityKeys,
 	}
 	r.log.Info("creating sandbox on the cluster", "sandbox", id, "tier", tier, "runtime", rt, "user", spec.User, "namespace", c.Namespace())
+	if spec.Pool {
+		return r.templateOnCluster(ctx, c, spec, tier, req)
+	}
 	if r.cfg.Cluster.WarmPool.Size > 0 {
 		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		if err := c.EnsurePool(pctx, r.cfg.Limits); err != nil {

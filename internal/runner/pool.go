@@ -190,6 +190,9 @@ func (r *Runner) removePooled(id string) error {
 // ReapPool removes every pooled sandbox an earlier control plane left behind: pooled
 // sandboxes are no one's, so none is adopted.
 func (r *Runner) ReapPool(ctx context.Context, runtime string) error {
+	if r.cfg.OnCluster() {
+		return r.reapOnCluster(ctx)
+	}
 	dir := filepath.Join(r.cfg.WorkspaceRoot, poolOwner)
 	seen := map[string]bool{}
 	for _, sub := range []string{"sandboxes", "history", "mounts"} {

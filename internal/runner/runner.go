@@ -95,6 +95,11 @@ type Spec struct {
 	// tier and the host's defaults, its files under the pool's directory until Claim. User
 	// is ignored.
 	Pool bool
+	// PoolTemplate, with Pool, names the provider's template whose pool the sandbox is
+	// for; on a cluster it is claimed from that template's SandboxWarmPool, which keeps
+	// PoolSize pods started.
+	PoolTemplate string
+	PoolSize     int
 	// Seed, when set, fills a persistent container sandbox's new workspace and history
 	// store before it starts (a fork's, see history.Fork), given the sandbox user's ids.
 	Seed func(workspace, history string, uid, gid uint32) error

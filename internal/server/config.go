@@ -184,6 +184,9 @@ func LoadConfig(path, dataDir, listen string) (Config, error) {
 	if err := cfg.Pool.Validate(); err != nil {
 		return cfg, fmt.Errorf("config %s: %w", path, err)
 	}
+	if err := checkPoolOnCluster(cfg.Pool, cfg.Runner); err != nil {
+		return cfg, fmt.Errorf("config %s: %w", path, err)
+	}
 	if _, _, err := net.SplitHostPort(cfg.Listen); err != nil {
 		return cfg, fmt.Errorf("listen: %q is not host:port: %w", cfg.Listen, errdefs.ErrInvalidArgument)
 	}

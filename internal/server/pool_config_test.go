@@ -32,3 +32,28 @@ func TestLoadConfigPoolTemplates(t *testing.T) {
 		t.Fatalf("LoadConfig of an unknown template: %v", err)
 	}
 }
+
+// On a cluster, the fleet's template pools load; the default app's pool is refused,
+// naming runner.warm_pool, the cluster's own.
+func TestLoadConfigPoolOnCluster(t *testing.T) {
+	dir := t.TempDir()
+	runner := "runner: {backend: kubernetes, image: paddock.local/agent:1, kubeconfig: /dev/null}\n"
+	for _, tc := range []struct{ name, pool, err string }{
+		{"templates", "pool: {templates: {node: 1, static: 2}}\n", ""},
+		{"default app", "pool: {size: 1}\n", "pool.size: the warm pool of the default app is this host's; on a cluster, set runner.warm_pool.size"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(dir, tc.name+".yaml")
+			if err := os.WriteFile(p, []byte(runner+tc.pool), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := server.LoadConfig(p, dir, "")
+			switch {
+			case tc.err == "" && (err != nil || cfg.Pool.Templates["static"] != 2):
+				t.Fatalf("LoadConfig: %+v, %v", cfg.Pool, err)
+			case tc.err != "" && (!errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.err)):
+				t.Fatalf("LoadConfig: %v, want %q", err, tc.err)
+			}
+		})
+	}
+}

@@ -230,6 +230,11 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 		env = append(env, egressEnv()...)
 		cfg.Runner.HostPorts = append(cfg.Runner.HostPorts, EgressPort)
 	}
+	if cfg.Runner.OnCluster() {
+		// The cluster's warm pool makes its pods for a new sandbox's default limits,
+		// whose memory is the fleet's.
+		cfg.Runner.Limits.Memory = cmp.Or(cfg.SandboxMemory, fleet.DefaultMemory)
+	}
 	s.runner = runner.New(cfg.Runner, s.log)
 	tier, why := s.runner.DefaultTierReason()
 	s.log.Info("default tier", "tier", tier, "why", why)

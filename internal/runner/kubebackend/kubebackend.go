@@ -37,6 +37,14 @@ func (c cluster) StartWarm(ctx context.Context, req kubespec.Request, persistent
 	return sandbox{sb}, hit, nil
 }
 
+func (c cluster) StartTemplate(ctx context.Context, template string, req kubespec.Request) (runner.ClusterSandbox, bool, error) {
+	sb, hit, err := c.Cluster.StartTemplate(ctx, template, req)
+	if err != nil {
+		return nil, hit, err
+	}
+	return sandbox{sb}, hit, nil
+}
+
 // sandbox is a kube.Sandbox as the runner uses it.
 type sandbox struct{ *kube.Sandbox }
 

@@ -45,6 +45,7 @@ type Cluster struct {
 	cp   *podtls.Renewer // the control plane's client certificate
 	log  *slog.Logger
 	pool *pool
+	tmpl templatePools // the template pools (templates.go)
 
 	// sbxAll feeds the shared informer (tracker), started on first use.
 	sbxAll    sbversioned.Interface

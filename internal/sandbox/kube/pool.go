@@ -120,10 +120,13 @@ func (c *Cluster) PoolClaims() (hits, misses float64) {
 }
 
 // PoolReady is how many of the pool's members are ready to be claimed.
-func (c *Cluster) PoolReady(ctx context.Context) (int, error) {
-	wp, err := c.pool.ext.SandboxWarmPools(c.cfg.Namespace).Get(ctx, PoolName, metav1.GetOptions{})
+func (c *Cluster) PoolReady(ctx context.Context) (int, error) { return c.poolReady(ctx, PoolName) }
+
+// poolReady is how many members of the SandboxWarmPool called name are ready.
+func (c *Cluster) poolReady(ctx context.Context, name string) (int, error) {
+	wp, err := c.pool.ext.SandboxWarmPools(c.cfg.Namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		return 0, c.apiError("warm pool "+PoolName, err)
+		return 0, c.apiError("warm pool "+name, err)
 	}
 	return int(wp.Status.ReadyReplicas), nil
 }
@@ -221,16 +224,25 @@ func (c *Cluster) RemovePool(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.made = false
+	return c.removePoolObjects(ctx, PoolName, true)
+}
+
+// removePoolObjects deletes the SandboxWarmPool and SandboxTemplate called name (and the
+// pools' CA Secret, with secret), then waits until their unclaimed members are gone.
+func (c *Cluster) removePoolObjects(ctx context.Context, name string, secret bool) error {
+	p := c.pool
 	var errs []error
 	bg := metav1.DeletePropagationForeground
-	if err := p.ext.SandboxWarmPools(c.cfg.Namespace).Delete(ctx, PoolName, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil && !apierrors.IsNotFound(err) {
-		errs = append(errs, c.apiError("delete the warm pool", err))
+	if err := p.ext.SandboxWarmPools(c.cfg.Namespace).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil && !apierrors.IsNotFound(err) {
+		errs = append(errs, c.apiError("delete the warm pool "+name, err))
 	}
-	if err := p.ext.SandboxTemplates(c.cfg.Namespace).Delete(ctx, PoolName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		errs = append(errs, c.apiError("delete the warm pool's template", err))
+	if err := p.ext.SandboxTemplates(c.cfg.Namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		errs = append(errs, c.apiError("delete the warm pool's template "+name, err))
 	}
-	if err := c.core.Secrets(c.cfg.Namespace).Delete(ctx, poolCASecret, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		errs = append(errs, c.apiError("delete the warm pool's Secret", err))
+	if secret {
+		if err := c.core.Secrets(c.cfg.Namespace).Delete(ctx, poolCASecret, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, c.apiError("delete the warm pool's Secret", err))
+		}
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
@@ -239,16 +251,16 @@ func (c *Cluster) RemovePool(ctx context.Context) error {
 	// once must not find them. Claimed ones are their sandboxes'.
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReadyTimeout)
 	defer cancel()
-	sel := metav1.ListOptions{LabelSelector: LabelPool + "=" + PoolName + "," + warmMemberLabel}
+	sel := metav1.ListOptions{LabelSelector: LabelPool + "=" + name + "," + warmMemberLabel}
 	for i := 1; ; i++ {
 		pods, err := c.core.Pods(c.cfg.Namespace).List(ctx, sel)
-		_, perr := p.ext.SandboxWarmPools(c.cfg.Namespace).Get(ctx, PoolName, metav1.GetOptions{})
+		_, perr := p.ext.SandboxWarmPools(c.cfg.Namespace).Get(ctx, name, metav1.GetOptions{})
 		if err == nil && len(pods.Items) == 0 && apierrors.IsNotFound(perr) {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("the warm pool's pods are still there after %s: %w", c.cfg.ReadyTimeout, errdefs.ErrUnavailable)
+			return fmt.Errorf("the warm pool %s's pods are still there after %s: %w", name, c.cfg.ReadyTimeout, errdefs.ErrUnavailable)
 		case <-time.After(min(50*time.Millisecond*time.Duration(i), 500*time.Millisecond)):
 		}
 	}
@@ -350,13 +362,23 @@ func (c *Cluster) StartWarm(ctx context.Context, req Request, persistent bool) (
 
 // claim makes a SandboxClaim for req and makes the member it gets sandbox req.
 func (c *Cluster) claim(ctx context.Context, req Request, persistent bool) (*Sandbox, error) {
-	if n, err := c.PoolReady(ctx); err != nil || n == 0 {
+	return c.claimFrom(ctx, PoolName, req, persistent)
+}
+
+// claimFrom is claim from the SandboxWarmPool called pool; a template pool's claim is
+// labelled with its pool's name.
+func (c *Cluster) claimFrom(ctx context.Context, pool string, req Request, persistent bool) (*Sandbox, error) {
+	if n, err := c.poolReady(ctx, pool); err != nil || n == 0 {
 		return nil, errNoClaim
 	}
 	claims := c.pool.ext.SandboxClaims(c.cfg.Namespace)
+	lbl := labels(req.ID)
+	if pool != PoolName {
+		lbl[LabelPool] = pool
+	}
 	cl := &xv1.SandboxClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: req.ID, Namespace: c.cfg.Namespace, Labels: labels(req.ID)},
-		Spec:       xv1.SandboxClaimSpec{WarmPoolRef: xv1.SandboxWarmPoolRef{Name: PoolName}},
+		ObjectMeta: metav1.ObjectMeta{Name: req.ID, Namespace: c.cfg.Namespace, Labels: lbl},
+		Spec:       xv1.SandboxClaimSpec{WarmPoolRef: xv1.SandboxWarmPoolRef{Name: pool}},
 	}
 	if _, err := claims.Create(ctx, cl, metav1.CreateOptions{FieldManager: ManagedBy}); err != nil {
 		return nil, c.apiError("claim sandbox "+req.ID, err)

@@ -215,12 +215,12 @@ type WarmPool struct {
 	Size int `yaml:"size"`
 }
 
-// maxPoolSize bounds warm_pool.size: each member is a running pod and a volume.
-const maxPoolSize = 1000
+// MaxPoolSize bounds a warm pool's size: each member is a running pod and a volume.
+const MaxPoolSize = 1000
 
 func (w WarmPool) validate() error {
-	if w.Size < 0 || w.Size > maxPoolSize {
-		return invalid("warm_pool.size", "%d: want 0 (no pool) to %d", w.Size, maxPoolSize)
+	if w.Size < 0 || w.Size > MaxPoolSize {
+		return invalid("warm_pool.size", "%d: want 0 (no pool) to %d", w.Size, MaxPoolSize)
 	}
 	return nil
 }

@@ -1,0 +1,36 @@
+package runner
+
+import (
+	"context"
+
+	"github.com/paddockhq/paddock/internal/agentclient"
+	"github.com/paddockhq/paddock/internal/sandbox/kubespec"
+	"github.com/paddockhq/paddock/internal/wire"
+)
+
+// templateOnCluster starts a member of a provider's template pool on the cluster: claimed
+// from the template's SandboxWarmPool (made first, for the runner's default limits), or
+// cold when it has no pod ready. The member is not persistent: Discard deletes it, its
+// claim and its volume.
+func (r *Runner) templateOnCluster(ctx context.Context, c Cluster, spec Spec, tier wire.Tier, req kubespec.Request) (*Sandbox, error) {
+	if err := c.EnsureTemplatePool(ctx, spec.PoolTemplate, spec.PoolSize, req.Limits); err != nil {
+		return nil, err
+	}
+	kb, hit, err := c.StartTemplate(ctx, spec.PoolTemplate, req)
+	if err != nil {
+		return nil, err
+	}
+	r.log.Info("template pool member on the cluster", "sandbox", req.ID, "template", spec.PoolTemplate, "claimed", hit, "node", kb.NodeName())
+	sb := &Sandbox{ID: req.ID, Tier: tier, Limits: req.Limits, backend: kb, Node: kb.NodeName(), uid: r.cfg.SandboxUID, gid: r.cfg.SandboxGID}
+	sb.agent = agentclient.New(kb.Conn())
+	return sb, nil
+}
+
+// reapOnCluster deletes the template pools' members an earlier control plane left.
+func (r *Runner) reapOnCluster(ctx context.Context) error {
+	c, err := r.cluster()
+	if err != nil {
+		return err
+	}
+	return c.ReapTemplateMembers(ctx)
+}

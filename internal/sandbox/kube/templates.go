@@ -1,0 +1,225 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	xv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
+
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/sandbox/kubespec"
+	"github.com/paddockhq/paddock/internal/wire"
+)
+
+// Template pools. The fleet's pool of a provider's template (pool: {templates: {node: 1}})
+// is, on a cluster, a SandboxTemplate and a SandboxWarmPool of its own, both named
+// TemplatePoolName(template). The controller keeps that many pods started; the fleet
+// claims one (the same handshake as the runner's warm pool, pool.go), readies it with
+// the provider's setup through its agent, and keeps it until a new project of that
+// runtime takes its files. Its claim is labelled with the pool's name, so that a later
+// control plane finds and deletes the members an earlier one left.
+
+// templatePrefix begins every template pool's name.
+const templatePrefix = "paddock-tmpl-"
+
+// templateName is what a provider's template may be called to name a pool: a DNS label
+// once prefixed.
+var templateName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`)
+
+// TemplatePoolName names the SandboxTemplate and SandboxWarmPool of template's pool.
+func TemplatePoolName(template string) (string, error) {
+	name := templatePrefix + template
+	if !templateName.MatchString(template) || len(name) > 63 {
+		return "", fmt.Errorf("pool.templates.%s: a cluster's pool is named %s<template>, which must be a DNS label (lower-case letters, digits and '-', at most 63 characters): %w",
+			template, templatePrefix, errdefs.ErrInvalidArgument)
+	}
+	return name, nil
+}
+
+// templatePools holds what each template pool was last made for.
+type templatePools struct {
+	mu   sync.Mutex
+	made map[string]templateMade
+}
+
+type templateMade struct {
+	size   int
+	limits wire.Limits
+}
+
+func (c *Cluster) templates() *templatePools {
+	tp := &c.tmpl
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	if tp.made == nil {
+		tp.made = map[string]templateMade{}
+	}
+	return tp
+}
+
+// EnsureTemplatePool makes or rewrites template's pool: size pods of limits on the
+// default runtime.
+func (c *Cluster) EnsureTemplatePool(ctx context.Context, template string, size int, limits wire.Limits) error {
+	name, err := TemplatePoolName(template)
+	if err != nil {
+		return err
+	}
+	if size < 1 || size > kubespec.MaxPoolSize {
+		return fmt.Errorf("pool.templates.%s: %d: want 1 to %d on a cluster: %w", template, size, kubespec.MaxPoolSize, errdefs.ErrInvalidArgument)
+	}
+	tp := c.templates()
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	if m, ok := tp.made[name]; ok && m == (templateMade{size, limits}) {
+		return nil
+	}
+	if err := c.putPoolSecret(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: poolCASecret, Namespace: c.cfg.Namespace, Labels: poolLabels()},
+		Type:       corev1.SecretTypeOpaque,
+		Data:       map[string][]byte{"ca.crt": c.ca.CertPEM()},
+	}); err != nil {
+		return err
+	}
+	if err := c.putPoolObjects(ctx, name, size, limits); err != nil {
+		return err
+	}
+	tp.made[name] = templateMade{size, limits}
+	c.log.Info("template pool ready to fill", "pool", name, "size", size, "namespace", c.cfg.Namespace)
+	return nil
+}
+
+// putPoolObjects creates or rewrites the SandboxTemplate and SandboxWarmPool called name;
+// an object of that name that paddock did not make is refused.
+func (c *Cluster) putPoolObjects(ctx context.Context, name string, size int, limits wire.Limits) error {
+	tmpl, err := PoolTemplate(&c.cfg, limits)
+	if err != nil {
+		return err
+	}
+	relabel(tmpl.Labels, name)
+	relabel(tmpl.Spec.PodTemplate.ObjectMeta.Labels, name)
+	relabel(tmpl.Spec.VolumeClaimTemplates[0].Labels, name)
+	tmpl.Name = name
+	tc := c.pool.ext.SandboxTemplates(c.cfg.Namespace)
+	have, err := tc.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = tc.Create(ctx, tmpl, metav1.CreateOptions{FieldManager: ManagedBy})
+	case err == nil:
+		if have.Labels[LabelManagedBy] != ManagedBy {
+			return fmt.Errorf("the SandboxTemplate %s/%s exists and paddock did not make it: %w", c.cfg.Namespace, name, errdefs.ErrFailedPrecondition)
+		}
+		have.Spec = tmpl.Spec
+		_, err = tc.Update(ctx, have, metav1.UpdateOptions{FieldManager: ManagedBy})
+	}
+	if err != nil {
+		return c.apiError("the SandboxTemplate "+name, err)
+	}
+	n := int32(size)
+	wp := &xv1.SandboxWarmPool{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.cfg.Namespace, Labels: tmpl.Labels},
+		Spec: xv1.SandboxWarmPoolSpec{
+			Replicas: &n, TemplateRef: xv1.SandboxTemplateRef{Name: name},
+			UpdateStrategy: &xv1.SandboxWarmPoolUpdateStrategy{Type: xv1.RecreateSandboxWarmPoolUpdateStrategyType},
+		},
+	}
+	pc := c.pool.ext.SandboxWarmPools(c.cfg.Namespace)
+	havePool, err := pc.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = pc.Create(ctx, wp, metav1.CreateOptions{FieldManager: ManagedBy})
+	case err == nil:
+		if havePool.Labels[LabelManagedBy] != ManagedBy {
+			return fmt.Errorf("the SandboxWarmPool %s/%s exists and paddock did not make it: %w", c.cfg.Namespace, name, errdefs.ErrFailedPrecondition)
+		}
+		havePool.Spec = wp.Spec
+		_, err = pc.Update(ctx, havePool, metav1.UpdateOptions{FieldManager: ManagedBy})
+	}
+	if err != nil {
+		return c.apiError("the SandboxWarmPool "+name, err)
+	}
+	return nil
+}
+
+// relabel points the pool label of m at pool name.
+func relabel(m map[string]string, name string) {
+	if m != nil {
+		m[LabelPool] = name
+	}
+}
+
+// StartTemplate starts sandbox req, a member of template's pool, from a pod the pool
+// holds ready (hit), waiting up to ready_timeout for the controller to start one: the
+// pool keeps as many pods as the fleet readies members, so a cold start would be one pod
+// more. Past that, or when the claim fails, it starts cold. It is not persistent:
+// Destroy deletes it.
+func (c *Cluster) StartTemplate(ctx context.Context, template string, req Request) (sb *Sandbox, hit bool, err error) {
+	name, err := TemplatePoolName(template)
+	if err != nil {
+		return nil, false, err
+	}
+	c.waitPoolReady(ctx, name)
+	sb, err = c.claimFrom(ctx, name, req, false)
+	if err == nil {
+		return sb, true, nil
+	}
+	if !errors.Is(err, errNoClaim) {
+		c.log.Warn("template pool claim failed; starting cold", "sandbox", req.ID, "pool", name, "err", err)
+	}
+	sb, err = c.Start(ctx, req, false)
+	return sb, false, err
+}
+
+// waitPoolReady waits until the SandboxWarmPool called name has a ready member, or
+// ready_timeout passes.
+func (c *Cluster) waitPoolReady(ctx context.Context, name string) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReadyTimeout)
+	defer cancel()
+	for i := 1; ; i++ {
+		if n, err := c.poolReady(ctx, name); err == nil && n > 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(min(50*time.Millisecond*time.Duration(i), time.Second)):
+		}
+	}
+}
+
+// RemoveTemplatePool deletes template's pool (its unclaimed members go with it).
+func (c *Cluster) RemoveTemplatePool(ctx context.Context, template string) error {
+	name, err := TemplatePoolName(template)
+	if err != nil {
+		return err
+	}
+	tp := c.templates()
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	delete(tp.made, name)
+	return c.removePoolObjects(ctx, name, false)
+}
+
+// ReapTemplateMembers deletes every template pool's claim an earlier control plane left:
+// members are no one's, and none is adopted.
+func (c *Cluster) ReapTemplateMembers(ctx context.Context) error {
+	claims := c.pool.ext.SandboxClaims(c.cfg.Namespace)
+	list, err := claims.List(ctx, metav1.ListOptions{LabelSelector: LabelManagedBy + "=" + ManagedBy + "," + LabelPool})
+	if err != nil {
+		return c.apiError("list the template pools' claims", err)
+	}
+	var errs []error
+	for _, cl := range list.Items {
+		if len(cl.Labels[LabelPool]) <= len(templatePrefix) || cl.Labels[LabelPool][:len(templatePrefix)] != templatePrefix {
+			continue
+		}
+		errs = append(errs, c.removeClaim(ctx, cl.Name))
+	}
+	return errors.Join(errs...)
+}
