@@ -237,6 +237,16 @@ func (f *Fleet) waitRolesApplied(ctx context.Context, seq int64) {
 // that a replica applied every change up to it.
 const RolesChannel = "paddock_roles"
 
+// SessionsNote is the kind of a change notified when sessions of a user ended:
+// "sessions USERID SEQ".
+const SessionsNote = "sessions"
+
+// NoteSessionsEnded notifies, when tx commits, that sessions of userID ended; it makes
+// the fleet the auth service's cluster (auth.Cluster).
+func (f *Fleet) NoteSessionsEnded(ctx context.Context, tx *store.Tx, userID string) (int64, error) {
+	return NoteChange(ctx, tx, SessionsNote, userID)
+}
+
 // NoteChange numbers a change of kind for subject (say, a user's sessions ended) that
 // every replica must apply to its caches, and notifies it when tx commits, as
 // "KIND SUBJECT SEQ"; the caller then waits for it (WaitApplied).

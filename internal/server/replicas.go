@@ -152,7 +152,7 @@ func (s *Server) initCluster(ctx context.Context) error {
 	}
 	// Sessions are cached as the roles are, kept exact by the same notifications.
 	s.fleet.OnResync(s.auth.ForgetSessions)
-	s.auth.ShareSessions(sessionsCluster{s.fleet})
+	s.auth.ShareSessions(s.fleet)
 	c := &cluster{id: rc.ID, advertise: rc.Advertise, key: key, ttl: cmpDuration(rc.HeartbeatTTL, defaultHeartbeatTTL), stop: cancel}
 	c.forward = s.newForwarder(c)
 	me := store.Replica{ID: c.id, Advertise: c.advertise}
@@ -198,29 +198,17 @@ func parseRolesNote(payload string) (user string, gen, seq int64, ok bool) {
 	return f[0], gen, seq, err1 == nil && err2 == nil
 }
 
-// sessionsNote is the kind of a change notified when sessions of a user ended:
-// "sessions USERID SEQ" (fleet.NoteChange).
-const sessionsNote = "sessions"
-
 // parseSessionsNote reads a notification that sessions of user ended.
 func parseSessionsNote(payload string) (user string, seq int64, ok bool) {
 	f := strings.Fields(payload)
-	if len(f) != 3 || f[0] != sessionsNote {
+	if len(f) != 3 || f[0] != fleet.SessionsNote {
 		return "", 0, false
 	}
 	seq, err := strconv.ParseInt(f[2], 10, 64)
 	return f[1], seq, err == nil
 }
 
-// sessionsCluster tells the other replicas of sessions that ended, through the fleet's
-// numbered notifications, and waits for them as a promotion does.
-type sessionsCluster struct{ *fleet.Fleet }
-
-func (sessionsCluster) NoteSessionsEnded(ctx context.Context, tx *store.Tx, userID string) (int64, error) {
-	return fleet.NoteChange(ctx, tx, sessionsNote, userID)
-}
-
-var _ auth.Cluster = sessionsCluster{}
+var _ auth.Cluster = (*fleet.Fleet)(nil)
 
 func cmpDuration(d, def time.Duration) time.Duration {
 	if d > 0 {
