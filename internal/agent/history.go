@@ -617,7 +617,7 @@ func parentOf(h *history.History, id string) (string, error) {
 func checkpointInfo(c history.Checkpoint) *pb.CheckpointInfo {
 	return &pb.CheckpointInfo{Id: c.ID, Parent: c.Parent, TimeUnixNano: c.Time.UnixNano(), Cause: c.Cause,
 		Message: c.Message, Changed: uint32(c.Changed), Restores: c.Restores, Transaction: c.Transaction,
-		Compacted: uint32(c.Compacted)}
+		Compacted: uint32(c.Compacted), Tree: c.Tree}
 }
 
 // recordedFiles is the Files service with a checkpoint (cause "agent-write") after every

@@ -2789,7 +2789,10 @@ type CheckpointInfo struct {
 	Transaction string `protobuf:"bytes,8,opt,name=transaction,proto3" json:"transaction,omitempty"`
 	// compacted is, on the oldest checkpoint kept, how many older ones the history's size
 	// budget dropped.
-	Compacted     uint32 `protobuf:"varint,9,opt,name=compacted,proto3" json:"compacted,omitempty"`
+	Compacted uint32 `protobuf:"varint,9,opt,name=compacted,proto3" json:"compacted,omitempty"`
+	// tree is the SHA-256 of the checkpoint's files (its root tree): two checkpoints with
+	// the same tree hold the same files.
+	Tree          string `protobuf:"bytes,10,opt,name=tree,proto3" json:"tree,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2885,6 +2888,13 @@ func (x *CheckpointInfo) GetCompacted() uint32 {
 		return x.Compacted
 	}
 	return 0
+}
+
+func (x *CheckpointInfo) GetTree() string {
+	if x != nil {
+		return x.Tree
+	}
+	return ""
 }
 
 // TransactionInfo is an open transaction.
@@ -4650,7 +4660,7 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"closeWrite\"C\n" +
 	"\x0fForwardResponse\x12\x1c\n" +
 	"\tconnected\x18\x01 \x01(\bR\tconnected\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data\"\x84\x02\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"\x98\x02\n" +
 	"\x0eCheckpointInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06parent\x18\x02 \x01(\tR\x06parent\x12$\n" +
@@ -4660,7 +4670,9 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"\achanged\x18\x06 \x01(\rR\achanged\x12\x1a\n" +
 	"\brestores\x18\a \x01(\tR\brestores\x12 \n" +
 	"\vtransaction\x18\b \x01(\tR\vtransaction\x12\x1c\n" +
-	"\tcompacted\x18\t \x01(\rR\tcompacted\"u\n" +
+	"\tcompacted\x18\t \x01(\rR\tcompacted\x12\x12\n" +
+	"\x04tree\x18\n" +
+	" \x01(\tR\x04tree\"u\n" +
 	"\x0fTransactionInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x12\n" +
