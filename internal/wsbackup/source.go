@@ -91,17 +91,17 @@ func (d Dir) Read(_ context.Context, want []Blob, fn func(string, []byte) error)
 // blob, naming what was wrong.
 func checkListing(index []byte, blobs []Blob) error {
 	if len(index) > MaxIndex {
-		return fmt.Errorf("the history's index is %d bytes, over %d: %w", len(index), MaxIndex, errdefs.ErrLimitExceeded)
+		return fmt.Errorf("the history's index is %d bytes, over %d: %w", len(index), MaxIndex, errdefs.ErrFailedPrecondition)
 	}
 	seen := make(map[string]bool, len(blobs))
 	for _, b := range blobs {
 		switch {
 		case !validSum(b.Sum):
-			return fmt.Errorf("the history lists %q, not a blob's SHA-256: %w", errdefs.Clip(b.Sum, 80), errdefs.ErrInvalidArgument)
+			return fmt.Errorf("the history lists %q, not a blob's SHA-256: %w", errdefs.Clip(b.Sum, 80), errdefs.ErrFailedPrecondition)
 		case seen[b.Sum]:
-			return fmt.Errorf("the history lists blob %s twice: %w", b.Sum, errdefs.ErrInvalidArgument)
+			return fmt.Errorf("the history lists blob %s twice: %w", b.Sum, errdefs.ErrFailedPrecondition)
 		case b.Size < 0 || b.Size > MaxBlob:
-			return fmt.Errorf("the history's blob %s is %d bytes, over the bound of %d: %w", b.Sum, b.Size, int64(MaxBlob), errdefs.ErrLimitExceeded)
+			return fmt.Errorf("the history's blob %s is %d bytes, over the bound of %d: %w", b.Sum, b.Size, int64(MaxBlob), errdefs.ErrFailedPrecondition)
 		}
 		seen[b.Sum] = true
 	}
@@ -111,10 +111,10 @@ func checkListing(index []byte, blobs []Blob) error {
 // checkBlob refuses a blob whose bytes are not what the source listed.
 func checkBlob(b Blob, data []byte) error {
 	if int64(len(data)) != b.Size {
-		return fmt.Errorf("the history's blob %s: %d bytes read, %d listed: %w", b.Sum, len(data), b.Size, errdefs.ErrDataLoss)
+		return fmt.Errorf("the history's blob %s: %d bytes read, %d listed: %w", b.Sum, len(data), b.Size, errdefs.ErrFailedPrecondition)
 	}
 	if got := sha256.Sum256(data); hex.EncodeToString(got[:]) != b.Sum {
-		return fmt.Errorf("the history's blob %s does not match its hash (its content is not the blob it names): %w", b.Sum, errdefs.ErrDataLoss)
+		return fmt.Errorf("the history's blob %s does not match its hash (its content is not the blob it names): %w", b.Sum, errdefs.ErrFailedPrecondition)
 	}
 	return nil
 }

@@ -61,7 +61,7 @@ func TestBackupNeverTrustsAListedHash(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = Run(ctx, tg, key, "sb-bob", bob)
-	if !errors.Is(err, errdefs.ErrDataLoss) || !strings.Contains(err.Error(), hexSum) {
+	if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), hexSum) {
 		t.Fatalf("bob's backup listing alice's blob's hash: %v, want it refused naming %s", err, hexSum)
 	}
 	if all, _ := List(ctx, tg, "sb-bob"); len(all) != 0 {
@@ -97,12 +97,12 @@ func TestCheckListing(t *testing.T) {
 		says  string
 	}{
 		{"fine", 10, []Blob{{ok, 3}}, nil, ""},
-		{"index too big", MaxIndex + 1, nil, errdefs.ErrLimitExceeded, "index"},
-		{"not a hash", 10, []Blob{{"../../etc/passwd", 3}}, errdefs.ErrInvalidArgument, "etc/passwd"},
-		{"upper case", 10, []Blob{{strings.ToUpper(ok), 3}}, errdefs.ErrInvalidArgument, "not a blob"},
-		{"twice", 10, []Blob{{ok, 3}, {ok, 3}}, errdefs.ErrInvalidArgument, "twice"},
-		{"too big", 10, []Blob{{ok, MaxBlob + 1}}, errdefs.ErrLimitExceeded, "over the bound"},
-		{"negative", 10, []Blob{{ok, -1}}, errdefs.ErrLimitExceeded, ok},
+		{"index too big", MaxIndex + 1, nil, errdefs.ErrFailedPrecondition, "index"},
+		{"not a hash", 10, []Blob{{"../../etc/passwd", 3}}, errdefs.ErrFailedPrecondition, "etc/passwd"},
+		{"upper case", 10, []Blob{{strings.ToUpper(ok), 3}}, errdefs.ErrFailedPrecondition, "not a blob"},
+		{"twice", 10, []Blob{{ok, 3}, {ok, 3}}, errdefs.ErrFailedPrecondition, "twice"},
+		{"too big", 10, []Blob{{ok, MaxBlob + 1}}, errdefs.ErrFailedPrecondition, "over the bound"},
+		{"negative", 10, []Blob{{ok, -1}}, errdefs.ErrFailedPrecondition, ok},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := checkListing(make([]byte, tc.index), tc.blobs)
