@@ -112,7 +112,7 @@ func (r *Runner) createOnCluster(ctx context.Context, spec Spec, tier wire.Tier,
 	case spec.Pool:
 		return nil, fmt.Errorf("the warm pool is this host's; on a cluster it is not available yet: %w", errdefs.ErrUnavailable)
 	case spec.Seed != nil:
-		return nil, fmt.Errorf("forks of a cluster sandbox are not available yet: %w", errdefs.ErrUnavailable)
+		return nil, fmt.Errorf("a cluster sandbox cannot be seeded on this host (its store is on its volume: a fork goes through its agent): %w", errdefs.ErrUnavailable)
 	}
 	id, err := sandboxID(spec)
 	if err != nil {
