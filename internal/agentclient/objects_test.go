@@ -144,3 +144,25 @@ func FuzzCollectBlobs(f *testing.F) {
 		})
 	})
 }
+
+// FuzzCollectListing: any Objects stream is refused or taken within its bounds, never a
+// panic.
+func FuzzCollectListing(f *testing.F) {
+	f.Add([]byte("\x02{}"), uint8(3))
+	f.Add([]byte("\x00\x00"), uint8(0))
+	f.Fuzz(func(t *testing.T, raw []byte, blobs uint8) {
+		var msgs []*pb.ObjectsChunk
+		for len(raw) > 0 {
+			n := min(int(raw[0]), len(raw)-1)
+			msgs = append(msgs, &pb.ObjectsChunk{Index: raw[1 : 1+n], Blobs: make([]*pb.BlobRef, int(blobs)%5)})
+			for i := range msgs[len(msgs)-1].Blobs {
+				msgs[len(msgs)-1].Blobs[i] = &pb.BlobRef{Sum: string(raw[1 : 1+n]), Size: int64(n)}
+			}
+			raw = raw[1+n:]
+		}
+		index, got, err := collectListing(stream(msgs...), 64, 8)
+		if err == nil && (len(index) > 64 || len(got) > 8) {
+			t.Fatalf("a listing over its bounds taken: %d bytes, %d blobs", len(index), len(got))
+		}
+	})
+}
