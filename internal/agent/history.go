@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"sync"
@@ -616,7 +617,7 @@ func parentOf(h *history.History, id string) (string, error) {
 func checkpointInfo(c history.Checkpoint) *pb.CheckpointInfo {
 	return &pb.CheckpointInfo{Id: c.ID, Parent: c.Parent, TimeUnixNano: c.Time.UnixNano(), Cause: c.Cause,
 		Message: c.Message, Changed: uint32(c.Changed), Restores: c.Restores, Transaction: c.Transaction,
-		Compacted: uint32(c.Compacted)}
+		Compacted: uint32(c.Compacted), Tree: c.Tree}
 }
 
 // recordedFiles is the Files service with a checkpoint (cause "agent-write") after every
@@ -687,4 +688,79 @@ func execMessage(argv []string) string {
 		return "exec"
 	}
 	return "exec: " + argv[0]
+}
+
+// Bounds of Objects and ReadObjects messages.
+const (
+	objectsPerMessage = 2048
+	// MaxReadObjects bounds the blobs one ReadObjects names.
+	MaxReadObjects = 4096
+)
+
+// Objects lists the store: its index, then its blobs a bounded number a message.
+func (s *historyService) Objects(_ *pb.ObjectsRequest, stream grpc.ServerStreamingServer[pb.ObjectsChunk]) error {
+	h, err := s.open()
+	if err != nil {
+		return err
+	}
+	index, blobs, err := h.Objects()
+	if err != nil {
+		return errdefs.ToGRPC(err)
+	}
+	msg := &pb.ObjectsChunk{Index: index}
+	for i, b := range blobs {
+		msg.Blobs = append(msg.Blobs, &pb.BlobRef{Sum: b.Sum, Size: b.Size})
+		if len(msg.Blobs) == objectsPerMessage || i == len(blobs)-1 {
+			if err := stream.Send(msg); err != nil {
+				return err
+			}
+			msg = &pb.ObjectsChunk{}
+		}
+	}
+	if len(blobs) == 0 {
+		return stream.Send(msg)
+	}
+	return nil
+}
+
+// ReadObjects streams the blobs named, as stored, in chunks of at most exportChunk bytes.
+func (s *historyService) ReadObjects(req *pb.ReadObjectsRequest, stream grpc.ServerStreamingServer[pb.ObjectChunk]) error {
+	h, err := s.open()
+	if err != nil {
+		return err
+	}
+	if n := len(req.GetSums()); n > MaxReadObjects {
+		return errdefs.ToGRPC(fmt.Errorf("read objects: %d blobs named, over %d: %w", n, MaxReadObjects, errdefs.ErrInvalidArgument))
+	}
+	buf := make([]byte, exportChunk)
+	for _, sum := range req.GetSums() {
+		if err := sendObject(h, sum, buf, stream); err != nil {
+			return errdefs.ToGRPC(err)
+		}
+	}
+	return nil
+}
+
+// sendObject sends blob sum: its size as stat gave it, then exactly that many bytes.
+func sendObject(h *history.History, sum string, buf []byte, stream grpc.ServerStreamingServer[pb.ObjectChunk]) error {
+	f, size, err := h.OpenObject(sum)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	msg := &pb.ObjectChunk{Sum: sum, Size: size}
+	left := size
+	for first := true; first || left > 0; first = false {
+		n, err := io.ReadFull(f, buf[:min(int64(len(buf)), left)])
+		if err != nil && n == 0 && left > 0 {
+			return fmt.Errorf("read blob %s: it changed size while read: %w", sum, errdefs.ErrDataLoss)
+		}
+		left -= int64(n)
+		msg.Data = buf[:n]
+		if err := stream.Send(msg); err != nil {
+			return err
+		}
+		msg = &pb.ObjectChunk{}
+	}
+	return nil
 }

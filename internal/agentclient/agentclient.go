@@ -270,6 +270,24 @@ func (c *Client) Import(ctx context.Context) (*Upload[pb.ImportChunk, pb.Restore
 	return &Upload[pb.ImportChunk, pb.RestoreResponse]{s: s}, nil
 }
 
+// Objects lists the history's store: its index, then its blobs.
+func (c *Client) Objects(ctx context.Context) (*Stream[pb.ObjectsChunk], error) {
+	s, err := c.history.Objects(ctx, &pb.ObjectsRequest{})
+	if err != nil {
+		return nil, errdefs.FromGRPC(err)
+	}
+	return &Stream[pb.ObjectsChunk]{s: s}, nil
+}
+
+// ReadObjects streams the blobs named, as the store holds them (unchecked).
+func (c *Client) ReadObjects(ctx context.Context, sums []string) (*Stream[pb.ObjectChunk], error) {
+	s, err := c.history.ReadObjects(ctx, &pb.ReadObjectsRequest{Sums: sums})
+	if err != nil {
+		return nil, errdefs.FromGRPC(err)
+	}
+	return &Stream[pb.ObjectChunk]{s: s}, nil
+}
+
 // Events streams the history's events after the cursor in req.
 func (c *Client) Events(ctx context.Context, req *pb.HistoryEventsRequest) (*Stream[pb.HistoryEvent], error) {
 	s, err := c.history.Events(ctx, req)

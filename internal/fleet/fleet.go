@@ -44,6 +44,7 @@ type Runner interface {
 	ReapPool(ctx context.Context, runtime string) error
 	// HistoryDir is where a sandbox's history store is, and ForkHistory forks one.
 	HistoryDir(user, id string) string
+	HistoryOnHost() bool
 	ForkHistory(ctx context.Context, src, dst, at, workspace string, uid, gid uint32, check bool) (wire.ForkInfo, error)
 	ExportHistory(ctx context.Context, dir string) (io.ReadCloser, error)
 }

@@ -160,7 +160,7 @@ func (r *Runner) createOnCluster(ctx context.Context, spec Spec, tier wire.Tier,
 	case spec.Pool && spec.PoolTemplate == "":
 		return nil, fmt.Errorf("pool.size: the warm pool of the default app is this host's; on a cluster, runner.warm_pool keeps pods started: %w", errdefs.ErrInvalidArgument)
 	case spec.Seed != nil:
-		return nil, fmt.Errorf("forks of a cluster sandbox are not available yet: %w", errdefs.ErrUnavailable)
+		return nil, fmt.Errorf("a cluster sandbox cannot be seeded on this host (its store is on its volume: a fork goes through its agent): %w", errdefs.ErrUnavailable)
 	}
 	id, err := sandboxID(spec)
 	if err != nil {

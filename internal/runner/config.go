@@ -38,6 +38,10 @@ type Config struct {
 	Runsc string `yaml:"runsc"`
 	// Agent is the paddock-agent binary. Default: next to the paddock binary, then PATH.
 	Agent string `yaml:"agent"`
+	// HistoryThroughAgent reads and writes sandboxes' history stores (forks, backups,
+	// restores) through their agents, as on a cluster, even where the runner could read
+	// them on this host: slower, for tests and measurement. A cluster always does.
+	HistoryThroughAgent bool `yaml:"history_through_agent"`
 	// SandboxUID and SandboxGID are the user that commands run as inside containers
 	// (default 1000). A workspace owned by another non-root user runs as that user instead,
 	// so its files stay theirs.

@@ -320,6 +320,10 @@ func (r *Runner) seed(spec Spec, sb *Sandbox) error {
 	return spec.Seed(sb.Workspace, sb.History, r.cfg.SandboxUID, r.cfg.SandboxGID)
 }
 
+// HistoryOnHost says whether sandboxes' history stores are reached on this host (at
+// HistoryDir), or only through their agents (a cluster's volumes, or HistoryThroughAgent).
+func (r *Runner) HistoryOnHost() bool { return !r.cfg.OnCluster() && !r.cfg.HistoryThroughAgent }
+
 // HistoryDir is where persistent sandbox id of user keeps its workspace history.
 func (r *Runner) HistoryDir(user, id string) string {
 	return filepath.Join(r.cfg.WorkspaceRoot, user, "history", id)

@@ -19,6 +19,7 @@ import (
 	"github.com/paddockhq/paddock/internal/fleet"
 	"github.com/paddockhq/paddock/internal/policy"
 	"github.com/paddockhq/paddock/internal/store"
+	"github.com/paddockhq/paddock/internal/wire"
 	"github.com/paddockhq/paddock/internal/wsbackup"
 )
 
@@ -144,9 +145,9 @@ func (o *Ops) BackupNow(ctx context.Context, c fleet.Caller, id string) (api.Bac
 	if err != nil {
 		return api.Backup{}, fmt.Errorf("backup of sandbox %s: %w", id, err)
 	}
-	dir := o.fleet.HistoryDir(sb)
-	if _, err := os.Stat(filepath.Join(dir, "index.json")); err != nil {
-		return api.Backup{}, fmt.Errorf("backup of sandbox %s: it has no workspace history to back up (a microVM keeps none): %w", id, errdefs.ErrFailedPrecondition)
+	src, err := o.historySource(ctx, c, sb)
+	if err != nil {
+		return api.Backup{}, fmt.Errorf("backup of sandbox %s: %w", id, err)
 	}
 	a := &api.Backup{Time: time.Now().UTC(), State: api.BackupRunning}
 	b.keep(id, a, false)
@@ -154,7 +155,7 @@ func (o *Ops) BackupNow(ctx context.Context, c fleet.Caller, id string) (api.Bac
 	for {
 		b.set(func() { a.Attempts++ })
 		b.pruning.RLock()
-		res, err := wsbackup.RunWithRecord(ctx, b.Target, b.Key, id, dir, record)
+		res, err := wsbackup.RunFrom(ctx, b.Target, b.Key, id, src, record)
 		b.pruning.RUnlock()
 		if err == nil {
 			b.keep(id, a, true)
@@ -187,6 +188,23 @@ func (o *Ops) BackupNow(ctx context.Context, c fleet.Caller, id string) (api.Bac
 		}
 		pause = min(2*pause, maxBackoff)
 	}
+}
+
+// historySource is where a backup reads sandbox sb's history: its store on this host, or,
+// where the runner cannot reach that (a cluster's volume), its agent, which must run.
+func (o *Ops) historySource(ctx context.Context, c fleet.Caller, sb store.Sandbox) (wsbackup.Source, error) {
+	if !o.fleet.HistoryOnHost() {
+		hc, err := o.fleet.Agent(ctx, c, sb.ID)
+		if err != nil {
+			return nil, fmt.Errorf("its history is read through its agent: %w", err)
+		}
+		return agentHistory{hc: hc}, nil
+	}
+	dir := o.fleet.HistoryDir(sb)
+	if _, err := os.Stat(filepath.Join(dir, "index.json")); err != nil {
+		return nil, fmt.Errorf("it has no workspace history to back up (a microVM keeps none): %w", errdefs.ErrFailedPrecondition)
+	}
+	return wsbackup.Dir(dir), nil
 }
 
 // ListBackups lists sandbox id's backups in the store, oldest first, then its attempts
@@ -593,19 +611,50 @@ func (o *Ops) restoreSame(ctx context.Context, c fleet.Caller, sb store.Sandbox,
 	if err != nil {
 		return "", fmt.Errorf("the backup's history: %w", err)
 	}
-	live := o.fleet.HistoryDir(sb)
-	have, err := o.fleet.Checkpoint(ctx, live, want.At)
-	if err == nil && have.Tree == want.Tree {
+	same, empty, err := o.holds(ctx, c, sb, want)
+	if err != nil {
+		return "", err
+	}
+	if same {
 		if _, err := o.Restore(ctx, c, sb.ID, api.RestoreRequest{Checkpoint: want.At}); err != nil {
 			return "", err
 		}
 		return want.At, nil
 	}
-	if _, err := o.fleet.Checkpoint(ctx, live, ""); errors.Is(err, errdefs.ErrFailedPrecondition) {
+	if empty {
 		res, err := o.importRestored(ctx, c, sb.ID, dir)
 		return res.Current, err
 	}
 	return "", fmt.Errorf("the sandbox's history no longer holds the backup's checkpoint %s as it was: restore into a new sandbox (into: a name): %w", want.At, errdefs.ErrFailedPrecondition)
+}
+
+// holds says whether sandbox sb's history holds checkpoint want as it was (same ID, same
+// files), or is empty: read on this host, or through its agent where the runner cannot.
+func (o *Ops) holds(ctx context.Context, c fleet.Caller, sb store.Sandbox, want wire.ForkInfo) (same, empty bool, err error) {
+	if o.fleet.HistoryOnHost() {
+		live := o.fleet.HistoryDir(sb)
+		have, err := o.fleet.Checkpoint(ctx, live, want.At)
+		if err == nil && have.Tree == want.Tree {
+			return true, false, nil
+		}
+		_, err = o.fleet.Checkpoint(ctx, live, "")
+		return false, errors.Is(err, errdefs.ErrFailedPrecondition), nil
+	}
+	hc, err := o.fleet.Agent(ctx, c, sb.ID)
+	if err != nil {
+		return false, false, err
+	}
+	list, err := hc.HistoryList(ctx)
+	if err != nil {
+		return false, false, historyError("history", sb.ID, err)
+	}
+	for _, cp := range list.GetCheckpoints() {
+		if cp.GetId() == want.At && cp.GetTree() == want.Tree {
+			return true, false, nil
+		}
+	}
+	// A new agent's first checkpoint is of the workspace it found: an import takes its place.
+	return false, len(list.GetCheckpoints()) <= 1, nil
 }
 
 // importRestored streams the restored history at dir to sandbox id's agent as an export,

@@ -24,7 +24,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -204,9 +203,7 @@ func validSandbox(id string) bool {
 	return true
 }
 
-// Run backs up the history store at dir (package history's layout) of sandbox: it reads
-// the index first and then the blobs, so every blob the index names is there (a blob is
-// written before the index that names it), and uploads the blobs the bucket lacks.
+// Run backs up the history store at dir (package history's layout) of sandbox: see RunFrom.
 func Run(ctx context.Context, t Target, key []byte, sandbox, dir string) (Backup, error) {
 	return RunWithRecord(ctx, t, key, sandbox, dir, nil)
 }
@@ -214,6 +211,18 @@ func Run(ctx context.Context, t Target, key []byte, sandbox, dir string) (Backup
 // RunWithRecord is Run with the sandbox's record (JSON, or nil) kept in the manifest;
 // RestoreWithRecord gives it back.
 func RunWithRecord(ctx context.Context, t Target, key []byte, sandbox, dir string, record json.RawMessage) (Backup, error) {
+	return RunFrom(ctx, t, key, sandbox, Dir(dir), record)
+}
+
+// RunFrom backs up the history store src of sandbox, with its record (JSON, or nil) kept
+// in the manifest. It lists the store (its index first, so every blob the index names is
+// listed) and uploads the blobs the bucket lacks.
+//
+// A blob the bucket holds is skipped only when the sandbox's own newest backup named it:
+// another blob the bucket holds (another sandbox's) is read from src and hashed first, so
+// that a store that lists a hash it does not hold cannot make a manifest name, and a
+// restore hand it, another sandbox's file.
+func RunFrom(ctx context.Context, t Target, key []byte, sandbox string, src Source, record json.RawMessage) (Backup, error) {
 	var b Backup
 	k, err := derive(key)
 	if err != nil {
@@ -222,26 +231,17 @@ func RunWithRecord(ctx context.Context, t Target, key []byte, sandbox, dir strin
 	if !validSandbox(sandbox) {
 		return b, fmt.Errorf("backup: sandbox %q: %w", sandbox, errdefs.ErrInvalidArgument)
 	}
-	index, err := os.ReadFile(filepath.Join(dir, "index.json"))
+	index, blobs, err := src.List(ctx)
 	if err != nil {
-		return b, fmt.Errorf("backup %s: the history's index: %w", sandbox, err)
+		return b, fmt.Errorf("backup %s: %w", sandbox, err)
 	}
-	var sums []string
-	objects := filepath.Join(dir, "objects")
-	err = filepath.WalkDir(objects, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.Type().IsRegular() {
-			rel, _ := filepath.Rel(objects, p)
-			if sum := strings.ReplaceAll(rel, string(filepath.Separator), ""); validSum(sum) {
-				sums = append(sums, sum)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return b, fmt.Errorf("backup %s: the history's blobs: %w", sandbox, err)
+	if err := checkListing(index, blobs); err != nil {
+		return b, fmt.Errorf("backup %s: %w", sandbox, err)
+	}
+	sort.Slice(blobs, func(i, j int) bool { return blobs[i].Sum < blobs[j].Sum })
+	sums := make([]string, len(blobs))
+	for i, x := range blobs {
+		sums[i] = x.Sum
 	}
 	have := map[string]bool{}
 	for o := range t.Client.ListObjects(ctx, t.Bucket, minio.ListObjectsOptions{Prefix: t.Prefix + "blobs/", Recursive: true}) {
@@ -250,30 +250,46 @@ func RunWithRecord(ctx context.Context, t Target, key []byte, sandbox, dir strin
 		}
 		have[o.Key] = true
 	}
-	for _, sum := range sums {
+	lists := listsOf(sums)
+	proven, err := k.proven(ctx, t, sandbox, lists)
+	if err != nil {
+		return b, fmt.Errorf("backup %s: %w", sandbox, err)
+	}
+	var read []Blob
+	for _, x := range blobs {
+		if !have[k.blobName(t, x.Sum)] || !proven[x.Sum] {
+			read = append(read, x)
+		}
+	}
+	err = src.Read(ctx, read, func(sum string, plain []byte) error {
+		i := sort.Search(len(read), func(i int) bool { return read[i].Sum >= sum })
+		if i == len(read) || read[i].Sum != sum {
+			return fmt.Errorf("the history sent blob %s, which was not asked for: %w", errdefs.Clip(sum, 80), errdefs.ErrDataLoss)
+		}
+		if err := checkBlob(read[i], plain); err != nil {
+			return err
+		}
 		name := k.blobName(t, sum)
 		if have[name] {
-			continue
-		}
-		plain, err := os.ReadFile(filepath.Join(objects, sum[:2], sum[2:]))
-		if err != nil {
-			return b, fmt.Errorf("backup %s: blob %s: %w", sandbox, sum, err)
-		}
-		if got := sha256.Sum256(plain); hex.EncodeToString(got[:]) != sum {
-			return b, fmt.Errorf("backup %s: the history's blob %s does not match its hash: %w", sandbox, sum, errdefs.ErrDataLoss)
+			return nil // the sandbox holds it: no need to upload it again
 		}
 		n, err := k.put(ctx, t, name, plain)
 		if err != nil {
-			return b, fmt.Errorf("backup %s: %w", sandbox, err)
+			return err
 		}
+		have[name] = true
 		b.Uploaded++
 		b.UploadedBytes += n
+		return nil
+	})
+	if err != nil {
+		return b, fmt.Errorf("backup %s: %w", sandbox, err)
 	}
-	var lists []string
-	for _, plain := range listsOf(sums) {
+	listSums := make([]string, 0, len(lists))
+	for _, plain := range lists {
 		got := sha256.Sum256(plain)
 		sum := hex.EncodeToString(got[:])
-		lists = append(lists, sum)
+		listSums = append(listSums, sum)
 		if name := k.blobName(t, sum); !have[name] {
 			n, err := k.put(ctx, t, name, plain)
 			if err != nil {
@@ -288,8 +304,8 @@ func RunWithRecord(ctx context.Context, t Target, key []byte, sandbox, dir strin
 		Pos string `json:"pos"`
 	}
 	_ = json.Unmarshal(index, &pos) // an index without one still backs up
-	b.Checkpoint = pos.Pos
-	m, err := json.Marshal(manifest{Format: manifestFormat, Sandbox: sandbox, At: b.At, Index: index, Lists: lists, Count: len(sums),
+	b.Checkpoint = errdefs.Clip(pos.Pos, 64)
+	m, err := json.Marshal(manifest{Format: manifestFormat, Sandbox: sandbox, At: b.At, Index: index, Lists: listSums, Count: len(sums),
 		Checkpoint: b.Checkpoint, Uploaded: b.Uploaded, UploadedBytes: b.UploadedBytes, Record: record})
 	if err != nil {
 		return b, err
@@ -302,6 +318,56 @@ func RunWithRecord(ctx context.Context, t Target, key []byte, sandbox, dir strin
 	}
 	b.UploadedBytes += n
 	return b, nil
+}
+
+// proven are the blobs sandbox's newest backup under t named: blobs its store held then,
+// read and hashed by a backup. lists are the new backup's lists: an old list among them
+// is read here, not fetched. A sandbox without a readable backup has proven none.
+func (k keys) proven(ctx context.Context, t Target, sandbox string, lists [][]byte) (map[string]bool, error) {
+	out := map[string]bool{}
+	all, err := List(ctx, t, sandbox)
+	if err != nil || len(all) == 0 {
+		return out, err
+	}
+	name := manifestPrefix(t, sandbox) + all[len(all)-1].Format(IDFormat)
+	m, err := k.manifest(ctx, t, sandbox, name)
+	if errors.Is(err, errdefs.ErrUnavailable) {
+		return nil, err
+	}
+	if err != nil {
+		return out, nil // damaged: everything is read again
+	}
+	local := make(map[string][]byte, len(lists))
+	for _, plain := range lists {
+		got := sha256.Sum256(plain)
+		local[hex.EncodeToString(got[:])] = plain
+	}
+	add := func(plain []byte) {
+		for _, s := range strings.Fields(string(plain)) {
+			out[s] = true
+		}
+	}
+	for _, s := range m.Blobs {
+		out[s] = true
+	}
+	for _, l := range m.Lists {
+		if plain, ok := local[l]; ok {
+			add(plain)
+			continue
+		}
+		if !validSum(l) {
+			return map[string]bool{}, nil
+		}
+		plain, _, err := k.getBlob(ctx, t, l, nil)
+		if errors.Is(err, errdefs.ErrUnavailable) {
+			return nil, err
+		}
+		if err != nil {
+			return map[string]bool{}, nil
+		}
+		add(plain)
+	}
+	return out, nil
 }
 
 func (k keys) put(ctx context.Context, t Target, name string, plain []byte) (int64, error) {

@@ -2789,7 +2789,10 @@ type CheckpointInfo struct {
 	Transaction string `protobuf:"bytes,8,opt,name=transaction,proto3" json:"transaction,omitempty"`
 	// compacted is, on the oldest checkpoint kept, how many older ones the history's size
 	// budget dropped.
-	Compacted     uint32 `protobuf:"varint,9,opt,name=compacted,proto3" json:"compacted,omitempty"`
+	Compacted uint32 `protobuf:"varint,9,opt,name=compacted,proto3" json:"compacted,omitempty"`
+	// tree is the SHA-256 of the checkpoint's files (its root tree): two checkpoints with
+	// the same tree hold the same files.
+	Tree          string `protobuf:"bytes,10,opt,name=tree,proto3" json:"tree,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2885,6 +2888,13 @@ func (x *CheckpointInfo) GetCompacted() uint32 {
 		return x.Compacted
 	}
 	return 0
+}
+
+func (x *CheckpointInfo) GetTree() string {
+	if x != nil {
+		return x.Tree
+	}
+	return ""
 }
 
 // TransactionInfo is an open transaction.
@@ -3774,6 +3784,252 @@ func (x *ImportChunk) GetData() []byte {
 	return nil
 }
 
+type ObjectsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ObjectsRequest) Reset() {
+	*x = ObjectsRequest{}
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ObjectsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ObjectsRequest) ProtoMessage() {}
+
+func (x *ObjectsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ObjectsRequest.ProtoReflect.Descriptor instead.
+func (*ObjectsRequest) Descriptor() ([]byte, []int) {
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{59}
+}
+
+type ObjectsChunk struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// index is the store's index.json, on the first message only.
+	Index         []byte     `protobuf:"bytes,1,opt,name=index,proto3" json:"index,omitempty"`
+	Blobs         []*BlobRef `protobuf:"bytes,2,rep,name=blobs,proto3" json:"blobs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ObjectsChunk) Reset() {
+	*x = ObjectsChunk{}
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ObjectsChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ObjectsChunk) ProtoMessage() {}
+
+func (x *ObjectsChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ObjectsChunk.ProtoReflect.Descriptor instead.
+func (*ObjectsChunk) Descriptor() ([]byte, []int) {
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *ObjectsChunk) GetIndex() []byte {
+	if x != nil {
+		return x.Index
+	}
+	return nil
+}
+
+func (x *ObjectsChunk) GetBlobs() []*BlobRef {
+	if x != nil {
+		return x.Blobs
+	}
+	return nil
+}
+
+type BlobRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sum           string                 `protobuf:"bytes,1,opt,name=sum,proto3" json:"sum,omitempty"`
+	Size          int64                  `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BlobRef) Reset() {
+	*x = BlobRef{}
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BlobRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BlobRef) ProtoMessage() {}
+
+func (x *BlobRef) ProtoReflect() protoreflect.Message {
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BlobRef.ProtoReflect.Descriptor instead.
+func (*BlobRef) Descriptor() ([]byte, []int) {
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *BlobRef) GetSum() string {
+	if x != nil {
+		return x.Sum
+	}
+	return ""
+}
+
+func (x *BlobRef) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+type ReadObjectsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sums          []string               `protobuf:"bytes,1,rep,name=sums,proto3" json:"sums,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadObjectsRequest) Reset() {
+	*x = ReadObjectsRequest{}
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadObjectsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadObjectsRequest) ProtoMessage() {}
+
+func (x *ReadObjectsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadObjectsRequest.ProtoReflect.Descriptor instead.
+func (*ReadObjectsRequest) Descriptor() ([]byte, []int) {
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *ReadObjectsRequest) GetSums() []string {
+	if x != nil {
+		return x.Sums
+	}
+	return nil
+}
+
+type ObjectChunk struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// sum and size are set on a blob's first chunk only.
+	Sum           string `protobuf:"bytes,1,opt,name=sum,proto3" json:"sum,omitempty"`
+	Size          int64  `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	Data          []byte `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ObjectChunk) Reset() {
+	*x = ObjectChunk{}
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ObjectChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ObjectChunk) ProtoMessage() {}
+
+func (x *ObjectChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ObjectChunk.ProtoReflect.Descriptor instead.
+func (*ObjectChunk) Descriptor() ([]byte, []int) {
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *ObjectChunk) GetSum() string {
+	if x != nil {
+		return x.Sum
+	}
+	return ""
+}
+
+func (x *ObjectChunk) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *ObjectChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 type DiffRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	From  string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
@@ -3788,7 +4044,7 @@ type DiffRequest struct {
 
 func (x *DiffRequest) Reset() {
 	*x = DiffRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[59]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3800,7 +4056,7 @@ func (x *DiffRequest) String() string {
 func (*DiffRequest) ProtoMessage() {}
 
 func (x *DiffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[59]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3813,7 +4069,7 @@ func (x *DiffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRequest.ProtoReflect.Descriptor instead.
 func (*DiffRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{59}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *DiffRequest) GetFrom() string {
@@ -3856,7 +4112,7 @@ type DiffResponse struct {
 
 func (x *DiffResponse) Reset() {
 	*x = DiffResponse{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[60]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3868,7 +4124,7 @@ func (x *DiffResponse) String() string {
 func (*DiffResponse) ProtoMessage() {}
 
 func (x *DiffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[60]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3881,7 +4137,7 @@ func (x *DiffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffResponse.ProtoReflect.Descriptor instead.
 func (*DiffResponse) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{60}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *DiffResponse) GetAdded() []string {
@@ -3927,7 +4183,7 @@ type FileDiff struct {
 
 func (x *FileDiff) Reset() {
 	*x = FileDiff{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[61]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3939,7 +4195,7 @@ func (x *FileDiff) String() string {
 func (*FileDiff) ProtoMessage() {}
 
 func (x *FileDiff) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[61]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3952,7 +4208,7 @@ func (x *FileDiff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileDiff.ProtoReflect.Descriptor instead.
 func (*FileDiff) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{61}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *FileDiff) GetPath() string {
@@ -4008,7 +4264,7 @@ type HistoryEventsRequest struct {
 
 func (x *HistoryEventsRequest) Reset() {
 	*x = HistoryEventsRequest{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[62]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4020,7 +4276,7 @@ func (x *HistoryEventsRequest) String() string {
 func (*HistoryEventsRequest) ProtoMessage() {}
 
 func (x *HistoryEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[62]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4033,7 +4289,7 @@ func (x *HistoryEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryEventsRequest.ProtoReflect.Descriptor instead.
 func (*HistoryEventsRequest) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{62}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *HistoryEventsRequest) GetEpoch() string {
@@ -4085,7 +4341,7 @@ type HistoryEvent struct {
 
 func (x *HistoryEvent) Reset() {
 	*x = HistoryEvent{}
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[63]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4097,7 +4353,7 @@ func (x *HistoryEvent) String() string {
 func (*HistoryEvent) ProtoMessage() {}
 
 func (x *HistoryEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_paddock_agent_v1_agent_proto_msgTypes[63]
+	mi := &file_paddock_agent_v1_agent_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4110,7 +4366,7 @@ func (x *HistoryEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryEvent.ProtoReflect.Descriptor instead.
 func (*HistoryEvent) Descriptor() ([]byte, []int) {
-	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{63}
+	return file_paddock_agent_v1_agent_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *HistoryEvent) GetEpoch() string {
@@ -4404,7 +4660,7 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"closeWrite\"C\n" +
 	"\x0fForwardResponse\x12\x1c\n" +
 	"\tconnected\x18\x01 \x01(\bR\tconnected\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data\"\x84\x02\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"\x98\x02\n" +
 	"\x0eCheckpointInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06parent\x18\x02 \x01(\tR\x06parent\x12$\n" +
@@ -4414,7 +4670,9 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"\achanged\x18\x06 \x01(\rR\achanged\x12\x1a\n" +
 	"\brestores\x18\a \x01(\tR\brestores\x12 \n" +
 	"\vtransaction\x18\b \x01(\tR\vtransaction\x12\x1c\n" +
-	"\tcompacted\x18\t \x01(\rR\tcompacted\"u\n" +
+	"\tcompacted\x18\t \x01(\rR\tcompacted\x12\x12\n" +
+	"\x04tree\x18\n" +
+	" \x01(\tR\x04tree\"u\n" +
 	"\x0fTransactionInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x12\n" +
@@ -4469,7 +4727,20 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"\vExportChunk\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"!\n" +
 	"\vImportChunk\x12\x12\n" +
-	"\x04data\x18\x01 \x01(\fR\x04data\"m\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"\x10\n" +
+	"\x0eObjectsRequest\"U\n" +
+	"\fObjectsChunk\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\fR\x05index\x12/\n" +
+	"\x05blobs\x18\x02 \x03(\v2\x19.paddock.agent.v1.BlobRefR\x05blobs\"/\n" +
+	"\aBlobRef\x12\x10\n" +
+	"\x03sum\x18\x01 \x01(\tR\x03sum\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\"(\n" +
+	"\x12ReadObjectsRequest\x12\x12\n" +
+	"\x04sums\x18\x01 \x03(\tR\x04sums\"G\n" +
+	"\vObjectChunk\x12\x10\n" +
+	"\x03sum\x18\x01 \x01(\tR\x03sum\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\x12\x12\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\"m\n" +
 	"\vDiffRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\tR\x02to\x12\x14\n" +
@@ -4551,7 +4822,7 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"RestartApp\x12#.paddock.agent.v1.RestartAppRequest\x1a\x1b.paddock.agent.v1.AppStatus2\xac\x01\n" +
 	"\x03Net\x12R\n" +
 	"\aForward\x12 .paddock.agent.v1.ForwardRequest\x1a!.paddock.agent.v1.ForwardResponse(\x010\x01\x12Q\n" +
-	"\x06Accept\x12 .paddock.agent.v1.ForwardRequest\x1a!.paddock.agent.v1.ForwardResponse(\x010\x012\xba\a\n" +
+	"\x06Accept\x12 .paddock.agent.v1.ForwardRequest\x1a!.paddock.agent.v1.ForwardResponse(\x010\x012\xdf\b\n" +
 	"\aHistory\x12W\n" +
 	"\n" +
 	"Checkpoint\x12#.paddock.agent.v1.CheckpointRequest\x1a$.paddock.agent.v1.CheckpointResponse\x12S\n" +
@@ -4564,7 +4835,9 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"\x06Commit\x12\x1f.paddock.agent.v1.CommitRequest\x1a .paddock.agent.v1.CommitResponse\x12Q\n" +
 	"\bRollback\x12!.paddock.agent.v1.RollbackRequest\x1a\".paddock.agent.v1.RollbackResponse\x12J\n" +
 	"\x06Export\x12\x1f.paddock.agent.v1.ExportRequest\x1a\x1d.paddock.agent.v1.ExportChunk0\x01\x12L\n" +
-	"\x06Import\x12\x1d.paddock.agent.v1.ImportChunk\x1a!.paddock.agent.v1.RestoreResponse(\x01\x12R\n" +
+	"\x06Import\x12\x1d.paddock.agent.v1.ImportChunk\x1a!.paddock.agent.v1.RestoreResponse(\x01\x12M\n" +
+	"\aObjects\x12 .paddock.agent.v1.ObjectsRequest\x1a\x1e.paddock.agent.v1.ObjectsChunk0\x01\x12T\n" +
+	"\vReadObjects\x12$.paddock.agent.v1.ReadObjectsRequest\x1a\x1d.paddock.agent.v1.ObjectChunk0\x01\x12R\n" +
 	"\x06Events\x12&.paddock.agent.v1.HistoryEventsRequest\x1a\x1e.paddock.agent.v1.HistoryEvent0\x01B<Z:github.com/paddockhq/paddock/internal/wire/agentv1;agentv1b\x06proto3"
 
 var (
@@ -4580,7 +4853,7 @@ func file_paddock_agent_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_paddock_agent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_paddock_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
+var file_paddock_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
 var file_paddock_agent_v1_agent_proto_goTypes = []any{
 	(Stream)(0),                  // 0: paddock.agent.v1.Stream
 	(FileType)(0),                // 1: paddock.agent.v1.FileType
@@ -4644,11 +4917,16 @@ var file_paddock_agent_v1_agent_proto_goTypes = []any{
 	(*ExportRequest)(nil),        // 59: paddock.agent.v1.ExportRequest
 	(*ExportChunk)(nil),          // 60: paddock.agent.v1.ExportChunk
 	(*ImportChunk)(nil),          // 61: paddock.agent.v1.ImportChunk
-	(*DiffRequest)(nil),          // 62: paddock.agent.v1.DiffRequest
-	(*DiffResponse)(nil),         // 63: paddock.agent.v1.DiffResponse
-	(*FileDiff)(nil),             // 64: paddock.agent.v1.FileDiff
-	(*HistoryEventsRequest)(nil), // 65: paddock.agent.v1.HistoryEventsRequest
-	(*HistoryEvent)(nil),         // 66: paddock.agent.v1.HistoryEvent
+	(*ObjectsRequest)(nil),       // 62: paddock.agent.v1.ObjectsRequest
+	(*ObjectsChunk)(nil),         // 63: paddock.agent.v1.ObjectsChunk
+	(*BlobRef)(nil),              // 64: paddock.agent.v1.BlobRef
+	(*ReadObjectsRequest)(nil),   // 65: paddock.agent.v1.ReadObjectsRequest
+	(*ObjectChunk)(nil),          // 66: paddock.agent.v1.ObjectChunk
+	(*DiffRequest)(nil),          // 67: paddock.agent.v1.DiffRequest
+	(*DiffResponse)(nil),         // 68: paddock.agent.v1.DiffResponse
+	(*FileDiff)(nil),             // 69: paddock.agent.v1.FileDiff
+	(*HistoryEventsRequest)(nil), // 70: paddock.agent.v1.HistoryEventsRequest
+	(*HistoryEvent)(nil),         // 71: paddock.agent.v1.HistoryEvent
 }
 var file_paddock_agent_v1_agent_proto_depIdxs = []int32{
 	5,  // 0: paddock.agent.v1.StartRequest.tty:type_name -> paddock.agent.v1.TTYSize
@@ -4674,80 +4952,85 @@ var file_paddock_agent_v1_agent_proto_depIdxs = []int32{
 	43, // 20: paddock.agent.v1.HistoryListResponse.checkpoints:type_name -> paddock.agent.v1.CheckpointInfo
 	44, // 21: paddock.agent.v1.HistoryListResponse.transaction:type_name -> paddock.agent.v1.TransactionInfo
 	43, // 22: paddock.agent.v1.RestoreResponse.checkpoint:type_name -> paddock.agent.v1.CheckpointInfo
-	64, // 23: paddock.agent.v1.DiffResponse.files:type_name -> paddock.agent.v1.FileDiff
-	43, // 24: paddock.agent.v1.HistoryEvent.checkpoint:type_name -> paddock.agent.v1.CheckpointInfo
-	44, // 25: paddock.agent.v1.HistoryEvent.transaction:type_name -> paddock.agent.v1.TransactionInfo
-	3,  // 26: paddock.agent.v1.Process.Start:input_type -> paddock.agent.v1.StartRequest
-	6,  // 27: paddock.agent.v1.Process.Attach:input_type -> paddock.agent.v1.AttachRequest
-	11, // 28: paddock.agent.v1.Process.Execute:input_type -> paddock.agent.v1.ExecuteRequest
-	13, // 29: paddock.agent.v1.Process.WriteStdin:input_type -> paddock.agent.v1.WriteStdinRequest
-	15, // 30: paddock.agent.v1.Process.SendSignal:input_type -> paddock.agent.v1.SendSignalRequest
-	17, // 31: paddock.agent.v1.Process.ResizeTTY:input_type -> paddock.agent.v1.ResizeTTYRequest
-	19, // 32: paddock.agent.v1.Process.Wait:input_type -> paddock.agent.v1.WaitRequest
-	20, // 33: paddock.agent.v1.Process.List:input_type -> paddock.agent.v1.ListRequest
-	23, // 34: paddock.agent.v1.Files.Read:input_type -> paddock.agent.v1.ReadRequest
-	25, // 35: paddock.agent.v1.Files.Write:input_type -> paddock.agent.v1.WriteRequest
-	27, // 36: paddock.agent.v1.Files.Stat:input_type -> paddock.agent.v1.StatRequest
-	28, // 37: paddock.agent.v1.Files.List:input_type -> paddock.agent.v1.ListFilesRequest
-	30, // 38: paddock.agent.v1.Files.Mkdir:input_type -> paddock.agent.v1.MkdirRequest
-	31, // 39: paddock.agent.v1.Files.Move:input_type -> paddock.agent.v1.MoveRequest
-	32, // 40: paddock.agent.v1.Files.Remove:input_type -> paddock.agent.v1.RemoveRequest
-	34, // 41: paddock.agent.v1.Files.Watch:input_type -> paddock.agent.v1.WatchRequest
-	39, // 42: paddock.agent.v1.Agent.Info:input_type -> paddock.agent.v1.InfoRequest
-	36, // 43: paddock.agent.v1.Agent.App:input_type -> paddock.agent.v1.AppRequest
-	37, // 44: paddock.agent.v1.Agent.RestartApp:input_type -> paddock.agent.v1.RestartAppRequest
-	41, // 45: paddock.agent.v1.Net.Forward:input_type -> paddock.agent.v1.ForwardRequest
-	41, // 46: paddock.agent.v1.Net.Accept:input_type -> paddock.agent.v1.ForwardRequest
-	51, // 47: paddock.agent.v1.History.Checkpoint:input_type -> paddock.agent.v1.CheckpointRequest
-	53, // 48: paddock.agent.v1.History.List:input_type -> paddock.agent.v1.HistoryListRequest
-	55, // 49: paddock.agent.v1.History.Undo:input_type -> paddock.agent.v1.UndoRequest
-	56, // 50: paddock.agent.v1.History.Redo:input_type -> paddock.agent.v1.RedoRequest
-	57, // 51: paddock.agent.v1.History.Restore:input_type -> paddock.agent.v1.RestoreRequest
-	62, // 52: paddock.agent.v1.History.Diff:input_type -> paddock.agent.v1.DiffRequest
-	45, // 53: paddock.agent.v1.History.Begin:input_type -> paddock.agent.v1.BeginRequest
-	47, // 54: paddock.agent.v1.History.Commit:input_type -> paddock.agent.v1.CommitRequest
-	49, // 55: paddock.agent.v1.History.Rollback:input_type -> paddock.agent.v1.RollbackRequest
-	59, // 56: paddock.agent.v1.History.Export:input_type -> paddock.agent.v1.ExportRequest
-	61, // 57: paddock.agent.v1.History.Import:input_type -> paddock.agent.v1.ImportChunk
-	65, // 58: paddock.agent.v1.History.Events:input_type -> paddock.agent.v1.HistoryEventsRequest
-	7,  // 59: paddock.agent.v1.Process.Start:output_type -> paddock.agent.v1.ProcessEvent
-	7,  // 60: paddock.agent.v1.Process.Attach:output_type -> paddock.agent.v1.ProcessEvent
-	12, // 61: paddock.agent.v1.Process.Execute:output_type -> paddock.agent.v1.ExecuteResponse
-	14, // 62: paddock.agent.v1.Process.WriteStdin:output_type -> paddock.agent.v1.WriteStdinResponse
-	16, // 63: paddock.agent.v1.Process.SendSignal:output_type -> paddock.agent.v1.SendSignalResponse
-	18, // 64: paddock.agent.v1.Process.ResizeTTY:output_type -> paddock.agent.v1.ResizeTTYResponse
-	10, // 65: paddock.agent.v1.Process.Wait:output_type -> paddock.agent.v1.ExitStatus
-	22, // 66: paddock.agent.v1.Process.List:output_type -> paddock.agent.v1.ListResponse
-	24, // 67: paddock.agent.v1.Files.Read:output_type -> paddock.agent.v1.FileChunk
-	26, // 68: paddock.agent.v1.Files.Write:output_type -> paddock.agent.v1.FileInfo
-	26, // 69: paddock.agent.v1.Files.Stat:output_type -> paddock.agent.v1.FileInfo
-	29, // 70: paddock.agent.v1.Files.List:output_type -> paddock.agent.v1.ListFilesResponse
-	26, // 71: paddock.agent.v1.Files.Mkdir:output_type -> paddock.agent.v1.FileInfo
-	26, // 72: paddock.agent.v1.Files.Move:output_type -> paddock.agent.v1.FileInfo
-	33, // 73: paddock.agent.v1.Files.Remove:output_type -> paddock.agent.v1.RemoveResponse
-	35, // 74: paddock.agent.v1.Files.Watch:output_type -> paddock.agent.v1.FileEvent
-	40, // 75: paddock.agent.v1.Agent.Info:output_type -> paddock.agent.v1.InfoResponse
-	38, // 76: paddock.agent.v1.Agent.App:output_type -> paddock.agent.v1.AppStatus
-	38, // 77: paddock.agent.v1.Agent.RestartApp:output_type -> paddock.agent.v1.AppStatus
-	42, // 78: paddock.agent.v1.Net.Forward:output_type -> paddock.agent.v1.ForwardResponse
-	42, // 79: paddock.agent.v1.Net.Accept:output_type -> paddock.agent.v1.ForwardResponse
-	52, // 80: paddock.agent.v1.History.Checkpoint:output_type -> paddock.agent.v1.CheckpointResponse
-	54, // 81: paddock.agent.v1.History.List:output_type -> paddock.agent.v1.HistoryListResponse
-	58, // 82: paddock.agent.v1.History.Undo:output_type -> paddock.agent.v1.RestoreResponse
-	58, // 83: paddock.agent.v1.History.Redo:output_type -> paddock.agent.v1.RestoreResponse
-	58, // 84: paddock.agent.v1.History.Restore:output_type -> paddock.agent.v1.RestoreResponse
-	63, // 85: paddock.agent.v1.History.Diff:output_type -> paddock.agent.v1.DiffResponse
-	46, // 86: paddock.agent.v1.History.Begin:output_type -> paddock.agent.v1.BeginResponse
-	48, // 87: paddock.agent.v1.History.Commit:output_type -> paddock.agent.v1.CommitResponse
-	50, // 88: paddock.agent.v1.History.Rollback:output_type -> paddock.agent.v1.RollbackResponse
-	60, // 89: paddock.agent.v1.History.Export:output_type -> paddock.agent.v1.ExportChunk
-	58, // 90: paddock.agent.v1.History.Import:output_type -> paddock.agent.v1.RestoreResponse
-	66, // 91: paddock.agent.v1.History.Events:output_type -> paddock.agent.v1.HistoryEvent
-	59, // [59:92] is the sub-list for method output_type
-	26, // [26:59] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	64, // 23: paddock.agent.v1.ObjectsChunk.blobs:type_name -> paddock.agent.v1.BlobRef
+	69, // 24: paddock.agent.v1.DiffResponse.files:type_name -> paddock.agent.v1.FileDiff
+	43, // 25: paddock.agent.v1.HistoryEvent.checkpoint:type_name -> paddock.agent.v1.CheckpointInfo
+	44, // 26: paddock.agent.v1.HistoryEvent.transaction:type_name -> paddock.agent.v1.TransactionInfo
+	3,  // 27: paddock.agent.v1.Process.Start:input_type -> paddock.agent.v1.StartRequest
+	6,  // 28: paddock.agent.v1.Process.Attach:input_type -> paddock.agent.v1.AttachRequest
+	11, // 29: paddock.agent.v1.Process.Execute:input_type -> paddock.agent.v1.ExecuteRequest
+	13, // 30: paddock.agent.v1.Process.WriteStdin:input_type -> paddock.agent.v1.WriteStdinRequest
+	15, // 31: paddock.agent.v1.Process.SendSignal:input_type -> paddock.agent.v1.SendSignalRequest
+	17, // 32: paddock.agent.v1.Process.ResizeTTY:input_type -> paddock.agent.v1.ResizeTTYRequest
+	19, // 33: paddock.agent.v1.Process.Wait:input_type -> paddock.agent.v1.WaitRequest
+	20, // 34: paddock.agent.v1.Process.List:input_type -> paddock.agent.v1.ListRequest
+	23, // 35: paddock.agent.v1.Files.Read:input_type -> paddock.agent.v1.ReadRequest
+	25, // 36: paddock.agent.v1.Files.Write:input_type -> paddock.agent.v1.WriteRequest
+	27, // 37: paddock.agent.v1.Files.Stat:input_type -> paddock.agent.v1.StatRequest
+	28, // 38: paddock.agent.v1.Files.List:input_type -> paddock.agent.v1.ListFilesRequest
+	30, // 39: paddock.agent.v1.Files.Mkdir:input_type -> paddock.agent.v1.MkdirRequest
+	31, // 40: paddock.agent.v1.Files.Move:input_type -> paddock.agent.v1.MoveRequest
+	32, // 41: paddock.agent.v1.Files.Remove:input_type -> paddock.agent.v1.RemoveRequest
+	34, // 42: paddock.agent.v1.Files.Watch:input_type -> paddock.agent.v1.WatchRequest
+	39, // 43: paddock.agent.v1.Agent.Info:input_type -> paddock.agent.v1.InfoRequest
+	36, // 44: paddock.agent.v1.Agent.App:input_type -> paddock.agent.v1.AppRequest
+	37, // 45: paddock.agent.v1.Agent.RestartApp:input_type -> paddock.agent.v1.RestartAppRequest
+	41, // 46: paddock.agent.v1.Net.Forward:input_type -> paddock.agent.v1.ForwardRequest
+	41, // 47: paddock.agent.v1.Net.Accept:input_type -> paddock.agent.v1.ForwardRequest
+	51, // 48: paddock.agent.v1.History.Checkpoint:input_type -> paddock.agent.v1.CheckpointRequest
+	53, // 49: paddock.agent.v1.History.List:input_type -> paddock.agent.v1.HistoryListRequest
+	55, // 50: paddock.agent.v1.History.Undo:input_type -> paddock.agent.v1.UndoRequest
+	56, // 51: paddock.agent.v1.History.Redo:input_type -> paddock.agent.v1.RedoRequest
+	57, // 52: paddock.agent.v1.History.Restore:input_type -> paddock.agent.v1.RestoreRequest
+	67, // 53: paddock.agent.v1.History.Diff:input_type -> paddock.agent.v1.DiffRequest
+	45, // 54: paddock.agent.v1.History.Begin:input_type -> paddock.agent.v1.BeginRequest
+	47, // 55: paddock.agent.v1.History.Commit:input_type -> paddock.agent.v1.CommitRequest
+	49, // 56: paddock.agent.v1.History.Rollback:input_type -> paddock.agent.v1.RollbackRequest
+	59, // 57: paddock.agent.v1.History.Export:input_type -> paddock.agent.v1.ExportRequest
+	61, // 58: paddock.agent.v1.History.Import:input_type -> paddock.agent.v1.ImportChunk
+	62, // 59: paddock.agent.v1.History.Objects:input_type -> paddock.agent.v1.ObjectsRequest
+	65, // 60: paddock.agent.v1.History.ReadObjects:input_type -> paddock.agent.v1.ReadObjectsRequest
+	70, // 61: paddock.agent.v1.History.Events:input_type -> paddock.agent.v1.HistoryEventsRequest
+	7,  // 62: paddock.agent.v1.Process.Start:output_type -> paddock.agent.v1.ProcessEvent
+	7,  // 63: paddock.agent.v1.Process.Attach:output_type -> paddock.agent.v1.ProcessEvent
+	12, // 64: paddock.agent.v1.Process.Execute:output_type -> paddock.agent.v1.ExecuteResponse
+	14, // 65: paddock.agent.v1.Process.WriteStdin:output_type -> paddock.agent.v1.WriteStdinResponse
+	16, // 66: paddock.agent.v1.Process.SendSignal:output_type -> paddock.agent.v1.SendSignalResponse
+	18, // 67: paddock.agent.v1.Process.ResizeTTY:output_type -> paddock.agent.v1.ResizeTTYResponse
+	10, // 68: paddock.agent.v1.Process.Wait:output_type -> paddock.agent.v1.ExitStatus
+	22, // 69: paddock.agent.v1.Process.List:output_type -> paddock.agent.v1.ListResponse
+	24, // 70: paddock.agent.v1.Files.Read:output_type -> paddock.agent.v1.FileChunk
+	26, // 71: paddock.agent.v1.Files.Write:output_type -> paddock.agent.v1.FileInfo
+	26, // 72: paddock.agent.v1.Files.Stat:output_type -> paddock.agent.v1.FileInfo
+	29, // 73: paddock.agent.v1.Files.List:output_type -> paddock.agent.v1.ListFilesResponse
+	26, // 74: paddock.agent.v1.Files.Mkdir:output_type -> paddock.agent.v1.FileInfo
+	26, // 75: paddock.agent.v1.Files.Move:output_type -> paddock.agent.v1.FileInfo
+	33, // 76: paddock.agent.v1.Files.Remove:output_type -> paddock.agent.v1.RemoveResponse
+	35, // 77: paddock.agent.v1.Files.Watch:output_type -> paddock.agent.v1.FileEvent
+	40, // 78: paddock.agent.v1.Agent.Info:output_type -> paddock.agent.v1.InfoResponse
+	38, // 79: paddock.agent.v1.Agent.App:output_type -> paddock.agent.v1.AppStatus
+	38, // 80: paddock.agent.v1.Agent.RestartApp:output_type -> paddock.agent.v1.AppStatus
+	42, // 81: paddock.agent.v1.Net.Forward:output_type -> paddock.agent.v1.ForwardResponse
+	42, // 82: paddock.agent.v1.Net.Accept:output_type -> paddock.agent.v1.ForwardResponse
+	52, // 83: paddock.agent.v1.History.Checkpoint:output_type -> paddock.agent.v1.CheckpointResponse
+	54, // 84: paddock.agent.v1.History.List:output_type -> paddock.agent.v1.HistoryListResponse
+	58, // 85: paddock.agent.v1.History.Undo:output_type -> paddock.agent.v1.RestoreResponse
+	58, // 86: paddock.agent.v1.History.Redo:output_type -> paddock.agent.v1.RestoreResponse
+	58, // 87: paddock.agent.v1.History.Restore:output_type -> paddock.agent.v1.RestoreResponse
+	68, // 88: paddock.agent.v1.History.Diff:output_type -> paddock.agent.v1.DiffResponse
+	46, // 89: paddock.agent.v1.History.Begin:output_type -> paddock.agent.v1.BeginResponse
+	48, // 90: paddock.agent.v1.History.Commit:output_type -> paddock.agent.v1.CommitResponse
+	50, // 91: paddock.agent.v1.History.Rollback:output_type -> paddock.agent.v1.RollbackResponse
+	60, // 92: paddock.agent.v1.History.Export:output_type -> paddock.agent.v1.ExportChunk
+	58, // 93: paddock.agent.v1.History.Import:output_type -> paddock.agent.v1.RestoreResponse
+	63, // 94: paddock.agent.v1.History.Objects:output_type -> paddock.agent.v1.ObjectsChunk
+	66, // 95: paddock.agent.v1.History.ReadObjects:output_type -> paddock.agent.v1.ObjectChunk
+	71, // 96: paddock.agent.v1.History.Events:output_type -> paddock.agent.v1.HistoryEvent
+	62, // [62:97] is the sub-list for method output_type
+	27, // [27:62] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_paddock_agent_v1_agent_proto_init() }
@@ -4766,7 +5049,7 @@ func file_paddock_agent_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_paddock_agent_v1_agent_proto_rawDesc), len(file_paddock_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   64,
+			NumMessages:   69,
 			NumExtensions: 0,
 			NumServices:   5,
 		},

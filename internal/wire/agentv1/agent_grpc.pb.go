@@ -1165,18 +1165,20 @@ var Net_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	History_Checkpoint_FullMethodName = "/paddock.agent.v1.History/Checkpoint"
-	History_List_FullMethodName       = "/paddock.agent.v1.History/List"
-	History_Undo_FullMethodName       = "/paddock.agent.v1.History/Undo"
-	History_Redo_FullMethodName       = "/paddock.agent.v1.History/Redo"
-	History_Restore_FullMethodName    = "/paddock.agent.v1.History/Restore"
-	History_Diff_FullMethodName       = "/paddock.agent.v1.History/Diff"
-	History_Begin_FullMethodName      = "/paddock.agent.v1.History/Begin"
-	History_Commit_FullMethodName     = "/paddock.agent.v1.History/Commit"
-	History_Rollback_FullMethodName   = "/paddock.agent.v1.History/Rollback"
-	History_Export_FullMethodName     = "/paddock.agent.v1.History/Export"
-	History_Import_FullMethodName     = "/paddock.agent.v1.History/Import"
-	History_Events_FullMethodName     = "/paddock.agent.v1.History/Events"
+	History_Checkpoint_FullMethodName  = "/paddock.agent.v1.History/Checkpoint"
+	History_List_FullMethodName        = "/paddock.agent.v1.History/List"
+	History_Undo_FullMethodName        = "/paddock.agent.v1.History/Undo"
+	History_Redo_FullMethodName        = "/paddock.agent.v1.History/Redo"
+	History_Restore_FullMethodName     = "/paddock.agent.v1.History/Restore"
+	History_Diff_FullMethodName        = "/paddock.agent.v1.History/Diff"
+	History_Begin_FullMethodName       = "/paddock.agent.v1.History/Begin"
+	History_Commit_FullMethodName      = "/paddock.agent.v1.History/Commit"
+	History_Rollback_FullMethodName    = "/paddock.agent.v1.History/Rollback"
+	History_Export_FullMethodName      = "/paddock.agent.v1.History/Export"
+	History_Import_FullMethodName      = "/paddock.agent.v1.History/Import"
+	History_Objects_FullMethodName     = "/paddock.agent.v1.History/Objects"
+	History_ReadObjects_FullMethodName = "/paddock.agent.v1.History/ReadObjects"
+	History_Events_FullMethodName      = "/paddock.agent.v1.History/Events"
 )
 
 // HistoryClient is the client API for History service.
@@ -1228,6 +1230,14 @@ type HistoryClient interface {
 	// is wrong with a corrupt or truncated export (nothing is changed then);
 	// FAILED_PRECONDITION when the history is not empty.
 	Import(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[ImportChunk, RestoreResponse], error)
+	// Objects lists the store for a copy made elsewhere (a backup, a fork on a cluster): the
+	// index as last written first, then every blob's SHA-256 and size, a bounded number a
+	// message. FAILED_PRECONDITION while a transaction is open.
+	Objects(ctx context.Context, in *ObjectsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ObjectsChunk], error)
+	// ReadObjects streams the blobs named, in the order named, each as stored: its first
+	// chunk names it and gives its size. The receiver checks every blob against its hash:
+	// the agent is not trusted to. NOT_FOUND names a blob the store does not hold.
+	ReadObjects(ctx context.Context, in *ReadObjectsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ObjectChunk], error)
 	// Events streams the timeline as it happens: checkpoints created (by any cause),
 	// restores (undo, redo, restore), transactions begun, committed and rolled back, imports,
 	// compactions and a recovery at open. It carries what happened, never file contents; the
@@ -1371,9 +1381,47 @@ func (c *historyClient) Import(ctx context.Context, opts ...grpc.CallOption) (gr
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type History_ImportClient = grpc.ClientStreamingClient[ImportChunk, RestoreResponse]
 
+func (c *historyClient) Objects(ctx context.Context, in *ObjectsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ObjectsChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &History_ServiceDesc.Streams[2], History_Objects_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ObjectsRequest, ObjectsChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type History_ObjectsClient = grpc.ServerStreamingClient[ObjectsChunk]
+
+func (c *historyClient) ReadObjects(ctx context.Context, in *ReadObjectsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ObjectChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &History_ServiceDesc.Streams[3], History_ReadObjects_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ReadObjectsRequest, ObjectChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type History_ReadObjectsClient = grpc.ServerStreamingClient[ObjectChunk]
+
 func (c *historyClient) Events(ctx context.Context, in *HistoryEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[HistoryEvent], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &History_ServiceDesc.Streams[2], History_Events_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &History_ServiceDesc.Streams[4], History_Events_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -1439,6 +1487,14 @@ type HistoryServer interface {
 	// is wrong with a corrupt or truncated export (nothing is changed then);
 	// FAILED_PRECONDITION when the history is not empty.
 	Import(grpc.ClientStreamingServer[ImportChunk, RestoreResponse]) error
+	// Objects lists the store for a copy made elsewhere (a backup, a fork on a cluster): the
+	// index as last written first, then every blob's SHA-256 and size, a bounded number a
+	// message. FAILED_PRECONDITION while a transaction is open.
+	Objects(*ObjectsRequest, grpc.ServerStreamingServer[ObjectsChunk]) error
+	// ReadObjects streams the blobs named, in the order named, each as stored: its first
+	// chunk names it and gives its size. The receiver checks every blob against its hash:
+	// the agent is not trusted to. NOT_FOUND names a blob the store does not hold.
+	ReadObjects(*ReadObjectsRequest, grpc.ServerStreamingServer[ObjectChunk]) error
 	// Events streams the timeline as it happens: checkpoints created (by any cause),
 	// restores (undo, redo, restore), transactions begun, committed and rolled back, imports,
 	// compactions and a recovery at open. It carries what happened, never file contents; the
@@ -1492,6 +1548,12 @@ func (UnimplementedHistoryServer) Export(*ExportRequest, grpc.ServerStreamingSer
 }
 func (UnimplementedHistoryServer) Import(grpc.ClientStreamingServer[ImportChunk, RestoreResponse]) error {
 	return status.Error(codes.Unimplemented, "method Import not implemented")
+}
+func (UnimplementedHistoryServer) Objects(*ObjectsRequest, grpc.ServerStreamingServer[ObjectsChunk]) error {
+	return status.Error(codes.Unimplemented, "method Objects not implemented")
+}
+func (UnimplementedHistoryServer) ReadObjects(*ReadObjectsRequest, grpc.ServerStreamingServer[ObjectChunk]) error {
+	return status.Error(codes.Unimplemented, "method ReadObjects not implemented")
 }
 func (UnimplementedHistoryServer) Events(*HistoryEventsRequest, grpc.ServerStreamingServer[HistoryEvent]) error {
 	return status.Error(codes.Unimplemented, "method Events not implemented")
@@ -1697,6 +1759,28 @@ func _History_Import_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type History_ImportServer = grpc.ClientStreamingServer[ImportChunk, RestoreResponse]
 
+func _History_Objects_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ObjectsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(HistoryServer).Objects(m, &grpc.GenericServerStream[ObjectsRequest, ObjectsChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type History_ObjectsServer = grpc.ServerStreamingServer[ObjectsChunk]
+
+func _History_ReadObjects_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ReadObjectsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(HistoryServer).ReadObjects(m, &grpc.GenericServerStream[ReadObjectsRequest, ObjectChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type History_ReadObjectsServer = grpc.ServerStreamingServer[ObjectChunk]
+
 func _History_Events_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(HistoryEventsRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -1762,6 +1846,16 @@ var History_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "Import",
 			Handler:       _History_Import_Handler,
 			ClientStreams: true,
+		},
+		{
+			StreamName:    "Objects",
+			Handler:       _History_Objects_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "ReadObjects",
+			Handler:       _History_ReadObjects_Handler,
+			ServerStreams: true,
 		},
 		{
 			StreamName:    "Events",
