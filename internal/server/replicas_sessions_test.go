@@ -85,7 +85,7 @@ func TestReplicasSessionSignOut(t *testing.T) {
 	if rerr != nil {
 		t.Fatal(rerr)
 	}
-	if age := time.Since(r2.HeartbeatAt); age < 3*time.Second {
+	if age := time.Since(r2.HeartbeatAt); age < testHeartbeatTTL {
 		t.Errorf("a sign-out was answered while r2, paused, was alive (heartbeat %s old) and had not applied it", age.Round(time.Millisecond))
 	}
 	if code := me(rs[1], ck); code != http.StatusUnauthorized {

@@ -38,6 +38,11 @@ type replica struct {
 	out                   *lockedBuffer
 }
 
+// testHeartbeatTTL is the replicas' heartbeat_ttl in these tests: long enough that a
+// replica starved of CPU on a loaded machine is not taken for dead, short enough that
+// the tests that wait for one to expire stay quick.
+const testHeartbeatTTL = 8 * time.Second
+
 // startReplicas writes the configuration of n replicas on the PostgreSQL database dbURL,
 // each with a data and state dir of its own and the same secrets and cluster keys, and
 // starts them one after the other (the first makes the keys).
@@ -63,9 +68,9 @@ replica:
   id: %s
   advertise: %s
   cluster_key_file: %s
-  heartbeat_ttl: 3s
+  heartbeat_ttl: %s
 reconnects: {limit: 3, window_seconds: 600}
-`, rc.DataDir, rc.StateDir, rc.Agent, dbURL, filepath.Join(shared, "secrets.key"), r.id, addr, filepath.Join(shared, "cluster.key"))
+`, rc.DataDir, rc.StateDir, rc.Agent, dbURL, filepath.Join(shared, "secrets.key"), r.id, addr, filepath.Join(shared, "cluster.key"), testHeartbeatTTL)
 		if err := os.WriteFile(r.config, []byte(yaml), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -77,6 +82,10 @@ reconnects: {limit: 3, window_seconds: 600}
 			if r.cmd != nil {
 				r.cmd.Process.Signal(syscall.SIGTERM)
 				r.cmd.Wait()
+			}
+			if t.Failed() && r.out != nil {
+				out := r.out.String()
+				t.Logf("%s's log (its last 8 KiB):\n%s", r.id, out[max(0, len(out)-8192):])
 			}
 		}
 	})
@@ -377,7 +386,7 @@ func TestReplicas(t *testing.T) {
 	if err != nil || rerr != nil {
 		t.Fatal(err, rerr)
 	}
-	if age := time.Since(r2.HeartbeatAt); age < 3*time.Second {
+	if age := time.Since(r2.HeartbeatAt); age < testHeartbeatTTL {
 		t.Errorf("a promotion was answered while r2, paused, was alive (heartbeat %s old) and had not applied it", age.Round(time.Millisecond))
 	}
 	alice.mu.Lock()
