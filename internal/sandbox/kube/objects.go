@@ -57,6 +57,11 @@ type Request struct {
 	// UID and GID are the sandbox user's, which commands run as.
 	UID, GID       uint32
 	CapabilityKeys string
+	// Ephemeral puts the workspace and its history on an emptyDir of the pod, bounded by
+	// the disk size, which goes with the pod: for a sandbox that is not persistent, whose
+	// start then waits for no volume claim to be provisioned and bound. Otherwise they are
+	// on a volume claim that outlives stop and start.
+	Ephemeral bool
 }
 
 // SecretName is the name of sandbox id's Secret.
@@ -129,6 +134,29 @@ func NewSandbox(c *Config, req Request) (*sbv1.Sandbox, error) {
 	if size == 0 {
 		size = c.WorkspaceSize
 	}
+	sb := &sbv1.Sandbox{
+		TypeMeta: metav1.TypeMeta{APIVersion: sbv1.GroupVersion.String(), Kind: sbv1.SandboxKind},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: req.ID, Namespace: c.Namespace, Labels: labels(req.ID),
+		},
+		Spec: sbv1.SandboxSpec{
+			SandboxBlueprint: sbv1.SandboxBlueprint{PodTemplate: pt},
+			OperatingMode:    sbv1.SandboxOperatingModeRunning,
+		},
+	}
+	if req.Ephemeral {
+		q := resource.NewQuantity(int64(size), resource.BinarySI)
+		sb.Spec.PodTemplate.Spec.Volumes = append(sb.Spec.PodTemplate.Spec.Volumes,
+			corev1.Volume{Name: volumeName, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: q}}})
+	} else {
+		sb.Spec.VolumeClaimTemplates = []sbv1.PersistentVolumeClaimTemplate{workspaceClaim(c, req.ID, size)}
+	}
+	sb.Annotations = map[string]string{AnnotationTemplate: templateHash(sb.Spec.PodTemplate)}
+	return sb, nil
+}
+
+// workspaceClaim is the volume claim template of a workspace of size bytes.
+func workspaceClaim(c *Config, id string, size wire.Size) sbv1.PersistentVolumeClaimTemplate {
 	pvc := corev1.PersistentVolumeClaimSpec{
 		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 		Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: *resource.NewQuantity(int64(size), resource.BinarySI)}},
@@ -136,24 +164,10 @@ func NewSandbox(c *Config, req Request) (*sbv1.Sandbox, error) {
 	if c.StorageClass != "" {
 		pvc.StorageClassName = &c.StorageClass
 	}
-	sb := &sbv1.Sandbox{
-		TypeMeta: metav1.TypeMeta{APIVersion: sbv1.GroupVersion.String(), Kind: sbv1.SandboxKind},
-		ObjectMeta: metav1.ObjectMeta{
-			Name: req.ID, Namespace: c.Namespace, Labels: labels(req.ID),
-			Annotations: map[string]string{AnnotationTemplate: templateHash(pt)},
-		},
-		Spec: sbv1.SandboxSpec{
-			SandboxBlueprint: sbv1.SandboxBlueprint{
-				PodTemplate: pt,
-				VolumeClaimTemplates: []sbv1.PersistentVolumeClaimTemplate{{
-					EmbeddedObjectMetadata: sbv1.EmbeddedObjectMetadata{Name: volumeName, Labels: labels(req.ID)},
-					Spec:                   pvc,
-				}},
-			},
-			OperatingMode: sbv1.SandboxOperatingModeRunning,
-		},
+	return sbv1.PersistentVolumeClaimTemplate{
+		EmbeddedObjectMetadata: sbv1.EmbeddedObjectMetadata{Name: volumeName, Labels: labels(id)},
+		Spec:                   pvc,
 	}
-	return sb, nil
 }
 
 // templateHash is a digest of a pod template, to tell paddock's from an edited one.
