@@ -87,6 +87,29 @@ func (s *Sandbox) checkPod(pod *corev1.Pod, gone bool) string {
 // check looks at the live Sandbox and its pod (as the informers last saw them; gone when
 // the pod was deleted) for what makes the sandbox lost.
 func (s *Sandbox) check(ctx context.Context, live *sbv1.Sandbox, pod *corev1.Pod, gone bool) {
+	if s.checkSandbox(ctx, live) {
+		return
+	}
+	if why := s.checkPod(pod, gone); why != "" {
+		// A change of the Sandbox may be what ended the pod, and the informers do not
+		// keep the two in order: the Sandbox is read once before the pod is blamed.
+		if fresh, err := s.c.sbx.Get(ctx, s.obj(), metav1.GetOptions{}); err == nil && s.checkSandbox(ctx, fresh) {
+			return
+		}
+		s.lost(ctx, why)
+		return
+	}
+	switch {
+	case isTrue(live, sbv1.SandboxConditionFinished):
+		s.lost(ctx, "its pod ended: "+s.c.podStory(s.obj()))
+	case len(live.Status.PodIPs) > 0 && live.Status.PodIPs[0] != s.PodIP:
+		s.lost(ctx, "its pod was replaced (now at "+live.Status.PodIPs[0]+")")
+	}
+}
+
+// checkSandbox marks the sandbox lost when its Sandbox was edited or suspended outside
+// paddock, and says whether it did.
+func (s *Sandbox) checkSandbox(ctx context.Context, live *sbv1.Sandbox) bool {
 	switch {
 	case s.hash(live.Spec.PodTemplate) != s.template:
 		// Never trusted: paddock's own template goes back, and the pod (which the
@@ -98,13 +121,10 @@ func (s *Sandbox) check(ctx context.Context, live *sbv1.Sandbox, pod *corev1.Pod
 		s.lost(ctx, why)
 	case live.Spec.OperatingMode != sbv1.SandboxOperatingModeRunning:
 		s.lost(ctx, "its Sandbox was set "+string(live.Spec.OperatingMode)+" outside paddock")
-	case s.checkPod(pod, gone) != "":
-		s.lost(ctx, s.checkPod(pod, gone))
-	case isTrue(live, sbv1.SandboxConditionFinished):
-		s.lost(ctx, "its pod ended: "+s.c.podStory(s.obj()))
-	case len(live.Status.PodIPs) > 0 && live.Status.PodIPs[0] != s.PodIP:
-		s.lost(ctx, "its pod was replaced (now at "+live.Status.PodIPs[0]+")")
+	default:
+		return false
 	}
+	return true
 }
 
 // lost records why the sandbox is lost, once, and suspends its Sandbox.
