@@ -110,6 +110,18 @@ func (e *Env) KubeTable(ctx context.Context, o Options) (t *Table, err error) {
 		}
 		return s.Destroy(context.WithoutCancel(ctx))
 	}
+	coldPersistent := func() error {
+		// A persistent sandbox keeps its workspace on a volume claim, which its start waits
+		// for the cluster to provision and bind.
+		spec := runner.Spec{ID: runner.NewID(), User: benchUser, Persistent: true, Limits: wire.Limits{Memory: coldMemory}}
+		began := time.Now()
+		s, err := e.startKubeExec(ctx, r, spec)
+		rec.add("cold.persistent", ms(time.Since(began)))
+		if err != nil {
+			return err
+		}
+		return errors.Join(s.Destroy(context.WithoutCancel(ctx)), r.RemoveWorkspace(benchUser, spec.ID))
+	}
 	bare := func() error {
 		d, err := barePod(ctx, c, coldMemory)
 		rec.add("bare", ms(d))
@@ -135,10 +147,10 @@ func (e *Env) KubeTable(ctx context.Context, o Options) (t *Table, err error) {
 		return nil
 	}
 	n := min(o.N, 20)
-	if err := interleave(rec, warmup, n, warm, cold, bare, execs); err != nil {
+	if err := interleave(rec, warmup, n, warm, cold, coldPersistent, bare, execs); err != nil {
 		return nil, err
 	}
-	w, cd, b := rec.summary("warm"), rec.summary("cold"), rec.summary("bare")
+	w, cd, cp, b := rec.summary("warm"), rec.summary("cold"), rec.summary("cold.persistent"), rec.summary("bare")
 	xk, xh := rec.summary("exec.kube"), rec.summary("exec.host")
 	w99 := p99(rec.series["warm"])
 	return &Table{
@@ -147,15 +159,20 @@ func (e *Env) KubeTable(ctx context.Context, o Options) (t *Table, err error) {
 			"the agent-sandbox controller with its extensions), the agent's image imported, volumes from the hostPath provisioner; a runner with " +
 			"`runner: {backend: kubernetes, warm_pool: {size: 1}}`. Warm claim → first exec is `runner.Create` of a sandbox of the default " +
 			"limits (a SandboxClaim, the pod's token checked, the sandbox's envelope and key handed over) and then `Execute(true)` on its channel, " +
-			"once the pool holds a ready pod (waited for untimed). Cold start → first exec is the same with limits of its own (a new Sandbox, " +
-			"its Secret, volume and pod); its baseline is a bare Pod of the same image and memory limit made through client-go, running `sleep`, " +
-			"from the create to its Ready condition. The exec round trip on the cluster is `Execute(true)` over the pod network and mutual TLS " +
+			"once the pool holds a ready pod (waited for untimed). Cold start → first exec is the same with limits of its own, not persistent: " +
+			"paddock reads whether a claim or a Sandbox of its ID exists, creates its Secret and its Sandbox, hands the Secret to the Sandbox, waits on its informers " +
+			"until the controller's pod is Ready with an address, dials the agent over mutual TLS and runs the exec; the pod mounts the Secret, " +
+			"an emptyDir workspace and /tmp, and the node's /usr. The persistent row is the same with the workspace on a volume claim. Their " +
+			"baseline is a bare Pod of the same image and memory limit made through client-go, running `sleep`, with the same emptyDir " +
+			"workspace and /tmp and the node's /usr (no Secret: that is paddock's), from the create to its Ready condition polled every " +
+			"10 to 50 ms. The exec round trip on the cluster is `Execute(true)` over the pod network and mutual TLS " +
 			"in a running cluster sandbox; its baseline is table 2's, in a container-tier sandbox on this host. Interleaved; each created " +
 			"sandbox and pod is deleted untimed.",
 		Rows: []Row{
 			{Name: "warm claim → first exec", Unit: "ms", Summary: w, Ratio: ratio(w.P50, xk.P50) + " of exec", Target: "p50 ≤ 300 ms, p99 ≤ 500 ms",
 				Met: yesNo(w.P50 <= 300 && w99 <= 500)},
 			{Name: "cold start → first exec", Unit: "ms", Summary: cd, Ratio: ratio(cd.P50, b.P50), Target: "≤ 1.5× bare pod", Met: yesNo(cd.P50 <= 1.5*b.P50)},
+			{Name: "cold start of a persistent sandbox (volume claim) → first exec", Unit: "ms", Summary: cp, Ratio: ratio(cp.P50, b.P50)},
 			{Name: "bare pod (client-go) → Ready", Unit: "ms", Summary: b, Ratio: "1.00× (baseline)"},
 			{Name: "exec round trip on the cluster", Unit: "ms", Summary: xk, Ratio: ratio(xk.P50, xh.P50), Target: "≤ 2× single host", Met: yesNo(xk.P50 <= 2*xh.P50)},
 			{Name: "exec round trip, container tier on this host", Unit: "ms", Summary: xh, Ratio: "1.00× (baseline)"},
@@ -195,8 +212,10 @@ func waitPoolReady(ctx context.Context, kc *kube.Cluster) error {
 	}
 }
 
-// barePod creates a pod of the agent's image running `sleep` and times it to Ready: the
-// pod started, as a cold sandbox's must be before its agent answers.
+// barePod creates a pod of the agent's image running `sleep`, with the volumes a sandbox
+// that is not persistent has but its Secret (an emptyDir workspace and /tmp, the node's
+// /usr), and times it to Ready: the pod started, as a cold sandbox's must be before its
+// agent answers.
 func barePod(ctx context.Context, c *testkube.Cluster, memory wire.Size) (time.Duration, error) {
 	pods := c.Client.CoreV1().Pods(kubeNamespace)
 	name := fmt.Sprintf("bare-%d", time.Now().UnixNano())
@@ -207,9 +226,17 @@ func barePod(ctx context.Context, c *testkube.Cluster, memory wire.Size) (time.D
 			RestartPolicy: corev1.RestartPolicyNever, AutomountServiceAccountToken: &no, EnableServiceLinks: &no,
 			Containers: []corev1.Container{{
 				Name: "bare", Image: kubeImage, ImagePullPolicy: corev1.PullNever, Command: []string{"/usr/bin/sleep", "3600"},
-				VolumeMounts: []corev1.VolumeMount{{Name: "usr", MountPath: "/usr", ReadOnly: true}},
+				VolumeMounts: []corev1.VolumeMount{
+					{Name: "usr", MountPath: "/usr", ReadOnly: true},
+					{Name: "workspace", MountPath: "/workspace"},
+					{Name: "tmp", MountPath: "/tmp"},
+				},
 			}},
-			Volumes: []corev1.Volume{{Name: "usr", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/usr"}}}},
+			Volumes: []corev1.Volume{
+				{Name: "usr", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/usr"}}},
+				{Name: "workspace", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: resourceBytes(1 << 30)}}},
+				{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: resourceBytes(1 << 30)}}},
+			},
 		},
 	}
 	if memory > 0 {

@@ -183,6 +183,9 @@ func (r *Runner) createOnCluster(ctx context.Context, spec Spec, tier wire.Tier,
 	req := kubespec.Request{
 		ID: id, Runtime: rt, Limits: limits, Env: containerEnv(spec.Env), Main: main,
 		UID: r.cfg.SandboxUID, GID: r.cfg.SandboxGID, CapabilityKeys: spec.CapabilityKeys,
+		// A sandbox that is not persistent loses its workspace at Destroy anyway: it needs
+		// no volume claim, which would be most of its start.
+		Ephemeral: !spec.Persistent,
 	}
 	r.log.Info("creating sandbox on the cluster", "sandbox", id, "tier", tier, "runtime", rt, "user", spec.User, "namespace", c.Namespace())
 	if spec.Pool {

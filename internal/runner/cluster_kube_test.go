@@ -300,51 +300,7 @@ func TestClusterShippedRBACIsEnough(t *testing.T) {
 	_, cfg := onCluster(t)
 	c := testkube.Shared(t)
 	ctx := context.Background()
-	b, err := os.ReadFile("../../deploy/kubernetes/rbac.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var subject string
-	for _, doc := range strings.Split(string(b), "\n---\n") {
-		switch {
-		case strings.Contains(doc, "\nkind: Role\n"):
-			var role rbacv1.Role
-			if err := yaml.UnmarshalStrict([]byte(doc), &role); err != nil {
-				t.Fatal(err)
-			}
-			role.Namespace = testNS
-			if _, err := c.Client.RbacV1().Roles(testNS).Create(ctx, &role, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = c.Client.RbacV1().Roles(testNS).Delete(ctx, role.Name, metav1.DeleteOptions{}) })
-		case strings.Contains(doc, "\nkind: RoleBinding\n"):
-			var rb rbacv1.RoleBinding
-			if err := yaml.UnmarshalStrict([]byte(doc), &rb); err != nil {
-				t.Fatal(err)
-			}
-			rb.Namespace = testNS
-			if _, err := c.Client.RbacV1().RoleBindings(testNS).Create(ctx, &rb, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = c.Client.RbacV1().RoleBindings(testNS).Delete(ctx, rb.Name, metav1.DeleteOptions{}) })
-			subject = "system:serviceaccount:" + rb.Subjects[0].Namespace + ":" + rb.Subjects[0].Name
-		}
-	}
-	if subject == "" {
-		t.Fatal("rbac.yaml binds no service account")
-	}
-	// The control plane's kubeconfig: the cluster's admin, acting as the service account.
-	kc, err := clientcmd.LoadFromFile(cfg.Cluster.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range kc.AuthInfos {
-		a.Impersonate = subject
-	}
-	cfg.Cluster.Kubeconfig = filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, cfg.Cluster.Kubeconfig); err != nil {
-		t.Fatal(err)
-	}
+	cfg, subject := asShippedRole(t, cfg, nil)
 	r := runner.New(cfg, testenv.Logger(t))
 	if err := r.Check(); err != nil {
 		t.Fatalf("health as %s: %v", subject, err)
@@ -386,4 +342,62 @@ func TestClusterShippedRBACIsEnough(t *testing.T) {
 	if _, err := as.CoreV1().Pods(testNS).Create(ctx, pod, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
 		t.Fatalf("the service account made a pod: %v", err)
 	}
+}
+
+// asShippedRole is cfg acting as the service account that deploy/kubernetes/rbac.yaml
+// binds, with its Role (changed by edit, when not nil) made in the test namespace, and
+// that account's name.
+func asShippedRole(t *testing.T, cfg runner.Config, edit func(*rbacv1.Role)) (runner.Config, string) {
+	t.Helper()
+	c := testkube.Shared(t)
+	ctx := context.Background()
+	b, err := os.ReadFile("../../deploy/kubernetes/rbac.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var subject string
+	for _, doc := range strings.Split(string(b), "\n---\n") {
+		switch {
+		case strings.Contains(doc, "\nkind: Role\n"):
+			var role rbacv1.Role
+			if err := yaml.UnmarshalStrict([]byte(doc), &role); err != nil {
+				t.Fatal(err)
+			}
+			role.Namespace = testNS
+			if edit != nil {
+				edit(&role)
+			}
+			if _, err := c.Client.RbacV1().Roles(testNS).Create(ctx, &role, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = c.Client.RbacV1().Roles(testNS).Delete(ctx, role.Name, metav1.DeleteOptions{}) })
+		case strings.Contains(doc, "\nkind: RoleBinding\n"):
+			var rb rbacv1.RoleBinding
+			if err := yaml.UnmarshalStrict([]byte(doc), &rb); err != nil {
+				t.Fatal(err)
+			}
+			rb.Namespace = testNS
+			if _, err := c.Client.RbacV1().RoleBindings(testNS).Create(ctx, &rb, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = c.Client.RbacV1().RoleBindings(testNS).Delete(ctx, rb.Name, metav1.DeleteOptions{}) })
+			subject = "system:serviceaccount:" + rb.Subjects[0].Namespace + ":" + rb.Subjects[0].Name
+		}
+	}
+	if subject == "" {
+		t.Fatal("rbac.yaml binds no service account")
+	}
+	// The control plane's kubeconfig: the cluster's admin, acting as the service account.
+	kc, err := clientcmd.LoadFromFile(cfg.Cluster.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range kc.AuthInfos {
+		a.Impersonate = subject
+	}
+	cfg.Cluster.Kubeconfig = filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, cfg.Cluster.Kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, subject
 }

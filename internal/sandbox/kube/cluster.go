@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -191,6 +192,9 @@ func (c *Cluster) Place(ctx context.Context, req Request, persistent bool) (*San
 }
 
 func (c *Cluster) start(ctx context.Context, req Request, persistent, dial bool) (*Sandbox, error) {
+	if persistent && req.Ephemeral {
+		return nil, fmt.Errorf("sandbox %s: a persistent sandbox's workspace must outlive its pod: not on an ephemeral volume: %w", req.ID, errdefs.ErrInvalidArgument)
+	}
 	want, err := NewSandbox(&c.cfg, req)
 	if err != nil {
 		return nil, err
@@ -273,7 +277,7 @@ func (c *Cluster) putSecret(ctx context.Context, secret *corev1.Secret) error {
 // paddock's volume; its pod template is written over with paddock's, whatever it holds
 // now, and it is set Running.
 func (c *Cluster) resume(ctx context.Context, have, want *sbv1.Sandbox, secret *corev1.Secret) (*sbv1.Sandbox, error) {
-	if err := owned(have, want.Name); err != nil {
+	if err := owned(have, want); err != nil {
 		return nil, err
 	}
 	if err := c.putSecret(ctx, secret); err != nil {
@@ -289,7 +293,7 @@ func (c *Cluster) resume(ctx context.Context, have, want *sbv1.Sandbox, secret *
 			if gerr != nil {
 				return gerr
 			}
-			if oerr := owned(fresh, want.Name); oerr != nil {
+			if oerr := owned(fresh, want); oerr != nil {
 				return oerr
 			}
 			have = fresh
@@ -341,35 +345,39 @@ func (c *Cluster) writeBack(ctx context.Context, live, want *sbv1.Sandbox) error
 	return nil
 }
 
-// owned checks that have is a Sandbox paddock made for sandbox id, with the one volume
-// paddock gives it.
-func owned(have *sbv1.Sandbox, id string) error {
+// owned checks that have is a Sandbox paddock made for sandbox want, with the volume
+// claims paddock gives it (the workspace's, or none for an ephemeral workspace).
+func owned(have, want *sbv1.Sandbox) error {
+	id := want.Name
 	if have.Labels[LabelManagedBy] != ManagedBy || have.Labels[LabelSandbox] != id {
 		return fmt.Errorf("the Sandbox %s/%s exists and paddock did not make it (labels %s=%s, %s=%s): %w",
 			have.Namespace, have.Name, LabelManagedBy, ManagedBy, LabelSandbox, id, errdefs.ErrFailedPrecondition)
 	}
-	if vct := have.Spec.VolumeClaimTemplates; len(vct) != 1 || vct[0].Name != volumeName {
+	vct, wvct := have.Spec.VolumeClaimTemplates, want.Spec.VolumeClaimTemplates
+	if len(vct) != len(wvct) || len(vct) > 0 && vct[0].Name != volumeName {
 		return fmt.Errorf("the Sandbox %s/%s: its volumes are not the workspace paddock gave it: %w", have.Namespace, have.Name, errdefs.ErrFailedPrecondition)
 	}
 	return nil
 }
 
-// connect waits for sb's pod (Ready at generation gen or later) and, when dial is set,
-// opens the channel to its agent, checking that the agent is the sandbox's.
+// connect waits for sb's pod (made from the Sandbox at generation gen or later) and, when
+// dial is set, opens the channel to its agent, checking that the agent is the sandbox's.
 func (c *Cluster) connect(ctx context.Context, sb *Sandbox, gen int64, dial bool) error {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReadyTimeout)
 	defer cancel()
-	st, err := c.waitReady(ctx, sb.obj(), gen)
+	pod, err := c.waitReady(ctx, sb.obj(), gen)
 	if err != nil {
 		return err
 	}
-	sb.Node, sb.PodIP = st.NodeName, st.PodIPs[0]
+
+	sb.Node, sb.PodIP, sb.podUID = pod.Spec.NodeName, pod.Status.PodIP, pod.UID
 	if !dial {
 		return nil
 	}
 	tc := c.ca.ClientConfigFunc(c.cp.Certificate, sb.ID)
 	addr := net.JoinHostPort(sb.PodIP, strconv.Itoa(wire.PodAgentPort))
-	conn, err := grpc.NewClient(addr, append(channel.DialOptions(), grpc.WithTransportCredentials(credentials.NewTLS(tc)))...)
+	opts := append(channel.DialOptions(), grpc.WithTransportCredentials(credentials.NewTLS(tc)), grpc.WithConnectParams(agentBackoff))
+	conn, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return fmt.Errorf("agent channel: %w", err)
 	}
@@ -384,6 +392,15 @@ func (c *Cluster) connect(ctx context.Context, sb *Sandbox, gen int64, dial bool
 	sb.conn = conn
 	c.log.Info("sandbox pod ready", "sandbox", sb.ID, "node", sb.Node, "pod_ip", sb.PodIP)
 	return nil
+}
+
+// agentBackoff paces the channel's dials. The pod is Ready once its agent's process has
+// started, a moment before the agent listens: the first dial is often refused, and
+// gRPC's default backoff (a second, then more) would be most of a start. The agent is on
+// the pod network, so a refused dial costs little.
+var agentBackoff = grpc.ConnectParams{
+	Backoff:           backoff.Config{BaseDelay: 20 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 5 * time.Second},
+	MinConnectTimeout: 20 * time.Second,
 }
 
 // Pod-level reasons that no wait will cure.
@@ -402,18 +419,17 @@ func condition(sb *sbv1.Sandbox, t sbv1.ConditionType) *metav1.Condition {
 	return nil
 }
 
-// podTrouble says what holds sandbox id's pod back, and whether it is past waiting for.
-func (c *Cluster) podTrouble(ctx context.Context, id string) (string, bool) {
-	pod, err := c.core.Pods(c.cfg.Namespace).Get(ctx, id, metav1.GetOptions{})
-	if err != nil {
-		return "", false
+// podTrouble says what holds pod back, and whether it is past waiting for.
+func podTrouble(pod *corev1.Pod) (string, bool) {
+	if pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
+		return story(pod), true
 	}
-	if pod.Status.Phase == corev1.PodFailed {
-		return c.podStory(ctx, id), true
-	}
-	for _, cs := range pod.Status.ContainerStatuses {
+	for _, cs := range append(pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses...) {
 		if w := cs.State.Waiting; w != nil {
 			return w.Reason + ": " + w.Message, stuck[w.Reason]
+		}
+		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+			return story(pod), true
 		}
 	}
 	for _, cond := range pod.Status.Conditions {
@@ -424,29 +440,40 @@ func (c *Cluster) podTrouble(ctx context.Context, id string) (string, bool) {
 	return "", false
 }
 
-// podStory is what the pod of sandbox id says of its end: its reason and the agent's last
-// words (the termination message, which falls back to the log's tail).
-func (c *Cluster) podStory(ctx context.Context, id string) string {
-	pod, err := c.core.Pods(c.cfg.Namespace).Get(context.WithoutCancel(ctx), id, metav1.GetOptions{})
-	if err != nil {
+// podStory is what the pod of sandbox id says of its end, as the informer last saw it.
+func (c *Cluster) podStory(id string) string {
+	pod, _ := c.track().pod(id)
+	if pod == nil {
 		return "the pod is gone"
 	}
-	story := string(pod.Status.Phase)
+	return story(pod)
+}
+
+// story is what pod says of its end: its phase, why it was deleted or evicted, the
+// kubelet's reason and the agent's last words (the termination message, which falls back
+// to the log's tail).
+func story(pod *corev1.Pod) string {
+	s := string(pod.Status.Phase)
 	if pod.DeletionTimestamp != nil {
-		story = "deleted while " + story // by hand, a drain, or the node's loss
+		s = "deleted while " + s // by hand, a drain, an eviction or the node's loss
+	}
+	for _, cond := range pod.Status.Conditions {
+		if cond.Type == corev1.DisruptionTarget && cond.Status == corev1.ConditionTrue {
+			s += " (" + cond.Reason + ": " + cond.Message + ")"
+		}
 	}
 	if pod.Status.Reason != "" {
-		story += " (" + pod.Status.Reason + ": " + pod.Status.Message + ")"
+		s += " (" + pod.Status.Reason + ": " + pod.Status.Message + ")"
 	}
 	for _, cs := range pod.Status.ContainerStatuses {
 		if t := cs.State.Terminated; t != nil {
-			story += fmt.Sprintf("; the agent exited %d (%s)", t.ExitCode, t.Reason)
+			s += fmt.Sprintf("; the agent exited %d (%s)", t.ExitCode, t.Reason)
 			if msg := strings.TrimSpace(t.Message); msg != "" {
-				story += ": " + errdefs.Clip(msg, 512)
+				s += ": " + errdefs.Clip(msg, 512)
 			}
 		}
 	}
-	return story
+	return s
 }
 
 // Remove deletes sandbox id and everything of it (its pod, Secret and workspace volume),

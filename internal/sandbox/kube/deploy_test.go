@@ -91,7 +91,7 @@ func TestShippedRBAC(t *testing.T) {
 	allowed := map[string][]string{
 		"agents.x-k8s.io/sandboxes": {"get", "list", "watch", "create", "update", "patch", "delete"},
 		"/secrets":                  {"get", "list", "create", "update", "patch", "delete"},
-		"/pods":                     {"get", "list", "delete"},
+		"/pods":                     {"get", "list", "watch", "delete"},
 		"/persistentvolumeclaims":   {"list"},
 		"extensions.agents.x-k8s.io/sandboxtemplates": {"get", "create", "update", "delete"},
 		"extensions.agents.x-k8s.io/sandboxwarmpools": {"get", "create", "update", "delete"},

@@ -3,11 +3,17 @@ package kube
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 	sbv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	sbversioned "sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned"
@@ -16,54 +22,108 @@ import (
 	"github.com/paddockhq/paddock/internal/errdefs"
 )
 
-// tracker follows every Sandbox paddock made in the namespace through one shared
-// informer: one list and one watch for all of them, however many run. Each sandbox, and
-// each wait on one, subscribes to its name and reads the informer's cache when told that
-// its object changed. When the API server is unreachable the cache keeps the last state
-// it saw (nothing is lost for want of news), and the informer lists again and resumes
-// watching when the server returns, so what changed meanwhile arrives then.
+// tracker follows every Sandbox paddock made in the namespace, and every pod of them,
+// through two shared informers: one list and one watch on Sandboxes and one on pods for
+// all of them, however many run. Each sandbox, and each wait on one, subscribes to its
+// name (its Sandbox's, which its pod shares) and reads the informers' caches when told
+// that its Sandbox or its pod changed. When the API server is unreachable the caches keep
+// the last state they saw (nothing is lost for want of news), and the informers list
+// again and resume watching when the server returns, so what changed meanwhile arrives
+// then.
 type tracker struct {
 	informer cache.SharedIndexInformer
+	pods     cache.SharedIndexInformer
 	ns       string
-	synced   chan struct{} // closed once the first list is in the cache
+	synced   chan struct{} // closed once the first lists are in the caches
 
 	mu   sync.Mutex
 	subs map[string]map[chan struct{}]struct{}
+	// gone is the last state of each deleted pod that has a subscriber, so that what a
+	// deleted or evicted pod said of its end is still known when its sandbox looks.
+	gone map[string]*corev1.Pod
 }
 
-// newTracker starts the informer on Sandboxes labelled as paddock's in ns; it runs until
-// ctx ends.
-func newTracker(ctx context.Context, client sbversioned.Interface, ns string, c *Cluster) *tracker {
+// newTracker starts the informers on Sandboxes and pods labelled as paddock's in ns; they
+// run until ctx ends.
+func newTracker(ctx context.Context, client sbversioned.Interface, core corev1client.CoreV1Interface, ns string, c *Cluster) *tracker {
+	sel := LabelManagedBy + "=" + ManagedBy
 	factory := sbinformers.NewSharedInformerFactoryWithOptions(client, 0,
 		sbinformers.WithNamespace(ns),
-		sbinformers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = LabelManagedBy + "=" + ManagedBy }))
+		sbinformers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }))
+	pods := core.Pods(ns)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = sel
+			return pods.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = sel
+			return pods.Watch(ctx, o)
+		},
+	}
 	t := &tracker{
 		informer: factory.Agents().V1beta1().Sandboxes().Informer(),
-		ns:       ns, synced: make(chan struct{}), subs: map[string]map[chan struct{}]struct{}{},
+		pods:     cache.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, cache.Indexers{}),
+		ns:       ns, synced: make(chan struct{}), subs: map[string]map[chan struct{}]struct{}{}, gone: map[string]*corev1.Pod{},
 	}
-	_ = t.informer.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
-		c.log.Warn("the watch on paddock's Sandboxes broke; listing again", "namespace", ns, "err", c.apiError("watch sandboxes", err))
+	// What the checks read of a pod is its status and a few fields: the managed fields
+	// are dropped from the cache.
+	_ = t.pods.SetTransform(func(obj any) (any, error) {
+		if m, err := meta.Accessor(obj); err == nil {
+			m.SetManagedFields(nil)
+		}
+		return obj, nil
 	})
-	notify := func(obj any) {
-		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = d.Obj
-		}
-		if sb, ok := obj.(*sbv1.Sandbox); ok {
-			t.notify(sb.Name)
-		}
+	for what, inf := range map[string]cache.SharedIndexInformer{"Sandboxes": t.informer, "pods": t.pods} {
+		_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+			c.log.Warn("the watch on paddock's "+what+" broke; listing again", "namespace", ns, "err", c.apiError("watch "+strings.ToLower(what), err))
+		})
 	}
 	_, _ = t.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    notify,
-		UpdateFunc: func(_, obj any) { notify(obj) },
-		DeleteFunc: notify,
+		AddFunc:    t.changed,
+		UpdateFunc: func(_, obj any) { t.changed(obj) },
+		DeleteFunc: t.changed,
+	})
+	_, _ = t.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    t.changed,
+		UpdateFunc: func(_, obj any) { t.changed(obj) },
+		DeleteFunc: t.podDeleted,
 	})
 	factory.Start(ctx.Done())
+	go t.pods.RunWithContext(ctx)
 	go func() {
-		if cache.WaitForCacheSync(ctx.Done(), t.informer.HasSynced) {
+		if cache.WaitForCacheSync(ctx.Done(), t.informer.HasSynced, t.pods.HasSynced) {
 			close(t.synced)
 		}
 	}()
 	return t
+}
+
+// changed tells the subscribers of a Sandbox or pod that it changed.
+func (t *tracker) changed(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if m, err := meta.Accessor(obj); err == nil {
+		t.notify(m.GetName())
+	}
+}
+
+// podDeleted keeps a deleted pod's last state for its subscribers, and tells them.
+func (t *tracker) podDeleted(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	t.mu.Lock()
+	if t.subs[pod.Name] != nil {
+		t.gone[pod.Name] = pod
+	}
+	t.mu.Unlock()
+	t.notify(pod.Name)
 }
 
 // track is the cluster's tracker, started on first use.
@@ -71,7 +131,7 @@ func (c *Cluster) track() *tracker {
 	c.trackOnce.Do(func() {
 		ctx, stop := context.WithCancel(context.Background())
 		c.stopTrack = stop
-		c.tr = newTracker(ctx, c.sbxAll, c.cfg.Namespace, c)
+		c.tr = newTracker(ctx, c.sbxAll, c.core, c.cfg.Namespace, c)
 	})
 	return c.tr
 }
@@ -112,6 +172,7 @@ func (t *tracker) subscribe(name string) (<-chan struct{}, func()) {
 		delete(t.subs[name], ch)
 		if len(t.subs[name]) == 0 {
 			delete(t.subs, name)
+			delete(t.gone, name)
 		}
 	}
 }
@@ -124,6 +185,23 @@ func (t *tracker) get(name string) (*sbv1.Sandbox, bool) {
 	}
 	sb, ok := obj.(*sbv1.Sandbox)
 	return sb, ok
+}
+
+// pod is sandbox name's pod as the cache has it; when the pod was deleted while name had
+// a subscriber, its last state, with gone set.
+func (t *tracker) pod(name string) (pod *corev1.Pod, gone bool) {
+	obj, ok, err := t.pods.GetIndexer().GetByKey(t.ns + "/" + name)
+	if err == nil && ok {
+		if pod, ok := obj.(*corev1.Pod); ok {
+			return pod, false
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if pod := t.gone[name]; pod != nil {
+		return pod, true
+	}
+	return nil, false
 }
 
 // Watching is how many Sandboxes have a follower or a waiter on the shared informer.
@@ -167,27 +245,19 @@ func (c *Cluster) waitOn(ctx context.Context, id string, poll time.Duration, don
 	}
 }
 
-// How soon a start that waits first looks at its pod, and how seldom at most.
-const (
-	podCheckFirst = 3 * time.Second
-	podCheckMax   = 30 * time.Second
-)
-
-// waitReady waits until sandbox id is Ready with an address, as the controller saw it at
-// generation gen or later (paddock's write, not an older state), or says why it will not
-// be.
-func (c *Cluster) waitReady(ctx context.Context, id string, gen int64) (*sbv1.SandboxStatus, error) {
+// waitReady waits until sandbox id's pod is Ready with an address, made by the
+// controller from paddock's write (the Sandbox at generation gen or later), or says why
+// it will not be. It reads the informers' caches only: the pod's own changes wake it, so
+// it neither waits for the controller to copy the pod's state into the Sandbox nor asks
+// the API server.
+func (c *Cluster) waitReady(ctx context.Context, id string, gen int64) (*corev1.Pod, error) {
 	var (
-		last   string
-		status *sbv1.SandboxStatus
-		seen   bool
+		last string
+		pod  *corev1.Pod
+		seen bool
 	)
-	// What holds the pod back is on the pod, not the Sandbox: looked at after a few
-	// seconds of waiting, then less and less often (a thousand sandboxes starting at once
-	// must not poll their pods).
-	every := podCheckFirst
-	podCheck := time.Now().Add(every)
-	err := c.waitOn(ctx, id, time.Second, func(sb *sbv1.Sandbox) (bool, error) {
+	t := c.track()
+	err := c.waitOn(ctx, id, 0, func(sb *sbv1.Sandbox) (bool, error) {
 		if sb == nil {
 			if seen {
 				return false, fmt.Errorf("sandbox %s: its Sandbox was deleted while it started: %w", id, errdefs.ErrUnavailable)
@@ -195,31 +265,52 @@ func (c *Cluster) waitReady(ctx context.Context, id string, gen int64) (*sbv1.Sa
 			return false, nil
 		}
 		seen = true
-		if cond := condition(sb, sbv1.SandboxConditionReady); cond != nil && cond.ObservedGeneration >= gen {
-			if cond.Status == metav1.ConditionTrue && len(sb.Status.PodIPs) > 0 {
-				status = sb.Status.DeepCopy()
-				return true, nil
-			}
+		cond := condition(sb, sbv1.SandboxConditionReady)
+		if cond == nil || cond.ObservedGeneration < gen {
+			return false, nil // the controller has not taken paddock's write yet
+		}
+		if cond.Status != metav1.ConditionTrue {
 			last = cond.Reason + ": " + cond.Message
 		}
 		if cond := condition(sb, sbv1.SandboxConditionFinished); cond != nil && cond.Status == metav1.ConditionTrue && cond.ObservedGeneration >= gen {
-			return false, fmt.Errorf("sandbox %s: its pod ended before it was ready (%s): %s: %w", id, cond.Reason, c.podStory(ctx, id), errdefs.ErrUnavailable)
+			return false, fmt.Errorf("sandbox %s: its pod ended before it was ready (%s): %s: %w", id, cond.Reason, c.podStory(id), errdefs.ErrUnavailable)
 		}
-		if time.Now().After(podCheck) {
-			every = min(2*every, podCheckMax)
-			podCheck = time.Now().Add(every)
-			if why, bad := c.podTrouble(ctx, id); bad {
-				return false, fmt.Errorf("sandbox %s: its pod cannot start: %s: %w", id, why, errdefs.ErrUnavailable)
-			} else if why != "" {
-				last = why
-			}
+		p, gone := t.pod(id)
+		if p == nil || gone || p.DeletionTimestamp != nil || !ownedBy(p, sb) {
+			return false, nil // not made yet, or an earlier start's on its way out
+		}
+		why, bad := podTrouble(p)
+		if bad {
+			return false, fmt.Errorf("sandbox %s: its pod cannot start: %s: %w", id, why, errdefs.ErrUnavailable)
+		}
+		if why != "" {
+			last = why
+		}
+		if podReady(p) && p.Status.PodIP != "" {
+			pod = p
+			return true, nil
 		}
 		return false, nil
 	})
 	if err != nil && ctx.Err() != nil {
 		return nil, fmt.Errorf("sandbox %s did not become ready within %s (last: %s): %w", id, c.cfg.ReadyTimeout, last, errdefs.ErrUnavailable)
 	}
-	return status, err
+	return pod, err
+}
+
+// ownedBy says whether sb's controller made pod.
+func ownedBy(pod *corev1.Pod, sb *sbv1.Sandbox) bool {
+	ref := metav1.GetControllerOf(pod)
+	return ref != nil && ref.UID == sb.UID
+}
+
+func podReady(pod *corev1.Pod) bool {
+	for _, cond := range pod.Status.Conditions {
+		if cond.Type == corev1.PodReady {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // waitGone waits until Sandbox id is gone: the cache says so and the API server agrees.
@@ -276,8 +367,10 @@ func (s *Sandbox) follow(renew bool) {
 	}
 }
 
-// watch follows the sandbox's Sandbox through the shared informer until it is lost or
-// stopped, checking each state the informer sees.
+// watch follows the sandbox's Sandbox and its pod through the shared informers until it
+// is lost or stopped, checking each state they see: a pod deleted, evicted or gone with
+// its node is seen in the pod's own change, before the controller copies it into the
+// Sandbox.
 func (s *Sandbox) watch(ctx context.Context) {
 	defer close(s.watching)
 	t := s.c.track()
@@ -285,7 +378,8 @@ func (s *Sandbox) watch(ctx context.Context) {
 	defer cancel()
 	for {
 		if live, ok := t.get(s.obj()); ok {
-			s.check(ctx, live)
+			pod, gone := t.pod(s.obj())
+			s.check(ctx, live, pod, gone)
 		} else {
 			s.lost(ctx, "its Sandbox object was deleted outside paddock")
 		}

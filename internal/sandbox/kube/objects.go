@@ -115,6 +115,29 @@ func NewSandbox(c *Config, req Request) (*sbv1.Sandbox, error) {
 	if size == 0 {
 		size = c.WorkspaceSize
 	}
+	sb := &sbv1.Sandbox{
+		TypeMeta: metav1.TypeMeta{APIVersion: sbv1.GroupVersion.String(), Kind: sbv1.SandboxKind},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: req.ID, Namespace: c.Namespace, Labels: labels(req.ID),
+		},
+		Spec: sbv1.SandboxSpec{
+			SandboxBlueprint: sbv1.SandboxBlueprint{PodTemplate: pt},
+			OperatingMode:    sbv1.SandboxOperatingModeRunning,
+		},
+	}
+	if req.Ephemeral {
+		q := resource.NewQuantity(int64(size), resource.BinarySI)
+		sb.Spec.PodTemplate.Spec.Volumes = append(sb.Spec.PodTemplate.Spec.Volumes,
+			corev1.Volume{Name: volumeName, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: q}}})
+	} else {
+		sb.Spec.VolumeClaimTemplates = []sbv1.PersistentVolumeClaimTemplate{workspaceClaim(c, req.ID, size)}
+	}
+	sb.Annotations = map[string]string{AnnotationTemplate: templateHash(sb.Spec.PodTemplate)}
+	return sb, nil
+}
+
+// workspaceClaim is the volume claim template of a workspace of size bytes.
+func workspaceClaim(c *Config, id string, size wire.Size) sbv1.PersistentVolumeClaimTemplate {
 	pvc := corev1.PersistentVolumeClaimSpec{
 		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 		Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: *resource.NewQuantity(int64(size), resource.BinarySI)}},
@@ -122,24 +145,10 @@ func NewSandbox(c *Config, req Request) (*sbv1.Sandbox, error) {
 	if c.StorageClass != "" {
 		pvc.StorageClassName = &c.StorageClass
 	}
-	sb := &sbv1.Sandbox{
-		TypeMeta: metav1.TypeMeta{APIVersion: sbv1.GroupVersion.String(), Kind: sbv1.SandboxKind},
-		ObjectMeta: metav1.ObjectMeta{
-			Name: req.ID, Namespace: c.Namespace, Labels: labels(req.ID),
-			Annotations: map[string]string{AnnotationTemplate: templateHash(pt)},
-		},
-		Spec: sbv1.SandboxSpec{
-			SandboxBlueprint: sbv1.SandboxBlueprint{
-				PodTemplate: pt,
-				VolumeClaimTemplates: []sbv1.PersistentVolumeClaimTemplate{{
-					EmbeddedObjectMetadata: sbv1.EmbeddedObjectMetadata{Name: volumeName, Labels: labels(req.ID)},
-					Spec:                   pvc,
-				}},
-			},
-			OperatingMode: sbv1.SandboxOperatingModeRunning,
-		},
+	return sbv1.PersistentVolumeClaimTemplate{
+		EmbeddedObjectMetadata: sbv1.EmbeddedObjectMetadata{Name: volumeName, Labels: labels(id)},
+		Spec:                   pvc,
 	}
-	return sb, nil
 }
 
 // templateHash is a digest of a pod template, to tell paddock's from an edited one.

@@ -99,6 +99,41 @@ func TestNoLimitsNoResources(t *testing.T) {
 	}
 }
 
+// TestWorkspaceVolume: an ephemeral sandbox's workspace is an emptyDir of its disk size in
+// its pod, with no volume claim; any other's is the claim the controller mounts.
+func TestWorkspaceVolume(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		ephemeral bool
+	}{{"claim", false}, {"ephemeral", true}} {
+		t.Run(tt.name, func(t *testing.T) {
+			req := kube.Request{ID: "sb-aaaaaaaaaa", UID: 1000, GID: 1000, Limits: wire.Limits{Disk: 256 << 20}, Ephemeral: tt.ephemeral}
+			sb, err := kube.NewSandbox(testConfig(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var dir *corev1.EmptyDirVolumeSource
+			for _, v := range sb.Spec.PodTemplate.Spec.Volumes {
+				if v.Name == "workspace" {
+					dir = v.EmptyDir
+				}
+			}
+			if !tt.ephemeral {
+				if len(sb.Spec.VolumeClaimTemplates) != 1 || dir != nil {
+					t.Fatalf("claims %d, emptyDir %v: want the claim alone", len(sb.Spec.VolumeClaimTemplates), dir)
+				}
+				return
+			}
+			if len(sb.Spec.VolumeClaimTemplates) != 0 {
+				t.Fatalf("an ephemeral workspace with %d volume claims", len(sb.Spec.VolumeClaimTemplates))
+			}
+			if dir == nil || dir.SizeLimit == nil || dir.SizeLimit.Value() != 256<<20 {
+				t.Fatalf("workspace emptyDir %+v, want 256Mi", dir)
+			}
+		})
+	}
+}
+
 // TestPodIsLockedDown: the pod runs with what the agent needs and nothing else.
 func TestPodIsLockedDown(t *testing.T) {
 	c := testConfig()

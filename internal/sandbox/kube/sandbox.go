@@ -3,13 +3,17 @@ package kube
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	sbv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 
+	"github.com/paddockhq/paddock/internal/errdefs"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
 	"github.com/paddockhq/paddock/internal/wire/podtls"
 )
@@ -18,8 +22,9 @@ import (
 type Sandbox struct {
 	c  *Cluster
 	ID string
-	// Node and PodIP are where its pod runs.
+	// Node and PodIP are where its pod runs; podUID is that pod's.
 	Node, PodIP string
+	podUID      types.UID
 	persistent  bool
 	// name is its Sandbox object's, when that is not ID (a claimed pool member); claimed
 	// says it came from the warm pool, and goes with its SandboxClaim.
@@ -59,8 +64,52 @@ func (s *Sandbox) obj() string {
 // a start takes it back.
 func (s *Sandbox) Exited() <-chan struct{} { return s.exited }
 
-// check looks at the live Sandbox for what makes the sandbox lost.
-func (s *Sandbox) check(ctx context.Context, live *sbv1.Sandbox) {
+// checkPod looks at the sandbox's pod, as the pod informer last saw it, for what makes
+// the sandbox lost, and says why it is.
+func (s *Sandbox) checkPod(pod *corev1.Pod, gone bool) string {
+	switch {
+	case pod == nil:
+		return "" // not in the cache yet: its Sandbox says what became of it
+	case pod.UID != s.podUID:
+		return "its pod was replaced (now " + string(pod.UID) + ")"
+	case gone:
+		return "its pod was deleted: " + story(pod)
+	case pod.DeletionTimestamp != nil:
+		return "its pod is being deleted: " + story(pod)
+	case pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded:
+		return "its pod ended: " + story(pod)
+	case !podReady(pod):
+		return "its pod is no longer ready: " + story(pod)
+	}
+	return ""
+}
+
+// check looks at the live Sandbox and its pod (as the informers last saw them; gone when
+// the pod was deleted) for what makes the sandbox lost.
+func (s *Sandbox) check(ctx context.Context, live *sbv1.Sandbox, pod *corev1.Pod, gone bool) {
+	if s.checkSandbox(ctx, live) {
+		return
+	}
+	if why := s.checkPod(pod, gone); why != "" {
+		// A change of the Sandbox may be what ended the pod, and the informers do not
+		// keep the two in order: the Sandbox is read once before the pod is blamed.
+		if fresh, err := s.c.sbx.Get(ctx, s.obj(), metav1.GetOptions{}); err == nil && s.checkSandbox(ctx, fresh) {
+			return
+		}
+		s.lost(ctx, why)
+		return
+	}
+	switch {
+	case isTrue(live, sbv1.SandboxConditionFinished):
+		s.lost(ctx, "its pod ended: "+s.c.podStory(s.obj()))
+	case len(live.Status.PodIPs) > 0 && live.Status.PodIPs[0] != s.PodIP:
+		s.lost(ctx, "its pod was replaced (now at "+live.Status.PodIPs[0]+")")
+	}
+}
+
+// checkSandbox marks the sandbox lost when its Sandbox was edited or suspended outside
+// paddock, and says whether it did.
+func (s *Sandbox) checkSandbox(ctx context.Context, live *sbv1.Sandbox) bool {
 	switch {
 	case s.hash(live.Spec.PodTemplate) != s.template:
 		// Never trusted: paddock's own template goes back, and the pod (which the
@@ -72,13 +121,10 @@ func (s *Sandbox) check(ctx context.Context, live *sbv1.Sandbox) {
 		s.lost(ctx, why)
 	case live.Spec.OperatingMode != sbv1.SandboxOperatingModeRunning:
 		s.lost(ctx, "its Sandbox was set "+string(live.Spec.OperatingMode)+" outside paddock")
-	case isTrue(live, sbv1.SandboxConditionFinished):
-		s.lost(ctx, "its pod ended: "+s.c.podStory(ctx, s.obj()))
-	case !isTrue(live, sbv1.SandboxConditionReady):
-		s.lost(ctx, "its pod is no longer ready: "+s.c.podStory(ctx, s.obj()))
-	case len(live.Status.PodIPs) > 0 && live.Status.PodIPs[0] != s.PodIP:
-		s.lost(ctx, "its pod was replaced (now at "+live.Status.PodIPs[0]+")")
+	default:
+		return false
 	}
+	return true
 }
 
 // lost records why the sandbox is lost, once, and suspends its Sandbox.
@@ -128,9 +174,9 @@ func (s *Sandbox) OOMKills() (uint64, error) {
 			return info.GetKernelOomKills(), nil
 		}
 	}
-	pod, err := s.c.core.Pods(s.c.cfg.Namespace).Get(ctx, s.obj(), metav1.GetOptions{})
-	if err != nil {
-		return 0, s.c.apiError("sandbox "+s.ID, err)
+	pod, _ := s.c.track().pod(s.obj())
+	if pod == nil {
+		return 0, fmt.Errorf("sandbox %s: its pod is gone: %w", s.ID, errdefs.ErrNotFound)
 	}
 	for _, cs := range pod.Status.ContainerStatuses {
 		if t := cs.State.Terminated; t != nil && t.Reason == "OOMKilled" {
@@ -145,9 +191,7 @@ func (s *Sandbox) LastError() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.lastErr == "" {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		return s.c.podStory(ctx, s.obj())
+		return s.c.podStory(s.obj())
 	}
 	return s.lastErr
 }

@@ -237,4 +237,9 @@ type Request struct {
 	// UID and GID are the sandbox user's, which commands run as.
 	UID, GID       uint32
 	CapabilityKeys string
+	// Ephemeral puts the workspace and its history on an emptyDir of the pod, bounded by
+	// the disk size, which goes with the pod: for a sandbox that is not persistent, whose
+	// start then waits for no volume claim to be provisioned and bound. Otherwise they are
+	// on a volume claim that outlives stop and start.
+	Ephemeral bool
 }

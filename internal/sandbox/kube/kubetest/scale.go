@@ -78,8 +78,8 @@ type ScaleRound struct {
 	// seen Ready with an address.
 	Ready []time.Duration
 	// Watches is how many more watches on Sandboxes the API server held with every
-	// sandbox of the round running than before the round.
-	Watches int
+	// sandbox of the round running than before the round; PodWatches, on pods.
+	Watches, PodWatches int
 }
 
 // PaddockRound creates n sandboxes through paddock's backend (kube.Cluster.Place: the
@@ -89,6 +89,10 @@ type ScaleRound struct {
 func PaddockRound(ctx context.Context, c *testkube.Cluster, cfg kube.Config, n int, log *slog.Logger) (ScaleRound, error) {
 	var r ScaleRound
 	before, err := SandboxWatches(ctx, c)
+	if err != nil {
+		return r, err
+	}
+	podsBefore, err := Watches(ctx, c, "", "pods")
 	if err != nil {
 		return r, err
 	}
@@ -109,6 +113,9 @@ func PaddockRound(ctx context.Context, c *testkube.Cluster, cfg kube.Config, n i
 		var during int
 		if during, err = SandboxWatches(ctx, c); err == nil {
 			r.Watches = during - before
+		}
+		if during, err = Watches(ctx, c, "", "pods"); err == nil {
+			r.PodWatches = during - podsBefore
 		}
 		for _, sb := range sbs {
 			select {
@@ -286,9 +293,14 @@ func WaitNothingLeft(ctx context.Context, c *testkube.Cluster, cfg kube.Config, 
 	}
 }
 
-// SandboxWatches is how many watches on Sandboxes the API server holds now (its
-// apiserver_longrunning_requests gauge).
+// SandboxWatches is how many watches on Sandboxes the API server holds now.
 func SandboxWatches(ctx context.Context, c *testkube.Cluster) (int, error) {
+	return Watches(ctx, c, "agents.x-k8s.io", "sandboxes")
+}
+
+// Watches is how many watches on resource of group ("" for the core group) the API server
+// holds now (its apiserver_longrunning_requests gauge).
+func Watches(ctx context.Context, c *testkube.Cluster, group, resource string) (int, error) {
 	b, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("the API server's metrics: %w", err)
@@ -298,7 +310,8 @@ func SandboxWatches(ctx context.Context, c *testkube.Cluster) (int, error) {
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, "apiserver_longrunning_requests{") || !strings.Contains(line, `resource="sandboxes"`) || !strings.Contains(line, `verb="WATCH"`) {
+		if !strings.HasPrefix(line, "apiserver_longrunning_requests{") || !strings.Contains(line, `group="`+group+`"`) ||
+			!strings.Contains(line, `resource="`+resource+`"`) || !strings.Contains(line, `verb="WATCH"`) {
 			continue
 		}
 		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
@@ -308,7 +321,7 @@ func SandboxWatches(ctx context.Context, c *testkube.Cluster) (int, error) {
 		total, found = total+v, true
 	}
 	if !found {
-		return 0, fmt.Errorf("the API server's metrics have no apiserver_longrunning_requests for sandboxes")
+		return 0, fmt.Errorf("the API server's metrics have no apiserver_longrunning_requests for %s", resource)
 	}
 	return int(total), nil
 }
