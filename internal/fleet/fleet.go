@@ -43,7 +43,7 @@ type Runner interface {
 	ReapPool(ctx context.Context, runtime string) error
 	// HistoryDir is where a sandbox's history store is, and ForkHistory forks one.
 	HistoryDir(user, id string) string
-	ForkHistory(ctx context.Context, src, dst, at, workspace string, uid, gid uint32, check bool) (wire.ForkInfo, error)
+	ForkHistory(ctx context.Context, src, dst, at, workspace string, uid, gid uint32, mode runner.ForkMode) (wire.ForkInfo, error)
 	ExportHistory(ctx context.Context, dir string) (io.ReadCloser, error)
 }
 
