@@ -175,7 +175,7 @@ func TestSandboxForkDiskCopy(t *testing.T) {
 		t.Errorf("the fork's big.bin differs from its source's")
 	}
 	inode := func(id string) string {
-		return string(execIn(t, alice, id, api.ExecRequest{Argv: []string{"stat", "-c", "%i", "big.bin"}}).Stdout)
+		return strings.TrimSpace(string(execIn(t, alice, id, api.ExecRequest{Argv: []string{"stat", "-c", "%i", "big.bin"}}).Stdout))
 	}
 	if a, b := inode(src.ID), inode(old.Sandbox.ID); a != b {
 		t.Errorf("the fork wrote big.bin again (inode %s, its source's %s): the restore over the copy rewrote an unchanged file", b, a)
