@@ -37,14 +37,29 @@ func copyDisk(src, mount string, out *os.File, durable bool) error {
 	if err := unix.Flock(int(in.Fd()), unix.LOCK_EX); err != nil {
 		return fmt.Errorf("disk: lock the source's image: %w", err)
 	}
+	thaw := func() {}
 	if isMountPoint(mount) {
-		thaw, err := freeze(mount)
-		if err != nil {
+		if thaw, err = freeze(mount); err != nil {
 			return err
 		}
-		defer thaw()
 	}
-	// Its size again, under the freeze: a start may have grown it meanwhile.
+	err = copyFrozen(in, out)
+	// The source's writers wait no longer than the copy: the copy is synced after.
+	thaw()
+	if err != nil {
+		return err
+	}
+	if durable {
+		if err := out.Sync(); err != nil {
+			return fmt.Errorf("disk: sync the copy: %w", err)
+		}
+	}
+	return nil
+}
+
+// copyFrozen copies in (its file system frozen or not mounted) into out, sparsely.
+func copyFrozen(in, out *os.File) error {
+	// Its size now, under the freeze: a start may have grown it meanwhile.
 	fi, err := in.Stat()
 	if err != nil {
 		return fmt.Errorf("disk: the source's image: %w", err)
@@ -52,7 +67,7 @@ func copyDisk(src, mount string, out *os.File, durable bool) error {
 	if err := out.Truncate(fi.Size()); err != nil {
 		return fmt.Errorf("disk: %w", err)
 	}
-	if err := copyExtents(in, out, fi.Size(), durable); err != nil {
+	if err := copyExtents(in, out, fi.Size(), false); err != nil {
 		return fmt.Errorf("disk: copy the source's image: %w", err)
 	}
 	return nil

@@ -193,4 +193,17 @@ func TestSandboxForkDiskCopy(t *testing.T) {
 	if f.Blocks*512 < 16<<20 || f.Blocks > s.Blocks+s.Blocks/2 || f.Blocks*512 > f.Size/4 {
 		t.Errorf("the fork's image holds %d bytes of %d, its source's %d: not a sparse copy", f.Blocks*512, f.Size, s.Blocks*512)
 	}
+
+	// A stopped source is forked from its image too, and stays stopped.
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes/"+src.ID+"/stop", nil), http.StatusOK, nil)
+	var stopped api.ForkResult
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes/"+src.ID+"/fork", api.ForkRequest{At: first.ID}), http.StatusCreated, &stopped)
+	if stopped.Workspace != api.ForkDiskCopy || catIn(t, alice, stopped.Sandbox.ID, "d/a.txt") != "one\n" {
+		t.Errorf("fork of the stopped source: %+v", stopped)
+	}
+	var again api.Sandbox
+	servertest.Decode(t, alice.DoToken("GET", "/api/v1/sandboxes/"+src.ID, nil), http.StatusOK, &again)
+	if again.State != api.StateStopped {
+		t.Errorf("the stopped source is %s after its fork", again.State)
+	}
 }
