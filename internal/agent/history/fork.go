@@ -187,7 +187,8 @@ func shareBlobs(src, dst string, info *ForkInfo) error {
 			return storeErr("read blob", err)
 		}
 		defer in.Close()
-		if fi, err := in.Stat(); err != nil || !fi.Mode().IsRegular() {
+		fi, err := in.Stat()
+		if err != nil || !fi.Mode().IsRegular() {
 			return nil // swapped for something else since the walk saw it: not a blob
 		}
 		if reflinks {
@@ -201,8 +202,11 @@ func shareBlobs(src, dst string, info *ForkInfo) error {
 			}
 			reflinks = false
 		}
-		if err := in.Chmod(0o444); err != nil {
-			return storeErr("share blob", err)
+		// An earlier fork made it read-only already; a chmod would write its inode again.
+		if fi.Mode().Perm() != 0o444 {
+			if err := in.Chmod(0o444); err != nil {
+				return storeErr("share blob", err)
+			}
 		}
 		// The inode just opened, by its descriptor: linkat follows /proc/self/fd's link to it.
 		if err := unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", in.Fd()), unix.AT_FDCWD, to, unix.AT_SYMLINK_FOLLOW); err != nil {
