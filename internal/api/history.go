@@ -154,4 +154,15 @@ type ForkResult struct {
 	// source by hard link and by reflink.
 	SharedBlobs int `json:"shared_blobs"`
 	ClonedBlobs int `json:"cloned_blobs"`
+	// Workspace says how the fork's workspace was made: ForkDiskCopy or ForkFiles.
+	Workspace string `json:"workspace"`
 }
+
+// How a fork's workspace is made (ForkResult.Workspace).
+const (
+	// ForkDiskCopy: a sparse copy of the source's disk image, the checkpoint restored over
+	// it (only what differs written).
+	ForkDiskCopy = "disk_copy"
+	// ForkFiles: the checkpoint's files written one by one into an empty workspace.
+	ForkFiles = "files"
+)

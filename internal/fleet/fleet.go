@@ -45,7 +45,7 @@ type Runner interface {
 	// HistoryDir is where a sandbox's history store is, and ForkHistory forks one.
 	HistoryDir(user, id string) string
 	HistoryOnHost() bool
-	ForkHistory(ctx context.Context, src, dst, at, workspace string, uid, gid uint32, check bool) (wire.ForkInfo, error)
+	ForkHistory(ctx context.Context, src, dst, at, workspace string, uid, gid uint32, mode runner.ForkMode) (wire.ForkInfo, error)
 	ExportHistory(ctx context.Context, dir string) (io.ReadCloser, error)
 }
 

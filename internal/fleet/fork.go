@@ -22,6 +22,8 @@ type Forked struct {
 	// source's it left out.
 	History wire.ForkInfo
 	Took    time.Duration
+	// CopiedDisk: the workspace started as a copy of the source's disk image.
+	CopiedDisk bool
 }
 
 // Fork makes a new sandbox of c's, like sandbox id (tier, runtime, limits, environment,
@@ -36,7 +38,7 @@ func (f *Fleet) Fork(ctx context.Context, c Caller, id, at, name string) (Forked
 	if !f.run.HistoryOnHost() {
 		return f.forkThroughAgent(ctx, c, src, at, name)
 	}
-	return f.ForkFrom(ctx, c, src, f.HistoryDir(src), at, name)
+	return f.forkFrom(ctx, c, src, f.HistoryDir(src), at, name, true)
 }
 
 // HistoryDir is where sandbox sb's history store is kept.
@@ -51,7 +53,7 @@ func (f *Fleet) HistoryOnHost() bool { return f.run.HistoryOnHost() }
 // Checkpoint finds checkpoint at ("": the current one) of the history store at dir,
 // through the agent's binary (see runner.ForkHistory).
 func (f *Fleet) Checkpoint(ctx context.Context, dir, at string) (wire.ForkInfo, error) {
-	return f.run.ForkHistory(ctx, dir, "", at, "", 0, 0, true)
+	return f.run.ForkHistory(ctx, dir, "", at, "", 0, 0, runner.ForkCheck)
 }
 
 // ExportHistory streams the history store at dir as an export.
@@ -65,8 +67,15 @@ func (f *Fleet) ExportHistory(ctx context.Context, dir string) (io.ReadCloser, e
 // Where the new sandbox's store is not on this host (a cluster's), srcDir goes to it
 // through its agent, as an export.
 func (f *Fleet) ForkFrom(ctx context.Context, c Caller, src store.Sandbox, srcDir, at, name string, also ...func(*store.Tx, store.Sandbox) error) (Forked, error) {
+	return f.forkFrom(ctx, c, src, srcDir, at, name, false, also...)
+}
+
+// forkFrom is ForkFrom; withDisk starts the new sandbox's disk as a copy of src's image,
+// where both have one (runner.Spec.DiskFrom), and restores the checkpoint over it; else
+// the checkpoint's files are written into an empty workspace.
+func (f *Fleet) forkFrom(ctx context.Context, c Caller, src store.Sandbox, srcDir, at, name string, withDisk bool, also ...func(*store.Tx, store.Sandbox) error) (Forked, error) {
 	id := src.ID
-	cp, err := f.run.ForkHistory(ctx, srcDir, "", at, "", 0, 0, true)
+	cp, err := f.run.ForkHistory(ctx, srcDir, "", at, "", 0, 0, runner.ForkCheck)
 	if err != nil {
 		return Forked{}, fmt.Errorf("fork of sandbox %s: %w", id, err)
 	}
@@ -80,10 +89,17 @@ func (f *Fleet) ForkFrom(ctx context.Context, c Caller, src store.Sandbox, srcDi
 	}
 	out := Forked{}
 	spec := f.spec(rec)
-	spec.Seed = func(ws, hist string, uid, gid uint32) error {
+	if withDisk {
+		spec.DiskFrom = src.ID
+	}
+	spec.Seed = func(s runner.Seeding) error {
 		began := time.Now()
-		info, err := f.run.ForkHistory(ctx, srcDir, hist, cp.At, ws, uid, gid, false)
-		out.History, out.Took = info, time.Since(began)
+		mode := runner.ForkFiles
+		if s.Copied {
+			mode = runner.ForkOverCopy
+		}
+		info, err := f.run.ForkHistory(ctx, srcDir, s.History, cp.At, s.Workspace, s.UID, s.GID, mode)
+		out.History, out.Took, out.CopiedDisk = info, time.Since(began), s.Copied
 		return err
 	}
 	unlock := f.lock(rec.ID)

@@ -52,6 +52,12 @@ func (r *Runner) Adopt(ctx context.Context, rec Record) (*Sandbox, error) {
 		agent:   agentclient.New(cs.Conn()),
 	}
 	sb.Workspace, sb.disk = r.persistentWorkspace(rec.User, rec.ID)
+	if sb.disk != nil {
+		// A fork that froze it may have died before it thawed it.
+		if err := thaw(sb.disk.mount); err != nil {
+			r.log.Warn("could not thaw the sandbox's disk", "sandbox", rec.ID, "err", err)
+		}
+	}
 	sb.shared = r.mountedShared(rec.User)
 	sb.uid, sb.gid = r.sandboxUser(sb.Workspace)
 	pctx, cancel := context.WithTimeout(ctx, adoptTimeout)

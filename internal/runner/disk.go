@@ -86,6 +86,8 @@ func (r *Runner) mountDisk(d *disk, tier wire.Tier, uid, gid uint32) error {
 		if err := mountImage(d.image, d.mount); err != nil {
 			return err
 		}
+	} else if err := thaw(d.mount); err != nil {
+		return err
 	}
 	return d.prepare(tier, uid, gid)
 }
@@ -225,8 +227,14 @@ func copySparse(src, dst string, durable bool) (err error) {
 	if err := out.Truncate(fi.Size()); err != nil {
 		return err
 	}
+	return copyExtents(in, out, fi.Size(), durable)
+}
+
+// copyExtents copies the first size bytes of in into out (as long already), its holes left
+// holes. Where in and out share a file system with reflinks, copy_file_range clones.
+func copyExtents(in, out *os.File, size int64, durable bool) error {
 	inFd, outFd := int(in.Fd()), int(out.Fd())
-	for off := int64(0); off < fi.Size(); {
+	for off := int64(0); off < size; {
 		data, err := unix.Seek(inFd, off, unix.SEEK_DATA)
 		if errors.Is(err, unix.ENXIO) { // no data past off
 			break
@@ -245,7 +253,7 @@ func copySparse(src, dst string, durable bool) (err error) {
 				return err
 			}
 			if n == 0 {
-				return fmt.Errorf("%s ended early", src)
+				return fmt.Errorf("%s ended early", in.Name())
 			}
 			pos += int64(n)
 		}

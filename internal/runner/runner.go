@@ -101,8 +101,22 @@ type Spec struct {
 	PoolTemplate string
 	PoolSize     int
 	// Seed, when set, fills a persistent container sandbox's new workspace and history
-	// store before it starts (a fork's, see history.Fork), given the sandbox user's ids.
-	Seed func(workspace, history string, uid, gid uint32) error
+	// store before it starts (a fork's, see history.Fork).
+	Seed func(Seeding) error
+	// DiskFrom, when set, is a persistent sandbox of User's whose disk image the new
+	// sandbox's starts as a copy of (a fork's, see diskfork.go), where both have one;
+	// Seeding.Copied says whether it did.
+	DiskFrom string
+}
+
+// Seeding is what Spec.Seed fills.
+type Seeding struct {
+	// Workspace and History are the new sandbox's workspace and history store.
+	Workspace, History string
+	// UID and GID are the sandbox user's, who owns what is written into the workspace.
+	UID, GID uint32
+	// Copied: the workspace is a copy of Spec.DiskFrom's disk image, not empty.
+	Copied bool
 }
 
 // Sandbox is a running sandbox.
@@ -125,6 +139,8 @@ type Sandbox struct {
 	uid, gid uint32
 	// disk is the sandbox's disk image (disk.go), or nil.
 	disk *disk
+	// copied: disk started as a copy of Spec.DiskFrom's.
+	copied bool
 	// shared is the user's shared disk (shared.go) when the sandbox has it, or nil.
 	shared *disk
 	// releaseIDs gives back the host id range a microVM's QEMU runs as, or is nil;
@@ -317,7 +333,18 @@ func (r *Runner) seed(spec Spec, sb *Sandbox) error {
 	if sb.History == "" || !spec.Persistent {
 		return fmt.Errorf("only a persistent container sandbox keeps history to start from: %w", errdefs.ErrInvalidArgument)
 	}
-	return spec.Seed(sb.Workspace, sb.History, r.cfg.SandboxUID, r.cfg.SandboxGID)
+	s := Seeding{Workspace: sb.Workspace, History: sb.History, UID: r.cfg.SandboxUID, GID: r.cfg.SandboxGID, Copied: sb.copied}
+	if sb.copied {
+		// The copy's files are its source's sandbox user's, stored under the source's id
+		// range; what the restore writes gets the same owner, so that the start gives them
+		// all to the new sandbox's range at once (container's ownWorkspace).
+		var st syscall.Stat_t
+		if err := syscall.Lstat(sb.Workspace, &st); err != nil {
+			return fmt.Errorf("fork: the copied workspace: %w", err)
+		}
+		s.UID, s.GID = st.Uid, st.Gid
+	}
+	return spec.Seed(s)
 }
 
 // HistoryOnHost says whether sandboxes' history stores are reached on this host (at
@@ -626,20 +653,35 @@ func newID() string {
 	return "sb-" + string(b)
 }
 
-// ForkHistory forks the history store src into dst, with checkpoint at's files written
-// into workspace as uid:gid (see wire.ForkHistorySubcommand); with check it only finds the
-// checkpoint. The store's code runs in a process of the agent's binary: the control plane
-// links none of it.
-func (r *Runner) ForkHistory(ctx context.Context, src, dst, at, workspace string, uid, gid uint32, check bool) (wire.ForkInfo, error) {
+// ForkMode is what ForkHistory does.
+type ForkMode int
+
+const (
+	// ForkCheck only finds the checkpoint.
+	ForkCheck ForkMode = iota
+	// ForkFiles writes the checkpoint's files into an empty workspace (history.Fork).
+	ForkFiles
+	// ForkOverCopy restores the checkpoint over a copy of the source's disk image
+	// (history.ForkOverCopy).
+	ForkOverCopy
+)
+
+// ForkHistory forks the history store src into dst, with checkpoint at's files put into
+// workspace as uid:gid as mode says (see wire.ForkHistorySubcommand). The store's code
+// runs in a process of the agent's binary: the control plane links none of it.
+func (r *Runner) ForkHistory(ctx context.Context, src, dst, at, workspace string, uid, gid uint32, mode ForkMode) (wire.ForkInfo, error) {
 	agentBin, err := findAgent(r.cfg.Agent)
 	if err != nil {
 		return wire.ForkInfo{}, err
 	}
 	args := []string{wire.ForkHistorySubcommand, "--src", src, "--at", at}
-	if check {
+	if mode == ForkCheck {
 		args = append(args, "--check")
 	} else {
 		args = append(args, "--dst", dst, "--workspace", workspace, "--uid", strconv.Itoa(int(uid)), "--gid", strconv.Itoa(int(gid)))
+	}
+	if mode == ForkOverCopy {
+		args = append(args, "--over-copy")
 	}
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, agentBin, args...)

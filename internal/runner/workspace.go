@@ -35,6 +35,14 @@ func (r *Runner) provision(spec Spec, sb *Sandbox) error {
 			if spec.Pool {
 				dir = filepath.Join(userDir, "mounts", sb.ID)
 			}
+			if spec.DiskFrom != "" && !spec.Pool && sb.Tier == wire.TierContainer {
+				if !ValidID(spec.DiskFrom) {
+					return invalidField("disk_from", "%q is not a sandbox ID", spec.DiskFrom)
+				}
+				if sb.copied, err = r.forkDisk(owner, spec.DiskFrom, sb.ID, historyOf(false)); err != nil {
+					return err
+				}
+			}
 			if sb.disk, err = r.openDisk(owner, sb.ID, dir, sb.Limits.Disk, false, sb.Tier, uid, gid); err != nil {
 				return err
 			}

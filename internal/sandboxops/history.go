@@ -342,7 +342,10 @@ func (o *Ops) Fork(ctx context.Context, c fleet.Caller, id string, req api.ForkR
 	if err != nil {
 		return f.Sandbox, api.ForkResult{}, err
 	}
-	out := api.ForkResult{From: id, At: f.History.At, SharedBlobs: f.History.Linked, ClonedBlobs: f.History.Cloned}
+	out := api.ForkResult{From: id, At: f.History.At, SharedBlobs: f.History.Linked, ClonedBlobs: f.History.Cloned, Workspace: api.ForkFiles}
+	if f.CopiedDisk {
+		out.Workspace = api.ForkDiskCopy
+	}
 	if f.History.OpenTx != "" {
 		out.Note = fmt.Sprintf("sandbox %s has transaction %s (%q) open: the fork starts from checkpoint %s, the state before it, without the transaction's changes", id, f.History.OpenTx, f.History.OpenTxMessage, f.History.At)
 	}

@@ -202,6 +202,9 @@ type ForkInfo struct {
 	// Linked and Cloned count the blobs shared by hard link and by reflink.
 	Linked int `json:"linked,omitempty"`
 	Cloned int `json:"cloned,omitempty"`
+	// Trusted counts the source's stat cache entries a fork over a copy of its disk image
+	// kept (history.ForkOverCopy): files it need not read again.
+	Trusted int `json:"trusted,omitempty"`
 }
 
 // The warm pod's claim handshake (over podtls.WarmServerConfig's TLS, HTTP/1.1): the

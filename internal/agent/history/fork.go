@@ -24,6 +24,8 @@ type ForkInfo struct {
 	Linked, Cloned int
 	// Shared is how long sharing the blobs took; the rest of a fork writes the files.
 	Shared time.Duration
+	// Trusted counts the source's stat cache entries the fork kept (ForkOverCopy).
+	Trusted int
 }
 
 // ReadCheckpoint checks that the store in dir holds checkpoint at ("" is the current
@@ -64,6 +66,22 @@ func ReadCheckpoint(dir, at string) (Checkpoint, *Transaction, error) {
 // written from the blobs as a restore writes them, never links. dst's timeline is src's
 // up to at, then one restore of at.
 func Fork(src, dst, at, workspace string, opts ...Option) (ForkInfo, error) {
+	return fork(src, dst, at, workspace, false, opts...)
+}
+
+// ForkOverCopy is Fork over a workspace that is a block copy of src's own (its disk
+// image, copied while frozen): the same file system, inodes and times, on another device.
+// dst gets src's stat cache with that device, so the restore rewrites only the files that
+// changed since src's last scan, and removes what the checkpoint does not hold.
+//
+// The cache is src's agent's word: a sandbox that rewrote it could keep a file of its own
+// in the fork that its checkpoint does not hold. The fork is its own user's, who could put
+// that file into a checkpoint anyway; a cache that does not parse is ignored.
+func ForkOverCopy(src, dst, at, workspace string, opts ...Option) (ForkInfo, error) {
+	return fork(src, dst, at, workspace, true, opts...)
+}
+
+func fork(src, dst, at, workspace string, overCopy bool, opts ...Option) (ForkInfo, error) {
 	cp, tx, err := ReadCheckpoint(src, at)
 	if err != nil {
 		return ForkInfo{}, err
@@ -82,6 +100,11 @@ func Fork(src, dst, at, workspace string, opts ...Option) (ForkInfo, error) {
 	if err := writeJSON(filepath.Join(dst, indexFile), &idx); err != nil {
 		return info, err
 	}
+	if overCopy {
+		if info.Trusted, err = carryStatCache(src, dst, workspace); err != nil {
+			return info, err
+		}
+	}
 	h, err := Open(workspace, dst, opts...)
 	if err != nil {
 		return info, err
@@ -93,6 +116,37 @@ func Fork(src, dst, at, workspace string, opts ...Option) (ForkInfo, error) {
 		return info, fmt.Errorf("fork: write checkpoint %s's files: %w", cp.ID, err)
 	}
 	return info, nil
+}
+
+// carryStatCache writes src's stat cache into dst with every entry on workspace's device,
+// and says how many entries it holds. It is read through a root of src, never following a
+// link out of it.
+func carryStatCache(src, dst, workspace string) (int, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(workspace, &st); err != nil {
+		return 0, wsErr("stat", ".", err)
+	}
+	root, err := os.OpenRoot(src)
+	if err != nil {
+		return 0, storeErr("open", err)
+	}
+	defer root.Close()
+	b, err := root.ReadFile(statFile)
+	if err != nil {
+		return 0, nil // no cache: every file is compared with its blob by the restore
+	}
+	m, err := decodeStatCache(b)
+	if err != nil {
+		return 0, nil
+	}
+	for p, e := range m {
+		e.Key.Dev = st.Dev
+		m[p] = e
+	}
+	if err := replaceFile(filepath.Join(dst, statFile), encodeStatCache(m), false); err != nil {
+		return 0, err
+	}
+	return len(m), nil
 }
 
 // shareBlobs gives dst every blob of src: reflinked where it can, else hard-linked.
@@ -133,7 +187,8 @@ func shareBlobs(src, dst string, info *ForkInfo) error {
 			return storeErr("read blob", err)
 		}
 		defer in.Close()
-		if fi, err := in.Stat(); err != nil || !fi.Mode().IsRegular() {
+		fi, err := in.Stat()
+		if err != nil || !fi.Mode().IsRegular() {
 			return nil // swapped for something else since the walk saw it: not a blob
 		}
 		if reflinks {
@@ -147,8 +202,11 @@ func shareBlobs(src, dst string, info *ForkInfo) error {
 			}
 			reflinks = false
 		}
-		if err := in.Chmod(0o444); err != nil {
-			return storeErr("share blob", err)
+		// An earlier fork made it read-only already; a chmod would write its inode again.
+		if fi.Mode().Perm() != 0o444 {
+			if err := in.Chmod(0o444); err != nil {
+				return storeErr("share blob", err)
+			}
 		}
 		// The inode just opened, by its descriptor: linkat follows /proc/self/fd's link to it.
 		if err := unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", in.Fd()), unix.AT_FDCWD, to, unix.AT_SYMLINK_FOLLOW); err != nil {

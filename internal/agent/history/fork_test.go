@@ -3,10 +3,12 @@ package history
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
 )
@@ -149,4 +151,108 @@ func TestForkFollowsNoLinkOutOfTheStore(t *testing.T) {
 			t.Errorf("the fork holds %s, planted outside the store", name)
 		}
 	}
+}
+
+// TestForkOverCopy: over a copy of the source's workspace that has since changed (a file
+// rewritten, one added, one removed), the fork is exactly the checkpoint; the source's stat
+// cache is carried over on the copy's device. A stat cache the sandbox swapped for a link
+// out of its store is not followed.
+func TestForkOverCopy(t *testing.T) {
+	ws, store := t.TempDir(), t.TempDir()
+	h := open(t, ws, store)
+	write(t, ws, "a.txt", "one", 0o644)
+	write(t, ws, "keep/b.txt", "kept", 0o600)
+	time.Sleep(2 * racyWindow) // let the files' stat be cached
+	first := mustCheckpoint(t, h, "first")
+	want := snapshot(t, ws)
+
+	ws2 := t.TempDir()
+	if out, err := exec.Command("cp", "-a", ws+"/.", ws2).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v: %s", err, out)
+	}
+	write(t, ws2, "a.txt", "changed in the copy", 0o644)
+	write(t, ws2, "extra.txt", "not in the checkpoint", 0o644)
+	if err := os.Remove(filepath.Join(ws2, "keep/b.txt")); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), "store")
+	info, err := ForkOverCopy(store, dst, first.ID, ws2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := snapshot(t, ws2); !mapsEqual(got, want) {
+		t.Fatalf("the fork over the copy:\n got %v\nwant %v", got, want)
+	}
+	if info.Trusted == 0 {
+		t.Errorf("no stat cache entry carried over: %+v", info)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(ws2, &st); err != nil {
+		t.Fatal(err)
+	}
+	carried := t.TempDir()
+	if _, err := carryStatCache(store, carried, ws2); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(carried, statFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := decodeStatCache(b)
+	if err != nil || len(m) == 0 {
+		t.Fatalf("the fork's stat cache: %d entries, %v", len(m), err)
+	}
+	for p, e := range m {
+		if e.Key.Dev != st.Dev {
+			t.Errorf("the fork's cache entry %s is on device %d, not the copy's %d", p, e.Key.Dev, st.Dev)
+		}
+	}
+
+	// A link planted as the stat cache: not followed.
+	outside := filepath.Join(t.TempDir(), "cache")
+	if err := os.WriteFile(outside, encodeStatCache(m), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.Close()
+	if err := os.Remove(filepath.Join(store, statFile)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(store, statFile)); err != nil {
+		t.Fatal(err)
+	}
+	ws3 := t.TempDir()
+	info, err = ForkOverCopy(store, filepath.Join(t.TempDir(), "store"), first.ID, ws3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Trusted != 0 {
+		t.Errorf("the fork read a stat cache through a link out of the store: %d entries", info.Trusted)
+	}
+	if got := snapshot(t, ws3); !mapsEqual(got, want) {
+		t.Errorf("the fork without a cache:\n got %v\nwant %v", got, want)
+	}
+}
+
+// FuzzDecodeStatCache: the host decodes a stat cache the sandbox's agent wrote (a fork over
+// a copy of its disk): any bytes fail or decode, never panic, and what decodes encodes to
+// bytes that decode to the same.
+func FuzzDecodeStatCache(f *testing.F) {
+	f.Add([]byte(statMagic))
+	f.Add(encodeStatCache(map[string]statEntry{"a.txt": {Key: statKey{Size: 3, Ino: 7, Dev: 9, Mode: 0o644}, Hash: strings.Repeat("ab", 32)}}))
+	f.Add([]byte("junk"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := decodeStatCache(b)
+		if err != nil {
+			return
+		}
+		again, err := decodeStatCache(encodeStatCache(m))
+		if err != nil || len(again) != len(m) {
+			t.Fatalf("re-decoded %d entries of %d: %v", len(again), len(m), err)
+		}
+		for p, e := range m {
+			if again[p] != e {
+				t.Fatalf("%q: %+v became %+v", p, e, again[p])
+			}
+		}
+	})
 }

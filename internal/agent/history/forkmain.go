@@ -24,6 +24,7 @@ func ForkMain(args []string, stdout io.Writer) error {
 	uid := fs.Int("uid", -1, "owner of what the restore writes")
 	gid := fs.Int("gid", -1, "group of what the restore writes")
 	check := fs.Bool("check", false, "only find the checkpoint")
+	overCopy := fs.Bool("over-copy", false, "the workspace is a block copy of the source's (ForkOverCopy)")
 	export := fs.Bool("export", false, "write the store as an export to stdout")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%s: %w", wire.ForkHistorySubcommand, err)
@@ -45,8 +46,12 @@ func ForkMain(args []string, stdout io.Writer) error {
 			opts = append(opts, WithOwner(*uid, *gid))
 		}
 		var info ForkInfo
-		info, err = Fork(*src, *dst, *at, *ws, opts...)
-		cp, tx, out.Linked, out.Cloned = info.At, info.OpenTx, info.Linked, info.Cloned
+		fork := Fork
+		if *overCopy {
+			fork = ForkOverCopy
+		}
+		info, err = fork(*src, *dst, *at, *ws, opts...)
+		cp, tx, out.Linked, out.Cloned, out.Trusted = info.At, info.OpenTx, info.Linked, info.Cloned, info.Trusted
 	}
 	if err != nil {
 		out = wire.ForkInfo{Code: uint32(errdefs.GRPCCode(err)), Message: err.Error()}

@@ -1938,6 +1938,11 @@ export interface components {
             shared_blobs?: number;
             /** @description History blobs shared with the source by reflink. */
             cloned_blobs?: number;
+            /**
+             * @description How the workspace was made: disk_copy, a sparse copy of the source's disk image with the checkpoint restored over it; files, the checkpoint's files written one by one (a source without a disk image, a fork from a backup).
+             * @enum {string}
+             */
+            workspace?: "disk_copy" | "files";
         };
         Backup: {
             /** @description The backup's ID (its time); absent for an attempt not in the store. */

@@ -1,0 +1,107 @@
+package runner
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestCopyDiskFreezes: a copy of a mounted image holds what was written to its file system
+// just before, not yet on the image (the freeze flushes it), and is a clean file system
+// that mounts on its own; a writer of the source waits out the copy and then goes on; the
+// copy is as sparse as its source; and a file system a dead fork left frozen is thawed.
+func TestCopyDiskFreezes(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a disk image needs root (CI runs as root)")
+	}
+	dir := t.TempDir()
+	t.Cleanup(func() { _ = UnmountAll(dir) })
+	src, mount := filepath.Join(dir, "src.img"), filepath.Join(dir, "src")
+	if err := formatImage(src, 1<<30); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(mount, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := mountImage(src, mount); err != nil {
+		t.Fatal(err)
+	}
+	// Written, not synced: in the page cache of the source's file system, not on its image.
+	want := bytes.Repeat([]byte("paddock "), 1<<20)
+	if err := os.WriteFile(filepath.Join(mount, "data"), want, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	dst := filepath.Join(dir, "dst.img")
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := copyDisk(src, mount, out, false); err != nil {
+		t.Fatal(err)
+	}
+	out.Close()
+	copyMount := filepath.Join(dir, "dst")
+	if err := os.Mkdir(copyMount, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := mountImage(dst, copyMount); err != nil {
+		t.Fatalf("the copy does not mount: %v", err)
+	}
+	if got, err := os.ReadFile(filepath.Join(copyMount, "data")); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("the copy lacks what was written before it (%d bytes, %v): the source was not flushed", len(got), err)
+	}
+	var s, d syscall.Stat_t
+	if err := syscall.Stat(src, &s); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Stat(dst, &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Size != s.Size || d.Blocks > s.Blocks+(4<<20)/512 {
+		t.Errorf("the copy is %d bytes with %d allocated, its source %d with %d: not a sparse copy", d.Size, d.Blocks*512, s.Size, s.Blocks*512)
+	}
+
+	// The source thawed: a write goes through.
+	if err := os.WriteFile(filepath.Join(mount, "after"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	// A fork that died with the source frozen: its writer waits until the next mount or
+	// adoption thaws it.
+	f, err := os.Open(mount)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.IoctlSetInt(int(f.Fd()), fiFreeze, 0); err != nil {
+		t.Fatal(err)
+	}
+	wrote := make(chan error, 1)
+	go func() { wrote <- os.WriteFile(filepath.Join(mount, "blocked"), []byte("x"), 0o600) }()
+	select {
+	case err := <-wrote:
+		t.Fatalf("a write to a frozen file system went through (%v)", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if err := thaw(mount); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-wrote:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		_ = unix.IoctlSetInt(int(f.Fd()), fiThaw, 0)
+		t.Fatal("the write still waits a minute after thaw: the file system was not thawed")
+	}
+	if err := thaw(mount); err != nil {
+		t.Errorf("thawing a file system not frozen: %v", err)
+	}
+}
