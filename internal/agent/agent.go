@@ -43,6 +43,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -210,7 +211,7 @@ func Run(ctx context.Context, env *wire.Envelope, lis net.Listener, confine Conf
 	defer func() { stopHistory(); reconciling.Wait() }()
 	hist.stopping = hctx.Done()
 	hist.start(hctx, &reconciling)
-	settle := newSettler()
+	settle := newSettler(debug.FreeOSMemory)
 	defer settle.stop()
 	srv := grpc.NewServer(append(channel.ServerOptions(), settle.options()...)...)
 	pb.RegisterProcessServer(srv, &processService{m: m, hist: hist, ctx: hctx, caps: caps, gatedRoot: gatedRoot(env.GatedRoot)})

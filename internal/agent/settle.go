@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -22,8 +21,9 @@ type settler struct {
 	free  func()
 }
 
-func newSettler() *settler {
-	s := &settler{free: debug.FreeOSMemory}
+// newSettler starts a settler that calls free (debug.FreeOSMemory in the agent).
+func newSettler(free func()) *settler {
+	s := &settler{free: free}
 	s.timer = time.AfterFunc(settleAfter, func() { s.free() })
 	return s
 }

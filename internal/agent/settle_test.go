@@ -17,8 +17,7 @@ import (
 // after each burst of calls, settleAfter after the last one ended.
 func TestSettleAfterCalls(t *testing.T) {
 	freed := make(chan struct{}, 16)
-	s := newSettler()
-	s.free = func() { freed <- struct{}{} }
+	s := newSettler(func() { freed <- struct{}{} })
 	defer s.stop()
 	srv := grpc.NewServer(append(channel.ServerOptions(), s.options()...)...)
 	pb.RegisterAgentServer(srv, &agentService{info: &pb.InfoResponse{SandboxId: "sb-test"}})
