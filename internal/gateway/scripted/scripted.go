@@ -162,6 +162,9 @@ func Parse(b []byte) (Script, error) {
 		return Script{}, fmt.Errorf("script: %v: %w", err, errdefs.ErrInvalidArgument)
 	}
 	for i, st := range s.Steps {
+		if st := st.Respond.Status; st != 0 && (st < 200 || st > 599) {
+			return Script{}, fmt.Errorf("script: steps[%d].respond.status: %d: want an HTTP status from 200 to 599: %w", i, st, errdefs.ErrInvalidArgument)
+		}
 		for j, c := range st.Respond.ToolCalls {
 			if c.Name == "" {
 				return Script{}, fmt.Errorf("script: steps[%d].respond.tool_calls[%d].name: required: %w", i, j, errdefs.ErrInvalidArgument)
