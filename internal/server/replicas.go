@@ -84,6 +84,7 @@ type cluster struct {
 	key           []byte
 	ttl           time.Duration
 	forward       *httputil.ReverseProxy
+	hopClient     *http.Client // the MCP tools' API requests to the other replicas
 	stop          context.CancelFunc
 }
 
@@ -155,6 +156,7 @@ func (s *Server) initCluster(ctx context.Context) error {
 	s.auth.ShareSessions(s.fleet)
 	c := &cluster{id: rc.ID, advertise: rc.Advertise, key: key, ttl: cmpDuration(rc.HeartbeatTTL, defaultHeartbeatTTL), stop: cancel}
 	c.forward = s.newForwarder(c)
+	c.hopClient = newHopClient(c)
 	me := store.Replica{ID: c.id, Advertise: c.advertise}
 	now := time.Now()
 	if err := s.st.Heartbeat(ctx, me, now); err != nil {
