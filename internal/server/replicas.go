@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -306,10 +307,12 @@ func hopOf(r *http.Request) *hop {
 
 type forwardKey struct{}
 
-// forwardTo is where forward sends a request: a replica, and the user it is for.
+// forwardTo is where forward sends a request: a replica, and the user it is for; what
+// says why that replica ("which runs this sandbox" unless set).
 type forwardTo struct {
 	replica store.Replica
 	user    string
+	what    string
 }
 
 func (s *Server) newForwarder(c *cluster) *httputil.ReverseProxy {
@@ -334,8 +337,9 @@ func (s *Server) newForwarder(c *cluster) *httputil.ReverseProxy {
 		BufferPool:    proxy.BufferPool(),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			to := r.Context().Value(forwardKey{}).(forwardTo)
-			api.WriteError(w, s.log, fmt.Errorf("replica %s (%s), which runs this sandbox, did not answer: %w: %w",
-				to.replica.ID, to.replica.Advertise, errdefs.ErrUnavailable, err))
+			what := cmp.Or(to.what, "which runs this sandbox")
+			api.WriteError(w, s.log, fmt.Errorf("replica %s (%s), %s, did not answer: %w: %w",
+				to.replica.ID, to.replica.Advertise, what, errdefs.ErrUnavailable, err))
 		},
 	}
 }
