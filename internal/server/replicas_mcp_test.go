@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,11 +29,32 @@ func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 	return b.next.RoundTrip(r)
 }
 
+// roundRobin sends each request to the next of addrs, as a load balancer without
+// affinity would.
+type roundRobin struct {
+	addrs []string
+	n     atomic.Int64
+	next  http.RoundTripper
+}
+
+func (rr *roundRobin) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.URL.Host = rr.addrs[int(rr.n.Add(1))%len(rr.addrs)]
+	r.Host = r.URL.Host
+	return rr.next.RoundTrip(r)
+}
+
 // mcpTo connects the official Go SDK's MCP client to r's /mcp with token.
 func mcpTo(t *testing.T, r *replica, token string) *sdk.ClientSession {
 	t.Helper()
+	return mcpThrough(t, r, token, servertest.Transport())
+}
+
+// mcpThrough is mcpTo with the requests sent by tr.
+func mcpThrough(t *testing.T, r *replica, token string, tr http.RoundTripper) *sdk.ClientSession {
+	t.Helper()
 	c := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil)
-	hc := &http.Client{Transport: bearerRT{token, servertest.Transport()}}
+	hc := &http.Client{Transport: bearerRT{token, tr}}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cs, err := c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: r.url + "/mcp", HTTPClient: hc}, nil)
@@ -105,6 +127,15 @@ func TestReplicasMCP(t *testing.T) {
 	nearErr, nearText, _ := tool(t, near, "read_file", missing)
 	if !farErr || !nearErr || farText != nearText {
 		t.Errorf("a missing file: through r2 %v %q, through r1 %v %q: want the same error", farErr, farText, nearErr, nearText)
+	}
+
+	// The MCP server is stateless: a client whose requests alternate between the
+	// replicas, its initialization on one and its calls on either, works throughout.
+	rr := mcpThrough(t, rs[0], alice.Token, &roundRobin{addrs: []string{rs[0].addr, rs[1].addr}, next: servertest.Transport()})
+	for i := range 4 {
+		if isErr, text, data := tool(t, rr, "read_file", map[string]any{"sandbox": dev, "path": "far.txt"}); isErr || !strings.Contains(string(data), "written through r2") {
+			t.Errorf("read_file %d with requests alternating between the replicas: %v %s %s", i, isErr, text, data)
+		}
 	}
 
 	// A read-only token reads through r2 and may not write there.
