@@ -40,7 +40,8 @@ type ReplicaConfig struct {
 	// absolute path; default <data_dir>/cluster.key, made on first start if missing).
 	ClusterKeyFile string `yaml:"cluster_key_file"`
 	// HeartbeatTTL: a replica not heard from for this long is dead, and its sandboxes
-	// unreachable (default 15s; it beats every fifth of it).
+	// unreachable, or on a cluster taken over by another (default 15s; it beats every
+	// fifth of it).
 	HeartbeatTTL time.Duration `yaml:"heartbeat_ttl"`
 }
 
@@ -180,6 +181,7 @@ func (s *Server) initCluster(ctx context.Context) error {
 					continue
 				}
 				s.fleet.Beat(ctx, now)
+				s.fleet.Sweep(ctx)
 			}
 		}
 	}()
@@ -346,7 +348,7 @@ func (s *Server) forwardIfElsewhere(w http.ResponseWriter, r *http.Request, id, 
 	if s.cluster == nil || hopOf(r) != nil || id == "" {
 		return false
 	}
-	err := s.fleet.Holder(r.Context(), id)
+	err := s.fleet.Route(r.Context(), id)
 	var held *store.HeldElsewhere
 	switch {
 	case err == nil:
