@@ -199,7 +199,7 @@ func TestReplicasTakeOverOnCluster(t *testing.T) {
 			t.Fatalf("sandbox %s is %q's after r1's death, want a survivor's", id, owners[id])
 		}
 		// One survivor took it over: the other did not adopt it too.
-		n := strings.Count(r2.out.String()+r3.out.String(), "took over a dead replica's sandbox sandbox="+id)
+		n := strings.Count(r2.out.String()+r3.out.String(), `took over a dead replica's sandbox" sandbox=`+id)
 		if n != 1 {
 			t.Errorf("sandbox %s taken over %d times, want once:\nr2:\n%s\nr3:\n%s", id, n, r2.out, r3.out)
 		}
