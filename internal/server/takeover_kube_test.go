@@ -234,6 +234,38 @@ func TestReplicasTakeOverOnCluster(t *testing.T) {
 	if code, out := read(r2, "after.txt"); code != http.StatusOK || out != "written after the takeover" {
 		t.Errorf("read through r2 at the end: %d %q", code, out)
 	}
+
+	// The dev sandbox's owner paused (SIGSTOP) past its TTL: another replica takes it over;
+	// resumed, the paused one lets go of it without stopping it, and forwards.
+	if code, out := execVia(r3, "sh", "-c", "echo alive > /tmp/alive"); code != http.StatusOK {
+		t.Fatalf("exec before the pause: %d %s", code, out)
+	}
+	paused := r2
+	if owners[dev] == "r3" {
+		paused = r3
+	}
+	paused.cmd.Process.Signal(syscall.SIGSTOP)
+	deadline = time.Now().Add(testHeartbeatTTL + 3*time.Minute)
+	for ownerOf(dev) == paused.id {
+		if time.Now().After(deadline) {
+			paused.cmd.Process.Signal(syscall.SIGCONT)
+			t.Fatalf("sandbox %s still %s's while it is paused", dev, paused.id)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	paused.cmd.Process.Signal(syscall.SIGCONT)
+	for !strings.Contains(paused.out.String(), "let go of it, still running") {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s, resumed, did not let go of sandbox %s", paused.id, dev)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if code, out := execVia(paused, "cat", "/tmp/alive", "before.txt"); code != http.StatusOK || out != "alive\nwritten before the kill" {
+		t.Fatalf("exec through %s after it let go: %d %q, want the same pod's /tmp/alive and the workspace", paused.id, code, out)
+	}
+	if n := strings.Count(r1.out.String()+r2.out.String()+r3.out.String(), `took over a dead replica's sandbox" sandbox=`+dev); n != 2 {
+		t.Errorf("sandbox %s taken over %d times in all, want twice", dev, n)
+	}
 }
 
 // waitBeats waits until replica id has recorded n more heartbeats.
