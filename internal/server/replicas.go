@@ -342,8 +342,9 @@ func (s *Server) newForwarder(c *cluster) *httputil.ReverseProxy {
 
 // forwardIfElsewhere sends r, for sandbox id, to the replica that runs it, when that is
 // another one; it reports whether r was answered (forwarded, or 503 for a replica that is
-// dead, unless orphanOK: a sandbox may always be deleted). A request that came over a hop
-// is never forwarded again.
+// dead, unless orphanOK: a sandbox may always be deleted). On a cluster a dead replica's
+// sandbox is taken over first (fleet.Route), and served here or by the replica that won
+// it. A request that came over a hop is never forwarded again.
 func (s *Server) forwardIfElsewhere(w http.ResponseWriter, r *http.Request, id, user string, orphanOK bool) bool {
 	if s.cluster == nil || hopOf(r) != nil || id == "" {
 		return false
