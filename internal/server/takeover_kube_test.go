@@ -87,7 +87,8 @@ runner:
 // the two, once), and exec, files and the live app through the proxy work through either
 // survivor, with what was written before the kill still there. The killed replica,
 // started again with its ID, neither takes them back nor stops them: it forwards to the
-// new owner.
+// new owner. A new owner paused (SIGSTOP) past its TTL loses its sandbox to another
+// replica in turn, and once resumed lets go of it without stopping its pod.
 func TestReplicasTakeOverOnCluster(t *testing.T) {
 	testenv.RequireRoot(t)
 	dbURL := pgtest.URL(t)
