@@ -12,8 +12,8 @@ import (
 )
 
 // Adopt takes up sandbox id, which another control plane started and which still runs:
-// it finds its Sandbox (its own, or the warm pool's member its claim names), issues its
-// agent a fresh certificate as a renewal does, and dials the agent over mutual TLS. It
+// it finds its Sandbox (its own, or the warm pool's member its claim names), dials the
+// agent over mutual TLS, and issues it a fresh certificate as a renewal does. It
 // changes nothing that runs: a sandbox that is suspended, or whose pod is not ready, is
 // not adopted. The agent presents its earlier certificate until the kubelet brings the
 // new one, and both are the CA's, so the control planes that adopt must share the CA.
@@ -43,10 +43,13 @@ func (c *Cluster) Adopt(ctx context.Context, id string, persistent bool) (*Sandb
 	sb.want.Status = sbv1.SandboxStatus{}
 	sb.template = templateHash(have.Spec.PodTemplate)
 	c.track()
-	if sb.pair, err = c.renewSecret(ctx, id); err != nil {
+	// The agent answers as the sandbox under this CA before its Secret is written: a
+	// control plane with another CA changes nothing.
+	if err := c.connect(ctx, sb, have.Generation, true); err != nil {
 		return nil, err
 	}
-	if err := c.connect(ctx, sb, have.Generation, true); err != nil {
+	if sb.pair, err = c.renewSecret(ctx, id); err != nil {
+		sb.conn.Close()
 		return nil, err
 	}
 	sb.follow(true)
