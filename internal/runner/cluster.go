@@ -35,6 +35,8 @@ type Cluster interface {
 	// StartWarm starts req, claiming a warm pod when one fits; hit says it did.
 	StartWarm(ctx context.Context, req kubespec.Request, persistent bool) (sb ClusterSandbox, hit bool, err error)
 	Remove(ctx context.Context, id string) error
+	// Adopt takes up sandbox id, started by another control plane and running still.
+	Adopt(ctx context.Context, id string, persistent bool) (ClusterSandbox, error)
 	// EnsureTemplatePool makes or rewrites a provider template's pool of size pods.
 	EnsureTemplatePool(ctx context.Context, template string, size int, limits wire.Limits) error
 	// StartTemplate starts req as a member of template's pool; hit says it was claimed.
@@ -208,6 +210,31 @@ func (r *Runner) createOnCluster(ctx context.Context, spec Spec, tier wire.Tier,
 	sb := &Sandbox{ID: id, Tier: tier, Limits: limits, backend: kb, Node: kb.NodeName(), uid: r.cfg.SandboxUID, gid: r.cfg.SandboxGID}
 	sb.agent = agentclient.New(kb.Conn())
 	return sb, nil
+}
+
+// adoptOnCluster is Adopt on a Kubernetes cluster: every control plane that shares the
+// cluster (and its CA) reaches the sandbox's pod.
+func (r *Runner) adoptOnCluster(ctx context.Context, rec Record) (*Sandbox, error) {
+	c, err := r.cluster()
+	if err != nil {
+		return nil, err
+	}
+	kb, err := c.Adopt(ctx, rec.ID, true)
+	if err != nil {
+		return nil, err
+	}
+	sb := &Sandbox{ID: rec.ID, Tier: rec.Tier, Limits: rec.Limits, backend: kb, Node: kb.NodeName(), uid: r.cfg.SandboxUID, gid: r.cfg.SandboxGID}
+	sb.agent = agentclient.New(kb.Conn())
+	return sb, nil
+}
+
+// Release lets the sandbox go without stopping it, for another control plane that took
+// it over: its channel closes, and on a cluster the following of its objects ends.
+func (s *Sandbox) Release() error {
+	if r, ok := s.backend.(interface{ Release() error }); ok {
+		return r.Release()
+	}
+	return s.agent.Close()
 }
 
 // removeFromCluster deletes a persistent cluster sandbox with its volume.

@@ -41,7 +41,8 @@ type ReplicaConfig struct {
 	// absolute path; default <data_dir>/cluster.key, made on first start if missing).
 	ClusterKeyFile string `yaml:"cluster_key_file"`
 	// HeartbeatTTL: a replica not heard from for this long is dead, and its sandboxes
-	// unreachable (default 15s; it beats every fifth of it).
+	// unreachable, or on a cluster taken over by another (default 15s; it beats every
+	// fifth of it).
 	HeartbeatTTL time.Duration `yaml:"heartbeat_ttl"`
 }
 
@@ -183,6 +184,7 @@ func (s *Server) initCluster(ctx context.Context) error {
 					continue
 				}
 				s.fleet.Beat(ctx, now)
+				s.fleet.Sweep(ctx)
 			}
 		}
 	}()
@@ -346,13 +348,14 @@ func (s *Server) newForwarder(c *cluster) *httputil.ReverseProxy {
 
 // forwardIfElsewhere sends r, for sandbox id, to the replica that runs it, when that is
 // another one; it reports whether r was answered (forwarded, or 503 for a replica that is
-// dead, unless orphanOK: a sandbox may always be deleted). A request that came over a hop
-// is never forwarded again.
+// dead, unless orphanOK: a sandbox may always be deleted). On a cluster a dead replica's
+// sandbox is taken over first (fleet.Route), and served here or by the replica that won
+// it. A request that came over a hop is never forwarded again.
 func (s *Server) forwardIfElsewhere(w http.ResponseWriter, r *http.Request, id, user string, orphanOK bool) bool {
 	if s.cluster == nil || hopOf(r) != nil || id == "" {
 		return false
 	}
-	err := s.fleet.Holder(r.Context(), id)
+	err := s.fleet.Route(r.Context(), id)
 	var held *store.HeldElsewhere
 	switch {
 	case err == nil:

@@ -45,6 +45,14 @@ func (c cluster) StartTemplate(ctx context.Context, template string, req kubespe
 	return sandbox{sb}, hit, nil
 }
 
+func (c cluster) Adopt(ctx context.Context, id string, persistent bool) (runner.ClusterSandbox, error) {
+	sb, err := c.Cluster.Adopt(ctx, id, persistent)
+	if err != nil {
+		return nil, err
+	}
+	return sandbox{sb}, nil
+}
+
 // sandbox is a kube.Sandbox as the runner uses it.
 type sandbox struct{ *kube.Sandbox }
 
