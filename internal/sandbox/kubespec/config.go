@@ -63,8 +63,8 @@ type Config struct {
 	// ReadyTimeout bounds how long a start waits for the pod to be ready. Default: 5m
 	// (the first pull of an image can be slow).
 	ReadyTimeout time.Duration `yaml:"ready_timeout"`
-	// WarmPool keeps pods of the default runtime and limits started ahead, claimed by new
-	// sandboxes that are not persistent (pool.go).
+	// WarmPool keeps pods started ahead, of the default runtime and limits and of those
+	// its pools name, claimed by new sandboxes of a pool's runtime and limits (pool.go).
 	WarmPool WarmPool `yaml:"warm_pool"`
 }
 
