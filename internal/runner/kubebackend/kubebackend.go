@@ -67,10 +67,10 @@ func Of(r *runner.Runner) (*kube.Cluster, error) {
 	return c.(cluster).Cluster, nil
 }
 
-// Collectors are r's metrics: its cluster's warm pool's, when it has one.
+// Collectors are r's metrics: its cluster's warm pools', when it has any.
 func Collectors(r *runner.Runner) []prometheus.Collector {
 	cc := r.ClusterConfig()
-	if cc.Backend != runner.BackendKubernetes || cc.WarmPool.Size == 0 {
+	if cc.Backend != runner.BackendKubernetes || !cc.WarmPool.Any() {
 		return nil
 	}
 	c, err := Of(r)
