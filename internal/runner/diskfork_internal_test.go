@@ -42,7 +42,7 @@ func TestCopyDiskFreezes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := copyDisk(src, mount, out, false); err != nil {
+	if _, err := copyDisk(src, mount, out, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	out.Close()

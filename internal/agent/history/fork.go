@@ -26,6 +26,9 @@ type ForkInfo struct {
 	Shared time.Duration
 	// Trusted counts the source's stat cache entries the fork kept (ForkOverCopy).
 	Trusted int
+	// Proven: the copy was proven to be the checkpoint, so the fork did not walk it
+	// (ForkOverProvenCopy).
+	Proven bool
 }
 
 // ReadCheckpoint checks that the store in dir holds checkpoint at ("" is the current
@@ -87,17 +90,7 @@ func fork(src, dst, at, workspace string, overCopy bool, opts ...Option) (ForkIn
 		return ForkInfo{}, err
 	}
 	info := ForkInfo{At: cp, OpenTx: tx}
-	began := time.Now()
-	if err := shareBlobs(src, dst, &info); err != nil {
-		return info, err
-	}
-	info.Shared = time.Since(began)
-	var idx index
-	if _, err := readJSON(filepath.Join(src, indexFile), &idx); err != nil {
-		return info, err
-	}
-	idx.Pos, idx.Redo, idx.ForkedBy, idx.Tx = cp.ID, nil, "", nil
-	if err := writeJSON(filepath.Join(dst, indexFile), &idx); err != nil {
+	if err := shareAndIndex(src, dst, cp, &info, nil); err != nil {
 		return info, err
 	}
 	if overCopy {
@@ -116,6 +109,25 @@ func fork(src, dst, at, workspace string, overCopy bool, opts ...Option) (ForkIn
 		return info, fmt.Errorf("fork: write checkpoint %s's files: %w", cp.ID, err)
 	}
 	return info, nil
+}
+
+// shareAndIndex gives dst src's blobs and its index at checkpoint cp, with no redo and no
+// transaction; edit, when set, changes the index before it is written.
+func shareAndIndex(src, dst string, cp Checkpoint, info *ForkInfo, edit func(*index)) error {
+	began := time.Now()
+	if err := shareBlobs(src, dst, info); err != nil {
+		return err
+	}
+	info.Shared = time.Since(began)
+	var idx index
+	if _, err := readJSON(filepath.Join(src, indexFile), &idx); err != nil {
+		return err
+	}
+	idx.Pos, idx.Redo, idx.ForkedBy, idx.Tx = cp.ID, nil, "", nil
+	if edit != nil {
+		edit(&idx)
+	}
+	return writeJSON(filepath.Join(dst, indexFile), &idx)
 }
 
 // carryStatCache writes src's stat cache into dst with every entry on workspace's device,
