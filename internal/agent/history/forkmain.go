@@ -57,7 +57,9 @@ func ForkMain(args []string, stdout io.Writer) error {
 		fork := Fork
 		switch {
 		case *overCopy && *proven:
-			fork = func(src, dst, at, ws string, _ ...Option) (ForkInfo, error) { return ForkOverProvenCopy(src, dst, at, ws) }
+			fork = func(src, dst, at, ws string, _ ...Option) (ForkInfo, error) {
+				return ForkOverProvenCopy(src, dst, at, ws)
+			}
 		case *overCopy:
 			fork = ForkOverCopy
 		}
