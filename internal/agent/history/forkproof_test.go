@@ -306,3 +306,49 @@ func chmod(t *testing.T, p string, m os.FileMode) {
 		t.Fatal(err)
 	}
 }
+
+// TestShareLinksOnlyBlobs: a name the source lists as a blob but that is a symlink, a
+// FIFO or a directory by the time it is linked is not left in the fork's store; a blob
+// is linked read-only for both stores.
+func TestShareLinksOnlyBlobs(t *testing.T) {
+	from, into := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(from, "blob"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/etc/passwd", filepath.Join(from, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mkfifo(filepath.Join(from, "fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(from, "dir"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	g, err := os.Open(into)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	s := &sharer{info: &ForkInfo{}}
+	for _, name := range []string{"blob", "link", "fifo", "dir", "gone"} {
+		if err := s.link(int(f.Fd()), int(g.Fd()), name); err != nil && name != "dir" {
+			t.Errorf("link %s: %v", name, err)
+		}
+	}
+	names, err := os.ReadDir(into)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) != 1 || names[0].Name() != "blob" || s.info.Linked != 1 {
+		t.Fatalf("the fork's store holds %v, %d linked: want the blob alone", names, s.info.Linked)
+	}
+	fi, err := os.Stat(filepath.Join(from, "blob"))
+	if err != nil || fi.Mode().Perm() != 0o444 {
+		t.Errorf("the shared blob's mode: %v, %v", fi.Mode(), err)
+	}
+}
