@@ -94,6 +94,9 @@ func (f *Fleet) forkFrom(ctx context.Context, c Caller, src store.Sandbox, srcDi
 		// Beside the copy, while the source is frozen: is it the checkpoint already?
 		spec.ProveCopy = func(ws string) bool {
 			info, err := f.run.ForkHistory(ctx, srcDir, "", cp.At, ws, 0, 0, runner.ForkProve)
+			if err != nil || !info.Proven {
+				f.log.Info("fork: the copy is restored over, not proven to be the checkpoint", "sandbox", src.ID, "checkpoint", cp.At, "why", info.NotProven, "err", err)
+			}
 			return err == nil && info.Proven
 		}
 	}

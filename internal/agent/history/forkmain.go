@@ -42,7 +42,7 @@ func ForkMain(args []string, stdout io.Writer) error {
 	)
 	switch {
 	case *prove:
-		out.Proven, err = ProveFrozen(*src, *at, *ws)
+		out.Proven, out.NotProven, err = ProveFrozenWhy(*src, *at, *ws)
 		if err == nil {
 			cp, tx, err = ReadCheckpoint(*src, *at)
 		}

@@ -43,34 +43,40 @@ import (
 // restore would leave it. false with a nil error means "not proven": the fork walks.
 // src and workspace are only read, through roots that follow no link out of them.
 func ProveFrozen(src, at, workspace string) (bool, error) {
+	ok, _, err := ProveFrozenWhy(src, at, workspace)
+	return ok, err
+}
+
+// ProveFrozenWhy is ProveFrozen, saying what it could not prove.
+func ProveFrozenWhy(src, at, workspace string) (bool, string, error) {
 	cp, _, err := ReadCheckpoint(src, at)
 	if err != nil {
-		return false, err
+		return false, "", err
 	}
 	store, err := os.OpenRoot(src)
 	if err != nil {
-		return false, storeErr("open", err)
+		return false, "", storeErr("open", err)
 	}
 	defer store.Close()
-	b, err := store.ReadFile(statFile)
-	if err != nil {
-		return false, nil
-	}
-	cache, err := decodeStatCache(b)
-	if err != nil {
-		return false, nil
+	// Without a cache (or one that does not parse), every file is read, within the budget.
+	cache := map[string]statEntry{}
+	if b, err := store.ReadFile(statFile); err == nil {
+		if m, err := decodeStatCache(b); err == nil {
+			cache = m
+		}
 	}
 	ws, err := os.OpenRoot(workspace)
 	if err != nil {
-		return false, wsErr("open", ".", err)
+		return false, "", wsErr("open", ".", err)
 	}
 	defer ws.Close()
 	fi, err := ws.Stat(".")
 	if err != nil {
-		return false, wsErr("stat", ".", err)
+		return false, "", wsErr("stat", ".", err)
 	}
-	p := &prover{store: store, cache: cache, dev: keyOf(fi).Dev}
-	return p.dir(ws, ".", cp.Tree)
+	p := &prover{store: store, cache: cache, dev: keyOf(fi).Dev, budget: hashBudget}
+	ok, err := p.dir(ws, ".", cp.Tree)
+	return ok, p.why, err
 }
 
 // prover walks a workspace against a checkpoint's tree and the stat cache.
@@ -78,6 +84,18 @@ type prover struct {
 	store *os.Root
 	cache map[string]statEntry
 	dev   uint64
+	// budget is what is left to read of files the cache does not vouch for; hashed
+	// counts the files read.
+	budget int64
+	hashed int
+	// why says what was not proven.
+	why string
+}
+
+// no records why rel is not proven, and says false.
+func (p *prover) no(rel, why string) bool {
+	p.why = rel + ": " + why
+	return false
 }
 
 // dir proves directory d (workspace path rel) holds tree sum.
@@ -100,11 +118,11 @@ func (p *prover) dir(d *os.Root, rel, sum string) (bool, error) {
 		return 0
 	})
 	if len(names) != len(want) {
-		return false, nil
+		return p.no(rel, fmt.Sprintf("%d names, the checkpoint %d", len(names), len(want))), nil
 	}
 	for i, e := range want {
 		if names[i] != e.Name {
-			return false, nil
+			return p.no(rel, fmt.Sprintf("holds %q, the checkpoint %q", names[i], e.Name)), nil
 		}
 		if ok, err := p.entry(d, path.Join(rel, e.Name), e); !ok || err != nil {
 			return false, err
@@ -116,36 +134,85 @@ func (p *prover) dir(d *os.Root, rel, sum string) (bool, error) {
 func (p *prover) entry(d *os.Root, rel string, e entry) (bool, error) {
 	fi, err := d.Lstat(e.Name)
 	if err != nil {
-		return false, nil // gone: not proven
+		return p.no(rel, "gone"), nil
 	}
 	k := keyOf(fi)
 	if k.Dev != p.dev {
-		return false, nil
+		return p.no(rel, "on another file system"), nil
 	}
 	switch e.Kind {
 	case kindFile:
 		c, ok := p.cache[rel]
-		return fi.Mode().IsRegular() && ok && c.Key == k && c.Hash == e.Hash &&
-			unixMode(uint32(k.Mode)) == e.Mode && k.Mtime == e.Mtime, nil
+		switch {
+		case !fi.Mode().IsRegular():
+			return p.no(rel, "not a file"), nil
+		case unixMode(uint32(k.Mode)) != e.Mode || k.Mtime != e.Mtime:
+			return p.no(rel, "another mode or mtime"), nil
+		case ok && c.Key == k:
+			if c.Hash != e.Hash {
+				return p.no(rel, "cached with another content"), nil
+			}
+			return true, nil
+		}
+		// Not cached (changed within the racy window of the last scan that read it), or
+		// changed since: its content, read under the freeze, within the proof's budget.
+		return p.hash(d, rel, e, k)
 	case kindLink:
 		if fi.Mode()&fs.ModeSymlink == 0 {
-			return false, nil
+			return p.no(rel, "not a symlink"), nil
 		}
-		t, err := d.Readlink(e.Name)
-		return err == nil && t == e.Target, nil
+		if t, err := d.Readlink(e.Name); err != nil || t != e.Target {
+			return p.no(rel, "another target"), nil
+		}
+		return true, nil
 	case kindDir:
 		if !fi.IsDir() || unixMode(uint32(k.Mode)) != e.Mode || k.Mtime != e.Mtime {
-			return false, nil
+			return p.no(rel, "not a directory of the checkpoint's mode and mtime"), nil
 		}
 		sub, err := openSubdir(d, e.Name, k.Dev, k.Ino)
 		if err != nil {
-			return false, nil
+			return p.no(rel, "not a directory"), nil
 		}
 		defer sub.Close()
 		return p.dir(sub, rel, e.Hash)
 	}
-	return false, nil
+	return p.no(rel, "of no kind a checkpoint holds"), nil
 }
+
+// hash proves file e (workspace path rel, stat k) by hashing its content, when the
+// proof's budget for that is not spent.
+func (p *prover) hash(d *os.Root, rel string, e entry, k statKey) (bool, error) {
+	cost := max(k.Size, hashCost)
+	if cost > p.budget {
+		return p.no(rel, "not in the stat cache, and the proof's budget for reading files is spent"), nil
+	}
+	p.budget -= cost
+	f, err := d.OpenFile(e.Name, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return p.no(rel, "unreadable"), nil
+	}
+	defer f.Close()
+	// What is read is what was stat'ed: the same inode, unchanged.
+	if fi, err := f.Stat(); err != nil || keyOf(fi) != k {
+		return p.no(rel, "changed while proven"), nil
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, io.LimitReader(f, k.Size+1)); err != nil {
+		return p.no(rel, "unreadable"), nil
+	}
+	if hex.EncodeToString(h.Sum(nil)) != e.Hash {
+		return p.no(rel, "another content"), nil
+	}
+	p.hashed++
+	return true, nil
+}
+
+// The proof reads at most hashBudget bytes of files its stat cache does not vouch for,
+// each counted as at least hashCost: it runs while the source is frozen, beside the copy.
+const (
+	hashBudget = 32 << 20
+	hashCost   = 4 << 10
+)
 
 // tree reads tree blob sum of the source's store: a regular file, opened without
 // following a link, whose bytes hash to its name.

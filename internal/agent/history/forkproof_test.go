@@ -33,8 +33,7 @@ func proofSource(t *testing.T) (ws, store string, h *History, c Checkpoint) {
 }
 
 // TestProveFrozen: a workspace untouched since its checkpoint is proven to be it; any
-// change a restore would undo, a file the stat cache does not vouch for, or a cache that
-// is missing or does not parse is not proven.
+// change a restore would undo is not.
 func TestProveFrozen(t *testing.T) {
 	if ok := prove(t, func(t *testing.T, ws, store string, h *History) {}); !ok {
 		t.Fatal("an untouched workspace is not proven to be its checkpoint")
@@ -83,12 +82,6 @@ func TestProveFrozen(t *testing.T) {
 			write(t, ws, "a.txt", "two", 0o644)
 			mustCheckpoint(t, h, "racy")
 		}},
-		{"no stat cache", func(t *testing.T, _, store string, _ *History) { rm(t, filepath.Join(store, statFile)) }},
-		{"a stat cache that does not parse", func(t *testing.T, _, store string, _ *History) {
-			if err := os.WriteFile(filepath.Join(store, statFile), []byte("junk"), 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -109,6 +102,51 @@ func prove(t *testing.T, change func(t *testing.T, ws, store string, h *History)
 		t.Fatal(err)
 	}
 	return ok
+}
+
+// TestProveFrozenReads: a file the stat cache does not vouch for (no cache, one that does
+// not parse, a file rewritten with the same content) is read and proven by its content,
+// within the proof's budget; past it, not proven.
+func TestProveFrozenReads(t *testing.T) {
+	cases := []struct {
+		name   string
+		change func(t *testing.T, ws, store string, h *History)
+	}{
+		{"no stat cache", func(t *testing.T, _, store string, _ *History) { rm(t, filepath.Join(store, statFile)) }},
+		{"a stat cache that does not parse", func(t *testing.T, _, store string, _ *History) {
+			if err := os.WriteFile(filepath.Join(store, statFile), []byte("junk"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"a file rewritten with the same content", func(t *testing.T, ws, _ string, _ *History) {
+			p := filepath.Join(ws, "a.txt")
+			fi, _ := os.Stat(p)
+			write(t, ws, "a.txt", "one", 0o644)
+			if err := os.Chtimes(p, fi.ModTime(), fi.ModTime()); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if !prove(t, tc.change) {
+				t.Errorf("not proven after %s", tc.name)
+			}
+		})
+	}
+	t.Run("past the budget", func(t *testing.T) {
+		ws, store := t.TempDir(), t.TempDir()
+		h := open(t, ws, store)
+		write(t, ws, "a.txt", "one", 0o644)
+		if err := os.Truncate(filepath.Join(ws, "a.txt"), hashBudget+1); err != nil {
+			t.Fatal(err)
+		}
+		c := mustCheckpoint(t, h, "big")
+		ok, why, err := ProveFrozenWhy(store, c.ID, ws)
+		if ok || err != nil || !strings.Contains(why, "budget") {
+			t.Errorf("a file past the budget, not cached: %v, %q, %v", ok, why, err)
+		}
+	})
 }
 
 // TestProveFrozenOlderCheckpoint: a workspace at its second checkpoint is not proven to
