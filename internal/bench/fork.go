@@ -85,7 +85,9 @@ func (e *Env) ForkTable(ctx context.Context, o Options) (t *Table, err error) {
 			err = runner.MountImage(to, mnt)
 		}
 		if err == nil && proven {
-			proofs++
+			if rec.on {
+				proofs++
+			}
 			dinfo, err = history.ForkOverProvenCopy(img.store, dst, "", filepath.Join(mnt, "workspace"))
 		} else if err == nil {
 			dinfo, err = history.ForkOverCopy(img.store, dst, "", filepath.Join(mnt, "workspace"))
