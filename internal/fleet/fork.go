@@ -91,11 +91,22 @@ func (f *Fleet) forkFrom(ctx context.Context, c Caller, src store.Sandbox, srcDi
 	spec := f.spec(rec)
 	if withDisk {
 		spec.DiskFrom = src.ID
+		// Beside the copy, while the source is frozen: is it the checkpoint already?
+		spec.ProveCopy = func(ws string) bool {
+			info, err := f.run.ForkHistory(ctx, srcDir, "", cp.At, ws, 0, 0, runner.ForkProve)
+			if err != nil || !info.Proven {
+				f.log.Info("fork: the copy is restored over, not proven to be the checkpoint", "sandbox", src.ID, "checkpoint", cp.At, "why", info.NotProven, "err", err)
+			}
+			return err == nil && info.Proven
+		}
 	}
 	spec.Seed = func(s runner.Seeding) error {
 		began := time.Now()
 		mode := runner.ForkFiles
-		if s.Copied {
+		switch {
+		case s.Copied && s.Proven:
+			mode = runner.ForkOverProvenCopy
+		case s.Copied:
 			mode = runner.ForkOverCopy
 		}
 		info, err := f.run.ForkHistory(ctx, srcDir, s.History, cp.At, s.Workspace, s.UID, s.GID, mode)

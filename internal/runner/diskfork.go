@@ -28,33 +28,50 @@ import (
 // copyDisk copies sandbox image src, whose mount point (when mounted) is mount, into out,
 // a file of src's size; durable makes the copy reach the disk before it is used. Two forks
 // of one image take turns (a lock on it): a file system frozen twice refuses the second.
-func copyDisk(src, mount string, out *os.File, durable bool) error {
-	in, err := os.Open(src)
+// prove, when set, runs while the mounted image is frozen, beside the copy, on the
+// source's workspace; its answer is copyDisk's first result (false when not mounted).
+func copyDisk(src, mount string, out *os.File, durable bool, prove func(workspace string) bool) (bool, error) {
+	proven, err := copyDiskProving(src, mount, out, prove)
 	if err != nil {
-		return fmt.Errorf("disk: the source's image: %w", err)
-	}
-	defer in.Close()
-	if err := unix.Flock(int(in.Fd()), unix.LOCK_EX); err != nil {
-		return fmt.Errorf("disk: lock the source's image: %w", err)
-	}
-	thaw := func() {}
-	if isMountPoint(mount) {
-		if thaw, err = freeze(mount); err != nil {
-			return err
-		}
-	}
-	err = copyFrozen(in, out)
-	// The source's writers wait no longer than the copy: the copy is synced after.
-	thaw()
-	if err != nil {
-		return err
+		return false, err
 	}
 	if durable {
 		if err := out.Sync(); err != nil {
-			return fmt.Errorf("disk: sync the copy: %w", err)
+			return false, fmt.Errorf("disk: sync the copy: %w", err)
 		}
 	}
-	return nil
+	return proven, nil
+}
+
+func copyDiskProving(src, mount string, out *os.File, prove func(workspace string) bool) (bool, error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return false, fmt.Errorf("disk: the source's image: %w", err)
+	}
+	defer in.Close()
+	if err := unix.Flock(int(in.Fd()), unix.LOCK_EX); err != nil {
+		return false, fmt.Errorf("disk: lock the source's image: %w", err)
+	}
+	if !isMountPoint(mount) {
+		return false, copyFrozen(in, out)
+	}
+	thaw, err := freeze(mount)
+	if err != nil {
+		return false, err
+	}
+	// The proof reads the frozen source (its inodes cached) while the copy is made.
+	proof := make(chan bool, 1)
+	if prove != nil {
+		go func() { proof <- prove((&disk{mount: mount}).workspace()) }()
+	} else {
+		proof <- false
+	}
+	err = copyFrozen(in, out)
+	proven := <-proof
+	// The source's writers wait no longer than the copy and the proof: the copy is
+	// synced after.
+	thaw()
+	return proven && err == nil, err
 }
 
 // copyFrozen copies in (its file system frozen or not mounted) into out, sparsely.
@@ -118,29 +135,30 @@ func thaw(mount string) error {
 // the reserve, and says whether it did: not when from has no image (its workspace
 // predates disk images, or it has no disk limit) or id has one already. The copy is made
 // outside the disks' lock: once the empty file of its size exists, the reserve counts it.
-func (r *Runner) forkDisk(user, from, id string, extra wire.Size) (bool, error) {
+// prove runs while the source is frozen (see copyDisk); its answer is the second result.
+func (r *Runner) forkDisk(user, from, id string, extra wire.Size, prove func(string) bool) (copied, proven bool, err error) {
 	src, dst := r.diskImage(user, from), r.diskImage(user, id)
 	fi, err := os.Stat(src)
 	if err != nil {
-		return false, nil
+		return false, false, nil
 	}
 	if _, err := os.Stat(dst); err == nil {
-		return false, nil
+		return false, false, nil
 	}
 	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
-		return false, fmt.Errorf("disk: %w", err)
+		return false, false, fmt.Errorf("disk: %w", err)
 	}
 	out, err := r.reserveImage(dst, wire.Size(fi.Size()), extra)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	mount := filepath.Join(r.cfg.WorkspaceRoot, user, "sandboxes", from)
-	err = copyDisk(src, mount, out, true)
+	proven, err = copyDisk(src, mount, out, true, prove)
 	if err = errors.Join(err, out.Close()); err != nil {
 		os.Remove(dst)
-		return false, err
+		return false, false, err
 	}
-	return true, nil
+	return true, proven, nil
 }
 
 // reserveImage makes path, an empty file of size, if the reserve has room for it and
@@ -167,14 +185,15 @@ func (r *Runner) reserveImage(path string, size, extra wire.Size) (*os.File, err
 }
 
 // CopyImage copies disk image src (mounted at mount, or not mounted) into a new file dst
-// as a fork does: frozen while copied, sparsely, synced. For the benchmarks.
-func CopyImage(src, mount, dst string) error {
+// as a fork does: frozen while copied, sparsely, synced, with prove (when set) run on
+// the frozen source's workspace meanwhile. For the benchmarks.
+func CopyImage(src, mount, dst string, prove func(workspace string) bool) (bool, error) {
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return fmt.Errorf("disk: %w", err)
+		return false, fmt.Errorf("disk: %w", err)
 	}
-	err = copyDisk(src, mount, out, true)
-	return errors.Join(err, out.Close())
+	proven, err := copyDisk(src, mount, out, true, prove)
+	return proven, errors.Join(err, out.Close())
 }
 
 // FormatImage makes an empty sparse ext4 image of size at path, as a sandbox's disk is

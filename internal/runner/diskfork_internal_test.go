@@ -2,6 +2,7 @@ package runner
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -42,7 +43,7 @@ func TestCopyDiskFreezes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := copyDisk(src, mount, out, false); err != nil {
+	if _, err := copyDisk(src, mount, out, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	out.Close()
@@ -103,5 +104,75 @@ func TestCopyDiskFreezes(t *testing.T) {
 	}
 	if err := thaw(mount); err != nil {
 		t.Errorf("thawing a file system not frozen: %v", err)
+	}
+}
+
+// TestCopyDiskProves: the proof runs on the source's workspace while its file system is
+// frozen, and its answer is the copy's; an image not mounted is not proven, the proof not
+// run.
+func TestCopyDiskProves(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a disk image needs root (CI runs as root)")
+	}
+	dir := t.TempDir()
+	t.Cleanup(func() { _ = UnmountAll(dir) })
+	src, mount := filepath.Join(dir, "src.img"), filepath.Join(dir, "src")
+	if err := formatImage(src, 256<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(mount, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := mountImage(src, mount); err != nil {
+		t.Fatal(err)
+	}
+	copyOnce := func(answer bool) (proven bool, saw string, frozen error) {
+		out, err := os.CreateTemp(dir, "dst-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.Remove(out.Name())
+		defer out.Close()
+		proven, err = copyDisk(src, mount, out, false, func(ws string) bool {
+			saw = ws
+			// Frozen already: a second freeze is refused.
+			f, err := os.Open(mount)
+			if err != nil {
+				frozen = err
+				return answer
+			}
+			defer f.Close()
+			frozen = unix.IoctlSetInt(int(f.Fd()), fiFreeze, 0)
+			if frozen == nil {
+				_ = unix.IoctlSetInt(int(f.Fd()), fiThaw, 0)
+			}
+			return answer
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return proven, saw, frozen
+	}
+	for _, answer := range []bool{true, false} {
+		proven, saw, frozen := copyOnce(answer)
+		if proven != answer || saw != filepath.Join(mount, "workspace") {
+			t.Errorf("proof answering %v: copy says %v, proof ran on %q", answer, proven, saw)
+		}
+		if !errors.Is(frozen, unix.EBUSY) {
+			t.Errorf("the proof ran on a file system not frozen (a second freeze: %v)", frozen)
+		}
+	}
+	if err := unmount(mount); err != nil {
+		t.Fatal(err)
+	}
+	out, err := os.Create(filepath.Join(dir, "unmounted.img"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	ran := false
+	proven, err := copyDisk(src, mount, out, false, func(string) bool { ran = true; return true })
+	if err != nil || proven || ran {
+		t.Errorf("an image not mounted: proven %v, proof ran %v, %v", proven, ran, err)
 	}
 }

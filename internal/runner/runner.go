@@ -107,6 +107,10 @@ type Spec struct {
 	// sandbox's starts as a copy of (a fork's, see diskfork.go), where both have one;
 	// Seeding.Copied says whether it did.
 	DiskFrom string
+	// ProveCopy, with DiskFrom, runs on the source's workspace while its file system is
+	// frozen for the copy, beside it, and says whether the copy needs no restore
+	// (history.ProveFrozen); Seeding.Proven is its answer.
+	ProveCopy func(workspace string) bool
 }
 
 // Seeding is what Spec.Seed fills.
@@ -117,6 +121,8 @@ type Seeding struct {
 	UID, GID uint32
 	// Copied: the workspace is a copy of Spec.DiskFrom's disk image, not empty.
 	Copied bool
+	// Proven: Spec.ProveCopy proved the copy to be what the seed would make of it.
+	Proven bool
 }
 
 // Sandbox is a running sandbox.
@@ -139,8 +145,8 @@ type Sandbox struct {
 	uid, gid uint32
 	// disk is the sandbox's disk image (disk.go), or nil.
 	disk *disk
-	// copied: disk started as a copy of Spec.DiskFrom's.
-	copied bool
+	// copied: disk started as a copy of Spec.DiskFrom's; proven: Spec.ProveCopy said yes.
+	copied, proven bool
 	// shared is the user's shared disk (shared.go) when the sandbox has it, or nil.
 	shared *disk
 	// releaseIDs gives back the host id range a microVM's QEMU runs as, or is nil;
@@ -333,7 +339,7 @@ func (r *Runner) seed(spec Spec, sb *Sandbox) error {
 	if sb.History == "" || !spec.Persistent {
 		return fmt.Errorf("only a persistent container sandbox keeps history to start from: %w", errdefs.ErrInvalidArgument)
 	}
-	s := Seeding{Workspace: sb.Workspace, History: sb.History, UID: r.cfg.SandboxUID, GID: r.cfg.SandboxGID, Copied: sb.copied}
+	s := Seeding{Workspace: sb.Workspace, History: sb.History, UID: r.cfg.SandboxUID, GID: r.cfg.SandboxGID, Copied: sb.copied, Proven: sb.proven}
 	if sb.copied {
 		// The copy's files are its source's sandbox user's, stored under the source's id
 		// range; what the restore writes gets the same owner, so that the start gives them
@@ -664,6 +670,12 @@ const (
 	// ForkOverCopy restores the checkpoint over a copy of the source's disk image
 	// (history.ForkOverCopy).
 	ForkOverCopy
+	// ForkOverProvenCopy records the checkpoint's restore over a copy proven to be it
+	// (history.ForkOverProvenCopy).
+	ForkOverProvenCopy
+	// ForkProve proves that workspace, the source's, frozen, is the checkpoint
+	// (history.ProveFrozen): wire.ForkInfo.Proven.
+	ForkProve
 )
 
 // ForkHistory forks the history store src into dst, with checkpoint at's files put into
@@ -675,13 +687,19 @@ func (r *Runner) ForkHistory(ctx context.Context, src, dst, at, workspace string
 		return wire.ForkInfo{}, err
 	}
 	args := []string{wire.ForkHistorySubcommand, "--src", src, "--at", at}
-	if mode == ForkCheck {
+	switch mode {
+	case ForkCheck:
 		args = append(args, "--check")
-	} else {
+	case ForkProve:
+		args = append(args, "--prove", "--workspace", workspace)
+	default:
 		args = append(args, "--dst", dst, "--workspace", workspace, "--uid", strconv.Itoa(int(uid)), "--gid", strconv.Itoa(int(gid)))
 	}
-	if mode == ForkOverCopy {
+	switch mode {
+	case ForkOverCopy:
 		args = append(args, "--over-copy")
+	case ForkOverProvenCopy:
+		args = append(args, "--over-copy", "--proven")
 	}
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, agentBin, args...)

@@ -39,7 +39,7 @@ func (r *Runner) provision(spec Spec, sb *Sandbox) error {
 				if !ValidID(spec.DiskFrom) {
 					return invalidField("disk_from", "%q is not a sandbox ID", spec.DiskFrom)
 				}
-				if sb.copied, err = r.forkDisk(owner, spec.DiskFrom, sb.ID, historyOf(false)); err != nil {
+				if sb.copied, sb.proven, err = r.forkDisk(owner, spec.DiskFrom, sb.ID, historyOf(false), spec.ProveCopy); err != nil {
 					return err
 				}
 			}

@@ -349,6 +349,6 @@ func (o *Ops) Fork(ctx context.Context, c fleet.Caller, id string, req api.ForkR
 	if f.History.OpenTx != "" {
 		out.Note = fmt.Sprintf("sandbox %s has transaction %s (%q) open: the fork starts from checkpoint %s, the state before it, without the transaction's changes", id, f.History.OpenTx, f.History.OpenTxMessage, f.History.At)
 	}
-	o.event(ctx, c.UserID, "sandbox.fork", map[string]any{"sandbox": f.Sandbox.ID, "from": id, "checkpoint": out.At})
+	o.event(ctx, c.UserID, "sandbox.fork", map[string]any{"sandbox": f.Sandbox.ID, "from": id, "checkpoint": out.At, "workspace": out.Workspace, "proven": f.History.Proven})
 	return f.Sandbox, out, nil
 }

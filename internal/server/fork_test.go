@@ -207,3 +207,59 @@ func TestSandboxForkDiskCopy(t *testing.T) {
 		t.Errorf("the stopped source is %s after its fork", again.State)
 	}
 }
+
+// A fork of a running source at its checkpoint, untouched since, is proven to be it while
+// the source is frozen for the copy (its event says so), so the copy is not walked: the
+// fork is exactly the checkpoint, undo in it goes into its source's past, and once the
+// source is deleted the fork still restores every checkpoint.
+func TestSandboxForkProvenCopy(t *testing.T) {
+	e := servertest.Start(t)
+	alice := e.Register(t, "alice")
+	var src api.Sandbox
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "src"}), http.StatusCreated, &src)
+	execIn(t, alice, src.ID, api.ExecRequest{Argv: []string{"sh", "-c", "mkdir -p d/e && echo one > d/a.txt && echo keep > d/e/b.txt && ln -s d/a.txt link"}})
+	first := checkpointIn(t, alice, src.ID, "first")
+	execIn(t, alice, src.ID, api.ExecRequest{Argv: []string{"sh", "-c", "echo two > d/a.txt && echo new > added.txt"}})
+	// Past the history's racy window, so that the checkpoint the fork takes first caches
+	// every file's stat.
+	time.Sleep(500 * time.Millisecond)
+
+	var res api.ForkResult
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes/"+src.ID+"/fork", api.ForkRequest{}), http.StatusCreated, &res)
+	if res.Workspace != api.ForkDiskCopy || res.Sandbox.State != api.StateRunning {
+		t.Fatalf("fork %+v: want a copy of the disk image, running", res)
+	}
+	var evs api.EventList
+	servertest.Decode(t, alice.DoToken("GET", "/api/v1/events?action=sandbox.fork", nil), http.StatusOK, &evs)
+	proven := 0
+	for _, ev := range evs.Events {
+		if ev.Detail["workspace"] == string(api.ForkDiskCopy) && ev.Detail["proven"] == true {
+			proven++
+		}
+	}
+	if proven != 1 {
+		t.Fatalf("the fork was not proven: %+v", evs.Events)
+	}
+	fork := res.Sandbox.ID
+	after := checkpointIn(t, alice, fork, "after the fork")
+	var diff api.HistoryDiff
+	servertest.Decode(t, alice.DoToken("GET", "/api/v1/sandboxes/"+fork+"/history/diff?from="+res.At+"&to="+after.ID, nil), http.StatusOK, &diff)
+	if len(diff.Added)+len(diff.Changed)+len(diff.Removed) != 0 {
+		t.Errorf("the proven fork differs from its checkpoint %s: %+v", res.At, diff)
+	}
+	if got := catIn(t, alice, fork, "d/a.txt") + catIn(t, alice, fork, "added.txt") + catIn(t, alice, fork, "link"); got != "two\nnew\ntwo\n" {
+		t.Errorf("the proven fork holds %q", got)
+	}
+
+	// The source goes; the fork's history does not need it.
+	servertest.Decode(t, alice.DoToken("DELETE", "/api/v1/sandboxes/"+src.ID, nil), http.StatusNoContent, nil)
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes/"+fork+"/history/restore", api.RestoreRequest{Checkpoint: first.ID}), http.StatusOK, nil)
+	got := execIn(t, alice, fork, api.ExecRequest{Argv: []string{"sh", "-c", "cat d/a.txt d/e/b.txt; ls"}})
+	if string(got.Stdout) != "one\nkeep\nd\nlink\n" {
+		t.Errorf("the fork at its source's first checkpoint holds %q", got.Stdout)
+	}
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes/"+fork+"/history/undo", nil), http.StatusOK, nil)
+	if got := catIn(t, alice, fork, "added.txt"); got != "new\n" {
+		t.Errorf("undo in the fork: added.txt %q", got)
+	}
+}

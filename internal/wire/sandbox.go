@@ -205,6 +205,11 @@ type ForkInfo struct {
 	// Trusted counts the source's stat cache entries a fork over a copy of its disk image
 	// kept (history.ForkOverCopy): files it need not read again.
 	Trusted int `json:"trusted,omitempty"`
+	// Proven: the source, frozen for the copy, was proven to be the checkpoint
+	// (history.ProveFrozen), so the fork recorded the restore without walking the copy.
+	Proven bool `json:"proven,omitempty"`
+	// NotProven says what the proof found otherwise.
+	NotProven string `json:"not_proven,omitempty"`
 }
 
 // The warm pod's claim handshake (over podtls.WarmServerConfig's TLS, HTTP/1.1): the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"time"
 
@@ -26,6 +27,9 @@ type ForkInfo struct {
 	Shared time.Duration
 	// Trusted counts the source's stat cache entries the fork kept (ForkOverCopy).
 	Trusted int
+	// Proven: the copy was proven to be the checkpoint, so the fork did not walk it
+	// (ForkOverProvenCopy).
+	Proven bool
 }
 
 // ReadCheckpoint checks that the store in dir holds checkpoint at ("" is the current
@@ -87,17 +91,7 @@ func fork(src, dst, at, workspace string, overCopy bool, opts ...Option) (ForkIn
 		return ForkInfo{}, err
 	}
 	info := ForkInfo{At: cp, OpenTx: tx}
-	began := time.Now()
-	if err := shareBlobs(src, dst, &info); err != nil {
-		return info, err
-	}
-	info.Shared = time.Since(began)
-	var idx index
-	if _, err := readJSON(filepath.Join(src, indexFile), &idx); err != nil {
-		return info, err
-	}
-	idx.Pos, idx.Redo, idx.ForkedBy, idx.Tx = cp.ID, nil, "", nil
-	if err := writeJSON(filepath.Join(dst, indexFile), &idx); err != nil {
+	if err := shareAndIndex(src, dst, cp, &info, nil); err != nil {
 		return info, err
 	}
 	if overCopy {
@@ -116,6 +110,25 @@ func fork(src, dst, at, workspace string, overCopy bool, opts ...Option) (ForkIn
 		return info, fmt.Errorf("fork: write checkpoint %s's files: %w", cp.ID, err)
 	}
 	return info, nil
+}
+
+// shareAndIndex gives dst src's blobs and its index at checkpoint cp, with no redo and no
+// transaction; edit, when set, changes the index before it is written.
+func shareAndIndex(src, dst string, cp Checkpoint, info *ForkInfo, edit func(*index)) error {
+	began := time.Now()
+	if err := shareBlobs(src, dst, info); err != nil {
+		return err
+	}
+	info.Shared = time.Since(began)
+	var idx index
+	if _, err := readJSON(filepath.Join(src, indexFile), &idx); err != nil {
+		return err
+	}
+	idx.Pos, idx.Redo, idx.ForkedBy, idx.Tx = cp.ID, nil, "", nil
+	if edit != nil {
+		edit(&idx)
+	}
+	return writeJSON(filepath.Join(dst, indexFile), &idx)
 }
 
 // carryStatCache writes src's stat cache into dst with every entry on workspace's device,
@@ -150,10 +163,11 @@ func carryStatCache(src, dst, workspace string) (int, error) {
 }
 
 // shareBlobs gives dst every blob of src: reflinked where it can, else hard-linked.
-// src is written by the sandbox's agent and read here by the host: every blob is opened
-// through an os.Root of src's objects (no symlink leads out of it), checked to be a regular
-// file, and made read-only and linked by its descriptor, never by a path that could be
-// swapped meanwhile.
+// src is written by the sandbox's agent and read here by the host: its objects are read
+// through an os.Root (no symlink leads out of it), and a blob is reflinked from a
+// descriptor opened without following a link, or hard-linked by name (linkat never
+// follows one) and then checked, in dst, which no sandbox reaches yet, to be a regular
+// file: anything else linked meanwhile is removed again.
 func shareBlobs(src, dst string, info *ForkInfo) error {
 	for _, d := range []string{dst, filepath.Join(dst, objectsDir), filepath.Join(dst, tmpDir)} {
 		if err := os.MkdirAll(d, storeDirMode); err != nil {
@@ -165,56 +179,134 @@ func shareBlobs(src, dst string, info *ForkInfo) error {
 		return storeErr("read blobs", err)
 	}
 	defer root.Close()
-	reflinks := true
-	return fs.WalkDir(root.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return storeErr("read blobs", err)
+	dirs, err := readEntries(root, ".")
+	if err != nil {
+		return storeErr("read blobs", err)
+	}
+	s := &sharer{info: info, reflinks: true}
+	for _, d := range dirs {
+		if !d.IsDir() {
+			continue
 		}
-		to := filepath.Join(dst, objectsDir, rel)
-		switch {
-		case rel == ".":
-			return nil
-		case d.IsDir():
-			if err := os.Mkdir(to, storeDirMode); err != nil && !errors.Is(err, fs.ErrExist) {
-				return storeErr("create blob dir", err)
+		if err := s.dir(root, d.Name(), filepath.Join(dst, objectsDir, d.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sharer shares one store's blobs with another, directory by directory.
+type sharer struct {
+	info     *ForkInfo
+	reflinks bool // until the first clone fails as unsupported
+}
+
+// dir shares the blobs of directory name of root with the directory to.
+func (s *sharer) dir(root *os.Root, name, to string) error {
+	if err := os.Mkdir(to, storeDirMode); err != nil && !errors.Is(err, fs.ErrExist) {
+		return storeErr("create blob dir", err)
+	}
+	from, err := root.OpenFile(name, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return storeErr("read blobs", err)
+	}
+	defer from.Close()
+	blobs, err := from.ReadDir(-1)
+	if err != nil {
+		return storeErr("read blobs", err)
+	}
+	into, err := os.Open(to)
+	if err != nil {
+		return storeErr("create blob dir", err)
+	}
+	defer into.Close()
+	for _, b := range blobs {
+		if !b.Type().IsRegular() {
+			continue
+		}
+		if s.reflinks {
+			done, err := s.clone(root, path.Join(name, b.Name()), filepath.Join(to, b.Name()))
+			if err != nil {
+				return err
 			}
-			return nil
-		case !d.Type().IsRegular():
-			return nil
-		}
-		in, err := root.OpenFile(rel, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
-		if err != nil {
-			return storeErr("read blob", err)
-		}
-		defer in.Close()
-		fi, err := in.Stat()
-		if err != nil || !fi.Mode().IsRegular() {
-			return nil // swapped for something else since the walk saw it: not a blob
-		}
-		if reflinks {
-			err := reflink(in, to)
-			if err == nil {
-				info.Cloned++
-				return nil
-			}
-			if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.EXDEV) && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOTTY) {
-				return storeErr("clone blob", err)
-			}
-			reflinks = false
-		}
-		// An earlier fork made it read-only already; a chmod would write its inode again.
-		if fi.Mode().Perm() != 0o444 {
-			if err := in.Chmod(0o444); err != nil {
-				return storeErr("share blob", err)
+			if done {
+				continue
 			}
 		}
-		// The inode just opened, by its descriptor: linkat follows /proc/self/fd's link to it.
-		if err := unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", in.Fd()), unix.AT_FDCWD, to, unix.AT_SYMLINK_FOLLOW); err != nil {
+		if err := s.link(int(from.Fd()), int(into.Fd()), b.Name()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// clone reflinks blob rel of root to to, and says whether it did; the first clone the
+// file system refuses as unsupported turns reflinks off.
+func (s *sharer) clone(root *os.Root, rel, to string) (bool, error) {
+	in, err := root.OpenFile(rel, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return false, storeErr("read blob", err)
+	}
+	defer in.Close()
+	if fi, err := in.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return true, nil // swapped for something else since it was listed: not a blob
+	}
+	err = reflink(in, to)
+	if err == nil {
+		s.info.Cloned++
+		return true, nil
+	}
+	if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.EXDEV) && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOTTY) {
+		return false, storeErr("clone blob", err)
+	}
+	s.reflinks = false
+	return false, nil
+}
+
+// link hard-links blob name from directory from into directory into (descriptors), then
+// checks what it linked: a regular file, made read-only (0444) for both stores, that
+// either may own and both may read; anything else is unlinked again.
+func (s *sharer) link(from, into int, name string) error {
+	if err := unix.Linkat(from, name, into, name, 0); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil // gone since it was listed (the source dropped it)
+		}
+		return storeErr("link blob", err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(into, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return storeErr("link blob", err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		if err := unix.Unlinkat(into, name, 0); err != nil {
 			return storeErr("link blob", err)
 		}
-		info.Linked++
 		return nil
-	})
+	}
+	// An earlier fork made it read-only already; a chmod would write its inode again.
+	if st.Mode&0o7777 != 0o444 {
+		fd, err := unix.Openat(into, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return storeErr("share blob", err)
+		}
+		err = unix.Fchmod(fd, 0o444)
+		unix.Close(fd)
+		if err != nil {
+			return storeErr("share blob", err)
+		}
+	}
+	s.info.Linked++
+	return nil
+}
+
+// readEntries lists directory rel of root.
+func readEntries(root *os.Root, rel string) ([]fs.DirEntry, error) {
+	f, err := root.OpenFile(rel, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.ReadDir(-1)
 }
 
 // reflink makes to a clone of in's extents (FICLONE): a file of its own that shares in's

@@ -25,6 +25,8 @@ func ForkMain(args []string, stdout io.Writer) error {
 	gid := fs.Int("gid", -1, "group of what the restore writes")
 	check := fs.Bool("check", false, "only find the checkpoint")
 	overCopy := fs.Bool("over-copy", false, "the workspace is a block copy of the source's (ForkOverCopy)")
+	proven := fs.Bool("proven", false, "with --over-copy: ProveFrozen proved the copy, which is not walked")
+	prove := fs.Bool("prove", false, "only prove that --workspace, the source's, frozen, is the checkpoint (ProveFrozen)")
 	export := fs.Bool("export", false, "write the store as an export to stdout")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%s: %w", wire.ForkHistorySubcommand, err)
@@ -38,20 +40,31 @@ func ForkMain(args []string, stdout io.Writer) error {
 		tx  *Transaction
 		err error
 	)
-	if *check {
+	switch {
+	case *prove:
+		out.Proven, out.NotProven, err = ProveFrozenWhy(*src, *at, *ws)
+		if err == nil {
+			cp, tx, err = ReadCheckpoint(*src, *at)
+		}
+	case *check:
 		cp, tx, err = ReadCheckpoint(*src, *at)
-	} else {
+	default:
 		var opts []Option
 		if *uid >= 0 && *gid >= 0 {
 			opts = append(opts, WithOwner(*uid, *gid))
 		}
 		var info ForkInfo
 		fork := Fork
-		if *overCopy {
+		switch {
+		case *overCopy && *proven:
+			fork = func(src, dst, at, ws string, _ ...Option) (ForkInfo, error) {
+				return ForkOverProvenCopy(src, dst, at, ws)
+			}
+		case *overCopy:
 			fork = ForkOverCopy
 		}
 		info, err = fork(*src, *dst, *at, *ws, opts...)
-		cp, tx, out.Linked, out.Cloned, out.Trusted = info.At, info.OpenTx, info.Linked, info.Cloned, info.Trusted
+		cp, tx, out.Linked, out.Cloned, out.Trusted, out.Proven = info.At, info.OpenTx, info.Linked, info.Cloned, info.Trusted, info.Proven
 	}
 	if err != nil {
 		out = wire.ForkInfo{Code: uint32(errdefs.GRPCCode(err)), Message: err.Error()}
