@@ -122,9 +122,8 @@ func (g *writeGroup) remember(rel string, f *os.File, sum string) {
 	g.written[rel] = statEntry{Key: keyOf(fi), Hash: sum}
 }
 
-// copyBlob copies src into dst through buf. dst's ReadFrom is hidden, since src is not a
+// copyBlob copies src into dst through buf and says how many bytes. dst's ReadFrom is hidden, since src is not a
 // file it could splice from: it would copy through a small buffer of its own.
-func copyBlob(dst *os.File, src io.Reader, buf []byte) error {
-	_, err := io.CopyBuffer(struct{ io.Writer }{dst}, src, buf)
-	return err
+func copyBlob(dst *os.File, src io.Reader, buf []byte) (int64, error) {
+	return io.CopyBuffer(struct{ io.Writer }{dst}, src, buf)
 }

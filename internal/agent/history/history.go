@@ -35,9 +35,12 @@
 //     their hash on every read; a corrupt blob fails with ErrDataLoss. A restore that meets
 //     one puts the workspace back as it started (journaled too) rather than leave it for
 //     a roll forward that could never finish, so the rest of the history stays usable.
-//   - Restore writes each file as a temp file in its own directory, then renames it over the
-//     name, so no file is ever half-written; a journal in the store, written before the
-//     first change, lets Open finish a restore interrupted by a crash (roll forward).
+//   - Restore creates a file at a free name directly, rewrites in place a regular file
+//     that has no other link (checked on the opened file: nothing outside the workspace is
+//     ever written through a hard link), and writes anything else as a temp file in its own
+//     directory renamed over the name. A reader in the sandbox may see a file partly
+//     written while the restore runs, as with git; a journal in the store, written before
+//     the first change, lets Open finish a restore interrupted by a crash (roll forward).
 //   - The stat cache trusts ctime, which code in the sandbox cannot set, and does not trust
 //     files changed within racyWindow of a scan.
 //   - The watcher (WithWatcher) adds each watch through /proc/self/fd of the directory just
@@ -51,11 +54,13 @@
 // path to them; a directory with very many entries makes every change under it store its
 // whole (large) tree again. With WithWatcher, Checkpoint reads again only the directories
 // an inotify watcher saw change and those above them, keeping every other directory's tree
-// from the last scan, so that it costs what changed; Reconcile, and the checkpoints taken
-// before a restore or a transaction, still walk everything (see watcher for what inotify
-// misses). A restore skips subtrees the pre-restore scan found already in the target
-// state, writes files several at a time (one per CPU; a directory's mode and times are set
-// once its files are in), without an fsync each, and makes them durable with one syncfs of the
+// from the last scan, so that it costs what changed; so do the checkpoints Restore, Undo
+// and Redo take first. Reconcile, and the checkpoint taken before a transaction, still walk
+// everything (see watcher for what inotify misses). A restore skips subtrees the
+// pre-restore scan found already in the target state, writes files several at a time (one
+// per CPU; a directory's mode and times are set once its files are in), each from its blob
+// with its hash checked as it is copied, mode and times set through the open file, without
+// an fsync each, and makes them durable with one syncfs of the
 // workspace's file system before it is recorded (see restoreTree for why a crash still
 // ends wholly old or wholly new), and puts the stat of every file it wrote into the stat
 // cache, so that the scan that records it reads none of them back. A large file whose
@@ -76,7 +81,8 @@
 // for a link mid-walk) makes that checkpoint fail rather than record a guess. The watcher's
 // queue is read only by Checkpoint and Activity (a burst of over 16,384 events between two
 // reads overflows the kernel's queue and costs a full walk); it cannot see writes through
-// mmap or a hard link from elsewhere until the next full walk; and the stat cache file is
+// mmap or a hard link from elsewhere until the next full walk (so a restore overwrites
+// such a write made since the last Reconcile without recording it first); and the stat cache file is
 // still rewritten whole when an incremental scan changes it. Debouncing is the caller's
 // (WaitChange and Activity give it what it needs; the agent's watchLoop does it).
 package history

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -13,6 +14,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
 )
@@ -62,7 +66,7 @@ func (h *History) Restore(id string) (Checkpoint, error) {
 	if _, err := h.lookup(id); err != nil {
 		return Checkpoint{}, err
 	}
-	if _, _, err := h.checkpoint(CauseWatcher, "changes found before restore", false); err != nil {
+	if _, _, err := h.checkpoint(CauseWatcher, "changes found before restore", true); err != nil {
 		return Checkpoint{}, err
 	}
 	return h.run(journal{Op: opRestore, Target: id, Seq: h.idx.Seq}, h.lastScan)
@@ -78,7 +82,7 @@ func (h *History) Undo() (Checkpoint, error) {
 	if h.idx.Tx != nil {
 		return Checkpoint{}, h.txOpenErr("undo")
 	}
-	if _, _, err := h.checkpoint(CauseWatcher, "changes found before undo", false); err != nil {
+	if _, _, err := h.checkpoint(CauseWatcher, "changes found before undo", true); err != nil {
 		return Checkpoint{}, err
 	}
 	cur, ok := h.get(h.idx.Pos)
@@ -105,7 +109,7 @@ func (h *History) Redo() (Checkpoint, error) {
 	if h.idx.Tx != nil {
 		return Checkpoint{}, h.txOpenErr("redo")
 	}
-	if _, _, err := h.checkpoint(CauseWatcher, "changes found before redo", false); err != nil {
+	if _, _, err := h.checkpoint(CauseWatcher, "changes found before redo", true); err != nil {
 		return Checkpoint{}, err
 	}
 	if len(h.idx.Redo) == 0 {
@@ -516,15 +520,36 @@ func (h *History) replace(dir *os.Root, rel string, e entry, fi fs.FileInfo, exi
 }
 
 // restoreFile writes file e of dir (workspace path rel) from its blob, on one of the
-// pool's workers, and notes the stat of what it wrote in g.
+// pool's workers, and notes the stat of what it wrote in g. Where nothing is at the name
+// (an emptied workspace, a file the target adds), it creates the file there directly:
+// there is nothing to replace atomically, and a crash before the restore is recorded
+// leaves at worst a partly written new file, which the roll forward rewrites like any
+// file whose stat it cannot match (see restoreTree). Otherwise it writes a temporary
+// file and renames it over the name.
 func (h *History) restoreFile(dir *os.Root, g *writeGroup, rel string, e entry, fi fs.FileInfo, exists bool, buf []byte) error {
 	if h.writing != nil {
 		h.writing()
 	}
+	if exists && fi.Mode().IsRegular() {
+		if done, err := h.rewriteFile(dir, g, rel, e, fi, buf); done || err != nil {
+			return err
+		}
+	}
+	if !exists {
+		done, err := h.createFile(dir, g, rel, e, buf)
+		if done || err != nil {
+			return err
+		}
+		// Something appeared at the name since the stat: replace it.
+		if fi, err = dir.Lstat(e.Name); err != nil {
+			return wsErr("stat", rel, err)
+		}
+		exists = true
+	}
 	var written *os.File
 	err := h.replace(dir, rel, e, fi, exists, func(tmp string) error {
 		var err error
-		written, err = h.writeTemp(dir, tmp, e, buf)
+		written, err = h.writeFile(dir, tmp, e, buf)
 		return err
 	})
 	if written != nil {
@@ -536,40 +561,136 @@ func (h *History) restoreFile(dir *os.Root, g *writeGroup, rel string, e entry, 
 	return err
 }
 
-// writeTemp writes blob e.Hash as tmp with e's mode and mtime, copying through buf, and
-// returns it still open (so that its stat can be taken once it has its name); the caller
-// closes it, even on error. It does not fsync: restoreTree syncs the whole file system
-// once, at the end.
-func (h *History) writeTemp(dir *os.Root, tmp string, e entry, buf []byte) (*os.File, error) {
+// createFile writes file e at its own name, which must not exist. It reports false,
+// having written nothing, when something is at the name after all.
+func (h *History) createFile(dir *os.Root, g *writeGroup, rel string, e entry, buf []byte) (bool, error) {
+	f, err := h.writeFile(dir, e.Name, e, buf)
+	if f == nil {
+		if errors.Is(err, fs.ErrExist) {
+			return false, nil
+		}
+		return false, err
+	}
+	if err == nil {
+		g.remember(rel, f, e.Hash)
+	}
+	f.Close()
+	if err != nil {
+		// The name was free: take the partial file away, best effort.
+		_ = dir.Remove(e.Name)
+		return false, err
+	}
+	return true, h.step()
+}
+
+// writeFile creates name (O_EXCL) and writes blob e.Hash into it (see fill). It returns
+// the file still open (so that its stat can be taken once it has its final name), or nil
+// if it could not create it; the caller closes it, even on error.
+func (h *History) writeFile(dir *os.Root, name string, e entry, buf []byte) (*os.File, error) {
 	src, err := h.blobs.open(e.Hash)
 	if err != nil {
 		return nil, err
 	}
 	defer src.Close()
-	f, err := dir.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := dir.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return nil, wsErr("create", tmp, err)
+		return nil, wsErr("create", name, err)
 	}
+	return f, h.fill(f, name, e, src, buf, false)
+}
+
+// rewriteFile writes file e over the regular file at its name, in place: no inode to
+// allocate and none to free, which is most of what a temporary file and a rename cost.
+// Only a file that is nowhere else is written so (one link, the inode just stat'ed), so
+// that nothing outside the workspace can be reached through a hard link; a file busy as
+// a running program, or that cannot be opened, is replaced instead (it reports false,
+// having written nothing). A reader may see the file partly written while the restore
+// runs, as with git; a crash before the restore is recorded is rolled forward.
+func (h *History) rewriteFile(dir *os.Root, g *writeGroup, rel string, e entry, fi fs.FileInfo, buf []byte) (bool, error) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || st.Nlink != 1 {
+		return false, nil
+	}
+	src, err := h.blobs.open(e.Hash)
+	if err != nil {
+		return false, err
+	}
+	defer src.Close()
+	// O_NONBLOCK: a FIFO swapped in since the stat must not block the open.
+	f, err := dir.OpenFile(e.Name, os.O_WRONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return false, nil
+	}
+	defer f.Close()
+	now, err := f.Stat()
+	if err != nil {
+		return false, nil
+	}
+	ost, ok := now.Sys().(*syscall.Stat_t)
+	if !ok || !now.Mode().IsRegular() || ost.Dev != st.Dev || ost.Ino != st.Ino || ost.Nlink != 1 {
+		return false, nil
+	}
+	if err := h.fill(f, rel, e, src, buf, true); err != nil {
+		return true, err
+	}
+	g.remember(rel, f, e.Hash)
+	return true, h.step()
+}
+
+// fill copies blob src into f from its start through buf, then gives f e's owner (see
+// WithOwner), mode and mtime through the open file. inPlace cuts off what was there
+// past the new content. It does not fsync: restoreTree syncs the whole file system once,
+// at the end.
+func (h *History) fill(f *os.File, name string, e entry, src io.Reader, buf []byte, inPlace bool) error {
 	if h.owner != nil {
 		// Before Chmod: a chown clears setuid and setgid bits.
 		if err := f.Chown(h.owner.uid, h.owner.gid); err != nil {
-			return f, wsErr("chown", tmp, err)
+			return wsErr("chown", name, err)
 		}
 	}
-	if err := copyBlob(f, src, buf); err != nil {
+	n, err := copyBlob(f, src, buf)
+	if err != nil {
 		if errors.Is(err, errdefs.ErrDataLoss) { // the blob, not the workspace; it names itself
-			return f, err
+			return err
 		}
 		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
-			return f, fmt.Errorf("restore %q: the workspace's disk is full (no space left; free some and retry): %w", e.Name, kindOf(stripPath(err)))
+			return fmt.Errorf("restore %q: the workspace's disk is full (no space left; free some and retry): %w", e.Name, kindOf(stripPath(err)))
 		}
-		return f, wsErr("restore", e.Name, err)
+		return wsErr("restore", e.Name, err)
+	}
+	if inPlace {
+		if err := f.Truncate(n); err != nil {
+			return wsErr("truncate", name, err)
+		}
 	}
 	if err := f.Chmod(e.Mode & modeBits); err != nil {
-		return f, wsErr("chmod", tmp, err)
+		return wsErr("chmod", name, err)
 	}
-	t := time.Unix(0, e.Mtime)
-	return f, dir.Chtimes(tmp, t, t)
+	if err := futimens(f, e.Mtime); err != nil {
+		return wsErr("set times", name, err)
+	}
+	return nil
+}
+
+// futimens sets f's access and modification times to mtime (ns since the epoch) through
+// the open file, without a path lookup.
+func futimens(f *os.File, mtime int64) error {
+	ts := [2]unix.Timespec{unix.NsecToTimespec(mtime), unix.NsecToTimespec(mtime)}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var errno syscall.Errno
+	if err := rc.Control(func(fd uintptr) {
+		// utimensat(fd, NULL, times, 0) is futimens(3).
+		_, _, errno = unix.Syscall6(unix.SYS_UTIMENSAT, fd, 0, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+	}); err != nil {
+		return err
+	}
+	if errno != 0 {
+		return errno
+	}
+	return nil
 }
 
 func jsonUnmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }

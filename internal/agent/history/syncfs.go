@@ -18,11 +18,12 @@ import (
 //
 //   - a crash before the journal is durable leaves the workspace untouched: the old state;
 //   - a crash after it, before the sync returns, may leave any mix of old entries, new
-//     ones, and (after a power loss) new files whose rename reached the disk but whose data
-//     did not (empty or short files). The index still says the old state and the journal
+//     ones, files partly written (created at their name or rewritten in place), and (after
+//     a power loss) new files whose rename reached the disk but whose data did not (empty
+//     or short files). The index still says the old state and the journal
 //     is there, so Open rolls forward: restoreDir applies the target again, every step
 //     idempotent, and rewrites every file whose stat it cannot match to a stat-cache entry
-//     of the target's content. A file torn by the power loss matches none: the stat cache
+//     of the target's content. A file torn by the crash matches none (its ctime is new): the stat cache
 //     file is only written after a scan, which comes after the sync (so an entry of a
 //     restored file names bytes that were on disk), and entries of the files the restore
 //     put in memory (writeGroup.remember) died with the process. Then it syncs and records;
