@@ -66,7 +66,7 @@ func (h *History) Restore(id string) (Checkpoint, error) {
 	if _, err := h.lookup(id); err != nil {
 		return Checkpoint{}, err
 	}
-	if _, _, err := h.checkpoint(CauseWatcher, "changes found before restore", true); err != nil {
+	if _, _, err := h.checkpoint(CauseWatcher, "changes found before restore", false); err != nil {
 		return Checkpoint{}, err
 	}
 	return h.run(journal{Op: opRestore, Target: id, Seq: h.idx.Seq}, h.lastScan)
@@ -82,7 +82,7 @@ func (h *History) Undo() (Checkpoint, error) {
 	if h.idx.Tx != nil {
 		return Checkpoint{}, h.txOpenErr("undo")
 	}
-	if _, _, err := h.checkpoint(CauseWatcher, "changes found before undo", true); err != nil {
+	if _, _, err := h.checkpoint(CauseWatcher, "changes found before undo", false); err != nil {
 		return Checkpoint{}, err
 	}
 	cur, ok := h.get(h.idx.Pos)
@@ -109,7 +109,7 @@ func (h *History) Redo() (Checkpoint, error) {
 	if h.idx.Tx != nil {
 		return Checkpoint{}, h.txOpenErr("redo")
 	}
-	if _, _, err := h.checkpoint(CauseWatcher, "changes found before redo", true); err != nil {
+	if _, _, err := h.checkpoint(CauseWatcher, "changes found before redo", false); err != nil {
 		return Checkpoint{}, err
 	}
 	if len(h.idx.Redo) == 0 {
