@@ -505,6 +505,38 @@ func Sandboxes(ctx context.Context, t Target, key []byte) ([]Stored, error) {
 	return out, nil
 }
 
+// RecordAt is the sandbox's record (nil when it kept none) as its newest backup at or
+// before at (zero: the newest) kept it, and that backup's time: what a server that never
+// had the sandbox knows of it. No backup there is [errdefs.ErrNotFound].
+func RecordAt(ctx context.Context, t Target, key []byte, sandbox string, at time.Time) (time.Time, json.RawMessage, error) {
+	k, err := derive(key)
+	if err != nil {
+		return time.Time{}, nil, err
+	}
+	all, err := List(ctx, t, sandbox)
+	if err != nil {
+		return time.Time{}, nil, err
+	}
+	pick := picked(all, at)
+	if pick.IsZero() {
+		return pick, nil, fmt.Errorf("backups of %s: none at or before %v: %w", sandbox, at, errdefs.ErrNotFound)
+	}
+	m, err := k.manifest(ctx, t, sandbox, manifestPrefix(t, sandbox)+pick.Format(IDFormat))
+	return pick, m.Record, err
+}
+
+// picked is the newest of all (oldest first) at or before at (zero: the newest); zero
+// when there is none.
+func picked(all []time.Time, at time.Time) time.Time {
+	var pick time.Time
+	for _, a := range all {
+		if at.IsZero() || !a.After(at) {
+			pick = a
+		}
+	}
+	return pick
+}
+
 // manifest fetches, opens and checks the manifest name of sandbox id.
 func (k keys) manifest(ctx context.Context, t Target, id, name string) (manifest, error) {
 	var m manifest
@@ -543,12 +575,7 @@ func RestoreWithRecord(ctx context.Context, t Target, key []byte, sandbox string
 
 // restore is RestoreWithRecord once the backups' times are listed.
 func (k keys) restore(ctx context.Context, t Target, sandbox string, all []time.Time, at time.Time, dir string) (time.Time, json.RawMessage, error) {
-	var pick time.Time
-	for _, a := range all {
-		if at.IsZero() || !a.After(at) {
-			pick = a
-		}
-	}
+	pick := picked(all, at)
 	if pick.IsZero() {
 		return pick, nil, fmt.Errorf("restore %s: no backup at or before %v: %w", sandbox, at, errdefs.ErrNotFound)
 	}
