@@ -211,8 +211,9 @@ func (o *Ops) historySource(ctx context.Context, c fleet.Caller, sb store.Sandbo
 // ListBackups lists sandbox id's backups in the store, oldest first, then its attempts
 // under way or failed since the server started.
 //
-// An admin also lists the backups of a sandbox this server's database does not have (it
-// was lost with its disk, or made by the server this one replaces): the bucket alone.
+// The backups of a sandbox this server's database does not have (deleted, lost with its
+// disk, or made by the server this one replaces) are listed from the bucket alone, for
+// an admin or for the user their record names (ownsInBucket).
 func (o *Ops) ListBackups(ctx context.Context, c fleet.Caller, id string) (api.BackupList, error) {
 	_, missing := o.fleet.Get(ctx, c, id)
 	if missing != nil && !errors.Is(missing, errdefs.ErrNotFound) {
@@ -220,7 +221,7 @@ func (o *Ops) ListBackups(ctx context.Context, c fleet.Caller, id string) (api.B
 	}
 	b, err := o.backupsOn()
 	if err != nil {
-		if missing != nil {
+		if missing != nil && !c.Admin {
 			return api.BackupList{}, missing
 		}
 		return api.BackupList{}, err
@@ -272,7 +273,7 @@ func (o *Ops) RestoreBackup(ctx context.Context, c fleet.Caller, id string, req 
 	}
 	b, berr := o.backupsOn()
 	if berr != nil {
-		if err != nil {
+		if err != nil && !c.Admin {
 			return out, nil, err
 		}
 		return out, nil, berr
@@ -362,10 +363,9 @@ func fetchBackup(ctx context.Context, b *Backups, id string, req api.BackupResto
 // ownsInBucket says whether c, not an admin, may read sandbox id's backups from the
 // bucket alone (this server's database does not have the sandbox): the record its newest
 // backup kept must name c by user ID and username (a restore checks the backup it picks
-// again). A
-// user ID is random, made with the account: a user registered on a fresh install under
-// an old username has another, so the name alone proves nothing, and only an admin may
-// (403). missing is why the database has no sandbox id: the answer, as for any sandbox
+// again). A user ID is random, made with the account: a user registered on a fresh
+// install under an old username has another, so the name alone proves nothing, and only
+// an admin may (403). missing is why the database has no sandbox id: the answer, as for any sandbox
 // not c's, when the bucket does not tie it to c.
 func (o *Ops) ownsInBucket(ctx context.Context, c fleet.Caller, b *Backups, id string, missing error) error {
 	if _, err := o.st.SandboxByID(ctx, id); err == nil {
