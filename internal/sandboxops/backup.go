@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -210,16 +211,25 @@ func (o *Ops) historySource(ctx context.Context, c fleet.Caller, sb store.Sandbo
 // ListBackups lists sandbox id's backups in the store, oldest first, then its attempts
 // under way or failed since the server started.
 //
-// An admin also lists the backups of a sandbox this server's database does not have (it
-// was lost with its disk, or made by the server this one replaces): the bucket alone.
+// The backups of a sandbox this server's database does not have (deleted, lost with its
+// disk, or made by the server this one replaces) are listed from the bucket alone, for
+// an admin or for the user their record names (ownsInBucket).
 func (o *Ops) ListBackups(ctx context.Context, c fleet.Caller, id string) (api.BackupList, error) {
 	_, missing := o.fleet.Get(ctx, c, id)
-	if missing != nil && !(c.Admin && errors.Is(missing, errdefs.ErrNotFound)) {
+	if missing != nil && !errors.Is(missing, errdefs.ErrNotFound) {
 		return api.BackupList{}, missing
 	}
 	b, err := o.backupsOn()
 	if err != nil {
+		if missing != nil && !c.Admin {
+			return api.BackupList{}, missing
+		}
 		return api.BackupList{}, err
+	}
+	if missing != nil && !c.Admin {
+		if err := o.ownsInBucket(ctx, c, b, id, missing); err != nil {
+			return api.BackupList{}, err
+		}
 	}
 	out := api.BackupList{Backups: []api.Backup{}}
 	es, err := wsbackup.Entries(ctx, b.source(ctx, id), b.Key, id)
@@ -227,6 +237,9 @@ func (o *Ops) ListBackups(ctx context.Context, c fleet.Caller, id string) (api.B
 		out.StoreError = err.Error()
 	} else if err != nil {
 		return api.BackupList{}, err
+	}
+	if missing != nil && len(es) == 0 && !c.Admin {
+		return api.BackupList{}, missing
 	}
 	if missing != nil && len(es) == 0 {
 		return api.BackupList{}, b.elsewhere(ctx, id, missing)
@@ -255,11 +268,14 @@ func (o *Ops) ListBackups(ctx context.Context, c fleet.Caller, id string) (api.B
 func (o *Ops) RestoreBackup(ctx context.Context, c fleet.Caller, id string, req api.BackupRestoreRequest) (api.BackupRestoreResult, *store.Sandbox, error) {
 	var out api.BackupRestoreResult
 	sb, err := o.fleet.Get(ctx, c, id)
-	if err != nil && !(c.Admin && errors.Is(err, errdefs.ErrNotFound)) {
+	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		return out, nil, err
 	}
 	b, berr := o.backupsOn()
 	if berr != nil {
+		if err != nil && !c.Admin {
+			return out, nil, err
+		}
 		return out, nil, berr
 	}
 	if err != nil {
@@ -344,11 +360,52 @@ func fetchBackup(ctx context.Context, b *Backups, id string, req api.BackupResto
 	return picked, record, err
 }
 
+// ownsInBucket says whether c, not an admin, may read sandbox id's backups from the
+// bucket alone (this server's database does not have the sandbox): the record its newest
+// backup kept must name c by user ID and username (a restore checks the backup it picks
+// again). A user ID is random, made with the account: a user registered on a fresh
+// install under an old username has another, so the name alone proves nothing, and only
+// an admin may (403). missing is why the database has no sandbox id: the answer, as for any sandbox
+// not c's, when the bucket does not tie it to c.
+func (o *Ops) ownsInBucket(ctx context.Context, c fleet.Caller, b *Backups, id string, missing error) error {
+	if _, err := o.st.SandboxByID(ctx, id); err == nil {
+		return missing // another user's sandbox: not c's to read
+	} else if !errors.Is(err, errdefs.ErrNotFound) {
+		return fmt.Errorf("sandbox %s: %w", id, err)
+	}
+	_, raw, err := wsbackup.RecordAt(ctx, b.source(ctx, id), b.Key, id, time.Time{})
+	if errors.Is(err, errdefs.ErrUnavailable) {
+		return err
+	}
+	if err != nil {
+		return missing
+	}
+	return recordOwnedBy(raw, c, id, missing)
+}
+
+// recordOwnedBy is ownsInBucket's answer for record raw, a backup's.
+func recordOwnedBy(raw json.RawMessage, c fleet.Caller, id string, missing error) error {
+	var r sandboxRecord
+	if len(raw) == 0 || json.Unmarshal(raw, &r) != nil {
+		return missing
+	}
+	sameID, sameName := r.OwnerID != "" && r.OwnerID == c.UserID, r.Owner != "" && strings.EqualFold(r.Owner, c.Username)
+	switch {
+	case sameID && sameName:
+		return nil
+	case sameID || sameName:
+		return fmt.Errorf("sandbox %s: its backups were made for an account named %s that is not this one (another install's, or one made before "+
+			"this server's database was): ask an admin to restore it: %w", id, r.Owner, errdefs.ErrPermissionDenied)
+	}
+	return missing
+}
+
 // restoreFromBucket restores a backup of sandbox id, which this server's database does
-// not have, into a new sandbox: only an admin may (c is one), since the bucket alone
-// cannot tell who may read it. The new sandbox is the record's: its owner (by username,
-// when this server has that user; else the admin's), tier, limits, app and policy.
-// missing is why the database has no sandbox id.
+// not have, into a new sandbox: an admin may, or the user the backup's record names by
+// user ID and username (ownsInBucket). The new sandbox is the record's: its owner (the
+// caller when it is that user; for an admin, the user of the record's username when this
+// server has one, else the admin), tier, limits, app and policy. missing is why the
+// database has no sandbox id.
 func (o *Ops) restoreFromBucket(ctx context.Context, c fleet.Caller, b *Backups, id string, req api.BackupRestoreRequest, missing error) (api.BackupRestoreResult, *store.Sandbox, error) {
 	var out api.BackupRestoreResult
 	all, err := wsbackup.List(ctx, b.source(ctx, id), id)
@@ -356,7 +413,15 @@ func (o *Ops) restoreFromBucket(ctx context.Context, c fleet.Caller, b *Backups,
 		return out, nil, err
 	}
 	if len(all) == 0 {
+		if !c.Admin {
+			return out, nil, missing // another install's backups are not a user's to hear of
+		}
 		return out, nil, b.elsewhere(ctx, id, missing)
+	}
+	if !c.Admin {
+		if err := o.ownsInBucket(ctx, c, b, id, missing); err != nil {
+			return out, nil, err
+		}
 	}
 	if req.Into == "" || req.Into == "same" {
 		return out, nil, fmt.Errorf("restore sandbox %s: this server's database does not have it, only the bucket: restore into a new sandbox (into: a name): %w", id, errdefs.ErrFailedPrecondition)
@@ -384,7 +449,12 @@ func (o *Ops) restoreFromBucket(ctx context.Context, c fleet.Caller, b *Backups,
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return out, nil, fmt.Errorf("restore backup %s of sandbox %s: the sandbox's record in the backup: %w", out.Backup, id, errdefs.ErrDataLoss)
 	}
-	if r.Owner != "" {
+	if !c.Admin {
+		// The backup restored may be older than the newest, which was checked above.
+		if err := recordOwnedBy(raw, c, id, missing); err != nil {
+			return out, nil, err
+		}
+	} else if r.Owner != "" {
 		if u, err := o.st.UserByUsername(ctx, r.Owner); err == nil {
 			owner.UserID, owner.Username = u.ID, u.Username
 		} else if !errors.Is(err, errdefs.ErrNotFound) {
@@ -547,7 +617,10 @@ type sandboxRecord struct {
 	Name string `json:"name"`
 	// Owner is the owner's username: a server that never saw the sandbox gives the
 	// restored one to the user of that name.
-	Owner         string    `json:"owner,omitempty"`
+	Owner string `json:"owner,omitempty"`
+	// OwnerID is the owner's user ID: random, made with the account, so a server whose
+	// user of that ID and name calls holds the very account that owned the sandbox.
+	OwnerID       string    `json:"owner_id,omitempty"`
 	Tier          string    `json:"tier"`
 	Runtime       string    `json:"runtime,omitempty"`
 	MemoryBytes   int64     `json:"memory_bytes,omitempty"`
@@ -566,7 +639,7 @@ type sandboxRecord struct {
 
 // backupRecord is sb's record as a backup keeps it.
 func (o *Ops) backupRecord(ctx context.Context, sb store.Sandbox) (json.RawMessage, error) {
-	r := sandboxRecord{Name: sb.Name, Owner: sb.Username, Tier: sb.Tier, Runtime: sb.Runtime, MemoryBytes: sb.MemoryBytes, CPUs: sb.CPUs, Pids: sb.Pids,
+	r := sandboxRecord{Name: sb.Name, Owner: sb.Username, OwnerID: sb.UserID, Tier: sb.Tier, Runtime: sb.Runtime, MemoryBytes: sb.MemoryBytes, CPUs: sb.CPUs, Pids: sb.Pids,
 		TmpBytes: sb.TmpBytes, FileSizeBytes: sb.FileSizeBytes, DiskBytes: sb.DiskBytes, App: sb.App, Env: sb.Env}
 	p, err := o.st.SandboxPolicy(ctx, sb.ID)
 	switch {

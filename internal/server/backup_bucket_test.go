@@ -43,7 +43,8 @@ func adminOf(t *testing.T, e *servertest.Env) string {
 // fresh install (new data dir, new database) on the same bucket with A's backup key,
 // lists the sandbox from the bucket, and its admin restores it into a new sandbox given
 // to the user the backup's record names, with its files and history. Users who are not
-// admins neither list nor restore it. A server with another key names the object that
+// admins neither list nor restore it: not even a new account under the old username
+// (403), as its user ID is not the old one's. A server with another key names the object that
 // fails authentication (409, never a 500).
 func TestRestoreFromBucketAlone(t *testing.T) {
 	s3 := testenv.StartS3(t)
@@ -82,9 +83,15 @@ func TestRestoreFromBucketAlone(t *testing.T) {
 	var narrow api.Token
 	servertest.Decode(t, bearer(t, b, admin, "POST", "/api/v1/tokens", api.CreateTokenRequest{Name: "ro", Scopes: []string{"read"}}), http.StatusCreated, &narrow)
 	servertest.ErrorOf(t, bearer(t, b, narrow.Secret, "GET", "/api/v1/backups", nil), http.StatusForbidden)
-	for _, u := range []*servertest.Client{mallory, alice2} {
-		servertest.ErrorOf(t, u.DoToken("GET", base, nil), http.StatusNotFound)
-		servertest.ErrorOf(t, u.DoToken("POST", base+"/restore", api.BackupRestoreRequest{Into: "mine"}), http.StatusNotFound)
+	servertest.ErrorOf(t, mallory.DoToken("GET", base, nil), http.StatusNotFound)
+	servertest.ErrorOf(t, mallory.DoToken("POST", base+"/restore", api.BackupRestoreRequest{Into: "mine"}), http.StatusNotFound)
+	// A new account under the old username is not the old account: refused, and told
+	// who may.
+	for _, r := range []struct{ method, path string }{{"GET", base}, {"POST", base + "/restore"}} {
+		e := servertest.ErrorOf(t, alice2.DoToken(r.method, r.path, api.BackupRestoreRequest{Into: "mine"}), http.StatusForbidden)
+		if !strings.Contains(e.Message, "not this one") || !strings.Contains(e.Message, "admin") {
+			t.Errorf("%s %s by a new account named alice: %q, want it told the backups are another account's, and that an admin may", r.method, r.path, e.Message)
+		}
 	}
 	var ls api.BackupList
 	servertest.Decode(t, bearer(t, b, admin, "GET", base, nil), http.StatusOK, &ls)
@@ -204,4 +211,47 @@ func TestRetentionPerServer(t *testing.T) {
 			t.Errorf("%s: the kept backup restores a.txt as %q", x.e.URL, got)
 		}
 	}
+}
+
+// A user deletes their sandbox; its backups stay in the bucket, and the database no longer
+// has it. The user, the same account (same user ID and username) that the backups'
+// record names, lists them and restores one into a new sandbox of theirs; another user
+// hears of none of it (404), and the sandbox itself cannot be restored into (409).
+func TestOwnerRestoresFromBucketAlone(t *testing.T) {
+	s3 := testenv.StartS3(t)
+	e := servertest.Start(t, func(cfg *server.Config) {
+		backupConfig(t, cfg, s3.Endpoint, s3.Bucket, s3.AccessKey, s3.SecretKey)
+	})
+	alice, bob := e.Register(t, "alice"), e.Register(t, "bob")
+	var src api.Sandbox
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "src", Env: []string{"COLOR=green"}}), http.StatusCreated, &src)
+	base := "/api/v1/sandboxes/" + src.ID + "/backups"
+	execIn(t, alice, src.ID, api.ExecRequest{Argv: []string{"sh", "-c", "echo kept > a.txt"}})
+	var first api.Backup
+	servertest.Decode(t, alice.DoToken("POST", base, nil), http.StatusCreated, &first)
+	servertest.Decode(t, alice.DoToken("DELETE", "/api/v1/sandboxes/"+src.ID, nil), http.StatusNoContent, nil)
+
+	for _, r := range []struct{ method, path string }{{"GET", base}, {"POST", base + "/restore"}} {
+		servertest.ErrorOf(t, bob.DoToken(r.method, r.path, api.BackupRestoreRequest{Into: "theirs"}), http.StatusNotFound)
+	}
+	var ls api.BackupList
+	servertest.Decode(t, alice.DoToken("GET", base, nil), http.StatusOK, &ls)
+	if len(ls.Backups) != 1 || ls.Backups[0].ID != first.ID || ls.Backups[0].State != api.BackupDone {
+		t.Fatalf("the owner's listing of a deleted sandbox's backups: %+v", ls)
+	}
+	servertest.ErrorOf(t, alice.DoToken("POST", base+"/restore", api.BackupRestoreRequest{}), http.StatusConflict)
+	servertest.ErrorOf(t, alice.DoToken("POST", base+"/restore", api.BackupRestoreRequest{Into: "x", Backup: "20200101T000000.000000000Z"}), http.StatusNotFound)
+	var res api.BackupRestoreResult
+	servertest.Decode(t, alice.DoToken("POST", base+"/restore", api.BackupRestoreRequest{Into: "rescued"}), http.StatusCreated, &res)
+	if res.New == nil || res.New.Owner != alice.User.ID || res.New.Name != "rescued" || res.Backup != first.ID {
+		t.Fatalf("the owner's restore from the bucket alone: %+v", res)
+	}
+	if got := catIn(t, alice, res.New.ID, "a.txt"); got != "kept\n" {
+		t.Errorf("the rescued sandbox's a.txt: %q", got)
+	}
+	if got := execIn(t, alice, res.New.ID, api.ExecRequest{Argv: []string{"sh", "-c", "echo $COLOR"}}); string(got.Stdout) != "green\n" {
+		t.Errorf("the rescued sandbox's environment: %q, want the record's COLOR=green", got.Stdout)
+	}
+	// The restored sandbox is in the database: bob still hears of neither.
+	servertest.ErrorOf(t, bob.DoToken("GET", "/api/v1/sandboxes/"+res.New.ID+"/backups", nil), http.StatusNotFound)
 }

@@ -24,10 +24,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -505,6 +505,38 @@ func Sandboxes(ctx context.Context, t Target, key []byte) ([]Stored, error) {
 	return out, nil
 }
 
+// RecordAt is the sandbox's record (nil when it kept none) as its newest backup at or
+// before at (zero: the newest) kept it, and that backup's time: what a server that never
+// had the sandbox knows of it. No backup there is [errdefs.ErrNotFound].
+func RecordAt(ctx context.Context, t Target, key []byte, sandbox string, at time.Time) (time.Time, json.RawMessage, error) {
+	k, err := derive(key)
+	if err != nil {
+		return time.Time{}, nil, err
+	}
+	all, err := List(ctx, t, sandbox)
+	if err != nil {
+		return time.Time{}, nil, err
+	}
+	pick := picked(all, at)
+	if pick.IsZero() {
+		return pick, nil, fmt.Errorf("backups of %s: none at or before %v: %w", sandbox, at, errdefs.ErrNotFound)
+	}
+	m, err := k.manifest(ctx, t, sandbox, manifestPrefix(t, sandbox)+pick.Format(IDFormat))
+	return pick, m.Record, err
+}
+
+// picked is the newest of all (oldest first) at or before at (zero: the newest); zero
+// when there is none.
+func picked(all []time.Time, at time.Time) time.Time {
+	var pick time.Time
+	for _, a := range all {
+		if at.IsZero() || !a.After(at) {
+			pick = a
+		}
+	}
+	return pick
+}
+
 // manifest fetches, opens and checks the manifest name of sandbox id.
 func (k keys) manifest(ctx context.Context, t Target, id, name string) (manifest, error) {
 	var m manifest
@@ -543,17 +575,9 @@ func RestoreWithRecord(ctx context.Context, t Target, key []byte, sandbox string
 
 // restore is RestoreWithRecord once the backups' times are listed.
 func (k keys) restore(ctx context.Context, t Target, sandbox string, all []time.Time, at time.Time, dir string) (time.Time, json.RawMessage, error) {
-	var pick time.Time
-	for _, a := range all {
-		if at.IsZero() || !a.After(at) {
-			pick = a
-		}
-	}
+	pick := picked(all, at)
 	if pick.IsZero() {
 		return pick, nil, fmt.Errorf("restore %s: no backup at or before %v: %w", sandbox, at, errdefs.ErrNotFound)
-	}
-	if _, err := os.Lstat(dir); err == nil {
-		return pick, nil, fmt.Errorf("restore %s: %s already exists: %w", sandbox, dir, errdefs.ErrAlreadyExists)
 	}
 	name := manifestPrefix(t, sandbox) + pick.Format(IDFormat)
 	plain, err := k.get(ctx, t, name)
@@ -564,25 +588,30 @@ func (k keys) restore(ctx context.Context, t Target, sandbox string, all []time.
 	if err := json.Unmarshal(plain, &m); err != nil || m.Format != manifestFormat || m.Sandbox != sandbox {
 		return pick, nil, fmt.Errorf("restore %s: manifest %s is not this sandbox's backup: %w", sandbox, name, errdefs.ErrDataLoss)
 	}
-	tmp := dir + ".restoring"
-	if err := os.RemoveAll(tmp); err != nil {
-		return pick, nil, err
-	}
-	defer os.RemoveAll(tmp)
 	sums, err := k.sums(ctx, t, name, m)
 	if err != nil {
 		return pick, nil, fmt.Errorf("restore %s: %w", sandbox, err)
 	}
-	if err := k.fetchBlobs(ctx, t, sums, filepath.Join(tmp, "objects")); err != nil {
+	// The blobs go straight into dir, made here: the caller publishes it (it is new, and
+	// theirs), so no temporary directory and rename. A failure removes it.
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
 		return pick, nil, fmt.Errorf("restore %s: %w", sandbox, err)
 	}
-	if err := os.WriteFile(filepath.Join(tmp, "index.json"), m.Index, 0o600); err != nil {
-		return pick, nil, err
+	if err := os.Mkdir(dir, 0o700); errors.Is(err, fs.ErrExist) {
+		return pick, nil, fmt.Errorf("restore %s: %s already exists: %w", sandbox, dir, errdefs.ErrAlreadyExists)
+	} else if err != nil {
+		return pick, nil, fmt.Errorf("restore %s: %w", sandbox, err)
 	}
-	if err := os.Chmod(tmp, 0o700); err != nil {
-		return pick, nil, err
+	err = k.fetchBlobs(ctx, t, sums, filepath.Join(dir, "objects"))
+	if err != nil {
+		err = fmt.Errorf("restore %s: %w", sandbox, err)
+	} else {
+		err = os.WriteFile(filepath.Join(dir, "index.json"), m.Index, 0o600)
 	}
-	return pick, m.Record, os.Rename(tmp, dir)
+	if err != nil {
+		return pick, nil, errors.Join(err, os.RemoveAll(dir))
+	}
+	return pick, m.Record, nil
 }
 
 // Entry is one backup as its manifest tells it.
@@ -701,53 +730,94 @@ func (k keys) sums(ctx context.Context, t Target, name string, m manifest) ([]st
 // RestoreParallel is how many blobs a restore fetches at once.
 const RestoreParallel = 4
 
-// restoreWriters is how many files a restore writes at once.
-const restoreWriters = 2
+// restoreWriters is how many blob files a restore creates at once: enough that a file
+// system slow to create files (waiting on its journal) does not hold the fetches back.
+const restoreWriters = 8
 
 // buffers are the sealed objects' buffers a restore reuses: a blob is opened in place
 // and the buffer goes back once its file is written.
 var buffers = sync.Pool{New: func() any { return new([]byte) }}
 
-// fetchBlobs fetches every blob of sums into dir (package history's objects layout),
-// RestoreParallel at a time, each authenticated and hashed by its fetcher, while two
-// writers write what was fetched: the fetches do not wait on the disk. Nothing is synced:
-// the caller copies the history where it is kept. The first failure stops the rest.
-func (k keys) fetchBlobs(ctx context.Context, t Target, sums []string, dir string) error {
-	// Each blob is created relative to its directory's descriptor, held open: no walk of
-	// the whole path per file.
-	var dirs [256]*os.File
-	defer func() {
-		for _, d := range dirs {
-			if d != nil {
-				d.Close()
+// objectDirs makes dir and, inside it, the fan-out directories (the hash's first two hex
+// digits) that sums need, and opens each: every blob is then created relative to its
+// directory's descriptor, with no walk of the whole path per file.
+func objectDirs(dir string, sums []string) (*[256]int, func(), error) {
+	fds := new([256]int)
+	for i := range fds {
+		fds[i] = -1
+	}
+	done := func() {
+		for _, fd := range fds {
+			if fd >= 0 {
+				unix.Close(fd)
 			}
 		}
-	}()
-	for i := range dirs {
-		p := filepath.Join(dir, fmt.Sprintf("%02x", i))
-		if err := os.MkdirAll(p, 0o700); err != nil {
-			return err
-		}
-		d, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		dirs[i] = d
 	}
-	write := func(sum string, blob []byte) error {
-		i, err := strconv.ParseUint(sum[:2], 16, 8)
-		if err != nil {
-			return err
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return nil, done, err
+	}
+	root, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, done, fmt.Errorf("open %s: %w", dir, err)
+	}
+	defer unix.Close(root)
+	for _, sum := range sums {
+		i := fanOut(sum)
+		if fds[i] >= 0 {
+			continue
 		}
-		fd, err := unix.Openat(int(dirs[i].Fd()), sum[2:], unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o400)
+		sub := sum[:2]
+		if err := unix.Mkdirat(root, sub, 0o700); err != nil {
+			return nil, done, fmt.Errorf("make %s/%s: %w", dir, sub, err)
+		}
+		if fds[i], err = unix.Openat(root, sub, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+			return nil, done, fmt.Errorf("open %s/%s: %w", dir, sub, err)
+		}
+	}
+	return fds, done, nil
+}
+
+// fanOut is the index of sum's fan-out directory: its first byte (sum is a valid hash).
+func fanOut(sum string) int {
+	hi, lo := strings.IndexByte(hexDigits, sum[0]), strings.IndexByte(hexDigits, sum[1])
+	return hi<<4 | lo
+}
+
+const hexDigits = "0123456789abcdef"
+
+// writeBlob creates blob sum in its fan-out directory fd, read-only as package history
+// keeps it: open, write, close, and nothing else.
+func writeBlob(fd int, sum string, blob []byte) error {
+	f, err := unix.Openat(fd, sum[2:], unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o400)
+	if err != nil {
+		return fmt.Errorf("restore blob %s: %w", sum, err)
+	}
+	for len(blob) > 0 {
+		n, err := unix.Write(f, blob)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
 		if err != nil {
+			unix.Close(f)
 			return fmt.Errorf("restore blob %s: %w", sum, err)
 		}
-		f := os.NewFile(uintptr(fd), sum)
-		_, err = f.Write(blob)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
+		blob = blob[n:]
+	}
+	if err := unix.Close(f); err != nil {
+		return fmt.Errorf("restore blob %s: %w", sum, err)
+	}
+	return nil
+}
+
+// fetchBlobs fetches every blob of sums into dir, which it makes (package history's
+// objects layout): RestoreParallel fetchers, each authenticating and hashing what it
+// fetched, hand the blobs to restoreWriters writers, so that neither the round trips nor
+// the file creation waits on the other. Nothing is synced: the caller copies the history
+// where it is kept. The first failure stops the rest.
+func (k keys) fetchBlobs(ctx context.Context, t Target, sums []string, dir string) error {
+	dirs, closeDirs, err := objectDirs(dir, sums)
+	defer closeDirs()
+	if err != nil {
 		return err
 	}
 	type fetched struct {
@@ -757,7 +827,7 @@ func (k keys) fetchBlobs(ctx context.Context, t Target, sums []string, dir strin
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	writes := make(chan fetched, 2*RestoreParallel)
+	writes := make(chan fetched, 2*restoreWriters)
 	var writers sync.WaitGroup
 	for range restoreWriters {
 		writers.Add(1)
@@ -765,7 +835,7 @@ func (k keys) fetchBlobs(ctx context.Context, t Target, sums []string, dir strin
 			defer writers.Done()
 			for f := range writes {
 				if ctx.Err() == nil {
-					if err := write(f.sum, f.blob); err != nil {
+					if err := writeBlob(dirs[fanOut(f.sum)], f.sum, f.blob); err != nil {
 						cancel(err)
 					}
 				}
@@ -773,7 +843,7 @@ func (k keys) fetchBlobs(ctx context.Context, t Target, sums []string, dir strin
 			}
 		}()
 	}
-	err := parallel(ctx, len(sums), func(ctx context.Context, i int) error {
+	err = parallel(ctx, len(sums), func(ctx context.Context, i int) error {
 		buf := buffers.Get().(*[]byte)
 		blob, sealed, err := k.getBlob(ctx, t, sums[i], *buf)
 		if err != nil {

@@ -137,6 +137,15 @@ func TestBackupAndRestoreThroughS3(t *testing.T) {
 	if _, err := Restore(ctx, tg, newKey(t), "sb-alice1", time.Time{}, filepath.Join(t.TempDir(), "h")); !errors.Is(err, errdefs.ErrDataLoss) {
 		t.Errorf("restore under another key: %v, want ErrDataLoss", err)
 	}
+	// A directory that exists is refused and left as it was.
+	taken := t.TempDir()
+	write(t, taken, "keep.txt", "mine\n")
+	if _, err := Restore(ctx, tg, key, "sb-alice1", time.Time{}, taken); !errors.Is(err, errdefs.ErrAlreadyExists) {
+		t.Errorf("restore into an existing directory: %v, want ErrAlreadyExists", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(taken, "keep.txt")); err != nil || string(b) != "mine\n" {
+		t.Errorf("the existing directory after a refused restore: keep.txt = %q, %v", b, err)
+	}
 }
 
 // A changed, swapped or missing object is refused on restore, naming it, and nothing is

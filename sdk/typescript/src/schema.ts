@@ -1259,7 +1259,12 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** The sandbox's backups, oldest first, then its attempts under way or failed. */
+        /**
+         * The sandbox's backups, oldest first, then its attempts under way or failed.
+         * @description A sandbox this server's database does not have (deleted, or lost with its disk) is
+         *     listed from the bucket for an admin, and for the user its newest backup's record
+         *     names by user ID and username.
+         */
         get: operations["listBackups"];
         put?: never;
         /**
@@ -1287,7 +1292,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Restore a backup into the sandbox itself or into a new sandbox of the same owner (an admin may restore one this server's database does not have, from the bucket alone, into a new sandbox).
+         * Restore a backup into the sandbox itself or into a new sandbox of the same owner (one this server's database does not have restores from the bucket alone into a new sandbox, by an admin or by the user its backup's record names by user ID and username).
          * @description Every object is authenticated and every blob checked against its hash before
          *     anything changes. Into the same sandbox (started for it if stopped, stopped again
          *     after), the history's own restore of the backup's checkpoint, or an import when
@@ -4233,6 +4238,15 @@ export interface operations {
                 };
             };
             401: components["responses"]["Error"];
+            /** @description The sandbox is only in the bucket, and its record names another account of the caller's username: an admin may list it. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             404: components["responses"]["Error"];
             409: components["responses"]["Error"];
         };
@@ -4314,6 +4328,15 @@ export interface operations {
             };
             400: components["responses"]["Error"];
             401: components["responses"]["Error"];
+            /** @description The sandbox is only in the bucket, and its record names another account of the caller's username: an admin may restore it. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description The sandbox, the backup named, or any backup at or before the time. */
             404: {
                 headers: {
