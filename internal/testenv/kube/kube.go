@@ -499,12 +499,14 @@ nodeStatusUpdateFrequency: 2s
 	return err
 }
 
-// StopKubelet stops the node's kubelet, and only it: its pods' containers run on under
-// containerd, but nothing reports the node, so that the node lifecycle controller finds it
-// lost (Unknown, tainted unreachable) after its grace period.
+// StopKubelet kills the node's kubelet, and only it, as a node lost would: its pods'
+// containers run on under containerd, but nothing reports the node or acts on its pods, so
+// that the node lifecycle controller finds it lost (Unknown, tainted unreachable) after its
+// grace period.
 func (c *Cluster) StopKubelet() {
-	if p := c.procByName("kubelet"); p != nil {
-		p.stop(20 * time.Second)
+	if p := c.procByName("kubelet"); p != nil && !p.exited() {
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
 	}
 }
 
