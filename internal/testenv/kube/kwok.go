@@ -55,10 +55,7 @@ func (c *Cluster) StartKWOK(ctx context.Context, nodes, podsPerNode int) ([]stri
 		kw, err = c.run(Options{}, "kwok", filepath.Join(Prefix(), "kwok", "kwok"), nil,
 			"--kubeconfig="+c.Kubeconfig, "--config="+filepath.Join(Prefix(), "kwok", "stages.yaml"),
 			"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector="+kwokAnnotation+"=fake",
-			"--cidr="+KWOKPodCIDR, "--node-ip=10.236.255.254", "--node-port=0", "--server-address=",
-			// Leases renewed every 2.5s, as the kubelet's: the controller-manager finds a
-			// node lost after 20s without one.
-			"--node-lease-duration-seconds=10")
+			"--cidr="+KWOKPodCIDR, "--node-ip=10.236.255.254", "--node-port=0", "--server-address=")
 		if err != nil {
 			return nil, err
 		}
