@@ -45,8 +45,9 @@ type Service struct {
 	copProt *http.CrossOriginProtection
 
 	sessions sessionCache
-	cluster  Cluster   // set by ShareSessions, or nil
-	gate     eventGate // bounds anonymous refusals' events
+	tokens   sessionCache // API tokens, by their hash
+	cluster  Cluster      // set by ShareSessions, or nil
+	gate     eventGate    // bounds anonymous refusals' events
 }
 
 type config struct {

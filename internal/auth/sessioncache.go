@@ -22,8 +22,11 @@ const sessionCacheTTL = 2 * time.Second
 // sessionCacheMax bounds the cache; past it the cache starts over.
 const sessionCacheMax = 10000
 
+// cachedSession is a verified session (ss), or API token (tok), with its user. The
+// API tokens' cache is a second sessionCache, kept exact by the same notifications.
 type cachedSession struct {
 	ss      store.Session
+	tok     store.APIToken
 	u       store.User
 	fetched time.Time
 }
@@ -102,11 +105,19 @@ type Cluster interface {
 // serving.
 func (s *Service) ShareSessions(c Cluster) { s.cluster = c }
 
-// SessionsEnded applies a notification that sessions of userID ended somewhere.
-func (s *Service) SessionsEnded(userID string) { s.sessions.forgetUser(userID) }
+// SessionsEnded applies a notification that sessions or API tokens of userID ended
+// somewhere.
+func (s *Service) SessionsEnded(userID string) {
+	s.sessions.forgetUser(userID)
+	s.tokens.forgetUser(userID)
+}
 
-// ForgetSessions empties the cache: notifications may have been missed.
-func (s *Service) ForgetSessions() { s.sessions.invalidate() }
+// ForgetSessions empties the caches of sessions and tokens: notifications may have been
+// missed.
+func (s *Service) ForgetSessions() {
+	s.sessions.invalidate()
+	s.tokens.invalidate()
+}
 
 // noteSessionsEnded numbers and notifies, in tx, an end of userID's sessions (replicas).
 func (s *Service) noteSessionsEnded(ctx context.Context, tx *store.Tx, userID string) (int64, error) {
@@ -116,11 +127,12 @@ func (s *Service) noteSessionsEnded(ctx context.Context, tx *store.Tx, userID st
 	return s.cluster.NoteSessionsEnded(ctx, tx, userID)
 }
 
-// sessionsEnded drops the ended sessions from this cache, then, if the change committed
-// (err is nil), waits until every other replica has dropped them from its own: no replica
-// serves them once this returns.
+// sessionsEnded drops the ended sessions (or tokens) from this cache, then, if the change
+// committed (err is nil), waits until every other replica has dropped them from its own:
+// no replica serves them once this returns.
 func (s *Service) sessionsEnded(ctx context.Context, seq int64, err error) {
 	s.sessions.invalidate()
+	s.tokens.invalidate()
 	if s.cluster != nil && seq != 0 && err == nil {
 		s.cluster.WaitApplied(ctx, seq)
 	}

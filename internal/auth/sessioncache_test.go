@@ -70,3 +70,59 @@ func TestSessionCacheForgetsOneUser(t *testing.T) {
 		t.Error("a lookup begun before the notification was cached after it")
 	}
 }
+
+// An API token is served from the cache for up to sessionCacheTTL: a revocation the
+// service did not see (another process's, with no notification) shows once the entry
+// is read again. One made through the service is refused at once, and so is one a
+// notification names; the expiry is checked against the cached record on every use.
+func TestTokenCache(t *testing.T) {
+	e := newEnv(t)
+	alice := e.register(t, "alice")
+	ctx := t.Context()
+	tok, info, err := e.svc.CreateAPIToken(ctx, alice.User, TokenSpec{Name: "cli", TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.svc.AuthenticateToken(ctx, tok); err != nil {
+		t.Fatalf("a fresh token: %v", err)
+	}
+	revokeUnseen := func() {
+		t.Helper()
+		err := e.st.Update(ctx, func(tx *store.Tx) error { return tx.RevokeAPIToken(ctx, alice.User.ID, info.ID, e.clk.now()) })
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	revokeUnseen()
+	if _, _, err := e.svc.AuthenticateToken(ctx, tok); err != nil {
+		t.Errorf("a cached token right after an unseen revocation: %v, want it served from the cache", err)
+	}
+	e.clk.advance(sessionCacheTTL)
+	if _, _, err := e.svc.AuthenticateToken(ctx, tok); !errors.Is(err, ErrUnauthenticated) {
+		t.Errorf("the token once its entry is read again: %v, want ErrUnauthenticated", err)
+	}
+
+	tok, info, _ = e.svc.CreateAPIToken(ctx, alice.User, TokenSpec{Name: "two", TTL: time.Hour})
+	e.svc.AuthenticateToken(ctx, tok)
+	if err := e.svc.RevokeAPIToken(ctx, alice.User.ID, info.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.svc.AuthenticateToken(ctx, tok); !errors.Is(err, ErrUnauthenticated) {
+		t.Errorf("a cached token revoked through the service: %v, want ErrUnauthenticated", err)
+	}
+
+	tok, info, _ = e.svc.CreateAPIToken(ctx, alice.User, TokenSpec{Name: "three", TTL: time.Hour})
+	e.svc.AuthenticateToken(ctx, tok)
+	revokeUnseen()
+	e.svc.SessionsEnded(alice.User.ID) // the notification of another replica's revocation
+	if _, _, err := e.svc.AuthenticateToken(ctx, tok); !errors.Is(err, ErrUnauthenticated) {
+		t.Errorf("a cached token after a notification for its user: %v, want ErrUnauthenticated", err)
+	}
+
+	tok, _, _ = e.svc.CreateAPIToken(ctx, alice.User, TokenSpec{Name: "four", TTL: sessionCacheTTL / 2})
+	e.svc.AuthenticateToken(ctx, tok)
+	e.clk.advance(sessionCacheTTL / 2)
+	if _, _, err := e.svc.AuthenticateToken(ctx, tok); !errors.Is(err, ErrUnauthenticated) {
+		t.Errorf("a cached token at its expiry: %v, want ErrUnauthenticated", err)
+	}
+}

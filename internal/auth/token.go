@@ -187,21 +187,30 @@ func (s *Service) AuthenticateToken(ctx context.Context, tok Token) (User, store
 	if _, err := ParseToken(string(tok)); err != nil {
 		return User{}, store.APIToken{}, err
 	}
-	t, u, err := s.st.APITokenByHash(ctx, tokenHash(tok))
-	if errors.Is(err, errdefs.ErrNotFound) {
-		return User{}, store.APIToken{}, ErrUnauthenticated
-	} else if err != nil {
-		return User{}, store.APIToken{}, err
+	h := tokenHash(tok)
+	now := s.now()
+	e, ok := s.tokens.get(h, now)
+	ok = ok && s.cacheTrusted()
+	if !ok {
+		gen := s.tokens.generation()
+		t, u, err := s.st.APITokenByHash(ctx, h)
+		if errors.Is(err, errdefs.ErrNotFound) {
+			return User{}, store.APIToken{}, ErrUnauthenticated
+		} else if err != nil {
+			return User{}, store.APIToken{}, err
+		}
+		e = cachedSession{tok: t, u: u, fetched: now}
+		s.tokens.put(gen, h, e)
 	}
+	t, u := e.tok, e.u
 	if !t.RevokedAt.IsZero() {
 		return User{}, store.APIToken{}, ErrUnauthenticated
 	}
-	now := s.now()
 	if !now.Before(t.ExpiresAt) {
 		return User{}, store.APIToken{}, fmt.Errorf("API token %s… expired at %s; make a new one (paddock login): %w",
 			t.Prefix, t.ExpiresAt.Format(time.RFC3339), ErrUnauthenticated)
 	}
-	if now.Sub(t.LastUsedAt) >= s.cfg.touchEvery { // at most one write per touchEvery, as for sessions
+	if now.Sub(t.LastUsedAt) >= s.cfg.touchEvery && !ok { // at most one write per touchEvery, as for sessions
 		if err := s.st.TouchAPIToken(ctx, t.ID, now, s.cfg.touchEvery); err != nil {
 			s.cfg.log.WarnContext(ctx, "recording API token use", "token_id", t.ID, "err", err)
 		}
@@ -219,14 +228,23 @@ func (s *Service) TokenFromRequest(ctx context.Context, r *http.Request) (User, 
 }
 
 // RevokeAPIToken revokes userID's token tokenID. Someone else's, an unknown or an
-// already revoked token is [errdefs.ErrNotFound].
+// already revoked token is [errdefs.ErrNotFound]. Tokens are cached as sessions are: the
+// revocation is numbered and notified as a sign-out is, and returns once no replica
+// accepts the token any more.
 func (s *Service) RevokeAPIToken(ctx context.Context, userID, tokenID string) error {
-	return s.st.Update(ctx, func(tx *store.Tx) error {
+	var seq int64
+	err := s.st.Update(ctx, func(tx *store.Tx) error {
 		if err := tx.RevokeAPIToken(ctx, userID, tokenID, s.now()); err != nil {
+			return err
+		}
+		var err error
+		if seq, err = s.noteSessionsEnded(ctx, tx, userID); err != nil {
 			return err
 		}
 		return tx.AppendAudit(ctx, s.audit(userID, "auth.token.revoke", tokenID, nil))
 	})
+	s.sessionsEnded(ctx, seq, err)
+	return err
 }
 
 // ListAPITokens returns userID's tokens (without secrets), newest first.

@@ -16,6 +16,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -96,6 +97,9 @@ type Config struct {
 	Replica string
 	// ReplicaTTL: a replica whose last heartbeat is older is dead.
 	ReplicaTTL time.Duration
+	// TakeOver lets a replica take over a dead replica's sandboxes (takeover.go): set
+	// where every replica reaches every sandbox, on a cluster.
+	TakeOver bool
 }
 
 // Fleet manages sandboxes. It is safe for concurrent use.
@@ -162,6 +166,8 @@ type Fleet struct {
 	// holders and replicas cache what Holder reads (replicas only).
 	holders  map[string]string
 	replicas map[string]replicaRead
+	// sweeping is set while a Sweep runs: one at a time.
+	sweeping atomic.Bool
 }
 
 // New returns a Fleet. Call Recover before serving.
@@ -475,15 +481,18 @@ func (f *Fleet) aliveSince() time.Time { return f.now().Add(-f.cfg.ReplicaTTL) }
 
 // Holder is nil when this replica may run sandbox id, else a *store.HeldElsewhere naming
 // the replica that does. It is on the path of every request to a sandbox, so it answers
-// from memory when it can: a sandbox's replica, once recorded, never changes (a dead
-// replica's sandboxes wait for it), and a replica's row is read again after a fifth of
-// the heartbeat TTL.
+// from memory when it can: a sandbox's replica, once recorded, changes only by a takeover
+// (which drops the entry where it is made, and finds the new holder where one is
+// attempted), and a replica's row is read again after a fifth of the heartbeat TTL. With
+// takeovers, a replica whose own heartbeat lapsed reads the record again: it may have
+// lost the sandbox meanwhile.
 func (f *Fleet) Holder(ctx context.Context, id string) error {
 	if f.cfg.Replica == "" {
 		return nil
 	}
 	f.mu.Lock()
 	owner, ok := f.holders[id]
+	ok = ok && (!f.cfg.TakeOver || f.rolesTrusted())
 	f.mu.Unlock()
 	if !ok {
 		rec, err := f.st.SandboxByID(ctx, id)

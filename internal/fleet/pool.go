@@ -254,9 +254,9 @@ func (p *pool) fill() error {
 	rec := p.tmpl
 	rec.ID = runner.NewID()
 	spec := p.f.spec(rec)
-	spec.Pool, spec.User = true, ""
+	spec.Pool, spec.User, spec.PoolSize = true, "", p.size
 	if p.name != poolTemplate {
-		spec.PoolTemplate, spec.PoolSize = p.name, p.size
+		spec.PoolTemplate = p.name
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

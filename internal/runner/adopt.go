@@ -29,11 +29,15 @@ const adoptTimeout = 5 * time.Second
 
 // Adopt reattaches to a persistent sandbox that an earlier control plane started and that
 // still runs. Only container sandboxes under runc outlive the process that started them
-// with a channel that can be dialled again; for the others Adopt fails and the caller
-// reaps them. An adopted sandbox whose agent does not answer is killed.
+// with a channel that can be dialled again, and so do a cluster's; for the others Adopt
+// fails and the caller reaps them. An adopted sandbox whose agent does not answer is
+// killed (on a cluster, it is not adopted).
 func (r *Runner) Adopt(ctx context.Context, rec Record) (*Sandbox, error) {
 	if !ValidID(rec.ID) || !validUser(rec.User) {
 		return nil, fmt.Errorf("adopt %q of %q: %w", rec.ID, rec.User, errdefs.ErrInvalidArgument)
+	}
+	if r.cfg.OnCluster() {
+		return r.adoptOnCluster(ctx, rec)
 	}
 	if rec.Tier != wire.TierContainer {
 		return nil, fmt.Errorf("sandbox %s: a %s sandbox does not outlive the control plane that started it: %w", rec.ID, rec.Tier, errdefs.ErrUnavailable)

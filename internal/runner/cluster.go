@@ -35,6 +35,8 @@ type Cluster interface {
 	// StartWarm starts req, claiming a warm pod when one fits; hit says it did.
 	StartWarm(ctx context.Context, req kubespec.Request, persistent bool) (sb ClusterSandbox, hit bool, err error)
 	Remove(ctx context.Context, id string) error
+	// Adopt takes up sandbox id, started by another control plane and running still.
+	Adopt(ctx context.Context, id string, persistent bool) (ClusterSandbox, error)
 	// EnsureTemplatePool makes or rewrites a provider template's pool of size pods.
 	EnsureTemplatePool(ctx context.Context, template string, size int, limits wire.Limits) error
 	// StartTemplate starts req as a member of template's pool; hit says it was claimed.
@@ -48,6 +50,8 @@ type ClusterSandbox interface {
 	backend
 	// NodeName is the node its pod runs on.
 	NodeName() string
+	// Adopt makes a member of the default app's pool its user's sandbox (Claim).
+	Adopt(ctx context.Context) error
 }
 
 // ClusterOpener opens the cluster cfg names.
@@ -90,9 +94,30 @@ func (c *Config) validateCluster() error {
 	case "", "local":
 		return nil
 	case BackendKubernetes:
-		return c.Cluster.Validate()
+		if err := c.Cluster.Validate(); err != nil {
+			return err
+		}
+		return c.validatePools()
 	}
 	return invalidField("runner.backend", "%q: want local or kubernetes", c.Cluster.Backend)
+}
+
+// validatePools refuses two warm pools of one key, and a pool whose limits no sandbox may
+// have (over max_limits, or a tmp over its memory).
+func (c *Config) validatePools() error {
+	if _, err := c.Cluster.WarmPool.PoolKeys(c.Limits); err != nil {
+		return err
+	}
+	for i, p := range c.Cluster.WarmPool.Pools {
+		l := p.Key(c.Limits).Limits
+		if err := l.Over(c.MaxLimits); err != nil {
+			return fmt.Errorf("runner.warm_pool.pools[%d]: %w", i, err)
+		}
+		if err := l.CheckTmp(); err != nil {
+			return fmt.Errorf("runner.warm_pool.pools[%d]: %w", i, err)
+		}
+	}
+	return nil
 }
 
 // cluster opens the cluster on first use.
@@ -113,14 +138,14 @@ func (r *Runner) cluster() (Cluster, error) {
 			return nil, err
 		}
 		r.kube = c
-		if cfg.WarmPool.Size > 0 {
+		if cfg.WarmPool.Any() {
 			go r.ensurePool(c)
 		}
 	}
 	return r.kube, nil
 }
 
-// ensurePool makes the cluster's warm pool for the runner's default limits; a create
+// ensurePool makes the cluster's warm pools, limits left out being the runner's defaults; a create
 // tries again when this could not (the pool then misses).
 func (r *Runner) ensurePool(c Cluster) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -157,8 +182,6 @@ func (r *Runner) createOnCluster(ctx context.Context, spec Spec, tier wire.Tier,
 		return nil, fmt.Errorf("the process tier runs on this host only; a cluster runs container and microvm sandboxes: %w", errdefs.ErrInvalidArgument)
 	case spec.Workspace != "":
 		return nil, fmt.Errorf("a host directory cannot be a cluster sandbox's workspace (it lives on the sandbox's volume): %w", errdefs.ErrInvalidArgument)
-	case spec.Pool && spec.PoolTemplate == "":
-		return nil, fmt.Errorf("pool.size: the warm pool of the default app is this host's; on a cluster, runner.warm_pool keeps pods started: %w", errdefs.ErrInvalidArgument)
 	case spec.Seed != nil:
 		return nil, fmt.Errorf("a cluster sandbox cannot be seeded on this host (its store is on its volume: a fork goes through its agent): %w", errdefs.ErrUnavailable)
 	}
@@ -191,7 +214,7 @@ func (r *Runner) createOnCluster(ctx context.Context, spec Spec, tier wire.Tier,
 	if spec.Pool {
 		return r.templateOnCluster(ctx, c, spec, tier, req)
 	}
-	if r.cfg.Cluster.WarmPool.Size > 0 {
+	if r.cfg.Cluster.WarmPool.Any() {
 		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		if err := c.EnsurePool(pctx, r.cfg.Limits); err != nil {
 			r.log.Warn("warm pool", "err", err)
@@ -208,6 +231,31 @@ func (r *Runner) createOnCluster(ctx context.Context, spec Spec, tier wire.Tier,
 	sb := &Sandbox{ID: id, Tier: tier, Limits: limits, backend: kb, Node: kb.NodeName(), uid: r.cfg.SandboxUID, gid: r.cfg.SandboxGID}
 	sb.agent = agentclient.New(kb.Conn())
 	return sb, nil
+}
+
+// adoptOnCluster is Adopt on a Kubernetes cluster: every control plane that shares the
+// cluster (and its CA) reaches the sandbox's pod.
+func (r *Runner) adoptOnCluster(ctx context.Context, rec Record) (*Sandbox, error) {
+	c, err := r.cluster()
+	if err != nil {
+		return nil, err
+	}
+	kb, err := c.Adopt(ctx, rec.ID, true)
+	if err != nil {
+		return nil, err
+	}
+	sb := &Sandbox{ID: rec.ID, Tier: rec.Tier, Limits: rec.Limits, backend: kb, Node: kb.NodeName(), uid: r.cfg.SandboxUID, gid: r.cfg.SandboxGID}
+	sb.agent = agentclient.New(kb.Conn())
+	return sb, nil
+}
+
+// Release lets the sandbox go without stopping it, for another control plane that took
+// it over: its channel closes, and on a cluster the following of its objects ends.
+func (s *Sandbox) Release() error {
+	if r, ok := s.backend.(interface{ Release() error }); ok {
+		return r.Release()
+	}
+	return s.agent.Close()
 }
 
 // removeFromCluster deletes a persistent cluster sandbox with its volume.

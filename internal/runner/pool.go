@@ -88,6 +88,9 @@ func (r *Runner) Claim(sb *Sandbox, user string) error {
 	if err := r.Claimable(user); err != nil {
 		return err
 	}
+	if cs, ok := sb.backend.(ClusterSandbox); ok {
+		return claimOnCluster(cs)
+	}
 	userDir, err := r.ProvisionUser(user)
 	if err != nil {
 		return err

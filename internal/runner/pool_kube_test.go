@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -26,6 +27,7 @@ import (
 	"github.com/paddockhq/paddock/internal/runner/kubebackend"
 	"github.com/paddockhq/paddock/internal/sandbox/kube"
 	"github.com/paddockhq/paddock/internal/sandbox/kube/kubetest"
+	"github.com/paddockhq/paddock/internal/sandbox/kubespec"
 	"github.com/paddockhq/paddock/internal/testenv"
 	testkube "github.com/paddockhq/paddock/internal/testenv/kube"
 	"github.com/paddockhq/paddock/internal/wire"
@@ -336,5 +338,141 @@ func TestClusterWarmPersistent(t *testing.T) {
 	}
 	if _, err := testkube.Shared(t).Dynamic.Resource(testkube.SandboxGVR).Namespace(warmNS).Get(context.Background(), member, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("the member %s is still there after remove: %v", member, err)
+	}
+}
+
+// testRuntimeClass stands for gVisor's RuntimeClass in the pools' tests: the test
+// cluster's containerd has the runc handler alone, so it names that one.
+const testRuntimeClass = "paddock-test-runsc"
+
+// withPools is a runner on the test cluster with pools (runner.warm_pool.pools) and no
+// default pool, made and filled; runtime runsc is testRuntimeClass.
+func withPools(t *testing.T, pools ...kubespec.PoolSpec) (*runner.Runner, *kube.Cluster, runner.Config) {
+	t.Helper()
+	testenv.RequireRoot(t)
+	cfg := kubetest.Config(t, testenv.Config(t))
+	kc := testkube.Shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	t.Cleanup(cancel)
+	_, err := kc.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: warmNS}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	_, err = kc.Client.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: testRuntimeClass}, Handler: "runc"}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	cfg.Cluster.Namespace = warmNS
+	cfg.Cluster.RuntimeClasses = map[string]string{"runsc": testRuntimeClass}
+	cfg.Cluster.WarmPool = kube.WarmPool{Pools: pools}
+	cfg, err = runner.LoadConfigFrom(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := runner.New(cfg, testenv.Logger(t))
+	c, err := kubebackend.Of(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.EnsurePool(ctx, cfg.Limits); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.RemovePool(context.Background()); err != nil {
+			t.Errorf("remove the pools: %v", err)
+		}
+	})
+	for _, p := range pools {
+		waitPoolOf(t, c, kube.WarmPoolName(p.Key(cfg.Limits)), p.Size)
+	}
+	return r, c, cfg
+}
+
+// waitPoolOf waits until the pool called name holds n ready members.
+func waitPoolOf(t *testing.T, c *kube.Cluster, name string, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	for {
+		got, err := c.PoolReadyOf(ctx, name)
+		if err == nil && got >= n {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the pool %s has %d ready members, want %d: %v", name, got, n, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// claimedPod is the pod of sandbox id's claimed member, and the pool its claim names.
+func claimedPod(t *testing.T, id string) (*corev1.Pod, string) {
+	t.Helper()
+	u, err := testkube.Shared(t).Dynamic.Resource(claimGVR).Namespace(warmNS).Get(context.Background(), id, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the claim of %s: %v", id, err)
+	}
+	pool, _, _ := unstructured.NestedString(u.Object, "spec", "warmPoolRef", "name")
+	member, _ := claimOf(t, id)
+	if lt := launchType(t, member); lt != "warm" {
+		t.Fatalf("the claimed Sandbox %s is %q, want warm", member, lt)
+	}
+	pod, err := testkube.Shared(t).Client.CoreV1().Pods(warmNS).Get(context.Background(), member, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pod, pool
+}
+
+// TestClusterWarmPoolsByKey: with pools of other limits and of another runtime, a new
+// sandbox claims from the pool whose runtime and limits are exactly its own (its claim
+// names that pool, its pod is a warm member of it, with those limits or that runtime's
+// class), and one no pool matches starts cold, counted as a miss of none.
+func TestClusterWarmPoolsByKey(t *testing.T) {
+	small := kubespec.PoolSpec{Memory: 256 << 20, Size: 1}
+	gvisor := kubespec.PoolSpec{Runtime: "runsc", Size: 1}
+	r, c, cfg := withPools(t, small, gvisor)
+	smallPool, gvisorPool := kube.WarmPoolName(small.Key(cfg.Limits)), kube.WarmPoolName(gvisor.Key(cfg.Limits))
+
+	a := createOn(t, r, runner.Spec{User: "conf", Limits: wire.Limits{Memory: 256 << 20}})
+	defer a.Destroy(context.Background())
+	pod, pool := claimedPod(t, a.ID)
+	if pool != smallPool || pod.Labels[kube.LabelPool] != smallPool {
+		t.Fatalf("the 256MiB sandbox claimed from %q, its pod of pool %q; want %s", pool, pod.Labels[kube.LabelPool], smallPool)
+	}
+	if mem := pod.Spec.Containers[0].Resources.Limits.Memory(); mem.Value() != 256<<20 {
+		t.Errorf("the claimed pod's memory limit is %s, want 256Mi", mem)
+	}
+	if hits, misses := c.PoolClaimsOf(smallPool); hits != 1 || misses != 0 {
+		t.Errorf("%s: hits %v misses %v, want 1 and 0", smallPool, hits, misses)
+	}
+	if got := execIn(t, a, "sh", "-c", "echo hi"); got != "hi\n" {
+		t.Fatalf("exec: %q", got)
+	}
+
+	b := createOn(t, r, runner.Spec{User: "conf", Runtime: "runsc"})
+	defer b.Destroy(context.Background())
+	pod, pool = claimedPod(t, b.ID)
+	if pool != gvisorPool || pod.Labels[kube.LabelPool] != gvisorPool {
+		t.Fatalf("the runsc sandbox claimed from %q, its pod of pool %q; want %s", pool, pod.Labels[kube.LabelPool], gvisorPool)
+	}
+	if rc := pod.Spec.RuntimeClassName; rc == nil || *rc != testRuntimeClass {
+		t.Errorf("the runsc sandbox's pod has RuntimeClass %v, want %s", rc, testRuntimeClass)
+	}
+	if got := execIn(t, b, "sh", "-c", "echo hi"); got != "hi\n" {
+		t.Fatalf("exec: %q", got)
+	}
+
+	cold := createOn(t, r, runner.Spec{User: "conf", Limits: wire.Limits{Memory: 384 << 20}})
+	defer cold.Destroy(context.Background())
+	if _, err := testkube.Shared(t).Dynamic.Resource(claimGVR).Namespace(warmNS).Get(context.Background(), cold.ID, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("a sandbox no pool matches has a claim: %v", err)
+	}
+	if hits, misses := c.PoolClaimsOf("none"); hits != 0 || misses != 1 {
+		t.Errorf("none: hits %v misses %v, want 0 and 1", hits, misses)
+	}
+	if got := execIn(t, cold, "sh", "-c", "echo hi"); got != "hi\n" {
+		t.Fatalf("exec: %q", got)
 	}
 }

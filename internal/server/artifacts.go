@@ -161,7 +161,7 @@ func (s *Server) collectArtifact(ctx context.Context, run execRunner, p provider
 		return "", err
 	}
 	err = s.st.PutArtifact(ctx, store.ArtifactRow{UserID: run.c.UserID, SHA256: sha, SandboxID: id, Runtime: p.Runtime, Dir: p.Dir,
-		Size: int64(len(b)), SBOMSHA256: sbomSHA, Manifest: string(mb), CreatedAt: time.Now()})
+		Size: int64(len(b)), SBOMSHA256: sbomSHA, Manifest: string(mb), CreatedAt: time.Now(), Replica: s.fleet.Replica()})
 	if err != nil {
 		return "", err
 	}
@@ -220,6 +220,9 @@ func (s *Server) downloadArtifact(w http.ResponseWriter, r *http.Request, c flee
 	if err != nil {
 		return err
 	}
+	if s.forwardBlob(w, r, row, row.SHA256) {
+		return errResponded
+	}
 	return s.serveBlob(w, r, row.SHA256, "application/gzip", fmt.Sprintf("%s-%s.tar.gz", row.Runtime, row.SHA256[:12]))
 }
 
@@ -228,6 +231,9 @@ func (s *Server) artifactSBOM(w http.ResponseWriter, r *http.Request, c fleet.Ca
 	row, err := s.callerArtifact(r, c)
 	if err != nil {
 		return err
+	}
+	if s.forwardBlob(w, r, row, row.SBOMSHA256) {
+		return errResponded
 	}
 	return s.serveBlob(w, r, row.SBOMSHA256, "application/vnd.cyclonedx+json", fmt.Sprintf("%s-%s.cdx.json", row.Runtime, row.SHA256[:12]))
 }
@@ -272,9 +278,13 @@ func (s *Server) releaseArtifact(w http.ResponseWriter, r *http.Request, c fleet
 	if err != nil {
 		return err
 	}
-	f, err := os.Open(filepath.Join(s.blobDir(), row.SHA256))
+	// The live sandbox's replica releases into it, fetching the archive if need be.
+	if s.forwardIfElsewhere(w, r, live.ID, "", false) {
+		return errResponded
+	}
+	f, err := s.openArtifact(r, row)
 	if err != nil {
-		return fmt.Errorf("artifact blob %s: %w", row.SHA256, err)
+		return err
 	}
 	defer f.Close()
 	zr, err := gzip.NewReader(f)

@@ -98,7 +98,9 @@ func (s *Server) newMCPServer(c mcpCaller) *sdk.Server {
 			return auth.ScopeError(auth.ScopeWrite, what)
 		}
 	}
-	return pmcp.NewServer(&opsBackend{s: s, c: c.Caller}, opts)
+	srv := pmcp.NewServer(&opsBackend{s: s, c: c.Caller}, opts)
+	srv.AddReceivingMiddleware(keepAuthorization)
+	return srv
 }
 
 // opsBackend is the MCP tools' Backend in the control plane: the operations layer (and
@@ -153,6 +155,9 @@ func (b *opsBackend) ListSandboxes(ctx context.Context) ([]api.Sandbox, error) {
 }
 
 func (b *opsBackend) Lifecycle(ctx context.Context, id, op string) (api.Sandbox, error) {
+	if v, ok, err := onHolder(ctx, b, id, func(r pmcp.Backend) (api.Sandbox, error) { return r.Lifecycle(ctx, id, op) }); ok {
+		return v, err
+	}
 	do := map[string]func(*fleet.Fleet, context.Context, fleet.Caller, string) (store.Sandbox, error){
 		"stop": (*fleet.Fleet).Stop, "start": (*fleet.Fleet).Start, "restart": (*fleet.Fleet).Restart,
 	}[op]
@@ -167,14 +172,26 @@ func (b *opsBackend) Lifecycle(ctx context.Context, id, op string) (api.Sandbox,
 }
 
 func (b *opsBackend) DeleteSandbox(ctx context.Context, id string) error {
+	// A sandbox whose replica is dead may still be deleted, here.
+	if r, err := b.elsewhere(ctx, id, true); err != nil {
+		return err
+	} else if r != nil {
+		return r.failed(r.DeleteSandbox(ctx, id))
+	}
 	return b.s.fleet.Delete(ctx, b.c, id)
 }
 
 func (b *opsBackend) AppStatus(ctx context.Context, id string) (api.AppStatus, error) {
+	if v, ok, err := onHolder(ctx, b, id, func(r pmcp.Backend) (api.AppStatus, error) { return r.AppStatus(ctx, id) }); ok {
+		return v, err
+	}
 	return b.s.ops.AppStatus(ctx, b.c, id)
 }
 
 func (b *opsBackend) Run(ctx context.Context, id string, start api.StreamStart, stdin []byte, out func(byte, []byte)) (api.StreamExit, error) {
+	if v, ok, err := onHolder(ctx, b, id, func(r pmcp.Backend) (api.StreamExit, error) { return r.Run(ctx, id, start, stdin, out) }); ok {
+		return v, err
+	}
 	gate, err := b.s.ops.OpenStream(ctx, b.c, id)
 	if err != nil {
 		return api.StreamExit{}, err
@@ -211,6 +228,9 @@ func (b *opsBackend) Run(ctx context.Context, id string, start api.StreamStart, 
 }
 
 func (b *opsBackend) ListFiles(ctx context.Context, id, dir string) ([]api.FileInfo, error) {
+	if v, ok, err := onHolder(ctx, b, id, func(r pmcp.Backend) ([]api.FileInfo, error) { return r.ListFiles(ctx, id, dir) }); ok {
+		return v, err
+	}
 	list, err := b.s.ops.ListFiles(ctx, b.c, id, dir)
 	return list.Entries, err
 }
@@ -234,6 +254,16 @@ func (w *capped) Write(p []byte) (int, error) {
 }
 
 func (b *opsBackend) ReadFile(ctx context.Context, id, p string, max int64) ([]byte, bool, error) {
+	type read struct {
+		data []byte
+		more bool
+	}
+	if v, ok, err := onHolder(ctx, b, id, func(r pmcp.Backend) (read, error) {
+		data, more, err := r.ReadFile(ctx, id, p, max)
+		return read{data, more}, err
+	}); ok {
+		return v.data, v.more, err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the sandbox's stream when the tool stopped reading early
 	d, err := b.s.ops.ReadFile(ctx, b.c, id, p)
@@ -251,33 +281,57 @@ func (b *opsBackend) ReadFile(ctx context.Context, id, p string, max int64) ([]b
 }
 
 func (b *opsBackend) WriteFile(ctx context.Context, id, p string, data []byte, mode fs.FileMode) (api.FileInfo, error) {
+	if v, ok, err := onHolder(ctx, b, id, func(r pmcp.Backend) (api.FileInfo, error) { return r.WriteFile(ctx, id, p, data, mode) }); ok {
+		return v, err
+	}
 	return b.s.ops.WriteFile(ctx, b.c, id, sandboxops.WriteRequest{Path: p, Mode: uint32(mode.Perm()), Size: int64(len(data))}, bytes.NewReader(data))
 }
 
 func (b *opsBackend) Move(ctx context.Context, id string, req api.FileMoveRequest) (api.FileInfo, error) {
+	if v, ok, err := onHolder(ctx, b, id, func(r pmcp.Backend) (api.FileInfo, error) { return r.Move(ctx, id, req) }); ok {
+		return v, err
+	}
 	return b.s.ops.Move(ctx, b.c, id, req)
 }
 
 func (b *opsBackend) Remove(ctx context.Context, id, p string, recursive bool) error {
+	if _, ok, err := onHolder(ctx, b, id, func(r pmcp.Backend) (struct{}, error) { return struct{}{}, r.Remove(ctx, id, p, recursive) }); ok {
+		return err
+	}
 	return b.s.ops.Remove(ctx, b.c, id, p, recursive)
 }
 
 func (b *opsBackend) History(ctx context.Context, id string) (api.History, error) {
+	if v, ok, err := onHolder(ctx, b, id, func(r pmcp.Backend) (api.History, error) { return r.History(ctx, id) }); ok {
+		return v, err
+	}
 	return b.s.ops.History(ctx, b.c, id)
 }
 
 func (b *opsBackend) Checkpoint(ctx context.Context, id, message string) (api.CheckpointResult, error) {
+	if v, ok, err := onHolder(ctx, b, id, func(r pmcp.Backend) (api.CheckpointResult, error) { return r.Checkpoint(ctx, id, message) }); ok {
+		return v, err
+	}
 	return b.s.ops.Checkpoint(ctx, b.c, id, api.CheckpointRequest{Message: message})
 }
 
 func (b *opsBackend) Undo(ctx context.Context, id string) (api.RestoreResult, error) {
+	if v, ok, err := onHolder(ctx, b, id, func(r pmcp.Backend) (api.RestoreResult, error) { return r.Undo(ctx, id) }); ok {
+		return v, err
+	}
 	return b.s.ops.Undo(ctx, b.c, id)
 }
 
 func (b *opsBackend) Redo(ctx context.Context, id string) (api.RestoreResult, error) {
+	if v, ok, err := onHolder(ctx, b, id, func(r pmcp.Backend) (api.RestoreResult, error) { return r.Redo(ctx, id) }); ok {
+		return v, err
+	}
 	return b.s.ops.Redo(ctx, b.c, id)
 }
 
 func (b *opsBackend) Restore(ctx context.Context, id, checkpoint string) (api.RestoreResult, error) {
+	if v, ok, err := onHolder(ctx, b, id, func(r pmcp.Backend) (api.RestoreResult, error) { return r.Restore(ctx, id, checkpoint) }); ok {
+		return v, err
+	}
 	return b.s.ops.Restore(ctx, b.c, id, api.RestoreRequest{Checkpoint: checkpoint})
 }

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,24 +34,36 @@ func TestLoadConfigPoolTemplates(t *testing.T) {
 	}
 }
 
-// On a cluster, the fleet's template pools load; the default app's pool is refused,
-// naming runner.warm_pool, the cluster's own.
+// On a cluster, the fleet's pools load, the default app's as well as the templates'
+// (each a SandboxWarmPool); a size over a SandboxWarmPool's is refused, naming it, and so
+// are the runner's warm pools that are wrong.
 func TestLoadConfigPoolOnCluster(t *testing.T) {
 	dir := t.TempDir()
-	runner := "runner: {backend: kubernetes, image: paddock.local/agent:1, kubeconfig: /dev/null}\n"
-	for _, tc := range []struct{ name, pool, err string }{
-		{"templates", "pool: {templates: {node: 1, static: 2}}\n", ""},
-		{"default app", "pool: {size: 1}\n", "pool.size: the warm pool of the default app is this host's; on a cluster, set runner.warm_pool.size"},
+	runner := "runner: {backend: kubernetes, image: paddock.local/agent:1, kubeconfig: /dev/null, runtime_classes: {runsc: gvisor}, %s}\n"
+	for _, tc := range []struct{ name, warm, pool, err string }{
+		{"templates", "", "pool: {templates: {node: 1, static: 2}}\n", ""},
+		{"default app", "", "pool: {size: 2}\n", ""},
+		{"default app too big", "", "pool: {size: 1001}\n", "pool.size: 1001: want at most 1000 on a cluster"},
+		{"template too big", "", "pool: {templates: {node: 1001}}\n", "pool.templates.node: 1001: want at most 1000 on a cluster"},
+		{"runner pools", "warm_pool: {size: 1, pools: [{memory: 256MiB, size: 2}, {runtime: runsc, size: 1}, {runtime: runsc, cpus: 1, size: 1}]}", "", ""},
+		{"duplicate key", "warm_pool: {pools: [{runtime: runsc, size: 1}, {runtime: runsc, size: 2}]}", "",
+			"runner.warm_pool.pools[1]: runtime runsc with memory"},
+		{"duplicate of the default pool", "warm_pool: {size: 1, pools: [{runtime: runc, size: 2}]}", "",
+			"is the key of warm_pool.size already"},
+		{"pool too big", "warm_pool: {pools: [{memory: 1GiB, size: 1001}]}", "", "runner.warm_pool.pools[0].size: 1001: want 1 to 1000"},
+		{"pool of no size", "warm_pool: {pools: [{memory: 1GiB}]}", "", "runner.warm_pool.pools[0].size: 0: want 1 to 1000"},
+		{"unknown runtime", "warm_pool: {pools: [{runtime: kata, size: 1}]}", "", `runner.warm_pool.pools[0].runtime: "kata": want runc, runsc or microvm`},
+		{"runtime with no class", "warm_pool: {pools: [{runtime: microvm, size: 1}]}", "", "runner.warm_pool.pools[0].runtime: microvm: runtime_classes names no RuntimeClass for it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := filepath.Join(dir, tc.name+".yaml")
-			if err := os.WriteFile(p, []byte(runner+tc.pool), 0o600); err != nil {
+			if err := os.WriteFile(p, []byte(fmt.Sprintf(runner, tc.warm)+tc.pool), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			cfg, err := server.LoadConfig(p, dir, "")
+			_, err := server.LoadConfig(p, dir, "")
 			switch {
-			case tc.err == "" && (err != nil || cfg.Pool.Templates["static"] != 2):
-				t.Fatalf("LoadConfig: %+v, %v", cfg.Pool, err)
+			case tc.err == "" && err != nil:
+				t.Fatalf("LoadConfig: %v", err)
 			case tc.err != "" && (!errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.err)):
 				t.Fatalf("LoadConfig: %v, want %q", err, tc.err)
 			}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -40,7 +41,8 @@ type ReplicaConfig struct {
 	// absolute path; default <data_dir>/cluster.key, made on first start if missing).
 	ClusterKeyFile string `yaml:"cluster_key_file"`
 	// HeartbeatTTL: a replica not heard from for this long is dead, and its sandboxes
-	// unreachable (default 15s; it beats every fifth of it).
+	// unreachable, or on a cluster taken over by another (default 15s; it beats every
+	// fifth of it).
 	HeartbeatTTL time.Duration `yaml:"heartbeat_ttl"`
 }
 
@@ -84,6 +86,7 @@ type cluster struct {
 	key           []byte
 	ttl           time.Duration
 	forward       *httputil.ReverseProxy
+	hopClient     *http.Client // the MCP tools' API requests to the other replicas
 	stop          context.CancelFunc
 }
 
@@ -155,6 +158,7 @@ func (s *Server) initCluster(ctx context.Context) error {
 	s.auth.ShareSessions(s.fleet)
 	c := &cluster{id: rc.ID, advertise: rc.Advertise, key: key, ttl: cmpDuration(rc.HeartbeatTTL, defaultHeartbeatTTL), stop: cancel}
 	c.forward = s.newForwarder(c)
+	c.hopClient = newHopClient(c)
 	me := store.Replica{ID: c.id, Advertise: c.advertise}
 	now := time.Now()
 	if err := s.st.Heartbeat(ctx, me, now); err != nil {
@@ -180,6 +184,7 @@ func (s *Server) initCluster(ctx context.Context) error {
 					continue
 				}
 				s.fleet.Beat(ctx, now)
+				s.fleet.Sweep(ctx)
 			}
 		}
 	}()
@@ -304,10 +309,12 @@ func hopOf(r *http.Request) *hop {
 
 type forwardKey struct{}
 
-// forwardTo is where forward sends a request: a replica, and the user it is for.
+// forwardTo is where forward sends a request: a replica, and the user it is for; what
+// says why that replica ("which runs this sandbox" unless set).
 type forwardTo struct {
 	replica store.Replica
 	user    string
+	what    string
 }
 
 func (s *Server) newForwarder(c *cluster) *httputil.ReverseProxy {
@@ -332,21 +339,23 @@ func (s *Server) newForwarder(c *cluster) *httputil.ReverseProxy {
 		BufferPool:    proxy.BufferPool(),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			to := r.Context().Value(forwardKey{}).(forwardTo)
-			api.WriteError(w, s.log, fmt.Errorf("replica %s (%s), which runs this sandbox, did not answer: %w: %w",
-				to.replica.ID, to.replica.Advertise, errdefs.ErrUnavailable, err))
+			what := cmp.Or(to.what, "which runs this sandbox")
+			api.WriteError(w, s.log, fmt.Errorf("replica %s (%s), %s, did not answer: %w: %w",
+				to.replica.ID, to.replica.Advertise, what, errdefs.ErrUnavailable, err))
 		},
 	}
 }
 
 // forwardIfElsewhere sends r, for sandbox id, to the replica that runs it, when that is
 // another one; it reports whether r was answered (forwarded, or 503 for a replica that is
-// dead, unless orphanOK: a sandbox may always be deleted). A request that came over a hop
-// is never forwarded again.
+// dead, unless orphanOK: a sandbox may always be deleted). On a cluster a dead replica's
+// sandbox is taken over first (fleet.Route), and served here or by the replica that won
+// it. A request that came over a hop is never forwarded again.
 func (s *Server) forwardIfElsewhere(w http.ResponseWriter, r *http.Request, id, user string, orphanOK bool) bool {
 	if s.cluster == nil || hopOf(r) != nil || id == "" {
 		return false
 	}
-	err := s.fleet.Holder(r.Context(), id)
+	err := s.fleet.Route(r.Context(), id)
 	var held *store.HeldElsewhere
 	switch {
 	case err == nil:

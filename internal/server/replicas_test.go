@@ -70,6 +70,7 @@ replica:
   cluster_key_file: %s
   heartbeat_ttl: %s
 reconnects: {limit: 3, window_seconds: 600}
+disk_reserve: 2G
 `, rc.DataDir, rc.StateDir, rc.Agent, dbURL, filepath.Join(shared, "secrets.key"), r.id, addr, filepath.Join(shared, "cluster.key"), testHeartbeatTTL)
 		if err := os.WriteFile(r.config, []byte(yaml), 0o600); err != nil {
 			t.Fatal(err)

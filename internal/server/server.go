@@ -242,6 +242,8 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 		Tier: cfg.Runner.Tier, Runtime: cfg.Runtime, Memory: cfg.SandboxMemory, Quota: cfg.Quota, App: app,
 		Env: env, AgentKeys: s.caps.AgentKeys, Pool: cfg.Pool, Idle: cfg.Idle,
 		Replica: cfg.Replica.ID, ReplicaTTL: cmpDuration(cfg.Replica.HeartbeatTTL, defaultHeartbeatTTL),
+		// A cluster's sandboxes are every replica's to reach: a dead one's are taken over.
+		TakeOver: cfg.Replica.ID != "" && cfg.Runner.OnCluster(),
 	}, s.reg, s.log)
 	if err != nil {
 		return err

@@ -19,26 +19,29 @@ type ArtifactRow struct {
 	// Manifest is the artifact's manifest as JSON.
 	Manifest  string
 	CreatedAt time.Time
+	// Replica is the replica whose data directory holds the bytes ("" without replicas).
+	Replica string
 }
 
-const artifactCols = `user_id, sha256, sandbox_id, runtime, dir, size, sbom_sha256, manifest, created_at`
+const artifactCols = `user_id, sha256, sandbox_id, runtime, dir, size, sbom_sha256, manifest, created_at, replica`
 
 func scanArtifact(sc scanner) (ArtifactRow, error) {
 	var r ArtifactRow
 	var created int64
-	err := sc.Scan(&r.UserID, &r.SHA256, &r.SandboxID, &r.Runtime, &r.Dir, &r.Size, &r.SBOMSHA256, &r.Manifest, &created)
+	err := sc.Scan(&r.UserID, &r.SHA256, &r.SandboxID, &r.Runtime, &r.Dir, &r.Size, &r.SBOMSHA256, &r.Manifest, &created, &r.Replica)
 	r.CreatedAt = fromNanos(created)
 	return r, err
 }
 
 // PutArtifact records an artifact; one the user has already (the same bytes) is brought
-// up to date, so that it is again their newest.
+// up to date, so that it is again their newest, held by the replica that packaged it last.
 func (s *Store) PutArtifact(ctx context.Context, r ArtifactRow) error {
 	return s.Update(ctx, func(tx *Tx) error {
-		_, err := tx.exec(ctx, `INSERT INTO artifacts (`+artifactCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+		_, err := tx.exec(ctx, `INSERT INTO artifacts (`+artifactCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (user_id, sha256) DO UPDATE SET sandbox_id = excluded.sandbox_id, runtime = excluded.runtime,
-				dir = excluded.dir, sbom_sha256 = excluded.sbom_sha256, manifest = excluded.manifest, created_at = excluded.created_at`,
-			r.UserID, r.SHA256, r.SandboxID, r.Runtime, r.Dir, r.Size, r.SBOMSHA256, r.Manifest, nanos(r.CreatedAt))
+				dir = excluded.dir, sbom_sha256 = excluded.sbom_sha256, manifest = excluded.manifest, created_at = excluded.created_at,
+				replica = excluded.replica`,
+			r.UserID, r.SHA256, r.SandboxID, r.Runtime, r.Dir, r.Size, r.SBOMSHA256, r.Manifest, nanos(r.CreatedAt), r.Replica)
 		if err != nil {
 			return fmt.Errorf("record artifact %s: %w", r.SHA256, mapErr(err))
 		}

@@ -21,7 +21,9 @@ func TestArtifacts(t *testing.T) {
 		row := func(sha string, at time.Time) ArtifactRow {
 			return ArtifactRow{UserID: alice.ID, SHA256: sha, SandboxID: "sb-1", Runtime: "node", Dir: "site", Size: 3, SBOMSHA256: strings.Repeat("c", 64), Manifest: "{}", CreatedAt: at}
 		}
-		for _, r := range []ArtifactRow{row(a, t0), row(b, t0.Add(time.Minute)), row(a, t0.Add(2*time.Minute))} {
+		again := row(a, t0.Add(2*time.Minute))
+		again.Replica = "r2"
+		for _, r := range []ArtifactRow{row(a, t0), row(b, t0.Add(time.Minute)), again} {
 			if err := s.PutArtifact(ctx, r); err != nil {
 				t.Fatal(err)
 			}
@@ -35,6 +37,9 @@ func TestArtifacts(t *testing.T) {
 		}
 		if _, err := s.Artifact(ctx, bob.ID, a); !errors.Is(err, errdefs.ErrNotFound) {
 			t.Errorf("bob reads alice's artifact: %v", err)
+		}
+		if got, err := s.Artifact(ctx, alice.ID, a); err != nil || got.Replica != "r2" {
+			t.Errorf("the artifact packaged again on r2: held by %q, %v; want r2", got.Replica, err)
 		}
 		if list, _ := s.ListArtifacts(ctx, bob.ID); len(list) != 0 {
 			t.Errorf("bob lists %+v", list)

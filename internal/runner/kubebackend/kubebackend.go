@@ -45,6 +45,14 @@ func (c cluster) StartTemplate(ctx context.Context, template string, req kubespe
 	return sandbox{sb}, hit, nil
 }
 
+func (c cluster) Adopt(ctx context.Context, id string, persistent bool) (runner.ClusterSandbox, error) {
+	sb, err := c.Cluster.Adopt(ctx, id, persistent)
+	if err != nil {
+		return nil, err
+	}
+	return sandbox{sb}, nil
+}
+
 // sandbox is a kube.Sandbox as the runner uses it.
 type sandbox struct{ *kube.Sandbox }
 
@@ -59,10 +67,10 @@ func Of(r *runner.Runner) (*kube.Cluster, error) {
 	return c.(cluster).Cluster, nil
 }
 
-// Collectors are r's metrics: its cluster's warm pool's, when it has one.
+// Collectors are r's metrics: its cluster's warm pools', when it has any.
 func Collectors(r *runner.Runner) []prometheus.Collector {
 	cc := r.ClusterConfig()
-	if cc.Backend != runner.BackendKubernetes || cc.WarmPool.Size == 0 {
+	if cc.Backend != runner.BackendKubernetes || !cc.WarmPool.Any() {
 		return nil
 	}
 	c, err := Of(r)

@@ -95,7 +95,7 @@ func TestShippedRBAC(t *testing.T) {
 		"/persistentvolumeclaims":   {"list"},
 		"extensions.agents.x-k8s.io/sandboxtemplates": {"get", "create", "update", "delete"},
 		"extensions.agents.x-k8s.io/sandboxwarmpools": {"get", "create", "update", "delete"},
-		"extensions.agents.x-k8s.io/sandboxclaims":    {"get", "list", "create", "delete"},
+		"extensions.agents.x-k8s.io/sandboxclaims":    {"get", "list", "create", "patch", "delete"},
 	}
 	for _, r := range role.Rules {
 		for _, g := range r.APIGroups {

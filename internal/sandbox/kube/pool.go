@@ -3,13 +3,17 @@ package kube
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,6 +34,7 @@ import (
 	xv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/sandbox/kubespec"
 	"github.com/paddockhq/paddock/internal/wire"
 )
 
@@ -64,16 +69,19 @@ const LabelPool = "paddock.dev/pool"
 // poolCASecret holds only the CA's certificate, for the warm pods.
 const poolCASecret = PoolName + "-ca"
 
-// pool is the cluster's warm pool, when runner.warm_pool.size is set.
+// pool holds the cluster's warm pools, when runner.warm_pool sets any: the default
+// runtime and limits' (PoolName), and one per runner.warm_pool.pools entry
+// (WarmPoolName of its key).
 type pool struct {
 	ext   extv1.ExtensionsV1beta1Interface
 	authn authnclient.AuthenticationV1Interface
 
-	mu     sync.Mutex
-	limits wire.Limits // what the pool's pods are made for
-	made   bool        // the pool's objects are there, as paddock wrote them
+	mu       sync.Mutex
+	defaults wire.Limits                 // the limits a pool's left-out limits were filled from
+	made     bool                        // the pools' objects are there, as paddock wrote them
+	byKey    map[kubespec.PoolKey]string // each pool's name, by the key it serves
 
-	size   prometheus.GaugeFunc
+	size   prometheus.Collector
 	claims *prometheus.CounterVec
 }
 
@@ -88,39 +96,65 @@ func (c *Cluster) openPool(rc *rest.Config) error {
 	}
 	p := &pool{ext: ext, authn: authn}
 	p.claims = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "paddock_kube_pool_claims_total", Help: "New cluster sandboxes that matched the warm pool's template, by result: hit (a claimed pool pod) or miss (started cold).",
-		ConstLabels: prometheus.Labels{"template": PoolName},
-	}, []string{"result"})
-	p.claims.WithLabelValues("hit")
-	p.claims.WithLabelValues("miss")
-	p.size = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "paddock_kube_pool_size", Help: "Pods the cluster's warm pool holds ready to be claimed.",
-		ConstLabels: prometheus.Labels{"template": PoolName},
-	}, func() float64 {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		n, _ := c.PoolReady(ctx)
-		return float64(n)
-	})
+		Name: "paddock_kube_pool_claims_total", Help: "New cluster sandboxes by the warm pool whose runtime and limits they have, and result: hit (a claimed pool pod) or miss (started cold); template none is a sandbox no pool matches.",
+	}, []string{"template", "result"})
+	if c.cfg.WarmPool.Size > 0 {
+		p.claims.WithLabelValues(PoolName, "hit")
+		p.claims.WithLabelValues(PoolName, "miss")
+	}
+	p.size = &poolSizes{c: c, desc: prometheus.NewDesc("paddock_kube_pool_size", "Pods each of the cluster's warm pools holds ready to be claimed.", []string{"template"}, nil)}
 	c.pool = p
 	return nil
 }
 
-// Collectors are the pool's metrics: its size and its hits and misses.
+// poolSizes reports each made pool's ready members.
+type poolSizes struct {
+	c    *Cluster
+	desc *prometheus.Desc
+}
+
+func (s *poolSizes) Describe(ch chan<- *prometheus.Desc) { ch <- s.desc }
+
+func (s *poolSizes) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for _, name := range s.c.poolNames() {
+		n, _ := s.c.poolReady(ctx, name)
+		ch <- prometheus.MustNewConstMetric(s.desc, prometheus.GaugeValue, float64(n), name)
+	}
+}
+
+// poolNames are the names of the pools made, sorted.
+func (c *Cluster) poolNames() []string {
+	c.pool.mu.Lock()
+	defer c.pool.mu.Unlock()
+	return slices.Sorted(maps.Values(c.pool.byKey))
+}
+
+// Collectors are the pools' metrics: their sizes and their hits and misses.
 func (c *Cluster) Collectors() []prometheus.Collector {
-	if c.cfg.WarmPool.Size == 0 {
+	if !c.cfg.WarmPool.Any() {
 		return nil
 	}
 	return []prometheus.Collector{c.pool.size, c.pool.claims}
 }
 
-// PoolClaims is how many creates the pool served (hits) and did not (misses).
-func (c *Cluster) PoolClaims() (hits, misses float64) {
-	return counterValue(c.pool.claims.WithLabelValues("hit")), counterValue(c.pool.claims.WithLabelValues("miss"))
+// PoolClaims is how many creates the default pool served (hits) and did not (misses).
+func (c *Cluster) PoolClaims() (hits, misses float64) { return c.PoolClaimsOf(PoolName) }
+
+// PoolClaimsOf is PoolClaims of the pool called name; "none" counts the creates no pool
+// matched.
+func (c *Cluster) PoolClaimsOf(name string) (hits, misses float64) {
+	return counterValue(c.pool.claims.WithLabelValues(name, "hit")), counterValue(c.pool.claims.WithLabelValues(name, "miss"))
 }
 
-// PoolReady is how many of the pool's members are ready to be claimed.
+// PoolReady is how many of the default pool's members are ready to be claimed.
 func (c *Cluster) PoolReady(ctx context.Context) (int, error) { return c.poolReady(ctx, PoolName) }
+
+// PoolReadyOf is how many of the members of the pool called name are ready.
+func (c *Cluster) PoolReadyOf(ctx context.Context, name string) (int, error) {
+	return c.poolReady(ctx, name)
+}
 
 // poolReady is how many members of the SandboxWarmPool called name are ready.
 func (c *Cluster) poolReady(ctx context.Context, name string) (int, error) {
@@ -131,71 +165,54 @@ func (c *Cluster) poolReady(ctx context.Context, name string) (int, error) {
 	return int(wp.Status.ReadyReplicas), nil
 }
 
-// EnsurePool makes or rewrites the pool's objects, for sandboxes of limits (the runner's
-// defaults) on the default runtime; with no pool configured, it does nothing.
-func (c *Cluster) EnsurePool(ctx context.Context, limits wire.Limits) error {
-	if c.cfg.WarmPool.Size == 0 {
+// WarmPoolName names the SandboxTemplate and SandboxWarmPool of a runner.warm_pool.pools
+// entry: its runtime and a digest of its limits.
+func WarmPoolName(key kubespec.PoolKey) string {
+	l := key.Limits
+	sum := sha256.Sum256(fmt.Appendf(nil, "%d/%g/%d/%d/%d/%d/%d", l.Memory, l.CPUs, l.Pids, l.Timeout, l.Tmp, l.Disk, l.FileSize))
+	return PoolName + "-" + key.Runtime + "-" + hex.EncodeToString(sum[:5])
+}
+
+// EnsurePool makes or rewrites the pools' objects, their left-out limits filled from
+// defaults (the runner's); with no pool configured, it does nothing.
+func (c *Cluster) EnsurePool(ctx context.Context, defaults wire.Limits) error {
+	w := c.cfg.WarmPool
+	if !w.Any() {
 		return nil
 	}
 	p := c.pool
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.made && p.limits == limits {
+	if p.made && p.defaults == defaults {
 		return nil
 	}
-	tmpl, err := PoolTemplate(&c.cfg, limits)
+	keys, err := w.PoolKeys(defaults)
 	if err != nil {
 		return err
 	}
-	sec := &corev1.Secret{
+	if err := c.putPoolSecret(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: poolCASecret, Namespace: c.cfg.Namespace, Labels: poolLabels()},
 		Type:       corev1.SecretTypeOpaque,
 		Data:       map[string][]byte{"ca.crt": c.ca.CertPEM()},
-	}
-	if err := c.putPoolSecret(ctx, sec); err != nil {
+	}); err != nil {
 		return err
 	}
-	tc := p.ext.SandboxTemplates(c.cfg.Namespace)
-	have, err := tc.Get(ctx, PoolName, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		_, err = tc.Create(ctx, tmpl, metav1.CreateOptions{FieldManager: ManagedBy})
-	case err == nil:
-		if have.Labels[LabelManagedBy] != ManagedBy {
-			return fmt.Errorf("the SandboxTemplate %s/%s exists and paddock did not make it: %w", c.cfg.Namespace, PoolName, errdefs.ErrFailedPrecondition)
+	byKey := map[kubespec.PoolKey]string{}
+	for i, key := range keys {
+		name := WarmPoolName(key)
+		if i == 0 && w.Size > 0 {
+			name = PoolName
 		}
-		have.Spec = tmpl.Spec
-		_, err = tc.Update(ctx, have, metav1.UpdateOptions{FieldManager: ManagedBy})
-	}
-	if err != nil {
-		return c.apiError("the warm pool's SandboxTemplate", err)
-	}
-	size := int32(c.cfg.WarmPool.Size)
-	wp := &xv1.SandboxWarmPool{
-		ObjectMeta: metav1.ObjectMeta{Name: PoolName, Namespace: c.cfg.Namespace, Labels: poolLabels()},
-		Spec: xv1.SandboxWarmPoolSpec{
-			Replicas: &size, TemplateRef: xv1.SandboxTemplateRef{Name: PoolName},
-			// A member made from an older template is replaced, not handed out.
-			UpdateStrategy: &xv1.SandboxWarmPoolUpdateStrategy{Type: xv1.RecreateSandboxWarmPoolUpdateStrategyType},
-		},
-	}
-	pc := p.ext.SandboxWarmPools(c.cfg.Namespace)
-	havePool, err := pc.Get(ctx, PoolName, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		_, err = pc.Create(ctx, wp, metav1.CreateOptions{FieldManager: ManagedBy})
-	case err == nil:
-		if havePool.Labels[LabelManagedBy] != ManagedBy {
-			return fmt.Errorf("the SandboxWarmPool %s/%s exists and paddock did not make it: %w", c.cfg.Namespace, PoolName, errdefs.ErrFailedPrecondition)
+		size := w.PoolSize(key, defaults)
+		if err := c.putPoolObjects(ctx, name, size, key); err != nil {
+			return err
 		}
-		havePool.Spec = wp.Spec
-		_, err = pc.Update(ctx, havePool, metav1.UpdateOptions{FieldManager: ManagedBy})
+		byKey[key] = name
+		p.claims.WithLabelValues(name, "hit")
+		p.claims.WithLabelValues(name, "miss")
+		c.log.Info("warm pool ready to fill", "pool", name, "size", size, "runtime", key.Runtime, "namespace", c.cfg.Namespace)
 	}
-	if err != nil {
-		return c.apiError("the warm pool", err)
-	}
-	p.limits, p.made = limits, true
-	c.log.Info("warm pool ready to fill", "pool", PoolName, "size", size, "namespace", c.cfg.Namespace)
+	p.byKey, p.defaults, p.made = byKey, defaults, true
 	return nil
 }
 
@@ -218,13 +235,23 @@ func (c *Cluster) putPoolSecret(ctx context.Context, sec *corev1.Secret) error {
 	return nil
 }
 
-// RemovePool deletes the pool's objects (its members go with it).
+// RemovePool deletes the pools' objects (their unclaimed members go with them).
 func (c *Cluster) RemovePool(ctx context.Context) error {
 	p := c.pool
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.made = false
-	return c.removePoolObjects(ctx, PoolName, true)
+	names := []string{PoolName}
+	for _, n := range p.byKey {
+		if n != PoolName {
+			names = append(names, n)
+		}
+	}
+	p.made, p.byKey = false, nil
+	var errs []error
+	for i, n := range names {
+		errs = append(errs, c.removePoolObjects(ctx, n, i == len(names)-1))
+	}
+	return errors.Join(errs...)
 }
 
 // removePoolObjects deletes the SandboxWarmPool and SandboxTemplate called name (and the
@@ -277,7 +304,12 @@ func poolLabels() map[string]string {
 // default runtime, whose agent waits for a claim, with the CA's certificate and the pod's
 // token where the sandbox's Secret would be.
 func PoolTemplate(cfg *Config, limits wire.Limits) (*xv1.SandboxTemplate, error) {
-	sb, err := NewSandbox(cfg, Request{ID: PoolName, Limits: limits})
+	return poolTemplate(cfg, kubespec.KeyOf("", limits))
+}
+
+// poolTemplate is PoolTemplate for sandboxes of key's runtime and limits.
+func poolTemplate(cfg *Config, key kubespec.PoolKey) (*xv1.SandboxTemplate, error) {
+	sb, err := NewSandbox(cfg, Request{ID: PoolName, Runtime: key.Runtime, Limits: key.Limits})
 	if err != nil {
 		return nil, err
 	}
@@ -312,19 +344,12 @@ func PoolTemplate(cfg *Config, limits wire.Limits) (*xv1.SandboxTemplate, error)
 // errNoClaim says a create does not come from the pool; the caller starts it cold.
 var errNoClaim = errors.New("not from the warm pool")
 
-// Poolable says whether req would come from the pool: a pool is configured, made for
-// req's limits, and req is on the default runtime.
-func (c *Cluster) poolable(req Request) bool {
-	if c.cfg.WarmPool.Size == 0 || (req.Runtime != "" && req.Runtime != "runc") {
-		return false
-	}
+// poolFor is the name of the pool whose runtime and limits are req's, if one is made.
+func (c *Cluster) poolFor(req Request) (string, bool) {
 	c.pool.mu.Lock()
 	defer c.pool.mu.Unlock()
-	if !c.pool.made || c.pool.limits != req.Limits {
-		return false
-	}
-	class, _ := runtimeClass(&c.cfg, req.Runtime)
-	return class == nil
+	name, ok := c.pool.byKey[kubespec.KeyOf(req.Runtime, req.Limits)]
+	return name, ok
 }
 
 // StartWarm starts sandbox req from the warm pool when it can (a hit), else cold (a
@@ -343,30 +368,30 @@ func (c *Cluster) StartWarm(ctx context.Context, req Request, persistent bool) (
 		sb, err := c.Start(ctx, req, persistent)
 		return sb, false, err
 	}
-	if c.poolable(req) {
-		sb, err = c.claim(ctx, req, persistent)
+	name, ok := c.poolFor(req)
+	if ok {
+		sb, err = c.claimFrom(ctx, name, req, persistent)
 		if err == nil {
-			c.pool.claims.WithLabelValues("hit").Inc()
+			c.pool.claims.WithLabelValues(name, "hit").Inc()
 			return sb, true, nil
 		}
 		if !errors.Is(err, errNoClaim) {
-			c.log.Warn("warm claim failed; starting cold", "sandbox", req.ID, "err", err)
+			c.log.Warn("warm claim failed; starting cold", "sandbox", req.ID, "pool", name, "err", err)
 		}
 	}
-	if c.cfg.WarmPool.Size > 0 {
-		c.pool.claims.WithLabelValues("miss").Inc()
+	if c.cfg.WarmPool.Any() {
+		if !ok {
+			name = "none"
+		}
+		c.pool.claims.WithLabelValues(name, "miss").Inc()
 	}
 	sb, err = c.Start(ctx, req, persistent)
 	return sb, false, err
 }
 
-// claim makes a SandboxClaim for req and makes the member it gets sandbox req.
-func (c *Cluster) claim(ctx context.Context, req Request, persistent bool) (*Sandbox, error) {
-	return c.claimFrom(ctx, PoolName, req, persistent)
-}
-
-// claimFrom is claim from the SandboxWarmPool called pool; a template pool's claim is
-// labelled with its pool's name.
+// claimFrom makes a SandboxClaim for req of the SandboxWarmPool called pool and makes the
+// member it gets sandbox req; a claim of any pool but the default one is labelled with
+// its pool's name.
 func (c *Cluster) claimFrom(ctx context.Context, pool string, req Request, persistent bool) (*Sandbox, error) {
 	if n, err := c.poolReady(ctx, pool); err != nil || n == 0 {
 		return nil, errNoClaim

@@ -9,6 +9,7 @@ import (
 
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/sandbox/kube"
+	"github.com/paddockhq/paddock/internal/sandbox/kubespec"
 	"github.com/paddockhq/paddock/internal/wire"
 )
 
@@ -84,5 +85,44 @@ func TestPoolTemplate(t *testing.T) {
 	}
 	if len(tmpl.Spec.VolumeClaimTemplates) != 1 {
 		t.Errorf("%d volume claim templates, want the workspace's", len(tmpl.Spec.VolumeClaimTemplates))
+	}
+}
+
+// TestWarmPoolKeys: warm_pool.pools are read and keyed by runtime and limits, a left-out
+// limit being the default; each key names its own pool (a DNS label); two pools of one
+// key are refused, naming the second and the first.
+func TestWarmPoolKeys(t *testing.T) {
+	var w kube.WarmPool
+	if err := yaml.Unmarshal([]byte("{size: 1, pools: [{memory: 256MiB, size: 2}, {runtime: runsc, cpus: 1.5, disk: 1GiB, size: 1}]}"), &w); err != nil {
+		t.Fatal(err)
+	}
+	defaults := wire.Limits{Memory: 512 << 20, CPUs: 1, Pids: 256}
+	keys, err := w.PoolKeys(defaults)
+	if err != nil || len(keys) != 3 {
+		t.Fatalf("keys %+v, %v", keys, err)
+	}
+	want := []kubespec.PoolKey{
+		{Runtime: "runc", Limits: defaults},
+		{Runtime: "runc", Limits: wire.Limits{Memory: 256 << 20, CPUs: 1, Pids: 256}},
+		{Runtime: "runsc", Limits: wire.Limits{Memory: 512 << 20, CPUs: 1.5, Pids: 256, Disk: 1 << 30}},
+	}
+	names := map[string]bool{}
+	for i, k := range keys {
+		if k != want[i] {
+			t.Errorf("key %d: %+v, want %+v", i, k, want[i])
+		}
+		name := kube.WarmPoolName(k)
+		if len(name) > 63 || strings.Trim(name, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" || names[name] {
+			t.Errorf("pool name %q: not a DNS label, or another key's", name)
+		}
+		names[name] = true
+	}
+	if w.PoolSize(keys[1], defaults) != 2 || w.PoolSize(keys[0], defaults) != 1 || w.PoolSize(kubespec.KeyOf("microvm", defaults), defaults) != 0 {
+		t.Errorf("pool sizes by key are wrong")
+	}
+	// The default's limits written out are the default pool's key.
+	w.Pools = append(w.Pools, kubespec.PoolSpec{Runtime: "runc", Memory: 512 << 20, Size: 3})
+	if _, err := w.PoolKeys(defaults); !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "warm_pool.pools[2]") || !strings.Contains(err.Error(), "warm_pool.size already") {
+		t.Errorf("a pool of the default key: %v", err)
 	}
 }

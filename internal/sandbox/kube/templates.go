@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	xv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
@@ -32,6 +33,18 @@ const templatePrefix = "paddock-tmpl-"
 // templateName is what a provider's template may be called to name a pool: a DNS label
 // once prefixed.
 var templateName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`)
+
+// AppPoolName names the SandboxTemplate and SandboxWarmPool of the fleet's pool of the
+// default app (pool.size), whose template is "" here.
+const AppPoolName = "paddock-app"
+
+// poolNameOf is TemplatePoolName, or AppPoolName for the default app ("").
+func poolNameOf(template string) (string, error) {
+	if template == "" {
+		return AppPoolName, nil
+	}
+	return TemplatePoolName(template)
+}
 
 // TemplatePoolName names the SandboxTemplate and SandboxWarmPool of template's pool.
 func TemplatePoolName(template string) (string, error) {
@@ -64,15 +77,19 @@ func (c *Cluster) templates() *templatePools {
 	return tp
 }
 
-// EnsureTemplatePool makes or rewrites template's pool: size pods of limits on the
-// default runtime.
+// EnsureTemplatePool makes or rewrites template's pool (the default app's, for ""): size
+// pods of limits on the default runtime.
 func (c *Cluster) EnsureTemplatePool(ctx context.Context, template string, size int, limits wire.Limits) error {
-	name, err := TemplatePoolName(template)
+	name, err := poolNameOf(template)
 	if err != nil {
 		return err
 	}
 	if size < 1 || size > kubespec.MaxPoolSize {
-		return fmt.Errorf("pool.templates.%s: %d: want 1 to %d on a cluster: %w", template, size, kubespec.MaxPoolSize, errdefs.ErrInvalidArgument)
+		field := "pool.templates." + template
+		if template == "" {
+			field = "pool.size"
+		}
+		return fmt.Errorf("%s: %d: want 1 to %d on a cluster: %w", field, size, kubespec.MaxPoolSize, errdefs.ErrInvalidArgument)
 	}
 	tp := c.templates()
 	tp.mu.Lock()
@@ -87,7 +104,7 @@ func (c *Cluster) EnsureTemplatePool(ctx context.Context, template string, size 
 	}); err != nil {
 		return err
 	}
-	if err := c.putPoolObjects(ctx, name, size, limits); err != nil {
+	if err := c.putPoolObjects(ctx, name, size, kubespec.KeyOf("", limits)); err != nil {
 		return err
 	}
 	tp.made[name] = templateMade{size, limits}
@@ -95,10 +112,11 @@ func (c *Cluster) EnsureTemplatePool(ctx context.Context, template string, size 
 	return nil
 }
 
-// putPoolObjects creates or rewrites the SandboxTemplate and SandboxWarmPool called name;
-// an object of that name that paddock did not make is refused.
-func (c *Cluster) putPoolObjects(ctx context.Context, name string, size int, limits wire.Limits) error {
-	tmpl, err := PoolTemplate(&c.cfg, limits)
+// putPoolObjects creates or rewrites the SandboxTemplate and SandboxWarmPool called name,
+// of size pods of key's runtime and limits; an object of that name that paddock did not
+// make is refused.
+func (c *Cluster) putPoolObjects(ctx context.Context, name string, size int, key kubespec.PoolKey) error {
+	tmpl, err := poolTemplate(&c.cfg, key)
 	if err != nil {
 		return err
 	}
@@ -154,13 +172,13 @@ func relabel(m map[string]string, name string) {
 	}
 }
 
-// StartTemplate starts sandbox req, a member of template's pool, from a pod the pool
+// StartTemplate starts sandbox req, a member of template's pool (the default app's, for ""), from a pod the pool
 // holds ready (hit), waiting up to ready_timeout for the controller to start one: the
 // pool keeps as many pods as the fleet readies members, so a cold start would be one pod
 // more. Past that, or when the claim fails, it starts cold. It is not persistent:
 // Destroy deletes it.
 func (c *Cluster) StartTemplate(ctx context.Context, template string, req Request) (sb *Sandbox, hit bool, err error) {
-	name, err := TemplatePoolName(template)
+	name, err := poolNameOf(template)
 	if err != nil {
 		return nil, false, err
 	}
@@ -174,6 +192,21 @@ func (c *Cluster) StartTemplate(ctx context.Context, template string, req Reques
 	}
 	sb, err = c.Start(ctx, req, false)
 	return sb, false, err
+}
+
+// Adopt makes a member of the default app's pool its user's sandbox: persistent from now
+// on (a stop keeps its workspace), and its claim no longer labelled with the pool, so that
+// no later control plane reaps it as a member.
+func (s *Sandbox) Adopt(ctx context.Context) error {
+	if s.claimed {
+		patch := []byte(`{"metadata":{"labels":{"` + LabelPool + `":null}}}`)
+		_, err := s.c.pool.ext.SandboxClaims(s.c.cfg.Namespace).Patch(ctx, s.ID, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: ManagedBy})
+		if err != nil {
+			return s.c.apiError("adopt sandbox "+s.ID, err)
+		}
+	}
+	s.persistent = true
+	return nil
 }
 
 // waitPoolReady waits until the SandboxWarmPool called name has a ready member, or
@@ -195,7 +228,7 @@ func (c *Cluster) waitPoolReady(ctx context.Context, name string) {
 
 // RemoveTemplatePool deletes template's pool (its unclaimed members go with it).
 func (c *Cluster) RemoveTemplatePool(ctx context.Context, template string) error {
-	name, err := TemplatePoolName(template)
+	name, err := poolNameOf(template)
 	if err != nil {
 		return err
 	}
@@ -206,8 +239,9 @@ func (c *Cluster) RemoveTemplatePool(ctx context.Context, template string) error
 	return c.removePoolObjects(ctx, name, false)
 }
 
-// ReapTemplateMembers deletes every template pool's claim an earlier control plane left:
-// members are no one's, and none is adopted.
+// ReapTemplateMembers deletes every template pool's claim an earlier control plane left,
+// and the default app pool's not yet a user's (Adopt): members are no one's, and none is
+// adopted.
 func (c *Cluster) ReapTemplateMembers(ctx context.Context) error {
 	claims := c.pool.ext.SandboxClaims(c.cfg.Namespace)
 	list, err := claims.List(ctx, metav1.ListOptions{LabelSelector: LabelManagedBy + "=" + ManagedBy + "," + LabelPool})
@@ -216,7 +250,8 @@ func (c *Cluster) ReapTemplateMembers(ctx context.Context) error {
 	}
 	var errs []error
 	for _, cl := range list.Items {
-		if len(cl.Labels[LabelPool]) <= len(templatePrefix) || cl.Labels[LabelPool][:len(templatePrefix)] != templatePrefix {
+		pool := cl.Labels[LabelPool]
+		if pool != AppPoolName && (len(pool) <= len(templatePrefix) || pool[:len(templatePrefix)] != templatePrefix) {
 			continue
 		}
 		errs = append(errs, c.removeClaim(ctx, cl.Name))

@@ -69,8 +69,8 @@ type Config struct {
 	// ReadyTimeout bounds how long a start waits for the pod to be ready. Default: 5m
 	// (the first pull of an image can be slow).
 	ReadyTimeout time.Duration `yaml:"ready_timeout"`
-	// WarmPool keeps pods of the default runtime and limits started ahead, claimed by new
-	// sandboxes that are not persistent (pool.go).
+	// WarmPool keeps pods started ahead, of the default runtime and limits and of those
+	// its pools name, claimed by new sandboxes of a pool's runtime and limits (pool.go).
 	WarmPool WarmPool `yaml:"warm_pool"`
 }
 
@@ -169,7 +169,7 @@ func (c *Config) Validate() error {
 			return invalid("kubeconfig", "%v", err)
 		}
 	}
-	if err := c.WarmPool.validate(); err != nil {
+	if err := c.WarmPool.validate(c.RuntimeClasses); err != nil {
 		return err
 	}
 	for i, t := range c.Tolerations {
@@ -256,19 +256,112 @@ func (t Toleration) validate() error {
 
 // WarmPool is a pool setting (runner: {backend: kubernetes, warm_pool: {size: N}}).
 type WarmPool struct {
-	// Size is how many pods the pool keeps ready; 0 is no pool.
+	// Size is how many pods the pool of the default runtime and limits keeps ready; 0 is
+	// no such pool.
 	Size int `yaml:"size"`
+	// Pools are pools of other runtimes and limits, each a SandboxWarmPool of its own: a
+	// new sandbox claims from the one whose runtime and limits are exactly its own.
+	Pools []PoolSpec `yaml:"pools"`
+}
+
+// PoolSpec is one more warm pool: size pods of a runtime and limits. A limit left out is
+// the runner's default, as for a new sandbox.
+type PoolSpec struct {
+	// Runtime is runc (the default), runsc or microvm: a runtime of runtime_classes.
+	Runtime string    `yaml:"runtime"`
+	Memory  wire.Size `yaml:"memory"`
+	CPUs    float64   `yaml:"cpus"`
+	Disk    wire.Size `yaml:"disk"`
+	// Size is how many pods it keeps ready: 1 to MaxPoolSize.
+	Size int `yaml:"size"`
+}
+
+// PoolKey is what a sandbox must have to claim from a pool: its runtime and limits.
+type PoolKey struct {
+	Runtime string
+	Limits  wire.Limits
+}
+
+// KeyOf is the key of a sandbox of runtime rt (empty is runc) and limits.
+func KeyOf(rt string, limits wire.Limits) PoolKey {
+	if rt == "" {
+		rt = "runc"
+	}
+	return PoolKey{Runtime: rt, Limits: limits}
+}
+
+// Key is p's key, its limits filled from defaults.
+func (p PoolSpec) Key(defaults wire.Limits) PoolKey {
+	return KeyOf(p.Runtime, wire.Limits{Memory: p.Memory, CPUs: p.CPUs, Disk: p.Disk}.Or(defaults))
 }
 
 // MaxPoolSize bounds a warm pool's size: each member is a running pod and a volume.
 const MaxPoolSize = 1000
 
-func (w WarmPool) validate() error {
+func (w WarmPool) validate(classes map[string]string) error {
 	if w.Size < 0 || w.Size > MaxPoolSize {
 		return invalid("warm_pool.size", "%d: want 0 (no pool) to %d", w.Size, MaxPoolSize)
 	}
+	for i, p := range w.Pools {
+		field := fmt.Sprintf("warm_pool.pools[%d]", i)
+		rt := p.Runtime
+		if rt == "" {
+			rt = "runc"
+		}
+		_, named := classes[rt]
+		switch {
+		case p.Size < 1 || p.Size > MaxPoolSize:
+			return invalid(field+".size", "%d: want 1 to %d", p.Size, MaxPoolSize)
+		case rt != "runc" && rt != "runsc" && rt != "microvm":
+			return invalid(field+".runtime", "%q: want runc, runsc or microvm", p.Runtime)
+		case rt != "runc" && !named:
+			return invalid(field+".runtime", "%s: runtime_classes names no RuntimeClass for it", rt)
+		case p.Memory < 0 || p.CPUs < 0 || p.Disk < 0:
+			return invalid(field, "a limit is negative")
+		}
+	}
 	return nil
 }
+
+// PoolKeys is every pool's key, the default pool's (when it has a size) first, with
+// limits filled from defaults: the runner's limits for a new sandbox. Two pools of one
+// key are refused, naming the second.
+func (w WarmPool) PoolKeys(defaults wire.Limits) ([]PoolKey, error) {
+	var keys []PoolKey
+	var fields []string
+	if w.Size > 0 {
+		keys, fields = append(keys, KeyOf("", defaults)), append(fields, "warm_pool.size")
+	}
+	for i, p := range w.Pools {
+		k := p.Key(defaults)
+		field := fmt.Sprintf("warm_pool.pools[%d]", i)
+		for j, have := range keys {
+			if have == k {
+				return nil, invalid(field, "runtime %s with memory %s, cpus %g and disk %s is the key of %s already (a limit left out is the default)",
+					k.Runtime, k.Limits.Memory, k.Limits.CPUs, k.Limits.Disk, fields[j])
+			}
+		}
+		keys, fields = append(keys, k), append(fields, field)
+	}
+	return keys, nil
+}
+
+// PoolSize is how many pods the pool of key keeps, with defaults as in PoolKeys; 0 when
+// no pool has that key.
+func (w WarmPool) PoolSize(key PoolKey, defaults wire.Limits) int {
+	if w.Size > 0 && key == KeyOf("", defaults) {
+		return w.Size
+	}
+	for _, p := range w.Pools {
+		if p.Key(defaults) == key {
+			return p.Size
+		}
+	}
+	return 0
+}
+
+// Any says whether any pool is configured.
+func (w WarmPool) Any() bool { return w.Size > 0 || len(w.Pools) > 0 }
 
 // Request is a sandbox as the runner asks for it.
 type Request struct {
