@@ -40,11 +40,23 @@ func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	err := run(ctx, log)
+	signalled := ctx.Err() != nil
 	stop()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "paddock-agent: %v\n", err)
 		os.Exit(1)
 	}
+	if signalled && inPod() {
+		// Ended from outside (a stop, an eviction, a deletion): exit as the signal would,
+		// so that the kubelet reports the pod Failed. It keeps an eviction's reason only
+		// then, not when the pod Succeeded.
+		os.Exit(128 + int(syscall.SIGTERM))
+	}
+}
+
+// inPod says whether the agent runs as a pod's entrypoint.
+func inPod() bool {
+	return len(os.Args) > 2 && (os.Args[1] == wire.PodFlag || os.Args[1] == wire.PodWarmFlag)
 }
 
 // run runs the agent, or the subcommand its arguments name, until ctx ends.

@@ -30,7 +30,7 @@ func toleration(t Toleration) corev1.Toleration {
 // tolerations are c's as Kubernetes has them.
 func tolerations(c *Config) []corev1.Toleration {
 	var out []corev1.Toleration
-	for _, t := range c.Tolerations {
+	for _, t := range c.PodTolerations() {
 		out = append(out, toleration(t))
 	}
 	return out

@@ -272,12 +272,18 @@ func (c *Cluster) waitReady(ctx context.Context, id string, gen int64) (*corev1.
 		if cond.Status != metav1.ConditionTrue {
 			last = cond.Reason + ": " + cond.Message
 		}
-		if cond := condition(sb, sbv1.SandboxConditionFinished); cond != nil && cond.Status == metav1.ConditionTrue && cond.ObservedGeneration >= gen {
-			return false, fmt.Errorf("sandbox %s: its pod ended before it was ready (%s): %s: %w", id, cond.Reason, c.podStory(id), errdefs.ErrUnavailable)
-		}
 		p, gone := t.pod(id)
-		if p == nil || gone || p.DeletionTimestamp != nil || !ownedBy(p, sb) {
-			return false, nil // not made yet, or an earlier start's on its way out
+		if p != nil && (gone || p.DeletionTimestamp != nil || !ownedBy(p, sb)) {
+			// An earlier start's on its way out (a lost node's, until its kubelet returns)
+			// or gone: what the controller says of it is not of this start.
+			return false, nil
+		}
+		if p == nil {
+			// Not made yet, or made, ended and gone before the cache saw it.
+			if cond := condition(sb, sbv1.SandboxConditionFinished); cond != nil && cond.Status == metav1.ConditionTrue && cond.ObservedGeneration >= gen {
+				return false, fmt.Errorf("sandbox %s: its pod ended before it was ready (%s): %s: %w", id, cond.Reason, c.podStory(id), errdefs.ErrUnavailable)
+			}
+			return false, nil
 		}
 		why, bad := podTrouble(p)
 		if bad {

@@ -3,7 +3,9 @@ package kube_test
 import (
 	"bytes"
 	"errors"
+	"maps"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 	corev1 "k8s.io/api/core/v1"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/sandbox/kube"
+	"github.com/paddockhq/paddock/internal/sandbox/kubespec"
 	"github.com/paddockhq/paddock/internal/wire"
 	"github.com/paddockhq/paddock/internal/wire/podtls"
 )
@@ -232,6 +235,9 @@ func TestConfigValidate(t *testing.T) {
 		{"missing kubeconfig", func(c *kube.Config) { c.Kubeconfig = "/nonexistent/kubeconfig" }, "kubeconfig"},
 		{"bad toleration operator", func(c *kube.Config) { c.Tolerations = []kube.Toleration{{Key: "k", Operator: "Is"}} }, "tolerations[0]"},
 		{"bad toleration effect", func(c *kube.Config) { c.Tolerations = []kube.Toleration{{Key: "k", Effect: "Evict"}} }, "tolerations[0]"},
+		{"node lost after less than a second", func(c *kube.Config) { c.NodeLostAfter = 500 * time.Millisecond }, "node_lost_after"},
+		{"node lost after a part of a second", func(c *kube.Config) { c.NodeLostAfter = 1500 * time.Millisecond }, "node_lost_after"},
+		{"node lost after a negative time", func(c *kube.Config) { c.NodeLostAfter = -time.Second }, "node_lost_after"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -262,8 +268,55 @@ func TestPlacementFromConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "sandboxes", Effect: corev1.TaintEffectNoSchedule}
-	if pt.Spec.NodeSelector["pool"] != "sandboxes" || len(pt.Spec.Tolerations) != 2 || pt.Spec.Tolerations[0] != want ||
-		pt.Spec.Tolerations[1].TolerationSeconds == nil || *pt.Spec.Tolerations[1].TolerationSeconds != 30 {
+	// The operator's two, then paddock's of a not-ready node (theirs of an unreachable
+	// one stands).
+	if pt.Spec.NodeSelector["pool"] != "sandboxes" || len(pt.Spec.Tolerations) != 3 || pt.Spec.Tolerations[0] != want ||
+		pt.Spec.Tolerations[1].TolerationSeconds == nil || *pt.Spec.Tolerations[1].TolerationSeconds != 30 ||
+		pt.Spec.Tolerations[2].Key != kubespec.TaintNodeNotReady {
 		t.Fatalf("node selector %v, tolerations %+v", pt.Spec.NodeSelector, pt.Spec.Tolerations)
+	}
+}
+
+// TestLostNodeTolerations: a pod tolerates a node that is not ready or unreachable for
+// runner.node_lost_after (30s by default, not Kubernetes' 5m), so that Kubernetes evicts it
+// from a lost node in seconds; an operator's own toleration of either taint stands.
+func TestLostNodeTolerations(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		src  string
+		want map[string]int64 // key → toleration_seconds, NoExecute
+	}{
+		{"default", "image: a\n", map[string]int64{kubespec.TaintNodeNotReady: 30, kubespec.TaintNodeUnreachable: 30}},
+		{"set", "image: a\nnode_lost_after: 5s\n", map[string]int64{kubespec.TaintNodeNotReady: 5, kubespec.TaintNodeUnreachable: 5}},
+		{"the operator's own", "image: a\nnode_lost_after: 5s\ntolerations: [{key: node.kubernetes.io/unreachable, operator: Exists, effect: NoExecute, toleration_seconds: 600}]\n",
+			map[string]int64{kubespec.TaintNodeNotReady: 5, kubespec.TaintNodeUnreachable: 600}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var c kube.Config
+			if err := yaml.Unmarshal([]byte(tt.src), &c); err != nil {
+				t.Fatal(err)
+			}
+			c.Fill(t.TempDir())
+			if err := c.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			pt, err := kube.PodTemplate(&c, kube.Request{ID: "sb-aaaaaaaaaa", UID: 1000, GID: 1000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]int64{}
+			for _, tol := range pt.Spec.Tolerations {
+				if tol.Effect != corev1.TaintEffectNoExecute || tol.Operator != corev1.TolerationOpExists || tol.TolerationSeconds == nil {
+					t.Fatalf("toleration %+v", tol)
+				}
+				if _, dup := got[tol.Key]; dup {
+					t.Fatalf("two tolerations of %s: %+v", tol.Key, pt.Spec.Tolerations)
+				}
+				got[tol.Key] = *tol.TolerationSeconds
+			}
+			if !maps.Equal(got, tt.want) {
+				t.Fatalf("tolerations %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

@@ -48,6 +48,9 @@ type Sandbox struct {
 
 	mu      sync.Mutex
 	lastErr string
+	// nodeLost says its pod's node stopped reporting: only that node's kubelet, when it
+	// returns, or the node's removal ends the pod.
+	nodeLost bool
 }
 
 // obj is the name of its Sandbox object (and pod).
@@ -79,9 +82,36 @@ func (s *Sandbox) checkPod(pod *corev1.Pod, gone bool) string {
 	case pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded:
 		return "its pod ended: " + story(pod)
 	case !podReady(pod):
-		return "its pod is no longer ready: " + story(pod)
+		why, nodeLost := notReady(pod)
+		if nodeLost {
+			s.mu.Lock()
+			s.nodeLost = true
+			s.mu.Unlock()
+		}
+		return "its pod is no longer ready" + why + ": " + story(pod)
 	}
 	return ""
+}
+
+// notReady says why pod is not ready, when something did, and whether its node was
+// found lost. The kubelet gives its reason (ContainersNotReady). The node lifecycle
+// controller, which marks the pods of a node that stopped reporting not ready, gives none
+// and leaves the containers as the kubelet last reported them: ready.
+func notReady(pod *corev1.Pod) (string, bool) {
+	for _, cond := range pod.Status.Conditions {
+		if cond.Type == corev1.PodReady && cond.Reason != "" {
+			return " (" + cond.Reason + ": " + cond.Message + ")", false
+		}
+	}
+	if len(pod.Status.ContainerStatuses) == 0 {
+		return "", false
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if !cs.Ready {
+			return "", false
+		}
+	}
+	return " (its node " + pod.Spec.NodeName + " stopped reporting: the node controller found it lost)", true
 }
 
 // check looks at the live Sandbox and its pod (as the informers last saw them; gone when
@@ -197,7 +227,8 @@ func (s *Sandbox) LastError() string {
 }
 
 // Destroy closes the channel and ends the pod: a persistent sandbox is suspended, its
-// workspace kept on its volume for the next start; any other is deleted with its volume.
+// workspace kept on its volume for the next start (waiting for the pod to go, unless its
+// node was lost); any other is deleted with its volume.
 func (s *Sandbox) Destroy(ctx context.Context) error {
 	if s.stopWatch != nil {
 		s.stopWatch()
@@ -214,6 +245,15 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 	var err error
 	if s.conn != nil {
 		err = s.conn.Close()
+	}
+	s.mu.Lock()
+	nodeLost := s.nodeLost
+	s.mu.Unlock()
+	if s.persistent && nodeLost {
+		// Suspended when it was lost; its pod goes when its node returns or is removed,
+		// which the next start waits for.
+		_, serr := s.c.suspend(ctx, s.obj())
+		return errors.Join(err, serr)
 	}
 	if s.persistent {
 		return errors.Join(err, s.c.Suspend(ctx, s.obj()))

@@ -40,6 +40,12 @@ type Config struct {
 	// labels to match; taints to tolerate).
 	NodeSelector map[string]string `yaml:"node_selector"`
 	Tolerations  []Toleration      `yaml:"tolerations"`
+	// NodeLostAfter is how long a pod stays bound to a node that is not ready or
+	// unreachable before Kubernetes evicts it: the toleration_seconds of the pods'
+	// NoExecute tolerations of node.kubernetes.io/not-ready and unreachable (Kubernetes'
+	// own default is 5m). A toleration of either key in Tolerations replaces paddock's.
+	// Default: 30s; whole seconds, at least 1s.
+	NodeLostAfter time.Duration `yaml:"node_lost_after"`
 	// NodeUsr binds each node's /usr read-only at /usr in the pods, as the single-host
 	// container tier binds the host's: the node then provides the sandboxes' programs,
 	// and the image needs only the agent and /etc. Only for clusters whose nodes are
@@ -101,6 +107,43 @@ func (c *Config) Fill(dataDir string) {
 	if c.CertLifetime == 0 {
 		c.CertLifetime = podtls.DefaultLifetime
 	}
+	if c.NodeLostAfter == 0 {
+		c.NodeLostAfter = DefaultNodeLostAfter
+	}
+}
+
+// DefaultNodeLostAfter is NodeLostAfter when the configuration gives none.
+const DefaultNodeLostAfter = 30 * time.Second
+
+// The taints the node lifecycle controller puts on a node that is not ready or that stopped
+// reporting.
+const (
+	TaintNodeNotReady    = "node.kubernetes.io/not-ready"
+	TaintNodeUnreachable = "node.kubernetes.io/unreachable"
+)
+
+// PodTolerations are the pods' tolerations: Tolerations, and those of a lost node for
+// NodeLostAfter unless Tolerations has its own for that taint.
+func (c *Config) PodTolerations() []Toleration {
+	out := append([]Toleration{}, c.Tolerations...)
+	secs := int64(c.NodeLostAfter / time.Second)
+	for _, key := range []string{TaintNodeNotReady, TaintNodeUnreachable} {
+		if c.tolerates(key) || secs <= 0 {
+			continue
+		}
+		out = append(out, Toleration{Key: key, Operator: "Exists", Effect: "NoExecute", TolerationSeconds: &secs})
+	}
+	return out
+}
+
+// tolerates says whether Tolerations has one of key (or of every key) for NoExecute.
+func (c *Config) tolerates(key string) bool {
+	for _, t := range c.Tolerations {
+		if (t.Key == key || (t.Key == "" && t.Operator == "Exists")) && (t.Effect == "" || t.Effect == "NoExecute") {
+			return true
+		}
+	}
+	return false
 }
 
 // Validate names the first field that is wrong.
@@ -116,6 +159,8 @@ func (c *Config) Validate() error {
 		return invalid("workspace_size", "must be positive")
 	case c.ReadyTimeout < 0:
 		return invalid("ready_timeout", "must be positive")
+	case c.NodeLostAfter < 0 || (c.NodeLostAfter != 0 && (c.NodeLostAfter < time.Second || c.NodeLostAfter%time.Second != 0)):
+		return invalid("node_lost_after", "%s: want whole seconds, at least 1s (a toleration's seconds)", c.NodeLostAfter)
 	case c.CertLifetime != 0 && c.CertLifetime < MinCertLifetime:
 		return invalid("cert_lifetime", "%s: at least %s (a renewal at half the lifetime must reach the pod through the kubelet)", c.CertLifetime, MinCertLifetime)
 	}

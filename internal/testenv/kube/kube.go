@@ -68,6 +68,7 @@ type Cluster struct {
 	bridge         string
 	member         string
 	procs          []*proc
+	startKubelet   func() (*proc, error)
 	kwokMu         sync.Mutex
 	enforcerLock   *os.File // held while this cluster runs the NetworkPolicy enforcer
 	bridgeNFWas    string   // bridge-nf-call-iptables before the enforcer set it, if it did
@@ -303,6 +304,10 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 		// Its default client limit (20 requests/s) would make the volume claims of the
 		// scale test (1,000 sandboxes at 50/s) wait on it rather than on the cluster.
 		"--kube-api-qps=500", "--kube-api-burst=1000",
+		// A node whose kubelet stops is found lost (Unknown, tainted, its pods marked not
+		// ready) within 2s of Kubernetes' grace period (50s), not 5s. The grace period
+		// stays: KWOK renews its nodes' leases every 10s, late on a loaded machine.
+		"--node-monitor-period=2s",
 		"--profiling=false")
 	if err != nil {
 		return err
@@ -348,21 +353,7 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	}); err != nil {
 		return err
 	}
-	if err := waitFor(ctx, "the node to be Ready", 3*time.Minute, c.procByName("kubelet"), func() error {
-		n, err := c.Client.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		for _, cond := range n.Status.Conditions {
-			if cond.Type == corev1.NodeReady {
-				if cond.Status == corev1.ConditionTrue {
-					return nil
-				}
-				return fmt.Errorf("node %s: Ready=%s: %s", NodeName, cond.Status, cond.Message)
-			}
-		}
-		return fmt.Errorf("node %s: no Ready condition yet", NodeName)
-	}); err != nil {
+	if err := waitFor(ctx, "the node to be Ready", 3*time.Minute, c.procByName("kubelet"), c.nodeReady); err != nil {
 		return err
 	}
 	if opts.NetworkPolicy {
@@ -490,15 +481,66 @@ syncFrequency: 10s
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: "1Mi", nodefs.available: "1%%", imagefs.available: "1%%", nodefs.inodesFree: "1%%"}
+# The eviction manager looks every 10s; it sees an emptyDir's use as of the last
+# measurement, every minute by default.
+volumeStatsAggPeriod: 5s
+nodeLeaseDurationSeconds: 10
+nodeStatusUpdateFrequency: 2s
 `, port, caFile, certFile, keyFile, c.containerdSock, c.cgroupRoot)
 	kubeletConfigFile := filepath.Join(c.Dir, "kubelet.yaml")
 	if err := os.WriteFile(kubeletConfigFile, []byte(kubeletConfig), 0o644); err != nil {
 		return err
 	}
-	_, err = c.run(opts, "kubelet", filepath.Join(c.bin, "kubelet"), []string{path},
-		"--config="+kubeletConfigFile, "--kubeconfig="+kubeconfigFile,
-		"--root-dir="+kubeletDir, "--hostname-override="+NodeName)
+	c.startKubelet = func() (*proc, error) {
+		return c.run(opts, "kubelet", filepath.Join(c.bin, "kubelet"), []string{path},
+			"--config="+kubeletConfigFile, "--kubeconfig="+kubeconfigFile,
+			"--root-dir="+kubeletDir, "--hostname-override="+NodeName)
+	}
+	_, err = c.startKubelet()
 	return err
+}
+
+// StopKubelet kills the node's kubelet, and only it, as a node lost would: its pods'
+// containers run on under containerd, but nothing reports the node or acts on its pods, so
+// that the node lifecycle controller finds it lost (Unknown, tainted unreachable) after its
+// grace period.
+func (c *Cluster) StopKubelet() {
+	if p := c.procByName("kubelet"); p != nil && !p.exited() {
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+	}
+}
+
+// StartKubelet starts the node's kubelet again after StopKubelet and waits until the node
+// is Ready.
+func (c *Cluster) StartKubelet(ctx context.Context) error {
+	if p := c.procByName("kubelet"); p != nil && !p.exited() {
+		return errors.New("the kubelet is running")
+	}
+	p, err := c.startKubelet()
+	if err != nil {
+		return err
+	}
+	return waitFor(ctx, "the node to be Ready again", 3*time.Minute, p, c.nodeReady)
+}
+
+// nodeReady says why the node is not Ready, or nil when it is.
+func (c *Cluster) nodeReady() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n, err := c.Client.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			if cond.Status == corev1.ConditionTrue {
+				return nil
+			}
+			return fmt.Errorf("node %s: Ready=%s: %s", NodeName, cond.Status, cond.Message)
+		}
+	}
+	return fmt.Errorf("node %s: no Ready condition yet", NodeName)
 }
 
 // installCRDs creates agent-sandbox's CRDs (from its module, installed by setup) and waits
@@ -673,10 +715,11 @@ func (p *proc) stop(grace time.Duration) {
 	<-p.done
 }
 
+// procByName is the component's latest process (the kubelet may have been restarted).
 func (c *Cluster) procByName(name string) *proc {
-	for _, p := range c.procs {
-		if p.name == name {
-			return p
+	for i := len(c.procs) - 1; i >= 0; i-- {
+		if c.procs[i].name == name {
+			return c.procs[i]
 		}
 	}
 	return nil
@@ -685,7 +728,8 @@ func (c *Cluster) procByName(name string) *proc {
 // run starts a component in a process group of its own, killed if the test process dies,
 // its output in Dir/logs/NAME.log (and opts.Log).
 func (c *Cluster) run(opts Options, name, bin string, env []string, args ...string) (*proc, error) {
-	logFile, err := os.Create(c.LogFile(name))
+	// Appended to: a component started again (the kubelet) keeps its earlier log.
+	logFile, err := os.OpenFile(c.LogFile(name), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}

@@ -54,7 +54,19 @@ func PrepareScale(ctx context.Context, c *testkube.Cluster, n int) error {
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	return nil
+	// The controller is ready a moment before its watch on Sandboxes is open, and the
+	// rounds count the watches against what the API server held before them.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		_, err := SandboxWatches(ctx, c)
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("the agent-sandbox controller does not watch Sandboxes: %w", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // ScaleConfig is the backend's configuration for sandboxes on the simulated nodes, its
