@@ -58,7 +58,7 @@ it; 137 when the memory limit killed it; 125 when paddock itself could not run i
 	fl.StringVar(&f.memory, "memory", "", "memory limit, like 128M or 1.5G")
 	fl.StringVar(&f.cpus, "cpus", "", "CPU limit in CPUs, fractional (like 0.5)")
 	fl.Int64Var(&f.pids, "pids", 0, "limit the commands to `N` processes, the command itself and threads included (process tier: N to N+8; runsc: one more per further command running at once)")
-	fl.StringVar(&f.disk, "disk", "", "disk limit of the workspace and /tmp together, like 2G (a write past it fails with ENOSPC)")
+	fl.StringVar(&f.disk, "disk", "", "disk limit of the workspace and /tmp together, like 2G (on a host a write past it fails with ENOSPC; on a cluster the pod is evicted)")
 	fl.DurationVar(&f.timeout, "timeout", 0, "wall-clock limit, like 30s or 10m (exit status 124)")
 	fl.StringArrayVar(&f.env, "env", nil, "set an environment variable NAME=VALUE in the sandbox (repeatable)")
 	fl.BoolVar(&f.keep, "keep", false, "keep the sandbox after the command exits")

@@ -173,7 +173,7 @@ APP COMMAND serving on --port inside the sandbox.`,
 	fl.StringVar(&f.memory, "memory", "", "memory limit, like 512M or 1G")
 	fl.Float64Var(&f.cpus, "cpus", 0, "CPU limit in CPUs, fractional (like 0.5)")
 	fl.Int64Var(&f.pids, "pids", 0, "limit the commands to `N` processes, the command itself and threads included (process tier: N to N+8; runsc: one more per further command running at once)")
-	fl.StringVar(&f.disk, "disk", "", "disk limit of the workspace and /tmp together, like 2G (a write past it fails with ENOSPC)")
+	fl.StringVar(&f.disk, "disk", "", "disk limit of the workspace and /tmp together, like 2G (on a host a write past it fails with ENOSPC; on a cluster the pod is evicted)")
 	fl.StringArrayVar(&f.env, "env", nil, "environment variable NAME=VALUE for the sandbox's processes (repeatable)")
 	fl.IntVar(&f.port, "port", 0, "port the app command serves on inside the sandbox")
 	fl.StringVar(&f.build, "build", "", "label of the runtime build the app serves")
