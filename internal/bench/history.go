@@ -489,8 +489,8 @@ func (f *historyFixture) notes(store, gitBlocks, gitBytes float64) []string {
 			"(history as is, git zlib-compressed) and a new tree for each directory on its path, each object a file of whole 4 KiB blocks; git adds a "+
 			"commit object, history an entry in its index.", s("h.edit.watch.kb"), metWord(s("h.edit.watch.kb") <= 1000), s("g.edit.kb")),
 		fmt.Sprintf("Undo of the %s-file checkpoint takes %.0f ms against %.0f ms for `git reset --hard HEAD~1`, which writes the same files: %s "+
-			"(target ≤ 1.0×: %s; the issue's absolute figure, ≤ 1 s, as information: %s). Undo first reads again only the directories the watcher "+
-			"saw change (to record any change first), rewrites each of the %s files in place from its blob while checking its hash (git unlinks "+
+			"(target ≤ 1.0×: %s; the issue's absolute figure, ≤ 1 s, as information: %s). Undo first walks the whole workspace (to record any change "+
+			"first, a write through a kept mapping too, which inotify does not report), rewrites each of the %s files in place from its blob while checking its hash (git unlinks "+
 			"each and creates it anew), its mode and times set through the open file, %d files at once (one per CPU), makes it all durable with one "+
 			"syncfs of the workspace's file system (not an fsync per file, %.2f ms each here, the breakdown row), walks the whole workspace again, "+
 			"trusting the stat the restore took of each file it wrote, and records the restore as a checkpoint. git writes one file at a time and "+
