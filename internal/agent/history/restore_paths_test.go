@@ -177,7 +177,8 @@ func TestUndoRecordsWhatTheWatcherMissed(t *testing.T) {
 		t.Fatal("the watcher is not running")
 	}
 	time.Sleep(10 * time.Millisecond) // a coarse mtime must still move
-	m[0] = '2' // the mapping stays: its unmapping would be a close, an event
+	// The mapping stays: its unmapping would be a close, an event.
+	m[0] = '2'
 	defer unix.Munmap(m)
 	if _, err := h.Undo(); err != nil {
 		t.Fatal(err)
