@@ -13,11 +13,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -803,8 +805,20 @@ func httpOK(client *http.Client, url string) error {
 	return nil
 }
 
-// freePorts reserves n loopback ports and releases them for the components to take.
+// freePorts reserves n loopback ports and releases them for the components to take. They
+// are picked below the kernel's ephemeral range: a port from that range, released here and
+// bound by a component seconds later, may meanwhile have become the local port of any
+// process's outgoing connection (the other test packages run beside this one).
 func freePorts(n int) ([]int, error) {
+	const base = 10000
+	top := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil {
+				top = v
+			}
+		}
+	}
 	var ports []int
 	var ls []net.Listener
 	defer func() {
@@ -812,10 +826,17 @@ func freePorts(n int) ([]int, error) {
 			l.Close()
 		}
 	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(ports) < n; tries++ {
+		addr := "127.0.0.1:0" // no room below the ephemeral range: take one from it
+		if top-base >= 1000 && tries < 1000 {
+			addr = fmt.Sprintf("127.0.0.1:%d", base+rand.IntN(top-base))
+		}
+		l, err := net.Listen("tcp", addr)
 		if err != nil {
-			return nil, err
+			if addr == "127.0.0.1:0" {
+				return nil, err
+			}
+			continue // taken: try another
 		}
 		ls = append(ls, l)
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
