@@ -9,12 +9,14 @@
 package browsertest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -22,8 +24,13 @@ import (
 // Chromium is the browser the scripts launch (Debian's chromium package).
 const Chromium = "/usr/bin/chromium"
 
-// timeout bounds one script; a wedged browser must not hang the test binary.
+// timeout bounds how long one script may go without printing a line: a script
+// prints each step it finishes, so a slow machine gets more time while a wedged
+// browser still cannot hang the test binary.
 const timeout = 2 * time.Minute
+
+// ceiling bounds a whole script, as a multiple of its silence bound.
+const ceiling = 5
 
 // Run runs tests/browser/<script>.mjs with node, with env added to the test
 // process's environment (BASE_URL and whatever else the script reads; CHROMIUM is
@@ -34,8 +41,8 @@ func Run(t *testing.T, script string, env map[string]string) string {
 	return RunFor(t, script, env, timeout)
 }
 
-// RunFor is Run with its own bound on the script, for one that waits on sandboxes
-// being made, stopped and started.
+// RunFor is Run with its own bound on the script's silence, for one that waits on
+// sandboxes being made, stopped and started.
 func RunFor(t *testing.T, script string, env map[string]string, timeout time.Duration) string {
 	t.Helper()
 	dir, err := scriptDir()
@@ -56,7 +63,7 @@ func RunFor(t *testing.T, script string, env map[string]string, timeout time.Dur
 	if _, err := os.Stat(path); err != nil {
 		t.Fatalf("browsertest: no script %s", path)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	ctx, cancel := context.WithTimeout(t.Context(), ceiling*timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, path)
 	cmd.Dir = dir
@@ -64,15 +71,20 @@ func RunFor(t *testing.T, script string, env map[string]string, timeout time.Dur
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
+	out := &progressBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
 	cmd.WaitDelay = 5 * time.Second
-	out, err := cmd.CombinedOutput()
+	silent := time.AfterFunc(timeout, cancel)
+	out.progress = func() { silent.Reset(timeout) }
+	err = cmd.Run()
+	silent.Stop()
 	if ctx.Err() != nil {
-		t.Fatalf("browsertest: %s.mjs did not finish within %s; output:\n%s", script, timeout, out)
+		t.Fatalf("browsertest: %s.mjs printed nothing for %s (or ran past %s); output:\n%s", script, timeout, ceiling*timeout, out)
 	}
 	if err != nil {
 		t.Fatalf("browsertest: %s.mjs: %v; output:\n%s", script, err, out)
 	}
-	return string(out)
+	return out.String()
 }
 
 // scriptDir finds tests/browser by walking up from the working directory (a Go
@@ -92,4 +104,26 @@ func scriptDir() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// progressBuffer keeps a script's output and calls progress on each write.
+type progressBuffer struct {
+	mu       sync.Mutex
+	buf      bytes.Buffer
+	progress func()
+}
+
+func (b *progressBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.progress != nil {
+		b.progress()
+	}
+	return b.buf.Write(p)
+}
+
+func (b *progressBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -82,8 +82,13 @@ try {
   await page.getByRole('tab', { name: 'Terminal' }).click();
   await page.waitForFunction(() => window.paddockDesktop.terminal.current?.ready, null, { timeout: 60000 });
   await page.locator('#term-1 .xterm-helper-textarea').focus();
-  await page.keyboard.type('stty -echo; cat > /tmp/paste\n');
+  // The marker is printed (not echoed: the quotes split it in the typed line) once the
+  // shell has run stty and is about to start cat, so the paste goes to cat and not to a
+  // shell still starting.
+  await page.keyboard.type('stty -echo; echo paste-""ready; cat > /tmp/paste\n');
+  await page.locator('#term-1 .xterm-rows').getByText('paste-ready').first().waitFor({ timeout: 60000 });
   await page.waitForFunction(() => !window.paddockDesktop.terminal.current.term.modes.bracketedPasteMode, null, { timeout: 30000 });
+  step('cat waits for the paste');
   await page.evaluate(() => window.paddockDesktop.terminal.current.term.paste(('y'.repeat(99) + '\n').repeat(10000)));
   await page.keyboard.press('Control+D');
   await page.keyboard.type('stty echo; echo "pasted=$(wc -c < /tmp/paste)"\n');
