@@ -93,9 +93,24 @@ type Artifact struct {
 	// SBOM is the SHA-256 of the artifact's CycloneDX SBOM.
 	SBOM      string    `json:"sbom"`
 	CreatedAt time.Time `json:"created_at"`
+	// Replica is the replica whose data directory holds the bytes (with replicas).
+	Replica string `json:"replica,omitempty"`
+	// Copies are where the bytes are kept: ArtifactCopyLocal, and ArtifactCopyBucket once
+	// their copy is in the backup store.
+	Copies []string `json:"copies"`
+	// Bucket is the state of the copy in the backup store (pending, retrying, stored,
+	// failed); empty without a store. BucketError is its last upload's error.
+	Bucket      string `json:"bucket,omitempty"`
+	BucketError string `json:"bucket_error,omitempty"`
 	// Manifest is in an artifact read alone, not in a list.
 	Manifest *ArtifactManifest `json:"manifest,omitempty"`
 }
+
+// Where an artifact's bytes are kept.
+const (
+	ArtifactCopyLocal  = "local"  // the data directory of the replica that packaged it
+	ArtifactCopyBucket = "bucket" // the backup store, sealed
+)
 
 // ArtifactList is GET /api/v1/artifacts: the user's artifacts, newest first.
 type ArtifactList struct {

@@ -160,17 +160,26 @@ func (s *Server) collectArtifact(ctx context.Context, run execRunner, p provider
 	if err != nil {
 		return "", err
 	}
-	err = s.st.PutArtifact(ctx, store.ArtifactRow{UserID: run.c.UserID, SHA256: sha, SandboxID: id, Runtime: p.Runtime, Dir: p.Dir,
-		Size: int64(len(b)), SBOMSHA256: sbomSHA, Manifest: string(mb), CreatedAt: time.Now(), Replica: s.fleet.Replica()})
-	if err != nil {
+	row := store.ArtifactRow{UserID: run.c.UserID, SHA256: sha, SandboxID: id, Runtime: p.Runtime, Dir: p.Dir,
+		Size: int64(len(b)), SBOMSHA256: sbomSHA, Manifest: string(mb), CreatedAt: time.Now(), Replica: s.fleet.Replica()}
+	if s.backups != nil {
+		row.Bucket = store.BucketPending
+	}
+	if err := s.st.PutArtifact(ctx, row); err != nil {
 		return "", err
 	}
+	s.queueArtifactCopy(sha, sbomSHA)
 	s.log.Info("artifact stored", "user", run.c.UserID, "sandbox", id, "artifact", sha, "runtime", p.Runtime, "bytes", len(b), "components", len(comps))
 	return sha, nil
 }
 
 func apiArtifact(r store.ArtifactRow) api.Artifact {
-	return api.Artifact{ID: r.SHA256, SandboxID: r.SandboxID, Runtime: r.Runtime, Dir: r.Dir, Size: r.Size, SBOM: r.SBOMSHA256, CreatedAt: r.CreatedAt}
+	a := api.Artifact{ID: r.SHA256, SandboxID: r.SandboxID, Runtime: r.Runtime, Dir: r.Dir, Size: r.Size, SBOM: r.SBOMSHA256, CreatedAt: r.CreatedAt,
+		Replica: r.Replica, Copies: []string{api.ArtifactCopyLocal}, Bucket: r.Bucket, BucketError: r.BucketError}
+	if r.Bucket == store.BucketStored {
+		a.Copies = append(a.Copies, api.ArtifactCopyBucket)
+	}
+	return a
 }
 
 var artifactID = regexp.MustCompile(`^[0-9a-f]{64}$`)
@@ -220,10 +229,7 @@ func (s *Server) downloadArtifact(w http.ResponseWriter, r *http.Request, c flee
 	if err != nil {
 		return err
 	}
-	if s.forwardBlob(w, r, row, row.SHA256) {
-		return errResponded
-	}
-	return s.serveBlob(w, r, row.SHA256, "application/gzip", fmt.Sprintf("%s-%s.tar.gz", row.Runtime, row.SHA256[:12]))
+	return s.sendBlob(w, r, row, row.SHA256, "application/gzip", fmt.Sprintf("%s-%s.tar.gz", row.Runtime, row.SHA256[:12]))
 }
 
 // artifactSBOM is GET /api/v1/artifacts/{artifact}/sbom: its CycloneDX SBOM.
@@ -232,33 +238,7 @@ func (s *Server) artifactSBOM(w http.ResponseWriter, r *http.Request, c fleet.Ca
 	if err != nil {
 		return err
 	}
-	if s.forwardBlob(w, r, row, row.SBOMSHA256) {
-		return errResponded
-	}
-	return s.serveBlob(w, r, row.SBOMSHA256, "application/vnd.cyclonedx+json", fmt.Sprintf("%s-%s.cdx.json", row.Runtime, row.SHA256[:12]))
-}
-
-func (s *Server) serveBlob(w http.ResponseWriter, r *http.Request, sha, contentType, filename string) error {
-	f, err := os.Open(filepath.Join(s.blobDir(), sha))
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("artifact blob %s is missing from the data directory: %w", sha, errdefs.ErrNotFound)
-		}
-		return fmt.Errorf("artifact blob %s: %w", sha, err)
-	}
-	defer f.Close()
-	h := w.Header()
-	h.Set("Content-Type", contentType)
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", filename))
-	h.Set("ETag", `"sha256:`+sha+`"`)
-	h.Set("Cache-Control", "private, immutable")
-	st, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("artifact blob %s: %w", sha, err)
-	}
-	http.ServeContent(w, r, "", st.ModTime(), f)
-	return errResponded
+	return s.sendBlob(w, r, row, row.SBOMSHA256, "application/vnd.cyclonedx+json", fmt.Sprintf("%s-%s.cdx.json", row.Runtime, row.SHA256[:12]))
 }
 
 // releaseArtifact is POST /api/v1/artifacts/{artifact}/release: the caller's live sandbox

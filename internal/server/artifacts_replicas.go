@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,7 +19,8 @@ import (
 
 // An artifact's bytes stay in the data dir of the replica that packaged it; its record,
 // in the database, names that replica. Another replica forwards a download there, and
-// fetches the archive from there to release it.
+// fetches the archive from there to release it. With a backup store, a copy of the bytes
+// is there too (artifacts_bucket.go): what is served when the replica is not.
 
 // artifactHolder is the replica that holds blob sha of artifact row when this one does
 // not: nil when the bytes are here, or no other replica is known to hold them (the
@@ -45,44 +47,90 @@ func (s *Server) artifactHolder(ctx context.Context, row store.ArtifactRow, sha 
 	return &rep, nil
 }
 
-// forwardBlob sends r, a download of blob sha, to the replica that holds it when that is
-// another one; it reports whether r was answered. A request that came over a hop is
-// never forwarded again.
-func (s *Server) forwardBlob(w http.ResponseWriter, r *http.Request, row store.ArtifactRow, sha string) bool {
-	if hopOf(r) != nil {
-		return false
+// sendBlob answers r, a download of blob sha of artifact row: from this replica's data
+// dir when it holds the bytes, else from the replica that does (forwarded), else from the
+// backup store's copy.
+func (s *Server) sendBlob(w http.ResponseWriter, r *http.Request, row store.ArtifactRow, sha, contentType, filename string) error {
+	f, err := os.Open(filepath.Join(s.blobDir(), sha))
+	if err == nil {
+		defer f.Close()
+		st, err := f.Stat()
+		if err != nil {
+			return fmt.Errorf("artifact blob %s: %w", sha, err)
+		}
+		serveArtifact(w, r, f, st.ModTime(), sha, contentType, filename)
+		return errResponded
 	}
-	rep, err := s.artifactHolder(r.Context(), row, sha)
-	if err != nil {
-		api.WriteError(w, s.log, err)
-		return true
+	if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("artifact blob %s: %w", sha, err)
 	}
+	fromBucket := func(w http.ResponseWriter, why error) error {
+		blob, err := s.fromBucket(r.Context(), row, sha, why)
+		if err != nil {
+			return err
+		}
+		serveArtifact(w, r, bytes.NewReader(blob), row.CreatedAt, sha, contentType, filename)
+		return errResponded
+	}
+	if hopOf(r) != nil { // the replica that forwarded r found no holder but this one
+		return fromBucket(w, nil)
+	}
+	rep, why := s.artifactHolder(r.Context(), row, sha)
 	if rep == nil {
-		return false
+		return fromBucket(w, why)
 	}
 	s.m.forwarded.WithLabelValues(rep.ID).Inc()
-	ctx := context.WithValue(r.Context(), forwardKey{}, forwardTo{replica: *rep, what: "which stores this artifact"})
-	s.cluster.forward.ServeHTTP(w, r.WithContext(ctx))
-	return true
+	to := forwardTo{replica: *rep, what: "which stores this artifact"}
+	if s.backups != nil {
+		to.fallback = func(w http.ResponseWriter, why error) {
+			if err := fromBucket(w, why); !errors.Is(err, errResponded) {
+				api.WriteError(w, s.log, err)
+			}
+		}
+	}
+	s.cluster.forward.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), forwardKey{}, to)))
+	return errResponded
+}
+
+// serveArtifact answers r with an artifact's blob sha, read from rd.
+func serveArtifact(w http.ResponseWriter, r *http.Request, rd io.ReadSeeker, mod time.Time, sha, contentType, filename string) {
+	h := w.Header()
+	h.Set("Content-Type", contentType)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", filename))
+	h.Set("ETag", `"sha256:`+sha+`"`)
+	h.Set("Cache-Control", "private, immutable")
+	http.ServeContent(w, r, "", mod, rd)
 }
 
 // openArtifact opens the archive of artifact row: here, or fetched from the replica that
-// holds it, with r's own credentials (that replica checks them again).
+// holds it, with r's own credentials (that replica checks them again), or else from the
+// backup store's copy.
 func (s *Server) openArtifact(r *http.Request, row store.ArtifactRow) (io.ReadCloser, error) {
-	rep, err := s.artifactHolder(r.Context(), row, row.SHA256)
+	f, err := os.Open(filepath.Join(s.blobDir(), row.SHA256))
+	if err == nil {
+		return f, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("artifact blob %s: %w", row.SHA256, err)
+	}
+	rep, why := s.artifactHolder(r.Context(), row, row.SHA256)
+	if rep != nil {
+		rd, err := s.fetchFromReplica(r, row, *rep)
+		if err == nil || !errors.Is(err, errdefs.ErrUnavailable) {
+			return rd, err
+		}
+		why = err
+	}
+	blob, err := s.fromBucket(r.Context(), row, row.SHA256, why)
 	if err != nil {
 		return nil, err
 	}
-	if rep == nil {
-		f, err := os.Open(filepath.Join(s.blobDir(), row.SHA256))
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("artifact blob %s is missing from the data directory: %w", row.SHA256, errdefs.ErrNotFound)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("artifact blob %s: %w", row.SHA256, err)
-		}
-		return f, nil
-	}
+	return io.NopCloser(bytes.NewReader(blob)), nil
+}
+
+// fetchFromReplica fetches the archive of artifact row from replica rep, which holds it.
+func (s *Server) fetchFromReplica(r *http.Request, row store.ArtifactRow, rep store.Replica) (io.ReadCloser, error) {
 	req, err := http.NewRequestWithContext(r.Context(), "GET", "http://"+rep.Advertise+"/api/v1/artifacts/"+row.SHA256+"/archive", nil)
 	if err != nil {
 		return nil, fmt.Errorf("artifact %s on replica %s: %w", row.SHA256[:12], rep.ID, err)

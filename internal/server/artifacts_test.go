@@ -6,10 +6,13 @@ import (
 	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -104,6 +107,27 @@ func TestArtifactStored(t *testing.T) {
 	}
 	if msg := servertest.ErrorOf(t, alice.DoToken("GET", "/api/v1/artifacts/nope", nil), http.StatusBadRequest).Message; !strings.Contains(msg, "SHA-256") {
 		t.Errorf("a malformed id: %q", msg)
+	}
+
+	// Without a backup store the bytes have one copy, in the data dir; deleting the
+	// artifact removes them.
+	if strings.Join(art.Copies, ",") != api.ArtifactCopyLocal || art.Bucket != "" {
+		t.Errorf("copies without a backup store: %v, bucket %q; want local alone", art.Copies, art.Bucket)
+	}
+	servertest.ErrorOf(t, bob.DoToken("DELETE", "/api/v1/artifacts/"+id, nil), http.StatusNotFound)
+	blob := filepath.Join(e.Config.Runner.DataDir, "artifacts", "sha256", id)
+	if _, err := os.Stat(blob); err != nil {
+		t.Fatalf("the archive in the data dir: %v", err)
+	}
+	servertest.Decode(t, alice.DoToken("DELETE", "/api/v1/artifacts/"+id, nil), http.StatusNoContent, nil)
+	if _, err := os.Stat(blob); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the archive after the delete: %v, want gone", err)
+	}
+	servertest.ErrorOf(t, alice.DoToken("GET", "/api/v1/artifacts/"+id+"/archive", nil), http.StatusNotFound)
+	servertest.ErrorOf(t, alice.DoToken("DELETE", "/api/v1/artifacts/"+id, nil), http.StatusNotFound)
+	servertest.Decode(t, alice.DoToken("GET", "/api/v1/artifacts", nil), http.StatusOK, &list)
+	if len(list.Artifacts) != 0 {
+		t.Errorf("alice's artifacts after the delete: %+v", list)
 	}
 }
 

@@ -315,6 +315,9 @@ type forwardTo struct {
 	replica store.Replica
 	user    string
 	what    string
+	// fallback, when set, answers a request the replica did not take (err says why)
+	// instead of a 503.
+	fallback func(w http.ResponseWriter, err error)
 }
 
 func (s *Server) newForwarder(c *cluster) *httputil.ReverseProxy {
@@ -340,8 +343,12 @@ func (s *Server) newForwarder(c *cluster) *httputil.ReverseProxy {
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			to := r.Context().Value(forwardKey{}).(forwardTo)
 			what := cmp.Or(to.what, "which runs this sandbox")
-			api.WriteError(w, s.log, fmt.Errorf("replica %s (%s), %s, did not answer: %w: %w",
-				to.replica.ID, to.replica.Advertise, what, errdefs.ErrUnavailable, err))
+			err = fmt.Errorf("replica %s (%s), %s, did not answer: %w: %w", to.replica.ID, to.replica.Advertise, what, errdefs.ErrUnavailable, err)
+			if to.fallback != nil {
+				to.fallback(w, err)
+				return
+			}
+			api.WriteError(w, s.log, err)
 		},
 	}
 }

@@ -68,6 +68,7 @@ func (s *Server) routeTable() map[Route]apiHandler {
 		{"GET", "/api/v1/artifacts/{artifact}/archive"}:                 s.downloadArtifact,
 		{"GET", "/api/v1/artifacts/{artifact}/sbom"}:                    s.artifactSBOM,
 		{"POST", "/api/v1/artifacts/{artifact}/release"}:                s.releaseArtifact,
+		{"DELETE", "/api/v1/artifacts/{artifact}"}:                      s.deleteArtifact,
 		{"GET", "/api/v1/sandboxes/{id}/capabilities"}:                  s.listCapabilities,
 		{"POST", "/api/v1/sandboxes/{id}/capabilities"}:                 s.mintCapability,
 		{"DELETE", "/api/v1/sandboxes/{id}/capabilities/{cap}"}:         s.revokeCapability,

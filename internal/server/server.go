@@ -90,6 +90,10 @@ type Server struct {
 	// one; clusterStop ends its heartbeat and its listening for promotions.
 	cluster     *cluster
 	clusterStop context.CancelFunc
+	// backups is the backup store, nil without one; artifacts' copies go there too
+	// (artifacts_bucket.go), uploaded by goroutines that copies counts and stopCopies ends.
+	backups *sandboxops.Backups
+	copies  artifactCopies
 }
 
 // Options are what tests change; the zero value is production.
@@ -258,6 +262,7 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 		}
 	}
 	s.ops = sandboxops.New(sandboxops.Config{Fleet: s.fleet, Store: s.st, Log: s.log, Policies: s.pol, Capabilities: s.caps, Backups: backups})
+	s.backups = backups
 	if every := cfg.Backup.every(); every > 0 && backups != nil {
 		bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		s.stopBackups = cancel
@@ -299,6 +304,7 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 		return fmt.Errorf("recover sandboxes: %w", err)
 	}
 	s.handler = s.routes()
+	s.startArtifactCopies(ctx)
 	return nil
 }
 
@@ -321,6 +327,7 @@ func (s *Server) Close() error {
 	if s.stopBackups != nil {
 		s.stopBackups()
 	}
+	s.stopArtifactCopies()
 	s.closeCluster()
 	s.proxy.Close()
 	s.fleet.Close()

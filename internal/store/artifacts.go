@@ -109,6 +109,16 @@ func (s *Store) DeleteArtifact(ctx context.Context, userID, sha string) (Artifac
 	return r, unused, err
 }
 
+// ArtifactBlobUsers is how many artifacts, of any user, name blob sha as their archive or
+// their SBOM.
+func (s *Store) ArtifactBlobUsers(ctx context.Context, sha string) (int, error) {
+	var n int
+	if err := s.queryRow(ctx, `SELECT count(*) FROM artifacts WHERE sha256 = ? OR sbom_sha256 = ?`, sha, sha).Scan(&n); err != nil {
+		return 0, fmt.Errorf("artifact blob %s: %w", sha, mapErr(err))
+	}
+	return n, nil
+}
+
 // ArtifactsToCopy are the artifacts whose bytes replica holds (a single server: "") and
 // whose copy is not in the bucket: one row per archive.
 func (s *Store) ArtifactsToCopy(ctx context.Context, replica string) ([]ArtifactRow, error) {
