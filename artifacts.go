@@ -34,6 +34,12 @@ func (c *Client) Artifact(ctx context.Context, id string) (Artifact, error) {
 	return out, err
 }
 
+// DeleteArtifact deletes one of the caller's artifacts, with its bytes (and their copy in
+// the backup store) when no other artifact names them.
+func (c *Client) DeleteArtifact(ctx context.Context, id string) error {
+	return c.do(ctx, "DELETE", "/api/v1/artifacts/"+url.PathEscape(id), nil, nil, http.StatusNoContent)
+}
+
 // DownloadArtifact writes an artifact's archive (a gzipped tar) to w.
 func (c *Client) DownloadArtifact(ctx context.Context, id string, w io.Writer) (int64, error) {
 	return c.artifactBlob(ctx, id, "archive", w)

@@ -204,6 +204,10 @@ func TestEveryRoute(t *testing.T) {
 	if ok(t, err); len(info.App.Command) == 0 {
 		t.Errorf("app reset: %+v", info.App)
 	}
+	ok(t, c.DeleteArtifact(ctx, step.ArtifactID))
+	if arts, err := c.Artifacts(ctx); ok(t, err); len(arts) != 0 {
+		t.Errorf("artifacts after the delete: %+v", arts)
+	}
 
 	// Lifecycle.
 	for _, op := range []func(*paddock.Sandbox, context.Context) (paddock.SandboxInfo, error){(*paddock.Sandbox).Stop, (*paddock.Sandbox).Start, (*paddock.Sandbox).Restart} {

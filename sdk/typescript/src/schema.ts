@@ -805,7 +805,14 @@ export interface paths {
         get: operations["getArtifact"];
         put?: never;
         post?: never;
-        delete?: never;
+        /**
+         * Delete one of the caller's artifacts, with the bytes no other artifact names.
+         * @description The bytes (archive and SBOM) go from the data directory of the replica that holds
+         *     them (the request is forwarded there while it is alive) and, with a backup store,
+         *     their copy goes from the bucket first: a store that fails answers 503 and the
+         *     artifact stays. Bytes another user's artifact also names are kept for it.
+         */
+        delete: operations["deleteArtifact"];
         options?: never;
         head?: never;
         patch?: never;
@@ -821,7 +828,13 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** Download an artifact's archive (a gzipped tar of the build output). */
+        /**
+         * Download an artifact's archive (a gzipped tar of the build output).
+         * @description Served from this replica's data directory, else from the replica that holds it,
+         *     else (with a backup store) from its copy in the bucket, which must open under the
+         *     backup key and hash to the artifact's id: a copy that does not is refused, naming
+         *     its object (503), and its bytes are never sent.
+         */
         get: operations["downloadArtifact"];
         put?: never;
         post?: never;
@@ -1824,6 +1837,17 @@ export interface components {
             sbom: string;
             /** Format: date-time */
             created_at: string;
+            /** @description The replica whose data directory holds the bytes (with replicas). */
+            replica?: string;
+            /** @description Where the bytes are kept: local (the data directory of the replica that packaged it) and, once their copy is uploaded, bucket (the backup store, sealed). */
+            copies: ("local" | "bucket")[];
+            /**
+             * @description The copy in the backup store; absent without one.
+             * @enum {string}
+             */
+            bucket?: "pending" | "retrying" | "stored" | "failed";
+            /** @description The last upload's error. */
+            bucket_error?: string;
             manifest?: components["schemas"]["ArtifactManifest"];
         };
         ArtifactList: {
@@ -3589,6 +3613,32 @@ export interface operations {
             404: components["responses"]["Error"];
         };
     };
+    deleteArtifact: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The archive's SHA-256 in lower-case hex. */
+                artifact: components["parameters"]["artifact"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            503: components["responses"]["Error"];
+        };
+    };
     downloadArtifact: {
         parameters: {
             query?: never;
@@ -3614,6 +3664,7 @@ export interface operations {
             401: components["responses"]["Error"];
             403: components["responses"]["Error"];
             404: components["responses"]["Error"];
+            503: components["responses"]["Error"];
         };
     };
     getArtifactSBOM: {
