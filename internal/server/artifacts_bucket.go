@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
 	"github.com/paddockhq/paddock/internal/store"
@@ -191,7 +192,8 @@ func reason(err error) string {
 
 // deleteArtifact is DELETE /api/v1/artifacts/{artifact}: the caller's artifact goes, and
 // with it the bytes (here and in the backup store) that no artifact names any longer. The
-// replica that holds the bytes deletes it, when it is alive.
+// replica that holds the bytes deletes it, when it answers; else this one does, and the
+// bytes in that replica's data dir stay there.
 func (s *Server) deleteArtifact(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {
 	row, err := s.callerArtifact(r, c)
 	if err != nil {
@@ -200,11 +202,22 @@ func (s *Server) deleteArtifact(w http.ResponseWriter, r *http.Request, c fleet.
 	if hopOf(r) == nil {
 		if rep, _ := s.artifactHolder(r.Context(), row, row.SHA256); rep != nil {
 			s.m.forwarded.WithLabelValues(rep.ID).Inc()
-			ctx := context.WithValue(r.Context(), forwardKey{}, forwardTo{replica: *rep, what: "which stores this artifact"})
-			s.cluster.forward.ServeHTTP(w, r.WithContext(ctx))
+			to := forwardTo{replica: *rep, what: "which stores this artifact", fallback: func(w http.ResponseWriter, why error) {
+				s.log.Warn("delete artifact: its replica did not answer; deleting it here", "artifact", row.SHA256, "err", why)
+				if err := s.deleteArtifactHere(w, r, c, row); !errors.Is(err, errResponded) {
+					api.WriteError(w, s.log, err)
+				}
+			}}
+			s.cluster.forward.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), forwardKey{}, to)))
 			return errResponded
 		}
 	}
+	return s.deleteArtifactHere(w, r, c, row)
+}
+
+// deleteArtifactHere deletes artifact row of c's, its copies in the backup store, and its
+// bytes in this replica's data dir, when no artifact names them any longer.
+func (s *Server) deleteArtifactHere(w http.ResponseWriter, r *http.Request, c fleet.Caller, row store.ArtifactRow) error {
 	s.copies.bytes.Lock()
 	defer s.copies.bytes.Unlock()
 	// The store's copies go first: one the store fails to delete leaves the artifact as

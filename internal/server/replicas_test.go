@@ -48,6 +48,12 @@ const testHeartbeatTTL = 8 * time.Second
 // starts them one after the other (the first makes the keys).
 func startReplicas(t *testing.T, dbURL string, n int) []*replica {
 	t.Helper()
+	return startReplicasWith(t, dbURL, n, "")
+}
+
+// startReplicasWith is startReplicas with more of each replica's configuration (YAML).
+func startReplicasWith(t *testing.T, dbURL string, n int, extra string) []*replica {
+	t.Helper()
 	shared := t.TempDir()
 	var rs []*replica
 	for i := range n {
@@ -71,7 +77,7 @@ replica:
   heartbeat_ttl: %s
 reconnects: {limit: 3, window_seconds: 600}
 disk_reserve: 2G
-`, rc.DataDir, rc.StateDir, rc.Agent, dbURL, filepath.Join(shared, "secrets.key"), r.id, addr, filepath.Join(shared, "cluster.key"), testHeartbeatTTL)
+%s`, rc.DataDir, rc.StateDir, rc.Agent, dbURL, filepath.Join(shared, "secrets.key"), r.id, addr, filepath.Join(shared, "cluster.key"), testHeartbeatTTL, extra)
 		if err := os.WriteFile(r.config, []byte(yaml), 0o600); err != nil {
 			t.Fatal(err)
 		}
