@@ -74,6 +74,7 @@ func TestReplicasArtifactsFromBucket(t *testing.T) {
 	// The copy is uploaded after the step: its state comes to stored.
 	var art api.Artifact
 	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		art = api.Artifact{}
 		servertest.Decode(t, alice.DoToken("GET", "/api/v1/artifacts/"+id, nil), http.StatusOK, &art)
 		if art.Bucket == "stored" || art.Bucket == "failed" || time.Now().After(deadline) {
 			break

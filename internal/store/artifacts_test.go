@@ -84,6 +84,12 @@ func TestArtifactBucketAndDelete(t *testing.T) {
 		if todo, _ := s.ArtifactsToCopy(ctx, "r1"); len(todo) != 1 || todo[0].SHA256 != b {
 			t.Errorf("r1's artifacts to copy once a is stored: %+v", todo)
 		}
+		if err := s.SetArtifactBucket(ctx, b, BucketStored, ""); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := s.Artifact(ctx, alice.ID, b); got.Bucket != BucketStored || got.BucketError != "" {
+			t.Errorf("alice's artifact stored after retrying: %+v", got)
+		}
 		if todo, _ := s.ArtifactsToCopy(ctx, "r2"); len(todo) != 0 {
 			t.Errorf("r2's artifacts to copy: %+v", todo)
 		}
