@@ -16,10 +16,11 @@ import (
 )
 
 func newAppArtifactsCommand() *cobra.Command {
-	return &cobra.Command{
+	c := &cobra.Command{
 		Use:   "artifacts",
 		Short: "list your stored packages, newest first",
-		Long:  "artifacts lists what `paddock app package` stored: each artifact's id (its archive's\nSHA-256), runtime, project directory, sandbox, size and time.",
+		Long: "artifacts lists what `paddock app package` stored: each artifact's id (its archive's\nSHA-256), runtime, project directory, sandbox, size, time, and where its bytes are kept\n" +
+			"(local: the server's data dir; bucket: with a backup store, a sealed copy there, or how its upload goes).",
 		Args:  rangeArgs(0, 0, ""),
 		RunE: func(c *cobra.Command, _ []string) error {
 			w := c.OutOrStdout()
@@ -33,11 +34,41 @@ func newAppArtifactsCommand() *cobra.Command {
 					return nil
 				}
 				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tRUNTIME\tDIR\tSANDBOX\tSIZE\tCREATED")
+				fmt.Fprintln(tw, "ID\tRUNTIME\tDIR\tSANDBOX\tSIZE\tCREATED\tCOPIES")
 				for _, a := range arts {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", a.ID, a.Runtime, a.Dir, a.SandboxID, a.Size, a.CreatedAt.Local().Format("2006-01-02 15:04:05"))
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", a.ID, a.Runtime, a.Dir, a.SandboxID, a.Size, a.CreatedAt.Local().Format("2006-01-02 15:04:05"), copies(a))
 				}
 				return tw.Flush()
+			})
+		},
+	}
+	c.AddCommand(newAppArtifactsRemoveCommand())
+	return c
+}
+
+// copies says where artifact a's bytes are kept, and how its bucket copy's upload goes
+// until it is there.
+func copies(a paddock.Artifact) string {
+	out := strings.Join(a.Copies, ",")
+	if a.Bucket != "" && a.Bucket != "stored" {
+		out += ",bucket " + a.Bucket
+	}
+	return out
+}
+
+func newAppArtifactsRemoveCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:     "rm ID",
+		Aliases: []string{"delete"},
+		Short:   "delete an artifact, with its bytes and their copy in the backup store",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			return withClient(func(ctx context.Context, cl *paddock.Client) error {
+				if err := cl.DeleteArtifact(ctx, args[0]); err != nil {
+					return err
+				}
+				fmt.Fprintf(c.OutOrStdout(), "deleted %s\n", args[0])
+				return nil
 			})
 		},
 	}

@@ -55,6 +55,16 @@ func TestAppCommands(t *testing.T) {
 	if !strings.Contains(out, "on port 8080 (reloads changes by itself)") {
 		t.Errorf("app preview: %q", out)
 	}
+	if out := mustRemote(t, "", "app", "artifacts"); !regexp.MustCompile(id[1] + ` +static +my-site .* local\n`).MatchString(out) {
+		t.Errorf("app artifacts, its copies: %q", out)
+	}
+	if out := mustRemote(t, "", "app", "artifacts", "rm", id[1]); out != "deleted "+id[1]+"\n" {
+		t.Errorf("app artifacts rm: %q", out)
+	}
+	if out := mustRemote(t, "", "app", "artifacts"); !strings.Contains(out, "no artifacts") {
+		t.Errorf("app artifacts after rm: %q", out)
+	}
+	wantFailure(t, "", "not found", "app", "artifacts", "rm", id[1])
 	wantFailure(t, "", "looked for package.json (node), go.mod (go), Cargo.toml (rust), index.html (static)", "app", "build")
 	wantFailure(t, "", "want one of node, go, rust, static", "app", "new", "--runtime", "cobol", "x")
 }
