@@ -205,7 +205,8 @@ func TestEveryRoute(t *testing.T) {
 		t.Errorf("app reset: %+v", info.App)
 	}
 	ok(t, c.DeleteArtifact(ctx, step.ArtifactID))
-	if arts, err := c.Artifacts(ctx); ok(t, err); len(arts) != 0 {
+	arts, err = c.Artifacts(ctx)
+	if ok(t, err); len(arts) != 0 {
 		t.Errorf("artifacts after the delete: %+v", arts)
 	}
 

@@ -21,7 +21,7 @@ func newAppArtifactsCommand() *cobra.Command {
 		Short: "list your stored packages, newest first",
 		Long: "artifacts lists what `paddock app package` stored: each artifact's id (its archive's\nSHA-256), runtime, project directory, sandbox, size, time, and where its bytes are kept\n" +
 			"(local: the server's data dir; bucket: with a backup store, a sealed copy there, or how its upload goes).",
-		Args:  rangeArgs(0, 0, ""),
+		Args: rangeArgs(0, 0, ""),
 		RunE: func(c *cobra.Command, _ []string) error {
 			w := c.OutOrStdout()
 			return withClient(func(ctx context.Context, cl *paddock.Client) error {

@@ -54,7 +54,7 @@ func TestArtifactCopyResumedAndRetried(t *testing.T) {
 		var art api.Artifact
 		for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
 			art = api.Artifact{}
-		servertest.Decode(t, alice.DoToken("GET", "/api/v1/artifacts/"+id, nil), http.StatusOK, &art)
+			servertest.Decode(t, alice.DoToken("GET", "/api/v1/artifacts/"+id, nil), http.StatusOK, &art)
 			if art.Bucket == want || time.Now().After(deadline) {
 				break
 			}
