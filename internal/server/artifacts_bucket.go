@@ -176,9 +176,9 @@ func (s *Server) fromBucket(ctx context.Context, row store.ArtifactRow, sha stri
 		return nil, fmt.Errorf("%s; the backup store has no copy of it (%s): %w", reason(why), reason(err), kind)
 	case errors.Is(err, errdefs.ErrDataLoss):
 		// A tampered or damaged copy is refused by name; its bytes are never served.
-		return nil, fmt.Errorf("%s; its copy in the backup store is refused: %s: %w", reason(why), reason(err), errdefs.ErrUnavailable)
+		return nil, fmt.Errorf("%s; the artifact's copy in the backup store is refused: %s: %w", reason(why), reason(err), errdefs.ErrUnavailable)
 	}
-	return nil, fmt.Errorf("%s; the backup store did not answer: %s: %w", reason(why), reason(err), errdefs.ErrUnavailable)
+	return nil, fmt.Errorf("%s; the backup store, asked for the artifact's copy, did not answer: %s: %w", reason(why), reason(err), errdefs.ErrUnavailable)
 }
 
 // reason is err's message without the taxonomy's word at its end.
