@@ -535,12 +535,10 @@ func (b *Backups) elsewhere(ctx context.Context, id string, missing error) error
 	return missing
 }
 
-// BackupSandboxes lists every sandbox with backups in the store, with what its newest
-// backup's record says of it: for an admin only, since the records name every user's.
+// BackupSandboxes lists the sandboxes with backups in the store, with what each newest
+// backup's record says of it: every one for an admin; for a user, those that are theirs
+// (mine).
 func (o *Ops) BackupSandboxes(ctx context.Context, c fleet.Caller) (api.BackupSandboxList, error) {
-	if !c.Admin {
-		return api.BackupSandboxList{}, fmt.Errorf("listing every sandbox in the backup store: only admins may: %w", errdefs.ErrPermissionDenied)
-	}
 	b, err := o.backupsOn()
 	if err != nil {
 		return api.BackupSandboxList{}, err
@@ -549,18 +547,20 @@ func (o *Ops) BackupSandboxes(ctx context.Context, c fleet.Caller) (api.BackupSa
 	if err != nil {
 		return api.BackupSandboxList{}, err
 	}
-	// Sandboxes under other keys are listed with the object that fails authentication
-	// under this one.
-	others, err := b.others(ctx)
-	if err != nil {
-		return api.BackupSandboxList{}, err
-	}
-	for _, t := range others {
-		more, err := wsbackup.Sandboxes(ctx, t, b.Key)
+	if c.Admin {
+		// Sandboxes under other keys are listed with the object that fails authentication
+		// under this one. A user hears nothing of them.
+		others, err := b.others(ctx)
 		if err != nil {
 			return api.BackupSandboxList{}, err
 		}
-		all = append(all, more...)
+		for _, t := range others {
+			more, err := wsbackup.Sandboxes(ctx, t, b.Key)
+			if err != nil {
+				return api.BackupSandboxList{}, err
+			}
+			all = append(all, more...)
+		}
 	}
 	out := api.BackupSandboxList{Sandboxes: make([]api.BackupSandbox, 0, len(all))}
 	for _, s := range all {
@@ -572,11 +572,28 @@ func (o *Ops) BackupSandboxes(ctx context.Context, c fleet.Caller) (api.BackupSa
 		case len(s.Record) > 0 && json.Unmarshal(s.Record, &r) == nil:
 			x.Name, x.Owner = r.Name, r.Owner
 		}
-		_, err := o.st.SandboxByID(ctx, s.Sandbox)
+		sb, err := o.st.SandboxByID(ctx, s.Sandbox)
+		if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			return api.BackupSandboxList{}, fmt.Errorf("sandbox %s: %w", s.Sandbox, err)
+		}
 		x.Known = err == nil
+		if !c.Admin && !mine(c, s, sb, x.Known) {
+			continue
+		}
 		out.Sandboxes = append(out.Sandboxes, x)
 	}
 	return out, nil
+}
+
+// mine says whether user c may see sandbox s of the bucket in their listing: the
+// database's owner decides for a sandbox it has (known, sb); for one it lacks, the same
+// rule as a restore from the bucket alone (recordOwnedBy): its newest backup's record
+// names c by user ID and username both.
+func mine(c fleet.Caller, s wsbackup.Stored, sb store.Sandbox, known bool) bool {
+	if known {
+		return sb.UserID == c.UserID
+	}
+	return s.Err == nil && recordOwnedBy(s.Record, c, s.Sandbox, errdefs.ErrNotFound) == nil
 }
 
 // PruneBackups runs the backups' retention now: over sandbox req.Sandbox's backups (its
