@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -48,10 +50,14 @@ type Backups struct {
 	Backoff time.Duration
 	// Retention, when set, is applied by RunRetention.
 	Retention *wsbackup.Retention
-
-	// pruning is held by a retention pass, and shared by backups: a backup may reuse a
-	// blob that a pass running at the same time would delete.
-	pruning sync.RWMutex
+	// Leases holds the bucket's leases, shared by the replicas of one database: a
+	// retention pass runs on one replica at a time, a backup waits while one runs (it
+	// may reuse a blob the pass would delete), and a pass sweeps no blob while a backup
+	// is under way on any replica. Replica names this one in them.
+	Leases  *store.Store
+	Replica string
+	// Log is where lease trouble is logged (nil: nowhere).
+	Log *slog.Logger
 
 	mu       sync.Mutex
 	attempts map[string][]*api.Backup // by sandbox: those not (yet) in the store
@@ -155,9 +161,15 @@ func (o *Ops) BackupNow(ctx context.Context, c fleet.Caller, id string) (api.Bac
 	pause := b.Backoff
 	for {
 		b.set(func() { a.Attempts++ })
-		b.pruning.RLock()
-		res, err := wsbackup.RunFrom(ctx, b.Target, b.Key, id, src, record)
-		b.pruning.RUnlock()
+		var res wsbackup.Backup
+		err := b.leaseBackup(ctx, id, a, func(ctx context.Context) (err error) {
+			res, err = wsbackup.RunFrom(ctx, b.Target, b.Key, id, src, record)
+			return err
+		})
+		if errors.Is(err, errUnderWay) {
+			b.keep(id, a, true)
+			return api.Backup{}, err
+		}
 		if err == nil {
 			b.keep(id, a, true)
 			b.done.WithLabelValues("done").Inc()
@@ -792,14 +804,144 @@ func (b *Backups) Prune(ctx context.Context, now time.Time) (wsbackup.Pruned, er
 	return b.PruneWith(ctx, now, wsbackup.PruneOptions{})
 }
 
-// PruneWith is Prune narrowed by o: see [wsbackup.PruneWith].
+// PruneWith is Prune narrowed by o: see [wsbackup.PruneWith]. It holds the retention
+// lease (refused, 409, while a pass runs on any replica), and sweeps once the backups
+// under way when it took the lease have ended: none starts until it is done.
 func (b *Backups) PruneWith(ctx context.Context, now time.Time, o wsbackup.PruneOptions) (wsbackup.Pruned, error) {
 	if b.Retention == nil {
 		return wsbackup.Pruned{}, fmt.Errorf("retention: backup.keep_last is not set in the server's configuration: %w", errdefs.ErrFailedPrecondition)
 	}
-	b.pruning.Lock()
-	defer b.pruning.Unlock()
-	return wsbackup.PruneWith(ctx, b.Target, b.Key, *b.Retention, now, o)
+	holder := b.holder()
+	way, busy, ok, err := b.Leases.LeaseRetention(ctx, holder, time.Now(), time.Now().Add(leaseTTL))
+	if err != nil {
+		return wsbackup.Pruned{}, fmt.Errorf("retention: %w", err)
+	}
+	if !ok {
+		return wsbackup.Pruned{}, fmt.Errorf("retention: a pass is under way on %s: %w", holderName(way.Holder), errdefs.ErrFailedPrecondition)
+	}
+	var p wsbackup.Pruned
+	err = b.leased(ctx, store.RetentionLease, holder, func(ctx context.Context) error {
+		if err := b.awaitBackups(ctx, busy); err != nil {
+			return err
+		}
+		var err error
+		p, err = wsbackup.PruneWith(ctx, b.Target, b.Key, *b.Retention, now, o)
+		return err
+	})
+	return p, err
+}
+
+// errUnderWay is a backup of the sandbox under way on another replica.
+var errUnderWay = errors.New("backup under way")
+
+// leaseTTL is how long a lease on the bucket lasts unless renewed. Its holder renews it
+// every third of that, so a replica that died frees what it held within leaseTTL.
+const leaseTTL = time.Minute
+
+// leasePoll is how often a backup looks again whether the retention pass in its way has
+// ended, and a pass whether the backups in its way have.
+const leasePoll = 250 * time.Millisecond
+
+func (b *Backups) log() *slog.Logger {
+	if b.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return b.Log
+}
+
+// holder is a fresh holder's name for a lease: this replica's ID and a random suffix.
+func (b *Backups) holder() string { return b.Replica + "/" + randomSuffix() }
+
+// holderName is who holds a lease, for a message.
+func holderName(holder string) string {
+	r, _, _ := strings.Cut(holder, "/")
+	if r == "" {
+		return "this server"
+	}
+	return "replica " + r
+}
+
+// leaseBackup runs f, one attempt of attempt a at sandbox id's backup, holding the
+// sandbox's lease. While a retention pass holds its lease it waits, saying so in a; a
+// backup of the sandbox under way elsewhere is refused (409).
+func (b *Backups) leaseBackup(ctx context.Context, id string, a *api.Backup, f func(context.Context) error) error {
+	holder := b.holder()
+	for {
+		now := time.Now()
+		way, ok, err := b.Leases.LeaseBackup(ctx, id, holder, now, now.Add(leaseTTL))
+		if err != nil {
+			return fmt.Errorf("backup %s: %w", id, err)
+		}
+		if ok {
+			b.set(func() { a.Error = "" })
+			return b.leased(ctx, id, holder, f)
+		}
+		if way.Name != store.RetentionLease {
+			return fmt.Errorf("backup of sandbox %s: one is under way on %s (see paddock backup ls): %w: %w", id, holderName(way.Holder), errUnderWay, errdefs.ErrFailedPrecondition)
+		}
+		b.set(func() { a.Error = "waiting for the retention pass under way on " + holderName(way.Holder) })
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(leasePoll):
+		}
+	}
+}
+
+// awaitBackups waits until the backups busy, under way when a retention pass took its
+// lease, have ended (released their leases, or let them lapse).
+func (b *Backups) awaitBackups(ctx context.Context, busy []store.BackupLease) error {
+	for len(busy) > 0 {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("retention: waiting for the backup of sandbox %s on %s: %w", busy[0].Name, holderName(busy[0].Holder), ctx.Err())
+		case <-time.After(leasePoll):
+		}
+		live, err := b.Leases.BackupLeases(ctx, time.Now())
+		if err != nil {
+			return fmt.Errorf("retention: %w", err)
+		}
+		busy = slices.DeleteFunc(busy, func(l store.BackupLease) bool {
+			return !slices.ContainsFunc(live, func(x store.BackupLease) bool { return x.Name == l.Name && x.Holder == l.Holder })
+		})
+	}
+	return nil
+}
+
+// leased runs f holding lease name as holder: it renews the lease while f runs, ends f's
+// context when the lease is lost (lapsed, another holder's), and releases it after.
+func (b *Backups) leased(ctx context.Context, name, holder string, f func(context.Context) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(leaseTTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			now := time.Now()
+			ok, err := b.Leases.RenewBackupLease(ctx, name, holder, now, now.Add(leaseTTL))
+			if err == nil && !ok {
+				cancel(fmt.Errorf("the lease %s on the backup bucket lapsed: %w", name, errdefs.ErrUnavailable))
+				return
+			}
+			// A renewal that failed (the database restarting) is tried at the next tick.
+		}
+	}()
+	err := f(ctx)
+	close(done)
+	if cause := context.Cause(ctx); err != nil && cause != nil && !errors.Is(cause, context.Canceled) {
+		err = fmt.Errorf("%w: %w", err, cause)
+	}
+	if rerr := b.Leases.ReleaseBackupLease(context.WithoutCancel(ctx), name, holder); rerr != nil {
+		// It lapses by itself within leaseTTL.
+		b.log().Warn("backup: release a lease on the bucket", "lease", name, "err", rerr)
+	}
+	return err
 }
 
 // RunRetention applies the backups' retention every period until ctx ends.
@@ -813,6 +955,10 @@ func (o *Ops) RunRetention(ctx context.Context, every time.Duration) {
 		case <-t.C:
 		}
 		p, err := o.backups.Prune(ctx, time.Now())
+		if errors.Is(err, errdefs.ErrFailedPrecondition) {
+			o.log.Info("backup retention: skipped today", "why", err)
+			continue
+		}
 		if err != nil {
 			o.log.Warn("backup retention", "err", err, "backups_dropped", p.Manifests, "blobs_deleted", p.Blobs)
 			continue

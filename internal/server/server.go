@@ -248,7 +248,7 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	backups, err := newBackups(cfg)
+	backups, err := newBackups(cfg, s.st, s.log)
 	if err != nil {
 		return err
 	}
