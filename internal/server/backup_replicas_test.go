@@ -119,7 +119,9 @@ func TestRetentionAcrossReplicas(t *testing.T) {
 	case a := <-backup:
 		t.Fatalf("the backup on r1 ended before its manifest: %d %s", a.status, a.body)
 	}
-	prune := call(func() *http.Response { return bearer(t, r2, admin, "POST", "/api/v1/backups/prune", api.BackupPruneRequest{}) })
+	prune := call(func() *http.Response {
+		return bearer(t, r2, admin, "POST", "/api/v1/backups/prune", api.BackupPruneRequest{})
+	})
 
 	// Until the pass on r2 holds its lease (or, were it not to wait, has ended).
 	st, err := store.Open(context.Background(), dbURL)

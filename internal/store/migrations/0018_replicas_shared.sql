@@ -9,3 +9,15 @@ CREATE TABLE backup_leases (
     holder     TEXT NOT NULL,
     expires_at INTEGER NOT NULL
 ) STRICT;
+
+-- Values of the server's own (not a user's) that every replica needs, such as the CA of
+-- the sandboxes' channel on a cluster: sealed under the secrets keyring as a user's
+-- secret is (key_version names the key; the name is in the associated data), made by
+-- the first replica that needs one and read by the others.
+CREATE TABLE sealed_values (
+    name        TEXT    PRIMARY KEY,
+    key_version INTEGER NOT NULL REFERENCES secret_keys (version),
+    nonce       BLOB    NOT NULL,
+    ciphertext  BLOB    NOT NULL,
+    created_at  INTEGER NOT NULL
+) STRICT;
