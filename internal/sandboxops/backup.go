@@ -817,7 +817,7 @@ func (b *Backups) PruneWith(ctx context.Context, now time.Time, o wsbackup.Prune
 		return wsbackup.Pruned{}, fmt.Errorf("retention: %w", err)
 	}
 	if !ok {
-		return wsbackup.Pruned{}, fmt.Errorf("retention: a pass is under way on %s: %w", holderName(way.Holder), errdefs.ErrFailedPrecondition)
+		return wsbackup.Pruned{}, fmt.Errorf("retention: a pass is under way on %s: %w: %w", holderName(way.Holder), errPassUnderWay, errdefs.ErrFailedPrecondition)
 	}
 	var p wsbackup.Pruned
 	err = b.leased(ctx, store.RetentionLease, holder, func(ctx context.Context) error {
@@ -830,6 +830,9 @@ func (b *Backups) PruneWith(ctx context.Context, now time.Time, o wsbackup.Prune
 	})
 	return p, err
 }
+
+// errPassUnderWay is a retention pass under way, on this replica or another.
+var errPassUnderWay = errors.New("retention pass under way")
 
 // errUnderWay is a backup of the sandbox under way on another replica.
 var errUnderWay = errors.New("backup under way")
@@ -955,7 +958,7 @@ func (o *Ops) RunRetention(ctx context.Context, every time.Duration) {
 		case <-t.C:
 		}
 		p, err := o.backups.Prune(ctx, time.Now())
-		if errors.Is(err, errdefs.ErrFailedPrecondition) {
+		if errors.Is(err, errPassUnderWay) {
 			o.log.Info("backup retention: skipped today", "why", err)
 			continue
 		}
