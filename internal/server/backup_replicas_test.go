@@ -31,6 +31,7 @@ type stallingS3 struct {
 	armed   bool
 	stalled chan struct{} // closed when a manifest's PUT is held
 	release chan struct{}
+	once    sync.Once
 }
 
 func newStallingS3(t *testing.T, endpoint string) *stallingS3 {
@@ -53,9 +54,15 @@ func newStallingS3(t *testing.T, endpoint string) *stallingS3 {
 		}
 		rp.ServeHTTP(w, r)
 	}))
-	t.Cleanup(s.Close)
+	t.Cleanup(func() {
+		s.let()
+		s.Close()
+	})
 	return s
 }
+
+// let releases the held PUT, if it was not yet.
+func (s *stallingS3) let() { s.once.Do(func() { close(s.release) }) }
 
 func (s *stallingS3) arm() { s.mu.Lock(); s.armed = true; s.mu.Unlock() }
 
@@ -64,7 +71,8 @@ func (s *stallingS3) arm() { s.mu.Lock(); s.armed = true; s.mu.Unlock() }
 // manifest was dropped), and is held before its manifest goes up; meanwhile r2 runs a
 // retention pass with a grace of 1ns, which would delete that blob. The pass takes the
 // retention lease and waits for the backup (a pass on r1 then is refused, 409 naming
-// r2); once the backup is done the pass sweeps, and the backup restores whole.
+// r2, and a backup started on r1 waits for the pass, as ls says); once the backup is
+// done the pass sweeps, the waiting backup goes on, and the first restores whole.
 func TestRetentionAcrossReplicas(t *testing.T) {
 	s3 := testenv.StartS3(t)
 	dbURL := pgtest.URL(t)
@@ -86,8 +94,9 @@ func TestRetentionAcrossReplicas(t *testing.T) {
 	admin := adminOf(t, r2)
 	alice := r1.Register(t, "alice")
 
-	var sb api.Sandbox
+	var sb, other api.Sandbox
 	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "src"}), http.StatusCreated, &sb)
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "other"}), http.StatusCreated, &other)
 	execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{"sh", "-c", "head -c 100000 /dev/urandom > big.bin && sha256sum big.bin > sum"}})
 	base := "/api/v1/sandboxes/" + sb.ID + "/backups"
 	var first api.Backup
@@ -144,13 +153,28 @@ func TestRetentionAcrossReplicas(t *testing.T) {
 			}
 		}
 	}
+	var waiting <-chan answer
 	if pruned == nil {
 		e := servertest.ErrorOf(t, bearer(t, r1, admin, "POST", "/api/v1/backups/prune", api.BackupPruneRequest{}), http.StatusConflict)
 		if !strings.Contains(e.Message, "under way on replica r2") {
 			t.Errorf("a second pass, on r1, while r2's runs: %q", e.Message)
 		}
+		// A backup started on r1 now waits for the pass, and ls says so.
+		waiting = call(func() *http.Response { return alice.DoToken("POST", "/api/v1/sandboxes/"+other.ID+"/backups", nil) })
+		for seen := false; !seen; {
+			select {
+			case a := <-waiting:
+				t.Fatalf("a backup started while r2's pass runs did not wait for it: %d %s", a.status, a.body)
+			case <-time.After(50 * time.Millisecond):
+			}
+			var ls api.BackupList
+			servertest.Decode(t, alice.DoToken("GET", "/api/v1/sandboxes/"+other.ID+"/backups", nil), http.StatusOK, &ls)
+			for _, b := range ls.Backups {
+				seen = seen || (b.State == api.BackupRunning && strings.Contains(b.Error, "waiting for the retention pass under way on replica r2"))
+			}
+		}
 	}
-	close(stall.release)
+	stall.let()
 	b := <-backup
 	if b.status != http.StatusCreated {
 		t.Fatalf("the backup on r1: %d %s", b.status, b.body)
@@ -161,6 +185,11 @@ func TestRetentionAcrossReplicas(t *testing.T) {
 	}
 	if pruned.status != http.StatusOK {
 		t.Fatalf("the pass on r2: %d %s", pruned.status, pruned.body)
+	}
+	if waiting != nil {
+		if a := <-waiting; a.status != http.StatusCreated {
+			t.Fatalf("the backup that waited for the pass: %d %s", a.status, a.body)
+		}
 	}
 
 	var res api.BackupRestoreResult
