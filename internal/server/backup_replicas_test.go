@@ -85,6 +85,7 @@ func TestRetentionAcrossReplicas(t *testing.T) {
 			cfg.Backup.KeyFile = keyFile
 			cfg.Backup.KeepLast, cfg.Backup.PruneGrace = 1, "1ns"
 			cfg.Store = dbURL
+			cfg.Runner.DiskReserve = 2 << 30 // as startReplicas: several sandboxes' disks on a test machine's
 			cfg.SecretsKeyFile = filepath.Join(shared, "secrets.key")
 			cfg.Replica = server.ReplicaConfig{ID: id, Advertise: "127.0.0.1:1", ClusterKeyFile: filepath.Join(shared, "cluster.key")}
 		})
