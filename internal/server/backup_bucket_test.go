@@ -234,6 +234,7 @@ func TestOwnerRestoresFromBucketAlone(t *testing.T) {
 	s3 := testenv.StartS3(t)
 	e := servertest.Start(t, func(cfg *server.Config) {
 		backupConfig(t, cfg, s3.Endpoint, s3.Bucket, s3.AccessKey, s3.SecretKey)
+		cfg.Runner.DiskReserve = 2 << 30 // four sandboxes' disks on a test machine's
 	})
 	alice, bob := e.Register(t, "alice"), e.Register(t, "bob")
 	var src api.Sandbox
@@ -244,9 +245,11 @@ func TestOwnerRestoresFromBucketAlone(t *testing.T) {
 	servertest.Decode(t, alice.DoToken("POST", base, nil), http.StatusCreated, &first)
 	var live api.Sandbox
 	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "live"}), http.StatusCreated, &live)
+	execIn(t, alice, live.ID, api.ExecRequest{Argv: []string{"sh", "-c", "echo live > a.txt"}})
 	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes/"+live.ID+"/backups", nil), http.StatusCreated, nil)
 	var bobs api.Sandbox
 	servertest.Decode(t, bob.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "bobs"}), http.StatusCreated, &bobs)
+	execIn(t, bob, bobs.ID, api.ExecRequest{Argv: []string{"sh", "-c", "echo bob > a.txt"}})
 	servertest.Decode(t, bob.DoToken("POST", "/api/v1/sandboxes/"+bobs.ID+"/backups", nil), http.StatusCreated, nil)
 	servertest.Decode(t, alice.DoToken("DELETE", "/api/v1/sandboxes/"+src.ID, nil), http.StatusNoContent, nil)
 
