@@ -26,8 +26,9 @@ func (s *Sandbox) RestoreBackup(ctx context.Context, req BackupRestoreRequest) (
 	return res, err
 }
 
-// BackupSandboxes lists every sandbox with backups in the server's S3 store, those its
-// database does not have among them (admins only): what can be restored from the bucket.
+// BackupSandboxes lists the sandboxes with backups in the server's S3 store, those its
+// database does not have among them: every one for an admin, the caller's own for a user.
+// It is what can be restored from the bucket.
 func (c *Client) BackupSandboxes(ctx context.Context) (BackupSandboxList, error) {
 	var res BackupSandboxList
 	err := c.do(ctx, "GET", "/api/v1/backups", nil, &res, http.StatusOK)

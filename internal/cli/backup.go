@@ -38,10 +38,12 @@ func newBackupCommand() *cobra.Command {
 	var all bool
 	ls := &cobra.Command{
 		Use:   "ls SANDBOX | ls --all",
-		Short: "list SANDBOX's backups, and any attempt under way or failed; or every sandbox in the store",
-		Long: "ls SANDBOX lists SANDBOX's backups (an admin also those of a sandbox this server's database\n" +
-			"does not have). ls --all lists every sandbox with backups in the store, with its name and\n" +
-			"owner as its newest backup's record tells (admins only): what restores from the bucket alone.",
+		Short: "list SANDBOX's backups, and any attempt under way or failed; or the sandboxes in the store",
+		Long: "ls SANDBOX lists SANDBOX's backups (also those of a sandbox this server's database does not\n" +
+			"have: for an admin, or for the account its backups' record names). ls --all lists the sandboxes\n" +
+			"with backups in the store, with each one's name and owner as its newest backup's record tells:\n" +
+			"every one for an admin; for a user, their own, deleted ones among them: what restores from the\n" +
+			"bucket alone.",
 		Args: func(c *cobra.Command, args []string) error {
 			if all {
 				return exactArgs(0, "no SANDBOX with --all")(c, args)

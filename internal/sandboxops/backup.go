@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -48,10 +50,14 @@ type Backups struct {
 	Backoff time.Duration
 	// Retention, when set, is applied by RunRetention.
 	Retention *wsbackup.Retention
-
-	// pruning is held by a retention pass, and shared by backups: a backup may reuse a
-	// blob that a pass running at the same time would delete.
-	pruning sync.RWMutex
+	// Leases holds the bucket's leases, shared by the replicas of one database: a
+	// retention pass runs on one replica at a time, a backup waits while one runs (it
+	// may reuse a blob the pass would delete), and a pass sweeps no blob while a backup
+	// is under way on any replica. Replica names this one in them.
+	Leases  *store.Store
+	Replica string
+	// Log is where lease trouble is logged (nil: nowhere).
+	Log *slog.Logger
 
 	mu       sync.Mutex
 	attempts map[string][]*api.Backup // by sandbox: those not (yet) in the store
@@ -155,9 +161,15 @@ func (o *Ops) BackupNow(ctx context.Context, c fleet.Caller, id string) (api.Bac
 	pause := b.Backoff
 	for {
 		b.set(func() { a.Attempts++ })
-		b.pruning.RLock()
-		res, err := wsbackup.RunFrom(ctx, b.Target, b.Key, id, src, record)
-		b.pruning.RUnlock()
+		var res wsbackup.Backup
+		err := b.leaseBackup(ctx, id, a, func(ctx context.Context) (err error) {
+			res, err = wsbackup.RunFrom(ctx, b.Target, b.Key, id, src, record)
+			return err
+		})
+		if errors.Is(err, errUnderWay) {
+			b.keep(id, a, true)
+			return api.Backup{}, err
+		}
 		if err == nil {
 			b.keep(id, a, true)
 			b.done.WithLabelValues("done").Inc()
@@ -535,12 +547,10 @@ func (b *Backups) elsewhere(ctx context.Context, id string, missing error) error
 	return missing
 }
 
-// BackupSandboxes lists every sandbox with backups in the store, with what its newest
-// backup's record says of it: for an admin only, since the records name every user's.
+// BackupSandboxes lists the sandboxes with backups in the store, with what each newest
+// backup's record says of it: every one for an admin; for a user, those that are theirs
+// (mine).
 func (o *Ops) BackupSandboxes(ctx context.Context, c fleet.Caller) (api.BackupSandboxList, error) {
-	if !c.Admin {
-		return api.BackupSandboxList{}, fmt.Errorf("listing every sandbox in the backup store: only admins may: %w", errdefs.ErrPermissionDenied)
-	}
 	b, err := o.backupsOn()
 	if err != nil {
 		return api.BackupSandboxList{}, err
@@ -549,18 +559,20 @@ func (o *Ops) BackupSandboxes(ctx context.Context, c fleet.Caller) (api.BackupSa
 	if err != nil {
 		return api.BackupSandboxList{}, err
 	}
-	// Sandboxes under other keys are listed with the object that fails authentication
-	// under this one.
-	others, err := b.others(ctx)
-	if err != nil {
-		return api.BackupSandboxList{}, err
-	}
-	for _, t := range others {
-		more, err := wsbackup.Sandboxes(ctx, t, b.Key)
+	if c.Admin {
+		// Sandboxes under other keys are listed with the object that fails authentication
+		// under this one. A user hears nothing of them.
+		others, err := b.others(ctx)
 		if err != nil {
 			return api.BackupSandboxList{}, err
 		}
-		all = append(all, more...)
+		for _, t := range others {
+			more, err := wsbackup.Sandboxes(ctx, t, b.Key)
+			if err != nil {
+				return api.BackupSandboxList{}, err
+			}
+			all = append(all, more...)
+		}
 	}
 	out := api.BackupSandboxList{Sandboxes: make([]api.BackupSandbox, 0, len(all))}
 	for _, s := range all {
@@ -572,11 +584,28 @@ func (o *Ops) BackupSandboxes(ctx context.Context, c fleet.Caller) (api.BackupSa
 		case len(s.Record) > 0 && json.Unmarshal(s.Record, &r) == nil:
 			x.Name, x.Owner = r.Name, r.Owner
 		}
-		_, err := o.st.SandboxByID(ctx, s.Sandbox)
+		sb, err := o.st.SandboxByID(ctx, s.Sandbox)
+		if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			return api.BackupSandboxList{}, fmt.Errorf("sandbox %s: %w", s.Sandbox, err)
+		}
 		x.Known = err == nil
+		if !c.Admin && !mine(c, s, sb, x.Known) {
+			continue
+		}
 		out.Sandboxes = append(out.Sandboxes, x)
 	}
 	return out, nil
+}
+
+// mine says whether user c may see sandbox s of the bucket in their listing: the
+// database's owner decides for a sandbox it has (known, sb); for one it lacks, the same
+// rule as a restore from the bucket alone (recordOwnedBy): its newest backup's record
+// names c by user ID and username both.
+func mine(c fleet.Caller, s wsbackup.Stored, sb store.Sandbox, known bool) bool {
+	if known {
+		return sb.UserID == c.UserID
+	}
+	return s.Err == nil && recordOwnedBy(s.Record, c, s.Sandbox, errdefs.ErrNotFound) == nil
 }
 
 // PruneBackups runs the backups' retention now: over sandbox req.Sandbox's backups (its
@@ -775,14 +804,147 @@ func (b *Backups) Prune(ctx context.Context, now time.Time) (wsbackup.Pruned, er
 	return b.PruneWith(ctx, now, wsbackup.PruneOptions{})
 }
 
-// PruneWith is Prune narrowed by o: see [wsbackup.PruneWith].
+// PruneWith is Prune narrowed by o: see [wsbackup.PruneWith]. It holds the retention
+// lease (refused, 409, while a pass runs on any replica), and sweeps once the backups
+// under way when it took the lease have ended: none starts until it is done.
 func (b *Backups) PruneWith(ctx context.Context, now time.Time, o wsbackup.PruneOptions) (wsbackup.Pruned, error) {
 	if b.Retention == nil {
 		return wsbackup.Pruned{}, fmt.Errorf("retention: backup.keep_last is not set in the server's configuration: %w", errdefs.ErrFailedPrecondition)
 	}
-	b.pruning.Lock()
-	defer b.pruning.Unlock()
-	return wsbackup.PruneWith(ctx, b.Target, b.Key, *b.Retention, now, o)
+	holder := b.holder()
+	way, busy, ok, err := b.Leases.LeaseRetention(ctx, holder, time.Now(), time.Now().Add(leaseTTL))
+	if err != nil {
+		return wsbackup.Pruned{}, fmt.Errorf("retention: %w", err)
+	}
+	if !ok {
+		return wsbackup.Pruned{}, fmt.Errorf("retention: a pass is under way on %s: %w: %w", holderName(way.Holder), errPassUnderWay, errdefs.ErrFailedPrecondition)
+	}
+	var p wsbackup.Pruned
+	err = b.leased(ctx, store.RetentionLease, holder, func(ctx context.Context) error {
+		if err := b.awaitBackups(ctx, busy); err != nil {
+			return err
+		}
+		var err error
+		p, err = wsbackup.PruneWith(ctx, b.Target, b.Key, *b.Retention, now, o)
+		return err
+	})
+	return p, err
+}
+
+// errPassUnderWay is a retention pass under way, on this replica or another.
+var errPassUnderWay = errors.New("retention pass under way")
+
+// errUnderWay is a backup of the sandbox under way on another replica.
+var errUnderWay = errors.New("backup under way")
+
+// leaseTTL is how long a lease on the bucket lasts unless renewed. Its holder renews it
+// every third of that, so a replica that died frees what it held within leaseTTL.
+const leaseTTL = time.Minute
+
+// leasePoll is how often a backup looks again whether the retention pass in its way has
+// ended, and a pass whether the backups in its way have.
+const leasePoll = 250 * time.Millisecond
+
+func (b *Backups) log() *slog.Logger {
+	if b.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return b.Log
+}
+
+// holder is a fresh holder's name for a lease: this replica's ID and a random suffix.
+func (b *Backups) holder() string { return b.Replica + "/" + randomSuffix() }
+
+// holderName is who holds a lease, for a message.
+func holderName(holder string) string {
+	r, _, _ := strings.Cut(holder, "/")
+	if r == "" {
+		return "this server"
+	}
+	return "replica " + r
+}
+
+// leaseBackup runs f, one attempt of attempt a at sandbox id's backup, holding the
+// sandbox's lease. While a retention pass holds its lease it waits, saying so in a; a
+// backup of the sandbox under way elsewhere is refused (409).
+func (b *Backups) leaseBackup(ctx context.Context, id string, a *api.Backup, f func(context.Context) error) error {
+	holder := b.holder()
+	for {
+		now := time.Now()
+		way, ok, err := b.Leases.LeaseBackup(ctx, id, holder, now, now.Add(leaseTTL))
+		if err != nil {
+			return fmt.Errorf("backup %s: %w", id, err)
+		}
+		if ok {
+			b.set(func() { a.Error = "" })
+			return b.leased(ctx, id, holder, f)
+		}
+		if way.Name != store.RetentionLease {
+			return fmt.Errorf("backup of sandbox %s: one is under way on %s (see paddock backup ls): %w: %w", id, holderName(way.Holder), errUnderWay, errdefs.ErrFailedPrecondition)
+		}
+		b.set(func() { a.Error = "waiting for the retention pass under way on " + holderName(way.Holder) })
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(leasePoll):
+		}
+	}
+}
+
+// awaitBackups waits until the backups busy, under way when a retention pass took its
+// lease, have ended (released their leases, or let them lapse).
+func (b *Backups) awaitBackups(ctx context.Context, busy []store.BackupLease) error {
+	for len(busy) > 0 {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("retention: waiting for the backup of sandbox %s on %s: %w", busy[0].Name, holderName(busy[0].Holder), ctx.Err())
+		case <-time.After(leasePoll):
+		}
+		live, err := b.Leases.BackupLeases(ctx, time.Now())
+		if err != nil {
+			return fmt.Errorf("retention: %w", err)
+		}
+		busy = slices.DeleteFunc(busy, func(l store.BackupLease) bool {
+			return !slices.ContainsFunc(live, func(x store.BackupLease) bool { return x.Name == l.Name && x.Holder == l.Holder })
+		})
+	}
+	return nil
+}
+
+// leased runs f holding lease name as holder: it renews the lease while f runs, ends f's
+// context when the lease is lost (lapsed, another holder's), and releases it after.
+func (b *Backups) leased(ctx context.Context, name, holder string, f func(context.Context) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(leaseTTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			now := time.Now()
+			ok, err := b.Leases.RenewBackupLease(ctx, name, holder, now, now.Add(leaseTTL))
+			if err == nil && !ok {
+				cancel(fmt.Errorf("the lease %s on the backup bucket lapsed: %w", name, errdefs.ErrUnavailable))
+				return
+			}
+			// A renewal that failed (the database restarting) is tried at the next tick.
+		}
+	}()
+	err := f(ctx)
+	close(done)
+	if cause := context.Cause(ctx); err != nil && cause != nil && !errors.Is(cause, context.Canceled) {
+		err = fmt.Errorf("%w: %w", err, cause)
+	}
+	if rerr := b.Leases.ReleaseBackupLease(context.WithoutCancel(ctx), name, holder); rerr != nil {
+		// It lapses by itself within leaseTTL.
+		b.log().Warn("backup: release a lease on the bucket", "lease", name, "err", rerr)
+	}
+	return err
 }
 
 // RunRetention applies the backups' retention every period until ctx ends.
@@ -796,6 +958,10 @@ func (o *Ops) RunRetention(ctx context.Context, every time.Duration) {
 		case <-t.C:
 		}
 		p, err := o.backups.Prune(ctx, time.Now())
+		if errors.Is(err, errPassUnderWay) {
+			o.log.Info("backup retention: skipped today", "why", err)
+			continue
+		}
 		if err != nil {
 			o.log.Warn("backup retention", "err", err, "backups_dropped", p.Manifests, "blobs_deleted", p.Blobs)
 			continue

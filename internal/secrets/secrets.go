@@ -430,6 +430,9 @@ func (s *Secrets) RotateKey(ctx context.Context) (Rotation, error) {
 		if rot.Reencrypted, err = s.reencryptAll(ctx, tx, next); err != nil {
 			return err
 		}
+		if _, err := s.reencryptShared(ctx, tx, next); err != nil {
+			return err
+		}
 		rot.Retained = slices.DeleteFunc(next.versions(), func(v int) bool { return v == to })
 		return tx.AppendAudit(ctx, store.AuditEvent{At: s.now(), Action: "secrets.key.rotate",
 			Detail: map[string]any{"from": rot.From, "to": rot.To, "reencrypted": rot.Reencrypted}})

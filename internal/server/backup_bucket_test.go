@@ -78,11 +78,23 @@ func TestRestoreFromBucketAlone(t *testing.T) {
 		Newest: second.ID, Time: second.Time, Known: false}) {
 		t.Fatalf("the bucket's sandboxes on the new server: %+v", all)
 	}
-	servertest.ErrorOf(t, mallory.DoToken("GET", "/api/v1/backups", nil), http.StatusForbidden)
+	// A user lists only the sandboxes the bucket ties to them: a new account under the
+	// old username is not the old account, and sees none of its sandboxes.
+	for who, do := range map[string]*servertest.Client{"mallory": mallory, "a new account named alice": alice2} {
+		var mine api.BackupSandboxList
+		servertest.Decode(t, do.DoToken("GET", "/api/v1/backups", nil), http.StatusOK, &mine)
+		if len(mine.Sandboxes) != 0 {
+			t.Errorf("the bucket's sandboxes as %s lists them: %+v, want none", who, mine)
+		}
+	}
 	// An admin's token without scope admin acts as a plain user.
 	var narrow api.Token
 	servertest.Decode(t, bearer(t, b, admin, "POST", "/api/v1/tokens", api.CreateTokenRequest{Name: "ro", Scopes: []string{"read"}}), http.StatusCreated, &narrow)
-	servertest.ErrorOf(t, bearer(t, b, narrow.Secret, "GET", "/api/v1/backups", nil), http.StatusForbidden)
+	var narrowed api.BackupSandboxList
+	servertest.Decode(t, bearer(t, b, narrow.Secret, "GET", "/api/v1/backups", nil), http.StatusOK, &narrowed)
+	if len(narrowed.Sandboxes) != 0 {
+		t.Errorf("the bucket's sandboxes through an admin's read-only token: %+v, want the admin's own (none)", narrowed)
+	}
 	servertest.ErrorOf(t, mallory.DoToken("GET", base, nil), http.StatusNotFound)
 	servertest.ErrorOf(t, mallory.DoToken("POST", base+"/restore", api.BackupRestoreRequest{Into: "mine"}), http.StatusNotFound)
 	// A new account under the old username is not the old account: refused, and told
@@ -214,13 +226,15 @@ func TestRetentionPerServer(t *testing.T) {
 }
 
 // A user deletes their sandbox; its backups stay in the bucket, and the database no longer
-// has it. The user, the same account (same user ID and username) that the backups'
+// has it. ls --all (GET /api/v1/backups) lists it, with their live ones, to that user and
+// to no other. The user, the same account (same user ID and username) that the backups'
 // record names, lists them and restores one into a new sandbox of theirs; another user
 // hears of none of it (404), and the sandbox itself cannot be restored into (409).
 func TestOwnerRestoresFromBucketAlone(t *testing.T) {
 	s3 := testenv.StartS3(t)
 	e := servertest.Start(t, func(cfg *server.Config) {
 		backupConfig(t, cfg, s3.Endpoint, s3.Bucket, s3.AccessKey, s3.SecretKey)
+		cfg.Runner.DiskReserve = 2 << 30 // four sandboxes' disks on a test machine's
 	})
 	alice, bob := e.Register(t, "alice"), e.Register(t, "bob")
 	var src api.Sandbox
@@ -229,7 +243,34 @@ func TestOwnerRestoresFromBucketAlone(t *testing.T) {
 	execIn(t, alice, src.ID, api.ExecRequest{Argv: []string{"sh", "-c", "echo kept > a.txt"}})
 	var first api.Backup
 	servertest.Decode(t, alice.DoToken("POST", base, nil), http.StatusCreated, &first)
+	var live api.Sandbox
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "live"}), http.StatusCreated, &live)
+	execIn(t, alice, live.ID, api.ExecRequest{Argv: []string{"sh", "-c", "echo live > a.txt"}})
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes/"+live.ID+"/backups", nil), http.StatusCreated, nil)
+	var bobs api.Sandbox
+	servertest.Decode(t, bob.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "bobs"}), http.StatusCreated, &bobs)
+	execIn(t, bob, bobs.ID, api.ExecRequest{Argv: []string{"sh", "-c", "echo bob > a.txt"}})
+	servertest.Decode(t, bob.DoToken("POST", "/api/v1/sandboxes/"+bobs.ID+"/backups", nil), http.StatusCreated, nil)
 	servertest.Decode(t, alice.DoToken("DELETE", "/api/v1/sandboxes/"+src.ID, nil), http.StatusNoContent, nil)
+
+	// ls --all: alice finds her deleted sandbox's ID (and her live one); bob sees only his.
+	listed := func(c *servertest.Client) map[string]api.BackupSandbox {
+		var l api.BackupSandboxList
+		servertest.Decode(t, c.DoToken("GET", "/api/v1/backups", nil), http.StatusOK, &l)
+		out := map[string]api.BackupSandbox{}
+		for _, s := range l.Sandboxes {
+			out[s.ID] = s
+		}
+		return out
+	}
+	mine := listed(alice)
+	if len(mine) != 2 || mine[src.ID] != (api.BackupSandbox{ID: src.ID, Name: "src", Owner: "alice", Backups: 1, Newest: first.ID, Time: first.Time}) ||
+		!mine[live.ID].Known {
+		t.Fatalf("alice's sandboxes in the bucket: %+v, want %s (deleted) and %s", mine, src.ID, live.ID)
+	}
+	if theirs := listed(bob); len(theirs) != 1 || !theirs[bobs.ID].Known {
+		t.Fatalf("bob's sandboxes in the bucket: %+v, want only %s", theirs, bobs.ID)
+	}
 
 	for _, r := range []struct{ method, path string }{{"GET", base}, {"POST", base + "/restore"}} {
 		servertest.ErrorOf(t, bob.DoToken(r.method, r.path, api.BackupRestoreRequest{Into: "theirs"}), http.StatusNotFound)

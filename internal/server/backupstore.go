@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/sandboxops"
+	"github.com/paddockhq/paddock/internal/store"
 	"github.com/paddockhq/paddock/internal/wsbackup"
 )
 
@@ -148,7 +150,7 @@ func backupKey(path string) ([]byte, error) {
 }
 
 // newBackups is the backup store cfg names, or nil without one.
-func newBackups(cfg Config) (*sandboxops.Backups, error) {
+func newBackups(cfg Config, st *store.Store, log *slog.Logger) (*sandboxops.Backups, error) {
 	b := cfg.Backup
 	if !b.On() {
 		return nil, nil
@@ -178,7 +180,7 @@ func newBackups(cfg Config) (*sandboxops.Backups, error) {
 	}
 	shared := wsbackup.Target{Client: cl, Bucket: b.Bucket, Prefix: b.Prefix}
 	out := &sandboxops.Backups{Target: wsbackup.Target{Client: cl, Bucket: b.Bucket, Prefix: b.Prefix + ns + "/"}, Shared: shared, Namespace: ns,
-		Key: key, Retries: 5, Backoff: 2 * time.Second}
+		Key: key, Retries: 5, Backoff: 2 * time.Second, Leases: st, Replica: cfg.Replica.ID, Log: log}
 	if b.Retries != nil {
 		out.Retries = *b.Retries
 	}

@@ -12,13 +12,13 @@ import (
 )
 
 // routeScope is the scope an API token needs for route rt: tokens for the token
-// routes, admin for the invite routes, write for the exec WebSocket (a GET that runs
+// routes, admin for the invite and user routes, write for the exec WebSocket (a GET that runs
 // commands), otherwise read for GET and write for anything else.
 func routeScope(rt Route) auth.Scope {
 	switch {
 	case strings.HasPrefix(rt.Pattern, "/api/v1/tokens"):
 		return auth.ScopeTokens
-	case strings.HasPrefix(rt.Pattern, "/api/v1/invites"), rt.Pattern == "/api/v1/users", rt.Pattern == "/api/v1/backups":
+	case strings.HasPrefix(rt.Pattern, "/api/v1/invites"), rt.Pattern == "/api/v1/users":
 		return auth.ScopeAdmin
 	case rt.Pattern == "/api/v1/sandboxes/{id}/exec/stream":
 		return auth.ScopeWrite

@@ -239,6 +239,10 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 		// whose memory is the fleet's.
 		cfg.Runner.Limits.Memory = cmp.Or(cfg.SandboxMemory, fleet.DefaultMemory)
 	}
+	// Replicas on a cluster share the channel's CA through the database.
+	if cfg.Runner.Cluster.CA, err = ChannelCA(ctx, cfg, s.secrets, s.log); err != nil {
+		return err
+	}
 	s.runner = runner.New(cfg.Runner, s.log)
 	tier, why := s.runner.DefaultTierReason()
 	s.log.Info("default tier", "tier", tier, "why", why)
@@ -252,7 +256,7 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	backups, err := newBackups(cfg)
+	backups, err := newBackups(cfg, s.st, s.log)
 	if err != nil {
 		return err
 	}

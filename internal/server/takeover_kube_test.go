@@ -23,8 +23,9 @@ import (
 	"github.com/paddockhq/paddock/internal/testenv"
 )
 
-// startClusterReplicas is startReplicas with the replicas' sandboxes on the test cluster:
-// one CA for the channel (runner.ca_dir), as the replicas of one install share.
+// startClusterReplicas is startReplicas with the replicas' sandboxes on the test cluster.
+// No CA file is given: the first replica makes the channel's CA and the others load it
+// from the database.
 func startClusterReplicas(t *testing.T, dbURL string, n int) []*replica {
 	t.Helper()
 	shared := t.TempDir()
@@ -57,9 +58,8 @@ runner:
   node_usr: true
   storage_class: %s
   ready_timeout: 3m
-  ca_dir: %s
 `, rc.DataDir, rc.StateDir, dbURL, filepath.Join(shared, "secrets.key"), r.id, addr, filepath.Join(shared, "cluster.key"), testHeartbeatTTL,
-			base.Cluster.Kubeconfig, kubetest.Namespace, kubetest.Image, kubetest.StorageClass, filepath.Join(shared, "ca"))
+			base.Cluster.Kubeconfig, kubetest.Namespace, kubetest.Image, kubetest.StorageClass)
 		if err := os.WriteFile(r.config, []byte(yml), 0o600); err != nil {
 			t.Fatal(err)
 		}

@@ -74,9 +74,11 @@ func Open(cfg Config, log *slog.Logger) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent-sandbox client: %w", err)
 	}
-	ca, err := LoadCA(cfg.CADir)
-	if err != nil {
-		return nil, err
+	ca := cfg.CA
+	if ca == nil {
+		if ca, err = LoadCA(cfg.CADir); err != nil {
+			return nil, err
+		}
 	}
 	ca.Lifetime = cfg.CertLifetime
 	cp, err := ca.NewRenewer()

@@ -58,9 +58,12 @@ type Config struct {
 	// plugin enforces. The image needs iptables (nf_tables); the init container's
 	// NET_ADMIN is outside the Pod Security Standards' baseline.
 	PodFirewall bool `yaml:"pod_firewall"`
-	// CADir holds the channel's CA (ca.crt, ca.key), made on first use. Default:
-	// <data_dir>/kube-ca.
+	// CADir holds the channel's CA (ca.crt, ca.key), made on first use; replicas share
+	// one through their database unless these files are given. Default: <data_dir>/kube-ca.
 	CADir string `yaml:"ca_dir"`
+	// CA, when set, is the channel's CA, loaded by the control plane (replicas share one
+	// through their database); CADir is then not read.
+	CA *podtls.CA `yaml:"-"`
 	// CertLifetime is how long the channel's certificates last, the sandboxes' and the
 	// control plane's; each is renewed at half its life while it is in use (a sandbox's
 	// by rewriting its Secret, which the kubelet passes on to the running pod). Default:

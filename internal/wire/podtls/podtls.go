@@ -115,6 +115,15 @@ func ParseCA(certPEM, keyPEM []byte) (*CA, error) {
 	return &CA{cert: cert, key: key, pem: certPEM}, nil
 }
 
+// String keeps the key out of anything that prints a CA.
+func (*CA) String() string { return "podtls.CA{…}" }
+
+// GoString keeps the key out of %#v.
+func (*CA) GoString() string { return "podtls.CA{…}" }
+
+// LogValue keeps the key out of logs.
+func (*CA) LogValue() slog.Value { return slog.StringValue("podtls.CA{…}") }
+
 // CertPEM is the CA's certificate.
 func (ca *CA) CertPEM() []byte { return ca.pem }
 

@@ -1326,10 +1326,13 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Every sandbox with backups in the server's S3 store, as its newest backup's record tells it (admins only).
+         * The sandboxes with backups in the server's S3 store, as each newest backup's record tells it.
          * @description Lists the store, not the database: a sandbox this server never saw (its database
          *     lost, or another server's under the same backup key) is there with known false,
-         *     and restores from the bucket alone into a new sandbox.
+         *     and restores from the bucket alone into a new sandbox. An admin sees every one; a
+         *     user sees their own: those of the database that are theirs, and those it lacks
+         *     whose newest backup's record names them by user ID and username (a deleted
+         *     sandbox; not one of an earlier account of the same name).
          */
         get: operations["listBackupSandboxes"];
         put?: never;
