@@ -44,6 +44,10 @@ type disk struct {
 	size         wire.Size
 	// remove: the image goes with the sandbox (a one-shot sandbox's).
 	remove bool
+	// ready is closed once a disk opened in the background (openDiskAsync) is mounted,
+	// or failed to be (err); nil for a disk opened in the foreground.
+	ready chan struct{}
+	err   error
 }
 
 func (d *disk) workspace() string { return filepath.Join(d.mount, "workspace") }
@@ -61,17 +65,51 @@ func (r *Runner) diskImage(user, id string) string {
 // workspace as itself on the host, it is 0711 and has no tmp/.
 func (r *Runner) openDisk(user, id, mount string, size wire.Size, remove bool, tier wire.Tier, uid, gid uint32) (*disk, error) {
 	d := &disk{image: r.diskImage(user, id), mount: mount, size: size, remove: remove}
-	if err := os.MkdirAll(filepath.Dir(d.image), 0o700); err != nil {
-		return nil, fmt.Errorf("disk: %w", err)
-	}
-	if err := r.makeImage(d.image, size, historyOf(remove), !remove); err != nil {
-		return nil, err
-	}
-	if err := r.mountDisk(d, tier, uid, gid); err != nil {
-		_ = d.close() // a one-shot sandbox's image goes; a persistent one's stays
+	if err := r.makeDisk(d, tier, uid, gid); err != nil {
 		return nil, err
 	}
 	return d, nil
+}
+
+// openDiskAsync is openDisk for a one-shot sandbox's image, made and mounted in the
+// background: it returns at once, with the disk's paths known, so that the caller writes
+// the sandbox's bundle meanwhile. d.wait says when it is mounted, or why it is not; a disk
+// that failed has cleaned up after itself.
+func (r *Runner) openDiskAsync(user, id, mount string, size wire.Size, tier wire.Tier, uid, gid uint32) *disk {
+	d := &disk{image: r.diskImage(user, id), mount: mount, size: size, remove: true, ready: make(chan struct{})}
+	go func() {
+		defer close(d.ready)
+		d.err = r.makeDisk(d, tier, uid, gid)
+	}()
+	return d
+}
+
+// makeDisk makes d's image unless there is one, and mounts and prepares it; what a failed
+// mount leaves is removed with a one-shot sandbox's image.
+func (r *Runner) makeDisk(d *disk, tier wire.Tier, uid, gid uint32) error {
+	if err := os.MkdirAll(filepath.Dir(d.image), 0o700); err != nil {
+		return fmt.Errorf("disk: %w", err)
+	}
+	if err := r.makeImage(d.image, d.size, historyOf(d.remove), !d.remove); err != nil {
+		return err
+	}
+	if err := r.mountDisk(d, tier, uid, gid); err != nil {
+		if d.remove { // a one-shot sandbox's image goes; a persistent one's stays
+			_ = d.release()
+		}
+		return err
+	}
+	return nil
+}
+
+// wait returns once d is mounted, with the error that kept it from being; at once for a
+// disk opened in the foreground, or none.
+func (d *disk) wait() error {
+	if d == nil || d.ready == nil {
+		return nil
+	}
+	<-d.ready
+	return d.err
 }
 
 // mountDisk grows d's image if it must, mounts it unless it is, and prepares it.
@@ -357,10 +395,19 @@ func promisedBytes(root string) int64 {
 // close unmounts and removes the image of a one-shot sandbox, with its mount point. A
 // persistent sandbox's stays mounted, as its workspace directory would stay, until
 // RemoveWorkspace. The unmount is lazy: a process of the sandbox still dying lets go later.
+// A disk still being mounted in the background is waited for first.
 func (d *disk) close() error {
 	if d == nil || !d.remove {
 		return nil
 	}
+	if d.wait() != nil {
+		return nil // it failed, and cleaned up after itself
+	}
+	return d.release()
+}
+
+// release unmounts and removes a one-shot sandbox's image and its mount point.
+func (d *disk) release() error {
 	if err := unmount(d.mount); err != nil {
 		return err
 	}

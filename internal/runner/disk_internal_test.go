@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/wire"
 )
 
@@ -104,4 +105,95 @@ func TestDiskImageFromTemplate(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// loopsBacking lists the loop devices whose backing file is image.
+func loopsBacking(image string) []string {
+	files, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	var held []string
+	for _, f := range files {
+		if b, err := os.ReadFile(f); err == nil && strings.TrimSpace(string(b)) == image {
+			held = append(held, f)
+		}
+	}
+	return held
+}
+
+// TestDiskAsync: a one-shot sandbox's disk opened in the background is mounted and
+// prepared by the time wait returns; closed while still being mounted, it is waited for
+// and then removed whole, with no mount or loop device left; refused (the reserve), wait
+// says why and nothing is left either.
+func TestDiskAsync(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a disk image needs root (CI runs as root)")
+	}
+	cfg := DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.fill()
+	root := filepath.Join(cfg.WorkspaceRoot, "u", "tmp")
+	if err := os.MkdirAll(root, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	r := New(cfg, slog.New(slog.DiscardHandler))
+	gone := func(t *testing.T, d *disk) {
+		t.Helper()
+		if isMountPoint(d.mount) {
+			t.Errorf("%s is still mounted", d.mount)
+		}
+		for _, p := range []string{d.mount, d.image} {
+			if _, err := os.Stat(p); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("%s outlived the disk: %v", p, err)
+			}
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for len(loopsBacking(d.image)) > 0 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if held := loopsBacking(d.image); len(held) > 0 {
+			t.Errorf("loop devices still hold the removed image: %v", held)
+		}
+	}
+
+	t.Run("mounted", func(t *testing.T) {
+		id := NewID()
+		d := r.openDiskAsync("u", id, filepath.Join(root, id), 64<<20, wire.TierContainer, 1000, 1000)
+		if err := d.wait(); err != nil {
+			t.Fatal(err)
+		}
+		if !isMountPoint(d.mount) {
+			t.Fatalf("%s is not mounted once wait returned", d.mount)
+		}
+		var st unix.Stat_t
+		if err := unix.Stat(d.workspace(), &st); err != nil || st.Uid != 1000 || st.Gid != 1000 {
+			t.Errorf("the workspace: %+v, %v; want it made, owned by 1000:1000", st, err)
+		}
+		if fi, err := os.Stat(d.tmp()); err != nil || fi.Mode()&fs.ModeSticky == 0 {
+			t.Errorf("tmp: %v, %v; want it made, sticky", fi, err)
+		}
+		if err := d.close(); err != nil {
+			t.Fatal(err)
+		}
+		gone(t, d)
+	})
+	t.Run("closed while mounting", func(t *testing.T) {
+		for range 3 {
+			id := NewID()
+			d := r.openDiskAsync("u", id, filepath.Join(root, id), 64<<20, wire.TierContainer, 1000, 1000)
+			if err := d.close(); err != nil {
+				t.Fatal(err)
+			}
+			gone(t, d)
+		}
+	})
+	t.Run("refused", func(t *testing.T) {
+		id := NewID()
+		d := r.openDiskAsync("u", id, filepath.Join(root, id), 1<<50, wire.TierContainer, 1000, 1000)
+		if err := d.wait(); !errors.Is(err, errdefs.ErrLimitExceeded) {
+			t.Fatalf("a 1PiB disk: %v, want ErrLimitExceeded", err)
+		}
+		if err := d.close(); err != nil {
+			t.Errorf("close of a refused disk: %v", err)
+		}
+		gone(t, d)
+	})
 }
