@@ -175,9 +175,10 @@ func historyOf(oneShot bool) wire.Size {
 // never both take the last of it; extra is what else the sandbox may take beside it. The
 // image is a copy of a template of that size (formatted once, see diskTemplate): copying
 // the few MB mkfs.ext4 writes costs less than running it, which fsyncs them in turn.
-// durable makes the copy reach the disk before the image is used: a persistent image must
-// survive a crash; a one-shot one is removed with its sandbox. Copies share the template's
-// UUID, which nothing here reads: an image is mounted by its loop device.
+// durable makes the copy reach the disk before the image is used, and gives it a journal:
+// a persistent image must survive a crash. A one-shot one is removed with its sandbox, so
+// it has no journal, whose loading is most of what mounting an ext4 costs. Copies share
+// the template's UUID, which nothing here reads: an image is mounted by its loop device.
 func (r *Runner) makeImage(path string, size, extra wire.Size, durable bool) error {
 	if _, err := os.Stat(path); err == nil {
 		return nil
@@ -190,7 +191,7 @@ func (r *Runner) makeImage(path string, size, extra wire.Size, durable bool) err
 	if err := r.checkReserve(size + extra); err != nil {
 		return err
 	}
-	tmpl, err := r.diskTemplate(size)
+	tmpl, err := r.diskTemplate(size, durable)
 	if err != nil {
 		return err
 	}
@@ -201,11 +202,16 @@ func (r *Runner) makeImage(path string, size, extra wire.Size, durable bool) err
 	return nil
 }
 
-// diskTemplate is the path of an empty ext4 image of size, made on first use, under the
-// workspace root in a directory only root enters. The caller holds the disks' lock.
-func (r *Runner) diskTemplate(size wire.Size) (string, error) {
+// diskTemplate is the path of an empty ext4 image of size, with a journal or without,
+// made on first use, under the workspace root in a directory only root enters. The caller
+// holds the disks' lock.
+func (r *Runner) diskTemplate(size wire.Size, journal bool) (string, error) {
 	dir := filepath.Join(r.cfg.WorkspaceRoot, ".disk-templates")
-	path := filepath.Join(dir, fmt.Sprintf("ext4-%d.img", int64(size)))
+	name := fmt.Sprintf("ext4-%d.img", int64(size))
+	if !journal {
+		name = fmt.Sprintf("ext4-nojournal-%d.img", int64(size))
+	}
+	path := filepath.Join(dir, name)
 	if _, err := os.Stat(path); err == nil {
 		return path, nil
 	}
@@ -213,7 +219,7 @@ func (r *Runner) diskTemplate(size wire.Size) (string, error) {
 		return "", fmt.Errorf("disk: %w", err)
 	}
 	tmp := path + ".new"
-	if err := formatImage(tmp, size); err != nil {
+	if err := formatImageWith(tmp, size, journal); err != nil {
 		return "", err
 	}
 	if err := os.Rename(tmp, path); err != nil {
@@ -224,7 +230,10 @@ func (r *Runner) diskTemplate(size wire.Size) (string, error) {
 }
 
 // formatImage makes a sparse file of size at path and an empty ext4 in it.
-func formatImage(path string, size wire.Size) error {
+func formatImage(path string, size wire.Size) error { return formatImageWith(path, size, true) }
+
+// formatImageWith is formatImage, with a journal or without.
+func formatImageWith(path string, size wire.Size, journal bool) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return fmt.Errorf("disk: %w", err)
@@ -237,7 +246,11 @@ func formatImage(path string, size wire.Size) error {
 	// -m 0: no blocks kept for root, who inside is the agent. Lazy init: the inode tables
 	// and journal are zeroed by the kernel later, not written now. nodiscard: a fresh
 	// sparse file has nothing to discard.
-	out, err := exec.Command("mkfs.ext4", "-q", "-F", "-m", "0", "-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard", path).CombinedOutput()
+	args := []string{"-q", "-F", "-m", "0", "-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard"}
+	if !journal {
+		args = append(args, "-O", "^has_journal")
+	}
+	out, err := exec.Command("mkfs.ext4", append(args, path)...).CombinedOutput()
 	if err != nil {
 		os.Remove(path)
 		return fmt.Errorf("disk: mkfs.ext4 (install e2fsprogs): %v: %s: %w", err, bytes.TrimSpace(out), errdefs.ErrUnavailable)

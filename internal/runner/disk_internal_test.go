@@ -197,3 +197,61 @@ func TestDiskAsync(t *testing.T) {
 		gone(t, d)
 	})
 }
+
+// hasJournal reads the has_journal feature from image's ext4 superblock.
+func hasJournal(t *testing.T, image string) bool {
+	t.Helper()
+	f, err := os.Open(image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sb := make([]byte, 1024)
+	if _, err := f.ReadAt(sb, 1024); err != nil {
+		t.Fatal(err)
+	}
+	if magic := uint16(sb[0x38]) | uint16(sb[0x39])<<8; magic != 0xEF53 {
+		t.Fatalf("%s: no ext4 superblock (magic %#x)", image, magic)
+	}
+	const compatHasJournal = 0x4
+	return sb[0x5C]&compatHasJournal != 0
+}
+
+// TestDiskJournal: a persistent sandbox's image has a journal, to survive a crash; a
+// one-shot sandbox's has none (it is removed with the sandbox), so it mounts without
+// loading one. Both are writable ext4.
+func TestDiskJournal(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a disk image needs root (CI runs as root)")
+	}
+	cfg := DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.fill()
+	root := filepath.Join(cfg.WorkspaceRoot, "u", "tmp")
+	if err := os.MkdirAll(root, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	r := New(cfg, slog.New(slog.DiscardHandler))
+	for _, persistent := range []bool{false, true} {
+		id := NewID()
+		d, err := r.openDisk("u", id, filepath.Join(root, id), 64<<20, !persistent, wire.TierContainer, 1000, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d.workspace(), "f"), []byte("x"), 0o600); err != nil {
+			t.Errorf("persistent=%v: write: %v", persistent, err)
+		}
+		if got := hasJournal(t, d.image); got != persistent {
+			t.Errorf("persistent=%v: the image has a journal: %v, want %v", persistent, got, persistent)
+		}
+		if persistent {
+			if err := unix.Unmount(d.mount, unix.MNT_DETACH); err != nil {
+				t.Error(err)
+			}
+			continue
+		}
+		if err := d.close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
