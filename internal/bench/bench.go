@@ -242,7 +242,7 @@ func (e *Env) FirstByteTable(ctx context.Context, o Options) (*Table, error) {
 		fmt.Sprintf("At the median `paddock run` prints its first byte %.1f ms after fork, %.1f ms more than a bare `runc run` of the same bundle (%.1f ms): %s.",
 			pf.P50, pf.P50-rf.P50, rf.P50, ratio(pf.P50, rf.P50)),
 		fmt.Sprintf("Where paddock's time goes (medians of the breakdown rows): starting the CLI process %.1f ms; runner.Create %.1f ms, "+
-			"of which writing the bundle and rootfs is about %.1f ms and the rest mostly the detached `runc run` (which returns once the agent's process has been started) and the workspace's disk image; "+
+			"of which writing the bundle and rootfs is about %.1f ms (the workspace's disk image is made and mounted meanwhile, and waited for before runc starts) and the rest mostly the detached `runc run` (which returns once the agent's process has been started); "+
 			"then %.1f ms until the first output reaches the client (the agent's own start, the main command's start, Attach). "+
 			"These add up to %.1f ms against the %.1f ms measured end to end%s.",
 			ver, create, inCreate, first, ver+create+first, pf.P50, remainder(pf.P50-(ver+create+first))),
@@ -272,7 +272,8 @@ func (e *Env) FirstByteTable(ctx context.Context, o Options) (*Table, error) {
 			"file-system metadata work: %.1f ms on the harness's disk (%s), %.1f ms on tmpfs. Where the state_dir is not on tmpfs (the CLI's "+
 			"default, %s, is %s here), each sandbox's bundle gets a tmpfs of its own, mounted before it is written and unmounted when the "+
 			"sandbox is removed, so Create pays the tmpfs figure and a mount. A sandbox's disk image is a copy of an empty ext4 made once "+
-			"per size, mounted through loop ioctls (no mkfs.ext4, losetup or mount process at each start).",
+			"per size, mounted through loop ioctls (no mkfs.ext4, losetup or mount process at each start); a one-shot sandbox's has no "+
+			"journal to load, and is made and mounted while the bundle is written.",
 			bundle, fsName(e.Dir), rec.summary("bundle.tmpfs").P50, stateDir, fsName(stateDir)))
 	}
 	return t, nil
