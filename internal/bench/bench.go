@@ -158,6 +158,13 @@ func (e *Env) FirstByteTable(ctx context.Context, o Options) (*Table, error) {
 			return err
 		},
 		func() error {
+			agent, tramp, floor, err := e.ProcessStarts(ctx)
+			rec.add("start.agent", ms(agent.Exit))
+			rec.add("start.exec", ms(tramp.Exit))
+			rec.add("start.true", ms(floor.Exit))
+			return err
+		},
+		func() error {
 			d, err := e.RuncRemove(ctx, ForceDelete)
 			rec.add("remove.force", ms(d))
 			return err
@@ -221,6 +228,9 @@ func (e *Env) FirstByteTable(ctx context.Context, o Options) (*Table, error) {
 		{Name: "*breakdown:* `paddock version`: fork → exit (CLI process start)", Unit: "ms", Summary: rec.summary("version")},
 		{Name: "*breakdown:* runner.Create (in process)", Unit: "ms", Summary: rec.summary("create")},
 		{Name: "*breakdown:* Create returned → first output via Attach", Unit: "ms", Summary: rec.summary("attach.first")},
+		{Name: "*breakdown:* `paddock-agent` given no envelope: fork → exit (the agent's runtime and package initialisation, on the host)", Unit: "ms", Summary: rec.summary("start.agent")},
+		{Name: "*breakdown:* `paddock-exec` (the main command's trampoline) given no arguments: fork → exit", Unit: "ms", Summary: rec.summary("start.exec")},
+		{Name: "*for comparison:* `/bin/true`: fork → exit (the start of any process)", Unit: "ms", Summary: rec.summary("start.true")},
 		{Name: "*breakdown:* Create returned → exit status via Attach", Unit: "ms", Summary: rec.summary("attach.exit")},
 		{Name: "*breakdown:* Sandbox.Destroy", Unit: "ms", Summary: rec.summary("destroy")},
 		{Name: "*for comparison:* container.WriteBundle on the harness's disk", Unit: "ms", Summary: rec.summary("bundle")},
@@ -242,10 +252,12 @@ func (e *Env) FirstByteTable(ctx context.Context, o Options) (*Table, error) {
 		fmt.Sprintf("At the median `paddock run` prints its first byte %.1f ms after fork, %.1f ms more than a bare `runc run` of the same bundle (%.1f ms): %s.",
 			pf.P50, pf.P50-rf.P50, rf.P50, ratio(pf.P50, rf.P50)),
 		fmt.Sprintf("Where paddock's time goes (medians of the breakdown rows): starting the CLI process %.1f ms; runner.Create %.1f ms, "+
-			"of which writing the bundle and rootfs is about %.1f ms and the rest mostly the detached `runc run` (which returns once the agent's process has been started) and the workspace's disk image; "+
+			"of which writing the bundle and rootfs is about %.1f ms (the workspace's disk image is made and mounted meanwhile, and waited for before runc starts) and the rest mostly the detached `runc run` (which returns once the agent's process has been started); "+
 			"then %.1f ms until the first output reaches the client (the agent's own start, the main command's start, Attach). "+
-			"These add up to %.1f ms against the %.1f ms measured end to end%s.",
-			ver, create, inCreate, first, ver+create+first, pf.P50, remainder(pf.P50-(ver+create+first))),
+			"These add up to %.1f ms against the %.1f ms measured end to end%s. Of the time after Create, starting the agent's binary "+
+			"alone takes %.1f ms on the host and the trampoline's %.1f ms, against %.1f ms for /bin/true: a bare `runc run` starts only its command.",
+			ver, create, inCreate, first, ver+create+first, pf.P50, remainder(pf.P50-(ver+create+first)),
+			rec.summary("start.agent").P50, rec.summary("start.exec").P50, rec.summary("start.true").P50),
 		fmt.Sprintf("After the first byte, `paddock run` needs %.1f ms more to exit; Sandbox.Destroy takes %.1f ms: it sends SIGKILL to the "+
 			"container's first process through a pidfd, waits for it to exit, and runs a plain `runc delete`. `runc delete --force` alone "+
 			"takes %.1f ms, because it sleeps a fixed 100 ms after its kill (runc's delete.go, killContainer). Killing the cgroup first "+
@@ -272,7 +284,8 @@ func (e *Env) FirstByteTable(ctx context.Context, o Options) (*Table, error) {
 			"file-system metadata work: %.1f ms on the harness's disk (%s), %.1f ms on tmpfs. Where the state_dir is not on tmpfs (the CLI's "+
 			"default, %s, is %s here), each sandbox's bundle gets a tmpfs of its own, mounted before it is written and unmounted when the "+
 			"sandbox is removed, so Create pays the tmpfs figure and a mount. A sandbox's disk image is a copy of an empty ext4 made once "+
-			"per size, mounted through loop ioctls (no mkfs.ext4, losetup or mount process at each start).",
+			"per size, mounted through loop ioctls (no mkfs.ext4, losetup or mount process at each start); a one-shot sandbox's has no "+
+			"journal to load, and is made and mounted while the bundle is written.",
 			bundle, fsName(e.Dir), rec.summary("bundle.tmpfs").P50, stateDir, fsName(stateDir)))
 	}
 	return t, nil

@@ -61,6 +61,29 @@ func (e *Env) PaddockVersion(ctx context.Context) (Timing, error) {
 	return timeOutput(command(ctx, e.Paddock, "version"), nil)
 }
 
+// ProcessStarts times, fork → exit, the starts of the processes on paddock's path besides
+// runc's: paddock-agent given no envelope (it exits refusing it once its runtime and
+// package initialisers have run, as every sandbox's agent does before its main),
+// paddock-exec given no arguments (the trampoline the main command starts through), and
+// /bin/true, the start of any process.
+func (e *Env) ProcessStarts(ctx context.Context) (agent, trampoline, floor Timing, err error) {
+	refused := func(t Timing, err error) (Timing, error) {
+		var x *exec.ExitError
+		if errors.As(err, &x) && x.ExitCode() > 0 {
+			err = nil
+		}
+		return t, err
+	}
+	if agent, err = refused(timeOutput(command(ctx, e.Agent), nil)); err != nil {
+		return
+	}
+	if trampoline, err = refused(timeOutput(command(ctx, filepath.Join(filepath.Dir(e.Agent), "paddock-exec")), nil)); err != nil {
+		return
+	}
+	floor, err = timeOutput(command(ctx, "/bin/true"), nil)
+	return
+}
+
 // timeEcho times cmd and checks that it printed what `echo hi` prints.
 func timeEcho(cmd *exec.Cmd) (Timing, error) {
 	var out bytes.Buffer

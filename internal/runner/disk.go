@@ -44,6 +44,10 @@ type disk struct {
 	size         wire.Size
 	// remove: the image goes with the sandbox (a one-shot sandbox's).
 	remove bool
+	// ready is closed once a disk opened in the background (openDiskAsync) is mounted,
+	// or failed to be (err); nil for a disk opened in the foreground.
+	ready chan struct{}
+	err   error
 }
 
 func (d *disk) workspace() string { return filepath.Join(d.mount, "workspace") }
@@ -61,17 +65,51 @@ func (r *Runner) diskImage(user, id string) string {
 // workspace as itself on the host, it is 0711 and has no tmp/.
 func (r *Runner) openDisk(user, id, mount string, size wire.Size, remove bool, tier wire.Tier, uid, gid uint32) (*disk, error) {
 	d := &disk{image: r.diskImage(user, id), mount: mount, size: size, remove: remove}
-	if err := os.MkdirAll(filepath.Dir(d.image), 0o700); err != nil {
-		return nil, fmt.Errorf("disk: %w", err)
-	}
-	if err := r.makeImage(d.image, size, historyOf(remove), !remove); err != nil {
-		return nil, err
-	}
-	if err := r.mountDisk(d, tier, uid, gid); err != nil {
-		_ = d.close() // a one-shot sandbox's image goes; a persistent one's stays
+	if err := r.makeDisk(d, tier, uid, gid); err != nil {
 		return nil, err
 	}
 	return d, nil
+}
+
+// openDiskAsync is openDisk for a one-shot sandbox's image, made and mounted in the
+// background: it returns at once, with the disk's paths known, so that the caller writes
+// the sandbox's bundle meanwhile. d.wait says when it is mounted, or why it is not; a disk
+// that failed has cleaned up after itself.
+func (r *Runner) openDiskAsync(user, id, mount string, size wire.Size, tier wire.Tier, uid, gid uint32) *disk {
+	d := &disk{image: r.diskImage(user, id), mount: mount, size: size, remove: true, ready: make(chan struct{})}
+	go func() {
+		defer close(d.ready)
+		d.err = r.makeDisk(d, tier, uid, gid)
+	}()
+	return d
+}
+
+// makeDisk makes d's image unless there is one, and mounts and prepares it; what a failed
+// mount leaves is removed with a one-shot sandbox's image.
+func (r *Runner) makeDisk(d *disk, tier wire.Tier, uid, gid uint32) error {
+	if err := os.MkdirAll(filepath.Dir(d.image), 0o700); err != nil {
+		return fmt.Errorf("disk: %w", err)
+	}
+	if err := r.makeImage(d.image, d.size, historyOf(d.remove), !d.remove); err != nil {
+		return err
+	}
+	if err := r.mountDisk(d, tier, uid, gid); err != nil {
+		if d.remove { // a one-shot sandbox's image goes; a persistent one's stays
+			_ = d.release()
+		}
+		return err
+	}
+	return nil
+}
+
+// wait returns once d is mounted, with the error that kept it from being; at once for a
+// disk opened in the foreground, or none.
+func (d *disk) wait() error {
+	if d == nil || d.ready == nil {
+		return nil
+	}
+	<-d.ready
+	return d.err
 }
 
 // mountDisk grows d's image if it must, mounts it unless it is, and prepares it.
@@ -137,9 +175,10 @@ func historyOf(oneShot bool) wire.Size {
 // never both take the last of it; extra is what else the sandbox may take beside it. The
 // image is a copy of a template of that size (formatted once, see diskTemplate): copying
 // the few MB mkfs.ext4 writes costs less than running it, which fsyncs them in turn.
-// durable makes the copy reach the disk before the image is used: a persistent image must
-// survive a crash; a one-shot one is removed with its sandbox. Copies share the template's
-// UUID, which nothing here reads: an image is mounted by its loop device.
+// durable makes the copy reach the disk before the image is used, and gives it a journal:
+// a persistent image must survive a crash. A one-shot one is removed with its sandbox, so
+// it has no journal, whose loading is most of what mounting an ext4 costs. Copies share
+// the template's UUID, which nothing here reads: an image is mounted by its loop device.
 func (r *Runner) makeImage(path string, size, extra wire.Size, durable bool) error {
 	if _, err := os.Stat(path); err == nil {
 		return nil
@@ -152,7 +191,7 @@ func (r *Runner) makeImage(path string, size, extra wire.Size, durable bool) err
 	if err := r.checkReserve(size + extra); err != nil {
 		return err
 	}
-	tmpl, err := r.diskTemplate(size)
+	tmpl, err := r.diskTemplate(size, durable)
 	if err != nil {
 		return err
 	}
@@ -163,11 +202,16 @@ func (r *Runner) makeImage(path string, size, extra wire.Size, durable bool) err
 	return nil
 }
 
-// diskTemplate is the path of an empty ext4 image of size, made on first use, under the
-// workspace root in a directory only root enters. The caller holds the disks' lock.
-func (r *Runner) diskTemplate(size wire.Size) (string, error) {
+// diskTemplate is the path of an empty ext4 image of size, with a journal or without,
+// made on first use, under the workspace root in a directory only root enters. The caller
+// holds the disks' lock.
+func (r *Runner) diskTemplate(size wire.Size, journal bool) (string, error) {
 	dir := filepath.Join(r.cfg.WorkspaceRoot, ".disk-templates")
-	path := filepath.Join(dir, fmt.Sprintf("ext4-%d.img", int64(size)))
+	name := fmt.Sprintf("ext4-%d.img", int64(size))
+	if !journal {
+		name = fmt.Sprintf("ext4-nojournal-%d.img", int64(size))
+	}
+	path := filepath.Join(dir, name)
 	if _, err := os.Stat(path); err == nil {
 		return path, nil
 	}
@@ -175,7 +219,7 @@ func (r *Runner) diskTemplate(size wire.Size) (string, error) {
 		return "", fmt.Errorf("disk: %w", err)
 	}
 	tmp := path + ".new"
-	if err := formatImage(tmp, size); err != nil {
+	if err := formatImageWith(tmp, size, journal); err != nil {
 		return "", err
 	}
 	if err := os.Rename(tmp, path); err != nil {
@@ -186,7 +230,10 @@ func (r *Runner) diskTemplate(size wire.Size) (string, error) {
 }
 
 // formatImage makes a sparse file of size at path and an empty ext4 in it.
-func formatImage(path string, size wire.Size) error {
+func formatImage(path string, size wire.Size) error { return formatImageWith(path, size, true) }
+
+// formatImageWith is formatImage, with a journal or without.
+func formatImageWith(path string, size wire.Size, journal bool) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return fmt.Errorf("disk: %w", err)
@@ -199,7 +246,11 @@ func formatImage(path string, size wire.Size) error {
 	// -m 0: no blocks kept for root, who inside is the agent. Lazy init: the inode tables
 	// and journal are zeroed by the kernel later, not written now. nodiscard: a fresh
 	// sparse file has nothing to discard.
-	out, err := exec.Command("mkfs.ext4", "-q", "-F", "-m", "0", "-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard", path).CombinedOutput()
+	args := []string{"-q", "-F", "-m", "0", "-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard"}
+	if !journal {
+		args = append(args, "-O", "^has_journal")
+	}
+	out, err := exec.Command("mkfs.ext4", append(args, path)...).CombinedOutput()
 	if err != nil {
 		os.Remove(path)
 		return fmt.Errorf("disk: mkfs.ext4 (install e2fsprogs): %v: %s: %w", err, bytes.TrimSpace(out), errdefs.ErrUnavailable)
@@ -357,10 +408,19 @@ func promisedBytes(root string) int64 {
 // close unmounts and removes the image of a one-shot sandbox, with its mount point. A
 // persistent sandbox's stays mounted, as its workspace directory would stay, until
 // RemoveWorkspace. The unmount is lazy: a process of the sandbox still dying lets go later.
+// A disk still being mounted in the background is waited for first.
 func (d *disk) close() error {
 	if d == nil || !d.remove {
 		return nil
 	}
+	if d.wait() != nil {
+		return nil // it failed, and cleaned up after itself
+	}
+	return d.release()
+}
+
+// release unmounts and removes a one-shot sandbox's image and its mount point.
+func (d *disk) release() error {
 	if err := unmount(d.mount); err != nil {
 		return err
 	}

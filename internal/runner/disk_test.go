@@ -131,6 +131,11 @@ func TestDiskReserve(t *testing.T) {
 	if !errors.Is(err, errdefs.ErrLimitExceeded) || !strings.Contains(err.Error(), "reserved for the control plane") {
 		t.Fatalf("a 3GiB disk with 2GiB left above the reserve: %v, want ErrLimitExceeded naming the reserve", err)
 	}
+	// The disk is made while the container's bundle is written: the refusal undoes that too.
+	if left, _ := os.ReadDir(filepath.Join(cfg.StateDir, "sandboxes")); len(left) > 0 {
+		t.Errorf("a refused sandbox left its state behind: %v", left)
+	}
+	noDiskImages(t, cfg)
 	spec.Limits.Disk = 256 << 20
 	if res, err := r.Run(tctx(t), spec, runner.Stdio{}, false); err != nil || res.ExitCode() != 0 {
 		t.Fatalf("CONTROL FAILED: a 256MiB disk with 2GiB left above the reserve: %+v, %v", res, err)

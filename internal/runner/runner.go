@@ -393,7 +393,12 @@ func (r *Runner) start(ctx context.Context, spec Spec, sb *Sandbox, agentBin str
 	if len(spec.Main) == 0 {
 		main = nil
 	}
-	uid, gid := r.sandboxUser(sb.Workspace)
+	// A workspace on a disk of paddock's own is the configured user's; the disk may still
+	// be being mounted (openDiskAsync).
+	uid, gid := r.cfg.SandboxUID, r.cfg.SandboxGID
+	if sb.disk == nil || spec.Workspace != "" {
+		uid, gid = r.sandboxUser(sb.Workspace)
+	}
 	sb.uid, sb.gid = uid, gid
 	switch sb.Tier {
 	case wire.TierContainer:
@@ -423,8 +428,11 @@ func (r *Runner) start(ctx context.Context, spec Spec, sb *Sandbox, agentBin str
 			CapabilityKeys: spec.CapabilityKeys, FileSizeLimit: int64(sb.Limits.FileSize),
 			UserNS: r.cfg.UserNS(), OwnWorkspace: spec.Workspace == "",
 		}
-		if sb.disk != nil && sb.Limits.Tmp == 0 {
-			cfg.Tmp = sb.disk.tmp()
+		if sb.disk != nil {
+			cfg.Ready = sb.disk.wait
+			if sb.Limits.Tmp == 0 {
+				cfg.Tmp = sb.disk.tmp()
+			}
 		}
 		if sb.shared != nil {
 			cfg.Shared = sb.shared.mount

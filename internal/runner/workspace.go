@@ -67,12 +67,16 @@ func (r *Runner) provision(spec Spec, sb *Sandbox) error {
 		sb.Workspace = ws
 		// The user's directory is theirs, not counted; the container's /tmp is.
 		if r.withDisk(sb) && sb.Tier == wire.TierContainer {
-			sb.disk, err = r.openDisk(spec.User, sb.ID, dir, sb.Limits.Disk, true, sb.Tier, uid, gid)
+			sb.disk = r.openDiskAsync(spec.User, sb.ID, dir, sb.Limits.Disk, sb.Tier, uid, gid)
 		}
-		return err
+		return nil
 	}
 	if r.withDisk(sb) {
-		if sb.disk, err = r.openDisk(spec.User, sb.ID, dir, sb.Limits.Disk, true, sb.Tier, uid, gid); err != nil {
+		// A container's runtime waits for the disk only once its bundle is written
+		// (container.Config.Ready); the other tiers wait for it at once.
+		if sb.Tier == wire.TierContainer {
+			sb.disk = r.openDiskAsync(spec.User, sb.ID, dir, sb.Limits.Disk, sb.Tier, uid, gid)
+		} else if sb.disk, err = r.openDisk(spec.User, sb.ID, dir, sb.Limits.Disk, true, sb.Tier, uid, gid); err != nil {
 			return err
 		}
 		sb.Workspace = sb.disk.workspace()

@@ -181,6 +181,10 @@ type Config struct {
 	// IDBase is the range's first id. Start claims a free range when it is zero; WriteBundle
 	// then uses the first range.
 	IDBase uint32
+	// Ready, when set, is waited for before Start reads the workspace or Tmp, or starts the
+	// container: the caller mounts a new, empty workspace meanwhile, while Start writes
+	// the bundle. Its error ends the start. The ID range prefers none for such a workspace.
+	Ready func() error
 }
 
 // Sandbox is a running container.
@@ -234,7 +238,7 @@ func (sb *Sandbox) start(ctx context.Context, cfg Config) error {
 			// workspace) already belongs to, so that a restart need not give either
 			// to another.
 			prefer := ownerOf(cfg.History)
-			if !IsAgentHostID(prefer) && cfg.OwnWorkspace {
+			if !IsAgentHostID(prefer) && cfg.OwnWorkspace && cfg.Ready == nil {
 				prefer = rangeOf(ownerOf(cfg.Workspace))
 			}
 			base, err := claimIDRange(cfg.Dir, prefer)
@@ -250,12 +254,11 @@ func (sb *Sandbox) start(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("history store: %w", err)
 		}
 	}
-	if sb.idBase != 0 && cfg.OwnWorkspace {
-		if err := ownWorkspace(cfg.Workspace, sb.idBase, cfg.UID, cfg.GID); err != nil {
-			return fmt.Errorf("workspace: %w", err)
-		}
+	bundle := filepath.Join(cfg.Dir, "bundle")
+	if err := mountBundleFS(bundle); err != nil {
+		return err
 	}
-	if err := rt.writeBundle(cfg, sb.cgroup, netnsPath); err != nil {
+	if err := writeRootfs(cfg, bundle, rt.userKernel); err != nil {
 		return fmt.Errorf("bundle: %w", err)
 	}
 	ch, err := rt.openChannel(cfg.Dir)
@@ -300,6 +303,19 @@ func (sb *Sandbox) start(ctx context.Context, cfg Config) error {
 			env.HostPorts = append(env.HostPorts, uint32(p))
 		}
 	}
+	if cfg.Ready != nil {
+		if err := cfg.Ready(); err != nil {
+			return err
+		}
+	}
+	if sb.idBase != 0 && cfg.OwnWorkspace {
+		if err := ownWorkspace(cfg.Workspace, sb.idBase, cfg.UID, cfg.GID); err != nil {
+			return fmt.Errorf("workspace: %w", err)
+		}
+	}
+	if err := rt.writeSpec(cfg, bundle, sb.cgroup, netnsPath); err != nil {
+		return fmt.Errorf("bundle: %w", err)
+	}
 	if err := rt.run(ctx, cfg, append([]*os.File{ch.sandboxEnd}, cmdGroups...), env); err != nil {
 		return err
 	}
@@ -319,15 +335,12 @@ func (sb *Sandbox) start(ctx context.Context, cfg Config) error {
 	return err
 }
 
-// writeBundle writes the sandbox's bundle; netnsPath, when set, is the network namespace
-// the container joins instead of making its own.
-func (rt *Runtime) writeBundle(cfg Config, cgroup, netnsPath string) error {
+// writeSpec writes the sandbox's config.json into bundle, whose rootfs is written;
+// netnsPath, when set, is the network namespace the container joins instead of making its
+// own.
+func (rt *Runtime) writeSpec(cfg Config, bundle, cgroup, netnsPath string) error {
 	args := append([]string{wire.AgentPath}, rt.agentArgs...)
-	bundle := filepath.Join(cfg.Dir, "bundle")
-	if err := mountBundleFS(bundle); err != nil {
-		return err
-	}
-	return writeBundle(cfg, bundle, cgroup, rt.userKernel, func(s *specs.Spec) {
+	return writeConfig(cfg, bundle, cgroup, rt.userKernel, func(s *specs.Spec) {
 		s.Process.Args = args
 		if netnsPath == "" {
 			return
@@ -436,6 +449,23 @@ func (rt *Runtime) WriteBundle(cfg Config, dir, cgroup string, args []string) er
 }
 
 func writeBundle(cfg Config, dir, cgroup string, userKernel bool, edit func(*specs.Spec)) error {
+	if err := writeRootfs(cfg, dir, userKernel); err != nil {
+		return err
+	}
+	return writeConfig(cfg, dir, cgroup, userKernel, edit)
+}
+
+// writeRootfs writes the bundle's rootfs, which needs nothing of the workspace.
+func writeRootfs(cfg Config, dir string, userKernel bool) error {
+	b := bundleSpec{uid: cfg.UID, gid: cfg.GID, agent: cfg.Agent, hostname: "sandbox", gated: !userKernel}
+	if err := makeRootfs(filepath.Join(dir, "rootfs"), b); err != nil {
+		return fmt.Errorf("rootfs: %w", err)
+	}
+	return nil
+}
+
+// writeConfig writes the bundle's config.json, edited by edit.
+func writeConfig(cfg Config, dir, cgroup string, userKernel bool, edit func(*specs.Spec)) error {
 	b := bundleSpec{
 		id: cfg.ID, hostname: "sandbox", uid: cfg.UID, gid: cfg.GID, workspace: cfg.Workspace, tmp: cfg.Tmp, shared: cfg.Shared,
 		history: cfg.History, agent: cfg.Agent, env: cfg.Env, limits: cfg.Limits, cgroup: cgroup, swap: swapAccounted(),
@@ -450,9 +480,6 @@ func writeBundle(cfg Config, dir, cgroup string, userKernel bool, edit func(*spe
 	}
 	if b.idBase == 0 {
 		b.idBase = AgentHostID
-	}
-	if err := makeRootfs(filepath.Join(dir, "rootfs"), b); err != nil {
-		return fmt.Errorf("rootfs: %w", err)
 	}
 	spec, err := buildSpec(b)
 	if err != nil {
