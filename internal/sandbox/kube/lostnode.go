@@ -51,6 +51,9 @@ func (h *heldPod) check(ctx context.Context, pod *corev1.Pod) string {
 	}
 	h.next = time.Now().Add(heldEvery)
 	note, lost, waiting := h.c.lostNode(ctx, pod)
+	if ctx.Err() != nil {
+		return h.note // the start gave up meanwhile: what was last found stands
+	}
 	h.note, h.waiting = note, waiting
 	if waiting && !h.warned {
 		h.warned = true
