@@ -34,9 +34,9 @@ var kubeletSysctls = []string{"vm/overcommit_memory", "kernel/panic", "kernel/pa
 // hostRecord is what the first cluster found on the host.
 type hostRecord struct {
 	Sysctls    map[string]string `json:"sysctls"`
-	KubeletDir bool              `json:"kubelet_dir"` // /var/lib/kubelet existed
-	Containerd bool              `json:"containerd"`  // /run/containerd existed
-	HostsLine  bool              `json:"hosts_line"`  // /etc/hosts named the node already
+	KubeletDir bool              `json:"kubelet_dir"`  // /var/lib/kubelet existed
+	Containerd bool              `json:"containerd"`   // /run/containerd existed
+	HostsLine  bool              `json:"hosts_line"`   // /etc/hosts named the node already
 	HostsLineB bool              `json:"hosts_line_b"` // and the second node (AddNode)
 }
 

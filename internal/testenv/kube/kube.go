@@ -73,18 +73,18 @@ type Cluster struct {
 	opts           Options
 	// What AddNode needs to make a node: the CA, the API server's address, the
 	// certificates' directory, and every image imported (kept as tarballs).
-	ca         *authority
-	server     string
-	pki        string
-	nodesMu    sync.Mutex // guards nodes and imageFiles
-	addMu      sync.Mutex // one AddNode at a time
-	nodes      []*node
-	imageFiles []string
-	kwokMu         sync.Mutex
-	enforcerLock   *os.File // held while this cluster runs the NetworkPolicy enforcer
-	bridgeNFWas    string   // bridge-nf-call-iptables before the enforcer set it, if it did
-	stopOnce       sync.Once
-	stopErr        error
+	ca           *authority
+	server       string
+	pki          string
+	nodesMu      sync.Mutex // guards nodes and imageFiles
+	addMu        sync.Mutex // one AddNode at a time
+	nodes        []*node
+	imageFiles   []string
+	kwokMu       sync.Mutex
+	enforcerLock *os.File // held while this cluster runs the NetworkPolicy enforcer
+	bridgeNFWas  string   // bridge-nf-call-iptables before the enforcer set it, if it did
+	stopOnce     sync.Once
+	stopErr      error
 }
 
 // Prefix is where setup installed the cluster's binaries: $PADDOCK_PREFIX/k8s, by default
