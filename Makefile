@@ -60,7 +60,7 @@ test: setup build
 	$(GO) test -race -count=1 -tags '$(TESTTAGS)' -timeout 20m -run '/microvm' ./internal/runner
 	$(GO) test -race -count=1 -tags '$(TESTTAGS)' -timeout 10m -run 'TestMicroVM' ./internal/containment
 	$(GO) test -race -count=1 -tags '$(TESTTAGS)' -timeout 20m -run '/kubernetes|TestCluster' ./internal/runner
-	$(GO) test -race -count=1 -tags '$(TESTTAGS)' -timeout 20m -run 'TestServeOnCluster|TestEvictedOnCluster|TestServicesOnCluster|TestHistoryOnCluster|TestReplicasTakeOverOnCluster' ./internal/server
+	$(GO) test -race -count=1 -tags '$(TESTTAGS)' -timeout 20m -run 'TestServeOnCluster|TestEvictedOnCluster|TestServicesOnCluster|TestHistoryOnCluster|TestReplicasTakeOverOnCluster|TestNodeLostOnCluster' ./internal/server
 	$(GO) test -race -count=1 -tags '$(TESTTAGS)' -short -timeout 20m -run 'TestScale' ./internal/sandbox/kube
 	$(GO) test -race -count=1 -tags '$(TESTTAGS)' -timeout 20m ./internal/sandbox/kube/netpol
 	@$(MAKE) --no-print-directory fuzz

@@ -345,8 +345,8 @@ func TestClusterShippedRBACIsEnough(t *testing.T) {
 }
 
 // asShippedRole is cfg acting as the service account that deploy/kubernetes/rbac.yaml
-// binds, with its Role (changed by edit, when not nil) made in the test namespace, and
-// that account's name.
+// binds, with its Role (changed by edit, when not nil) made in the test namespace and its
+// ClusterRoles and their bindings made as they ship, and that account's name.
 func asShippedRole(t *testing.T, cfg runner.Config, edit func(*rbacv1.Role)) (runner.Config, string) {
 	t.Helper()
 	c := testkube.Shared(t)
@@ -382,6 +382,24 @@ func asShippedRole(t *testing.T, cfg runner.Config, edit func(*rbacv1.Role)) (ru
 			}
 			t.Cleanup(func() { _ = c.Client.RbacV1().RoleBindings(testNS).Delete(ctx, rb.Name, metav1.DeleteOptions{}) })
 			subject = "system:serviceaccount:" + rb.Subjects[0].Namespace + ":" + rb.Subjects[0].Name
+		case strings.Contains(doc, "\nkind: ClusterRole\n"):
+			var cr rbacv1.ClusterRole
+			if err := yaml.UnmarshalStrict([]byte(doc), &cr); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Client.RbacV1().ClusterRoles().Create(ctx, &cr, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = c.Client.RbacV1().ClusterRoles().Delete(ctx, cr.Name, metav1.DeleteOptions{}) })
+		case strings.Contains(doc, "\nkind: ClusterRoleBinding\n"):
+			var crb rbacv1.ClusterRoleBinding
+			if err := yaml.UnmarshalStrict([]byte(doc), &crb); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Client.RbacV1().ClusterRoleBindings().Create(ctx, &crb, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = c.Client.RbacV1().ClusterRoleBindings().Delete(ctx, crb.Name, metav1.DeleteOptions{}) })
 		}
 	}
 	if subject == "" {

@@ -367,8 +367,15 @@ func owned(have, want *sbv1.Sandbox) error {
 func (c *Cluster) connect(ctx context.Context, sb *Sandbox, gen int64, dial bool) error {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReadyTimeout)
 	defer cancel()
-	pod, err := c.waitReady(ctx, sb.obj(), gen)
+	held := c.newHeld(sb.ID)
+	pod, err := c.waitReady(ctx, sb.obj(), gen, held)
 	if err != nil {
+		if held.onLostNode() {
+			// Its pod is still the lost node's: stopping it must not wait for that pod.
+			sb.mu.Lock()
+			sb.nodeLost = true
+			sb.mu.Unlock()
+		}
 		return err
 	}
 

@@ -62,20 +62,25 @@ func TestShippedNetworkPolicy(t *testing.T) {
 }
 
 // TestShippedRBAC: the control plane's Role is namespaced to the sandboxes and grants no
-// wildcard, no pod creation and no access to anything but what the backend uses.
+// wildcard, no pod creation and no access to anything but what the backend uses; its
+// ClusterRoles create token reviews and read nodes, and nothing more.
 func TestShippedRBAC(t *testing.T) {
 	var role rbacv1.Role
 	found := false
 	for _, d := range docs(t, "rbac.yaml") {
 		if strings.Contains(string(d), "\nkind: ClusterRole\n") {
-			// Cluster-wide, only the token review a warm claim makes.
+			// Cluster-wide, only the token review a warm claim makes, and reading a node
+			// that holds a sandbox's pod.
 			var cr rbacv1.ClusterRole
 			if err := yaml.UnmarshalStrict(d, &cr); err != nil {
 				t.Fatal(err)
 			}
-			want := []rbacv1.PolicyRule{{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}}}
-			if !reflect.DeepEqual(cr.Rules, want) {
-				t.Errorf("ClusterRole %s: %+v, want only tokenreviews create", cr.Name, cr.Rules)
+			want := map[string][]rbacv1.PolicyRule{
+				"paddock-token-review": {{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}}},
+				"paddock-nodes":        {{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}}},
+			}
+			if !reflect.DeepEqual(cr.Rules, want[cr.Name]) {
+				t.Errorf("ClusterRole %s: %+v, want only tokenreviews create, or nodes get", cr.Name, cr.Rules)
 			}
 		}
 		if strings.Contains(string(d), "\nkind: Role\n") {

@@ -249,15 +249,17 @@ func (c *Cluster) waitOn(ctx context.Context, id string, poll time.Duration, don
 // controller from paddock's write (the Sandbox at generation gen or later), or says why
 // it will not be. It reads the informers' caches only: the pod's own changes wake it, so
 // it neither waits for the controller to copy the pod's state into the Sandbox nor asks
-// the API server.
-func (c *Cluster) waitReady(ctx context.Context, id string, gen int64) (*corev1.Pod, error) {
+// the API server, but for the node of an earlier pod on its way out (held).
+func (c *Cluster) waitReady(ctx context.Context, id string, gen int64, held *heldPod) (*corev1.Pod, error) {
 	var (
 		last string
 		pod  *corev1.Pod
 		seen bool
 	)
 	t := c.track()
-	err := c.waitOn(ctx, id, 0, func(sb *sbv1.Sandbox) (bool, error) {
+	// Polled as well as woken: a node's state (lost, tainted out-of-service) changes no
+	// pod of paddock's.
+	err := c.waitOn(ctx, id, 2*time.Second, func(sb *sbv1.Sandbox) (bool, error) {
 		if sb == nil {
 			if seen {
 				return false, fmt.Errorf("sandbox %s: its Sandbox was deleted while it started: %w", id, errdefs.ErrUnavailable)
@@ -274,8 +276,14 @@ func (c *Cluster) waitReady(ctx context.Context, id string, gen int64) (*corev1.
 		}
 		p, gone := t.pod(id)
 		if p != nil && (gone || p.DeletionTimestamp != nil || !ownedBy(p, sb)) {
-			// An earlier start's on its way out (a lost node's, until its kubelet returns)
-			// or gone: what the controller says of it is not of this start.
+			// An earlier start's on its way out (a lost node's, until its kubelet returns,
+			// unless paddock may delete it) or gone: what the controller says of it is not
+			// of this start.
+			if !gone && p.DeletionTimestamp != nil {
+				if note := held.check(ctx, p); note != "" {
+					last = note
+				}
+			}
 			return false, nil
 		}
 		if p == nil {

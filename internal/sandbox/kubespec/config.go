@@ -46,6 +46,15 @@ type Config struct {
 	// own default is 5m). A toleration of either key in Tolerations replaces paddock's.
 	// Default: 30s; whole seconds, at least 1s.
 	NodeLostAfter time.Duration `yaml:"node_lost_after"`
+	// ForceDeleteLostPods lets a start of a sandbox whose pod is held by a lost node (not
+	// Ready for longer than NodeLostAfter) force-delete that pod, so that the sandbox
+	// starts on another node with its workspace. Off, the start waits until the node
+	// returns, is removed, or is tainted node.kubernetes.io/out-of-service (Kubernetes'
+	// sign that it is really down, on which paddock deletes the pod anyway). The risk: a
+	// node that is only cut off from the API server may still run the old pod, which then
+	// writes the workspace's volume beside the new one (a volume that attaches to one node
+	// at a time is safe from that). Needs get on nodes (deploy/kubernetes/rbac.yaml).
+	ForceDeleteLostPods bool `yaml:"force_delete_lost_pods"`
 	// NodeUsr binds each node's /usr read-only at /usr in the pods, as the single-host
 	// container tier binds the host's: the node then provides the sandboxes' programs,
 	// and the image needs only the agent and /etc. Only for clusters whose nodes are
@@ -124,6 +133,11 @@ const (
 	TaintNodeNotReady    = "node.kubernetes.io/not-ready"
 	TaintNodeUnreachable = "node.kubernetes.io/unreachable"
 )
+
+// TaintOutOfService is the taint an operator puts on a node that is really down (shut
+// down, or fenced): Kubernetes then force-deletes its terminating pods and detaches their
+// volumes, and paddock starts its sandboxes on other nodes.
+const TaintOutOfService = "node.kubernetes.io/out-of-service"
 
 // PodTolerations are the pods' tolerations: Tolerations, and those of a lost node for
 // NodeLostAfter unless Tolerations has its own for that taint.

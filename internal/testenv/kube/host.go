@@ -34,9 +34,10 @@ var kubeletSysctls = []string{"vm/overcommit_memory", "kernel/panic", "kernel/pa
 // hostRecord is what the first cluster found on the host.
 type hostRecord struct {
 	Sysctls    map[string]string `json:"sysctls"`
-	KubeletDir bool              `json:"kubelet_dir"` // /var/lib/kubelet existed
-	Containerd bool              `json:"containerd"`  // /run/containerd existed
-	HostsLine  bool              `json:"hosts_line"`  // /etc/hosts named the node already
+	KubeletDir bool              `json:"kubelet_dir"`  // /var/lib/kubelet existed
+	Containerd bool              `json:"containerd"`   // /run/containerd existed
+	HostsLine  bool              `json:"hosts_line"`   // /etc/hosts named the node already
+	HostsLineB bool              `json:"hosts_line_b"` // and the second node (AddNode)
 }
 
 // withHostLock runs f holding the host-wide lock.
@@ -119,7 +120,7 @@ func joinHost(member, clusterDir string) error {
 			rec.KubeletDir = err == nil
 			_, err = os.Stat("/run/containerd")
 			rec.Containerd = err == nil
-			rec.HostsLine = hostsNames(NodeName)
+			rec.HostsLine, rec.HostsLineB = hostsNames(NodeName), hostsNames(SecondNodeName)
 			b, err := json.Marshal(rec)
 			if err != nil {
 				return err
@@ -128,18 +129,29 @@ func joinHost(member, clusterDir string) error {
 				return err
 			}
 		}
-		if !hostsNames(NodeName) {
-			f, err := os.OpenFile("/etc/hosts", os.O_APPEND|os.O_WRONLY, 0)
-			if err != nil {
-				return fmt.Errorf("name the node in /etc/hosts: %w", err)
-			}
-			_, err = fmt.Fprintf(f, "127.0.0.1 %s\n", NodeName)
-			if err := errors.Join(err, f.Close()); err != nil {
-				return fmt.Errorf("name the node in /etc/hosts: %w", err)
+		for _, name := range []string{NodeName, SecondNodeName} {
+			if err := nameInHosts(name); err != nil {
+				return err
 			}
 		}
 		return os.WriteFile(filepath.Join(hostStateDir, "members", member), []byte(clusterDir), 0o600)
 	})
+}
+
+// nameInHosts maps name to 127.0.0.1 in /etc/hosts, unless it is already.
+func nameInHosts(name string) error {
+	if hostsNames(name) {
+		return nil
+	}
+	f, err := os.OpenFile("/etc/hosts", os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("name the node in /etc/hosts: %w", err)
+	}
+	_, err = fmt.Fprintf(f, "127.0.0.1 %s\n", name)
+	if err := errors.Join(err, f.Close()); err != nil {
+		return fmt.Errorf("name the node in /etc/hosts: %w", err)
+	}
+	return nil
 }
 
 // leaveHost removes this cluster's record; the last one out restores the host.
@@ -194,6 +206,9 @@ func restoreHost(rec hostRecord) error {
 	}
 	if !rec.HostsLine {
 		errs = append(errs, dropHostsLine(NodeName))
+	}
+	if !rec.HostsLineB {
+		errs = append(errs, dropHostsLine(SecondNodeName))
 	}
 	return errors.Join(errs...)
 }

@@ -242,37 +242,69 @@ func addFile(tw *tar.Writer, host, name string, fi fs.FileInfo) error {
 	return nil
 }
 
-// ImportImage makes img and imports it into the cluster's containerd (namespace k8s.io,
-// where the kubelet's images are), unpacked for its snapshotter.
+// ImportImage makes img and imports it into every node's containerd (namespace k8s.io,
+// where the kubelet's images are), unpacked for its snapshotter. The tarball is kept, for
+// a node added later (AddNode).
 func (c *Cluster) ImportImage(ctx context.Context, img Image) error {
-	scratch, err := os.MkdirTemp(c.Dir, "image-")
+	f, err := os.CreateTemp(filepath.Join(c.Dir, "images"), "image-*.tar")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(scratch)
-	tarball := filepath.Join(scratch, "image.tar")
-	f, err := os.Create(tarball)
+	if err := c.writeImage(f, img); err != nil {
+		return err
+	}
+	// Held while importing, so that a node being added gets it either here or there.
+	c.nodesMu.Lock()
+	defer c.nodesMu.Unlock()
+	for _, n := range c.nodes {
+		if out, err := c.ctrAt(ctx, n.sock(), "images", "import", "--platform", "linux/"+goarch(), f.Name()); err != nil {
+			return fmt.Errorf("import image %s into node %s: %w: %s", img.Ref, n.name, err, out)
+		}
+	}
+	c.imageFiles = append(c.imageFiles, f.Name())
+	return nil
+}
+
+// importInto makes img and imports it into the containerd at sock, without keeping it.
+func (c *Cluster) importInto(ctx context.Context, sock string, img Image) error {
+	f, err := os.CreateTemp(filepath.Join(c.Dir, "images"), "image-*.tar")
 	if err != nil {
 		return err
 	}
-	if err := WriteOCI(f, img, scratch); err != nil {
-		f.Close()
+	defer os.Remove(f.Name())
+	if err := c.writeImage(f, img); err != nil {
 		return err
 	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	out, err := c.ctr(ctx, "images", "import", "--platform", "linux/"+goarch(), tarball)
-	if err != nil {
+	if out, err := c.ctrAt(ctx, sock, "images", "import", "--platform", "linux/"+goarch(), f.Name()); err != nil {
 		return fmt.Errorf("import image %s: %w: %s", img.Ref, err, out)
 	}
 	return nil
 }
 
-// ctr runs containerd's client against this cluster's containerd, in namespace k8s.io,
+// writeImage writes img to f as an OCI tarball, and closes f.
+func (c *Cluster) writeImage(f *os.File, img Image) error {
+	scratch, err := os.MkdirTemp(c.Dir, "image-")
+	if err != nil {
+		f.Close()
+		return err
+	}
+	defer os.RemoveAll(scratch)
+	if err := WriteOCI(f, img, scratch); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// ctr runs containerd's client against the first node's containerd, in namespace k8s.io,
 // and returns its standard output (with its standard error on failure).
 func (c *Cluster) ctr(ctx context.Context, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, filepath.Join(c.bin, "ctr"), append([]string{"--address", c.containerdSock, "--namespace", "k8s.io"}, args...)...)
+	return c.ctrAt(ctx, c.containerdSock, args...)
+}
+
+// ctrAt is ctr against the containerd at sock.
+func (c *Cluster) ctrAt(ctx context.Context, sock string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(c.bin, "ctr"), append([]string{"--address", sock, "--namespace", "k8s.io"}, args...)...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

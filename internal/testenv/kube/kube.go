@@ -65,17 +65,26 @@ type Cluster struct {
 	PodSubnet  *net.IPNet // the pods' addresses, on a bridge of this cluster's own
 
 	bin, cni, crds string
-	containerdSock string
+	containerdSock string // the first node's
 	cgroupRoot     string
 	bridge         string
 	member         string
 	procs          []*proc
-	startKubelet   func() (*proc, error)
-	kwokMu         sync.Mutex
-	enforcerLock   *os.File // held while this cluster runs the NetworkPolicy enforcer
-	bridgeNFWas    string   // bridge-nf-call-iptables before the enforcer set it, if it did
-	stopOnce       sync.Once
-	stopErr        error
+	opts           Options
+	// What AddNode needs to make a node: the CA, the API server's address, the
+	// certificates' directory, and every image imported (kept as tarballs).
+	ca           *authority
+	server       string
+	pki          string
+	nodesMu      sync.Mutex // guards nodes and imageFiles
+	addMu        sync.Mutex // one AddNode at a time
+	nodes        []*node
+	imageFiles   []string
+	kwokMu       sync.Mutex
+	enforcerLock *os.File // held while this cluster runs the NetworkPolicy enforcer
+	bridgeNFWas  string   // bridge-nf-call-iptables before the enforcer set it, if it did
+	stopOnce     sync.Once
+	stopErr      error
 }
 
 // Prefix is where setup installed the cluster's binaries: $PADDOCK_PREFIX/k8s, by default
@@ -165,7 +174,7 @@ func (c *Cluster) names() {
 }
 
 func (c *Cluster) start(ctx context.Context, opts Options) error {
-	for _, d := range []string{"pki", "logs", "etcd", "containerd", "kubelet", "cni/net.d", "cni/ipam", "webhook"} {
+	for _, d := range []string{"pki", "logs", "etcd", "containerd", "kubelet", "cni/net.d", "cni/ipam", "webhook", "images"} {
 		if err := os.MkdirAll(filepath.Join(c.Dir, d), 0o755); err != nil {
 			return err
 		}
@@ -182,6 +191,7 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
+	c.ca, c.server, c.pki, c.opts = ca, server, pki, opts
 	caFile := filepath.Join(pki, "ca.crt")
 	if err := os.WriteFile(caFile, ca.certPEM, 0o644); err != nil {
 		return err
@@ -207,10 +217,6 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	kubeletCert, kubeletKey, _, err := issue("kubelet", "system:node:"+NodeName, []string{"system:nodes"}, true, NodeName, "127.0.0.1")
-	if err != nil {
-		return err
-	}
 	writeKubeconfig := func(name, cn string, orgs []string) (string, error) {
 		_, _, p, err := issue(name, cn, orgs, false)
 		if err != nil {
@@ -227,10 +233,6 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 		return err
 	}
 	schedConfig, err := writeKubeconfig("scheduler", "system:kube-scheduler", nil)
-	if err != nil {
-		return err
-	}
-	nodeConfig, err := writeKubeconfig("node", "system:node:"+NodeName, []string{"system:nodes"})
 	if err != nil {
 		return err
 	}
@@ -322,7 +324,12 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	}
 
 	// The node: containerd, then the kubelet.
-	if err := c.startNode(ctx, opts, caFile, kubeletCert, kubeletKey, nodeConfig, kubeletPort); err != nil {
+	if err := c.network(); err != nil {
+		return err
+	}
+	first := &node{name: NodeName, dir: c.Dir, cgroupRoot: c.cgroupRoot, containerd: "containerd", kubelet: "kubelet"}
+	c.containerdSock = first.sock()
+	if err := c.startNode(ctx, first, kubeletPort); err != nil {
 		return err
 	}
 
@@ -355,7 +362,7 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	}); err != nil {
 		return err
 	}
-	if err := waitFor(ctx, "the node to be Ready", 3*time.Minute, c.procByName("kubelet"), c.nodeReady); err != nil {
+	if err := waitFor(ctx, "the node to be Ready", 3*time.Minute, c.procByName("kubelet"), func() error { return c.nodeReady(NodeName) }); err != nil {
 		return err
 	}
 	if opts.NetworkPolicy {
@@ -372,177 +379,6 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 		return fmt.Errorf("kube-scheduler exited: %v", sched.err)
 	}
 	return nil
-}
-
-// startNode starts containerd (with paddock's runc, its own root and state, and the CNI
-// bridge), imports the pause image, and starts the kubelet.
-func (c *Cluster) startNode(ctx context.Context, opts Options, caFile, certFile, keyFile, kubeconfigFile string, port int) error {
-	var err error
-	if c.PodSubnet, err = freeSubnet(os.Getpid()); err != nil {
-		return err
-	}
-	cd := filepath.Join(c.Dir, "containerd")
-	c.containerdSock = filepath.Join(cd, "containerd.sock")
-	conflist := fmt.Sprintf(`{
-  "cniVersion": "1.0.0",
-  "name": "paddock-kube",
-  "plugins": [{
-    "type": "bridge", "bridge": %q, "isGateway": true, "ipMasq": false, "hairpinMode": true,
-    "ipam": {"type": "host-local", "ranges": [[{"subnet": %q}]], "routes": [{"dst": "0.0.0.0/0"}], "dataDir": %q}
-  }]
-}
-`, c.bridge, c.PodSubnet.String(), filepath.Join(c.Dir, "cni", "ipam"))
-	if err := os.WriteFile(filepath.Join(c.Dir, "cni", "net.d", "10-paddock.conflist"), []byte(conflist), 0o644); err != nil {
-		return err
-	}
-	config := fmt.Sprintf(`version = 3
-root = %[1]q
-state = %[2]q
-
-[grpc]
-  address = %[3]q
-
-[ttrpc]
-  address = %[4]q
-
-[plugins]
-  [plugins.'io.containerd.internal.v1.opt']
-    path = %[5]q
-  [plugins.'io.containerd.nri.v1.nri']
-    disable = true
-  [plugins.'io.containerd.cri.v1.images']
-    [plugins.'io.containerd.cri.v1.images'.pinned_images]
-      sandbox = %[6]q
-  [plugins.'io.containerd.cri.v1.runtime']
-    # Root here lacks CAP_SYS_RESOURCE: without this every pod sandbox fails to raise its
-    # oom_score_adj (nsexec: Permission denied).
-    restrict_oom_score_adj = true
-    netns_mounts_under_state_dir = true
-    [plugins.'io.containerd.cri.v1.runtime'.containerd]
-      default_runtime_name = "runc"
-      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
-        runtime_type = "io.containerd.runc.v2"
-        [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
-          BinaryName = %[7]q
-          Root = %[8]q
-          SystemdCgroup = false
-    [plugins.'io.containerd.cri.v1.runtime'.cni]
-      bin_dirs = [%[9]q]
-      conf_dir = %[10]q
-  [plugins.'io.containerd.grpc.v1.cri']
-    stream_server_address = "127.0.0.1"
-    stream_server_port = "0"
-`, filepath.Join(cd, "root"), filepath.Join(cd, "state"), c.containerdSock, c.containerdSock+".ttrpc",
-		filepath.Join(cd, "opt"), PauseImage, runcBinary(), filepath.Join(cd, "runc"), c.cni, filepath.Join(c.Dir, "cni", "net.d"))
-	configFile := filepath.Join(cd, "config.toml")
-	if err := os.WriteFile(configFile, []byte(config), 0o644); err != nil {
-		return err
-	}
-	// PATH: the shim next to containerd; no /usr/sbin, so that nothing reaches for iptables.
-	path := "PATH=" + c.bin + ":/usr/bin:/bin"
-	containerd, err := c.run(opts, "containerd", filepath.Join(c.bin, "containerd"), []string{path}, "--config="+configFile)
-	if err != nil {
-		return err
-	}
-	if err := waitFor(ctx, "containerd to answer", 2*time.Minute, containerd, func() error {
-		_, err := c.ctr(ctx, "version")
-		return err
-	}); err != nil {
-		return err
-	}
-	if err := c.ImportImage(ctx, Image{Ref: PauseImage, Files: map[string]string{"/pause": filepath.Join(c.bin, "pause")}, Entrypoint: []string{"/pause"}}); err != nil {
-		return err
-	}
-
-	if err := makeCgroupRoot(c.cgroupRoot); err != nil {
-		return err
-	}
-	kubeletDir := filepath.Join(c.Dir, "kubelet")
-	kubeletConfig := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-address: 127.0.0.1
-port: %d
-readOnlyPort: 0
-healthzPort: 0
-authentication:
-  anonymous: {enabled: false}
-  webhook: {enabled: true}
-  x509: {clientCAFile: %q}
-authorization: {mode: Webhook}
-tlsCertFile: %q
-tlsPrivateKeyFile: %q
-containerRuntimeEndpoint: unix://%s
-cgroupDriver: cgroupfs
-cgroupRoot: %q
-failCgroupV1: false
-failSwapOn: false
-clusterDomain: cluster.local
-resolvConf: /etc/resolv.conf
-serializeImagePulls: false
-syncFrequency: 10s
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-evictionHard: {memory.available: "1Mi", nodefs.available: "1%%", imagefs.available: "1%%", nodefs.inodesFree: "1%%"}
-# The eviction manager looks every 10s; it sees an emptyDir's use as of the last
-# measurement, every minute by default.
-volumeStatsAggPeriod: 5s
-nodeLeaseDurationSeconds: 10
-nodeStatusUpdateFrequency: 2s
-`, port, caFile, certFile, keyFile, c.containerdSock, c.cgroupRoot)
-	kubeletConfigFile := filepath.Join(c.Dir, "kubelet.yaml")
-	if err := os.WriteFile(kubeletConfigFile, []byte(kubeletConfig), 0o644); err != nil {
-		return err
-	}
-	c.startKubelet = func() (*proc, error) {
-		return c.run(opts, "kubelet", filepath.Join(c.bin, "kubelet"), []string{path},
-			"--config="+kubeletConfigFile, "--kubeconfig="+kubeconfigFile,
-			"--root-dir="+kubeletDir, "--hostname-override="+NodeName)
-	}
-	_, err = c.startKubelet()
-	return err
-}
-
-// StopKubelet kills the node's kubelet, and only it, as a node lost would: its pods'
-// containers run on under containerd, but nothing reports the node or acts on its pods, so
-// that the node lifecycle controller finds it lost (Unknown, tainted unreachable) after its
-// grace period.
-func (c *Cluster) StopKubelet() {
-	if p := c.procByName("kubelet"); p != nil && !p.exited() {
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.done
-	}
-}
-
-// StartKubelet starts the node's kubelet again after StopKubelet and waits until the node
-// is Ready.
-func (c *Cluster) StartKubelet(ctx context.Context) error {
-	if p := c.procByName("kubelet"); p != nil && !p.exited() {
-		return errors.New("the kubelet is running")
-	}
-	p, err := c.startKubelet()
-	if err != nil {
-		return err
-	}
-	return waitFor(ctx, "the node to be Ready again", 3*time.Minute, p, c.nodeReady)
-}
-
-// nodeReady says why the node is not Ready, or nil when it is.
-func (c *Cluster) nodeReady() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	n, err := c.Client.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
-	if err != nil {
-		return err
-	}
-	for _, cond := range n.Status.Conditions {
-		if cond.Type == corev1.NodeReady {
-			if cond.Status == corev1.ConditionTrue {
-				return nil
-			}
-			return fmt.Errorf("node %s: Ready=%s: %s", NodeName, cond.Status, cond.Message)
-		}
-	}
-	return fmt.Errorf("node %s: no Ready condition yet", NodeName)
 }
 
 // installCRDs creates agent-sandbox's CRDs (from its module, installed by setup) and waits
@@ -612,17 +448,24 @@ func (c *Cluster) stop() error {
 			p.stop(20 * time.Second)
 		}
 	}
-	if kubelet := c.procByName("kubelet"); c.Client != nil && kubelet != nil && !kubelet.exited() {
+	if c.Client != nil {
 		c.drainPods()
 	}
-	for _, name := range []string{"kubelet", "containerd", "kube-apiserver", "etcd"} {
+	c.nodesMu.Lock()
+	nodes := append([]*node(nil), c.nodes...)
+	c.nodesMu.Unlock()
+	var names []string
+	for _, n := range nodes {
+		names = append(names, n.kubelet, n.containerd)
+	}
+	for _, name := range append(names, "kube-apiserver", "etcd") {
 		if p := c.procByName(name); p != nil {
 			p.stop(20 * time.Second)
 		}
 	}
 	c.stopEnforcer()
-	if c.containerdSock != "" {
-		killByCmdline(c.containerdSock) // shims left by a containerd that did not stop them
+	for _, n := range nodes {
+		killByCmdline(n.sock()) // shims left by a containerd that did not stop them
 	}
 	if c.cgroupRoot != "" {
 		killCgroupTree(c.cgroupRoot)
@@ -639,27 +482,39 @@ func (c *Cluster) stop() error {
 	return errors.Join(errs...)
 }
 
-// drainPods deletes the real node's pods and waits, bounded, for the kubelet to have
+// drainPods deletes the real nodes' pods and waits, bounded, for their kubelets to have
 // stopped them all: their containers, network namespaces and addresses go with them.
-// (Simulated nodes' pods go with etcd.)
+// (Simulated nodes' pods go with etcd; a node whose kubelet is stopped keeps its pods,
+// whose containers are killed with the cluster's cgroups.)
 func (c *Cluster) drainPods() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	grace := int64(1)
-	onNode := metav1.ListOptions{FieldSelector: "spec.nodeName=" + NodeName}
+	var onNodes []metav1.ListOptions
+	for _, name := range c.realNodes() {
+		if n := c.node(name); n != nil {
+			if p := c.procByName(n.kubelet); p != nil && !p.exited() {
+				onNodes = append(onNodes, metav1.ListOptions{FieldSelector: "spec.nodeName=" + name})
+			}
+		}
+	}
 	nss, err := c.Client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return
 	}
 	for _, ns := range nss.Items {
-		_ = c.Client.CoreV1().Pods(ns.Name).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &grace}, onNode)
-	}
-	for ctx.Err() == nil {
-		pods, err := c.Client.CoreV1().Pods("").List(ctx, onNode)
-		if err != nil || len(pods.Items) == 0 {
-			return
+		for _, onNode := range onNodes {
+			_ = c.Client.CoreV1().Pods(ns.Name).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &grace}, onNode)
 		}
-		time.Sleep(200 * time.Millisecond)
+	}
+	for _, onNode := range onNodes {
+		for ctx.Err() == nil {
+			pods, err := c.Client.CoreV1().Pods("").List(ctx, onNode)
+			if err != nil || len(pods.Items) == 0 {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
 	}
 }
 
