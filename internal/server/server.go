@@ -90,6 +90,9 @@ type Server struct {
 	// one; clusterStop ends its heartbeat and its listening for promotions.
 	cluster     *cluster
 	clusterStop context.CancelFunc
+	// handOns serves the client connections other replicas hand on to this one, and holds
+	// those it hands on (handon.go); nil when it is the only one.
+	handOns *handOns
 }
 
 // Options are what tests change; the zero value is production.
@@ -299,6 +302,9 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 		return fmt.Errorf("recover sandboxes: %w", err)
 	}
 	s.handler = s.routes()
+	if s.cluster != nil {
+		s.startHandOns()
+	}
 	return nil
 }
 
@@ -322,6 +328,9 @@ func (s *Server) Close() error {
 		s.stopBackups()
 	}
 	s.closeCluster()
+	if s.handOns != nil {
+		s.handOns.close()
+	}
 	s.proxy.Close()
 	s.fleet.Close()
 	s.broker.Close()
@@ -387,6 +396,9 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	defer cancel()
 	s.proxy.Close() // hijacked WebSockets are not Shutdown's
 	err := hs.Shutdown(sctx)
+	if s.handOns != nil {
+		err = errors.Join(err, s.handOns.shutdown(sctx))
+	}
 	if cerr := s.Close(); err == nil {
 		err = cerr
 	}
