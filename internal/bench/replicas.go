@@ -131,7 +131,8 @@ func (e *Env) ReplicasTable(ctx context.Context, o Options) (*Table, error) {
 			"signed-in user whose live and dev container sandboxes run the welcome app. *One on SQLite*: one control plane, its database a "+
 			"SQLite file. *Two on PostgreSQL*: two replicas (`replica:` set, their own data and state dirs) sharing one PostgreSQL database "+
 			"(Debian's, on a unix socket); the first made the user's sandboxes, and every other request goes to the second, as a load balancer "+
-			"in front of both would send it, which forwards what is the first's sandboxes' over the replicas' authenticated hop. *Proxy*: "+
+			"in front of both would send it: the second forwards the API's requests for the first's sandboxes over the replicas' authenticated hop, "+
+			"and hands an apps host's client connection on to the first, whole. *Proxy*: "+
 			"`GET /api/info` on the user's live apps host with the handoff's cookie. *API*: `GET /api/v1/sandboxes/{id}` of the live sandbox "+
 			"with the session cookie. Each round, %s keep-alive clients send requests back to back for %s; the four variants are interleaved "+
 			"over %d rounds after a short warm-up; rows are completed requests per second, median (p90, min) over the rounds.", cs, o.ProxyRound, o.ProxyRounds),
@@ -147,11 +148,13 @@ func (e *Env) ReplicasTable(ctx context.Context, o Options) (*Table, error) {
 				tp.P50, op.P50, ratio(tp.P50, op.P50), metWord(tp.P50 >= 0.9*op.P50), ta.P50, oa.P50, ratio(ta.P50, oa.P50), metWord(ta.P50 >= 0.9*oa.P50)),
 			"Both replicas, PostgreSQL and the client share this machine's cores, so the second replica adds no CPU: the comparison is of the work " +
 				"per request. With replicas, each replica caches the users' roles and sessions (kept exact by numbered notifications) and the apps " +
-				"host's cookies, so a proxied request reads nothing from PostgreSQL; but half of the proxied requests take one more HTTP hop, from the " +
-				"second replica to the first, which runs the sandbox (a kept-alive connection, exchanged in the handler's goroutine), and a hop " +
-				"costs about as much as the proxying itself: the first replica parses the request again and proxies it, the second reads and writes " +
-				"it once more. The API's request for a sandbox's record is answered by whichever replica it reaches: the record is read from " +
-				"PostgreSQL, the session and the role from the caches.",
+				"host's cookies, so a proxied request reads nothing from PostgreSQL. A client connection that reaches the second replica is handed " +
+				"on to the first, which runs the sandbox: the second authenticates its first request, opens a connection to the first, and from then " +
+				"on relays the connection's bytes both ways with splice(2), parsing none of them; the first serves the connection as one of its own. " +
+				"What half of the proxied requests still cost beyond one replica's work is that relay: one more loopback TCP connection, crossed " +
+				"by the request and by the response, and a wake-up of one of the second replica's goroutines for each. The API's request for a " +
+				"sandbox's record is answered by whichever replica it reaches: the record is read from PostgreSQL, the session and the role from " +
+				"the caches.",
 			"To run this table alone: `make build`, then, as root, `go run ./internal/bench/cmd -only replicas`.",
 		},
 	}, nil
