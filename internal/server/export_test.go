@@ -25,7 +25,8 @@ const HandOnPath, HandOnProto = handOnPath, handOnProto
 // SignHop signs r as a hop from replica from under the cluster key key.
 func SignHop(key []byte, from string, r *http.Request) { (&cluster{id: from, key: key}).sign(r, "") }
 
-// HandOnPreamble is the preamble of a hand-on for a client at addr, under key and nonce.
-func HandOnPreamble(key, nonce []byte, client string) []byte {
-	return signedPreamble(key, nonce, false, client).append(nil)
+// HandOnPreamble is the preamble of a hand-on for a client at addr (over TLS when
+// secure), under key and nonce.
+func HandOnPreamble(key, nonce []byte, secure bool, client string) []byte {
+	return signedPreamble(key, nonce, secure, client).append(nil)
 }

@@ -169,7 +169,7 @@ func TestReplicasHandOn(t *testing.T) {
 	liveHost := origins.Host{Kind: origins.KindLive, ID: alice.User.ID}.Label() + "." + origins.DefaultAppsDomain
 	first := "GET /api/info HTTP/1.1\r\nHost: " + liveHost + "\r\nAuthorization: Bearer " + alice.Token + "\r\nConnection: close\r\n\r\n"
 	taken := r1.metric(t, "paddock_replica_taken_on_total", "r2")
-	handOn := func(sign bool, preamble func(nonce []byte) []byte) (status string, after string) {
+	handOn := func(sign bool, preamble func(nonce []byte) []byte, first string) (status string, next string) {
 		t.Helper()
 		c, err := net.DialTimeout("tcp", r1.addr, time.Minute)
 		if err != nil {
@@ -194,21 +194,26 @@ func TestReplicasHandOn(t *testing.T) {
 		resp.Body.Close()
 		nonce, _ := base64.RawURLEncoding.DecodeString(resp.Header.Get("Paddock-Hand-On-Nonce"))
 		io.WriteString(c, string(preamble(nonce))+first)
-		rest, _ := io.ReadAll(br)
-		return resp.Status, string(rest)
+		after, err := http.ReadResponse(br, nil)
+		if err != nil {
+			return resp.Status, ""
+		}
+		defer after.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(after.Body, 4096))
+		return resp.Status, after.Status + " " + string(b)
 	}
-	good := func(nonce []byte) []byte { return server.HandOnPreamble(clusterKey, nonce, "192.0.2.7:4242") }
+	good := func(nonce []byte) []byte { return server.HandOnPreamble(clusterKey, nonce, false, "192.0.2.7:4242") }
 	// A hop header no replica signed: refused before the preamble is read, which is then
 	// no request either.
-	if status, after := handOn(false, good); !strings.HasPrefix(status, "403") || strings.Contains(after, `"sandbox"`) {
+	if status, after := handOn(false, good, first); !strings.HasPrefix(status, "403") || after != "" {
 		t.Errorf("an unsigned hand-on: %s, then %q; want 403 and nothing served", status, after)
 	}
 	// Signed, but its preamble signed for another nonce (a replay's) or under another key.
 	for name, p := range map[string]func([]byte) []byte{
-		"another nonce": func([]byte) []byte { return server.HandOnPreamble(clusterKey, make([]byte, 16), "192.0.2.7:4242") },
-		"another key":   func(n []byte) []byte { return server.HandOnPreamble([]byte(strings.Repeat("x", 32)), n, "192.0.2.7:4242") },
+		"another nonce": func([]byte) []byte { return server.HandOnPreamble(clusterKey, make([]byte, 16), false, "192.0.2.7:4242") },
+		"another key":   func(n []byte) []byte { return server.HandOnPreamble([]byte(strings.Repeat("x", 32)), n, false, "192.0.2.7:4242") },
 	} {
-		if status, after := handOn(true, p); !strings.HasPrefix(status, "101") || after != "" {
+		if status, after := handOn(true, p, first); !strings.HasPrefix(status, "101") || after != "" {
 			t.Errorf("a hand-on with a preamble of %s: %s, then %q; want the connection closed after the upgrade", name, status, after)
 		}
 	}
@@ -216,7 +221,21 @@ func TestReplicasHandOn(t *testing.T) {
 		t.Errorf("r1 took %d connections from r2 after the refused ones, want %d", n, taken)
 	}
 	// The control: signed, and its preamble for its nonce, the request is served.
-	if status, after := handOn(true, good); !strings.HasPrefix(status, "101") || !strings.Contains(after, "200 OK") || !strings.Contains(after, onR1) {
+	if status, after := handOn(true, good, first); !strings.HasPrefix(status, "101") || !strings.HasPrefix(after, "200 OK") || !strings.Contains(after, onR1) {
 		t.Errorf("a hand-on signed with the cluster key: %s, then %q; want 101 and alice's live app", status, after)
+	}
+	// The preamble says whether the client's connection was TLS, and the owner answers
+	// as over TLS: a WebSocket whose Origin is the host over plain http is then refused.
+	ws2 := "GET /ws/echo HTTP/1.1\r\nHost: " + liveHost + "\r\nAuthorization: Bearer " + alice.Token +
+		"\r\nOrigin: http://" + liveHost + "\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+	for _, secure := range []bool{false, true} {
+		p := func(nonce []byte) []byte { return server.HandOnPreamble(clusterKey, nonce, secure, "192.0.2.7:4242") }
+		want := "101"
+		if secure {
+			want = "403"
+		}
+		if status, after := handOn(true, p, ws2); !strings.HasPrefix(status, "101") || !strings.HasPrefix(after, want) {
+			t.Errorf("a WebSocket from http://%s handed on with secure=%t: %s, then %q; want %s", liveHost, secure, status, after, want)
+		}
 	}
 }
