@@ -20,6 +20,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/store"
 )
 
@@ -281,12 +283,12 @@ func (s *Server) acceptHandOn(w http.ResponseWriter, r *http.Request) {
 	if hp == nil || s.handOns == nil || handedOf(r) != nil {
 		s.log.Warn("a hand-on request that no replica signed: refused", "from", r.RemoteAddr)
 		w.Header().Set("Connection", "close")
-		http.Error(w, "handing a connection on is for this cluster's replicas", http.StatusForbidden)
+		api.WriteError(w, s.log, fmt.Errorf("%s: handing a connection on is for this cluster's replicas, signed with its key: %w", handOnPath, errdefs.ErrPermissionDenied))
 		return
 	}
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
-		http.Error(w, "this connection cannot be handed on: "+err.Error(), http.StatusBadRequest)
+		api.WriteError(w, s.log, fmt.Errorf("%s: this connection cannot be handed on (%v): %w", handOnPath, err, errdefs.ErrInvalidArgument))
 		return
 	}
 	nonce := make([]byte, 16)
