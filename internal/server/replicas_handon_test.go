@@ -210,8 +210,12 @@ func TestReplicasHandOn(t *testing.T) {
 	}
 	// Signed, but its preamble signed for another nonce (a replay's) or under another key.
 	for name, p := range map[string]func([]byte) []byte{
-		"another nonce": func([]byte) []byte { return server.HandOnPreamble(clusterKey, make([]byte, 16), false, "192.0.2.7:4242") },
-		"another key":   func(n []byte) []byte { return server.HandOnPreamble([]byte(strings.Repeat("x", 32)), n, false, "192.0.2.7:4242") },
+		"another nonce": func([]byte) []byte {
+			return server.HandOnPreamble(clusterKey, make([]byte, 16), false, "192.0.2.7:4242")
+		},
+		"another key": func(n []byte) []byte {
+			return server.HandOnPreamble([]byte(strings.Repeat("x", 32)), n, false, "192.0.2.7:4242")
+		},
 	} {
 		if status, after := handOn(true, p, first); !strings.HasPrefix(status, "101") || after != "" {
 			t.Errorf("a hand-on with a preamble of %s: %s, then %q; want the connection closed after the upgrade", name, status, after)
