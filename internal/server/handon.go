@@ -428,8 +428,7 @@ func writeRequestHead(b *bytes.Buffer, r *http.Request) {
 	b.WriteString("\r\n")
 }
 
-// splice copies bytes both ways between client and owner until both ends are done (a
-// splice(2) in the kernel between two TCP connections).
+// splice copies bytes both ways between client and owner until both ends are done.
 func (h *handOns) splice(client, owner net.Conn) {
 	h.mu.Lock()
 	h.out[client] = owner
@@ -444,16 +443,45 @@ func (h *handOns) splice(client, owner net.Conn) {
 	up := make(chan struct{})
 	go func() {
 		defer close(up)
-		if _, err := io.Copy(owner, client); err != nil || closeWrite(owner) != nil {
+		if err := relay(owner, client); err != nil || closeWrite(owner) != nil {
 			owner.Close()
 		}
 	}()
-	if _, err := io.Copy(client, owner); err != nil || closeWrite(client) != nil {
+	if err := relay(client, owner); err != nil || closeWrite(client) != nil {
 		client.Close()
 	} else {
 		_ = client.SetReadDeadline(time.Now().Add(handOnLinger))
 	}
 	<-up
+}
+
+// relayBuffer is what relay reads at a time before it turns to splice(2).
+const relayBuffer = 8 << 10
+
+// relay copies src to dst until src ends. Requests and responses that fit the buffer are
+// read and written, which costs less than a splice through a pipe; once a read fills the
+// buffer (a body in bulk), the rest goes by splice(2), the kernel's copy between the two
+// TCP connections.
+func relay(dst, src net.Conn) error {
+	buf := make([]byte, relayBuffer)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return werr
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if n == len(buf) {
+			_, err := io.Copy(dst, src)
+			return err
+		}
+	}
 }
 
 func closeWrite(c net.Conn) error {

@@ -2,6 +2,9 @@ package server
 
 import (
 	"bytes"
+	"crypto/rand"
+	"io"
+	"net"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -108,5 +111,47 @@ func TestPreamble(t *testing.T) {
 		if _, err := readPreamble(strings.NewReader(bad + strings.Repeat("\x00", 100))); err == nil {
 			t.Errorf("preamble %q read", bad)
 		}
+	}
+}
+
+// relay carries small writes one by one and a bulk transfer whole, by splice once a read
+// fills its buffer, and ends at the source's end.
+func TestRelay(t *testing.T) {
+	pair := func() (net.Conn, net.Conn) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		a, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := l.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { a.Close(); b.Close() })
+		return a, b
+	}
+	in, src := pair()
+	dst, out := pair()
+	done := make(chan error, 1)
+	go func() { done <- relay(dst, src) }()
+	small := []byte("GET / HTTP/1.1\r\n\r\n")
+	in.Write(small)
+	got := make([]byte, len(small))
+	if _, err := io.ReadFull(out, got); err != nil || !bytes.Equal(got, small) {
+		t.Fatalf("small write relayed as %q, %v", got, err)
+	}
+	bulk := make([]byte, 4<<20)
+	rand.Read(bulk)
+	go func() { in.Write(bulk); in.(*net.TCPConn).CloseWrite() }()
+	all, err := io.ReadAll(io.LimitReader(out, int64(len(bulk))))
+	if err != nil || !bytes.Equal(all, bulk) {
+		t.Fatalf("bulk relayed: %d bytes of %d, equal %t, %v", len(all), len(bulk), bytes.Equal(all, bulk), err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("relay at the source's end: %v", err)
 	}
 }
