@@ -212,7 +212,7 @@ func TestReplicasTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Tables) != 1 || len(r.Tables[0].Rows) != 4 {
+	if len(r.Tables) != 1 || len(r.Tables[0].Rows) != 6 {
 		t.Fatalf("tables %+v", r.Tables)
 	}
 	for _, row := range r.Tables[0].Rows {

@@ -117,6 +117,8 @@ func (e *Env) ReplicasTable(ctx context.Context, o Options) (*Table, error) {
 	if err := interleave(rec, 1, o.ProxyRounds,
 		variant("one.proxy", []*http.Client{one.Client}, one.AppURL+"/api/info"),
 		variant("two.proxy", both, r1.AppURL+"/api/info"),
+		variant("two.proxy.first", []*http.Client{r1.Client}, r1.AppURL+"/api/info"),
+		variant("two.proxy.second", []*http.Client{viaR2}, r1.AppURL+"/api/info"),
 		variant("one.api", []*http.Client{one.Client}, one.URL+"/api/v1/sandboxes/"+oneLive),
 		variant("two.api", both, r1.URL+"/api/v1/sandboxes/"+twoLive),
 	); err != nil {
@@ -124,6 +126,7 @@ func (e *Env) ReplicasTable(ctx context.Context, o Options) (*Table, error) {
 	}
 	op, tp := rec.summary("one.proxy"), rec.summary("two.proxy")
 	oa, ta := rec.summary("one.api"), rec.summary("two.api")
+	tp1, tp2 := rec.summary("two.proxy.first"), rec.summary("two.proxy.second")
 	cs := fmt.Sprintf("C=%d", c)
 	return &Table{
 		Title: "21. Two control-plane replicas on PostgreSQL against one on SQLite",
@@ -131,13 +134,17 @@ func (e *Env) ReplicasTable(ctx context.Context, o Options) (*Table, error) {
 			"signed-in user whose live and dev container sandboxes run the welcome app. *One on SQLite*: one control plane, its database a "+
 			"SQLite file. *Two on PostgreSQL*: two replicas (`replica:` set, their own data and state dirs) sharing one PostgreSQL database "+
 			"(Debian's, on a unix socket); the first made the user's sandboxes, and every other request goes to the second, as a load balancer "+
-			"in front of both would send it, which forwards what is the first's sandboxes' over the replicas' authenticated hop. *Proxy*: "+
+			"in front of both would send it: the second forwards the API's requests for the first's sandboxes over the replicas' authenticated hop, "+
+			"and hands an apps host's client connection on to the first, whole. *Proxy*: "+
 			"`GET /api/info` on the user's live apps host with the handoff's cookie. *API*: `GET /api/v1/sandboxes/{id}` of the live sandbox "+
-			"with the session cookie. Each round, %s keep-alive clients send requests back to back for %s; the four variants are interleaved "+
+			"with the session cookie. The *breakdown* rows send every proxied request to one replica of the two. Each round, %s keep-alive clients send "+
+			"requests back to back for %s; the six variants are interleaved "+
 			"over %d rounds after a short warm-up; rows are completed requests per second, median (p90, min) over the rounds.", cs, o.ProxyRound, o.ProxyRounds),
 		Rows: []Row{
 			{Name: "two replicas on PostgreSQL: proxy requests/s (" + cs + ")", Unit: "req/s", Summary: tp, Ratio: ratio(tp.P50, op.P50), Target: "≥ 0.9× one on SQLite", Met: yesNo(tp.P50 >= 0.9*op.P50)},
 			{Name: "one on SQLite: proxy requests/s (" + cs + ")", Unit: "req/s", Summary: op, Ratio: "1.00× (baseline)"},
+			{Name: "*breakdown:* two replicas: proxy, every request to the first, which runs the sandbox (" + cs + ")", Unit: "req/s", Summary: tp1, Ratio: ratio(tp1.P50, op.P50)},
+			{Name: "*breakdown:* two replicas: proxy, every request to the second, its connections handed on (" + cs + ")", Unit: "req/s", Summary: tp2, Ratio: ratio(tp2.P50, op.P50)},
 			{Name: "two replicas on PostgreSQL: API requests/s (" + cs + ")", Unit: "req/s", Summary: ta, Ratio: ratio(ta.P50, oa.P50), Target: "≥ 0.9× one on SQLite", Met: yesNo(ta.P50 >= 0.9*oa.P50)},
 			{Name: "one on SQLite: API requests/s (" + cs + ")", Unit: "req/s", Summary: oa, Ratio: "1.00× (baseline)"},
 		},
@@ -145,13 +152,20 @@ func (e *Env) ReplicasTable(ctx context.Context, o Options) (*Table, error) {
 			fmt.Sprintf("Through the proxy two replicas on PostgreSQL serve %.0f requests/s against %.0f for one on SQLite (%s; target ≥ 0.9×: %s); "+
 				"the API %.0f against %.0f (%s; target ≥ 0.9×: %s).",
 				tp.P50, op.P50, ratio(tp.P50, op.P50), metWord(tp.P50 >= 0.9*op.P50), ta.P50, oa.P50, ratio(ta.P50, oa.P50), metWord(ta.P50 >= 0.9*oa.P50)),
+			fmt.Sprintf("Split by replica, the proxy serves %.0f requests/s when every request goes to the first replica, which runs the sandbox (%s of one on "+
+				"SQLite), and %.0f when every request goes to the second, which hands its connections on to the first (%s): what the second "+
+				"replica's relay costs is the gap between those two, and the first row's gap to one on SQLite is the replica's own, on PostgreSQL.",
+				tp1.P50, ratio(tp1.P50, op.P50), tp2.P50, ratio(tp2.P50, op.P50)),
 			"Both replicas, PostgreSQL and the client share this machine's cores, so the second replica adds no CPU: the comparison is of the work " +
 				"per request. With replicas, each replica caches the users' roles and sessions (kept exact by numbered notifications) and the apps " +
-				"host's cookies, so a proxied request reads nothing from PostgreSQL; but half of the proxied requests take one more HTTP hop, from the " +
-				"second replica to the first, which runs the sandbox (a kept-alive connection, exchanged in the handler's goroutine), and a hop " +
-				"costs about as much as the proxying itself: the first replica parses the request again and proxies it, the second reads and writes " +
-				"it once more. The API's request for a sandbox's record is answered by whichever replica it reaches: the record is read from " +
-				"PostgreSQL, the session and the role from the caches.",
+				"host's cookies, so a proxied request reads nothing from PostgreSQL. A client connection that reaches the second replica is handed " +
+				"on to the first, which runs the sandbox: the second authenticates its first request, opens a connection to the first, and from then " +
+				"on relays the connection's bytes both ways without parsing them (read and written, or by splice(2) in bulk); the first serves the connection as " +
+				"one of its own. " +
+				"What half of the proxied requests still cost beyond one replica's work is that relay: one more loopback TCP connection, crossed " +
+				"by the request and by the response, and a wake-up of one of the second replica's goroutines for each. The API's request for a " +
+				"sandbox's record is answered by whichever replica it reaches: the record is read from PostgreSQL, the session and the role from " +
+				"the caches.",
 			"To run this table alone: `make build`, then, as root, `go run ./internal/bench/cmd -only replicas`.",
 		},
 	}, nil

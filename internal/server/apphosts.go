@@ -90,7 +90,7 @@ func (s *Server) serveAppsHost(w http.ResponseWriter, r *http.Request, h origins
 	if h.Kind == origins.KindDesktop {
 		// The desktop's own API is its sandbox's: served by the replica that runs it, which
 		// authenticates the request again (the apps hosts' cookies are shared).
-		if s.forwardIfElsewhere(w, r, h.ID, "", false) {
+		if s.handOnIfElsewhere(w, r, h.ID, "") {
 			return
 		}
 		s.serveDesktop(w, r, h, who)
@@ -102,7 +102,7 @@ func (s *Server) serveAppsHost(w http.ResponseWriter, r *http.Request, h origins
 			api.WriteError(w, s.log, err)
 			return
 		}
-		if s.forwardIfElsewhere(w, r, id, who.User.ID, false) {
+		if s.handOnIfElsewhere(w, r, id, who.User.ID) {
 			return
 		}
 	}

@@ -62,6 +62,9 @@ type metrics struct {
 	latency  *prometheus.HistogramVec
 	// forwarded counts requests sent on to the replica that runs their sandbox.
 	forwarded *prometheus.CounterVec
+	// handedOut and handedIn count client connections handed on to the replica that runs
+	// their sandbox (handon.go), and taken from another.
+	handedOut, handedIn *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, f *fleet.Fleet) (*metrics, error) {
@@ -76,11 +79,17 @@ func newMetrics(reg prometheus.Registerer, f *fleet.Fleet) (*metrics, error) {
 		forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "paddock_replica_forwarded_total", Help: "Requests forwarded to the replica that runs their sandbox, by replica.",
 		}, []string{"replica"}),
+		handedOut: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "paddock_replica_handed_on_total", Help: "Client connections handed on to the replica that runs their sandbox, by replica.",
+		}, []string{"replica"}),
+		handedIn: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "paddock_replica_taken_on_total", Help: "Client connections taken on from another replica, by that replica.",
+		}, []string{"replica"}),
 	}
 	running := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "paddock_sandboxes_running", Help: "Sandboxes running under this control plane.",
 	}, func() float64 { return float64(f.Running()) })
-	if err := httpmetrics.Register(reg, "server", m.requests, m.latency, m.forwarded, running); err != nil {
+	if err := httpmetrics.Register(reg, "server", m.requests, m.latency, m.forwarded, m.handedOut, m.handedIn, running); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -259,6 +259,10 @@ func (s *Server) acceptHops(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		v, ok := r.Header[HopHeader]
 		if !ok {
+			if isHandOn(r) {
+				s.acceptHandOn(w, r) // refused: unsigned
+				return
+			}
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -267,6 +271,10 @@ func (s *Server) acceptHops(next http.Handler) http.Handler {
 			s.log.Warn("request with a replica hop header that does not authenticate: ignored", "host", r.Host, "from", r.RemoteAddr, "err", err)
 		} else {
 			r = r.WithContext(context.WithValue(r.Context(), hopKey{}, h))
+		}
+		if isHandOn(r) {
+			s.acceptHandOn(w, r)
+			return
 		}
 		next.ServeHTTP(w, r)
 	})
@@ -359,6 +367,17 @@ func (s *Server) newForwarder(c *cluster) *httputil.ReverseProxy {
 // sandbox is taken over first (fleet.Route), and served here or by the replica that won
 // it. A request that came over a hop is never forwarded again.
 func (s *Server) forwardIfElsewhere(w http.ResponseWriter, r *http.Request, id, user string, orphanOK bool) bool {
+	return s.sendIfElsewhere(w, r, id, user, orphanOK, false)
+}
+
+// handOnIfElsewhere is forwardIfElsewhere for an apps or desktop host: the client's
+// connection is handed on to the sandbox's replica where it can be (handon.go), and this
+// request forwarded where it cannot.
+func (s *Server) handOnIfElsewhere(w http.ResponseWriter, r *http.Request, id, user string) bool {
+	return s.sendIfElsewhere(w, r, id, user, false, true)
+}
+
+func (s *Server) sendIfElsewhere(w http.ResponseWriter, r *http.Request, id, user string, orphanOK, handOn bool) bool {
 	if s.cluster == nil || hopOf(r) != nil || id == "" {
 		return false
 	}
@@ -368,6 +387,9 @@ func (s *Server) forwardIfElsewhere(w http.ResponseWriter, r *http.Request, id, 
 	case err == nil:
 		return false
 	case errors.As(err, &held) && held.Alive:
+		if handOn && s.handOn(w, r, held.Replica) {
+			return true
+		}
 		s.m.forwarded.WithLabelValues(held.Replica.ID).Inc()
 		ctx := context.WithValue(r.Context(), forwardKey{}, forwardTo{replica: held.Replica, user: user})
 		s.cluster.forward.ServeHTTP(w, r.WithContext(ctx))

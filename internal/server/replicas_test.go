@@ -34,6 +34,7 @@ import (
 // replica is one `paddock serve` process of a cluster under test.
 type replica struct {
 	id, url, addr, config string
+	clusterKey            string // the cluster key's file, shared by all
 	cmd                   *exec.Cmd
 	out                   *lockedBuffer
 }
@@ -42,6 +43,9 @@ type replica struct {
 // replica starved of CPU on a loaded machine is not taken for dead, short enough that
 // the tests that wait for one to expire stay quick.
 const testHeartbeatTTL = 8 * time.Second
+
+// replicaMetricsToken reads every replica's /metrics.
+const replicaMetricsToken = "metrics-token-of-the-replicas-under-test"
 
 // startReplicas writes the configuration of n replicas on the PostgreSQL database dbURL,
 // each with a data and state dir of its own and the same secrets and cluster keys, and
@@ -55,6 +59,9 @@ func startReplicas(t *testing.T, dbURL string, n int) []*replica {
 func startReplicasWith(t *testing.T, dbURL string, n int, extra string) []*replica {
 	t.Helper()
 	shared := t.TempDir()
+	if err := os.WriteFile(filepath.Join(shared, "metrics.token"), []byte(replicaMetricsToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	var rs []*replica
 	for i := range n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -64,7 +71,8 @@ func startReplicasWith(t *testing.T, dbURL string, n int, extra string) []*repli
 		addr := l.Addr().String()
 		l.Close()
 		rc := testenv.Config(t)
-		r := &replica{id: fmt.Sprintf("r%d", i+1), addr: addr, url: "http://" + addr, config: filepath.Join(t.TempDir(), "paddock.yaml")}
+		r := &replica{id: fmt.Sprintf("r%d", i+1), addr: addr, url: "http://" + addr, config: filepath.Join(t.TempDir(), "paddock.yaml"),
+			clusterKey: filepath.Join(shared, "cluster.key")}
 		yaml := fmt.Sprintf(`data_dir: %s
 state_dir: %s
 agent: %s
@@ -77,7 +85,9 @@ replica:
   heartbeat_ttl: %s
 reconnects: {limit: 3, window_seconds: 600}
 disk_reserve: 2G
-%s`, rc.DataDir, rc.StateDir, rc.Agent, dbURL, filepath.Join(shared, "secrets.key"), r.id, addr, filepath.Join(shared, "cluster.key"), testHeartbeatTTL, extra)
+metrics: {token_file: %s}
+%s`, rc.DataDir, rc.StateDir, rc.Agent, dbURL, filepath.Join(shared, "secrets.key"), r.id, addr, r.clusterKey, testHeartbeatTTL,
+			filepath.Join(shared, "metrics.token"), extra)
 		if err := os.WriteFile(r.config, []byte(yaml), 0o600); err != nil {
 			t.Fatal(err)
 		}

@@ -94,6 +94,9 @@ type Server struct {
 	// (artifacts_bucket.go), uploaded by goroutines that copies counts and stopCopies ends.
 	backups *sandboxops.Backups
 	copies  artifactCopies
+	// handOns serves the client connections other replicas hand on to this one, and holds
+	// those it hands on (handon.go); nil when it is the only one.
+	handOns *handOns
 }
 
 // Options are what tests change; the zero value is production.
@@ -309,6 +312,9 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 	}
 	s.handler = s.routes()
 	s.startArtifactCopies(ctx)
+	if s.cluster != nil {
+		s.startHandOns()
+	}
 	return nil
 }
 
@@ -333,6 +339,9 @@ func (s *Server) Close() error {
 	}
 	s.stopArtifactCopies()
 	s.closeCluster()
+	if s.handOns != nil {
+		s.handOns.close()
+	}
 	s.proxy.Close()
 	s.fleet.Close()
 	s.broker.Close()
@@ -398,6 +407,9 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	defer cancel()
 	s.proxy.Close() // hijacked WebSockets are not Shutdown's
 	err := hs.Shutdown(sctx)
+	if s.handOns != nil {
+		err = errors.Join(err, s.handOns.shutdown(sctx))
+	}
 	if cerr := s.Close(); err == nil {
 		err = cerr
 	}
