@@ -235,6 +235,8 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 		// whose memory is the fleet's.
 		cfg.Runner.Limits.Memory = cmp.Or(cfg.SandboxMemory, fleet.DefaultMemory)
 	}
+	// Its pools' objects and members are marked with the replica, for its cleanups at start.
+	cfg.Runner.Cluster.Replica = cfg.Replica.ID
 	s.runner = runner.New(cfg.Runner, s.log)
 	tier, why := s.runner.DefaultTierReason()
 	s.log.Info("default tier", "tier", tier, "why", why)

@@ -1,0 +1,115 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	xv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
+)
+
+// Pools taken out of the configuration. Every SandboxWarmPool paddock makes is labelled
+// with its name (LabelPool) and, on a control plane that is one of several replicas,
+// marked with an annotation per replica whose configuration has it (ReplicaMarkPrefix
+// and the replica's ID). At start, paddock takes its own mark off each runner pool of its
+// namespace that its configuration no longer has, and deletes the pool and its template
+// when no replica's mark is left on it. So replicas sharing a cluster delete none of the
+// pools another one still has, even while their configurations differ.
+
+// ReplicaMarkPrefix begins the annotation by which a replica says a pool is in its
+// configuration: replica.paddock.dev/<replica ID>.
+const ReplicaMarkPrefix = "replica.paddock.dev/"
+
+// LabelReplica is on the claims of the members a replica readies for the fleet's template
+// pools and the default app's: its ID. Its cleanup at start deletes only those.
+const LabelReplica = "paddock.dev/replica"
+
+// replicaMark is this replica's mark, empty without replicas.
+func (c *Cluster) replicaMark() string {
+	if c.cfg.Replica == "" {
+		return ""
+	}
+	return ReplicaMarkPrefix + c.cfg.Replica
+}
+
+// ReplicaMarks are the replicas whose mark is on annotations, sorted.
+func ReplicaMarks(annotations map[string]string) []string {
+	var ids []string
+	for k := range annotations {
+		if id, ok := strings.CutPrefix(k, ReplicaMarkPrefix); ok {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// isRunnerPool says whether name is one of the runner's warm pools (runner.warm_pool),
+// not a template pool or the default app's.
+func isRunnerPool(name string) bool {
+	return name == PoolName || strings.HasPrefix(name, PoolName+"-")
+}
+
+// prunePools deletes the runner pools of the namespace that paddock made (by its labels)
+// and keep does not name, unless another replica's mark is on them.
+func (c *Cluster) prunePools(ctx context.Context, keep []string) error {
+	list, err := c.pool.ext.SandboxWarmPools(c.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: LabelManagedBy + "=" + ManagedBy + "," + LabelPool})
+	if apierrors.IsNotFound(err) {
+		return nil // the cluster has no agent-sandbox extensions: no pool either
+	}
+	if err != nil {
+		return c.apiError("list the warm pools", err)
+	}
+	var errs []error
+	for i := range list.Items {
+		wp := &list.Items[i]
+		if !isRunnerPool(wp.Name) || wp.Labels[LabelPool] != wp.Name || slices.Contains(keep, wp.Name) {
+			continue
+		}
+		errs = append(errs, c.prunePool(ctx, wp))
+	}
+	return errors.Join(errs...)
+}
+
+// prunePool takes this replica's mark off wp and deletes it and its template when no
+// other replica's mark is left. Each delete is conditional on the version read: a replica
+// that marks the pool meanwhile keeps it.
+func (c *Cluster) prunePool(ctx context.Context, wp *xv1.SandboxWarmPool) error {
+	pools := c.pool.ext.SandboxWarmPools(c.cfg.Namespace)
+	if mark := c.replicaMark(); mark != "" {
+		if _, ok := wp.Annotations[mark]; ok {
+			delete(wp.Annotations, mark)
+			up, err := pools.Update(ctx, wp, metav1.UpdateOptions{FieldManager: ManagedBy})
+			if err != nil {
+				return c.apiError("take this replica's mark off the warm pool "+wp.Name, err)
+			}
+			wp = up
+		}
+	}
+	if others := ReplicaMarks(wp.Annotations); len(others) > 0 {
+		c.log.Info("warm pool no longer configured kept: other replicas have it", "pool", wp.Name, "replicas", others)
+		return nil
+	}
+	templates := c.pool.ext.SandboxTemplates(c.cfg.Namespace)
+	tmpl, terr := templates.Get(ctx, wp.Name, metav1.GetOptions{})
+	fg := metav1.DeletePropagationForeground
+	err := pools.Delete(ctx, wp.Name, metav1.DeleteOptions{PropagationPolicy: &fg, Preconditions: &metav1.Preconditions{UID: &wp.UID, ResourceVersion: &wp.ResourceVersion}})
+	switch {
+	case apierrors.IsConflict(err):
+		return nil // changed since it was read: marked again
+	case err != nil && !apierrors.IsNotFound(err):
+		return c.apiError("delete the warm pool "+wp.Name, err)
+	}
+	c.log.Info("warm pool no longer configured: deleted", "pool", wp.Name, "namespace", c.cfg.Namespace)
+	if terr != nil || tmpl.Labels[LabelManagedBy] != ManagedBy || tmpl.Labels[LabelPool] != wp.Name {
+		return nil
+	}
+	err = templates.Delete(ctx, tmpl.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &tmpl.UID, ResourceVersion: &tmpl.ResourceVersion}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return c.apiError("delete the warm pool's template "+wp.Name, err)
+	}
+	return nil
+}
