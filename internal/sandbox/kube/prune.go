@@ -5,10 +5,12 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	xv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 )
 
 // Pools taken out of the configuration. Every SandboxWarmPool paddock makes is labelled
@@ -64,52 +66,68 @@ func (c *Cluster) prunePools(ctx context.Context, keep []string) error {
 		return c.apiError("list the warm pools", err)
 	}
 	var errs []error
-	for i := range list.Items {
-		wp := &list.Items[i]
-		if !isRunnerPool(wp.Name) || wp.Labels[LabelPool] != wp.Name || slices.Contains(keep, wp.Name) {
+	for _, wp := range list.Items {
+		if !isRunnerPool(wp.Name) || wp.Labels[LabelPool] != wp.Name || wp.DeletionTimestamp != nil || slices.Contains(keep, wp.Name) {
 			continue
 		}
-		errs = append(errs, c.prunePool(ctx, wp))
+		errs = append(errs, c.prunePool(ctx, wp.Name))
 	}
 	return errors.Join(errs...)
 }
 
-// prunePool takes this replica's mark off wp and deletes it and its template when no
-// other replica's mark is left. Each delete is conditional on the version read: a replica
-// that marks the pool meanwhile keeps it.
-func (c *Cluster) prunePool(ctx context.Context, wp *xv1.SandboxWarmPool) error {
+// poolWrites paces the writes to a pool that the controller updates too (its status
+// bumps the version at each member it readies): a conflict is read again.
+var poolWrites = wait.Backoff{Steps: 12, Duration: 20 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Cap: 2 * time.Second}
+
+// prunePool takes this replica's mark off the SandboxWarmPool called name and deletes it
+// and its template when no other replica's mark is left. The delete is conditional on the
+// version read: a replica that marks the pool meanwhile keeps it.
+func (c *Cluster) prunePool(ctx context.Context, name string) error {
 	pools := c.pool.ext.SandboxWarmPools(c.cfg.Namespace)
-	if mark := c.replicaMark(); mark != "" {
-		if _, ok := wp.Annotations[mark]; ok {
-			delete(wp.Annotations, mark)
-			up, err := pools.Update(ctx, wp, metav1.UpdateOptions{FieldManager: ManagedBy})
-			if err != nil {
-				return c.apiError("take this replica's mark off the warm pool "+wp.Name, err)
-			}
-			wp = up
+	deleted := false
+	err := retry.RetryOnConflict(poolWrites, func() error {
+		wp, err := pools.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) || (err == nil && wp.DeletionTimestamp != nil) {
+			return nil
 		}
+		if err != nil {
+			return err
+		}
+		if mark := c.replicaMark(); mark != "" {
+			if _, ok := wp.Annotations[mark]; ok {
+				delete(wp.Annotations, mark)
+				if wp, err = pools.Update(ctx, wp, metav1.UpdateOptions{FieldManager: ManagedBy}); err != nil {
+					return err
+				}
+			}
+		}
+		if others := ReplicaMarks(wp.Annotations); len(others) > 0 {
+			c.log.Info("warm pool no longer configured kept: other replicas have it", "pool", name, "replicas", others)
+			return nil
+		}
+		fg := metav1.DeletePropagationForeground
+		err = pools.Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &fg, Preconditions: &metav1.Preconditions{UID: &wp.UID, ResourceVersion: &wp.ResourceVersion}})
+		deleted = err == nil
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return c.apiError("delete the warm pool "+name, err)
 	}
-	if others := ReplicaMarks(wp.Annotations); len(others) > 0 {
-		c.log.Info("warm pool no longer configured kept: other replicas have it", "pool", wp.Name, "replicas", others)
+	if !deleted {
 		return nil
 	}
+	c.log.Info("warm pool no longer configured: deleted", "pool", name, "namespace", c.cfg.Namespace)
 	templates := c.pool.ext.SandboxTemplates(c.cfg.Namespace)
-	tmpl, terr := templates.Get(ctx, wp.Name, metav1.GetOptions{})
-	fg := metav1.DeletePropagationForeground
-	err := pools.Delete(ctx, wp.Name, metav1.DeleteOptions{PropagationPolicy: &fg, Preconditions: &metav1.Preconditions{UID: &wp.UID, ResourceVersion: &wp.ResourceVersion}})
-	switch {
-	case apierrors.IsConflict(err):
-		return nil // changed since it was read: marked again
-	case err != nil && !apierrors.IsNotFound(err):
-		return c.apiError("delete the warm pool "+wp.Name, err)
-	}
-	c.log.Info("warm pool no longer configured: deleted", "pool", wp.Name, "namespace", c.cfg.Namespace)
-	if terr != nil || tmpl.Labels[LabelManagedBy] != ManagedBy || tmpl.Labels[LabelPool] != wp.Name {
+	tmpl, err := templates.Get(ctx, name, metav1.GetOptions{})
+	if err != nil || tmpl.Labels[LabelManagedBy] != ManagedBy || tmpl.Labels[LabelPool] != name {
 		return nil
 	}
-	err = templates.Delete(ctx, tmpl.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &tmpl.UID, ResourceVersion: &tmpl.ResourceVersion}})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return c.apiError("delete the warm pool's template "+wp.Name, err)
+	err = templates.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &tmpl.UID}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return c.apiError("delete the warm pool's template "+name, err)
 	}
 	return nil
 }

@@ -152,8 +152,9 @@ func (c *Cluster) putPoolObjects(ctx context.Context, name string, size int, key
 	if mark != "" {
 		wp.Annotations = map[string]string{mark: ""}
 	}
-	// Replicas rewrite a shared pool at once, each adding its mark: a conflict is read again.
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	// Replicas rewrite a shared pool at once, each adding its mark, and the controller
+	// writes its status: a conflict is read again.
+	err = retry.RetryOnConflict(poolWrites, func() error {
 		pc := c.pool.ext.SandboxWarmPools(c.cfg.Namespace)
 		havePool, err := pc.Get(ctx, name, metav1.GetOptions{})
 		switch {
