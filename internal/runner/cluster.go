@@ -43,6 +43,8 @@ type Cluster interface {
 	StartTemplate(ctx context.Context, template string, req kubespec.Request) (sb ClusterSandbox, hit bool, err error)
 	// ReapTemplateMembers deletes the template pools' members an earlier control plane left.
 	ReapTemplateMembers(ctx context.Context) error
+	// PruneTemplatePools deletes the template pools not in templates ("": the default app's).
+	PruneTemplatePools(ctx context.Context, templates []string) error
 }
 
 // ClusterSandbox is a sandbox running on a cluster.

@@ -641,7 +641,8 @@ func TestClusterWarmPoolsNoLongerConfigured(t *testing.T) {
 
 // TestClusterReapOnlyThisReplicasMembers: two replicas ready a member each of one template
 // pool; replica a, started again, deletes the member it left and not b's, which still
-// runs commands.
+// runs commands. Once the template is out of both replicas' configurations, its pool is
+// deleted, and b's claimed member still runs.
 func TestClusterReapOnlyThisReplicasMembers(t *testing.T) {
 	ca := t.TempDir()
 	ra, ca1, _ := poolRunner(t, kube.WarmPool{}, "a", ca)
@@ -671,7 +672,7 @@ func TestClusterReapOnlyThisReplicasMembers(t *testing.T) {
 	again, _, _ := poolRunner(t, kube.WarmPool{}, "a", ca)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if err := again.ReapPool(ctx, ""); err != nil {
+	if err := again.ReapPool(ctx, "", []string{"t21"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := testkube.Shared(t).Dynamic.Resource(claimGVR).Namespace(warmNS).Get(ctx, ma.ID, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
@@ -682,5 +683,32 @@ func TestClusterReapOnlyThisReplicasMembers(t *testing.T) {
 	}
 	if got := execIn(t, mb, "echo", "alive"); got != "alive\n" {
 		t.Fatalf("b's member after a's cleanup: %q", got)
+	}
+	tmplPool, _ := kube.TemplatePoolName("t21")
+	if u := poolObject(t, warmPoolGVR, warmNS, tmplPool); u == nil || !slices.Equal(kube.ReplicaMarks(u.GetAnnotations()), []string{"a", "b"}) {
+		t.Fatalf("the template pool both replicas have: %v, want it marked by a and b", u)
+	}
+
+	// The template taken out of pool.templates: its pool goes once neither replica has
+	// it, and b's member, claimed, stays.
+	if err := again.ReapPool(ctx, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	if u := poolObject(t, warmPoolGVR, warmNS, tmplPool); u == nil || !slices.Equal(kube.ReplicaMarks(u.GetAnnotations()), []string{"b"}) {
+		t.Fatalf("the template pool after a dropped it: %v, want it kept, marked by b alone", u)
+	}
+	// b's own pruning (ReapPool would reap b's member too: at start it is a leftover).
+	cb, err := kubebackend.Of(rb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cb.PruneTemplatePools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if poolObject(t, warmPoolGVR, warmNS, tmplPool) != nil || poolObject(t, poolTemplateGVR, warmNS, tmplPool) != nil {
+		t.Fatalf("the template pool %s no replica has is still there", tmplPool)
+	}
+	if got := execIn(t, mb, "echo", "alive"); got != "alive\n" {
+		t.Fatalf("b's member after its pool went: %q", got)
 	}
 }

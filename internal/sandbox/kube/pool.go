@@ -187,7 +187,7 @@ func (c *Cluster) EnsurePool(ctx context.Context, defaults wire.Limits) error {
 	if err != nil {
 		return err
 	}
-	if err := c.prunePools(ctx, slices.Collect(maps.Values(byKey))); err != nil {
+	if err := c.prunePools(ctx, slices.Collect(maps.Values(byKey)), isRunnerPool); err != nil {
 		// The configured pools serve anyway; the next start tries again.
 		c.log.Warn("warm pools no longer configured are left on the cluster", "err", err)
 	}

@@ -17,8 +17,8 @@ import (
 // with its name (LabelPool) and, on a control plane that is one of several replicas,
 // marked with an annotation per replica whose configuration has it (ReplicaMarkPrefix
 // and the replica's ID). At start, paddock takes its own mark off each runner pool of its
-// namespace that its configuration no longer has, and deletes the pool and its template
-// when no replica's mark is left on it. So replicas sharing a cluster delete none of the
+// namespace that its configuration no longer has (and the fleet, of its template pools),
+// and deletes the pool and its template when no replica's mark is left on it. So replicas sharing a cluster delete none of the
 // pools another one still has, even while their configurations differ.
 
 // ReplicaMarkPrefix begins the annotation by which a replica says a pool is in its
@@ -55,9 +55,39 @@ func isRunnerPool(name string) bool {
 	return name == PoolName || strings.HasPrefix(name, PoolName+"-")
 }
 
-// prunePools deletes the runner pools of the namespace that paddock made (by its labels)
-// and keep does not name, unless another replica's mark is on them.
-func (c *Cluster) prunePools(ctx context.Context, keep []string) error {
+// isFleetPool says whether name is one of the fleet's pools: a template's or the default
+// app's.
+func isFleetPool(name string) bool {
+	return name == AppPoolName || strings.HasPrefix(name, templatePrefix)
+}
+
+// PruneTemplatePools deletes the fleet's pools of the namespace that paddock made and
+// templates does not name ("" names the default app's), unless another replica's mark is
+// on them.
+func (c *Cluster) PruneTemplatePools(ctx context.Context, templates []string) error {
+	var keep []string
+	for _, t := range templates {
+		name, err := poolNameOf(t)
+		if err != nil {
+			return err
+		}
+		keep = append(keep, name)
+	}
+	tp := c.templates()
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	for name := range tp.made {
+		if !slices.Contains(keep, name) {
+			delete(tp.made, name)
+		}
+	}
+	return c.prunePools(ctx, keep, isFleetPool)
+}
+
+// prunePools deletes the pools of the namespace that paddock made (by its labels), that
+// ours says are of the kind being pruned and keep does not name, unless another replica's
+// mark is on them.
+func (c *Cluster) prunePools(ctx context.Context, keep []string, ours func(string) bool) error {
 	list, err := c.pool.ext.SandboxWarmPools(c.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: LabelManagedBy + "=" + ManagedBy + "," + LabelPool})
 	if apierrors.IsNotFound(err) {
 		return nil // the cluster has no agent-sandbox extensions: no pool either
@@ -67,7 +97,7 @@ func (c *Cluster) prunePools(ctx context.Context, keep []string) error {
 	}
 	var errs []error
 	for _, wp := range list.Items {
-		if !isRunnerPool(wp.Name) || wp.Labels[LabelPool] != wp.Name || wp.DeletionTimestamp != nil || slices.Contains(keep, wp.Name) {
+		if !ours(wp.Name) || wp.Labels[LabelPool] != wp.Name || wp.DeletionTimestamp != nil || slices.Contains(keep, wp.Name) {
 			continue
 		}
 		errs = append(errs, c.prunePool(ctx, wp.Name))

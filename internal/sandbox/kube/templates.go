@@ -266,6 +266,9 @@ func (c *Cluster) ReapTemplateMembers(ctx context.Context) error {
 		mine = LabelReplica + "=" + c.cfg.Replica
 	}
 	list, err := claims.List(ctx, metav1.ListOptions{LabelSelector: LabelManagedBy + "=" + ManagedBy + "," + LabelPool + "," + mine})
+	if apierrors.IsNotFound(err) {
+		return nil // the cluster has no agent-sandbox extensions: no member either
+	}
 	if err != nil {
 		return c.apiError("list the template pools' claims", err)
 	}
