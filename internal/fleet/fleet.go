@@ -42,7 +42,7 @@ type Runner interface {
 	Claimable(user string) error
 	Claim(sb *runner.Sandbox, user string) error
 	Discard(ctx context.Context, sb *runner.Sandbox) error
-	ReapPool(ctx context.Context, runtime string) error
+	ReapPool(ctx context.Context, runtime string, templates []string) error
 	// HistoryDir is where a sandbox's history store is, and ForkHistory forks one.
 	HistoryDir(user, id string) string
 	HistoryOnHost() bool
@@ -797,10 +797,9 @@ func (f *Fleet) Recover(ctx context.Context) error {
 		}
 	}
 	f.log.Info("sandboxes recovered", "adopted", adopted, "lost", lost)
-	if f.pool != nil || len(f.templates) > 0 {
-		if err := f.run.ReapPool(ctx, f.cfg.Runtime); err != nil {
-			f.log.Warn("pool: leftovers of an earlier run", "err", err)
-		}
+	// Also with no pool: on a cluster, the pools taken out of the configuration go.
+	if err := f.run.ReapPool(ctx, f.cfg.Runtime, f.poolTemplates()); err != nil {
+		f.log.Warn("pool: leftovers of an earlier run", "err", err)
 	}
 	if f.pool != nil {
 		go f.pool.run()

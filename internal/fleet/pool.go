@@ -404,3 +404,15 @@ func (f *Fleet) fromPool(ctx context.Context, c Caller, rec store.Sandbox, name 
 	f.log.Info("sandbox running", "sandbox", rec.ID, "user", rec.Username, "tier", sb.Tier, "pool", true)
 	return rec, true, nil
 }
+
+// poolTemplates are the templates of the fleet's pools, "" for the default app's.
+func (f *Fleet) poolTemplates() []string {
+	var ts []string
+	if f.pool != nil {
+		ts = append(ts, "")
+	}
+	for _, p := range f.templates {
+		ts = append(ts, p.name)
+	}
+	return ts
+}

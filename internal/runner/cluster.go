@@ -43,6 +43,8 @@ type Cluster interface {
 	StartTemplate(ctx context.Context, template string, req kubespec.Request) (sb ClusterSandbox, hit bool, err error)
 	// ReapTemplateMembers deletes the template pools' members an earlier control plane left.
 	ReapTemplateMembers(ctx context.Context) error
+	// PruneTemplatePools deletes the template pools not in templates ("": the default app's).
+	PruneTemplatePools(ctx context.Context, templates []string) error
 }
 
 // ClusterSandbox is a sandbox running on a cluster.
@@ -109,7 +111,7 @@ func (c *Config) validatePools() error {
 		return err
 	}
 	for i, p := range c.Cluster.WarmPool.Pools {
-		l := p.Key(c.Limits).Limits
+		l := p.Limits(c.Limits)
 		if err := l.Over(c.MaxLimits); err != nil {
 			return fmt.Errorf("runner.warm_pool.pools[%d]: %w", i, err)
 		}
@@ -133,20 +135,21 @@ func (r *Runner) cluster() (Cluster, error) {
 		}
 		cfg := r.cfg.Cluster.Config
 		cfg.Fill(r.cfg.DataDir) // a configuration built in code may not have been
+		cfg.SandboxUID = r.cfg.SandboxUID
 		c, err := open(cfg, r.log)
 		if err != nil {
 			return nil, err
 		}
 		r.kube = c
-		if cfg.WarmPool.Any() {
-			go r.ensurePool(c)
-		}
+		// Also with no pool configured: the pools taken out of the configuration go.
+		go r.ensurePool(c)
 	}
 	return r.kube, nil
 }
 
-// ensurePool makes the cluster's warm pools, limits left out being the runner's defaults; a create
-// tries again when this could not (the pool then misses).
+// ensurePool makes the cluster's warm pools, limits left out being the runner's defaults,
+// and deletes those no longer configured; a create tries again when this could not (the
+// pool then misses).
 func (r *Runner) ensurePool(c Cluster) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/paddockhq/paddock/internal/agentclient"
@@ -36,11 +37,12 @@ func claimOnCluster(cs ClusterSandbox) error {
 	return cs.Adopt(ctx)
 }
 
-// reapOnCluster deletes the template pools' members an earlier control plane left.
-func (r *Runner) reapOnCluster(ctx context.Context) error {
+// reapOnCluster deletes the template pools' members an earlier control plane left, and
+// the template pools not in templates.
+func (r *Runner) reapOnCluster(ctx context.Context, templates []string) error {
 	c, err := r.cluster()
 	if err != nil {
 		return err
 	}
-	return c.ReapTemplateMembers(ctx)
+	return errors.Join(c.ReapTemplateMembers(ctx), c.PruneTemplatePools(ctx, templates))
 }

@@ -191,10 +191,15 @@ func (r *Runner) removePooled(id string) error {
 }
 
 // ReapPool removes every pooled sandbox an earlier control plane left behind: pooled
-// sandboxes are no one's, so none is adopted.
-func (r *Runner) ReapPool(ctx context.Context, runtime string) error {
+// sandboxes are no one's, so none is adopted. templates are the fleet's pools (by
+// template, "" for the default app's): on a cluster, paddock's pools of any other are
+// deleted; on this host, with none, there is nothing to reap.
+func (r *Runner) ReapPool(ctx context.Context, runtime string, templates []string) error {
 	if r.cfg.OnCluster() {
-		return r.reapOnCluster(ctx)
+		return r.reapOnCluster(ctx, templates)
+	}
+	if len(templates) == 0 {
+		return nil
 	}
 	dir := filepath.Join(r.cfg.WorkspaceRoot, poolOwner)
 	seen := map[string]bool{}

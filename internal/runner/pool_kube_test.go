@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -349,6 +350,23 @@ const testRuntimeClass = "paddock-test-runsc"
 // default pool, made and filled; runtime runsc is testRuntimeClass.
 func withPools(t *testing.T, pools ...kubespec.PoolSpec) (*runner.Runner, *kube.Cluster, runner.Config) {
 	t.Helper()
+	r, c, cfg := poolRunner(t, kube.WarmPool{Pools: pools}, "", "")
+	t.Cleanup(func() {
+		if err := c.RemovePool(context.Background()); err != nil {
+			t.Errorf("remove the pools: %v", err)
+		}
+	})
+	for _, p := range pools {
+		waitPoolOf(t, c, kube.WarmPoolName(p.Key(cfg.Limits)), p.Size)
+	}
+	return r, c, cfg
+}
+
+// poolRunner is a runner on the test cluster in warmNS with warm pool w, as replica
+// (empty: the only one), its channel's CA in caDir (empty: its own), its pools made but
+// not waited for; runtime runsc is testRuntimeClass.
+func poolRunner(t *testing.T, w kube.WarmPool, replica, caDir string) (*runner.Runner, *kube.Cluster, runner.Config) {
+	t.Helper()
 	testenv.RequireRoot(t)
 	cfg := kubetest.Config(t, testenv.Config(t))
 	kc := testkube.Shared(t)
@@ -364,7 +382,11 @@ func withPools(t *testing.T, pools ...kubespec.PoolSpec) (*runner.Runner, *kube.
 	}
 	cfg.Cluster.Namespace = warmNS
 	cfg.Cluster.RuntimeClasses = map[string]string{"runsc": testRuntimeClass}
-	cfg.Cluster.WarmPool = kube.WarmPool{Pools: pools}
+	cfg.Cluster.WarmPool = w
+	cfg.Cluster.Replica = replica
+	if caDir != "" {
+		cfg.Cluster.CADir = caDir
+	}
 	cfg, err = runner.LoadConfigFrom(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -376,14 +398,6 @@ func withPools(t *testing.T, pools ...kubespec.PoolSpec) (*runner.Runner, *kube.
 	}
 	if err := c.EnsurePool(ctx, cfg.Limits); err != nil {
 		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.RemovePool(context.Background()); err != nil {
-			t.Errorf("remove the pools: %v", err)
-		}
-	})
-	for _, p := range pools {
-		waitPoolOf(t, c, kube.WarmPoolName(p.Key(cfg.Limits)), p.Size)
 	}
 	return r, c, cfg
 }
@@ -474,5 +488,227 @@ func TestClusterWarmPoolsByKey(t *testing.T) {
 	}
 	if got := execIn(t, cold, "sh", "-c", "echo hi"); got != "hi\n" {
 		t.Fatalf("exec: %q", got)
+	}
+}
+
+var (
+	warmPoolGVR     = schema.GroupVersionResource{Group: "extensions.agents.x-k8s.io", Version: "v1beta1", Resource: "sandboxwarmpools"}
+	poolTemplateGVR = schema.GroupVersionResource{Group: "extensions.agents.x-k8s.io", Version: "v1beta1", Resource: "sandboxtemplates"}
+)
+
+// poolObject is the SandboxWarmPool (or, with gvr, the SandboxTemplate) called name in
+// namespace ns, nil when there is none or it is being deleted.
+func poolObject(t *testing.T, gvr schema.GroupVersionResource, ns, name string) *unstructured.Unstructured {
+	t.Helper()
+	u, err := testkube.Shared(t).Dynamic.Resource(gvr).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.GetDeletionTimestamp() != nil {
+		return nil
+	}
+	return u
+}
+
+// deletePoolsAfter deletes the pools called names (and their templates) in warmNS when
+// the test ends.
+func deletePoolsAfter(t *testing.T, names ...string) {
+	t.Cleanup(func() {
+		for _, n := range names {
+			for _, gvr := range []schema.GroupVersionResource{warmPoolGVR, poolTemplateGVR} {
+				err := testkube.Shared(t).Dynamic.Resource(gvr).Namespace(warmNS).Delete(context.Background(), n, metav1.DeleteOptions{})
+				if err != nil && !apierrors.IsNotFound(err) {
+					t.Errorf("delete %s %s: %v", gvr.Resource, n, err)
+				}
+			}
+		}
+	})
+}
+
+// TestClusterWarmPoolKeyIsThePod: a pool's key is what shapes its pods. A sandbox whose
+// pids and file size are not the defaults claims a member of the default pool (the
+// claim's envelope carries them) and its commands run under its own limits; one with a
+// tmp of its own is handed no default member, and a pool configured with that tmp
+// serves it, its pod's /tmp that size in memory.
+func TestClusterWarmPoolKeyIsThePod(t *testing.T) {
+	tmp := kubespec.PoolSpec{Tmp: 64 << 20, Size: 1}
+	r, rc, cfg := poolRunner(t, kube.WarmPool{Size: 1, Pools: []kubespec.PoolSpec{tmp}}, "", "")
+	tmpPool := kube.WarmPoolName(tmp.Key(cfg.Limits))
+	t.Cleanup(func() {
+		if err := rc.RemovePool(context.Background()); err != nil {
+			t.Errorf("remove the pools: %v", err)
+		}
+	})
+	waitPool(t, rc, 1)
+	waitPoolOf(t, rc, tmpPool, 1)
+
+	own := createOn(t, r, runner.Spec{User: "conf", Limits: wire.Limits{Pids: 77, FileSize: 3 << 20}})
+	defer own.Destroy(context.Background())
+	if pod, pool := claimedPod(t, own.ID); pool != kube.PoolName || pod.Labels[kube.LabelPool] != kube.PoolName {
+		t.Fatalf("the sandbox of its own pids claimed from %q, want %s", pool, kube.PoolName)
+	}
+	if hits, misses := rc.PoolClaims(); hits != 1 || misses != 0 {
+		t.Errorf("%s: hits %v misses %v, want 1 and 0", kube.PoolName, hits, misses)
+	}
+	got := execIn(t, own, "sh", "-c", "grep -E '^Max (processes|file size)' /proc/self/limits | tr -s ' '")
+	if !strings.Contains(got, "Max file size 3145728 3145728") || !strings.Contains(got, "Max processes 77 77") {
+		t.Fatalf("the claimed sandbox's commands run under:\n%s\nwant its own pids (77) and file size (3MiB)", got)
+	}
+
+	small := createOn(t, r, runner.Spec{User: "conf", Limits: wire.Limits{Tmp: 64 << 20}})
+	defer small.Destroy(context.Background())
+	pod, pool := claimedPod(t, small.ID)
+	if pool != tmpPool || pod.Labels[kube.LabelPool] != tmpPool {
+		t.Fatalf("the sandbox of tmp 64MiB claimed from %q, its pod of pool %q; want %s", pool, pod.Labels[kube.LabelPool], tmpPool)
+	}
+	for _, v := range pod.Spec.Volumes {
+		if e := v.EmptyDir; v.Name == "tmp" && (e == nil || e.Medium != corev1.StorageMediumMemory || e.SizeLimit == nil || e.SizeLimit.Value() != 64<<20) {
+			t.Errorf("the claimed pod's /tmp is %+v, want 64Mi in memory", e)
+		}
+	}
+	if hits, _ := rc.PoolClaims(); hits != 1 {
+		t.Errorf("the default pool was claimed %v times, want once: a tmp of its own took a default member", hits)
+	}
+}
+
+// TestClusterWarmPoolsNoLongerConfigured: a runner whose configuration no longer has a
+// pool deletes it (its SandboxWarmPool and SandboxTemplate) when it starts, and none that
+// is not paddock's or not in its namespace. Replicas mark the pools they have: a pool
+// that replica a drops stays while replica b has it, and goes when b drops it too.
+func TestClusterWarmPoolsNoLongerConfigured(t *testing.T) {
+	gone := kubespec.PoolSpec{Memory: 256 << 20, Size: 1}
+	_, _, cfg := poolRunner(t, kube.WarmPool{Pools: []kubespec.PoolSpec{gone}}, "", "")
+	goneName := kube.WarmPoolName(gone.Key(cfg.Limits))
+	shared := kubespec.PoolSpec{Memory: 320 << 20, Size: 1}
+	sharedName := kube.WarmPoolName(shared.Key(cfg.Limits))
+	deletePoolsAfter(t, goneName, sharedName, kube.PoolName, "paddock-warm-foreign")
+	if poolObject(t, warmPoolGVR, warmNS, goneName) == nil {
+		t.Fatalf("the pool %s was not made", goneName)
+	}
+	// Another's pool in the namespace, and a pool of paddock's in another namespace.
+	kc := testkube.Shared(t)
+	foreign := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "extensions.agents.x-k8s.io/v1beta1", "kind": "SandboxWarmPool",
+		"metadata": map[string]any{"name": "paddock-warm-foreign"},
+		"spec":     map[string]any{"replicas": int64(0), "sandboxTemplateRef": map[string]any{"name": "none"}},
+	}}
+	if _, err := kc.Dynamic.Resource(warmPoolGVR).Namespace(warmNS).Create(context.Background(), foreign, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := foreign.DeepCopy()
+	elsewhere.SetName("paddock-warm-elsewhere")
+	elsewhere.SetLabels(map[string]string{kube.LabelManagedBy: kube.ManagedBy, kube.LabelPool: "paddock-warm-elsewhere"})
+	if _, err := kc.Dynamic.Resource(warmPoolGVR).Namespace(kubetest.Namespace).Create(context.Background(), elsewhere, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		kc.Dynamic.Resource(warmPoolGVR).Namespace(kubetest.Namespace).Delete(context.Background(), "paddock-warm-elsewhere", metav1.DeleteOptions{})
+	})
+
+	poolRunner(t, kube.WarmPool{Size: 1}, "", "")
+	if poolObject(t, warmPoolGVR, warmNS, goneName) != nil || poolObject(t, poolTemplateGVR, warmNS, goneName) != nil {
+		t.Fatalf("the pool %s taken out of the configuration is still there", goneName)
+	}
+	if poolObject(t, warmPoolGVR, warmNS, kube.PoolName) == nil {
+		t.Fatalf("the configured pool %s was deleted", kube.PoolName)
+	}
+	if poolObject(t, warmPoolGVR, warmNS, "paddock-warm-foreign") == nil || poolObject(t, warmPoolGVR, kubetest.Namespace, "paddock-warm-elsewhere") == nil {
+		t.Fatal("a pool not paddock's, or in another namespace, was deleted")
+	}
+
+	both := kube.WarmPool{Pools: []kubespec.PoolSpec{shared}}
+	poolRunner(t, both, "a", "")
+	poolRunner(t, both, "b", "")
+	if u := poolObject(t, warmPoolGVR, warmNS, sharedName); u == nil || !slices.Equal(kube.ReplicaMarks(u.GetAnnotations()), []string{"a", "b"}) {
+		t.Fatalf("the pool both replicas have: %v, want it marked by a and b", u)
+	}
+	poolRunner(t, kube.WarmPool{}, "a", "")
+	u := poolObject(t, warmPoolGVR, warmNS, sharedName)
+	if u == nil {
+		t.Fatal("replica a deleted the pool replica b still has")
+	}
+	if marks := kube.ReplicaMarks(u.GetAnnotations()); !slices.Equal(marks, []string{"b"}) {
+		t.Fatalf("the pool's marks after a dropped it: %v, want b's alone", marks)
+	}
+	poolRunner(t, kube.WarmPool{}, "b", "")
+	if poolObject(t, warmPoolGVR, warmNS, sharedName) != nil {
+		t.Fatal("the pool no replica has is still there")
+	}
+}
+
+// TestClusterReapOnlyThisReplicasMembers: two replicas ready a member each of one template
+// pool; replica a, started again, deletes the member it left and not b's, which still
+// runs commands. Once the template is out of both replicas' configurations, its pool is
+// deleted, and b's claimed member still runs.
+func TestClusterReapOnlyThisReplicasMembers(t *testing.T) {
+	ca := t.TempDir()
+	ra, ca1, _ := poolRunner(t, kube.WarmPool{}, "a", ca)
+	rb, _, _ := poolRunner(t, kube.WarmPool{}, "b", ca)
+	t.Cleanup(func() {
+		if err := ca1.RemoveTemplatePool(context.Background(), "t21"); err != nil {
+			t.Errorf("remove the template pool: %v", err)
+		}
+	})
+	spec := runner.Spec{Pool: true, Persistent: true, PoolTemplate: "t21", PoolSize: 2}
+	spec.ID = runner.NewID()
+	ma := createOn(t, ra, spec)
+	defer ma.Destroy(context.Background())
+	spec.ID = runner.NewID()
+	mb := createOn(t, rb, spec)
+	defer mb.Destroy(context.Background())
+	for id, replica := range map[string]string{ma.ID: "a", mb.ID: "b"} {
+		u, err := testkube.Shared(t).Dynamic.Resource(claimGVR).Namespace(warmNS).Get(context.Background(), id, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("the member %s was not claimed from the pool: %v", id, err)
+		}
+		if got := u.GetLabels()[kube.LabelReplica]; got != replica {
+			t.Fatalf("the claim of %s is labelled replica %q, want %s", id, got, replica)
+		}
+	}
+
+	again, _, _ := poolRunner(t, kube.WarmPool{}, "a", ca)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := again.ReapPool(ctx, "", []string{"t21"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := testkube.Shared(t).Dynamic.Resource(claimGVR).Namespace(warmNS).Get(ctx, ma.ID, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("replica a's leftover member is still claimed: %v", err)
+	}
+	if _, err := testkube.Shared(t).Dynamic.Resource(claimGVR).Namespace(warmNS).Get(ctx, mb.ID, metav1.GetOptions{}); err != nil {
+		t.Fatalf("replica a's cleanup deleted replica b's member: %v", err)
+	}
+	if got := execIn(t, mb, "echo", "alive"); got != "alive\n" {
+		t.Fatalf("b's member after a's cleanup: %q", got)
+	}
+	tmplPool, _ := kube.TemplatePoolName("t21")
+	if u := poolObject(t, warmPoolGVR, warmNS, tmplPool); u == nil || !slices.Equal(kube.ReplicaMarks(u.GetAnnotations()), []string{"a", "b"}) {
+		t.Fatalf("the template pool both replicas have: %v, want it marked by a and b", u)
+	}
+
+	// The template taken out of pool.templates: its pool goes once neither replica has
+	// it, and b's member, claimed, stays.
+	if err := again.ReapPool(ctx, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	if u := poolObject(t, warmPoolGVR, warmNS, tmplPool); u == nil || !slices.Equal(kube.ReplicaMarks(u.GetAnnotations()), []string{"b"}) {
+		t.Fatalf("the template pool after a dropped it: %v, want it kept, marked by b alone", u)
+	}
+	// b's own pruning (ReapPool would reap b's member too: at start it is a leftover).
+	cb, err := kubebackend.Of(rb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cb.PruneTemplatePools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if poolObject(t, warmPoolGVR, warmNS, tmplPool) != nil || poolObject(t, poolTemplateGVR, warmNS, tmplPool) != nil {
+		t.Fatalf("the template pool %s no replica has is still there", tmplPool)
+	}
+	if got := execIn(t, mb, "echo", "alive"); got != "alive\n" {
+		t.Fatalf("b's member after its pool went: %q", got)
 	}
 }

@@ -246,6 +246,8 @@ func (s *Server) init(ctx context.Context, opts Options) error {
 	if cfg.Runner.Cluster.CA, err = ChannelCA(ctx, cfg, s.secrets, s.log); err != nil {
 		return err
 	}
+	// Its pools' objects and members are marked with the replica, for its cleanups at start.
+	cfg.Runner.Cluster.Replica = cfg.Replica.ID
 	s.runner = runner.New(cfg.Runner, s.log)
 	tier, why := s.runner.DefaultTierReason()
 	s.log.Info("default tier", "tier", tier, "why", why)

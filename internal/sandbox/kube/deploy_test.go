@@ -99,7 +99,7 @@ func TestShippedRBAC(t *testing.T) {
 		"/pods":                     {"get", "list", "watch", "delete"},
 		"/persistentvolumeclaims":   {"list"},
 		"extensions.agents.x-k8s.io/sandboxtemplates": {"get", "create", "update", "delete"},
-		"extensions.agents.x-k8s.io/sandboxwarmpools": {"get", "create", "update", "delete"},
+		"extensions.agents.x-k8s.io/sandboxwarmpools": {"get", "list", "create", "update", "delete"},
 		"extensions.agents.x-k8s.io/sandboxclaims":    {"get", "list", "create", "patch", "delete"},
 	}
 	for _, r := range role.Rules {

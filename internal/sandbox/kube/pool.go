@@ -169,35 +169,50 @@ func (c *Cluster) poolReady(ctx context.Context, name string) (int, error) {
 // entry: its runtime and a digest of its limits.
 func WarmPoolName(key kubespec.PoolKey) string {
 	l := key.Limits
-	sum := sha256.Sum256(fmt.Appendf(nil, "%d/%g/%d/%d/%d/%d/%d", l.Memory, l.CPUs, l.Pids, l.Timeout, l.Tmp, l.Disk, l.FileSize))
+	sum := sha256.Sum256(fmt.Appendf(nil, "%d/%g/%d/%d", l.Memory, l.CPUs, l.Disk, l.Tmp))
 	return PoolName + "-" + key.Runtime + "-" + hex.EncodeToString(sum[:5])
 }
 
 // EnsurePool makes or rewrites the pools' objects, their left-out limits filled from
-// defaults (the runner's); with no pool configured, it does nothing.
+// defaults (the runner's), and deletes the runner pools paddock made that are no longer
+// in its configuration (prunePools).
 func (c *Cluster) EnsurePool(ctx context.Context, defaults wire.Limits) error {
-	w := c.cfg.WarmPool
-	if !w.Any() {
-		return nil
-	}
 	p := c.pool
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.made && p.defaults == defaults {
 		return nil
 	}
-	keys, err := w.PoolKeys(defaults)
+	byKey, err := c.putPools(ctx, defaults)
 	if err != nil {
 		return err
+	}
+	if err := c.prunePools(ctx, slices.Collect(maps.Values(byKey)), isRunnerPool); err != nil {
+		// The configured pools serve anyway; the next start tries again.
+		c.log.Warn("warm pools no longer configured are left on the cluster", "err", err)
+	}
+	p.byKey, p.defaults, p.made = byKey, defaults, true
+	return nil
+}
+
+// putPools makes or rewrites each configured pool's objects, and returns their names by key.
+func (c *Cluster) putPools(ctx context.Context, defaults wire.Limits) (map[kubespec.PoolKey]string, error) {
+	w, p := c.cfg.WarmPool, c.pool
+	byKey := map[kubespec.PoolKey]string{}
+	if !w.Any() {
+		return byKey, nil
+	}
+	keys, err := w.PoolKeys(defaults)
+	if err != nil {
+		return nil, err
 	}
 	if err := c.putPoolSecret(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: poolCASecret, Namespace: c.cfg.Namespace, Labels: poolLabels()},
 		Type:       corev1.SecretTypeOpaque,
 		Data:       map[string][]byte{"ca.crt": c.ca.CertPEM()},
 	}); err != nil {
-		return err
+		return nil, err
 	}
-	byKey := map[kubespec.PoolKey]string{}
 	for i, key := range keys {
 		name := WarmPoolName(key)
 		if i == 0 && w.Size > 0 {
@@ -205,15 +220,14 @@ func (c *Cluster) EnsurePool(ctx context.Context, defaults wire.Limits) error {
 		}
 		size := w.PoolSize(key, defaults)
 		if err := c.putPoolObjects(ctx, name, size, key); err != nil {
-			return err
+			return nil, err
 		}
 		byKey[key] = name
 		p.claims.WithLabelValues(name, "hit")
 		p.claims.WithLabelValues(name, "miss")
 		c.log.Info("warm pool ready to fill", "pool", name, "size", size, "runtime", key.Runtime, "namespace", c.cfg.Namespace)
 	}
-	p.byKey, p.defaults, p.made = byKey, defaults, true
-	return nil
+	return byKey, nil
 }
 
 func (c *Cluster) putPoolSecret(ctx context.Context, sec *corev1.Secret) error {
@@ -309,7 +323,7 @@ func PoolTemplate(cfg *Config, limits wire.Limits) (*xv1.SandboxTemplate, error)
 
 // poolTemplate is PoolTemplate for sandboxes of key's runtime and limits.
 func poolTemplate(cfg *Config, key kubespec.PoolKey) (*xv1.SandboxTemplate, error) {
-	sb, err := NewSandbox(cfg, Request{ID: PoolName, Runtime: key.Runtime, Limits: key.Limits})
+	sb, err := NewSandbox(cfg, Request{ID: PoolName, Runtime: key.Runtime, Limits: key.Limits, UID: cfg.SandboxUID})
 	if err != nil {
 		return nil, err
 	}
@@ -344,8 +358,13 @@ func poolTemplate(cfg *Config, key kubespec.PoolKey) (*xv1.SandboxTemplate, erro
 // errNoClaim says a create does not come from the pool; the caller starts it cold.
 var errNoClaim = errors.New("not from the warm pool")
 
-// poolFor is the name of the pool whose runtime and limits are req's, if one is made.
+// poolFor is the name of the pool whose runtime and limits are req's, if one is made. The
+// pools' pods are made for the sandbox user (the pod firewall names it): a sandbox of
+// another user takes none.
 func (c *Cluster) poolFor(req Request) (string, bool) {
+	if req.UID != c.cfg.SandboxUID {
+		return "", false
+	}
 	c.pool.mu.Lock()
 	defer c.pool.mu.Unlock()
 	name, ok := c.pool.byKey[kubespec.KeyOf(req.Runtime, req.Limits)]
@@ -391,7 +410,7 @@ func (c *Cluster) StartWarm(ctx context.Context, req Request, persistent bool) (
 
 // claimFrom makes a SandboxClaim for req of the SandboxWarmPool called pool and makes the
 // member it gets sandbox req; a claim of any pool but the default one is labelled with
-// its pool's name.
+// its pool's name, and a template pool's member with this replica's ID.
 func (c *Cluster) claimFrom(ctx context.Context, pool string, req Request, persistent bool) (*Sandbox, error) {
 	if n, err := c.poolReady(ctx, pool); err != nil || n == 0 {
 		return nil, errNoClaim
@@ -400,6 +419,9 @@ func (c *Cluster) claimFrom(ctx context.Context, pool string, req Request, persi
 	lbl := labels(req.ID)
 	if pool != PoolName {
 		lbl[LabelPool] = pool
+	}
+	if !isRunnerPool(pool) && c.cfg.Replica != "" {
+		lbl[LabelReplica] = c.cfg.Replica
 	}
 	cl := &xv1.SandboxClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: req.ID, Namespace: c.cfg.Namespace, Labels: lbl},

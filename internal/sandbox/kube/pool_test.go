@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -102,9 +103,9 @@ func TestWarmPoolKeys(t *testing.T) {
 		t.Fatalf("keys %+v, %v", keys, err)
 	}
 	want := []kubespec.PoolKey{
-		{Runtime: "runc", Limits: defaults},
-		{Runtime: "runc", Limits: wire.Limits{Memory: 256 << 20, CPUs: 1, Pids: 256}},
-		{Runtime: "runsc", Limits: wire.Limits{Memory: 512 << 20, CPUs: 1.5, Pids: 256, Disk: 1 << 30}},
+		{Runtime: "runc", Limits: wire.Limits{Memory: 512 << 20, CPUs: 1}},
+		{Runtime: "runc", Limits: wire.Limits{Memory: 256 << 20, CPUs: 1}},
+		{Runtime: "runsc", Limits: wire.Limits{Memory: 512 << 20, CPUs: 1.5, Disk: 1 << 30}},
 	}
 	names := map[string]bool{}
 	for i, k := range keys {
@@ -124,5 +125,49 @@ func TestWarmPoolKeys(t *testing.T) {
 	w.Pools = append(w.Pools, kubespec.PoolSpec{Runtime: "runc", Memory: 512 << 20, Size: 3})
 	if _, err := w.PoolKeys(defaults); !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "warm_pool.pools[2]") || !strings.Contains(err.Error(), "warm_pool.size already") {
 		t.Errorf("a pool of the default key: %v", err)
+	}
+}
+
+// TestWarmPoolKeyIsThePod: a pool's key is what shapes its pods: the runtime, memory,
+// CPUs, disk and tmp. The limits a claim hands over in the envelope (pids, file size,
+// timeout) do not split pools; a tmp does, and a pool of that tmp is its own.
+func TestWarmPoolKeyIsThePod(t *testing.T) {
+	defaults := wire.Limits{Memory: 512 << 20, CPUs: 1, Pids: 256, FileSize: 1 << 30}
+	base := kubespec.KeyOf("", defaults)
+	envelopeOnly := defaults
+	envelopeOnly.Pids, envelopeOnly.FileSize, envelopeOnly.Timeout = 64, 1<<20, time.Minute
+	if kubespec.KeyOf("runc", envelopeOnly) != base {
+		t.Errorf("pids, file size and timeout split the key: %+v against %+v", kubespec.KeyOf("runc", envelopeOnly), base)
+	}
+	for _, l := range []wire.Limits{{Memory: 1 << 30}, {CPUs: 2}, {Disk: 1 << 30}, {Tmp: 64 << 20}} {
+		if kubespec.KeyOf("", l.Or(defaults)) == base {
+			t.Errorf("limits %+v: the default pool's key, but the pod differs", l)
+		}
+	}
+	var w kube.WarmPool
+	if err := yaml.Unmarshal([]byte("{size: 1, pools: [{tmp: 64MiB, size: 1}]}"), &w); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := w.PoolKeys(defaults)
+	if err != nil || len(keys) != 2 || keys[1] != kubespec.KeyOf("", wire.Limits{Tmp: 64 << 20}.Or(defaults)) {
+		t.Fatalf("keys %+v, %v: want the default and one of tmp 64MiB", keys, err)
+	}
+	if kube.WarmPoolName(keys[1]) == kube.WarmPoolName(kubespec.KeyOf("", defaults)) {
+		t.Error("a pool of another tmp has the default limits' name")
+	}
+}
+
+// TestPoolTemplateFirewallsTheSandboxUser: with pod_firewall, a pool pod's firewall names
+// the sandbox user, as a cold pod's does, not root (the agent, which it would cut off).
+func TestPoolTemplateFirewallsTheSandboxUser(t *testing.T) {
+	cfg := testConfig()
+	cfg.PodFirewall, cfg.SandboxUID = true, 1000
+	tmpl, err := kube.PoolTemplate(cfg, wire.Limits{Memory: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inits := tmpl.Spec.PodTemplate.Spec.InitContainers
+	if len(inits) != 1 || !strings.Contains(strings.Join(inits[0].Command, " "), "--uid-owner 1000 ") {
+		t.Fatalf("the pool pod's firewall: %+v, want it to reject uid 1000's packets", inits)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	xv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
@@ -147,17 +148,32 @@ func (c *Cluster) putPoolObjects(ctx context.Context, name string, size int, key
 			UpdateStrategy: &xv1.SandboxWarmPoolUpdateStrategy{Type: xv1.RecreateSandboxWarmPoolUpdateStrategyType},
 		},
 	}
-	pc := c.pool.ext.SandboxWarmPools(c.cfg.Namespace)
-	havePool, err := pc.Get(ctx, name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		_, err = pc.Create(ctx, wp, metav1.CreateOptions{FieldManager: ManagedBy})
-	case err == nil:
-		if havePool.Labels[LabelManagedBy] != ManagedBy {
-			return fmt.Errorf("the SandboxWarmPool %s/%s exists and paddock did not make it: %w", c.cfg.Namespace, name, errdefs.ErrFailedPrecondition)
+	mark := c.replicaMark()
+	if mark != "" {
+		wp.Annotations = map[string]string{mark: ""}
+	}
+	// Replicas rewrite a shared pool at once, each adding its mark, and the controller
+	// writes its status: a conflict is read again.
+	err = retry.RetryOnConflict(poolWrites, func() error {
+		pc := c.pool.ext.SandboxWarmPools(c.cfg.Namespace)
+		havePool, err := pc.Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			_, err = pc.Create(ctx, wp, metav1.CreateOptions{FieldManager: ManagedBy})
+		case err == nil:
+			if havePool.Labels[LabelManagedBy] != ManagedBy {
+				return fmt.Errorf("the SandboxWarmPool %s/%s exists and paddock did not make it: %w", c.cfg.Namespace, name, errdefs.ErrFailedPrecondition)
+			}
+			havePool.Spec = wp.Spec
+			if mark != "" {
+				metav1.SetMetaDataAnnotation(&havePool.ObjectMeta, mark, "")
+			}
+			_, err = pc.Update(ctx, havePool, metav1.UpdateOptions{FieldManager: ManagedBy})
 		}
-		havePool.Spec = wp.Spec
-		_, err = pc.Update(ctx, havePool, metav1.UpdateOptions{FieldManager: ManagedBy})
+		return err
+	})
+	if errors.Is(err, errdefs.ErrFailedPrecondition) {
+		return err
 	}
 	if err != nil {
 		return c.apiError("the SandboxWarmPool "+name, err)
@@ -199,7 +215,7 @@ func (c *Cluster) StartTemplate(ctx context.Context, template string, req Reques
 // no later control plane reaps it as a member.
 func (s *Sandbox) Adopt(ctx context.Context) error {
 	if s.claimed {
-		patch := []byte(`{"metadata":{"labels":{"` + LabelPool + `":null}}}`)
+		patch := []byte(`{"metadata":{"labels":{"` + LabelPool + `":null,"` + LabelReplica + `":null}}}`)
 		_, err := s.c.pool.ext.SandboxClaims(s.c.cfg.Namespace).Patch(ctx, s.ID, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: ManagedBy})
 		if err != nil {
 			return s.c.apiError("adopt sandbox "+s.ID, err)
@@ -239,12 +255,20 @@ func (c *Cluster) RemoveTemplatePool(ctx context.Context, template string) error
 	return c.removePoolObjects(ctx, name, false)
 }
 
-// ReapTemplateMembers deletes every template pool's claim an earlier control plane left,
-// and the default app pool's not yet a user's (Adopt): members are no one's, and none is
-// adopted.
+// ReapTemplateMembers deletes the template pools' claims an earlier run of this control
+// plane left, and the default app pool's not yet a user's (Adopt): members are no one's,
+// and none is adopted. Only this replica's (LabelReplica), or without replicas those
+// that no replica made: another live replica holds its own.
 func (c *Cluster) ReapTemplateMembers(ctx context.Context) error {
 	claims := c.pool.ext.SandboxClaims(c.cfg.Namespace)
-	list, err := claims.List(ctx, metav1.ListOptions{LabelSelector: LabelManagedBy + "=" + ManagedBy + "," + LabelPool})
+	mine := "!" + LabelReplica
+	if c.cfg.Replica != "" {
+		mine = LabelReplica + "=" + c.cfg.Replica
+	}
+	list, err := claims.List(ctx, metav1.ListOptions{LabelSelector: LabelManagedBy + "=" + ManagedBy + "," + LabelPool + "," + mine})
+	if apierrors.IsNotFound(err) {
+		return nil // the cluster has no agent-sandbox extensions: no member either
+	}
 	if err != nil {
 		return c.apiError("list the template pools' claims", err)
 	}

@@ -84,6 +84,14 @@ type Config struct {
 	// WarmPool keeps pods started ahead, of the default runtime and limits and of those
 	// its pools name, claimed by new sandboxes of a pool's runtime and limits (pool.go).
 	WarmPool WarmPool `yaml:"warm_pool"`
+
+	// SandboxUID is the sandbox user's UID, which a pool's pods are made for (the pod
+	// firewall names it); the runner sets it from its own.
+	SandboxUID uint32 `yaml:"-"`
+	// Replica is the ID of the replica this control plane is (replica.id), empty when it
+	// is the only one: it marks the pool objects and members it makes, so that its
+	// cleanups at start touch no other replica's. The server sets it.
+	Replica string `yaml:"-"`
 }
 
 // The image pull policies, as Kubernetes names them.
@@ -289,14 +297,19 @@ type PoolSpec struct {
 	Memory  wire.Size `yaml:"memory"`
 	CPUs    float64   `yaml:"cpus"`
 	Disk    wire.Size `yaml:"disk"`
+	// Tmp sizes the pods' /tmp in memory, as a sandbox's limit of that name does.
+	Tmp wire.Size `yaml:"tmp"`
 	// Size is how many pods it keeps ready: 1 to MaxPoolSize.
 	Size int `yaml:"size"`
 }
 
-// PoolKey is what a sandbox must have to claim from a pool: its runtime and limits.
+// PoolKey is what a sandbox must share with a pool's pods to claim one: its runtime and
+// the limits that shape the pod (memory, CPUs, disk and tmp). Its other limits (pids,
+// file size, timeout) are in the envelope a claim hands the pod, with its environment
+// and command, so they do not split pools.
 type PoolKey struct {
 	Runtime string
-	Limits  wire.Limits
+	Limits  wire.Limits // Memory, CPUs, Disk and Tmp; the rest zero
 }
 
 // KeyOf is the key of a sandbox of runtime rt (empty is runc) and limits.
@@ -304,13 +317,16 @@ func KeyOf(rt string, limits wire.Limits) PoolKey {
 	if rt == "" {
 		rt = "runc"
 	}
-	return PoolKey{Runtime: rt, Limits: limits}
+	return PoolKey{Runtime: rt, Limits: wire.Limits{Memory: limits.Memory, CPUs: limits.CPUs, Disk: limits.Disk, Tmp: limits.Tmp}}
+}
+
+// Limits are p's pods' limits, those left out filled from defaults.
+func (p PoolSpec) Limits(defaults wire.Limits) wire.Limits {
+	return wire.Limits{Memory: p.Memory, CPUs: p.CPUs, Disk: p.Disk, Tmp: p.Tmp}.Or(defaults)
 }
 
 // Key is p's key, its limits filled from defaults.
-func (p PoolSpec) Key(defaults wire.Limits) PoolKey {
-	return KeyOf(p.Runtime, wire.Limits{Memory: p.Memory, CPUs: p.CPUs, Disk: p.Disk}.Or(defaults))
-}
+func (p PoolSpec) Key(defaults wire.Limits) PoolKey { return KeyOf(p.Runtime, p.Limits(defaults)) }
 
 // MaxPoolSize bounds a warm pool's size: each member is a running pod and a volume.
 const MaxPoolSize = 1000
@@ -333,7 +349,7 @@ func (w WarmPool) validate(classes map[string]string) error {
 			return invalid(field+".runtime", "%q: want runc, runsc or microvm", p.Runtime)
 		case rt != "runc" && !named:
 			return invalid(field+".runtime", "%s: runtime_classes names no RuntimeClass for it", rt)
-		case p.Memory < 0 || p.CPUs < 0 || p.Disk < 0:
+		case p.Memory < 0 || p.CPUs < 0 || p.Disk < 0 || p.Tmp < 0:
 			return invalid(field, "a limit is negative")
 		}
 	}
@@ -354,8 +370,8 @@ func (w WarmPool) PoolKeys(defaults wire.Limits) ([]PoolKey, error) {
 		field := fmt.Sprintf("warm_pool.pools[%d]", i)
 		for j, have := range keys {
 			if have == k {
-				return nil, invalid(field, "runtime %s with memory %s, cpus %g and disk %s is the key of %s already (a limit left out is the default)",
-					k.Runtime, k.Limits.Memory, k.Limits.CPUs, k.Limits.Disk, fields[j])
+				return nil, invalid(field, "runtime %s with memory %s, cpus %g, disk %s and tmp %s is the key of %s already (a limit left out is the default)",
+					k.Runtime, k.Limits.Memory, k.Limits.CPUs, k.Limits.Disk, k.Limits.Tmp, fields[j])
 			}
 		}
 		keys, fields = append(keys, k), append(fields, field)
