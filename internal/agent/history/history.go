@@ -172,10 +172,13 @@ type History struct {
 	// syncfs calls restores made (tests).
 	syncer fsSyncer
 	syncs  int
-	// writes writes the running restore's files (see filePool); writing, when set, is
-	// called as each file's write starts (tests).
-	writes  *filePool
-	writing func()
+	// writes writes the running restore's files (see filePool), written waits for them,
+	// and openDirs holds the directories they are in; writing, when set, is called as each
+	// file's write starts (tests).
+	writes   *filePool
+	written  *writeGroup
+	openDirs *openDirs
+	writing  func()
 	// hashed is how many files the last scan read and hashed (tests).
 	hashed int
 	// watch, with WithWatcher, reports which directories changed (nil without it, or when
