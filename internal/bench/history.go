@@ -491,7 +491,7 @@ func (f *historyFixture) notes(store, gitBlocks, gitBytes float64) []string {
 		fmt.Sprintf("Undo of the %s-file checkpoint takes %.0f ms against %.0f ms for `git reset --hard HEAD~1`, which writes the same files: %s "+
 			"(target ≤ 1.0×: %s; the issue's absolute figure, ≤ 1 s, as information: %s). Undo first walks the whole workspace (to record any change "+
 			"first, a write through a kept mapping too, which inotify does not report), rewrites each of the %s files in place from its blob while checking its hash (git unlinks "+
-			"each and creates it anew), its mode and times set through the open file, %d files at once (one per CPU), makes it all durable with one "+
+			"each and creates it anew), its mode and times set through the open file, %d files at once (one per CPU) and across directories, makes it all durable with one "+
 			"syncfs of the workspace's file system (not an fsync per file, %.2f ms each here, the breakdown row), walks the whole workspace again, "+
 			"trusting the stat the restore took of each file it wrote, and records the restore as a checkpoint. git writes one file at a time and "+
 			"syncs nothing at its defaults; with a `sync` after it, it takes %.0f ms.%s",
@@ -500,10 +500,15 @@ func (f *historyFixture) notes(store, gitBlocks, gitBytes float64) []string {
 		fmt.Sprintf("Restoring all %s files takes %.1f s against %.1f s for `git reset --hard HEAD`, which creates the same files and inflates their "+
 			"objects: %s (target ≤ 1.0×: %s; the issue's absolute figure, ≤ 3 s, as information: %s). With a `sync` after it, git takes %.1f s.%s "+
 			"The history creates each file at its name (no temporary file, no rename), copies its blob into it while checking its hash, and sets its "+
-			"mode and times through the open file, %d files at once, then one syncfs makes the %.0f MB durable before the restore is recorded (an "+
-			"fsync per file would wait about %.1f s more, each in turn); the closing walk reads no file again, since each restored file's stat went "+
-			"into the stat cache as it was written. Both sides create %s inodes right after as many were deleted, which this machine's ext4 makes "+
-			"costly (a kernel profile shows it passing over recently freed inodes one by one); git pays it too.",
+			"mode and times through the open file, %d files at once, going on to the next directory while the last one's files are written (a "+
+			"directory's mode and mtime are set in batches, once its files are in), then one syncfs makes the %.0f MB durable before the restore is "+
+			"recorded (an fsync per file would wait about %.1f s more, each in turn); the closing walk reads no file again, since each restored "+
+			"file's stat went into the stat cache as it was written. Both sides create %s inodes right after as many were deleted, on a file system "+
+			"(this machine's root, ext4) without a journal: there the kernel's inode allocator passes over every inode freed in the last minute, "+
+			"one by one from the start of its block group, for each inode it allocates. A kernel profile of both sides' restores puts most of "+
+			"their CPU there (recently_deleted, find_get_block_common), for git as for the history, and how many inodes each passes over depends "+
+			"on where the other's and its own freed inodes lie: that, not what either side does, is most of what moves this ratio from run to "+
+			"run. A sandbox's disk image is a journaled ext4, where the allocator does not make that check.",
 			grouped(p.files()), s("h.restore"), s("g.restore"), ratio(s("h.restore"), s("g.restore")), metWord(s("h.restore") <= s("g.restore")),
 			metWord(s("h.restore") <= 3), s("g.restore.sync"), withinSync(s("h.restore"), s("g.restore"), s("g.restore.sync")),
 			history.RestoreWorkers(), float64(p.bytes())/1e6, float64(p.files())*s("probe.fsync")/1e3, grouped(p.files())),

@@ -58,7 +58,8 @@
 // and Redo take first. Reconcile, and the checkpoint taken before a transaction, still walk
 // everything (see watcher for what inotify misses). A restore skips subtrees the
 // pre-restore scan found already in the target state, writes files several at a time (one
-// per CPU; a directory's mode and times are set once its files are in), each from its blob
+// per CPU), going on to the next directory while the last one's files are written (a
+// directory's mode and times are set, in batches, once its files are in), each from its blob
 // with its hash checked as it is copied, mode and times set through the open file, without
 // an fsync each, and makes them durable with one syncfs of the
 // workspace's file system before it is recorded (see restoreTree for why a crash still
