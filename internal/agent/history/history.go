@@ -54,9 +54,9 @@
 // path to them; a directory with very many entries makes every change under it store its
 // whole (large) tree again. With WithWatcher, Checkpoint reads again only the directories
 // an inotify watcher saw change and those above them, keeping every other directory's tree
-// from the last scan, so that it costs what changed; so do the checkpoints Restore, Undo
-// and Redo take first. Reconcile, and the checkpoint taken before a transaction, still walk
-// everything (see watcher for what inotify misses). A restore skips subtrees the
+// from the last scan, so that it costs what changed. Reconcile, and the checkpoints taken
+// before a restore, an undo, a redo or a transaction, still walk everything (see watcher
+// for what inotify misses). A restore skips subtrees the
 // pre-restore scan found already in the target state, writes files several at a time (one
 // per CPU), going on to the next directory while the last one's files are written (a
 // directory's mode and times are set, in batches, once its files are in), each from its blob
