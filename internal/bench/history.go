@@ -507,8 +507,8 @@ func (f *historyFixture) notes(store, gitBlocks, gitBytes float64) []string {
 			"(this machine's root, ext4) without a journal: there the kernel's inode allocator passes over every inode freed in the last minute, "+
 			"one by one from the start of its block group, for each inode it allocates. A kernel profile of both sides' restores puts most of "+
 			"their CPU there (recently_deleted, find_get_block_common), for git as for the history, and how many inodes each passes over depends "+
-			"on where the other's and its own freed inodes lie: that, not what either side does, is most of what moves this ratio from run to "+
-			"run. A sandbox's disk image is a journaled ext4, where the allocator does not make that check.",
+			"on where the freed inodes lie, which moves this ratio from run to run. A sandbox's disk image is a journaled ext4, where the "+
+			"allocator does not make that check.",
 			grouped(p.files()), s("h.restore"), s("g.restore"), ratio(s("h.restore"), s("g.restore")), metWord(s("h.restore") <= s("g.restore")),
 			metWord(s("h.restore") <= 3), s("g.restore.sync"), withinSync(s("h.restore"), s("g.restore"), s("g.restore.sync")),
 			history.RestoreWorkers(), float64(p.bytes())/1e6, float64(p.files())*s("probe.fsync")/1e3, grouped(p.files())),
