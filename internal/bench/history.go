@@ -477,7 +477,8 @@ func (f *historyFixture) table() *Table {
 			"keeps the undone state for a redo (`git checkout HEAD~1 -- .` would neither remove added files nor move HEAD). *Restore*: the workspace emptied "+
 			"(untimed), then `Restore` of the checkpoint it was at, against `git reset -q --hard HEAD` in the emptied worktree. *Storage*: disk blocks of the "+
 			"store and of .git after the first checkpoint and the %d edits, over the workspace's own. Every timed operation starts after a `sync` (untimed), "+
-			"so that neither side waits for the other's writeback; everything stays in the page cache. Interleaved; undo is taken %d times and restore %d times.",
+			"so that neither side waits for the other's writeback; everything stays in the page cache. Interleaved; undo is taken %d times and restore %d times."+
+			" *On a disk image*: the same restore rounds on a second copy of both, each on an ext4 image of its own, made and mounted as a sandbox's disk is (sparse, journaled).",
 			grouped(p.files()), float64(p.bytes())/1e6, ws/1e6, grouped(spec.Text), spec.MinText>>10, spec.MaxText>>10, spec.Binaries, spec.MinBinary>>20, spec.MaxBinary>>20,
 			spec.Links, spec.EmptyDirs, fsName(f.dir), f.gitVersion, smallEdits, s("h.edit").N+s("h.edit.watch").N, grouped(wideEdit), smallEdits, s("h.undo").N, s("h.restore").N),
 		Rows: []Row{
