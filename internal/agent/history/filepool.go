@@ -2,16 +2,20 @@ package history
 
 import (
 	"io"
+	"io/fs"
+	"maps"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
+	"time"
 )
 
 // filePool writes a restore's files on a few goroutines. Each file is its own blob read,
 // hash check, temporary file and rename, independent of every other file, so they overlap;
 // directories, removals and links stay on the restore's own goroutine, in order. A
-// directory's mode and times are set only once its files are written (writeGroup.wait),
-// since each rename in it changes its mtime.
+// directory's mode and times are set only once its files are written (see openDirs),
+// since each file created in it changes its mtime.
 type filePool struct {
 	jobs    chan poolJob
 	workers sync.WaitGroup
@@ -24,8 +28,8 @@ type poolJob struct {
 	run func(buf []byte) error
 }
 
-// writeGroup is the files of one directory: the restore waits for them before it sets the
-// directory's mode and closes it.
+// writeGroup is the files a restore has queued: it waits for them before it sets the mode
+// of the directories they are in and closes those (see openDirs).
 type writeGroup struct {
 	wg      sync.WaitGroup
 	mu      sync.Mutex
@@ -126,4 +130,76 @@ func (g *writeGroup) remember(rel string, f *os.File, sum string) {
 // file it could splice from: it would copy through a small buffer of its own.
 func copyBlob(dst *os.File, src io.Reader, buf []byte) (int64, error) {
 	return io.CopyBuffer(struct{ io.Writer }{dst}, src, buf)
+}
+
+// openDirs is the directories a restore holds open, in the order it opened them (each
+// before those under it). A directory's mode and mtime are set once the files queued in
+// it are written, since each file created in it changes its mtime: not as the restore
+// leaves the directory, which would make it wait for each directory's files in turn, the
+// workers idle while it opens the next, but in batches (trim) and at the end (finish).
+type openDirs struct {
+	dirs []*openDir
+}
+
+type openDir struct {
+	root  *os.Root
+	rel   string
+	mode  fs.FileMode
+	mtime int64
+	// done: the directory's entries are all created or queued; its mode and mtime are
+	// set at the next finish.
+	done bool
+}
+
+// maxOpenDirs bounds the directories a restore holds open at once (one descriptor each).
+const maxOpenDirs = 256
+
+func (d *openDirs) open(root *os.Root, rel string) *openDir {
+	od := &openDir{root: root, rel: rel}
+	d.dirs = append(d.dirs, od)
+	return od
+}
+
+// trim finishes the directories done so far once maxOpenDirs are open.
+func (d *openDirs) trim(h *History) error {
+	if len(d.dirs) < maxOpenDirs {
+		return nil
+	}
+	return d.finish(h, nil)
+}
+
+// finish waits for every file queued, then sets the mode and mtime of each directory done,
+// those under a directory before it, and closes it. The directories the restore is still
+// in stay open, unless the restore failed (err, or a file's write failed): then every
+// directory is closed as it is, and finish returns the failure.
+func (d *openDirs) finish(h *History, err error) error {
+	err = h.writes.wait(h.written, err)
+	maps.Copy(h.cache, h.written.written) // the workers are idle now
+	clear(h.written.written)
+	var kept []*openDir
+	for i := len(d.dirs) - 1; i >= 0; i-- {
+		od := d.dirs[i]
+		if err == nil && !od.done {
+			kept = append(kept, od)
+			continue
+		}
+		if err == nil {
+			err = od.set()
+		}
+		od.root.Close()
+	}
+	slices.Reverse(kept)
+	d.dirs = kept
+	return err
+}
+
+func (od *openDir) set() error {
+	if err := od.root.Chmod(".", od.mode); err != nil {
+		return wsErr("chmod", od.rel, err)
+	}
+	t := time.Unix(0, od.mtime)
+	if err := od.root.Chtimes(".", t, t); err != nil {
+		return wsErr("set times", od.rel, err)
+	}
+	return nil
 }

@@ -54,11 +54,12 @@
 // path to them; a directory with very many entries makes every change under it store its
 // whole (large) tree again. With WithWatcher, Checkpoint reads again only the directories
 // an inotify watcher saw change and those above them, keeping every other directory's tree
-// from the last scan, so that it costs what changed; so do the checkpoints Restore, Undo
-// and Redo take first. Reconcile, and the checkpoint taken before a transaction, still walk
-// everything (see watcher for what inotify misses). A restore skips subtrees the
+// from the last scan, so that it costs what changed. Reconcile, and the checkpoints taken
+// before a restore, an undo, a redo or a transaction, still walk everything (see watcher
+// for what inotify misses). A restore skips subtrees the
 // pre-restore scan found already in the target state, writes files several at a time (one
-// per CPU; a directory's mode and times are set once its files are in), each from its blob
+// per CPU), going on to the next directory while the last one's files are written (a
+// directory's mode and times are set, in batches, once its files are in), each from its blob
 // with its hash checked as it is copied, mode and times set through the open file, without
 // an fsync each, and makes them durable with one syncfs of the
 // workspace's file system before it is recorded (see restoreTree for why a crash still
@@ -172,10 +173,13 @@ type History struct {
 	// syncfs calls restores made (tests).
 	syncer fsSyncer
 	syncs  int
-	// writes writes the running restore's files (see filePool); writing, when set, is
-	// called as each file's write starts (tests).
-	writes  *filePool
-	writing func()
+	// writes writes the running restore's files (see filePool), written waits for them,
+	// and openDirs holds the directories they are in; writing, when set, is called as each
+	// file's write starts (tests).
+	writes   *filePool
+	written  *writeGroup
+	openDirs *openDirs
+	writing  func()
 	// hashed is how many files the last scan read and hashed (tests).
 	hashed int
 	// watch, with WithWatcher, reports which directories changed (nil without it, or when

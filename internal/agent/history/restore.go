@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"maps"
 	"os"
 	"path"
 	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -337,17 +335,11 @@ func recoveredMessage(j journal, c Checkpoint) string {
 
 // restoreDir makes directory dir (workspace path rel) hold exactly tree sum. have is the
 // tree dir was last scanned as ("" when unknown): if it is sum, dir is already right. Its
-// files are written by h.writes; it returns once they are, since the caller then sets
-// dir's mode and times and closes it.
-func (h *History) restoreDir(dir *os.Root, rel, sum, have string) (err error) {
+// files are queued to h.writes; it returns without waiting for them (see openDirs).
+func (h *History) restoreDir(dir *os.Root, rel, sum, have string) error {
 	if have != "" && have == sum {
 		return nil
 	}
-	g := &writeGroup{}
-	defer func() {
-		err = h.writes.wait(g, err)
-		maps.Copy(h.cache, g.written)
-	}()
 	want, err := h.tree(sum)
 	if err != nil {
 		return err
@@ -383,7 +375,7 @@ func (h *History) restoreDir(dir *os.Root, rel, sum, have string) (err error) {
 		}
 	}
 	for _, e := range want {
-		if err := h.restoreEntry(dir, g, path.Join(rel, e.Name), e, haveSub[e.Name]); err != nil {
+		if err := h.restoreEntry(dir, h.written, path.Join(rel, e.Name), e, haveSub[e.Name]); err != nil {
 			return err
 		}
 	}
@@ -460,7 +452,8 @@ func (h *History) restoreSubdir(dir *os.Root, rel string, e entry, fi fs.FileInf
 	if err != nil {
 		return wsErr("open directory", rel, err)
 	}
-	defer sub.Close()
+	// Closed by h.openDirs once the files queued in it are written, even on error.
+	od := h.openDirs.open(sub, rel)
 	if err := h.syncer.note(sub, st.Dev); err != nil {
 		return wsErr("open directory", rel, err)
 	}
@@ -482,14 +475,8 @@ func (h *History) restoreSubdir(dir *os.Root, rel string, e entry, fi fs.FileInf
 			return err
 		}
 	}
-	if err := sub.Chmod(".", e.Mode&modeBits); err != nil {
-		return wsErr("chmod", rel, err)
-	}
-	t := time.Unix(0, e.Mtime)
-	if err := sub.Chtimes(".", t, t); err != nil {
-		return wsErr("set times", rel, err)
-	}
-	return nil
+	od.mode, od.mtime, od.done = e.Mode&modeBits, e.Mtime, true
+	return h.openDirs.trim(h)
 }
 
 // replace creates the new entry under a temp name with create, then renames it over the

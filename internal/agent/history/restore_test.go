@@ -147,3 +147,123 @@ func TestRestoreWritesFilesConcurrently(t *testing.T) {
 		t.Errorf("d has mode %v and mtime %v, want 0550 and %v", fi.Mode().Perm(), fi.ModTime(), old)
 	}
 }
+
+// TestRestoreWritesAcrossDirectories: the restore goes on to the next directory while the
+// files of the last one are still being written, so that the workers are not idle while
+// it opens each directory; every directory still gets its mode and mtime once its files
+// are in.
+func TestRestoreWritesAcrossDirectories(t *testing.T) {
+	ws, store := t.TempDir(), t.TempDir()
+	h := open(t, ws, store)
+	write(t, ws, "a/f", "a", 0o644)
+	write(t, ws, "b/f", "b", 0o644)
+	old := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, d := range []string{"a", "b"} {
+		if err := os.Chtimes(filepath.Join(ws, d), old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(filepath.Join(ws, "a"), 0o550); err != nil {
+		t.Fatal(err)
+	}
+	c := mustCheckpoint(t, h, "base")
+	want := snapshot(t, ws)
+	if err := os.Chmod(filepath.Join(ws, "a"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"a", "b"} {
+		if err := os.RemoveAll(filepath.Join(ws, d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// a/f waits for b/f to start: a restore that waited for a's files before going on to
+	// b would start b/f only once a/f gave up waiting.
+	second, overlapped := make(chan struct{}), false
+	var started atomic.Int32
+	h.writing = func() {
+		switch started.Add(1) {
+		case 1:
+			select {
+			case <-second:
+				overlapped = true
+			case <-time.After(30 * time.Second):
+			}
+		case 2:
+			close(second)
+		}
+	}
+	if _, err := h.Restore(c.ID); err != nil {
+		t.Fatal(err)
+	}
+	if !overlapped {
+		t.Error("the restore waited for one directory's files before writing the next directory's")
+	}
+	if got := snapshot(t, ws); !mapsEqual(got, want) {
+		t.Fatalf("after restore:\n got %v\nwant %v", got, want)
+	}
+	for _, d := range []string{"a", "b"} {
+		fi, err := os.Stat(filepath.Join(ws, d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !fi.ModTime().Equal(old) {
+			t.Errorf("%s has mtime %v, want %v", d, fi.ModTime(), old)
+		}
+	}
+}
+
+// TestRestoreOfManyDirectories restores more directories than a restore holds open at
+// once: each still gets its files, mode and mtime, read-only ones included.
+func TestRestoreOfManyDirectories(t *testing.T) {
+	ws, store := t.TempDir(), t.TempDir()
+	h := open(t, ws, store)
+	n := maxOpenDirs + 50
+	mtime := func(i int) time.Time { return time.Date(2020, 1, 1, 0, 0, i, 0, time.UTC) }
+	for i := range n {
+		write(t, ws, fmt.Sprintf("top%d/d%d/f", i%3, i), fmt.Sprint(i), 0o644)
+	}
+	for i := range n {
+		d := filepath.Join(ws, fmt.Sprintf("top%d/d%d", i%3, i))
+		if err := os.Chtimes(d, mtime(i), mtime(i)); err != nil {
+			t.Fatal(err)
+		}
+		if i%7 == 0 {
+			if err := os.Chmod(d, 0o555); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	c := mustCheckpoint(t, h, "base")
+	want := snapshot(t, ws)
+	for i := range n {
+		if err := os.Chmod(filepath.Join(ws, fmt.Sprintf("top%d/d%d", i%3, i)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		if err := os.RemoveAll(filepath.Join(ws, fmt.Sprintf("top%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := h.Restore(c.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := snapshot(t, ws); !mapsEqual(got, want) {
+		t.Fatalf("after restore:\n got %v\nwant %v", got, want)
+	}
+	for i := range n {
+		fi, err := os.Stat(filepath.Join(ws, fmt.Sprintf("top%d/d%d", i%3, i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !fi.ModTime().Equal(mtime(i)) {
+			t.Errorf("d%d has mtime %v, want %v", i, fi.ModTime(), mtime(i))
+		}
+	}
+	if _, _, err := h.Reconcile(""); err != nil {
+		t.Fatal(err)
+	}
+	if cur, _ := h.Current(); cur.Tree != c.Tree {
+		t.Error("the restored workspace scans as another tree than the checkpoint's")
+	}
+}

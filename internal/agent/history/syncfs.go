@@ -35,10 +35,10 @@ import (
 func (h *History) restoreTree(sum, have string) error {
 	h.syncer = fsSyncer{}
 	defer h.syncer.close()
-	h.writes = newFilePool(RestoreWorkers())
+	h.writes, h.written, h.openDirs = newFilePool(RestoreWorkers()), &writeGroup{}, &openDirs{}
 	defer func() {
 		h.writes.close()
-		h.writes = nil
+		h.writes, h.written, h.openDirs = nil, nil, nil
 	}()
 	fi, err := h.ws.Stat(".")
 	if err != nil {
@@ -51,7 +51,7 @@ func (h *History) restoreTree(sum, have string) error {
 	if err := h.syncer.note(h.ws, st.Dev); err != nil {
 		return wsErr("open directory", ".", err)
 	}
-	if err := h.restoreDir(h.ws, ".", sum, have); err != nil {
+	if err := h.openDirs.finish(h, h.restoreDir(h.ws, ".", sum, have)); err != nil {
 		return err
 	}
 	n, err := h.syncer.sync()
