@@ -159,9 +159,13 @@ func bareExec(ctx context.Context, hc *http.Client, base, token, id string) erro
 		return err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("exec: %s: %s", resp.Status, bytes.TrimSpace(msg))
+	}
 	var res api.ExecResult
-	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil || resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("exec: %s: %v", resp.Status, err)
+	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
+		return fmt.Errorf("exec: %w", err)
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	return exitErr(res.ExitCode, nil)

@@ -79,6 +79,7 @@ func (e *Env) setup(log *slog.Logger) error {
 	cfg.DataDir = filepath.Join(e.Dir, "data")
 	cfg.StateDir = filepath.Join(e.Dir, "state")
 	cfg.Agent, cfg.Runc = e.Agent, e.Runc
+	cfg.DiskReserve = benchDiskReserve
 	cfg, err := runner.LoadConfigFrom(cfg)
 	if err != nil {
 		return err

@@ -127,6 +127,10 @@ func Config(t testing.TB) runner.Config {
 	cfg.DataDir = filepath.Join(dir, "data")
 	cfg.StateDir = filepath.Join(dir, "state")
 	cfg.Agent = Binary(t, "paddock-agent")
+	// Tests start several sandboxes at once, each promised a sparse disk it barely writes;
+	// the default reserve (5% of the file system) would make them fail on a test machine
+	// whose disk is merely well used. TestDiskReserve sets a reserve of its own.
+	cfg.DiskReserve = 2 << 30
 	cfg, err := runner.LoadConfigFrom(cfg)
 	if err != nil {
 		t.Fatal(err)
