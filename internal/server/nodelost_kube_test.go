@@ -101,7 +101,8 @@ func TestNodeLostOnCluster(t *testing.T) {
 		t.Fatalf("delete: %d", resp.StatusCode)
 	}
 	deadline = time.Now().Add(2 * time.Minute)
-	for left := kubetest.Leftovers(t); len(left) > 0; left = kubetest.Leftovers(t) {
+	// Only this sandbox's objects: the package's other tests share the namespace.
+	for left := leftoversOf(t, id); len(left) > 0; left = leftoversOf(t, id) {
 		if time.Now().After(deadline) {
 			t.Fatalf("left on the cluster: %v", left)
 		}
