@@ -32,6 +32,16 @@ import (
 // maxBackoff bounds the pause between a backup's attempts.
 const maxBackoff = time.Minute
 
+// Retryable reports whether the store's error err at attempt (from 1) is worth another
+// attempt: the store was unavailable and retries remain. Backups and artifacts' copies
+// share the policy.
+func (b *Backups) Retryable(err error, attempt int) bool {
+	return errors.Is(err, errdefs.ErrUnavailable) && attempt <= b.Retries
+}
+
+// NextPause is the pause after pause between attempts: doubled, up to a minute.
+func NextPause(pause time.Duration) time.Duration { return min(2*pause, maxBackoff) }
+
 // keptAttempts bounds the attempts not in the store (running, retrying, failed) kept per
 // sandbox for ls.
 const keptAttempts = 10
@@ -179,7 +189,7 @@ func (o *Ops) BackupNow(ctx context.Context, c fleet.Caller, id string) (api.Bac
 				"uploaded_bytes": res.UploadedBytes, "attempts": a.Attempts})
 			return out, nil
 		}
-		retry := errors.Is(err, errdefs.ErrUnavailable) && a.Attempts <= b.Retries && ctx.Err() == nil
+		retry := b.Retryable(err, a.Attempts) && ctx.Err() == nil
 		b.set(func() {
 			a.Error = err.Error()
 			a.State = api.BackupFailed
@@ -199,7 +209,7 @@ func (o *Ops) BackupNow(ctx context.Context, c fleet.Caller, id string) (api.Bac
 		case <-ctx.Done():
 		case <-time.After(pause):
 		}
-		pause = min(2*pause, maxBackoff)
+		pause = NextPause(pause)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
+	"github.com/paddockhq/paddock/internal/sandboxops"
 	"github.com/paddockhq/paddock/internal/store"
 	"github.com/paddockhq/paddock/internal/wsbackup"
 )
@@ -105,7 +106,7 @@ func (s *Server) copyArtifact(ctx context.Context, sha, sbom string) {
 		}
 		state, msg, retry := store.BucketStored, "", false
 		if err != nil {
-			retry = errors.Is(err, errdefs.ErrUnavailable) && attempt <= b.Retries
+			retry = b.Retryable(err, attempt)
 			state, msg = store.BucketFailed, errdefs.Clip(err.Error(), 500)
 			if retry {
 				state = store.BucketRetrying
@@ -128,7 +129,7 @@ func (s *Server) copyArtifact(ctx context.Context, sha, sbom string) {
 			return
 		case <-time.After(pause):
 		}
-		pause = min(2*pause, time.Minute)
+		pause = sandboxops.NextPause(pause)
 	}
 }
 
