@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/paddockhq/paddock/internal/api"
@@ -41,7 +42,7 @@ func (f *Fleet) Owner(ctx context.Context, c Caller, role string) (Owner, error)
 	}
 	rec, err := f.ensureRunning(ctx, c, id)
 	if err != nil {
-		return Owner{}, err
+		return Owner{}, f.wakeFailed(role, id, err)
 	}
 	f.mu.Lock()
 	h := f.running[id]
@@ -51,6 +52,51 @@ func (f *Fleet) Owner(ctx context.Context, c Caller, role string) (Owner, error)
 		return Owner{}, fmt.Errorf("the %s sandbox %s is %s: %s: %w", role, id, rec.State, rec.Error, errdefs.ErrUnavailable)
 	}
 	return Owner{Sandbox: rec, Handle: h, Generation: roles.Generation}, nil
+}
+
+// wakeFailed is what a request held for its role's sandbox to start answers when the
+// start failed: unavailable (503, which the proxy sends with Retry-After), whatever refused
+// it. A limit (the disk reserve, a quota) is a 429 elsewhere, but here the client asked
+// for a page, not a sandbox, and should try again later. Errors that are not a start's
+// (not found, another replica's) keep their class; one outside the taxonomy keeps its
+// detail in the log.
+func (f *Fleet) wakeFailed(role, id string, err error) error {
+	for _, keep := range []error{errdefs.ErrUnavailable, errdefs.ErrNotFound, errdefs.ErrUnauthenticated, errdefs.ErrPermissionDenied} {
+		if errors.Is(err, keep) {
+			return err
+		}
+	}
+	if !inTaxonomy(err) {
+		f.log.Warn("the request's sandbox did not start", "sandbox", id, "role", role, "err", err)
+		return fmt.Errorf("the %s sandbox %s could not start (the server log says why); try again later: %w", role, id, errdefs.ErrUnavailable)
+	}
+	why := strings.TrimPrefix(trimClass(err), "start sandbox "+id+": ")
+	return fmt.Errorf("the %s sandbox %s could not start: %s; try again later: %w", role, id, why, errdefs.ErrUnavailable)
+}
+
+// wakeClasses are the classes a failed start can have that wakeFailed turns into
+// unavailable.
+var wakeClasses = []error{errdefs.ErrLimitExceeded, errdefs.ErrInvalidArgument, errdefs.ErrFailedPrecondition,
+	errdefs.ErrDeadlineExceeded, errdefs.ErrAlreadyExists, errdefs.ErrDataLoss, errdefs.ErrStale}
+
+func inTaxonomy(err error) bool {
+	for _, c := range wakeClasses {
+		if errors.Is(err, c) {
+			return true
+		}
+	}
+	return false
+}
+
+// trimClass is err's message without the class word %w left at its end.
+func trimClass(err error) string {
+	msg := err.Error()
+	for _, c := range wakeClasses {
+		if errors.Is(err, c) {
+			msg = strings.TrimSuffix(msg, ": "+c.Error())
+		}
+	}
+	return msg
 }
 
 func (f *Fleet) cachedOwner(userID, role string) (Owner, bool) {

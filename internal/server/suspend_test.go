@@ -1,9 +1,11 @@
 package server_test
 
 import (
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,6 +85,30 @@ func TestWakeFails(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
 		t.Errorf("a wake that cannot start: %d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+}
+
+// A wake refused by a limit (here the disk: a policy raised the live sandbox's disk past
+// what the host has free) is a 503 with Retry-After that says why, not the limit's 429:
+// the request was held for a start, and the start is what failed.
+func TestWakeFailsOverDisk(t *testing.T) {
+	e := servertest.Start(t)
+	alice := e.Register(t, "alice")
+	alice.Start()
+	var roles api.Roles
+	servertest.Decode(t, alice.Do("GET", "/api/v1/roles", nil), http.StatusOK, &roles)
+	live := roles.Live.ID
+	resp := putPolicy(t, alice, live, "application/yaml", "resources: {disk: 1000TiB}\n")
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("attach a policy with a 1000TiB disk: %d", resp.StatusCode)
+	}
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes/"+live+"/stop", nil), http.StatusOK, nil)
+	resp = alice.App("GET", "/", nil)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(body), "disk") {
+		t.Errorf("a wake refused by the disk reserve: %d, Retry-After %q, %s", resp.StatusCode, resp.Header.Get("Retry-After"), body)
 	}
 }
 
