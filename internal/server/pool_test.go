@@ -122,8 +122,8 @@ func TestPoolClaim(t *testing.T) {
 	}
 }
 
-// A pooled sandbox whose agent dies while idle is never handed out: the next create gets
-// another one, which works.
+// A pooled sandbox whose agent dies while idle is replaced at once and never handed out:
+// the next create gets another one, which works.
 func TestPoolDeadMember(t *testing.T) {
 	e := servertest.Start(t, func(c *server.Config) { c.Pool.Size = 1 })
 	dead := waitPool(t, e, 1)[0]
@@ -134,6 +134,15 @@ func TestPoolDeadMember(t *testing.T) {
 	for deadline := time.Now().Add(time.Minute); syscall.Kill(pid, 0) == nil; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the pooled sandbox's agent (pid %d) did not die", pid)
+		}
+	}
+	// It is replaced while idle, before anyone asks for a sandbox.
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		if ids := waitPool(t, e, 1); len(ids) == 1 && ids[0] != dead {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the pool still holds its dead member %s and nothing else:\n%s", dead, e.Logs)
 		}
 	}
 	alice := e.Register(t, "alice")
