@@ -273,6 +273,9 @@ func exercise(t *testing.T, e *servertest.Env, alice *servertest.Client, cs *sdk
 	// History.
 	var cp api.CheckpointResult
 	ok(t, cs, "checkpoint", map[string]any{"sandbox": id, "message": "before removal"}, &cp)
+	if text := fails(t, cs, "remove_file", map[string]any{"sandbox": id, "path": "src"}, "not empty", "set recursive"); strings.Contains(text, "restart_sandbox") {
+		t.Errorf("remove_file of a directory that is not empty: %s", text)
+	}
 	ok(t, cs, "remove_file", map[string]any{"sandbox": id, "path": "src", "recursive": true}, nil)
 	var hist struct {
 		Current     string
