@@ -344,6 +344,10 @@ func (t *tools) register(s *sdk.Server) {
 		func(s *jsonschema.Schema) { s.Properties["path"].MinLength = ptr(1) },
 		func(ctx context.Context, _ *sdk.CallToolRequest, in removeIn) (any, error) {
 			err := t.b.Remove(ctx, in.Sandbox, in.Path, in.Recursive)
+			if !in.Recursive && errors.Is(err, errdefs.ErrFailedPrecondition) && strings.Contains(err.Error(), "not empty") {
+				// The argument is the way out, not the sandbox's state.
+				err = fmt.Errorf("remove %s: the directory is not empty; set recursive to remove it and all it holds: %w", in.Path, errdefs.ErrInvalidArgument)
+			}
 			return doneOut{Done: "removed " + in.Path}, err
 		})
 	add(s, t, &sdk.Tool{Name: "history", Description: "The workspace's history: its checkpoints, newest first (ID, time, cause, message, how many paths changed), and the current one. Each write, command and restore makes one.",
@@ -459,7 +463,7 @@ func Describe(err error) string {
 		{errdefs.ErrUnauthenticated, "the credentials are missing, expired or revoked: ask the user to run `paddock login` again or to configure a new API token"},
 		{errdefs.ErrNotFound, "check the ID or path: list_sandboxes lists your sandboxes, list_files a directory"},
 		{errdefs.ErrPermissionDenied, "the sandbox's policy or your token does not allow this; do something else, or ask the user to change the policy"},
-		{errdefs.ErrFailedPrecondition, "the sandbox is not in a state that allows this (restart_sandbox starts a stopped one)"},
+		{errdefs.ErrFailedPrecondition, "the sandbox or its workspace is not in a state that allows this, as the message says (restart_sandbox starts a stopped sandbox)"},
 		{errdefs.ErrLimitExceeded, "a limit was hit: free space, do less at once, or ask the user for a sandbox with higher limits"},
 		{errdefs.ErrInvalidArgument, "fix the argument the message names"},
 		{errdefs.ErrUnavailable, "the sandbox or server cannot be reached right now; retry shortly, or restart_sandbox"},

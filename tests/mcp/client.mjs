@@ -32,12 +32,26 @@ async function call(name, args) {
   return r;
 }
 
+// Every tool once, in an order where each has something to act on, then errors.
 const created = await call("create_sandbox", {});
 const id = created.structuredContent.sandbox.id;
+await call("list_sandboxes", {});
 await call("write_file", { sandbox: id, path: "hello.txt", content: "hello from node\n" });
 await call("edit_file", { sandbox: id, path: "hello.txt", old_string: "node", new_string: "the TypeScript SDK" });
 await call("read_file", { sandbox: id, path: "hello.txt" });
+await call("list_files", { sandbox: id });
 await call("run_command", { sandbox: id, argv: ["sh", "-c", "cat hello.txt; exit 7"] });
+const cp = await call("checkpoint", { sandbox: id, message: "the greeting" });
+await call("move_file", { sandbox: id, from: "hello.txt", to: "greeting.txt" });
+await call("history", { sandbox: id, limit: 5 });
+await call("undo", { sandbox: id });
+await call("redo", { sandbox: id });
+await call("remove_file", { sandbox: id, path: "greeting.txt" });
+await call("restore", { sandbox: id, checkpoint: cp.structuredContent.checkpoint.id });
+await call("app_status", { sandbox: id });
+await call("stop_sandbox", { sandbox: id });
+await call("run_command", { sandbox: id, argv: ["true"] });
+await call("restart_sandbox", { sandbox: id });
 await call("edit_file", { sandbox: id, path: "hello.txt", old_string: "absent", new_string: "x" });
 await call("run_command", { sandbox: id, argv: "not an array" });
 await call("list_files", { sandbox: "sb-aaaaaaaaaa" });
