@@ -3,7 +3,8 @@
 //             read-only and one over 16 MiB not at all, each saying why
 //   timeline  Checkpoint now (a change made in the terminal), Undo, Redo and Restore
 //             selected, each checked on disk
-//   preview   Logs shows and hides the app's last output; Restart sandbox brings the app back
+//   preview   Logs shows and hides the app's last output; Restart app restarts the app alone
+//             (the terminal's shell lives on); Restart sandbox brings the app back
 //   keyboard  Alt+<n> and the arrow keys switch panes; every control in sight has a name
 //   hung      the app stops answering and ignores SIGTERM: undo still works, the app
 //             restarts and the preview shows the restored page by itself
@@ -146,6 +147,19 @@ try {
   step(`logs: ${await page.locator('#app-output').textContent()}`);
   await page.getByRole('button', { name: 'Logs' }).click();
   await page.locator('#app-output').waitFor({ state: 'hidden' });
+  // Restart app: the app starts again, the terminal's shell keeps running.
+  const restarts = () => page.evaluate(async (sb) => (await (await fetch(`/api/v1/sandboxes/${sb}/app`)).json()).restarts, sandbox);
+  const before = await restarts();
+  await page.getByRole('button', { name: 'Restart app' }).click();
+  await statusIs(page, /The app restarts/);
+  await page.waitForFunction(async ({ sb, n }) => (await (await fetch(`/api/v1/sandboxes/${sb}/app`)).json()).restarts > n, { sb: sandbox, n: before }, { timeout: 30000, polling: 250 });
+  await frame.getByText('the page').waitFor(long);
+  await page.getByRole('tab', { name: 'Terminal' }).click();
+  await page.locator('#term-1 .xterm-helper-textarea').focus();
+  await page.keyboard.type('echo "still-$((2+2))"\n');
+  await page.locator('#term-1 .xterm-rows').getByText('still-4').first().waitFor({ timeout: 30000 });
+  await page.getByRole('tab', { name: 'Preview' }).click();
+  step('Restart app restarted the app alone: the terminal kept its shell');
   await page.getByRole('button', { name: 'Restart sandbox' }).click();
   await statusIs(page, /The sandbox restarted/);
   await frame.getByText('the page').waitFor(long);
