@@ -126,6 +126,14 @@ func (s *Sandbox) App(ctx context.Context) (AppStatus, error) {
 	return st, err
 }
 
+// RestartApp starts the sandbox's app again now, on what its workspace holds (a running
+// app gets SIGTERM, then SIGKILL); the rest of the sandbox keeps running.
+func (s *Sandbox) RestartApp(ctx context.Context) (AppStatus, error) {
+	var st AppStatus
+	err := s.c.do(ctx, "POST", s.path("app/restart"), nil, &st, http.StatusOK)
+	return st, err
+}
+
 // MintCapability mints a capability token for the sandbox; the answer's Token is the
 // only copy of it.
 func (s *Sandbox) MintCapability(ctx context.Context, req CapabilityRequest) (Capability, error) {

@@ -172,6 +172,9 @@ func TestEveryRoute(t *testing.T) {
 	if _, err := sb.App(ctx); err != nil && errors.Is(err, paddock.ErrUnavailable) {
 		t.Errorf("app: %v", err)
 	}
+	if _, err := sb.RestartApp(ctx); err != nil && errors.Is(err, paddock.ErrUnavailable) {
+		t.Errorf("app restart: %v", err)
+	}
 
 	// Runtime providers, and choosing the app.
 	var steps []paddock.ProviderEvent

@@ -243,3 +243,48 @@ func TestBrowserDesktopFaults(t *testing.T) {
 	}
 	t.Log(browsertest.Run(t, "desktop-faults", env))
 }
+
+// hangingServer is crashingServer's static server, except that while /workspace/hang
+// exists a request finds it hung: it stops answering and ignores SIGTERM.
+const hangingServer = `use IO::Socket::INET;
+$SIG{CHLD} = 'IGNORE';
+print STDERR "hanging server: listening on 8080\n";
+my $s = IO::Socket::INET->new(LocalPort => 8080, Listen => 64, ReuseAddr => 1) or die "listen: $!";
+while (1) {
+  my $c = $s->accept or next;
+  if (-e "/workspace/hang") { print STDERR "hung on purpose: /workspace/hang exists\n"; $SIG{TERM} = 'IGNORE'; sleep 1 while 1 }
+  if (fork()) { close $c; next }
+  alarm 30;
+  my $req = <$c> // exit;
+  while (my $l = <$c>) { last if $l =~ /^\r?\n$/ }
+  my ($path) = $req =~ m{^\S+ /([^ ?]*)};
+  $path =~ s/[^A-Za-z0-9._-]//g;
+  $path = "index.html" if $path eq "";
+  my ($code, $type, $body) = ("404 Not Found", "text/plain", "not found\n");
+  if (open(my $f, "<", "/workspace/$path")) { local $/; $body = <$f>; $code = "200 OK"; $type = "text/html" if $path =~ /\.html$/ }
+  print $c "HTTP/1.0 $code\r\nContent-Type: $type\r\nCache-Control: no-store\r\nContent-Length: " . length($body) . "\r\nConnection: close\r\n\r\n$body";
+  close $c;
+  exit;
+}
+`
+
+// The desktop's controls that TestBrowserDesktop does not click
+// (tests/browser/desktop-panes.mjs): a binary, a read-only and a too-large file; Checkpoint
+// now, Undo, Redo and Restore selected; Logs and Restart; undo while the app is hung.
+func TestBrowserDesktopPanes(t *testing.T) {
+	e := servertest.Start(t, func(c *server.Config) {
+		c.App = server.AppConfig{Command: []string{"/usr/bin/perl", "-e", hangingServer}, Port: 8080, Build: "hanging"}
+	})
+	alice := e.Register(t, "alice")
+	alice.Start()
+	var roles api.Roles
+	alice.MustJSON("GET", "/api/v1/roles", nil, http.StatusOK, &roles)
+	env := map[string]string{
+		"BASE_URL": e.URL, "USERNAME": "alice", "PASSWORD": "correct horse battery alice",
+		"SANDBOX": roles.Live.ID,
+	}
+	if d := os.Getenv("SCREENSHOT_DIR"); d != "" {
+		env["SCREENSHOT_DIR"] = d
+	}
+	t.Log(browsertest.Run(t, "desktop-panes", env))
+}

@@ -48,7 +48,7 @@ func desktopRoute(rt Route) bool {
 	switch rest {
 	case "":
 		return rt.Method == http.MethodGet
-	case "/restart", "/exec", "/exec/stream", "/app",
+	case "/restart", "/exec", "/exec/stream", "/app", "/app/restart",
 		"/history", "/history/checkpoints", "/history/undo", "/history/redo", "/history/restore",
 		"/history/diff", "/history/events":
 		return true

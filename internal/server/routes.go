@@ -63,6 +63,7 @@ func (s *Server) routeTable() map[Route]apiHandler {
 		{"GET", "/api/v1/sandboxes/{id}/app"}:                           s.appStatus,
 		{"PUT", "/api/v1/sandboxes/{id}/app"}:                           s.setApp,
 		{"POST", "/api/v1/sandboxes/{id}/app/{step}"}:                   s.appStep,
+		{"POST", "/api/v1/sandboxes/{id}/app/restart"}:                  s.restartUserApp,
 		{"GET", "/api/v1/artifacts"}:                                    s.listArtifacts,
 		{"GET", "/api/v1/artifacts/{artifact}"}:                         s.getArtifact,
 		{"GET", "/api/v1/artifacts/{artifact}/archive"}:                 s.downloadArtifact,

@@ -734,6 +734,30 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/sandboxes/{id}/app/restart": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["id"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start the sandbox's app again now, on what its workspace holds.
+         * @description A running app is sent SIGTERM, and SIGKILL if it has not ended 2 s later; an app
+         *     in backoff starts at once. The rest of the sandbox (terminals, other processes)
+         *     keeps running. Answers at once with the app's state; GET …/app follows the new run.
+         */
+        post: operations["restartApp"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/sandboxes/{id}/app/{step}": {
         parameters: {
             query?: never;
@@ -3533,6 +3557,32 @@ export interface operations {
             401: components["responses"]["Error"];
             403: components["responses"]["Error"];
             404: components["responses"]["Error"];
+        };
+    };
+    restartApp: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The app's state. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AppStatus"];
+                };
+            };
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            409: components["responses"]["Error"];
         };
     };
     runProviderStep: {

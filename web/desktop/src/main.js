@@ -68,12 +68,14 @@ tablist.addEventListener('keydown', (e) => {
     e.preventDefault();
   }
 });
+// Alt+<n> picks a pane from anywhere, the terminal included: it is taken in the capture
+// phase, before xterm.js, which would send it to the shell and keep the focus.
 document.addEventListener('keydown', (e) => {
   if (e.altKey && !e.ctrlKey && !e.metaKey) {
     const p = panes.find((x) => x.key === e.key);
-    if (p) { e.preventDefault(); select(p.id); tabs[panes.indexOf(p)].focus(); }
+    if (p) { e.preventDefault(); e.stopPropagation(); select(p.id); tabs[panes.indexOf(p)].focus(); }
   }
-});
+}, true);
 
 const roleEl = h('span', { class: 'role', id: 'role' });
 const switchLink = h('a', { id: 'switch-role', hidden: true });

@@ -18,6 +18,7 @@ export class PreviewPane {
         this.state,
         b('Reload', 'preview-reload', () => this.reload()),
         b('Logs', 'app-logs', () => { this.output.hidden = !this.output.hidden; }),
+        b('Restart app', 'app-restart', () => this.restartApp()),
         b('Restart sandbox', 'sandbox-restart', () => this.restart()),
         this.openLink),
       this.output, this.frame);
@@ -80,6 +81,19 @@ export class PreviewPane {
       else if (st && down) { this.reload(); return; }
       else if (!down && Date.now() > quiet) return;
       await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+
+  // restartApp starts the app again alone: terminals and the rest of the sandbox keep
+  // running. The frame reloads once the new run is up.
+  async restartApp() {
+    try {
+      say('Restarting the app…');
+      await call('POST', '/app/restart');
+      say('The app restarts');
+      await this.afterRestore({ app_restarted: true });
+    } catch (e) {
+      fail(e);
     }
   }
 
