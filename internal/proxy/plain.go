@@ -99,10 +99,11 @@ func (p *Proxy) writePlainHead(bw *bufio.Writer, r *http.Request, info *reqInfo)
 			writeField(bw, k, v)
 		}
 	}
-	if headerValuesHaveToken(r.Header["Te"], "trailers") {
+	// A header Connection names is hop-by-hop, Te and Cookie too.
+	if headerValuesHaveToken(r.Header["Te"], "trailers") && !headerValuesHaveToken(conn, "Te") {
 		writeField(bw, "Te", "trailers")
 	}
-	if c := filterCookies(r.Header["Cookie"], p.isReserved); c != "" {
+	if c := filterCookies(r.Header["Cookie"], p.isReserved); c != "" && !headerValuesHaveToken(conn, "Cookie") {
 		writeField(bw, "Cookie", c)
 	}
 	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
