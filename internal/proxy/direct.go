@@ -92,12 +92,23 @@ func (t *directTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !direct(req) {
 		return t.fallback.RoundTrip(req)
 	}
+	var got1xx func(int, http.Header) error
+	if trace := httptrace.ContextClientTrace(req.Context()); trace != nil && trace.Got1xxResponse != nil {
+		got1xx = func(code int, h http.Header) error { return trace.Got1xxResponse(code, textproto.MIMEHeader(h)) }
+	}
+	return t.roundTrip(req, req.URL.Host, func(bw *bufio.Writer) error { return writeHead(bw, req) }, got1xx)
+}
+
+// roundTrip exchanges req with host: head writes the request's head, got1xx (when set)
+// sees each informational answer. req gives the context, the method and whether a failure
+// on a reused connection may be retried.
+func (t *directTransport) roundTrip(req *http.Request, host string, head func(*bufio.Writer) error, got1xx func(int, http.Header) error) (*http.Response, error) {
 	for {
-		c, reused, err := t.get(req.Context(), req.URL.Host)
+		c, reused, err := t.get(req.Context(), host)
 		if err != nil {
 			return nil, err
 		}
-		res, answered, err := t.exchange(req, c)
+		res, answered, err := t.exchange(req, c, head, got1xx)
 		if err == nil {
 			return res, nil
 		}
@@ -188,13 +199,12 @@ var longAgo = time.Unix(1, 0)
 
 // exchange sends req on c and reads the answer's head; answered says whether any byte of
 // an answer arrived. The request's context ending cuts the connection's reads and writes.
-func (t *directTransport) exchange(req *http.Request, c *upConn) (*http.Response, bool, error) {
+func (t *directTransport) exchange(req *http.Request, c *upConn, head func(*bufio.Writer) error, got1xx func(int, http.Header) error) (*http.Response, bool, error) {
 	stop := context.AfterFunc(req.Context(), func() { _ = c.SetDeadline(longAgo) })
-	if err := writeHead(c.bw, req); err != nil {
+	if err := head(c.bw); err != nil {
 		stop()
 		return nil, false, err
 	}
-	trace := httptrace.ContextClientTrace(req.Context())
 	for n := 0; ; n++ {
 		c.headLeft = maxResponseHeaderBytes
 		res, err := http.ReadResponse(c.br, req)
@@ -209,8 +219,8 @@ func (t *directTransport) exchange(req *http.Request, c *upConn) (*http.Response
 				stop()
 				return nil, true, refusal("it sent too many informational responses")
 			}
-			if trace != nil && trace.Got1xxResponse != nil {
-				if err := trace.Got1xxResponse(res.StatusCode, textproto.MIMEHeader(res.Header)); err != nil {
+			if got1xx != nil {
+				if err := got1xx(res.StatusCode, res.Header); err != nil {
 					stop()
 					return nil, true, err
 				}
@@ -244,15 +254,7 @@ func writeHead(bw *bufio.Writer, req *http.Request) error {
 	if host == "" {
 		host = req.URL.Host
 	}
-	bw.WriteString(req.Method)
-	bw.WriteByte(' ')
-	bw.WriteString(req.URL.RequestURI())
-	bw.WriteString(" HTTP/1.1\r\nHost: ")
-	bw.WriteString(headerValue(host))
-	bw.WriteString("\r\n")
-	if m := req.Method; m == "POST" || m == "PUT" || m == "PATCH" {
-		bw.WriteString("Content-Length: 0\r\n")
-	}
+	writeRequestLine(bw, req.Method, req.URL.RequestURI(), host)
 	for k, vs := range req.Header {
 		if k == "Host" || k == "Content-Length" || k == "Transfer-Encoding" || k == "Trailer" || !validHeaderName(k) {
 			continue
@@ -261,14 +263,32 @@ func writeHead(bw *bufio.Writer, req *http.Request) error {
 			if v == "" && k == "User-Agent" {
 				continue // ReverseProxy's way to send none
 			}
-			bw.WriteString(k)
-			bw.WriteString(": ")
-			bw.WriteString(headerValue(v))
-			bw.WriteString("\r\n")
+			writeField(bw, k, v)
 		}
 	}
 	bw.WriteString("\r\n")
 	return bw.Flush()
+}
+
+// writeRequestLine writes a bodiless request's line, its Host and, for a method whose
+// request has a body, a zero Content-Length.
+func writeRequestLine(bw *bufio.Writer, method, uri, host string) {
+	bw.WriteString(method)
+	bw.WriteByte(' ')
+	bw.WriteString(uri)
+	bw.WriteString(" HTTP/1.1\r\n")
+	writeField(bw, "Host", host)
+	if method == "POST" || method == "PUT" || method == "PATCH" {
+		bw.WriteString("Content-Length: 0\r\n")
+	}
+}
+
+// writeField writes one header field; CR and LF in v become spaces.
+func writeField(bw *bufio.Writer, k, v string) {
+	bw.WriteString(k)
+	bw.WriteString(": ")
+	bw.WriteString(headerValue(v))
+	bw.WriteString("\r\n")
 }
 
 // headerValue is v with CR and LF replaced by spaces, as http.Header.Write does.

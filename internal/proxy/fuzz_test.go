@@ -1,12 +1,15 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/paddockhq/paddock/internal/api"
 )
 
 var fuzzReserved = func(name string) bool {
@@ -198,7 +201,7 @@ func FuzzDirectAnswer(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, _, err := tr.exchange(req, c)
+		res, _, err := tr.exchange(req, c, func(bw *bufio.Writer) error { return writeHead(bw, req) }, nil)
 		if err != nil {
 			return
 		}
@@ -206,6 +209,79 @@ func FuzzDirectAnswer(f *testing.F) {
 		res.Body.Close()
 		if n := len(tr.idle["sb-1"]); n > 1 {
 			t.Fatalf("%d idle connections from one exchange", n)
+		}
+	})
+}
+
+// FuzzPlainHead: whatever head a client sends, the head the proxy writes for the app
+// parses, names the same method, target and host, carries the proxy's own X-Paddock-*
+// and forwarding headers alone, and no credential, reserved cookie or hop-by-hop header.
+func FuzzPlainHead(f *testing.F) {
+	for _, s := range []string{
+		"GET /a?b=1 HTTP/1.1\r\nHost: live-u1.apps.test\r\nCookie: paddock_session=s; app=1\r\nAuthorization: Bearer x\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: h\r\nConnection: keep-alive, X-Secret\r\nX-Secret: 1\r\nTE: trailers, gzip\r\nKeep-Alive: 5\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: h\r\nConnection: cookie, te\r\nCookie: app=1\r\nTE: trailers\r\n\r\n",
+		"HEAD /%2F/x HTTP/1.1\r\nHost: h\r\nX-Paddock-Role: dev\r\nx-forwarded-for: 6.6.6.6\r\nForwarded: for=1\r\nX-Real-IP: 1\r\n\r\n",
+		"DELETE /x HTTP/1.0\r\nHost: h\r\nProxy-Authorization: x\r\nX-CSRF-Token: t\r\nUser-Agent:\r\nCookie: \"PADDOCK_ROLE\"=dev\r\nCookie: a=b\r\n\r\n",
+		"POST /form HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+	} {
+		f.Add([]byte(s))
+	}
+	p, err := New(&testRouter{}, Options{ReservedCookies: []string{sessionCookie, roleCookie}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	info := &reqInfo{caller: Caller{UserID: "u1", Role: "live"}, target: Target{SandboxID: "sb-1"}}
+	f.Fuzz(func(t *testing.T, head []byte) {
+		in, err := http.ReadRequest(bufio.NewReader(strings.NewReader(string(head))))
+		if err != nil || in.URL.IsAbs() {
+			return // the server refuses it, or answers an absolute target itself
+		}
+		if in.ContentLength == 0 && len(in.TransferEncoding) == 0 {
+			in.Body = http.NoBody // as the server sets it
+		}
+		if !plain(in) {
+			return
+		}
+		in.RemoteAddr = "192.0.2.1:4000"
+		var b strings.Builder
+		bw := bufio.NewWriter(&b)
+		if err := p.writePlainHead(bw, in, info); err != nil {
+			t.Fatal(err)
+		}
+		out, err := http.ReadRequest(bufio.NewReader(strings.NewReader(b.String())))
+		if err != nil {
+			t.Fatalf("the app cannot parse %q: %v", b.String(), err)
+		}
+		if out.Method != in.Method || out.URL.RequestURI() != in.URL.RequestURI() || out.Host != headerValue(in.Host) || out.ContentLength > 0 {
+			t.Fatalf("%s %s on %q (length %d) went out as %s %s on %q (length %d)", in.Method, in.URL.RequestURI(), in.Host, in.ContentLength,
+				out.Method, out.URL.RequestURI(), out.Host, out.ContentLength)
+		}
+		for _, k := range []string{"Authorization", "Proxy-Authorization", "X-Csrf-Token", "Forwarded", "X-Real-Ip",
+			"Connection", "Keep-Alive", "Proxy-Connection", "Upgrade", "Transfer-Encoding", "Trailer"} {
+			if v, ok := out.Header[k]; ok {
+				t.Fatalf("%s: %q reached the app", k, v)
+			}
+		}
+		for _, c := range out.Cookies() {
+			if namesReserved(c.Name) {
+				t.Fatalf("reserved cookie %q reached the app", c.Name)
+			}
+		}
+		want := map[string]string{api.HeaderRole: "live", api.HeaderSandbox: "sb-1", "X-Forwarded-For": "192.0.2.1",
+			"X-Forwarded-Host": headerValue(in.Host), "X-Forwarded-Proto": "http"}
+		for k, vs := range out.Header {
+			if !hasPrefixFold(k, "X-Paddock-") && !hasPrefixFold(k, "X-Forwarded-") {
+				continue
+			}
+			if w, ok := want[k]; !ok || len(vs) != 1 || vs[0] != w {
+				t.Fatalf("%s: %q reached the app", k, vs)
+			}
+		}
+		for _, tok := range strings.Split(in.Header.Get("Connection"), ",") {
+			if tok = strings.TrimSpace(tok); tok != "" && out.Header.Get(tok) != "" && !hasPrefixFold(tok, "X-Paddock-") && !hasPrefixFold(tok, "X-Forwarded-") && !strings.EqualFold(tok, "Host") {
+				t.Fatalf("%s, named by Connection, reached the app", tok)
+			}
 		}
 	})
 }

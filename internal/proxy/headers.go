@@ -234,6 +234,9 @@ func clientBuild(r *http.Request) string {
 	if b := r.Header.Get(api.HeaderClientBuild); b != "" {
 		return errdefs.Clip(b, 64)
 	}
+	if q := r.URL.RawQuery; !strings.Contains(q, api.QueryClientBuild) && !strings.Contains(q, "%") {
+		return "" // most requests: no query to parse (the name may come percent-encoded)
+	}
 	return errdefs.Clip(r.URL.Query().Get(api.QueryClientBuild), 64)
 }
 

@@ -95,6 +95,12 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request, info *reqInfo)
 		p.m.request(info.caller.Role, sw.Status())
 		p.m.duration.WithLabelValues(info.caller.Role).Observe(time.Since(start).Seconds())
 	}()
+	// A plain request skips ReverseProxy, unless a benchmark put http.Transport in place
+	// of the direct path.
+	if p.rp.Transport == p.direct && plain(r) {
+		p.servePlain(sw, r, info)
+		return
+	}
 	r = r.WithContext(context.WithValue(r.Context(), infoKey{}, info))
 	p.rp.ServeHTTP(sw, r)
 }
@@ -159,7 +165,11 @@ func (t *trailerScrub) Read(b []byte) (int, error) {
 // upstreamError answers a request the owner did not answer: 502, naming role and
 // sandbox, and never anything served in the app's place.
 func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
-	info := infoFrom(r.Context())
+	p.answerUnreachable(w, r, infoFrom(r.Context()), err)
+}
+
+// answerUnreachable is upstreamError for a request whose reqInfo is at hand.
+func (p *Proxy) answerUnreachable(w http.ResponseWriter, r *http.Request, info *reqInfo, err error) {
 	if r.Context().Err() != nil {
 		// The client left; nobody reads this answer.
 		w.WriteHeader(http.StatusBadGateway)
