@@ -597,8 +597,8 @@ func (sb *Sandbox) Destroy(ctx context.Context) error {
 	var errs []error
 	// Killing the container's first process ends its pid namespace, so every process in
 	// it; a plain delete then only removes what is left. `delete --force` would do both,
-	// but runc's sleeps a fixed 100 ms after its kill (delete.go, killContainer), which
-	// was nine tenths of destroying a sandbox.
+	// but runc's sleeps a fixed 100 ms after its kill (delete.go, killContainer): most of
+	// a destroy (table 1 of docs/benchmarks.md).
 	if sb.init >= 0 {
 		errs = append(errs, killAndWait(ctx, sb.init))
 		unix.Close(sb.init)
