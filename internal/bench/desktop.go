@@ -17,9 +17,9 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/paddockhq/paddock/internal/agent/desktop"
-	"github.com/paddockhq/paddock/internal/agentclient"
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/fleet"
+	"github.com/paddockhq/paddock/internal/sandbox/agentclient"
 	"github.com/paddockhq/paddock/internal/server"
 )
 

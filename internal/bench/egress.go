@@ -30,11 +30,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/paddockhq/paddock/internal/agentclient"
 	"github.com/paddockhq/paddock/internal/egress"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/policy"
 	"github.com/paddockhq/paddock/internal/runner"
+	"github.com/paddockhq/paddock/internal/sandbox/agentclient"
 	"github.com/paddockhq/paddock/internal/server"
 	"github.com/paddockhq/paddock/internal/wire"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/paddockhq/paddock/internal/agentclient"
 	"github.com/paddockhq/paddock/internal/runner"
+	"github.com/paddockhq/paddock/internal/sandbox/agentclient"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
 )
 

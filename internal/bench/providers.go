@@ -18,12 +18,12 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock"
-	"github.com/paddockhq/paddock/internal/agentclient"
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/egress"
 	"github.com/paddockhq/paddock/internal/fleet"
 	"github.com/paddockhq/paddock/internal/provider"
 	"github.com/paddockhq/paddock/internal/provider/npmregistry"
+	"github.com/paddockhq/paddock/internal/sandbox/agentclient"
 	"github.com/paddockhq/paddock/internal/server"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
 )

@@ -15,11 +15,11 @@ const (
 	spliceNonblock = 0x2 // SPLICE_F_NONBLOCK
 	// spliceChunk is the most one splice(2) into the pipe asks for, and the size the pipe
 	// is given (F_SETPIPE_SZ; the default, 64 KiB, where that is refused). 1 MiB, not the
-	// default: a quarter of the splice calls and wake-ups per byte took a plain-HTTP
-	// download through the proxy from 1,357 to 1,535 MiB/s (make bench, table 13, 8 rounds;
-	// 256 KiB gained 3%; HTTPS did not change). It bounds what a relay holds in the
-	// kernel: at most 1 MiB per direction of each open transfer, and only while the
-	// receiving side is slower, beside the socket buffers' own few MiB.
+	// default: a quarter of the splice calls and wake-ups per byte, which speeds a
+	// plain-HTTP download through the proxy (table 13 of docs/benchmarks.md). It bounds
+	// what a relay holds in the kernel: at most 1 MiB per direction of each open
+	// transfer, and only while the receiving side is slower, beside the socket buffers'
+	// own few MiB.
 	spliceChunk = 1 << 20
 )
 

@@ -21,12 +21,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/paddockhq/paddock/internal/agentclient"
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/cgroups"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/runner"
 	"github.com/paddockhq/paddock/internal/runner/kubebackend"
+	"github.com/paddockhq/paddock/internal/sandbox/agentclient"
 	"github.com/paddockhq/paddock/internal/store"
 	"github.com/paddockhq/paddock/internal/wire"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"

@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/paddockhq/paddock/internal/agentclient"
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/sandbox/agentclient"
 	"github.com/paddockhq/paddock/internal/sandbox/kubespec"
 	"github.com/paddockhq/paddock/internal/wire"
 )

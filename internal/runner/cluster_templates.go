@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/paddockhq/paddock/internal/agentclient"
+	"github.com/paddockhq/paddock/internal/sandbox/agentclient"
 	"github.com/paddockhq/paddock/internal/sandbox/kubespec"
 	"github.com/paddockhq/paddock/internal/wire"
 )

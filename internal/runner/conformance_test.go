@@ -295,6 +295,9 @@ func TestLimits(t *testing.T) {
 			// shell's command substitution reads 128 bytes per system call and may not.
 			spec := h.spec("perl", "-e", fmt.Sprintf(`push @a, "a" x (1<<20) for 1..%d; print "survived\n"`, bombMiB))
 			spec.Limits.Memory = limit
+			// The OOM kill ends the bomb, not a timer: the timeout only bounds a hang, so a
+			// slow guest on a busy host cannot turn the kill into exit 124.
+			spec.Limits.Timeout = 10 * time.Minute
 			o := h.run(spec, "")
 			if !o.res.OOM || o.res.ExitCode() != 137 || strings.Contains(o.stdout, "survived") {
 				t.Fatalf("memory bomb: OOM %v exit %d stdout %q", o.res.OOM, o.res.ExitCode(), o.stdout)

@@ -29,9 +29,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/paddockhq/paddock/internal/agentclient"
 	"github.com/paddockhq/paddock/internal/cgroups"
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/sandbox/agentclient"
 	"github.com/paddockhq/paddock/internal/sandbox/container"
 	"github.com/paddockhq/paddock/internal/sandbox/microvm"
 	"github.com/paddockhq/paddock/internal/sandbox/process"

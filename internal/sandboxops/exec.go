@@ -10,12 +10,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/paddockhq/paddock/internal/agentclient"
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
 	"github.com/paddockhq/paddock/internal/policy"
 	"github.com/paddockhq/paddock/internal/runner"
+	"github.com/paddockhq/paddock/internal/sandbox/agentclient"
 	"github.com/paddockhq/paddock/internal/wire"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
 	"github.com/paddockhq/paddock/internal/wire/channel"

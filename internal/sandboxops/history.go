@@ -8,10 +8,10 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/paddockhq/paddock/internal/agentclient"
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
+	"github.com/paddockhq/paddock/internal/sandbox/agentclient"
 	"github.com/paddockhq/paddock/internal/store"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
 )

@@ -9,11 +9,11 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/paddockhq/paddock/internal/agentclient"
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
 	"github.com/paddockhq/paddock/internal/runner"
+	"github.com/paddockhq/paddock/internal/sandbox/agentclient"
 	"github.com/paddockhq/paddock/internal/store"
 	"github.com/paddockhq/paddock/internal/wire"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"

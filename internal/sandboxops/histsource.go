@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/paddockhq/paddock/internal/agentclient"
+	"github.com/paddockhq/paddock/internal/sandbox/agentclient"
 	"github.com/paddockhq/paddock/internal/wsbackup"
 )
 

@@ -51,7 +51,7 @@ func (rt *Runtime) Adopt(ctx context.Context, id, dir string, hostPorts []int) (
 	}
 	sb := &Sandbox{ID: id, rt: rt, dir: dir, cgroup: "/paddock/" + id, init: pidfd, idBase: heldIDRange(dir)}
 	sb.watchExit()
-	if sb.conn, err = sandbox.Dial(filepath.Join(dir, "agent.sock")); err != nil {
+	if sb.AgentConn, err = sandbox.Dial(filepath.Join(dir, "agent.sock")); err != nil {
 		unix.Close(pidfd)
 		return nil, err
 	}

@@ -36,7 +36,6 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
-	"google.golang.org/grpc"
 
 	"github.com/paddockhq/paddock/internal/cgroups"
 	"github.com/paddockhq/paddock/internal/errdefs"
@@ -193,8 +192,10 @@ type Sandbox struct {
 	rt     *Runtime
 	dir    string
 	cgroup string
-	conn   *grpc.ClientConn
-	// closeChannel releases the host's end of the channel if conn never took it.
+	// Agent's AgentExited is closed when the agent has exited (see watchExit); nil
+	// without a hold on it.
+	sandbox.Agent
+	// closeChannel releases the host's end of the channel if AgentConn never took it.
 	closeChannel func()
 	// init is a pidfd on the container's first process (the agent), or -1.
 	init int
@@ -202,8 +203,6 @@ type Sandbox struct {
 	net *hostNet
 	// idBase is the first host id of the sandbox's range, or 0 without a user namespace.
 	idBase uint32
-	// exited is closed when the agent has exited (see watchExit); nil without a hold on it.
-	exited chan struct{}
 }
 
 // Start creates and starts the container, and returns once the agent's process runs. The
@@ -331,7 +330,7 @@ func (sb *Sandbox) start(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("the agent's OOM score: %w", err)
 		}
 	}
-	sb.conn, err = ch.dial()
+	sb.AgentConn, err = ch.dial()
 	return err
 }
 
@@ -557,9 +556,6 @@ func killAndWait(ctx context.Context, pidfd int) error {
 	}
 }
 
-// Conn is the channel to the sandbox's agent.
-func (sb *Sandbox) Conn() *grpc.ClientConn { return sb.conn }
-
 // OOMKills reads how many processes the memory limit killed. Read it before Destroy.
 func (sb *Sandbox) OOMKills() (uint64, error) {
 	g, err := cgroups.Load(sb.cgroup)
@@ -589,9 +585,7 @@ func (sb *Sandbox) LastError() string {
 // Destroy kills every process of the sandbox and removes the container, its cgroup and its
 // directory. It is idempotent.
 func (sb *Sandbox) Destroy(ctx context.Context) error {
-	if sb.conn != nil {
-		sb.conn.Close()
-	}
+	_ = sb.CloseConn()
 	if sb.closeChannel != nil {
 		sb.closeChannel()
 	}
@@ -603,8 +597,8 @@ func (sb *Sandbox) Destroy(ctx context.Context) error {
 	var errs []error
 	// Killing the container's first process ends its pid namespace, so every process in
 	// it; a plain delete then only removes what is left. `delete --force` would do both,
-	// but runc's sleeps a fixed 100 ms after its kill (delete.go, killContainer), which
-	// was nine tenths of destroying a sandbox.
+	// but runc's sleeps a fixed 100 ms after its kill (delete.go, killContainer): most of
+	// a destroy (table 1 of docs/benchmarks.md).
 	if sb.init >= 0 {
 		errs = append(errs, killAndWait(ctx, sb.init))
 		unix.Close(sb.init)

@@ -23,7 +23,7 @@ func (sb *Sandbox) watchExit() {
 		return
 	}
 	done := make(chan struct{})
-	sb.exited = done
+	sb.AgentExited = done
 	f := os.NewFile(uintptr(fd), "agent-pidfd")
 	go func() {
 		defer close(done)
@@ -39,13 +39,4 @@ func (sb *Sandbox) watchExit() {
 			return n > 0
 		})
 	}()
-}
-
-// Exited is closed once the agent has exited: killed (by the memory limit, say), crashed,
-// or ended by Destroy. It is nil without a hold on the agent's process.
-func (sb *Sandbox) Exited() <-chan struct{} {
-	if sb.exited == nil {
-		return nil
-	}
-	return sb.exited
 }

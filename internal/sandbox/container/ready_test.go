@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paddockhq/paddock/internal/agentclient"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/runner"
+	"github.com/paddockhq/paddock/internal/sandbox/agentclient"
 	"github.com/paddockhq/paddock/internal/sandbox/container"
 	"github.com/paddockhq/paddock/internal/testenv"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"

@@ -9,6 +9,7 @@ import (
 	sbv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/sandbox"
 )
 
 // Adopt takes up sandbox id, which another control plane started and which still runs:
@@ -18,7 +19,7 @@ import (
 // not adopted. The agent presents its earlier certificate until the kubelet brings the
 // new one, and both are the CA's, so the control planes that adopt must share the CA.
 func (c *Cluster) Adopt(ctx context.Context, id string, persistent bool) (*Sandbox, error) {
-	sb := &Sandbox{c: c, ID: id, persistent: persistent, exited: make(chan struct{})}
+	sb := &Sandbox{c: c, ID: id, persistent: persistent, Agent: sandbox.Agent{AgentExited: make(chan struct{})}}
 	if cl, err := c.pool.ext.SandboxClaims(c.cfg.Namespace).Get(ctx, id, metav1.GetOptions{}); err == nil {
 		if cl.Labels[LabelManagedBy] != ManagedBy || cl.Labels[LabelSandbox] != id || cl.Status.SandboxStatus.Name == "" {
 			return nil, fmt.Errorf("sandbox %s: its SandboxClaim is not one paddock made, or names no member: %w", id, errdefs.ErrFailedPrecondition)
@@ -49,7 +50,7 @@ func (c *Cluster) Adopt(ctx context.Context, id string, persistent bool) (*Sandb
 		return nil, err
 	}
 	if sb.pair, err = c.renewSecret(ctx, id); err != nil {
-		sb.conn.Close()
+		sb.AgentConn.Close()
 		return nil, err
 	}
 	sb.follow(true)
@@ -68,13 +69,10 @@ func (s *Sandbox) Release() error {
 	}
 	s.mu.Lock()
 	select {
-	case <-s.exited:
+	case <-s.AgentExited:
 	default:
-		close(s.exited)
+		close(s.AgentExited)
 	}
 	s.mu.Unlock()
-	if s.conn != nil {
-		return s.conn.Close()
-	}
-	return nil
+	return s.CloseConn()
 }

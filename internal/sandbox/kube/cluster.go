@@ -29,6 +29,7 @@ import (
 	sbclient "sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned/typed/api/v1beta1"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/sandbox"
 	"github.com/paddockhq/paddock/internal/wire"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
 	"github.com/paddockhq/paddock/internal/wire/channel"
@@ -223,7 +224,7 @@ func (c *Cluster) start(ctx context.Context, req Request, persistent, dial bool)
 	if err != nil {
 		return nil, err
 	}
-	sb := &Sandbox{c: c, ID: req.ID, persistent: persistent, want: want, exited: make(chan struct{}), pair: pair,
+	sb := &Sandbox{c: c, ID: req.ID, persistent: persistent, want: want, Agent: sandbox.Agent{AgentExited: make(chan struct{})}, pair: pair,
 		// The template as the API server stored it, which later reads are compared with.
 		template: templateHash(made.Spec.PodTemplate)}
 	if err := c.connect(ctx, sb, made.Generation, dial); err != nil {
@@ -398,7 +399,7 @@ func (c *Cluster) connect(ctx context.Context, sb *Sandbox, gen int64, dial bool
 		conn.Close()
 		return fmt.Errorf("sandbox %s: its agent at %s did not answer as it over mutual TLS: %v: %w", sb.ID, addr, err, errdefs.ErrUnavailable)
 	}
-	sb.conn = conn
+	sb.AgentConn = conn
 	c.log.Info("sandbox pod ready", "sandbox", sb.ID, "node", sb.Node, "pod_ip", sb.PodIP)
 	return nil
 }

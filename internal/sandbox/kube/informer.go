@@ -398,7 +398,7 @@ func (s *Sandbox) watch(ctx context.Context) {
 			s.lost(ctx, "its Sandbox object was deleted outside paddock")
 		}
 		select {
-		case <-s.exited:
+		case <-s.AgentExited:
 			return
 		default:
 		}

@@ -34,6 +34,7 @@ import (
 	xv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/sandbox"
 	"github.com/paddockhq/paddock/internal/sandbox/kubespec"
 	"github.com/paddockhq/paddock/internal/wire"
 )
@@ -463,7 +464,7 @@ func (c *Cluster) takeClaim(ctx context.Context, req Request, persistent bool) (
 		return nil, err
 	}
 	want := member.DeepCopy()
-	sb := &Sandbox{c: c, ID: req.ID, name: member.Name, claimed: true, persistent: persistent, want: want, exited: make(chan struct{}),
+	sb := &Sandbox{c: c, ID: req.ID, name: member.Name, claimed: true, persistent: persistent, want: want, Agent: sandbox.Agent{AgentExited: make(chan struct{})},
 		template: specHash(member.Spec.PodTemplate)}
 	if err := c.connect(ctx, sb, 0, true); err != nil {
 		sb.persistent = false // a claim that did not start is deleted, not kept
@@ -705,7 +706,7 @@ func (c *Cluster) resumeClaimed(ctx context.Context, req Request, cl *xv1.Sandbo
 		return nil, c.apiError("resume sandbox "+req.ID, err)
 	}
 	want = made.DeepCopy()
-	sb := &Sandbox{c: c, ID: req.ID, name: name, claimed: true, persistent: true, want: want, exited: make(chan struct{}),
+	sb := &Sandbox{c: c, ID: req.ID, name: name, claimed: true, persistent: true, want: want, Agent: sandbox.Agent{AgentExited: make(chan struct{})},
 		template: specHash(made.Spec.PodTemplate)}
 	if err := c.connect(ctx, sb, made.Generation, true); err != nil {
 		if derr := sb.Destroy(context.WithoutCancel(ctx)); derr != nil {

@@ -32,7 +32,7 @@ func (s *Sandbox) renew(ctx context.Context) {
 			select {
 			case <-ctx.Done():
 				return
-			case <-s.exited:
+			case <-s.AgentExited:
 				return
 			case <-time.After(wait):
 			}

@@ -7,13 +7,13 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	sbv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/sandbox"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
 	"github.com/paddockhq/paddock/internal/wire/podtls"
 )
@@ -34,13 +34,16 @@ type Sandbox struct {
 	template string
 	// want is the Sandbox as paddock made it, to write back over a hand-edited one.
 	want *sbv1.Sandbox
-	conn *grpc.ClientConn
+	// Agent's AgentExited is closed when the sandbox is lost (its pod ended, was evicted
+	// or went with its node, or its Sandbox object was edited or suspended outside
+	// paddock; LastError says why) or destroyed. A lost sandbox is suspended, so that
+	// nothing runs it again behind paddock's back; a start takes it back.
+	sandbox.Agent
 
 	// stopWatch ends the following of the Sandbox object (follow); watching is closed
 	// when it has.
 	stopWatch context.CancelFunc
 	watching  chan struct{}
-	exited    chan struct{}
 	// pair is the agent's certificate as last issued; renewing is closed when renew,
 	// which stopWatch ends too, has returned.
 	pair     podtls.Pair
@@ -60,12 +63,6 @@ func (s *Sandbox) obj() string {
 	}
 	return s.ID
 }
-
-// Exited is closed when the sandbox is lost (its pod ended, was evicted or went with its
-// node, or its Sandbox object was edited or suspended outside paddock; LastError says
-// why) or destroyed. A lost sandbox is suspended, so that nothing runs it again behind paddock's back;
-// a start takes it back.
-func (s *Sandbox) Exited() <-chan struct{} { return s.exited }
 
 // checkPod looks at the sandbox's pod, as the pod informer last saw it, for what makes
 // the sandbox lost, and says why it is.
@@ -162,7 +159,7 @@ func (s *Sandbox) lost(ctx context.Context, why string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	select {
-	case <-s.exited:
+	case <-s.AgentExited:
 		return
 	default:
 	}
@@ -171,7 +168,7 @@ func (s *Sandbox) lost(ctx context.Context, why string) {
 	if _, err := s.c.suspend(ctx, s.obj()); err != nil {
 		s.c.log.Warn("suspend a lost sandbox", "sandbox", s.ID, "err", err)
 	}
-	close(s.exited)
+	close(s.AgentExited)
 }
 
 // hash is the digest check compares: of the pod spec alone for a claimed member (the
@@ -188,9 +185,6 @@ func isTrue(sb *sbv1.Sandbox, t sbv1.ConditionType) bool {
 	return c != nil && c.Status == metav1.ConditionTrue
 }
 
-// Conn is the channel to the sandbox's agent.
-func (s *Sandbox) Conn() *grpc.ClientConn { return s.conn }
-
 // Cgroup is empty: the sandbox's cgroup is on its node, not here.
 func (s *Sandbox) Cgroup() string { return "" }
 
@@ -199,8 +193,8 @@ func (s *Sandbox) Cgroup() string { return "" }
 func (s *Sandbox) OOMKills() (uint64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if s.conn != nil {
-		if info, err := pb.NewAgentClient(s.conn).Info(ctx, &pb.InfoRequest{}); err == nil {
+	if s.AgentConn != nil {
+		if info, err := pb.NewAgentClient(s.AgentConn).Info(ctx, &pb.InfoRequest{}); err == nil {
 			return info.GetKernelOomKills(), nil
 		}
 	}
@@ -237,15 +231,12 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	select {
-	case <-s.exited:
+	case <-s.AgentExited:
 	default:
-		close(s.exited) // whatever ended it, as the other tiers' agents
+		close(s.AgentExited) // whatever ended it, as the other tiers' agents
 	}
 	s.mu.Unlock()
-	var err error
-	if s.conn != nil {
-		err = s.conn.Close()
-	}
+	err := s.CloseConn()
 	s.mu.Lock()
 	nodeLost := s.nodeLost
 	s.mu.Unlock()

@@ -40,8 +40,6 @@ import (
 	"syscall"
 	"time"
 
-	"google.golang.org/grpc"
-
 	"github.com/paddockhq/paddock/internal/cgroups"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/sandbox"
@@ -140,14 +138,16 @@ type Config struct {
 
 // Sandbox is a running microVM.
 type Sandbox struct {
-	ID     string
-	dir    string
-	vmDir  string
-	group  *cgroups.Group
-	cmd    *exec.Cmd
-	exited chan struct{}
-	one    *sandbox.OneConn
-	conn   *grpc.ClientConn
+	ID    string
+	dir   string
+	vmDir string
+	group *cgroups.Group
+	cmd   *exec.Cmd
+	one   *sandbox.OneConn
+	// Agent's AgentExited is closed once QEMU has exited: the guest's agent ended (it is
+	// the guest's PID 1, whose end panics the guest kernel, and a panicked guest ends
+	// QEMU), QEMU itself died, or Destroy.
+	sandbox.Agent
 }
 
 // Start boots the guest and connects to its agent. A guest that does not announce its
@@ -208,7 +208,7 @@ func (sb *Sandbox) start(ctx context.Context, cfg Config) (err error) {
 		return sb.bootError(err, timeout)
 	}
 	sb.one = sandbox.NewOneConn(c)
-	sb.conn, err = sandbox.DialConn(sb.one)
+	sb.AgentConn, err = sandbox.DialConn(sb.one)
 	return err
 }
 
@@ -352,10 +352,10 @@ func (sb *Sandbox) startQEMU(cfg Config, args []string) error {
 		return fmt.Errorf("start qemu: %w", err)
 	}
 	sb.cmd = cmd
-	sb.exited = make(chan struct{})
+	sb.AgentExited = make(chan struct{})
 	go func() {
 		_ = cmd.Wait()
-		close(sb.exited)
+		close(sb.AgentExited)
 	}()
 	return nil
 }
@@ -376,7 +376,7 @@ func (sb *Sandbox) boot(deadline time.Time) (net.Conn, error) {
 			return nil, fmt.Errorf("qemu control socket: %w: %s", err, sb.qemuLog())
 		}
 		select {
-		case <-sb.exited:
+		case <-sb.AgentExited:
 			return nil, fmt.Errorf("qemu exited at start: %s: %w", sb.qemuLog(), errdefs.ErrUnavailable)
 		case <-time.After(5 * time.Millisecond):
 		}
@@ -425,7 +425,7 @@ func (sb *Sandbox) bootError(err error, timeout time.Duration) error {
 		return fmt.Errorf("the microVM's agent did not answer within %s (guest console: %s): %w", timeout, sb.consoleTail(), errdefs.ErrUnavailable)
 	}
 	select {
-	case <-sb.exited:
+	case <-sb.AgentExited:
 		return fmt.Errorf("the microVM stopped while booting (guest console: %s; qemu: %s): %w", sb.consoleTail(), sb.qemuLog(), errdefs.ErrUnavailable)
 	default:
 	}
@@ -471,9 +471,6 @@ func tail(path string, n int) string {
 	return s
 }
 
-// Conn is the channel to the sandbox's agent.
-func (sb *Sandbox) Conn() *grpc.ClientConn { return sb.conn }
-
 // OOMKills counts the processes a memory limit killed: QEMU itself by the host cgroup's,
 // and — the usual case, the guest's RAM being the sandbox's memory limit — the guest
 // kernel's OOM kills, which its agent reports (Info's kernel_oom_kills). An agent that
@@ -486,12 +483,12 @@ func (sb *Sandbox) OOMKills() (uint64, error) {
 			return 0, err
 		}
 	}
-	if sb.conn == nil {
+	if sb.AgentConn == nil {
 		return host, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	info, err := pb.NewAgentClient(sb.conn).Info(ctx, &pb.InfoRequest{})
+	info, err := pb.NewAgentClient(sb.AgentConn).Info(ctx, &pb.InfoRequest{})
 	if err != nil {
 		return host, nil // the agent is gone (QEMU killed, say): the host's count says it
 	}
@@ -506,18 +503,11 @@ func (sb *Sandbox) LastError() string {
 // Cgroup is the sandbox's cgroup path (QEMU's).
 func (sb *Sandbox) Cgroup() string { return "/paddock/" + sb.ID }
 
-// Exited is closed once QEMU has exited: the guest's agent ended (it is the guest's PID 1,
-// whose end panics the guest kernel, and a panicked guest ends QEMU), QEMU itself died, or
-// Destroy. Nil before the guest started.
-func (sb *Sandbox) Exited() <-chan struct{} { return sb.exited }
-
 // Destroy kills QEMU and everything else in the sandbox's cgroup, and removes the cgroup
 // and the sandbox's directory (sockets, initramfs, logs). It is idempotent.
 func (sb *Sandbox) Destroy(ctx context.Context) error {
-	if sb.conn != nil {
-		sb.conn.Close()
-		sb.conn = nil
-	}
+	_ = sb.CloseConn()
+	sb.AgentConn = nil
 	if sb.one != nil {
 		sb.one.Close()
 	}
@@ -527,7 +517,7 @@ func (sb *Sandbox) Destroy(ctx context.Context) error {
 	if sb.cmd != nil {
 		_ = sb.cmd.Process.Kill()
 		select {
-		case <-sb.exited:
+		case <-sb.AgentExited:
 		case <-ctx.Done():
 			errs = append(errs, fmt.Errorf("qemu (pid %d) did not exit after SIGKILL", sb.cmd.Process.Pid))
 		}

@@ -20,8 +20,6 @@ import (
 	"syscall"
 	"time"
 
-	"google.golang.org/grpc"
-
 	"github.com/paddockhq/paddock/internal/cgroups"
 	"github.com/paddockhq/paddock/internal/sandbox"
 	"github.com/paddockhq/paddock/internal/wire"
@@ -58,9 +56,8 @@ type Sandbox struct {
 	dir   string
 	group *cgroups.Group
 	cmd   *exec.Cmd
-	conn  *grpc.ClientConn
-	// exited is closed once the agent's process has been waited for.
-	exited chan struct{}
+	// Agent's AgentExited is closed once the agent's process has been waited for.
+	sandbox.Agent
 }
 
 // Start starts the agent as an unprivileged host process in the sandbox's cgroup.
@@ -104,7 +101,7 @@ func (sb *Sandbox) start(cfg Config) (err error) {
 		return err
 	}
 	release()
-	sb.conn, err = sandbox.Dial(sock)
+	sb.AgentConn, err = sandbox.Dial(sock)
 	return err
 }
 
@@ -148,20 +145,13 @@ func (sb *Sandbox) startAgent(cfg Config, stdin, lis *os.File) error {
 		return fmt.Errorf("start agent: %w", err)
 	}
 	sb.cmd = cmd
-	sb.exited = make(chan struct{})
+	sb.AgentExited = make(chan struct{})
 	go func() {
 		_ = cmd.Wait()
-		close(sb.exited)
+		close(sb.AgentExited)
 	}()
 	return nil
 }
-
-// Exited is closed once the agent's process has exited: killed, crashed, or ended by
-// Destroy. Nil before the agent started.
-func (sb *Sandbox) Exited() <-chan struct{} { return sb.exited }
-
-// Conn is the channel to the sandbox's agent.
-func (sb *Sandbox) Conn() *grpc.ClientConn { return sb.conn }
 
 // OOMKills reads how many processes the memory limit killed.
 func (sb *Sandbox) OOMKills() (uint64, error) {
@@ -182,9 +172,7 @@ func (sb *Sandbox) Cgroup() string { return "/paddock/" + sb.ID }
 // Destroy kills every process in the sandbox's cgroup and removes the cgroup and the
 // sandbox's directory. It is idempotent.
 func (sb *Sandbox) Destroy(ctx context.Context) error {
-	if sb.conn != nil {
-		sb.conn.Close()
-	}
+	_ = sb.CloseConn()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var errs []error
@@ -194,7 +182,7 @@ func (sb *Sandbox) Destroy(ctx context.Context) error {
 	if sb.cmd != nil {
 		_ = sb.cmd.Process.Kill()
 		select {
-		case <-sb.exited:
+		case <-sb.AgentExited:
 		case <-ctx.Done():
 			errs = append(errs, fmt.Errorf("the agent (pid %d) did not exit after SIGKILL", sb.cmd.Process.Pid))
 		}
