@@ -18,7 +18,7 @@ import (
 // last.
 func providerStep(t *testing.T, c *servertest.Client, id, step string, req api.ProviderRequest) []api.ProviderEvent {
 	t.Helper()
-	resp := c.DoToken("POST", "/api/v1/sandboxes/"+id+"/app/"+step, req)
+	resp := c.DoTokenStream("POST", "/api/v1/sandboxes/"+id+"/app/"+step, req)
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		t.Fatalf("%s %+v: %d %s, want a 200 event stream", step, req, resp.StatusCode, resp.Header.Get("Content-Type"))
