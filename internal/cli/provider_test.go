@@ -13,8 +13,8 @@ import (
 )
 
 // paddock app runs a provider's steps in the user's dev sandbox, printing each command as
-// it starts and the result; a workspace no provider recognises fails saying what was
-// looked for.
+// it starts and the result; without --dir the workspace's one project is the step's, and a
+// directory no provider recognises fails saying what was looked for.
 func TestAppCommands(t *testing.T) {
 	e := servertest.Start(t)
 	e.Register(t, "alice")
@@ -65,6 +65,8 @@ func TestAppCommands(t *testing.T) {
 		t.Errorf("app artifacts after rm: %q", out)
 	}
 	wantFailure(t, "", "not found", "app", "artifacts", "rm", id[1])
-	wantFailure(t, "", "looked for package.json (node), go.mod (go), Cargo.toml (rust), index.html (static)", "app", "build")
+	// Without --dir, the workspace's one project (my-site) is the one built.
+	mustRemote(t, "", "app", "build")
+	wantFailure(t, "", "looked for package.json (node), go.mod (go), Cargo.toml (rust), index.html (static)", "app", "build", "--dir", "empty")
 	wantFailure(t, "", "want one of node, go, rust, static", "app", "new", "--runtime", "cobol", "x")
 }

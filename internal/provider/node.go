@@ -60,11 +60,16 @@ func ParsePackageJSON(b []byte) (map[string]string, error) {
 // npmFlags keep npm's output to what a person reads in a build log.
 var npmFlags = []string{"--no-audit", "--no-fund", "--no-update-notifier"}
 
+// checkLock fails, saying why, on a package-lock.json that is not JSON: npm ci reports
+// only its usage then, without naming the file.
+const checkLock = `node -e 'try { JSON.parse(require("fs").readFileSync("package-lock.json", "utf8")) } catch (e) {
+  console.error("package-lock.json is not valid JSON (" + e.message + "): fix it, or remove it to have npm install make a new one"); process.exit(1) }'`
+
 // Resolve installs the dependencies: exactly the lockfile's when there is one.
 func (Node) Resolve(Project) []Command {
 	flags := strings.Join(npmFlags, " ")
 	return []Command{{Name: "npm install", Argv: []string{"sh", "-c",
-		"if [ -f package-lock.json ]; then exec npm ci " + flags + "; else exec npm install " + flags + "; fi"}}}
+		"if [ -f package-lock.json ]; then " + checkLock + " && exec npm ci " + flags + "; else exec npm install " + flags + "; fi"}}}
 }
 
 func (Node) Build(p Project) []Command { return scripts(p, "build") }

@@ -92,7 +92,6 @@ func Lookup(id string) (RuntimeProvider, error) {
 // Detect finds the provider that recognises the project in dir. When none does, the
 // error lists what was looked for.
 func Detect(ctx context.Context, ws Workspace, dir string) (RuntimeProvider, Project, error) {
-	var looked []string
 	for _, p := range Providers {
 		proj, ok, err := p.Detect(ctx, ws, dir)
 		if err != nil {
@@ -101,10 +100,18 @@ func Detect(ctx context.Context, ws Workspace, dir string) (RuntimeProvider, Pro
 		if ok {
 			return p, proj, nil
 		}
-		looked = append(looked, fmt.Sprintf("%s (%s)", strings.Join(p.Markers(), " or "), p.ID()))
 	}
 	return nil, Project{}, fmt.Errorf("no runtime recognises the project in %s: looked for %s: %w",
-		displayDir(dir), strings.Join(looked, ", "), errdefs.ErrFailedPrecondition)
+		displayDir(dir), lookedFor(), errdefs.ErrFailedPrecondition)
+}
+
+// lookedFor is every provider's markers, for an error saying no project was found.
+func lookedFor() string {
+	var looked []string
+	for _, p := range Providers {
+		looked = append(looked, fmt.Sprintf("%s (%s)", strings.Join(p.Markers(), " or "), p.ID()))
+	}
+	return strings.Join(looked, ", ")
 }
 
 // CleanDir checks a project directory given by a user: relative to the workspace and

@@ -83,7 +83,17 @@ func Prepare(ctx context.Context, ws Workspace, req api.ProviderRequest, step st
 			return nil, fmt.Errorf("no %s project in %s: looked for %s: %w", p.ID(), displayDir(dir), strings.Join(p.Markers(), " or "), errdefs.ErrFailedPrecondition)
 		}
 	} else if p, proj, err = Detect(ctx, ws, dir); err != nil {
-		return nil, err
+		if req.Dir != "" || !errors.Is(err, errdefs.ErrFailedPrecondition) {
+			return nil, err
+		}
+		// No project in the workspace itself: the one directory that holds one is it, as
+		// after "app new NAME".
+		if dir, err = onlyProject(ctx, ws, err); err != nil {
+			return nil, err
+		}
+		if p, proj, err = Detect(ctx, ws, dir); err != nil {
+			return nil, err
+		}
 	}
 	pl := &Plan{Project: proj, provider: p, step: step}
 	switch step {
@@ -103,6 +113,35 @@ func Prepare(ctx context.Context, ws Workspace, req api.ProviderRequest, step st
 		pl.add("clean", []Command{{Name: "remove " + strings.Join(paths, " "), Argv: append([]string{"rm", "-rf", "--"}, paths...)}})
 	}
 	return pl, nil
+}
+
+// projectFinder is a Workspace that can list its top-level project directories.
+type projectFinder interface {
+	Projects(ctx context.Context, markers []string) ([]string, error)
+}
+
+// onlyProject is the workspace's one top-level directory that holds a project. With none,
+// or several, it is notFound, naming those it found.
+func onlyProject(ctx context.Context, ws Workspace, notFound error) (string, error) {
+	f, ok := ws.(projectFinder)
+	if !ok {
+		return "", notFound
+	}
+	var markers []string
+	for _, p := range Providers {
+		markers = append(markers, p.Markers()...)
+	}
+	dirs, err := f.Projects(ctx, markers)
+	switch {
+	case err != nil:
+		return "", errors.Join(notFound, err)
+	case len(dirs) == 1:
+		return dirs[0], nil
+	case len(dirs) > 1:
+		return "", fmt.Errorf("no runtime recognises the project in the workspace: looked for %s; these directories hold projects: %s: give one as the dir (--dir): %w",
+			lookedFor(), strings.Join(dirs, ", "), errdefs.ErrFailedPrecondition)
+	}
+	return "", notFound
 }
 
 func prepareNew(ctx context.Context, ws Workspace, req api.ProviderRequest, dir string) (*Plan, error) {

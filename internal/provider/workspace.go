@@ -63,6 +63,26 @@ func (w ShellWorkspace) ReadFile(ctx context.Context, name string) ([]byte, erro
 	return nil, fmt.Errorf("read %s: %s: %w", name, failure(res), errdefs.ErrUnavailable)
 }
 
+// Projects lists the workspace's top-level directories (hidden ones aside) that hold one
+// of markers.
+func (w ShellWorkspace) Projects(ctx context.Context, markers []string) ([]string, error) {
+	res, err := w.Runner.Run(ctx, ".", Command{Name: "find projects", Argv: append([]string{"sh", "-c",
+		`for d in */; do d=${d%/}; for m in "$@"; do if [ -f "$d/$m" ]; then echo "$d"; break; fi; done; done`, "sh"}, markers...)})
+	if err != nil {
+		return nil, fmt.Errorf("find projects: %w", err)
+	}
+	if res.ExitCode != 0 {
+		return nil, fmt.Errorf("find projects: %s: %w", failure(res), errdefs.ErrUnavailable)
+	}
+	var dirs []string
+	for _, d := range strings.Split(strings.TrimSpace(string(res.Stdout)), "\n") {
+		if c, err := CleanDir(d); d != "" && err == nil && c == d {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs, nil
+}
+
 func (w ShellWorkspace) WriteFile(ctx context.Context, name string, data []byte) error {
 	res, err := w.Runner.Run(ctx, ".", Command{Name: "write " + name, Stdin: data,
 		Argv: []string{"sh", "-c", `mkdir -p -- "$(dirname -- "$1")" && cat > "$1"`, "sh", name}})

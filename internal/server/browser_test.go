@@ -288,3 +288,27 @@ func TestBrowserDesktopPanes(t *testing.T) {
 	}
 	t.Log(browsertest.Run(t, "desktop-panes", env))
 }
+
+// The desktop's Build pane runs a provider's step and shows its commands and log while it
+// runs (tests/browser/desktop-build.mjs): the build's first line is on the page before the
+// build, which waits for a file the page makes, can end.
+func TestBrowserDesktopBuild(t *testing.T) {
+	e := servertest.Start(t)
+	alice := e.Register(t, "alice")
+	alice.Start()
+	var roles api.Roles
+	alice.MustJSON("GET", "/api/v1/roles", nil, http.StatusOK, &roles)
+	execOK(t, alice, roles.Live.ID, "sh", "-c", `mkdir app && echo '{"scripts": {"build": "echo building: first line; while [ ! -f go ]; do sleep 0.1; done; echo building: done"}}' > app/package.json`)
+	env := map[string]string{
+		"BASE_URL": e.URL, "USERNAME": "alice", "PASSWORD": "correct horse battery alice",
+		"SANDBOX": roles.Live.ID, "GATE": "app/go",
+	}
+	if d := os.Getenv("SCREENSHOT_DIR"); d != "" {
+		env["SCREENSHOT_DIR"] = d
+	}
+	out := browsertest.Run(t, "desktop-build", env)
+	if !strings.Contains(out, "desktop-build=ok") {
+		t.Errorf("desktop-build.mjs: %s", out)
+	}
+	t.Log(out)
+}

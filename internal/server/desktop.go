@@ -38,8 +38,9 @@ type desktopRequest struct {
 }
 
 // desktopRoute says whether the desktop host serves API route rt: a sandbox's own
-// files, exec (and its terminal stream), history, app state and restart. Secrets, tokens,
-// promotion, policy, capabilities, other sandboxes and the account are the control plane's.
+// files, exec (and its terminal stream), history, app state, provider steps and restart.
+// Secrets, tokens, promotion, policy, capabilities, other sandboxes and the account are
+// the control plane's.
 func desktopRoute(rt Route) bool {
 	rest, ok := strings.CutPrefix(rt.Pattern, "/api/v1/sandboxes/{id}")
 	if !ok {
@@ -48,7 +49,7 @@ func desktopRoute(rt Route) bool {
 	switch rest {
 	case "":
 		return rt.Method == http.MethodGet
-	case "/restart", "/exec", "/exec/stream", "/app", "/app/restart",
+	case "/restart", "/exec", "/exec/stream", "/app", "/app/restart", "/app/{step}",
 		"/history", "/history/checkpoints", "/history/undo", "/history/redo", "/history/restore",
 		"/history/diff", "/history/events":
 		return true

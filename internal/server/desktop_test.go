@@ -6,12 +6,14 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
 
+	"github.com/paddockhq/paddock"
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/origins"
 	"github.com/paddockhq/paddock/internal/servertest"
@@ -111,6 +113,27 @@ func TestDesktopHost(t *testing.T) {
 			if body := readBody(t, resp); resp.StatusCode != http.StatusNotFound {
 				t.Errorf("POST %s on the desktop: %s %s, want 404", p, resp.Status, body)
 			}
+		}
+	})
+
+	t.Run("provider step", func(t *testing.T) {
+		// The build pane runs a provider's step on the desktop's origin, its events streamed.
+		step := api1 + "/app/new"
+		body := `{"runtime": "static", "name": "site", "dir": "site"}`
+		hdr := map[string]string{"Content-Type": "application/json"}
+		if resp := desktopReq(t, alice, desk, "", "POST", step, body, hdr); resp.StatusCode != http.StatusForbidden {
+			t.Errorf("POST %s on the desktop without its Origin: %s %s, want 403", step, resp.Status, readBody(t, resp))
+		}
+		resp := desktopReq(t, alice, desk, desk, "POST", step, body, hdr)
+		var evs []api.ProviderEvent
+		err := paddock.ReadProviderEvents(resp.Body, func(ev api.ProviderEvent) { evs = append(evs, ev) })
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || err != nil || len(evs) == 0 || result(evs).Error != "" || !slices.Contains(ran(evs), "scaffold: write index.html") {
+			t.Fatalf("POST %s on the desktop: %s, events %+v, %v; want the step's stream", step, resp.Status, evs, err)
+		}
+		msg := readBody(t, desktopReq(t, alice, desk, desk, "POST", api1+"/app/build", `{"dir": "nothing"}`, hdr))
+		if !strings.Contains(msg, "looked for package.json (node)") {
+			t.Errorf("a build of a directory no provider recognises, on the desktop: %q", msg)
 		}
 	})
 

@@ -18,7 +18,7 @@ import (
 // last.
 func providerStep(t *testing.T, c *servertest.Client, id, step string, req api.ProviderRequest) []api.ProviderEvent {
 	t.Helper()
-	resp := c.DoToken("POST", "/api/v1/sandboxes/"+id+"/app/"+step, req)
+	resp := c.DoTokenStream("POST", "/api/v1/sandboxes/"+id+"/app/"+step, req)
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		t.Fatalf("%s %+v: %d %s, want a 200 event stream", step, req, resp.StatusCode, resp.Header.Get("Content-Type"))
@@ -406,5 +406,27 @@ echo 'fn main() { println!("{}", itoa::Buffer::new().format(42)); }' > src/main.
 	msg := servertest.ErrorOf(t, alice.DoToken("POST", "/api/v1/sandboxes/"+sb.ID+"/app/build", num), http.StatusBadRequest).Message
 	if !strings.Contains(msg, "Cargo.toml is not valid TOML") {
 		t.Errorf("build with a corrupt Cargo.toml: %q", msg)
+	}
+}
+
+// A step without a directory, in a workspace whose one project is in a directory (as
+// "paddock app new NAME" makes), runs on that project; with several, it is refused naming
+// them.
+func TestProviderFindsTheOnlyProject(t *testing.T) {
+	e := servertest.Start(t)
+	alice := e.Register(t, "alice")
+	var sb api.Sandbox
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "p"}), http.StatusCreated, &sb)
+	if r := result(providerStep(t, alice, sb.ID, "new", api.ProviderRequest{Runtime: "static", Name: "my-site"})); r.Error != "" || r.Dir != "." {
+		t.Fatalf("new static into the workspace: %+v", r)
+	}
+	execOK(t, alice, sb.ID, "sh", "-c", "mkdir my-site && mv index.html style.css my-site/ && mkdir .hidden notes && touch .hidden/index.html notes/todo.txt")
+	if r := result(providerStep(t, alice, sb.ID, "build", api.ProviderRequest{})); r.Error != "" || r.Dir != "my-site" || r.Runtime != "static" {
+		t.Errorf("build with one project, in my-site: %+v, want it built there", r)
+	}
+	execOK(t, alice, sb.ID, "sh", "-c", "mkdir other && echo '{}' > other/package.json")
+	msg := servertest.ErrorOf(t, alice.DoToken("POST", "/api/v1/sandboxes/"+sb.ID+"/app/build", api.ProviderRequest{}), http.StatusConflict).Message
+	if !strings.Contains(msg, "package.json (node)") || !strings.Contains(msg, "these directories hold projects: my-site, other") {
+		t.Errorf("build with two projects and no dir: %q, want what was looked for and both named", msg)
 	}
 }

@@ -257,6 +257,14 @@ func (c *Client) DoToken(method, path string, body any) *http.Response {
 	return c.do(method, path, body, func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+c.Token) }, &http.Client{Timeout: 2 * time.Minute})
 }
 
+// DoTokenStream is DoToken for a response that lasts as long as the server's work (a
+// provider step's event stream): no time limit of its own, since the server's limits and
+// the test's -timeout bound it, and a loaded machine makes any guess at seconds wrong.
+func (c *Client) DoTokenStream(method, path string, body any) *http.Response {
+	c.t.Helper()
+	return c.do(method, path, body, func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+c.Token) }, &http.Client{})
+}
+
 func (c *Client) do(method, path string, body any, set func(*http.Request), hc *http.Client) *http.Response {
 	c.t.Helper()
 	return c.doAt(c.Base, method, path, body, set, hc)

@@ -1,4 +1,4 @@
-// The paddock desktop: files, terminal, timeline, preview and agent of one sandbox, served by its
+// The paddock desktop: files, terminal, timeline, preview, agent and build of one sandbox, served by its
 // agent on desktop-<sandbox>, calling the API on this same origin.
 import '@xterm/xterm/css/xterm.css';
 import './style.css';
@@ -9,6 +9,7 @@ import { TerminalPane } from './terminal.js';
 import { TimelinePane } from './timeline.js';
 import { PreviewPane } from './preview.js';
 import { AgentPane } from './agent.js';
+import { BuildPane } from './build.js';
 
 const files = new FilesPane();
 const terminal = new TerminalPane();
@@ -30,12 +31,22 @@ const agent = new AgentPane({
   },
 });
 
+// After a provider's step: the files it wrote, its checkpoint, and a preview it started.
+const build = new BuildPane({
+  afterStep: async () => {
+    await files.reload();
+    timeline.refresh();
+    if (preview.loaded) preview.reload();
+  },
+});
+
 const panes = [
   { id: 'files', label: 'Files', pane: files, key: '1' },
   { id: 'terminal', label: 'Terminal', pane: terminal, key: '2' },
   { id: 'timeline', label: 'Timeline', pane: timeline, key: '3' },
   { id: 'preview', label: 'Preview', pane: preview, key: '4' },
   { id: 'agent', label: 'Agent', pane: agent, key: '5' },
+  { id: 'build', label: 'Build', pane: build, key: '6' },
 ];
 
 const tabs = panes.map((p) => h('button', {
@@ -118,5 +129,5 @@ loadSandbox();
 preview.poll();
 setInterval(() => preview.poll(), 3000);
 // Tests reach the panes here (to drop a terminal's connection, as a network would).
-window.paddockDesktop = { files, terminal, timeline, preview, agent };
+window.paddockDesktop = { files, terminal, timeline, preview, agent, build };
 select(panes.find((p) => '#' + p.id === location.hash)?.id || 'files');
