@@ -71,6 +71,9 @@ func (e *Env) PoolTable(ctx context.Context, o Options) (t *Table, err error) {
 	err = interleave(rec, 1, n,
 		create("claim", api.CreateSandboxRequest{}),
 		func() error {
+			if err := cp.waitPool(ctx, 1); err != nil {
+				return err
+			}
 			began := time.Now()
 			err := bareExec(ctx, hc, cp.URL, tok.Secret, running)
 			rec.add("exec", ms(time.Since(began)))
@@ -93,7 +96,8 @@ func (e *Env) PoolTable(ctx context.Context, o Options) (t *Table, err error) {
 		About: "A control plane on loopback (`server.New`) with `pool: {size: 1}`, one API token, a bare `net/http` client. " +
 			"Claim → first exec is `POST /api/v1/sandboxes` (the default app, so it matches the pool) and then " +
 			"`POST /api/v1/sandboxes/{id}/exec` of `true`, timed from the create's request to the exec's result, once the pool " +
-			"holds a sandbox (waited for untimed); the baseline is the same exec in the user's live sandbox, already running " +
+			"holds a sandbox (waited for untimed before every round of each row: no round meets a refill it did not cause); the baseline " +
+			"is the same exec in the user's live sandbox, already running " +
 			"(table 2's round trip, over the API). A create with an environment of its own does not match the pool and starts a sandbox " +
 			"anew: information. Interleaved; each created sandbox is deleted untimed.",
 		Rows: []Row{

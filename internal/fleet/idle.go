@@ -72,11 +72,14 @@ func (f *Fleet) Hold(id string) (release func()) {
 	f.touch(id)
 	return func() {
 		f.mu.Lock()
-		defer f.mu.Unlock()
 		if f.held[id]--; f.held[id] <= 0 {
 			delete(f.held, id)
 		}
 		f.touch(id)
+		f.mu.Unlock()
+		if f.pool != nil {
+			f.pool.used(id) // a claimed sandbox's first command has ended: refill now
+		}
 	}
 }
 

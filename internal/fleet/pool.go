@@ -67,6 +67,12 @@ const poolTemplate = "default"
 // must not slow. A claimed sandbox gets the usual priority back (runner.Claim).
 const poolNice = 10
 
+// refillGrace is how long the refill waits, after a member is taken, for the claimed
+// sandbox's first command to end: a container started beside that command slows it far
+// more than the refill's niced CPU share would say, and a claim is usually followed by a
+// command at once.
+const refillGrace = time.Second
+
 // pool keeps sandboxes of the default app running, ready to be claimed.
 type pool struct {
 	f    *Fleet
@@ -80,6 +86,10 @@ type pool struct {
 
 	mu   sync.Mutex
 	idle []*runner.Sandbox
+	// claimed are the refills put off until a taken member's first command ends (or
+	// grace passes), by the member's ID.
+	claimed map[string]*time.Timer
+	grace   time.Duration
 
 	wake chan struct{}
 	done chan struct{}
@@ -105,7 +115,7 @@ func newPool(f *Fleet, name string, size int, reg prometheus.Registerer) (*pool,
 		return nil, fmt.Errorf("%s: the warm pool holds container sandboxes, and new sandboxes are of the %s tier: %w", key, tmpl.Tier, errdefs.ErrInvalidArgument)
 	}
 	p := &pool{
-		f: f, size: size, tmpl: tmpl, name: name,
+		f: f, size: size, tmpl: tmpl, name: name, claimed: map[string]*time.Timer{}, grace: refillGrace,
 		wake: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{}),
 		gauge: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "paddock_pool_size", Help: "Sandboxes the warm pool holds ready to be claimed.",
@@ -139,21 +149,37 @@ func (p *pool) matches(rec store.Sandbox) bool {
 }
 
 // take removes a live sandbox from the pool, or returns nil. A sandbox whose agent has
-// exited is discarded, never handed out.
+// exited is discarded, never handed out. The refill of a member taken waits for used
+// (see refillGrace); otherwise it starts now.
 func (p *pool) take() *runner.Sandbox {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	defer p.signal()
 	for len(p.idle) > 0 {
 		sb := p.idle[0]
 		p.idle = p.idle[1:]
 		p.gauge.Set(float64(len(p.idle)))
 		if !exited(sb) {
+			id := sb.ID
+			p.claimed[id] = time.AfterFunc(p.grace, func() { p.used(id) })
 			return sb
 		}
 		go p.discard(sb, "its agent exited while it was idle")
 	}
+	p.signal()
 	return nil
+}
+
+// used starts the refill put off when member id was taken, if it has not started yet:
+// the claimed sandbox's first command has ended, its claim failed, or the grace passed.
+func (p *pool) used(id string) {
+	p.mu.Lock()
+	t, ok := p.claimed[id]
+	delete(p.claimed, id)
+	p.mu.Unlock()
+	if ok {
+		t.Stop()
+		p.signal()
+	}
 }
 
 func exited(sb *runner.Sandbox) bool {
@@ -388,10 +414,12 @@ func (f *Fleet) fromPool(ctx context.Context, c Caller, rec store.Sandbox, name 
 		return tx.AppendAudit(ctx, f.event(c, "sandbox.create", rec.ID, map[string]any{"name": rec.Name, "tier": rec.Tier, "pool": true}))
 	})
 	if err != nil {
+		p.used(sb.ID)
 		go p.discard(sb, "its claim was not recorded: "+err.Error())
 		return rec, true, err
 	}
 	if err := f.run.Claim(sb, runnerUser(rec.Username)); err != nil {
+		p.used(sb.ID)
 		// Recorded, so it is the user's now: started the usual way, under the same ID.
 		p.claims.WithLabelValues("miss").Inc()
 		f.log.Warn("pool: claim failed; starting the sandbox anew", "sandbox", rec.ID, "err", err)
