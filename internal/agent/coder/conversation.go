@@ -32,11 +32,8 @@ type conversation struct {
 
 // openConversation reads the conversation in dir, or starts one.
 func openConversation(dir, workspace string) (*conversation, error) {
-	if dir == "" {
-		return nil, fmt.Errorf("state directory: required: %w", errdefs.ErrInvalidArgument)
-	}
-	if inside(dir, workspace) {
-		return nil, fmt.Errorf("state directory %s is inside the workspace %s, where undo would rewrite the conversation: %w", dir, workspace, errdefs.ErrInvalidArgument)
+	if err := checkStateDir(dir, workspace); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
@@ -103,6 +100,17 @@ func (c *conversation) save() error {
 	}
 	if err := os.Rename(tmp, c.path); err != nil {
 		return fmt.Errorf("saving the conversation: %w", err)
+	}
+	return nil
+}
+
+// checkStateDir refuses a state directory that is unset or inside the workspace.
+func checkStateDir(dir, workspace string) error {
+	if dir == "" {
+		return fmt.Errorf("state directory: required: %w", errdefs.ErrInvalidArgument)
+	}
+	if inside(dir, workspace) {
+		return fmt.Errorf("state directory %s is inside the workspace %s, where undo would rewrite the conversation: %w", dir, workspace, errdefs.ErrInvalidArgument)
 	}
 	return nil
 }
