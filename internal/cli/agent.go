@@ -165,6 +165,9 @@ func renderEvents(r io.Reader, w io.Writer) error {
 		case "error":
 			newline()
 			fmt.Fprintf(w, "stopped (%s): %s\n", e.Kind, e.Message)
+		case "recovered":
+			newline()
+			fmt.Fprintf(w, "note: %s\n", e.Message)
 		case "answer", "done":
 			newline()
 		}
