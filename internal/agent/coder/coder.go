@@ -219,7 +219,11 @@ func (a *Agent) Run(ctx context.Context, prompt string) (string, error) {
 	turn := a.conv.begin(prompt)
 	a.turn, a.prompt = turn, prompt
 	a.emit(Event{Type: EvTurn, Turn: turn, Text: prompt})
-	if note := a.recoverTurn(ctx); note != "" {
+	note := a.recoverTurn(ctx)
+	if note == "" {
+		note = a.workspaceMoved(ctx)
+	}
+	if note != "" {
 		_ = a.conv.insertNote(note) // before the prompt: the model reads it first
 	}
 	a.beginTurn(ctx)
@@ -409,6 +413,24 @@ func Recover(ctx context.Context, cfg Config, emit func(Event)) error {
 	return nil
 }
 
+// workspaceMoved is a note for the model when the workspace is no longer at the
+// checkpoint the last turn ended on (a turn undone from the desktop or the CLI, a
+// restore, someone else's edits): what it saw of the files may be stale. It returns ""
+// otherwise, and when the host cannot say: the note is a help, not the turn's work.
+func (a *Agent) workspaceMoved(ctx context.Context) string {
+	last := a.conv.LastCheckpoint
+	if a.cfg.Host == nil || last == "" {
+		return ""
+	}
+	ctx, cancel := hostCtx(ctx)
+	defer cancel()
+	current, err := a.cfg.Host.Current(ctx)
+	if err != nil || current == last {
+		return ""
+	}
+	return fmt.Sprintf("(paddock: since your last turn the workspace moved from checkpoint %s to checkpoint %s: a turn was undone, a checkpoint restored, or files were changed by someone else. Read files again before you rely on what you saw of them.)", last, current)
+}
+
 // endTurn commits the turn's transaction, or checkpoints when there is none.
 func (a *Agent) endTurn(ctx context.Context) {
 	if a.cfg.Host == nil {
@@ -430,6 +452,7 @@ func (a *Agent) endTurn(ctx context.Context) {
 		a.emit(Event{Type: EvError, Turn: a.turn, Kind: KindCheckpoint, Message: "the turn's checkpoint was not taken: " + err.Error()})
 		return
 	}
+	_ = a.conv.setLastCheckpoint(id) // a failed save shows at the next add
 	a.emit(Event{Type: EvCheckpoint, Turn: a.turn, Checkpoint: id})
 }
 

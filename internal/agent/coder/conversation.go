@@ -28,6 +28,9 @@ type conversation struct {
 	// OpenTx is the transaction of the turn under way: set when it begins, cleared when
 	// it is committed. Still set at the next run, it is a turn that never ended.
 	OpenTx string `json:"open_tx,omitempty"`
+	// LastCheckpoint is the checkpoint the last turn ended on. The workspace elsewhere at
+	// the next turn was moved meanwhile (an undo, a restore), and the model is told.
+	LastCheckpoint string `json:"last_checkpoint,omitempty"`
 }
 
 // openConversation reads the conversation in dir, or starts one.
@@ -86,6 +89,12 @@ func (c *conversation) add(m Message) error {
 // setOpenTx records the turn's open transaction ("" once it is committed).
 func (c *conversation) setOpenTx(id string) error {
 	c.OpenTx = id
+	return c.save()
+}
+
+// setLastCheckpoint records the checkpoint a turn ended on.
+func (c *conversation) setLastCheckpoint(id string) error {
+	c.LastCheckpoint = id
 	return c.save()
 }
 

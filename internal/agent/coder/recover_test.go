@@ -3,6 +3,7 @@ package coder_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,12 +11,15 @@ import (
 	"testing"
 
 	"github.com/paddockhq/paddock/internal/agent/coder"
+	"github.com/paddockhq/paddock/internal/gateway/scripted"
 )
 
 // txHost is a workspace history with one transaction at most: the Host side of a turn.
 type txHost struct {
 	mu        sync.Mutex
 	open      string
+	current   string // the checkpoint the workspace is at
+	commits   int
 	rollbacks int
 }
 
@@ -33,7 +37,15 @@ func (h *txHost) Commit(context.Context) (string, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.open = ""
-	return "cp-turn", nil
+	h.commits++
+	h.current = fmt.Sprintf("cp-turn-%d", h.commits)
+	return h.current, nil
+}
+
+func (h *txHost) Current(context.Context) (string, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.current, nil
 }
 
 func (h *txHost) OpenTransaction(context.Context) (string, error) {
@@ -47,7 +59,10 @@ func (h *txHost) Rollback(context.Context) (string, error) {
 	defer h.mu.Unlock()
 	h.open = ""
 	h.rollbacks++
-	return "cp-before", nil
+	if h.current == "" {
+		h.current = "cp-before"
+	}
+	return h.current, nil
 }
 
 func (h *txHost) Checkpoint(context.Context, string) (string, error) { return "cp-plain", nil }
@@ -152,4 +167,47 @@ func TestRecover(t *testing.T) {
 		t.Errorf("the next turn's recovery: %+v (%d rollbacks)", r, host.rollbacks)
 	}
 	s.scriptDone()
+}
+
+// A turn undone (or a checkpoint restored) between two turns: the next turn tells the
+// model that the workspace moved, so that it does not trust what it saw of the files.
+// The workspace where the last turn left it, nothing is said.
+func TestToldWorkspaceMoved(t *testing.T) {
+	sc, err := scripted.Parse([]byte(`{"steps": [
+	  {"expect": {"last_role": "user", "last_contains": ["one"]}, "respond": {"content": "ok"}},
+	  {"expect": {"last_role": "user", "last_contains": ["two"]}, "respond": {"content": "ok"}},
+	  {"expect": {"last_role": "user", "last_contains": ["three"]}, "respond": {"content": "ok"}}
+	]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSessionFrom(t, coder.APIOpenAI, sc, nil, nil)
+	host := &txHost{current: "cp-start"}
+	withHost := func(c *coder.Config) { c.Host = host }
+	for _, prompt := range []string{"one", "two"} {
+		if _, err := s.run(prompt, withHost); err != nil {
+			t.Fatal(err)
+		}
+	}
+	host.current = "cp-turn-1" // the desktop's "Undo this turn" of turn 2
+	if _, err := s.run("three", withHost); err != nil {
+		t.Fatal(err)
+	}
+	s.scriptDone()
+	reqs := s.provider.Requests()
+	said := func(i int) string {
+		var all []string
+		for _, m := range reqs[i].Messages {
+			all = append(all, m.Role+": "+string(m.Content))
+		}
+		return strings.Join(all, "\n")
+	}
+	for i := range 2 {
+		if got := said(i); strings.Contains(got, "workspace moved") {
+			t.Errorf("turn %d was told the workspace moved:\n%s", i+1, got)
+		}
+	}
+	if got := said(2); !strings.Contains(got, "moved from checkpoint cp-turn-2 to checkpoint cp-turn-1") {
+		t.Errorf("the turn after an undo was not told:\n%s", got)
+	}
 }
