@@ -329,14 +329,15 @@ export class AgentPane {
     // A turn that began and never ended: its process was killed (or its sandbox
     // restarted). Roll its changes back now, so that the workspace is at the last
     // checkpoint, and say so.
-    if ((sawTurn || opts.attach) && !sawDone) await this.recover();
+    if ((sawTurn || opts.attach) && !sawDone) await this.recover(sawTurn);
     await this.refreshMarks();
     await this.afterTurn?.();
   }
 
   // recover runs `paddock-agent code --recover`, which rolls back a turn left unfinished,
-  // and says what became of it.
-  async recover() {
+  // and says what became of it; stopped says that a turn this page followed stopped, even
+  // when there was nothing to roll back.
+  async recover(stopped = false) {
     let rec = null;
     try {
       await stream({ argv: [AGENT, 'code', '--recover'], onLine: (l) => {
@@ -346,6 +347,8 @@ export class AgentPane {
     } catch { /* the note is a help: the next turn rolls back all the same */ }
     if (rec) {
       this.banner(`The agent was stopped before turn ${rec.turn} ended: its changes were rolled back, and the workspace is at checkpoint ${(rec.checkpoint || '').slice(0, 12)} again. The conversation is kept.`, 'error', 'recovered');
+    } else if (stopped) {
+      this.banner('The agent was stopped before its turn ended. The conversation is kept.', 'error', 'stopped');
     }
   }
 
