@@ -21,7 +21,7 @@ import (
 )
 
 func newAgentCommand(code *int) *cobra.Command {
-	var model string
+	var model, apiName string
 	var maxSteps int
 	var reset, raw bool
 	c := &cobra.Command{
@@ -42,6 +42,13 @@ cut mid-way); 125 when paddock could not run it.`,
 			if model != "" {
 				argv = append(argv, "--model", model)
 			}
+			switch apiName {
+			case "":
+			case "openai", "anthropic":
+				argv = append(argv, "--api", apiName)
+			default:
+				return fmt.Errorf("--api %q: want openai or anthropic: %w", apiName, errdefs.ErrInvalidArgument)
+			}
 			if maxSteps != 0 {
 				argv = append(argv, "--max-steps", strconv.Itoa(maxSteps))
 			}
@@ -54,6 +61,7 @@ cut mid-way); 125 when paddock could not run it.`,
 	}
 	fl := c.Flags()
 	fl.StringVar(&model, "model", "", "the model to ask (default the sandbox's PADDOCK_AGENT_MODEL)")
+	fl.StringVar(&apiName, "api", "", "the provider to ask, by its API: openai or anthropic (default the gateway's first OpenAI-style provider, else its Anthropic one)")
 	fl.IntVar(&maxSteps, "max-steps", 0, "the most answers of the model in this turn (default 40)")
 	fl.BoolVar(&reset, "reset", false, "forget the sandbox's conversation and start another")
 	fl.BoolVar(&raw, "json", false, "print the agent's events as JSON lines, as they come")
@@ -165,6 +173,9 @@ func renderEvents(r io.Reader, w io.Writer) error {
 		case "error":
 			newline()
 			fmt.Fprintf(w, "stopped (%s): %s\n", e.Kind, e.Message)
+		case "recovered":
+			newline()
+			fmt.Fprintf(w, "note: %s\n", e.Message)
 		case "answer", "done":
 			newline()
 		}

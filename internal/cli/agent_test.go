@@ -41,7 +41,8 @@ func TestAgentCommand(t *testing.T) {
 	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{}), http.StatusCreated, &sb)
 	mustRemote(t, "", "sandbox", "exec", sb.ID, "--", "sh", "-c", "echo 'h1 { color: red }' > /workspace/index.html")
 
-	out := mustRemote(t, "", "agent", sb.ID, "--model", "picked-by-flag", "make", "the header blue")
+	wantFailure(t, "", `--api "gemini": want openai or anthropic`, "agent", sb.ID, "--api", "gemini", "hi")
+	out := mustRemote(t, "", "agent", sb.ID, "--model", "picked-by-flag", "--api", "openai", "make", "the header blue")
 	for _, want := range []string{
 		"turn 1: make the header blue\n", "Looking.\n> edit_file {", "  ok: edited index.html", "\ncheckpoint ", "The header is blue now.\n",
 	} {

@@ -18,8 +18,10 @@ import (
 
 // The desktop's Agent pane in a real browser, against a scripted model behind the real
 // gateway (tests/browser/desktop-agent.mjs says what): a turn's steps show as they
-// happen, its edit lands, one click undoes it; the provider rate-limited, down and the
-// budget spent each say so; the conversation survives a reload. Screenshots go under
+// happen, its edit lands, one click undoes it; the agent killed mid-turn is rolled back
+// and said so; the provider rate-limited, down and the budget spent each say so; the
+// conversation survives a reload. The budget is far above the turns before the one that
+// spends it: a killed turn is charged an estimate of its prompt. Screenshots go under
 // the test's temp dir (SCREENSHOT_DIR/desktop-agent when set).
 func TestBrowserDesktopAgent(t *testing.T) {
 	sc, err := scripted.Load("testdata/agent_desktop.json")
@@ -32,7 +34,7 @@ func TestBrowserDesktopAgent(t *testing.T) {
 	e := servertest.Start(t, func(c *server.Config) {
 		c.App = server.AppConfig{Command: []string{"/usr/bin/perl", "-e", crashingServer}, Port: 8080, Build: "static"}
 		c.Gateway = gateway.Config{AgentModel: "scripted-model", Providers: []gateway.Provider{{
-			Name: "scripted", Kind: gateway.KindOpenAI, BaseURL: up.URL, APIKey: "sk-platform", TokensPerDay: 10}}}
+			Name: "scripted", Kind: gateway.KindOpenAI, BaseURL: up.URL, APIKey: "sk-platform", TokensPerDay: 100_000}}}
 	})
 	alice := e.Register(t, "alice")
 	alice.Start()
@@ -53,7 +55,7 @@ func TestBrowserDesktopAgent(t *testing.T) {
 	if err := provider.Err(); err != nil || !provider.Done() {
 		t.Errorf("the script: %v (done %v)", err, provider.Done())
 	}
-	for _, name := range []string{"agent", "agent-rate-limited", "agent-out-of-budget", "agent-reloaded"} {
+	for _, name := range []string{"agent", "agent-killed", "agent-rate-limited", "agent-out-of-budget", "agent-reloaded"} {
 		if _, err := os.Stat(filepath.Join(shots, name+".png")); err != nil {
 			t.Errorf("no screenshot of %s: %v", name, err)
 		}

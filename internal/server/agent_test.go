@@ -120,8 +120,8 @@ func TestAgentInSandbox(t *testing.T) {
 	}
 }
 
-// The agent killed in the middle of a turn: the conversation survives, and the next run
-// rolls the unfinished turn back, so the workspace is at the last checkpoint, and says so.
+// The agent killed in the middle of a turn: the conversation survives, and --recover rolls
+// the unfinished turn back, so the workspace is at the last checkpoint, and says so.
 func TestAgentKilledInTurn(t *testing.T) {
 	sc, err := scripted.Load("testdata/agent_killed.json")
 	if err != nil {
@@ -150,9 +150,11 @@ kill -9 $pid; wait $pid; cat /tmp/ev`
 		t.Fatalf("index.html while the turn was under way: %q", got)
 	}
 
-	res = execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{wire.AgentPath, wire.CodeSubcommand, "--", "what happened?"}, TimeoutMS: 120_000})
+	// What the desktop runs once it sees a turn end without its done event: the
+	// unfinished turn is rolled back at once, and an event of that turn says so.
+	res = execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{wire.AgentPath, wire.CodeSubcommand, "--recover"}, TimeoutMS: 60_000})
 	if res.ExitCode != 0 {
-		t.Fatalf("the next turn: exit %d\n%s\n%s\n%v", res.ExitCode, res.Stdout, res.Stderr, provider.Err())
+		t.Fatalf("--recover: exit %d\n%s\n%s", res.ExitCode, res.Stdout, res.Stderr)
 	}
 	var recovered *coder.Event
 	for _, ev := range agentEvents(t, res.Stdout) {
@@ -160,11 +162,16 @@ kill -9 $pid; wait $pid; cat /tmp/ev`
 			recovered = &ev
 		}
 	}
-	if recovered == nil || !strings.Contains(recovered.Message, "rolled back") {
-		t.Errorf("no recovered event in\n%s", res.Stdout)
+	if recovered == nil || recovered.Turn != 1 || !strings.Contains(recovered.Message, "rolled back") {
+		t.Errorf("no recovered event of turn 1 in\n%s", res.Stdout)
 	}
 	if got := fileContent(t, alice, sb.ID, "index.html"); got != "original\n" {
-		t.Errorf("index.html after the unfinished turn: %q, want the last checkpoint's", got)
+		t.Errorf("index.html after the unfinished turn was recovered: %q, want the last checkpoint's", got)
+	}
+
+	res = execIn(t, alice, sb.ID, api.ExecRequest{Argv: []string{wire.AgentPath, wire.CodeSubcommand, "--", "what happened?"}, TimeoutMS: 120_000})
+	if res.ExitCode != 0 {
+		t.Fatalf("the next turn: exit %d\n%s\n%s\n%v", res.ExitCode, res.Stdout, res.Stderr, provider.Err())
 	}
 	// The conversation survived: the model saw the first turn, and the note.
 	reqs := provider.Requests()

@@ -4,12 +4,14 @@
 //            file changes; the turn is a checkpoint on the timeline; "Undo this turn"
 //            brings the file back
 //   turn 2   slow: a reload while it runs reattaches to it, and it finishes in the pane
-//   turn 3   the provider rate-limits (429, Retry-After an hour): the pane says so
-//   turn 4   the provider is down (503): the pane says so
-//   turn 5   rate-limited for a second (the pane says it waits), then an answer that
+//   turn 3   the agent's process is killed after its edit: the pane rolls the turn back
+//            (the file is the last checkpoint's again) and says so
+//   turn 4   the provider rate-limits (429, Retry-After an hour): the pane says so
+//   turn 5   the provider is down (503): the pane says so
+//   turn 6   rate-limited for a second (the pane says it waits), then an answer that
 //            spends the user's tokens per day, changing no file: nothing to undo
-//   turn 6   the gateway refuses: out of budget, and the pane says so
-//   reload   the conversation is shown again, turn 1 marked undone
+//   turn 7   the gateway refuses: out of budget, and the pane says so
+//   reload   the conversation is shown again, turn 1 marked undone, turn 3 rolled back
 // Env: BASE_URL, USERNAME, PASSWORD, SANDBOX (the live sandbox), SHOTS (screenshots).
 import assert from 'node:assert/strict';
 import { mkdir } from 'node:fs/promises';
@@ -29,6 +31,11 @@ const t0 = Date.now();
 const step = (s) => console.log(`desktop-agent.mjs: ${((Date.now() - t0) / 1000).toFixed(1)}s ${s}`);
 const { context, close } = await launch(base, { width: 1280, height: 800 });
 const long = { timeout: 90000 };
+// killScript kills the sandbox's running `paddock-agent code` turn (the one asked to rewrite
+// the page), as a crash or an OOM kill would: SIGKILL, nothing said.
+const killScript = `n=0; for p in /proc/[0-9]*; do
+  if tr '\\0' ' ' < $p/cmdline 2>/dev/null | grep -q '^/.paddock/paddock-agent code -- rewrite the page'; then kill -9 \${p#/proc/} && n=$((n+1)); fi
+done; test $n = 1`;
 
 async function shot(page, name) {
   const file = path.join(shots, `${name}.png`);
@@ -100,7 +107,24 @@ try {
   assert.equal(await page.locator('#turn-2 .tool[data-tool=run_command]').count(), 1);
   step('reattached to turn 2 after a reload');
 
-  // Turns 3-6: the provider rate-limited, down; the budget spent.
+  // Turn 3: the agent's process is killed mid-turn, its edit made: the pane rolls the
+  // turn back at once, so the file is the last checkpoint's again, and says so.
+  await ask(page, 'rewrite the page');
+  await page.locator('#turn-3 .tool.ok[data-tool=write_file]').waitFor(long);
+  assert.equal(await file(page, 'index.html'), 'half-done\n');
+  const killed = await page.evaluate(async ({ sb, script }) => {
+    const r = await fetch(`/api/v1/sandboxes/${sb}/exec`, { method: 'POST', headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ argv: ['sh', '-c', script] }) });
+    return r.json();
+  }, { sb: sandbox, script: killScript });
+  assert.equal(killed.exit_code, 0, `killing the agent: ${JSON.stringify(killed)}`);
+  await page.locator('#agent-banner[data-code=recovered]').filter({ hasText: /stopped before turn 3 ended: its changes were rolled back.*conversation is kept/ }).waitFor(long);
+  await page.locator('#turn-3 .note.recovered').filter({ hasText: /rolled back/ }).waitFor(long);
+  assert.match(await file(page, 'index.html'), /color: red/);
+  step(`killed mid-turn: ${await page.locator('#agent-banner').textContent()}`);
+  await shot(page, 'agent-killed');
+
+  // Turns 4-7: the provider rate-limited, down; the budget spent.
   const banner = async (code, re) => {
     await page.locator(`#agent-banner[data-code=${code}]`).filter({ hasText: re }).waitFor(long);
     step(`banner ${code}: ${await page.locator('#agent-banner').textContent()}`);
@@ -112,11 +136,11 @@ try {
   await banner('provider_unavailable', /provider is down/);
   // Rate limited for a second: the pane says it waits, then the answer clears the banner.
   await ask(page, 'say hello');
-  await page.locator('#turn-5 .note.wait').filter({ hasText: /Waiting 1 s/ }).waitFor(long);
-  await page.locator('#turn-5 .say').filter({ hasText: 'Hello.' }).waitFor(long);
+  await page.locator('#turn-6 .note.wait').filter({ hasText: /Waiting 1 s/ }).waitFor(long);
+  await page.locator('#turn-6 .say').filter({ hasText: 'Hello.' }).waitFor(long);
   // A turn that changed no file has nothing to undo (its checkpoint is an earlier one).
-  await page.locator('#turn-5.unchanged .mark').filter({ hasText: 'changed no file' }).waitFor(long);
-  assert.equal(await page.locator('#undo-turn-5').isVisible(), false);
+  await page.locator('#turn-6.unchanged .mark').filter({ hasText: 'changed no file' }).waitFor(long);
+  assert.equal(await page.locator('#undo-turn-6').isVisible(), false);
   await page.locator('#agent-banner').waitFor({ state: 'hidden' });
   await ask(page, 'and again');
   await banner('out_of_budget', /Out of budget.*tokens per day/);
@@ -125,12 +149,13 @@ try {
   // The conversation survives a reload.
   await page.reload();
   await page.getByRole('tab', { name: 'Agent' }).click();
-  await page.locator('#turn-6').waitFor(long);
+  await page.locator('#turn-7').waitFor(long);
   await page.locator('#turn-1.undone .you').filter({ hasText: 'make the header blue' }).waitFor();
   await page.locator('#turn-1 .mark').filter({ hasText: 'undone' }).waitFor();
   await page.locator('#turn-1 .tool.ok[data-tool=edit_file]').waitFor();
-  await page.locator('#turn-5 .say').filter({ hasText: 'Hello.' }).waitFor();
-  await page.locator('#turn-3 .note.error[data-kind=rate_limited]').waitFor();
+  await page.locator('#turn-6 .say').filter({ hasText: 'Hello.' }).waitFor();
+  await page.locator('#turn-3 .note.recovered').waitFor();
+  await page.locator('#turn-4 .note.error[data-kind=rate_limited]').waitFor();
   await shot(page, 'agent-reloaded');
   assert.deepEqual(errors, []);
   step('ok');

@@ -133,6 +133,7 @@ type Agent struct {
 	tools  *toolbox
 	conv   *conversation
 	events *eventLog
+	lock   *os.File // the state directory's, held until Close
 	emit   func(Event)
 }
 
@@ -165,17 +166,28 @@ func New(cfg Config, emit func(Event)) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("workspace %s: %w", cfg.Workspace, err)
 	}
+	if err := checkStateDir(cfg.StateDir, cfg.Workspace); err != nil {
+		root.Close()
+		return nil, err
+	}
+	lock, err := lockState(cfg.StateDir)
+	if err != nil {
+		root.Close()
+		return nil, err
+	}
 	conv, err := openConversation(cfg.StateDir, cfg.Workspace)
 	if err != nil {
 		root.Close()
+		lock.Close()
 		return nil, err
 	}
 	events, err := openEventLog(cfg.StateDir)
 	if err != nil {
 		root.Close()
+		lock.Close()
 		return nil, err
 	}
-	a := &Agent{cfg: cfg, conv: conv, events: events, emit: func(e Event) {
+	a := &Agent{cfg: cfg, conv: conv, events: events, lock: lock, emit: func(e Event) {
 		events.write(e)
 		emit(e)
 	}}
@@ -187,6 +199,7 @@ func New(cfg Config, emit func(Event)) (*Agent, error) {
 	default:
 		root.Close()
 		events.close()
+		lock.Close()
 		return nil, fmt.Errorf("api %q: want %s or %s: %w", cfg.API, APIOpenAI, APIAnthropic, errdefs.ErrInvalidArgument)
 	}
 	a.tools = &toolbox{dir: cfg.Workspace, root: root, host: cfg.Host, undo: a.undo, browser: &browserSession{stateDir: cfg.StateDir}}
@@ -196,7 +209,7 @@ func New(cfg Config, emit func(Event)) (*Agent, error) {
 // Close ends the browser and releases the workspace and the event log.
 func (a *Agent) Close() error {
 	a.tools.browser.close()
-	return errors.Join(a.tools.root.Close(), a.events.close())
+	return errors.Join(a.tools.root.Close(), a.events.close(), a.lock.Close())
 }
 
 // Run runs one turn: prompt, then the model's tool calls until it answers, the step
@@ -206,7 +219,13 @@ func (a *Agent) Run(ctx context.Context, prompt string) (string, error) {
 	turn := a.conv.begin(prompt)
 	a.turn, a.prompt = turn, prompt
 	a.emit(Event{Type: EvTurn, Turn: turn, Text: prompt})
-	a.recoverTurn(ctx)
+	note := a.recoverTurn(ctx)
+	if note == "" {
+		note = a.workspaceMoved(ctx)
+	}
+	if note != "" {
+		_ = a.conv.insertNote(note) // before the prompt: the model reads it first
+	}
 	a.beginTurn(ctx)
 	answer, stopErr := a.loop(ctx, turn)
 	a.endTurn(ctx)
@@ -328,32 +347,88 @@ func (a *Agent) beginTurn(ctx context.Context) {
 }
 
 // recoverTurn rolls back the transaction of a turn that never ended (the harness was
-// killed in it), so that the workspace is at the last checkpoint, and tells the model and
-// the person watching.
-func (a *Agent) recoverTurn(ctx context.Context) {
+// killed in it), so that the workspace is at the last checkpoint, and tells the person
+// watching. It returns the note for the model, or "" when there was nothing to roll back.
+func (a *Agent) recoverTurn(ctx context.Context) string {
 	left := a.conv.OpenTx
 	if a.cfg.Host == nil || left == "" {
-		return
+		return ""
 	}
 	ctx, cancel := hostCtx(ctx)
 	defer cancel()
 	open, err := a.cfg.Host.OpenTransaction(ctx)
 	if err != nil {
 		a.emit(Event{Type: EvError, Turn: a.turn, Kind: KindCheckpoint, Message: "checking for an unfinished turn: " + err.Error()})
-		return
+		return ""
 	}
 	_ = a.conv.setOpenTx("")
 	if open != left {
-		return // committed or rolled back since, by someone else: not ours to touch
+		return "" // committed or rolled back since, by someone else: not ours to touch
 	}
 	current, err := a.cfg.Host.Rollback(ctx)
 	if err != nil {
 		a.emit(Event{Type: EvError, Turn: a.turn, Kind: KindCheckpoint, Message: "rolling back the unfinished turn: " + err.Error()})
-		return
+		return ""
 	}
 	msg := fmt.Sprintf("the previous turn was stopped before it ended; its changes were rolled back, and the workspace is at checkpoint %s again", current)
 	a.emit(Event{Type: EvRecovered, Turn: a.turn, Message: msg, Checkpoint: current})
-	_ = a.conv.insertNote("(paddock: " + msg + ")")
+	return "(paddock: " + msg + ")"
+}
+
+// Recover rolls back the turn a killed run left unfinished, as the next turn would, but
+// at once and without the model: the workspace is at the last checkpoint again, and an
+// EvRecovered event of that turn says so. It does nothing outside a sandbox (no Host) or
+// when no turn was left unfinished; it fails with ErrBusy while a turn is under way.
+func Recover(ctx context.Context, cfg Config, emit func(Event)) error {
+	if cfg.Host == nil {
+		return nil
+	}
+	if err := checkStateDir(cfg.StateDir, cfg.Workspace); err != nil {
+		return err
+	}
+	lock, err := lockState(cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	conv, err := openConversation(cfg.StateDir, cfg.Workspace)
+	if err != nil {
+		return err
+	}
+	events, err := openEventLog(cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	defer events.close()
+	a := &Agent{cfg: cfg, conv: conv, events: events, turn: conv.Turns, emit: func(e Event) {
+		events.write(e)
+		emit(e)
+	}}
+	if note := a.recoverTurn(ctx); note != "" {
+		if err := conv.add(Message{Role: "user", Content: note}); err != nil {
+			return err
+		}
+	}
+	a.keep(ctx)
+	return nil
+}
+
+// workspaceMoved is a note for the model when the workspace is no longer at the
+// checkpoint the last turn ended on (a turn undone from the desktop or the CLI, a
+// restore, someone else's edits): what it saw of the files may be stale. It returns ""
+// otherwise, and when the host cannot say: the note is a help, not the turn's work.
+func (a *Agent) workspaceMoved(ctx context.Context) string {
+	last := a.conv.LastCheckpoint
+	if a.cfg.Host == nil || last == "" {
+		return ""
+	}
+	ctx, cancel := hostCtx(ctx)
+	defer cancel()
+	current, err := a.cfg.Host.Current(ctx)
+	if err != nil || current == last {
+		return ""
+	}
+	return fmt.Sprintf("(paddock: since your last turn the workspace moved from checkpoint %s to checkpoint %s: a turn was undone, a checkpoint restored, or files were changed by someone else. Read files again before you rely on what you saw of them.)", last, current)
 }
 
 // endTurn commits the turn's transaction, or checkpoints when there is none.
@@ -377,6 +452,7 @@ func (a *Agent) endTurn(ctx context.Context) {
 		a.emit(Event{Type: EvError, Turn: a.turn, Kind: KindCheckpoint, Message: "the turn's checkpoint was not taken: " + err.Error()})
 		return
 	}
+	_ = a.conv.setLastCheckpoint(id) // a failed save shows at the next add
 	a.emit(Event{Type: EvCheckpoint, Turn: a.turn, Checkpoint: id})
 }
 

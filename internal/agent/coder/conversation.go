@@ -28,15 +28,15 @@ type conversation struct {
 	// OpenTx is the transaction of the turn under way: set when it begins, cleared when
 	// it is committed. Still set at the next run, it is a turn that never ended.
 	OpenTx string `json:"open_tx,omitempty"`
+	// LastCheckpoint is the checkpoint the last turn ended on. The workspace elsewhere at
+	// the next turn was moved meanwhile (an undo, a restore), and the model is told.
+	LastCheckpoint string `json:"last_checkpoint,omitempty"`
 }
 
 // openConversation reads the conversation in dir, or starts one.
 func openConversation(dir, workspace string) (*conversation, error) {
-	if dir == "" {
-		return nil, fmt.Errorf("state directory: required: %w", errdefs.ErrInvalidArgument)
-	}
-	if inside(dir, workspace) {
-		return nil, fmt.Errorf("state directory %s is inside the workspace %s, where undo would rewrite the conversation: %w", dir, workspace, errdefs.ErrInvalidArgument)
+	if err := checkStateDir(dir, workspace); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
@@ -92,6 +92,12 @@ func (c *conversation) setOpenTx(id string) error {
 	return c.save()
 }
 
+// setLastCheckpoint records the checkpoint a turn ended on.
+func (c *conversation) setLastCheckpoint(id string) error {
+	c.LastCheckpoint = id
+	return c.save()
+}
+
 func (c *conversation) save() error {
 	b, err := json.Marshal(c)
 	if err != nil {
@@ -103,6 +109,17 @@ func (c *conversation) save() error {
 	}
 	if err := os.Rename(tmp, c.path); err != nil {
 		return fmt.Errorf("saving the conversation: %w", err)
+	}
+	return nil
+}
+
+// checkStateDir refuses a state directory that is unset or inside the workspace.
+func checkStateDir(dir, workspace string) error {
+	if dir == "" {
+		return fmt.Errorf("state directory: required: %w", errdefs.ErrInvalidArgument)
+	}
+	if inside(dir, workspace) {
+		return fmt.Errorf("state directory %s is inside the workspace %s, where undo would rewrite the conversation: %w", dir, workspace, errdefs.ErrInvalidArgument)
 	}
 	return nil
 }

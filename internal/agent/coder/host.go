@@ -26,6 +26,8 @@ type Host interface {
 	Commit(ctx context.Context) (id string, err error)
 	// OpenTransaction is the ID of the transaction open in the workspace, or "".
 	OpenTransaction(ctx context.Context) (id string, err error)
+	// Current is the checkpoint the workspace is at.
+	Current(ctx context.Context) (id string, err error)
 	// Rollback rolls the open transaction back and returns the checkpoint the workspace
 	// is at again.
 	Rollback(ctx context.Context) (current string, err error)
@@ -68,6 +70,14 @@ func (h *ServicesHost) OpenTransaction(ctx context.Context) (string, error) {
 		return "", nil
 	}
 	return hist.Transaction.ID, nil
+}
+
+func (h *ServicesHost) Current(ctx context.Context) (string, error) {
+	var hist api.History
+	if err := h.do(ctx, "GET", wire.ServicesHistoryPath, nil, &hist); err != nil {
+		return "", fmt.Errorf("reading the history: %w", err)
+	}
+	return hist.Current, nil
 }
 
 func (h *ServicesHost) Rollback(ctx context.Context) (string, error) {

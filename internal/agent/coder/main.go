@@ -33,9 +33,10 @@ func Main(ctx context.Context, args []string, out io.Writer) error {
 	maxSteps := fl.Int("max-steps", 40, "the most answers of the model in one turn")
 	reset := fl.Bool("reset", false, "forget the conversation before this turn")
 	history := fl.Bool("history", false, "print the conversation's events so far, as JSON lines, and run no turn")
+	recoverOnly := fl.Bool("recover", false, "roll back a turn that was killed before it ended, so that the workspace is at the last checkpoint, and run no turn")
 	apiName := fl.String("api", "", "the provider's API, openai or anthropic (default: openai when OPENAI_BASE_URL is set, else anthropic when ANTHROPIC_BASE_URL is)")
 	if err := fl.Parse(args); err != nil {
-		return fmt.Errorf("%v; usage: paddock-agent code [--model M] [--max-steps N] [--reset] MESSAGE, or --history: %w", err, errdefs.ErrInvalidArgument)
+		return fmt.Errorf("%v; usage: paddock-agent code [--model M] [--max-steps N] [--reset] MESSAGE, or --history, or --recover: %w", err, errdefs.ErrInvalidArgument)
 	}
 	var host *ServicesHost
 	if u := os.Getenv(servicesEnv); u != "" {
@@ -46,6 +47,13 @@ func Main(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if *history {
 		return History(*state, out)
+	}
+	if *recoverOnly {
+		cfg := Config{Workspace: *workspace, StateDir: *state}
+		if host != nil {
+			cfg.Host, cfg.Keeper = host, host
+		}
+		return Recover(ctx, cfg, func(e Event) { _, _ = out.Write(encodeEvent(e)) })
 	}
 	prompt := strings.TrimSpace(strings.Join(fl.Args(), " "))
 	if prompt == "" {

@@ -245,8 +245,10 @@ export class AgentPane {
     } catch (err) {
       this.banner(`The conversation could not be read: ${err.message}`, 'error');
     }
-    await this.refreshMarks();
     const running = localStorage.getItem(RUNNING_KEY(base));
+    // The last turn never ended and this page is not following it: it was killed.
+    if (!running && this.current && !this.current.el.classList.contains('done')) await this.recover();
+    await this.refreshMarks();
     if (!running) {
       this.setRunning(false);
       return;
@@ -297,7 +299,7 @@ export class AgentPane {
   async follow(opts) {
     this.setRunning(true);
     const key = RUNNING_KEY(base);
-    let sawError = false;
+    let sawError = false, sawTurn = false, sawDone = false;
     this.handle = {};
     this.other = '';
     try {
@@ -307,10 +309,12 @@ export class AgentPane {
         onStarted: (id) => { this.session = id; localStorage.setItem(key, id); this.setRunning(true); },
         onLine: (l) => {
           if (l.includes('"type":"error"')) sawError = true;
+          if (l.includes('"type":"turn"')) sawTurn = true;
+          if (l.includes('"type":"done"')) sawDone = true;
           this.line(l);
         },
       });
-      if (exit.exit_code !== 0 && !sawError) {
+      if (exit.exit_code !== 0 && !sawError && !(sawTurn && !sawDone)) {
         this.banner(`The agent could not run: ${exit.error || (exit.stderr + this.other).trim() || `exit status ${exit.exit_code}`}`, 'error', 'agent');
       }
       say(exit.exit_code === 0 ? 'The agent answered' : 'The agent\'s turn stopped');
@@ -322,8 +326,30 @@ export class AgentPane {
       this.session = null;
       this.setRunning(false);
     }
+    // A turn that began and never ended: its process was killed (or its sandbox
+    // restarted). Roll its changes back now, so that the workspace is at the last
+    // checkpoint, and say so.
+    if ((sawTurn || opts.attach) && !sawDone) await this.recover(sawTurn);
     await this.refreshMarks();
     await this.afterTurn?.();
+  }
+
+  // recover runs `paddock-agent code --recover`, which rolls back a turn left unfinished,
+  // and says what became of it; stopped says that a turn this page followed stopped, even
+  // when there was nothing to roll back.
+  async recover(stopped = false) {
+    let rec = null;
+    try {
+      await stream({ argv: [AGENT, 'code', '--recover'], onLine: (l) => {
+        if (l.includes('"type":"recovered"')) rec = JSON.parse(l);
+        this.line(l);
+      } });
+    } catch { /* the note is a help: the next turn rolls back all the same */ }
+    if (rec) {
+      this.banner(`The agent was stopped before turn ${rec.turn} ended: its changes were rolled back, and the workspace is at checkpoint ${(rec.checkpoint || '').slice(0, 12)} again. The conversation is kept.`, 'error', 'recovered');
+    } else if (stopped) {
+      this.banner('The agent was stopped before its turn ended. The conversation is kept.', 'error', 'stopped');
+    }
   }
 
   // stop ends the turn under way; the turn keeps what it has done so far.
