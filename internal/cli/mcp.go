@@ -42,7 +42,7 @@ lines go to stderr. See docs/mcp.md.
 					return api.ScopeError(api.ScopeWrite, "the MCP tool "+tool)
 				}
 			}
-			s := pmcp.NewServer(pmcp.Client{C: client}, opts)
+			s := pmcp.NewServer(pmcp.Audited{Client: pmcp.Client{C: client}, Log: log}, opts)
 			t := &sdk.IOTransport{Reader: io.NopCloser(c.InOrStdin()), Writer: nopWriteCloser{c.OutOrStdout()}}
 			return s.Run(c.Context(), t)
 		},

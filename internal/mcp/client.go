@@ -3,12 +3,17 @@ package mcp
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
+	"time"
 
 	"github.com/paddockhq/paddock"
 	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/runner"
 )
 
 // Client is the Backend over the public Go client: what `paddock mcp` serves over stdio.
@@ -141,4 +146,42 @@ func (c Client) Redo(ctx context.Context, id string) (api.RestoreResult, error) 
 
 func (c Client) Restore(ctx context.Context, id, checkpoint string) (api.RestoreResult, error) {
 	return c.C.Sandbox(id).Restore(ctx, checkpoint)
+}
+
+// Audited is the Backend of `paddock mcp`: Client, with each tool call recorded as the
+// caller's mcp.tool_call event. The API records what a call changes; reads, and calls
+// refused before any request, leave a trace only this way.
+type Audited struct {
+	Client
+	// Log gets, at debug, a call that could not be recorded.
+	Log *slog.Logger
+}
+
+var _ Auditor = Audited{}
+
+// auditTimeout bounds how long recording a call may hold back its result.
+const auditTimeout = 2 * time.Second
+
+// ToolCalled asks the server to record the call, as the caller its credentials name. A
+// failure is logged, never the tool's: the call has happened.
+func (a Audited) ToolCalled(ctx context.Context, tool, sandbox string, err error) {
+	call := api.MCPToolCall{Tool: tool}
+	if runner.ValidID(sandbox) {
+		call.Sandbox = sandbox
+	}
+	if err != nil {
+		_, call.Error = api.StatusOf(err)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditTimeout)
+	defer cancel()
+	rerr := a.C.RecordMCPToolCall(ctx, call)
+	if errors.Is(rerr, errdefs.ErrNotFound) && call.Sandbox != "" {
+		// The sandbox is none of the caller's, or no longer is (delete_sandbox): the
+		// call is recorded without it.
+		call.Sandbox = ""
+		rerr = a.C.RecordMCPToolCall(ctx, call)
+	}
+	if rerr != nil && a.Log != nil {
+		a.Log.Debug("mcp: record tool call", "tool", tool, "err", rerr)
+	}
 }
