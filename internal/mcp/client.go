@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/paddockhq/paddock"
@@ -150,21 +151,35 @@ func (c Client) Restore(ctx context.Context, id, checkpoint string) (api.Restore
 
 // Audited is the Backend of `paddock mcp`: Client, with each tool call recorded as the
 // caller's mcp.tool_call event. The API records what a call changes; reads, and calls
-// refused before any request, leave a trace only this way.
+// refused before any request, leave a trace only this way. Calls are reported in order,
+// by one goroutine, so that a tool's result never waits for its record.
 type Audited struct {
 	Client
-	// Log gets, at debug, a call that could not be recorded.
-	Log *slog.Logger
+	log   *slog.Logger
+	mu    sync.Mutex
+	calls chan api.MCPToolCall // nil once closed
+	done  chan struct{}
 }
 
-var _ Auditor = Audited{}
+var _ Auditor = (*Audited)(nil)
 
-// auditTimeout bounds how long recording a call may hold back its result.
-const auditTimeout = 2 * time.Second
+// Bounds on recording calls: how long one report may take, and how many may wait.
+const (
+	auditTimeout = 2 * time.Second
+	auditQueue   = 256
+)
 
-// ToolCalled asks the server to record the call, as the caller its credentials name. A
-// failure is logged, never the tool's: the call has happened.
-func (a Audited) ToolCalled(ctx context.Context, tool, sandbox string, err error) {
+// NewAudited is c, recording its tool calls; log gets, at debug, a call that could not
+// be recorded. Close it when the server is done.
+func NewAudited(c Client, log *slog.Logger) *Audited {
+	a := &Audited{Client: c, log: log, calls: make(chan api.MCPToolCall, auditQueue), done: make(chan struct{})}
+	go a.report()
+	return a
+}
+
+// ToolCalled queues the call to be recorded. A call that finds the queue full is
+// dropped (logged): the tool's result does not wait.
+func (a *Audited) ToolCalled(_ context.Context, tool, sandbox string, err error) {
 	call := api.MCPToolCall{Tool: tool}
 	if runner.ValidID(sandbox) {
 		call.Sandbox = sandbox
@@ -172,16 +187,56 @@ func (a Audited) ToolCalled(ctx context.Context, tool, sandbox string, err error
 	if err != nil {
 		_, call.Error = api.StatusOf(err)
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditTimeout)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.calls == nil {
+		return // closed: the server is done
+	}
+	select {
+	case a.calls <- call:
+	default:
+		a.log.Debug("mcp: tool call not recorded: too many waiting", "tool", tool)
+	}
+}
+
+// Close waits for the calls queued so far to be recorded, at most auditTimeout: a
+// server that does not answer does not hold up the exit.
+func (a *Audited) Close() {
+	a.mu.Lock()
+	if a.calls != nil {
+		close(a.calls)
+		a.calls = nil
+	}
+	a.mu.Unlock()
+	select {
+	case <-a.done:
+	case <-time.After(auditTimeout):
+		a.log.Debug("mcp: tool calls not recorded: the server did not answer in time")
+	}
+}
+
+func (a *Audited) report() {
+	defer close(a.done)
+	a.mu.Lock()
+	calls := a.calls
+	a.mu.Unlock()
+	for call := range calls {
+		if err := a.record(call); err != nil {
+			a.log.Debug("mcp: tool call not recorded", "tool", call.Tool, "err", err)
+		}
+	}
+}
+
+// record asks the server to record call, as the caller its credentials name.
+func (a *Audited) record(call api.MCPToolCall) error {
+	ctx, cancel := context.WithTimeout(context.Background(), auditTimeout)
 	defer cancel()
-	rerr := a.C.RecordMCPToolCall(ctx, call)
-	if errors.Is(rerr, errdefs.ErrNotFound) && call.Sandbox != "" {
+	err := a.C.RecordMCPToolCall(ctx, call)
+	if errors.Is(err, errdefs.ErrNotFound) && call.Sandbox != "" {
 		// The sandbox is none of the caller's, or no longer is (delete_sandbox): the
 		// call is recorded without it.
 		call.Sandbox = ""
-		rerr = a.C.RecordMCPToolCall(ctx, call)
+		err = a.C.RecordMCPToolCall(ctx, call)
 	}
-	if rerr != nil && a.Log != nil {
-		a.Log.Debug("mcp: record tool call", "tool", tool, "err", rerr)
-	}
+	return err
 }
