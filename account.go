@@ -110,6 +110,13 @@ func (c *Client) Events(ctx context.Context, q EventQuery) ([]Event, error) {
 	return list.Events, err
 }
 
+// RecordMCPToolCall records call, an MCP tool call this client served itself (as `paddock
+// mcp` does over stdio), as the caller's mcp.tool_call event. The server checks the tool's
+// name and that the sandbox is the caller's.
+func (c *Client) RecordMCPToolCall(ctx context.Context, call MCPToolCall) error {
+	return c.do(ctx, "POST", "/api/v1/events/mcp", call, nil, http.StatusNoContent)
+}
+
 // ListUsers lists every account, oldest first (admins; a token needs scope admin).
 func (c *Client) ListUsers(ctx context.Context) ([]Account, error) {
 	var list api.UserList

@@ -254,6 +254,11 @@ func TestEveryRoute(t *testing.T) {
 	if ok(t, err); len(events) == 0 {
 		t.Errorf("no sandbox.create event")
 	}
+	ok(t, c.RecordMCPToolCall(ctx, paddock.MCPToolCall{Tool: "read_file", Sandbox: sb.ID}))
+	events, err = c.Events(ctx, paddock.EventQuery{Action: "mcp.tool_call", Limit: 1})
+	if ok(t, err); len(events) != 1 || events[0].Detail["sandbox"] != sb.ID || events[0].Detail["transport"] != "stdio" {
+		t.Errorf("mcp.tool_call events: %+v", events)
+	}
 	ok(t, sb.Delete(ctx))
 	if _, err := sb.Describe(ctx); !errors.Is(err, paddock.ErrNotFound) {
 		t.Errorf("after delete: %v", err)

@@ -72,6 +72,8 @@ type (
 	Capability        = api.Capability
 	// Event is an audit event: who did what to what.
 	Event = api.Event
+	// MCPToolCall is an MCP tool call to record as an event (Client.RecordMCPToolCall).
+	MCPToolCall = api.MCPToolCall
 	// User is a user of the server; Account is one as an admin's list shows it.
 	User    = api.User
 	Account = api.AccountInfo

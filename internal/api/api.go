@@ -385,6 +385,17 @@ type Event struct {
 	Detail map[string]any `json:"detail,omitempty"`
 }
 
+// MCPToolCall is POST /api/v1/events/mcp: an MCP tool call that a client serving MCP
+// itself (`paddock mcp`, over stdio) reports, to be recorded as the caller's event.
+type MCPToolCall struct {
+	// Tool is the tool's name, one of the MCP server's tools.
+	Tool string `json:"tool"`
+	// Sandbox is the sandbox the call named, if any: one of the caller's.
+	Sandbox string `json:"sandbox,omitempty"`
+	// Error is how the call failed (an error code), or empty when it did not.
+	Error string `json:"error,omitempty"`
+}
+
 // EventList is GET /api/v1/events.
 type EventList struct {
 	Events []Event `json:"events"`

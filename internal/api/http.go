@@ -54,6 +54,19 @@ func StatusOf(err error) (int, string) {
 	return http.StatusInternalServerError, CodeInternal
 }
 
+// IsCode reports whether code is one of the API's error codes.
+func IsCode(code string) bool {
+	if code == CodeInternal || code == CodeMethodNotAllowed {
+		return true
+	}
+	for _, s := range statusOf {
+		if s.code == code {
+			return true
+		}
+	}
+	return false
+}
+
 // WriteError answers err in the API's error shape. Errors in the taxonomy show their
 // message (they are written for users and carry no secret); any other error is logged
 // and answered with a generic 500. ErrDataLoss is a 500 too, but keeps its message.

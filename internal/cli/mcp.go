@@ -42,7 +42,9 @@ lines go to stderr. See docs/mcp.md.
 					return api.ScopeError(api.ScopeWrite, "the MCP tool "+tool)
 				}
 			}
-			s := pmcp.NewServer(pmcp.Client{C: client}, opts)
+			b := pmcp.NewAudited(pmcp.Client{C: client}, log)
+			defer b.Close() // the last calls' events
+			s := pmcp.NewServer(b, opts)
 			t := &sdk.IOTransport{Reader: io.NopCloser(c.InOrStdin()), Writer: nopWriteCloser{c.OutOrStdout()}}
 			return s.Run(c.Context(), t)
 		},

@@ -3,12 +3,18 @@ package mcp
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
+	"sync"
+	"time"
 
 	"github.com/paddockhq/paddock"
 	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/runner"
 )
 
 // Client is the Backend over the public Go client: what `paddock mcp` serves over stdio.
@@ -141,4 +147,96 @@ func (c Client) Redo(ctx context.Context, id string) (api.RestoreResult, error) 
 
 func (c Client) Restore(ctx context.Context, id, checkpoint string) (api.RestoreResult, error) {
 	return c.C.Sandbox(id).Restore(ctx, checkpoint)
+}
+
+// Audited is the Backend of `paddock mcp`: Client, with each tool call recorded as the
+// caller's mcp.tool_call event. The API records what a call changes; reads, and calls
+// refused before any request, leave a trace only this way. Calls are reported in order,
+// by one goroutine, so that a tool's result never waits for its record.
+type Audited struct {
+	Client
+	log   *slog.Logger
+	mu    sync.Mutex
+	calls chan api.MCPToolCall // nil once closed
+	done  chan struct{}
+}
+
+var _ Auditor = (*Audited)(nil)
+
+// Bounds on recording calls: how long one report may take, and how many may wait.
+const (
+	auditTimeout = 2 * time.Second
+	auditQueue   = 256
+)
+
+// NewAudited is c, recording its tool calls; log gets, at debug, a call that could not
+// be recorded. Close it when the server is done.
+func NewAudited(c Client, log *slog.Logger) *Audited {
+	a := &Audited{Client: c, log: log, calls: make(chan api.MCPToolCall, auditQueue), done: make(chan struct{})}
+	go a.report()
+	return a
+}
+
+// ToolCalled queues the call to be recorded. A call that finds the queue full is
+// dropped (logged): the tool's result does not wait.
+func (a *Audited) ToolCalled(_ context.Context, tool, sandbox string, err error) {
+	call := api.MCPToolCall{Tool: tool}
+	if runner.ValidID(sandbox) {
+		call.Sandbox = sandbox
+	}
+	if err != nil {
+		_, call.Error = api.StatusOf(err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.calls == nil {
+		return // closed: the server is done
+	}
+	select {
+	case a.calls <- call:
+	default:
+		a.log.Debug("mcp: tool call not recorded: too many waiting", "tool", tool)
+	}
+}
+
+// Close waits for the calls queued so far to be recorded, at most auditTimeout: a
+// server that does not answer does not hold up the exit.
+func (a *Audited) Close() {
+	a.mu.Lock()
+	if a.calls != nil {
+		close(a.calls)
+		a.calls = nil
+	}
+	a.mu.Unlock()
+	select {
+	case <-a.done:
+	case <-time.After(auditTimeout):
+		a.log.Debug("mcp: tool calls not recorded: the server did not answer in time")
+	}
+}
+
+func (a *Audited) report() {
+	defer close(a.done)
+	a.mu.Lock()
+	calls := a.calls
+	a.mu.Unlock()
+	for call := range calls {
+		if err := a.record(call); err != nil {
+			a.log.Debug("mcp: tool call not recorded", "tool", call.Tool, "err", err)
+		}
+	}
+}
+
+// record asks the server to record call, as the caller its credentials name.
+func (a *Audited) record(call api.MCPToolCall) error {
+	ctx, cancel := context.WithTimeout(context.Background(), auditTimeout)
+	defer cancel()
+	err := a.C.RecordMCPToolCall(ctx, call)
+	if errors.Is(err, errdefs.ErrNotFound) && call.Sandbox != "" {
+		// The sandbox is none of the caller's, or no longer is (delete_sandbox): the
+		// call is recorded without it.
+		call.Sandbox = ""
+		err = a.C.RecordMCPToolCall(ctx, call)
+	}
+	return err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,6 +20,7 @@ import (
 	"github.com/paddockhq/paddock"
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/cli"
+	pmcp "github.com/paddockhq/paddock/internal/mcp"
 	"github.com/paddockhq/paddock/internal/servertest"
 )
 
@@ -156,11 +158,16 @@ func TestToolsOverBothTransports(t *testing.T) {
 			exercise(t, e, alice, cs, p)
 		})
 	}
-	// Each tool call over HTTP was an event of alice's.
-	var events api.EventList
-	alice.MustJSON("GET", "/api/v1/events?action=mcp.tool_call&limit=500", nil, http.StatusOK, &events)
-	if len(events.Events) < len(wantTools) {
-		t.Errorf("%d mcp.tool_call events, want one per tool call over HTTP (at least %d)", len(events.Events), len(wantTools))
+	// Each tool call, over either transport, was an event of alice's (stdio's are all
+	// recorded once its session closed: paddock mcp records them before it exits).
+	by := map[any]int{}
+	for _, ev := range toolCalls(t, alice) {
+		by[ev.Detail["transport"]]++
+	}
+	for _, tr := range []string{"http", "stdio"} {
+		if by[tr] < len(wantTools) {
+			t.Errorf("%d mcp.tool_call events over %s, want one per tool call (at least %d)", by[tr], tr, len(wantTools))
+		}
 	}
 }
 
@@ -792,4 +799,77 @@ func BenchmarkRunTrue(b *testing.B) {
 			}
 		})
 	}
+}
+
+// A tool call over stdio is an event of the token's user, recorded by the server through
+// POST /api/v1/events/mcp; a read-only token may record it. The body names no one: a
+// sandbox of another user's is 404 and records nothing, and a body the server cannot
+// take is a 400 naming the field.
+func TestStdioToolCallsAreEvents(t *testing.T) {
+	if !slices.Equal(pmcp.ToolNames(), wantTools) {
+		t.Errorf("ToolNames %v, want %v", pmcp.ToolNames(), wantTools)
+	}
+	e := servertest.Start(t)
+	alice, bob := e.Register(t, "alice"), e.Register(t, "bob")
+	var sb, bobs api.Sandbox
+	alice.MustJSON("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{}, http.StatusCreated, &sb)
+	bob.MustJSON("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{}, http.StatusCreated, &bobs)
+	var read api.Token
+	alice.MustJSON("POST", "/api/v1/tokens", api.CreateTokenRequest{Name: "read", Scopes: []string{"read"}}, http.StatusCreated, &read)
+	cs, err := connectStdio(t, e, read.Secret, &progress{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	ok(t, cs, "list_files", map[string]any{"sandbox": sb.ID}, nil)
+	fails(t, cs, "write_file", map[string]any{"sandbox": sb.ID, "path": "a.txt", "content": "x"}, "scope write")
+
+	// paddock mcp records a call after its result, and all of them before it exits.
+	if err := cs.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got := toolCalls(t, alice)
+	want := []map[string]any{
+		{"tool": "write_file", "sandbox": sb.ID, "error": api.CodePermissionDenied, "transport": "stdio"},
+		{"tool": "list_files", "sandbox": sb.ID, "transport": "stdio"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("mcp.tool_call events %+v, want %v", got, want)
+	}
+	for i, w := range want {
+		if ev := got[i]; ev.Actor != alice.User.ID || !maps.Equal(ev.Detail, w) {
+			t.Errorf("event %d: %+v, want actor %s, detail %v", i, ev, alice.User.ID, w)
+		}
+	}
+
+	for _, c := range []struct {
+		name, body string
+		status     int
+		says       string
+	}{
+		{"another user's sandbox", `{"tool":"read_file","sandbox":"` + bobs.ID + `"}`, http.StatusNotFound, bobs.ID},
+		{"unknown tool", `{"tool":"format_disk"}`, http.StatusBadRequest, "field tool"},
+		{"no tool", `{}`, http.StatusBadRequest, "field tool"},
+		{"unknown error code", `{"tool":"read_file","error":"oops"}`, http.StatusBadRequest, "field error"},
+		{"malformed sandbox", `{"tool":"read_file","sandbox":"../x"}`, http.StatusBadRequest, "field sandbox"},
+		{"unknown field", `{"tool":"read_file","user":"bob"}`, http.StatusBadRequest, "user"},
+		{"not JSON", `tool=read_file`, http.StatusBadRequest, "JSON"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if eb := servertest.ErrorOf(t, alice.DoToken("POST", "/api/v1/events/mcp", c.body), c.status); !strings.Contains(eb.Message, c.says) {
+				t.Errorf("%s: %q does not say %q", c.body, eb.Message, c.says)
+			}
+		})
+	}
+	if after := toolCalls(t, alice); len(after) != len(got) {
+		t.Errorf("refused bodies recorded events: %+v", after[:len(after)-len(got)])
+	}
+}
+
+// toolCalls are alice's mcp.tool_call events, newest first.
+func toolCalls(t *testing.T, alice *servertest.Client) []api.Event {
+	t.Helper()
+	var list api.EventList
+	alice.MustJSON("GET", "/api/v1/events?action=mcp.tool_call&limit=1000", nil, http.StatusOK, &list)
+	return list.Events
 }

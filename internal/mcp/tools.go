@@ -9,11 +9,14 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"path"
 	"reflect"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -105,6 +108,13 @@ const (
 func FileURI(id, p string) string {
 	return fileURIPrefix + id + "/files/" + strings.TrimPrefix(p, "/")
 }
+
+// ToolNames are the names of the server's tools, sorted: those an event may name.
+var ToolNames = sync.OnceValue(func() []string {
+	t := &tools{withheld: map[string]bool{}, args: map[string][]string{}}
+	t.register(sdk.NewServer(&sdk.Implementation{Name: "paddock"}, nil))
+	return slices.Sorted(maps.Keys(t.args))
+})
 
 type tools struct {
 	b        Backend

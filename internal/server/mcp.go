@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
 	pmcp "github.com/paddockhq/paddock/internal/mcp"
+	"github.com/paddockhq/paddock/internal/runner"
 	"github.com/paddockhq/paddock/internal/sandboxops"
 	"github.com/paddockhq/paddock/internal/store"
 )
@@ -114,7 +116,7 @@ var _ pmcp.Auditor = (*opsBackend)(nil)
 
 // ToolCalled records the call as an event, whatever the operation recorded itself.
 func (b *opsBackend) ToolCalled(ctx context.Context, tool, sandbox string, err error) {
-	detail := map[string]any{"tool": tool}
+	detail := map[string]any{"tool": tool, "transport": "http"}
 	if sandbox != "" {
 		detail["sandbox"] = sandbox
 	}
@@ -334,4 +336,37 @@ func (b *opsBackend) Restore(ctx context.Context, id, checkpoint string) (api.Re
 		return v, err
 	}
 	return b.s.ops.Restore(ctx, b.c, id, api.RestoreRequest{Checkpoint: checkpoint})
+}
+
+// recordMCPToolCall records an MCP tool call that a client served itself (`paddock mcp`,
+// over stdio) as the caller's mcp.tool_call event. Who called is the credentials', never
+// the body's; the sandbox must be the caller's.
+func (s *Server) recordMCPToolCall(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {
+	var call api.MCPToolCall
+	if err := api.DecodeJSON(w, r, &call, 4<<10); err != nil {
+		return err
+	}
+	if !slices.Contains(pmcp.ToolNames(), call.Tool) {
+		return fmt.Errorf("field tool: %q is not one of the MCP server's tools (%s): %w",
+			errdefs.Clip(call.Tool, 64), strings.Join(pmcp.ToolNames(), ", "), errdefs.ErrInvalidArgument)
+	}
+	if call.Error != "" && !api.IsCode(call.Error) {
+		return fmt.Errorf("field error: %q is not one of the API's error codes: %w", errdefs.Clip(call.Error, 64), errdefs.ErrInvalidArgument)
+	}
+	detail := map[string]any{"tool": call.Tool, "transport": "stdio"}
+	if call.Sandbox != "" {
+		if !runner.ValidID(call.Sandbox) {
+			return fmt.Errorf("field sandbox: %q is not a sandbox ID (sb- and 10 characters of a-z2-7): %w", errdefs.Clip(call.Sandbox, 64), errdefs.ErrInvalidArgument)
+		}
+		if _, err := s.fleet.Get(r.Context(), c, call.Sandbox); err != nil {
+			return err
+		}
+		detail["sandbox"] = call.Sandbox
+	}
+	if call.Error != "" {
+		detail["error"] = call.Error
+	}
+	s.ops.Event(r.Context(), c.UserID, "mcp.tool_call", detail)
+	w.WriteHeader(http.StatusNoContent)
+	return nil
 }

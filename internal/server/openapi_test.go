@@ -99,7 +99,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"ExecRequest": api.ExecRequest{}, "ExecResult": api.ExecResult{}, "FileInfo": api.FileInfo{},
 		"FileList": api.FileList{}, "FileMkdirRequest": api.FileMkdirRequest{}, "FileMoveRequest": api.FileMoveRequest{},
 		"ArchiveResult": api.ArchiveResult{},
-		"Event":         api.Event{}, "EventList": api.EventList{}, "Health": api.Health{},
+		"Event":         api.Event{}, "EventList": api.EventList{}, "MCPToolCall": api.MCPToolCall{}, "Health": api.Health{},
 		"Error": api.Error{}, "PutSecretRequest": api.PutSecretRequest{}, "Secret": api.Secret{}, "SecretList": api.SecretList{},
 		"Checkpoint": api.Checkpoint{}, "History": api.History{}, "CheckpointRequest": api.CheckpointRequest{},
 		"CheckpointResult": api.CheckpointResult{}, "RestoreRequest": api.RestoreRequest{}, "RestoreResult": api.RestoreResult{},

@@ -100,6 +100,7 @@ func (s *Server) routeTable() map[Route]apiHandler {
 		{"POST", "/api/v1/invites"}:                                     s.createInvite,
 		{"DELETE", "/api/v1/invites/{id}"}:                              s.revokeInvite,
 		{"GET", "/api/v1/events"}:                                       s.events,
+		{"POST", "/api/v1/events/mcp"}:                                  s.recordMCPToolCall,
 		{"GET", "/api/v1/users"}:                                        s.listUsers,
 	}
 }

@@ -13,7 +13,8 @@ import (
 
 // routeScope is the scope an API token needs for route rt: tokens for the token
 // routes, admin for the invite and user routes, write for the exec WebSocket (a GET that runs
-// commands), otherwise read for GET and write for anything else.
+// commands), read for recording an MCP tool call (a read-only agent's reads are audited
+// too), otherwise read for GET and write for anything else.
 func routeScope(rt Route) auth.Scope {
 	switch {
 	case strings.HasPrefix(rt.Pattern, "/api/v1/tokens"):
@@ -22,7 +23,7 @@ func routeScope(rt Route) auth.Scope {
 		return auth.ScopeAdmin
 	case rt.Pattern == "/api/v1/sandboxes/{id}/exec/stream":
 		return auth.ScopeWrite
-	case rt.Method == http.MethodGet:
+	case rt.Method == http.MethodGet, rt.Pattern == "/api/v1/events/mcp":
 		return auth.ScopeRead
 	}
 	return auth.ScopeWrite

@@ -1514,6 +1514,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/events/mcp": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Record an MCP tool call that the client served itself (paddock mcp, over stdio) as the caller's mcp.tool_call event. Scope read is enough. */
+        post: operations["recordMCPToolCall"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/users": {
         parameters: {
             query?: never;
@@ -2148,6 +2165,17 @@ export interface components {
             action?: string;
             target?: string;
             detail?: Record<string, never>;
+        };
+        MCPToolCall: {
+            /** @description The tool's name: one the MCP server serves (its tools/list). */
+            tool: string;
+            /** @description The sandbox the call named, one of the caller's; a 404 otherwise. */
+            sandbox?: string;
+            /**
+             * @description How the call failed, as an error code; absent when it did not.
+             * @enum {string}
+             */
+            error?: "invalid_argument" | "unauthenticated" | "permission_denied" | "not_found" | "method_not_allowed" | "already_exists" | "failed_precondition" | "stale" | "payload_too_large" | "unsupported_media" | "limit_exceeded" | "internal" | "data_loss" | "unavailable" | "deadline_exceeded";
         };
         EventList: {
             events?: components["schemas"]["Event"][];
@@ -4745,6 +4773,32 @@ export interface operations {
             400: components["responses"]["Error"];
             401: components["responses"]["Error"];
             403: components["responses"]["Error"];
+        };
+    };
+    recordMCPToolCall: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MCPToolCall"];
+            };
+        };
+        responses: {
+            /** @description Recorded. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
         };
     };
     listUsers: {
