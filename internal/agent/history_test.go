@@ -349,6 +349,23 @@ func TestUndoRestartsCrashLoopingApp(t *testing.T) {
 	})
 }
 
+// TestRestartAnswersWithTheNewRun: a restart (an undo's, or the app's alone) answers once
+// the new run is up, so that a page loaded right after it reaches that run.
+func TestRestartAnswersWithTheNewRun(t *testing.T) {
+	app := &wire.Command{Argv: []string{"sleep", "1000"}, Restart: true}
+	a := startHistoryAgent(t, wire.TierContainer, app)
+	before := waitApp(t, a.conn, func(s *pb.AppStatus) bool { return s.State == appRunning })
+	for i := range 3 {
+		st, err := pb.NewAgentClient(a.conn).RestartApp(ctx(t), &pb.RestartAppRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.State != appRunning || st.Restarts != before.Restarts+int32(i)+1 {
+			t.Fatalf("restart %d answered %+v, want the new run running (restarts %d)", i, st, before.Restarts+int32(i)+1)
+		}
+	}
+}
+
 func readFile(t *testing.T, p string) string {
 	t.Helper()
 	b, err := os.ReadFile(p)

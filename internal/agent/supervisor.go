@@ -110,25 +110,48 @@ func (s *supervisor) run(ctx context.Context) {
 
 // Restart makes the app start again now, on whatever the workspace holds: a running app is
 // sent SIGTERM (SIGKILL after restartGrace), one that crashed is started without waiting
-// out its backoff. It returns at once; App reports the new run.
+// out its backoff. It returns once the new run has started (or has exited already), at
+// most restartWait later: a caller that loads the app's page next (the desktop's preview
+// after an undo) reaches the new run, not the old one or none.
 func (s *supervisor) Restart() {
 	select {
 	case s.kick <- struct{}{}:
 	default:
 	}
 	s.mu.Lock()
-	sess := s.cur
+	sess, restarts := s.cur, s.status.Restarts
 	s.mu.Unlock()
-	if sess == nil || !sess.Running() {
-		return
+	if sess != nil && sess.Running() {
+		s.log.Info("restarting app")
+		_ = sess.Signal(syscall.SIGTERM)
+		time.AfterFunc(restartGrace, func() {
+			if sess.Running() {
+				_ = sess.Signal(syscall.SIGKILL)
+			}
+		})
 	}
-	s.log.Info("restarting app")
-	_ = sess.Signal(syscall.SIGTERM)
-	time.AfterFunc(restartGrace, func() {
-		if sess.Running() {
-			_ = sess.Signal(syscall.SIGKILL)
+	s.awaitRun(sess, restarts, restartWait)
+}
+
+// restartWait bounds how long Restart waits for the new run: a hung app is killed after
+// restartGrace, then started again at once.
+var restartWait = restartGrace + time.Second
+
+// awaitRun waits until a run after old is running, or one started after restarts has
+// exited, or until d has passed. It polls: a state change is a rare event and this keeps
+// the supervisor's own loop free of waiters.
+func (s *supervisor) awaitRun(old *session.Session, restarts int32, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for delay := time.Millisecond; time.Now().Before(deadline); delay = min(2*delay, 20*time.Millisecond) {
+		s.mu.Lock()
+		st, cur := s.status, s.cur
+		done := (st.State == appRunning && cur != old) || (st.State == appBackoff && st.Restarts > restarts)
+		s.mu.Unlock()
+		if done {
+			return
 		}
-	})
+		time.Sleep(delay)
+	}
 }
 
 // start starts the app: the first run holds its output for the first client, as the main

@@ -151,7 +151,7 @@ try {
   const restarts = () => page.evaluate(async (sb) => (await (await fetch(`/api/v1/sandboxes/${sb}/app`)).json()).restarts, sandbox);
   const before = await restarts();
   await page.getByRole('button', { name: 'Restart app' }).click();
-  await statusIs(page, /The app restarts/);
+  await statusIs(page, /The app restarted/);
   await page.waitForFunction(async ({ sb, n }) => (await (await fetch(`/api/v1/sandboxes/${sb}/app`)).json()).restarts > n, { sb: sandbox, n: before }, { timeout: 30000, polling: 250 });
   await frame.getByText('the page').waitFor(long);
   await page.getByRole('tab', { name: 'Terminal' }).click();

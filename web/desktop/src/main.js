@@ -15,18 +15,19 @@ const files = new FilesPane();
 const terminal = new TerminalPane();
 const preview = new PreviewPane();
 const timeline = new TimelinePane({
+  // The preview first: its frame's load takes the longest.
   afterRestore: async (res) => {
+    preview.afterRestore(res);
     await files.reload();
-    await preview.afterRestore(res);
   },
 });
 
 // After a turn of the agent or its undo: the files, the timeline and the app show it.
 const agent = new AgentPane({
   afterTurn: async (res) => {
-    await files.reload();
-    if (res) await preview.afterRestore(res);
+    if (res) preview.afterRestore(res);
     else if (preview.loaded) preview.reload();
+    await files.reload();
     timeline.refresh();
   },
 });

@@ -66,22 +66,12 @@ export class PreviewPane {
     return this.status;
   }
 
-  // afterRestore reloads the frame on the restored files at once, and again once the app,
-  // restarted on them, is running (a frame that finds it not answering retries by itself).
-  async afterRestore(res) {
-    if (!this.loaded) return;
-    this.reload();
-    if (!res.app_restarted) return;
-    const deadline = Date.now() + 60000;
-    let down = false;
-    const quiet = Date.now() + 3000;
-    while (Date.now() < deadline) {
-      const st = await this.poll();
-      if (st && st.state !== 'running') down = true;
-      else if (st && down) { this.reload(); return; }
-      else if (!down && Date.now() > quiet) return;
-      await new Promise((r) => setTimeout(r, 250));
-    }
+  // afterRestore loads the app again in the frame, on the restored files, at once: the
+  // agent answers a restore (and a restart) once the app's new run is up. A load that finds
+  // it not listening yet is answered with a page that loads again by itself.
+  afterRestore(res) {
+    if (this.loaded) this.reload();
+    if (res.app_restarted) this.poll();
   }
 
   // restartApp starts the app again alone: terminals and the rest of the sandbox keep
@@ -90,8 +80,8 @@ export class PreviewPane {
     try {
       say('Restarting the app…');
       await call('POST', '/app/restart');
-      say('The app restarts');
-      await this.afterRestore({ app_restarted: true });
+      say('The app restarted');
+      this.afterRestore({ app_restarted: true });
     } catch (e) {
       fail(e);
     }

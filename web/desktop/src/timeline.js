@@ -83,8 +83,7 @@ export class TimelinePane {
       const res = await call('POST', `/history/${op}`, body ? { body } : {});
       say(`${op[0].toUpperCase() + op.slice(1)} done: the workspace is at ${res.current?.slice(0, 12) || res.checkpoint.id.slice(0, 12)}` +
         (res.app_restarted ? '; the app restarts' : res.app_note ? `; ${res.app_note}` : ''));
-      await this.refresh();
-      await this.afterRestore(res, started);
+      await Promise.all([this.refresh(), this.afterRestore(res, started)]);
     } catch (e) {
       fail(e);
     }
