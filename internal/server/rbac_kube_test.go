@@ -17,7 +17,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -212,8 +211,7 @@ runner:
 				resp.Body.Close()
 			}
 		}
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
+		stopServe(t, cmd)
 		if t.Failed() {
 			t.Logf("paddock serve:\n%s", out)
 		}

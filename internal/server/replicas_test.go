@@ -97,8 +97,7 @@ metrics: {token_file: %s}
 	t.Cleanup(func() {
 		for _, r := range rs {
 			if r.cmd != nil {
-				r.cmd.Process.Signal(syscall.SIGTERM)
-				r.cmd.Wait()
+				stopServe(t, r.cmd)
 			}
 			if t.Failed() && r.out != nil {
 				out := r.out.String()

@@ -72,6 +72,7 @@ func startServeAt(t *testing.T, config, addr string, args ...string) (*exec.Cmd,
 	out := &lockedBuffer{}
 	stdout, _ := cmd.StdoutPipe()
 	cmd.Stderr = out
+	cmd.WaitDelay = time.Minute // a child left holding stderr does not hold Wait
 	if err := cmd.Start(); err != nil {
 		return nil, nil, err
 	}
@@ -94,6 +95,22 @@ func startServeAt(t *testing.T, config, addr string, args ...string) (*exec.Cmd,
 			cmd.Wait()
 			return nil, nil, fmt.Errorf("paddock serve did not come up on %s:\n%s", addr, out)
 		}
+	}
+}
+
+// stopServe stops a `paddock serve` process as an operator's SIGTERM does, and kills it
+// if it has not exited a minute later: a stop that hangs is said in the test's log rather
+// than holding the test binary until its timeout.
+func stopServe(t testing.TB, cmd *exec.Cmd) {
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Logf("paddock serve (pid %d) had not exited a minute after SIGTERM: killed", cmd.Process.Pid)
+		cmd.Process.Kill()
+		<-done
 	}
 }
 

@@ -69,8 +69,7 @@ runner:
 	t.Cleanup(func() {
 		for _, r := range rs {
 			if r.cmd != nil {
-				r.cmd.Process.Signal(syscall.SIGTERM)
-				r.cmd.Wait()
+				stopServe(t, r.cmd)
 			}
 			if t.Failed() && r.out != nil {
 				out := r.out.String()

@@ -14,6 +14,7 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -37,6 +38,7 @@ type Env struct {
 	HTTP   *httptest.Server
 	// Logs holds every line the control plane logged, at debug level.
 	Logs *LogBuffer
+	logf func(format string, args ...any) // the test's log, for a stop that hangs
 }
 
 // LogBuffer collects log output; it is safe for concurrent use.
@@ -93,7 +95,7 @@ func StartOpts(t testing.TB, cfg server.Config, opts server.Options) *Env {
 	}
 	hs := httptest.NewServer(s.Handler())
 	hs.Config.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelDebug)
-	e := &Env{URL: hs.URL, Server: s, Config: cfg, HTTP: hs, Logs: logs}
+	e := &Env{URL: hs.URL, Server: s, Config: cfg, HTTP: hs, Logs: logs, logf: t.Logf}
 	t.Cleanup(func() { e.Stop(true) })
 	return e
 }
@@ -104,14 +106,33 @@ func (e *Env) Stop(destroy bool) {
 	if e.HTTP == nil {
 		return
 	}
-	e.HTTP.CloseClientConnections()
-	e.HTTP.Close()
-	if destroy {
-		e.Server.DestroySandboxes(context.Background())
-	}
-	e.Server.Close()
+	hs := e.HTTP
 	e.HTTP = nil
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		hs.CloseClientConnections()
+		hs.Close()
+		if destroy {
+			ctx, cancel := context.WithTimeout(context.Background(), stopBound)
+			defer cancel()
+			e.Server.DestroySandboxes(ctx)
+		}
+		e.Server.Close()
+	}()
+	select {
+	case <-done:
+	case <-time.After(2 * stopBound):
+		buf := make([]byte, 4<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		e.logf("servertest: the control plane has not stopped after %v; going on without it. Goroutines:\n%s", 2*stopBound, buf)
+	}
 }
+
+// stopBound bounds each wait of Stop (the sandboxes' removal; the whole stop at twice
+// it): a shutdown that hangs leaves its goroutines in the test's log instead of holding
+// the test binary until its own timeout, which would say only that it ran out.
+const stopBound = 3 * time.Minute
 
 // AppsURL is the base URL of an apps host of this server ("http://live-<user>.localhost:<port>").
 func (e *Env) AppsURL(h origins.Host) string { return AppsURL(e.URL, h) }
