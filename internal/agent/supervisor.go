@@ -23,7 +23,8 @@ var (
 	backoffReset = 10 * time.Second
 )
 
-// tailBytes is how much of a run's output AppStatus keeps.
+// tailBytes is how much of a run's output AppStatus carries: the end of the current run's
+// (read from its session's bounded output log when asked) and of the last ended run's.
 const tailBytes = 4 << 10
 
 // App states, as AppStatus reports them.
@@ -79,7 +80,7 @@ func (s *supervisor) run(ctx context.Context) {
 		sess, err := s.start()
 		if err != nil {
 			s.log.Error("start app", "err", err) // argv was validated; this should not happen
-			s.exited(session.ExitStatus{Code: 126, Err: err.Error()}, nil, delay)
+			s.exited(session.ExitStatus{Code: 126, Err: err.Error()}, nil, false, delay)
 		} else {
 			s.set(func(st *pb.AppStatus) { st.State, s.cur = appRunning, sess })
 			st, err := sess.Wait(ctx)
@@ -92,7 +93,8 @@ func (s *supervisor) run(ctx context.Context) {
 			if time.Since(started) >= s.backoffReset {
 				delay = s.backoffMin
 			}
-			s.exited(st, sess.Tail(tailBytes), delay)
+			tail, cut := sess.Tail(tailBytes)
+			s.exited(st, tail, cut, delay)
 			s.log.Warn("app exited; restarting", "code", st.Code, "signal", st.Signal, "err", st.Err, "in", delay)
 		}
 		select {
@@ -166,10 +168,11 @@ func (s *supervisor) start() (*session.Session, error) {
 	return s.m.RestartMain(spec)
 }
 
-func (s *supervisor) exited(st session.ExitStatus, tail []byte, delay time.Duration) {
+func (s *supervisor) exited(st session.ExitStatus, tail []byte, cut bool, delay time.Duration) {
 	next := time.Now().Add(delay)
 	s.set(func(a *pb.AppStatus) {
-		a.State, a.LastExit, a.LastOutput, a.NextStartUnixNano = appBackoff, exitStatus(s.spec.ID, st), tail, next.UnixNano()
+		a.State, a.LastExit, a.NextStartUnixNano = appBackoff, exitStatus(s.spec.ID, st), next.UnixNano()
+		a.LastOutput, a.LastOutputTruncated = tail, cut
 	})
 }
 
@@ -196,13 +199,18 @@ func (s *supervisor) App() (*pb.AppStatus, error) {
 		return nil, errdefs.ToGRPC(fmt.Errorf("no supervised app: %w", errdefs.ErrFailedPrecondition))
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return cloneStatus(s.status), nil
+	st, cur := cloneStatus(s.status), s.cur
+	s.mu.Unlock()
+	if st.State == appRunning && cur != nil {
+		st.Output, st.OutputTruncated = cur.Tail(tailBytes)
+	}
+	return st, nil
 }
 
 func cloneStatus(st *pb.AppStatus) *pb.AppStatus {
 	c := &pb.AppStatus{State: st.State, Restarts: st.Restarts, SinceUnixNano: st.SinceUnixNano,
-		NextStartUnixNano: st.NextStartUnixNano, SessionId: st.SessionId, LastOutput: st.LastOutput}
+		NextStartUnixNano: st.NextStartUnixNano, SessionId: st.SessionId,
+		LastOutput: st.LastOutput, LastOutputTruncated: st.LastOutputTruncated}
 	if st.LastExit != nil {
 		c.LastExit = &pb.ExitStatus{SessionId: st.LastExit.SessionId, ExitCode: st.LastExit.ExitCode, Signal: st.LastExit.Signal, Error: st.LastExit.Error}
 	}

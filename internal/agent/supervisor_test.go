@@ -151,3 +151,51 @@ func TestAppWithoutSupervisor(t *testing.T) {
 		t.Fatalf("App: %v, want FailedPrecondition no supervised app", err)
 	}
 }
+
+// App carries the end of the running app's output, bounded and saying when it is cut, and
+// the end of the last ended run's.
+func TestSupervisorAppOutput(t *testing.T) {
+	// Each run says its number; with ./big it writes more than tailBytes first.
+	script := `n=$(cat runs 2>/dev/null || echo 0); echo $((n+1)) > runs; echo "run $n started"
+if [ -e big ]; then head -c 10000 /dev/zero | tr '\0' x; echo; echo "run $n wrote big"; fi
+exec sleep 60`
+	conn, _ := startAgent(t, &wire.Command{Argv: []string{"sh", "-c", script}, Restart: true})
+	agent := pb.NewAgentClient(conn)
+	running := func(line string) func(*pb.AppStatus) bool {
+		return func(s *pb.AppStatus) bool { return s.State == appRunning && strings.Contains(string(s.Output), line) }
+	}
+	st := waitApp(t, conn, running("run 0 started"))
+	if st.OutputTruncated || len(st.LastOutput) != 0 {
+		t.Fatalf("first run: %+v, want its whole output and no last run", st)
+	}
+
+	resp, err := pb.NewProcessClient(conn).Execute(ctx(t), &pb.ExecuteRequest{Argv: []string{"touch", "big"}})
+	if err != nil || resp.Status.GetExitCode() != 0 {
+		t.Fatalf("touch: %v %v", resp, err)
+	}
+	if _, err := agent.RestartApp(ctx(t), &pb.RestartAppRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	st = waitApp(t, conn, running("run 1 wrote big"))
+	if len(st.Output) > tailBytes || !st.OutputTruncated || strings.Contains(string(st.Output), "run 1 started") {
+		t.Fatalf("big run: %d bytes, truncated %v, want its last %d bytes, said to be cut", len(st.Output), st.OutputTruncated, tailBytes)
+	}
+	if !strings.Contains(string(st.LastOutput), "run 0 started") || st.LastOutputTruncated {
+		t.Fatalf("last output %q (truncated %v), want the first run's, whole", st.LastOutput, st.LastOutputTruncated)
+	}
+
+	resp, err = pb.NewProcessClient(conn).Execute(ctx(t), &pb.ExecuteRequest{Argv: []string{"rm", "big"}})
+	if err != nil || resp.Status.GetExitCode() != 0 {
+		t.Fatalf("rm: %v %v", resp, err)
+	}
+	if _, err := agent.RestartApp(ctx(t), &pb.RestartAppRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	st = waitApp(t, conn, running("run 2 started"))
+	if st.OutputTruncated || strings.Contains(string(st.Output), "run 1") {
+		t.Fatalf("third run's output %q (truncated %v), want its own only", st.Output, st.OutputTruncated)
+	}
+	if last := string(st.LastOutput); len(last) > tailBytes || !st.LastOutputTruncated || !strings.Contains(last, "run 1 wrote big") {
+		t.Fatalf("last output: %d bytes, truncated %v, want the big run's last %d bytes, said to be cut", len(last), st.LastOutputTruncated, tailBytes)
+	}
+}

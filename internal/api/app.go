@@ -16,9 +16,16 @@ type AppStatus struct {
 	NextStart *time.Time `json:"next_start,omitempty"`
 	// LastExit is how the previous run ended; absent before the first exit.
 	LastExit *AppExit `json:"last_exit,omitempty"`
+	// Output is the end (at most 4 KiB) of the current run's combined stdout and stderr,
+	// with invalid UTF-8 replaced; absent in "backoff".
+	Output string `json:"output,omitempty"`
+	// OutputTruncated says the current run wrote more than Output holds.
+	OutputTruncated bool `json:"output_truncated,omitempty"`
 	// LastOutput is the end (at most 4 KiB) of the previous run's combined stdout and
 	// stderr, with invalid UTF-8 replaced.
 	LastOutput string `json:"last_output,omitempty"`
+	// LastOutputTruncated says the previous run wrote more than LastOutput holds.
+	LastOutputTruncated bool `json:"last_output_truncated,omitempty"`
 	// URL is the sandbox's own apps host, where the app is served.
 	URL string `json:"url,omitempty"`
 }

@@ -34,7 +34,8 @@ func newSandboxAppCommand() *cobra.Command {
 	}
 }
 
-// printApp writes the app's state in a few lines, its last output indented below.
+// printApp writes the app's state in a few lines, the last ended run's output and the
+// running app's indented below.
 func printApp(w io.Writer, st api.AppStatus, now time.Time) {
 	fmt.Fprintf(w, "%s for %s, %d restarts\n", st.State, now.Sub(st.Since).Round(time.Second), st.Restarts)
 	if st.URL != "" {
@@ -53,11 +54,23 @@ func printApp(w io.Writer, st api.AppStatus, now time.Time) {
 			fmt.Fprintf(w, "last run: exit status %d\n", e.ExitCode)
 		}
 	}
-	if out := strings.TrimRight(st.LastOutput, "\n"); out != "" {
-		fmt.Fprintln(w, "last output:")
-		for line := range strings.Lines(out) {
-			fmt.Fprintf(w, "  %s", line)
-		}
-		fmt.Fprintln(w)
+	printOutput(w, "last output", st.LastOutput, st.LastOutputTruncated)
+	printOutput(w, "output", st.Output, st.OutputTruncated)
+}
+
+// printOutput writes a run's output under its title, indented; oldest first, so the
+// running app's comes last, next to the prompt.
+func printOutput(w io.Writer, title, out string, cut bool) {
+	out = strings.TrimRight(out, "\n")
+	if out == "" {
+		return
 	}
+	if cut {
+		title += " (its start cut)"
+	}
+	fmt.Fprintln(w, title+":")
+	for line := range strings.Lines(out) {
+		fmt.Fprintf(w, "  %s", line)
+	}
+	fmt.Fprintln(w)
 }

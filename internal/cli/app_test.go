@@ -18,4 +18,12 @@ func TestPrintApp(t *testing.T) {
 	if b.String() != want {
 		t.Fatalf("printApp:\n%s\nwant:\n%s", b.String(), want)
 	}
+
+	b.Reset()
+	printApp(&b, api.AppStatus{State: "running", Restarts: 5, Since: now.Add(-2 * time.Second),
+		LastExit: &api.AppExit{ExitCode: 3}, LastOutput: "boom\n", LastOutputTruncated: true, Output: "listening\n"}, now)
+	want = "running for 2s, 5 restarts\nlast run: exit status 3\nlast output (its start cut):\n  boom\noutput:\n  listening\n"
+	if b.String() != want {
+		t.Fatalf("printApp running:\n%s\nwant:\n%s", b.String(), want)
+	}
 }

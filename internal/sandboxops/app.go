@@ -42,8 +42,10 @@ func (o *Ops) RestartApp(ctx context.Context, c fleet.Caller, id string) (api.Ap
 func appStatusOf(st *pb.AppStatus) api.AppStatus {
 	out := api.AppStatus{
 		State: st.GetState(), Restarts: int(st.GetRestarts()),
-		Since:      time.Unix(0, st.GetSinceUnixNano()).UTC(),
-		LastOutput: strings.ToValidUTF8(string(st.GetLastOutput()), "\uFFFD"),
+		Since:           time.Unix(0, st.GetSinceUnixNano()).UTC(),
+		Output:          text(st.GetOutput()),
+		OutputTruncated: st.GetOutputTruncated(),
+		LastOutput:      text(st.GetLastOutput()), LastOutputTruncated: st.GetLastOutputTruncated(),
 	}
 	if n := st.GetNextStartUnixNano(); n != 0 {
 		t := time.Unix(0, n).UTC()
@@ -54,3 +56,6 @@ func appStatusOf(st *pb.AppStatus) api.AppStatus {
 	}
 	return out
 }
+
+// text is an app's output as JSON can carry it: invalid UTF-8 (a cut rune, binary) replaced.
+func text(b []byte) string { return strings.ToValidUTF8(string(b), "\uFFFD") }

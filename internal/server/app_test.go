@@ -16,7 +16,8 @@ import (
 
 // A sandbox's app is reported as its agent sees it: a crashing app shows as backoff with
 // how it ended and what it printed, and does not hold its sandbox's start for the whole
-// wait for an app to listen; a healthy one shows as running; another user's is not found.
+// wait for an app to listen; a healthy one shows as running, with what it prints as it
+// runs; another user's is not found.
 func TestAppStatus(t *testing.T) {
 	e := servertest.Start(t)
 	alice, bob := e.Register(t, "alice"), e.Register(t, "bob")
@@ -49,6 +50,27 @@ func TestAppStatus(t *testing.T) {
 	servertest.Decode(t, alice.DoToken("GET", "/api/v1/sandboxes/"+ok.ID+"/app", nil), http.StatusOK, &healthy)
 	if healthy.State != "running" || healthy.LastExit != nil || healthy.Restarts != 0 {
 		t.Errorf("healthy app: %+v, want running, never exited", healthy)
+	}
+	// The running app's output: the welcome app (paddock's own) says it serves, and echoes
+	// nothing of the environment paddock gives it.
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(healthy.Output, "welcome app serving"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("healthy app's output %q, want what the running app printed", healthy.Output)
+		}
+		healthy = api.AppStatus{}
+		servertest.Decode(t, alice.DoToken("GET", "/api/v1/sandboxes/"+ok.ID+"/app", nil), http.StatusOK, &healthy)
+	}
+	if healthy.OutputTruncated || healthy.LastOutput != "" {
+		t.Errorf("healthy app: %+v, want its whole output and no last run's", healthy)
+	}
+	env := execOK(t, alice, ok.ID, "env")
+	for _, kv := range strings.Split(env, "\n") {
+		k, v, _ := strings.Cut(kv, "=")
+		if strings.Contains(k, "KEY") || strings.Contains(k, "TOKEN") || strings.Contains(k, "SECRET") {
+			if v != "" && strings.Contains(healthy.Output, v) {
+				t.Errorf("the app's output echoes $%s", k)
+			}
+		}
 	}
 	servertest.Decode(t, bob.DoToken("GET", "/api/v1/sandboxes/"+ok.ID+"/app", nil), http.StatusNotFound, nil)
 }

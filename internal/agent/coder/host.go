@@ -135,7 +135,10 @@ func describeApp(st api.AppStatus) string {
 		fmt.Fprintf(&b, "last exit: code %d signal %d %s\n", e.ExitCode, e.Signal, e.Error)
 	}
 	if st.LastOutput != "" {
-		b.WriteString("--- the end of its output ---\n" + st.LastOutput)
+		b.WriteString("--- the end of its last run's output ---\n" + st.LastOutput)
+	}
+	if st.Output != "" {
+		b.WriteString("--- the end of the running app's output ---\n" + st.Output)
 	}
 	return b.String()
 }

@@ -214,8 +214,9 @@ func (l *outputLog) chunkAt(r *reader) (Chunk, bool) {
 	return Chunk{Stream: c.Stream, Offset: r.pos, Data: c.Data[r.pos-c.Offset:], Lost: lost}, true
 }
 
-// tail copies the last n bytes (at most) the log holds.
-func (l *outputLog) tail(n int) []byte {
+// tail copies the last n bytes (at most) the log holds, and says whether more was ever
+// written than it copied.
+func (l *outputLog) tail(n int) (out []byte, cut bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var parts [][]byte
@@ -227,9 +228,8 @@ func (l *outputLog) tail(n int) []byte {
 		parts = append(parts, d)
 		n -= len(d)
 	}
-	var out []byte
 	for i := len(parts) - 1; i >= 0; i-- {
 		out = append(out, parts[i]...)
 	}
-	return out
+	return out, l.end > uint64(len(out))
 }

@@ -705,8 +705,8 @@ func readBuffered(r *os.File, emit func([]byte)) {
 const maxBufferedReads = 16
 
 // Tail returns the last n bytes (at most) of the output the session still holds, both
-// streams in the order they were read.
-func (s *Session) Tail(n int) []byte { return s.out.tail(n) }
+// streams in the order they were read, and whether the session wrote more than that.
+func (s *Session) Tail(n int) (out []byte, cut bool) { return s.out.tail(n) }
 
 // Attach returns a Reader of the session's output from offset.
 func (s *Session) Attach(offset uint64) *Reader {

@@ -2436,9 +2436,16 @@ type AppStatus struct {
 	// next_start_unix_nano is when the app starts again, in state "backoff"; 0 otherwise.
 	NextStartUnixNano int64 `protobuf:"varint,6,opt,name=next_start_unix_nano,json=nextStartUnixNano,proto3" json:"next_start_unix_nano,omitempty"`
 	// session_id names the current (or, in backoff, the last) run's session: always "main".
-	SessionId     string `protobuf:"bytes,7,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	SessionId string `protobuf:"bytes,7,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// output is the end (at most 4 KiB) of the current run's combined output, as it is when
+	// asked; empty in "backoff" (the run that ended is last_output).
+	Output []byte `protobuf:"bytes,8,opt,name=output,proto3" json:"output,omitempty"`
+	// output_truncated says the current run wrote more than output holds: its start is left out.
+	OutputTruncated bool `protobuf:"varint,9,opt,name=output_truncated,json=outputTruncated,proto3" json:"output_truncated,omitempty"`
+	// last_output_truncated says the same of last_output.
+	LastOutputTruncated bool `protobuf:"varint,10,opt,name=last_output_truncated,json=lastOutputTruncated,proto3" json:"last_output_truncated,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *AppStatus) Reset() {
@@ -2518,6 +2525,27 @@ func (x *AppStatus) GetSessionId() string {
 		return x.SessionId
 	}
 	return ""
+}
+
+func (x *AppStatus) GetOutput() []byte {
+	if x != nil {
+		return x.Output
+	}
+	return nil
+}
+
+func (x *AppStatus) GetOutputTruncated() bool {
+	if x != nil {
+		return x.OutputTruncated
+	}
+	return false
+}
+
+func (x *AppStatus) GetLastOutputTruncated() bool {
+	if x != nil {
+		return x.LastOutputTruncated
+	}
+	return false
 }
 
 type InfoRequest struct {
@@ -4632,7 +4660,7 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"\x04path\x18\x02 \x01(\tR\x04path\"\f\n" +
 	"\n" +
 	"AppRequest\"\x13\n" +
-	"\x11RestartAppRequest\"\x91\x02\n" +
+	"\x11RestartAppRequest\"\x88\x03\n" +
 	"\tAppStatus\x12\x14\n" +
 	"\x05state\x18\x01 \x01(\tR\x05state\x12\x1a\n" +
 	"\brestarts\x18\x02 \x01(\x05R\brestarts\x129\n" +
@@ -4642,7 +4670,11 @@ const file_paddock_agent_v1_agent_proto_rawDesc = "" +
 	"\x0fsince_unix_nano\x18\x05 \x01(\x03R\rsinceUnixNano\x12/\n" +
 	"\x14next_start_unix_nano\x18\x06 \x01(\x03R\x11nextStartUnixNano\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\a \x01(\tR\tsessionId\"\r\n" +
+	"session_id\x18\a \x01(\tR\tsessionId\x12\x16\n" +
+	"\x06output\x18\b \x01(\fR\x06output\x12)\n" +
+	"\x10output_truncated\x18\t \x01(\bR\x0foutputTruncated\x122\n" +
+	"\x15last_output_truncated\x18\n" +
+	" \x01(\bR\x13lastOutputTruncated\"\r\n" +
 	"\vInfoRequest\"\x9d\x02\n" +
 	"\fInfoResponse\x12\x1d\n" +
 	"\n" +

@@ -1965,8 +1965,14 @@ export interface components {
                 signal?: number;
                 error?: string;
             };
+            /** @description The end (at most 4 KiB) of the current run's combined stdout and stderr, as it is when asked; absent in backoff. */
+            output?: string;
+            /** @description The current run wrote more than output holds; its start is left out. */
+            output_truncated?: boolean;
             /** @description The end (at most 4 KiB) of the previous run's output. */
             last_output?: string;
+            /** @description The previous run wrote more than last_output holds. */
+            last_output_truncated?: boolean;
             /**
              * Format: uri
              * @description The sandbox's own apps host (app-<sandbox ID>), where a browser or an API token reaches the app.
