@@ -135,6 +135,7 @@ while (1) {
   my ($path) = $req =~ m{^\S+ /([^ ?]*)};
   $path =~ s/[^A-Za-z0-9._-]//g;
   $path = "index.html" if $path eq "";
+  print STDERR "served /$path\n";
   my ($code, $type, $body) = ("404 Not Found", "text/plain", "not found\n");
   if (open(my $f, "<", "/workspace/$path")) { local $/; $body = <$f>; $code = "200 OK"; $type = "text/html" if $path =~ /\.html$/ }
   print $c "HTTP/1.0 $code\r\nContent-Type: $type\r\nCache-Control: no-store\r\nContent-Length: " . length($body) . "\r\nConnection: close\r\n\r\n$body";
@@ -244,8 +245,9 @@ func TestBrowserDesktopFaults(t *testing.T) {
 	t.Log(browsertest.Run(t, "desktop-faults", env))
 }
 
-// hangingServer is crashingServer's static server, except that while /workspace/hang
-// exists a request finds it hung: it stops answering and ignores SIGTERM.
+// hangingServer is crashingServer's static server, except that it logs each request
+// ("served /<path>") and while /workspace/hang exists a request finds it hung: it stops
+// answering and ignores SIGTERM.
 const hangingServer = `use IO::Socket::INET;
 $SIG{CHLD} = 'IGNORE';
 print STDERR "hanging server: listening on 8080\n";
@@ -260,6 +262,7 @@ while (1) {
   my ($path) = $req =~ m{^\S+ /([^ ?]*)};
   $path =~ s/[^A-Za-z0-9._-]//g;
   $path = "index.html" if $path eq "";
+  print STDERR "served /$path\n";
   my ($code, $type, $body) = ("404 Not Found", "text/plain", "not found\n");
   if (open(my $f, "<", "/workspace/$path")) { local $/; $body = <$f>; $code = "200 OK"; $type = "text/html" if $path =~ /\.html$/ }
   print $c "HTTP/1.0 $code\r\nContent-Type: $type\r\nCache-Control: no-store\r\nContent-Length: " . length($body) . "\r\nConnection: close\r\n\r\n$body";

@@ -3,7 +3,8 @@
 //             read-only and one over 16 MiB not at all, each saying why
 //   timeline  Checkpoint now (a change made in the terminal), Undo, Redo and Restore
 //             selected, each checked on disk
-//   preview   Logs shows and hides the app's last output; Restart app restarts the app alone
+//   preview   Logs shows the running app's output (a request just made), then the ended
+//             run's after Restart app, which restarts the app alone
 //             (the terminal's shell lives on); Restart sandbox brings the app back
 //   keyboard  Alt+<n> and the arrow keys switch panes; every control in sight has a name
 //   hung      the app stops answering and ignores SIGTERM: undo still works, the app
@@ -142,17 +143,28 @@ try {
   const frame = page.frameLocator('#preview');
   await frame.getByText('the page').waitFor(long);
   await page.locator('#app-state').filter({ hasText: 'app: running' }).waitFor(long);
-  await page.getByRole('button', { name: 'Logs' }).click();
+  // Logs: the running app's output holds a request made now (the app logs each one).
+  await page.getByRole('button', { name: 'Logs', exact: true }).click();
   await page.locator('#app-output').waitFor({ state: 'visible' });
-  step(`logs: ${await page.locator('#app-output').textContent()}`);
-  await page.getByRole('button', { name: 'Logs' }).click();
-  await page.locator('#app-output').waitFor({ state: 'hidden' });
-  // Restart app: the app starts again, the terminal's shell keeps running.
+  const mark = `logmark${Date.now()}`;
+  const appFrame = page.frames().find((f) => new URL(f.url()).hostname.startsWith('app-'));
+  assert.ok(appFrame, `no frame on the app's host: ${page.frames().map((f) => f.url())}`);
+  await appFrame.evaluate((m) => fetch(`/${m}`).then((r) => r.status), mark);
+  await page.getByRole('button', { name: 'Refresh logs' }).click();
+  const served = `served /${mark}`;
+  await page.locator('#app-output-current').filter({ hasText: served }).waitFor({ timeout: 30000 });
+  await screenshot(page, 'preview-logs');
+  step(`logs of the running app: ${await page.locator('#app-output-current').textContent()}`);
+  // Restart app: the app starts again, the terminal's shell keeps running; the run that
+  // ended is the last run's output in Logs.
   const restarts = () => page.evaluate(async (sb) => (await (await fetch(`/api/v1/sandboxes/${sb}/app`)).json()).restarts, sandbox);
   const before = await restarts();
   await page.getByRole('button', { name: 'Restart app' }).click();
   await statusIs(page, /The app restarted/);
   await page.waitForFunction(async ({ sb, n }) => (await (await fetch(`/api/v1/sandboxes/${sb}/app`)).json()).restarts > n, { sb: sandbox, n: before }, { timeout: 30000, polling: 250 });
+  await page.locator('#app-output-last').filter({ hasText: served }).waitFor({ timeout: 30000 });
+  await page.getByRole('button', { name: 'Logs', exact: true }).click();
+  await page.locator('#app-output').waitFor({ state: 'hidden' });
   await frame.getByText('the page').waitFor(long);
   await page.getByRole('tab', { name: 'Terminal' }).click();
   await page.locator('#term-1 .xterm-helper-textarea').focus();

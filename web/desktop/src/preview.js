@@ -10,14 +10,21 @@ export class PreviewPane {
       sandbox: 'allow-scripts allow-same-origin allow-forms allow-popups allow-modals allow-downloads',
     });
     this.state = h('span', { class: 'app-state', id: 'app-state', role: 'status' }, 'app: …');
-    this.output = h('pre', { class: 'app-output', id: 'app-output', 'aria-label': 'The app\'s last output', hidden: true });
+    // Logs: the running app's output, then the last ended run's; each the end (4 KiB) of it.
+    this.current = h('pre', { id: 'app-output-current' });
+    this.last = h('pre', { id: 'app-output-last' });
+    this.currentHead = h('h3', {}, 'The running app');
+    this.lastHead = h('h3', {}, 'The last run that ended');
+    this.output = h('section', { class: 'app-output', id: 'app-output', 'aria-label': 'The app\'s output', hidden: true },
+      h('button', { id: 'app-logs-refresh', onclick: () => this.poll() }, 'Refresh logs'),
+      this.currentHead, this.current, this.lastHead, this.last);
     this.openLink = h('a', { id: 'app-open', target: '_blank', rel: 'noopener', hidden: true }, 'Open in a new tab');
     const b = (label, id, f) => h('button', { id, onclick: f }, label);
     this.el = h('div', { class: 'pane preview', id: 'pane-preview', role: 'tabpanel', 'aria-labelledby': 'tab-preview', hidden: true },
       h('div', { class: 'toolbar', role: 'toolbar', 'aria-label': 'Preview actions' },
         this.state,
         b('Reload', 'preview-reload', () => this.reload()),
-        b('Logs', 'app-logs', () => { this.output.hidden = !this.output.hidden; }),
+        b('Logs', 'app-logs', () => this.toggleLogs()),
         b('Restart app', 'app-restart', () => this.restartApp()),
         b('Restart sandbox', 'sandbox-restart', () => this.restart()),
         this.openLink),
@@ -56,7 +63,7 @@ export class PreviewPane {
       }
       this.state.textContent = text;
       this.state.dataset.state = st.state;
-      this.output.textContent = st.last_output || '(no output from the last run)';
+      this.showLogs(st);
       if (st.state === 'backoff' && st.last_output) this.output.hidden = false;
       if (st.url) { this.openLink.href = st.url; this.openLink.hidden = false; }
     } catch (e) {
@@ -64,6 +71,28 @@ export class PreviewPane {
       this.state.dataset.state = 'unknown';
     }
     return this.status;
+  }
+
+  // toggleLogs shows or hides the logs; shown, they are read again at once (the poll
+  // keeps them current after that).
+  toggleLogs() {
+    this.output.hidden = !this.output.hidden;
+    if (!this.output.hidden) this.poll();
+  }
+
+  // showLogs writes the app's output into the logs, keeping them scrolled to the end if
+  // they were there.
+  showLogs(st) {
+    const o = this.output;
+    const atEnd = o.scrollTop + o.clientHeight >= o.scrollHeight - 4;
+    const cut = (yes) => (yes ? ' (its start is cut)' : '');
+    const running = st.state !== 'backoff';
+    this.currentHead.textContent = `The running app's output${cut(st.output_truncated)}`;
+    this.current.textContent = st.output || (running ? '(no output yet)' : '(not running)');
+    const x = st.last_exit;
+    this.lastHead.textContent = `The last run that ended${x ? ` (${x.signal ? 'signal ' + x.signal : 'code ' + x.exit_code})` : ''}${cut(st.last_output_truncated)}`;
+    this.last.textContent = st.last_output || (x ? '(no output)' : '(none has ended)');
+    if (atEnd) o.scrollTop = o.scrollHeight;
   }
 
   // afterRestore loads the app again in the frame, on the restored files, at once: the
