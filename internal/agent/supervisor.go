@@ -156,15 +156,15 @@ func (s *supervisor) awaitRun(old *session.Session, restarts int32, d time.Durat
 	}
 }
 
-// start starts the app: the first run holds its output for the first client, as the main
-// command always has; later runs do not, so that an app nobody watches cannot block on a
-// full log.
+// start starts the app. No run holds its output for a client, the first included: nobody
+// need ever attach to a supervised app, so one that writes more than its log holds must
+// go on, its oldest output dropped, rather than block on a full log.
 func (s *supervisor) start() (*session.Session, error) {
-	if s.statusRestarts() == 0 {
-		return s.m.StartMain(s.spec)
-	}
 	spec := s.spec
 	spec.HoldOutput = false
+	if s.statusRestarts() == 0 {
+		return s.m.StartMain(spec)
+	}
 	return s.m.RestartMain(spec)
 }
 

@@ -34,11 +34,15 @@ func waitApp(t *testing.T, conn *grpc.ClientConn, ok func(*pb.AppStatus) bool) *
 			return st
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("App never got there: %+v", st)
+			t.Fatalf("App never got there: state %s, restarts %d, output …%q, last output …%q",
+				st.State, st.Restarts, lastBytes(st.Output, 200), lastBytes(st.LastOutput, 200))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// lastBytes is b's last n bytes at most.
+func lastBytes(b []byte, n int) []byte { return b[max(0, len(b)-n):] }
 
 func TestSupervisorRestartsExitingApp(t *testing.T) {
 	shortBackoff(t, 20*time.Millisecond, 100*time.Millisecond, 10*time.Second)
@@ -197,5 +201,17 @@ exec sleep 60`
 	}
 	if last := string(st.LastOutput); len(last) > tailBytes || !st.LastOutputTruncated || !strings.Contains(last, "run 1 wrote big") {
 		t.Fatalf("last output: %d bytes, truncated %v, want the big run's last %d bytes, said to be cut", len(last), st.LastOutputTruncated, tailBytes)
+	}
+}
+
+// TestSupervisedAppNeverWaitsForAReader: nobody attaches to a role sandbox's app, so an app
+// that writes more than the output log holds must go on running, its oldest output
+// dropped, from its first run on.
+func TestSupervisedAppNeverWaitsForAReader(t *testing.T) {
+	script := `head -c 9000000 /dev/zero | tr '\0' x; echo; echo wrote it all > finished; echo done; exec sleep 60`
+	conn, _ := startAgent(t, &wire.Command{Argv: []string{"sh", "-c", script}, Restart: true})
+	st := waitApp(t, conn, func(s *pb.AppStatus) bool { return strings.HasSuffix(string(s.Output), "done\n") })
+	if !st.OutputTruncated || st.Restarts != 0 {
+		t.Fatalf("App = restarts %d, truncated %v; want the first run, its output cut", st.Restarts, st.OutputTruncated)
 	}
 }
