@@ -1,8 +1,10 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/paddockhq/paddock/internal/api"
@@ -88,4 +90,30 @@ func (s *Server) agentSettings(c store.AgentChoice) api.AgentSettings {
 		out.Providers = append(out.Providers, api.AgentProvider{Name: p.Name, Kind: p.Kind})
 	}
 	return out
+}
+
+// agentChoiceEnv adds the caller's choice to the environment of a run of the coding agent
+// (paddock-agent code), which takes it as its defaults: the run's own flags, and an
+// environment the client gave, still win. Other commands are left as they are.
+func (s *Server) agentChoiceEnv(ctx context.Context, c fleet.Caller, argv, env []string) ([]string, error) {
+	if len(argv) < 2 || argv[0] != wire.AgentPath || argv[1] != wire.CodeSubcommand {
+		return env, nil
+	}
+	choice, err := s.st.AgentChoice(ctx, c.UserID)
+	if err != nil {
+		return nil, err
+	}
+	env = slices.Clip(env)
+	if choice.Provider != "" && s.agentProvider(choice.Provider) != nil && !hasEnv(env, wire.AgentProviderEnv) {
+		env = append(env, wire.AgentProviderEnv+"="+choice.Provider)
+	}
+	if choice.Model != "" && !hasEnv(env, wire.AgentModelEnv) {
+		env = append(env, wire.AgentModelEnv+"="+choice.Model)
+	}
+	return env, nil
+}
+
+// hasEnv reports whether env has an entry for name.
+func hasEnv(env []string, name string) bool {
+	return slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, name+"=") })
 }

@@ -159,7 +159,7 @@ func gatewayEnv(cfg gateway.Config, servicesURL string) []string {
 		env = append(env, wire.AgentProvidersEnv+"="+strings.Join(pairs, ","))
 	}
 	if cfg.AgentModel != "" && len(cfg.Providers) > 0 {
-		env = append(env, "PADDOCK_AGENT_MODEL="+cfg.AgentModel)
+		env = append(env, wire.AgentModelEnv+"="+cfg.AgentModel)
 	}
 	return env
 }

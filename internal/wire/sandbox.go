@@ -235,6 +235,15 @@ type WarmClaim struct {
 // reaches NAME at ServicesEnv's /gateway/NAME, with the API its KIND speaks.
 const AgentProvidersEnv = "PADDOCK_AGENT_PROVIDERS"
 
+// AgentModelEnv and AgentProviderEnv are the coding agent's model and provider (by name)
+// when its run gives no --model or --provider: the server's default model is in the
+// sandbox's environment, and the control plane adds the caller's own choice to the
+// environment of each run it starts.
+const (
+	AgentModelEnv    = "PADDOCK_AGENT_MODEL"
+	AgentProviderEnv = "PADDOCK_AGENT_PROVIDER"
+)
+
 // MaxAgentModel is the longest model name the coding agent accepts.
 const MaxAgentModel = 200
 

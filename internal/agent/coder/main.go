@@ -18,8 +18,9 @@ const Subcommand = wire.CodeSubcommand
 
 // Environment variables the harness reads.
 const (
-	EnvModel = "PADDOCK_AGENT_MODEL"
-	EnvState = "PADDOCK_AGENT_STATE"
+	EnvModel    = wire.AgentModelEnv
+	EnvProvider = wire.AgentProviderEnv
+	EnvState    = "PADDOCK_AGENT_STATE"
 )
 
 // Main runs `paddock-agent code [flags] MESSAGE…`: one turn, its events as JSON lines on
@@ -35,7 +36,7 @@ func Main(ctx context.Context, args []string, out io.Writer) error {
 	history := fl.Bool("history", false, "print the conversation's events so far, as JSON lines, and run no turn")
 	recoverOnly := fl.Bool("recover", false, "roll back a turn that was killed before it ended, so that the workspace is at the last checkpoint, and run no turn")
 	apiName := fl.String("api", "", "the provider's API, openai or anthropic (default: openai when OPENAI_BASE_URL is set, else anthropic when ANTHROPIC_BASE_URL is)")
-	provider := fl.String("provider", "", "the gateway's provider to ask, by name (one of $"+wire.AgentProvidersEnv+"); overrides --api")
+	provider := fl.String("provider", os.Getenv(EnvProvider), "the gateway's provider to ask, by name, one of $"+wire.AgentProvidersEnv+" (default $"+EnvProvider+", unless --api is given)")
 	if err := fl.Parse(args); err != nil {
 		return fmt.Errorf("%v; usage: paddock-agent code [--model M] [--max-steps N] [--reset] MESSAGE, or --history, or --recover: %w", err, errdefs.ErrInvalidArgument)
 	}
@@ -71,6 +72,9 @@ func Main(ctx context.Context, args []string, out io.Writer) error {
 		}
 	}
 	cfg := Config{Workspace: *workspace, StateDir: *state, Model: *model, MaxSteps: *maxSteps, API: *apiName}
+	if explicit(fl, "api") && !explicit(fl, "provider") {
+		*provider = "" // a run's --api overrides the chosen provider
+	}
 	if *provider != "" {
 		if err := useProvider(&cfg, *provider); err != nil {
 			return err
@@ -153,4 +157,11 @@ func useProvider(cfg *Config, name string) error {
 		return fmt.Errorf("--provider %s: the server configures no gateway providers: %w", errdefs.Clip(name, 64), errdefs.ErrInvalidArgument)
 	}
 	return fmt.Errorf("--provider %s: not one of the gateway's providers (%s): %w", errdefs.Clip(name, 64), strings.Join(names, ", "), errdefs.ErrInvalidArgument)
+}
+
+// explicit reports whether the run's flags gave name.
+func explicit(fl *flag.FlagSet, name string) bool {
+	set := false
+	fl.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
