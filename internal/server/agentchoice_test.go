@@ -28,7 +28,7 @@ func TestAgentChoice(t *testing.T) {
 	for i, name := range names {
 		p := scripted.New(scripted.Script{Name: name, Steps: []scripted.Step{{Respond: scripted.Respond{Content: "answered by " + name, Repeat: true}}}})
 		up := httptest.NewServer(p)
-		defer up.Close()
+		t.Cleanup(up.Close)
 		providers[name] = p
 		conf = append(conf, gateway.Provider{Name: name, Kind: kinds[i], BaseURL: up.URL, APIKey: gateway.Secret("sk-platform-" + name)})
 	}
