@@ -187,6 +187,22 @@ func (c *Client) Login(ctx context.Context, username, password, name string) (To
 	return tok, err
 }
 
+// AgentSettings is the caller's choice for the coding agent, and the providers to choose
+// from (GET /api/v1/me/agent).
+func (c *Client) AgentSettings(ctx context.Context) (AgentSettings, error) {
+	var out AgentSettings
+	err := c.do(ctx, "GET", "/api/v1/me/agent", nil, &out, http.StatusOK)
+	return out, err
+}
+
+// SetAgentChoice records the caller's provider and model for the coding agent (PUT
+// /api/v1/me/agent); the zero choice goes back to the server's default.
+func (c *Client) SetAgentChoice(ctx context.Context, choice AgentChoice) (AgentSettings, error) {
+	var out AgentSettings
+	err := c.do(ctx, "PUT", "/api/v1/me/agent", choice, &out, http.StatusOK)
+	return out, err
+}
+
 // Me is the caller (GET /api/v1/me).
 func (c *Client) Me(ctx context.Context) (User, error) {
 	var u User

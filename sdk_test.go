@@ -39,6 +39,13 @@ func TestEveryRoute(t *testing.T) {
 	if ok(t, err); me.Username != "alice" {
 		t.Errorf("me: %+v", me)
 	}
+	if _, err := c.SetAgentChoice(ctx, paddock.AgentChoice{Model: "some-model"}); err != nil {
+		t.Error(err)
+	}
+	agent, err := c.AgentSettings(ctx)
+	if ok(t, err); agent.Model != "some-model" || agent.Provider != "" {
+		t.Errorf("agent settings: %+v", agent)
+	}
 	sb, err := c.Sandboxes.Create(ctx, paddock.SandboxSpec{Name: "every", Memory: "256M"})
 	ok(t, err)
 	if sb.Info.State != paddock.StateRunning || sb.Info.Name != "every" {

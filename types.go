@@ -74,6 +74,11 @@ type (
 	Event = api.Event
 	// MCPToolCall is an MCP tool call to record as an event (Client.RecordMCPToolCall).
 	MCPToolCall = api.MCPToolCall
+	// AgentChoice is a user's provider and model for the coding agent; AgentSettings
+	// adds what there is to choose from.
+	AgentChoice   = api.AgentChoice
+	AgentSettings = api.AgentSettings
+	AgentProvider = api.AgentProvider
 	// User is a user of the server; Account is one as an admin's list shows it.
 	User    = api.User
 	Account = api.AccountInfo

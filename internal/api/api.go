@@ -95,6 +95,31 @@ type User struct {
 	Scopes []string `json:"scopes,omitempty"`
 }
 
+// AgentChoice is what a user picks for the coding agent in their sandboxes (PUT
+// /api/v1/me/agent): a gateway provider by name and a model. An empty field leaves the
+// server's default: the gateway's first OpenAI-style provider (else its first Anthropic
+// one) and its agent_model.
+type AgentChoice struct {
+	Provider string `json:"provider"`
+	Model    string `json:"model"`
+}
+
+// AgentSettings is GET /api/v1/me/agent: the caller's choice, the server's default model,
+// and the providers there are to choose from (never a key).
+type AgentSettings struct {
+	AgentChoice
+	// DefaultModel is the server's gateway.agent_model ("" when it sets none).
+	DefaultModel string          `json:"default_model"`
+	Providers    []AgentProvider `json:"providers"`
+}
+
+// AgentProvider is one of the gateway's providers: its name and the API it speaks,
+// "openai" or "anthropic".
+type AgentProvider struct {
+	Name string `json:"name"`
+	Kind string `json:"kind"`
+}
+
 // Session is GET /auth/session: who is signed in, and the CSRF token that state-changing
 // browser requests must carry (header X-CSRF-Token or form field csrf_token).
 type Session struct {

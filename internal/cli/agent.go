@@ -15,13 +15,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/paddockhq/paddock"
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/wire"
 )
 
 func newAgentCommand(code *int) *cobra.Command {
-	var model, apiName string
+	var model, apiName, provider string
 	var maxSteps int
 	var reset, raw bool
 	c := &cobra.Command{
@@ -33,6 +34,9 @@ model's text, every tool call and its result, and the turn's checkpoint, which
 paddock undo ID takes back. The conversation continues from the sandbox's last turn;
 --reset starts another.
 
+The agent asks the provider and model you chose (paddock agent config), else the
+server's default; --provider, --model and --api choose for this run only.
+
 Exit status: 0 when the model answered; 1 when the turn stopped first (the last line
 says why: the step budget, the provider down, rate limited or out of budget, a stream
 cut mid-way); 125 when paddock could not run it.`,
@@ -40,7 +44,16 @@ cut mid-way); 125 when paddock could not run it.`,
 		RunE: func(c *cobra.Command, args []string) error {
 			argv := []string{wire.AgentPath, wire.CodeSubcommand}
 			if model != "" {
+				if err := wire.CheckAgentModel(model); err != nil {
+					return fmt.Errorf("--model: %w: %w", err, errdefs.ErrInvalidArgument)
+				}
 				argv = append(argv, "--model", model)
+			}
+			if provider != "" {
+				if err := checkProvider(provider); err != nil {
+					return err
+				}
+				argv = append(argv, "--provider", provider)
 			}
 			switch apiName {
 			case "":
@@ -61,11 +74,108 @@ cut mid-way); 125 when paddock could not run it.`,
 	}
 	fl := c.Flags()
 	fl.StringVar(&model, "model", "", "the model to ask (default the sandbox's PADDOCK_AGENT_MODEL)")
-	fl.StringVar(&apiName, "api", "", "the provider to ask, by its API: openai or anthropic (default the gateway's first OpenAI-style provider, else its Anthropic one)")
+	fl.StringVar(&provider, "provider", "", "the gateway's provider to ask, by name (default your choice, else the gateway's first OpenAI-style provider, else its Anthropic one)")
+	fl.StringVar(&apiName, "api", "", "the provider to ask, by its API: openai or anthropic (the gateway's first of that kind)")
 	fl.IntVar(&maxSteps, "max-steps", 0, "the most answers of the model in this turn (default 40)")
 	fl.BoolVar(&reset, "reset", false, "forget the sandbox's conversation and start another")
 	fl.BoolVar(&raw, "json", false, "print the agent's events as JSON lines, as they come")
+	c.AddCommand(newAgentConfigCommand())
 	return c
+}
+
+func newAgentConfigCommand() *cobra.Command {
+	var provider, model string
+	var reset bool
+	c := &cobra.Command{
+		Use:   "config [--provider NAME] [--model M]",
+		Short: "show or set the provider and model your coding agent asks",
+		Long: `config shows the provider and model the coding agent asks when you run it (here or
+in the desktop's Agent pane), and the gateway's providers there are to choose from.
+--provider and --model set them, each leaving the other as it is; an empty value, or
+--reset for both, goes back to the server's default.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			cl, err := connect()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+			defer cancel()
+			cur, err := cl.AgentSettings(ctx)
+			if err != nil {
+				return err
+			}
+			fl := c.Flags()
+			if reset || fl.Changed("provider") || fl.Changed("model") {
+				choice := cur.AgentChoice
+				if reset {
+					choice = paddock.AgentChoice{}
+				}
+				if fl.Changed("provider") {
+					choice.Provider = provider
+				}
+				if fl.Changed("model") {
+					choice.Model = model
+				}
+				if cur, err = cl.SetAgentChoice(ctx, choice); err != nil {
+					return err
+				}
+			}
+			printAgentSettings(c.OutOrStdout(), cur)
+			return nil
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&provider, "provider", "", "the gateway's provider, by name (empty: the server's default)")
+	fl.StringVar(&model, "model", "", "the model (empty: the server's default)")
+	fl.BoolVar(&reset, "reset", false, "go back to the server's default provider and model")
+	return c
+}
+
+// printAgentSettings shows the choice, what the default is, and the providers.
+func printAgentSettings(w io.Writer, s paddock.AgentSettings) {
+	provider, model := s.Provider, s.Model
+	if provider == "" {
+		provider = "(the server's default: its first OpenAI-style provider, else its first Anthropic one)"
+	}
+	if model == "" {
+		model = "(the server's default"
+		if s.DefaultModel != "" {
+			model += ": " + s.DefaultModel
+		}
+		model += ")"
+	}
+	fmt.Fprintf(w, "provider: %s\nmodel:    %s\nproviders:", provider, model)
+	if len(s.Providers) == 0 {
+		fmt.Fprint(w, " none (the server configures no gateway)")
+	}
+	for _, p := range s.Providers {
+		fmt.Fprintf(w, " %s (%s)", p.Name, p.Kind)
+	}
+	fmt.Fprintln(w)
+}
+
+// checkProvider refuses a provider the server's gateway does not have, naming those it
+// has, before anything runs in the sandbox.
+func checkProvider(name string) error {
+	cl, err := connect()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	s, err := cl.AgentSettings(ctx)
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, p := range s.Providers {
+		if p.Name == name {
+			return nil
+		}
+		names = append(names, p.Name)
+	}
+	return fmt.Errorf("--provider %q: not one of the gateway's providers (%s): %w", errdefs.Clip(name, 64), strings.Join(names, ", "), errdefs.ErrInvalidArgument)
 }
 
 func runAgent(c *cobra.Command, id string, argv []string, raw bool, code *int) error {

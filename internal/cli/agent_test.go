@@ -30,8 +30,13 @@ func TestAgentCommand(t *testing.T) {
 	provider := scripted.New(sc)
 	up := httptest.NewServer(provider)
 	defer up.Close()
+	// q, second in the list and Anthropic's, is reached only by choosing it.
+	q := scripted.New(scripted.Script{Name: "q", Steps: []scripted.Step{{Respond: scripted.Respond{Content: "q here.", Repeat: true}}}})
+	upQ := httptest.NewServer(q)
+	defer upQ.Close()
 	e := servertest.Start(t, func(c *server.Config) {
-		c.Gateway = gateway.Config{Providers: []gateway.Provider{{Name: "p", Kind: gateway.KindOpenAI, BaseURL: up.URL, APIKey: "sk-platform"}}}
+		c.Gateway = gateway.Config{Providers: []gateway.Provider{{Name: "p", Kind: gateway.KindOpenAI, BaseURL: up.URL, APIKey: "sk-platform"},
+			{Name: "q", Kind: gateway.KindAnthropic, BaseURL: upQ.URL, APIKey: "sk-platform"}}}
 	})
 	alice := e.Register(t, "alice")
 	signedOut(t)
@@ -60,5 +65,30 @@ func TestAgentCommand(t *testing.T) {
 	}
 	if err := provider.Err(); err != nil {
 		t.Error(err)
+	}
+
+	// The choice kept by the server is what the next run asks; --provider and --model
+	// choose for one run.
+	if out := mustRemote(t, "", "agent", "config"); !strings.Contains(out, "providers: p (openai) q (anthropic)") {
+		t.Errorf("paddock agent config printed\n%s", out)
+	}
+	wantFailure(t, "", `provider "nope": not one of the gateway's providers (p, q)`, "agent", "config", "--provider", "nope")
+	wantFailure(t, "", `--provider "nope": not one of the gateway's providers (p, q)`, "agent", sb.ID, "--provider", "nope", "hi")
+	wantFailure(t, "", `--model: model "a b"`, "agent", sb.ID, "--model", "a b", "hi")
+	if out := mustRemote(t, "", "agent", "config", "--provider", "q", "--model", "chosen"); !strings.Contains(out, "provider: q\nmodel:    chosen\n") {
+		t.Errorf("paddock agent config --provider q --model chosen printed\n%s", out)
+	}
+	mustRemote(t, "", "agent", sb.ID, "--reset", "hello")
+	mustRemote(t, "", "agent", "config", "--model", "")
+	mustRemote(t, "", "agent", sb.ID, "--reset", "--model", "for-one-run", "hello")
+	var asked []string
+	for _, r := range q.Requests() {
+		asked = append(asked, r.API+" "+r.Model)
+	}
+	if got := strings.Join(asked, ", "); got != "anthropic chosen, anthropic for-one-run" {
+		t.Errorf("provider q was asked: %s", got)
+	}
+	if out := mustRemote(t, "", "agent", "config", "--reset"); !strings.Contains(out, "provider: (the server's default") {
+		t.Errorf("paddock agent config --reset printed\n%s", out)
 	}
 }

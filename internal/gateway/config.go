@@ -54,8 +54,8 @@ type Config struct {
 	// anything reaches the provider. 0 means DefaultMaxRequestBytes (8 MiB).
 	MaxRequestBytes int64 `yaml:"max_request_bytes"`
 	// AgentModel is the model the coding agent in a sandbox (paddock-agent code) asks for
-	// unless told another (of the first OpenAI-style provider, or else of the first
-	// Anthropic one); sandboxes find it in PADDOCK_AGENT_MODEL.
+	// unless the user chose another (PUT /api/v1/me/agent) or the run names one;
+	// sandboxes find it in PADDOCK_AGENT_MODEL.
 	AgentModel string `yaml:"agent_model"`
 }
 

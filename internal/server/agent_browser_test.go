@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -31,10 +32,15 @@ func TestBrowserDesktopAgent(t *testing.T) {
 	provider := scripted.New(sc)
 	up := httptest.NewServer(provider)
 	defer up.Close()
+	// other is reached only once the pane chooses it.
+	other := scripted.New(scripted.Script{Name: "other", Steps: []scripted.Step{{Respond: scripted.Respond{Content: "Other here.", Repeat: true}}}})
+	upOther := httptest.NewServer(other)
+	defer upOther.Close()
 	e := servertest.Start(t, func(c *server.Config) {
 		c.App = server.AppConfig{Command: []string{"/usr/bin/perl", "-e", crashingServer}, Port: 8080, Build: "static"}
-		c.Gateway = gateway.Config{AgentModel: "scripted-model", Providers: []gateway.Provider{{
-			Name: "scripted", Kind: gateway.KindOpenAI, BaseURL: up.URL, APIKey: "sk-platform", TokensPerDay: 100_000}}}
+		c.Gateway = gateway.Config{AgentModel: "scripted-model", Providers: []gateway.Provider{
+			{Name: "scripted", Kind: gateway.KindOpenAI, BaseURL: up.URL, APIKey: "sk-platform", TokensPerDay: 100_000},
+			{Name: "other", Kind: gateway.KindOpenAI, BaseURL: upOther.URL, APIKey: "sk-platform"}}}
 	})
 	alice := e.Register(t, "alice")
 	alice.Start()
@@ -55,7 +61,14 @@ func TestBrowserDesktopAgent(t *testing.T) {
 	if err := provider.Err(); err != nil || !provider.Done() {
 		t.Errorf("the script: %v (done %v)", err, provider.Done())
 	}
-	for _, name := range []string{"agent", "agent-killed", "agent-rate-limited", "agent-out-of-budget", "agent-reloaded"} {
+	var asked []string
+	for _, r := range other.Requests() {
+		asked = append(asked, r.Model)
+	}
+	if fmt.Sprint(asked) != "[picked-in-pane]" {
+		t.Errorf("the provider chosen in the pane was asked for models %v; want [picked-in-pane]", asked)
+	}
+	for _, name := range []string{"agent", "agent-killed", "agent-rate-limited", "agent-out-of-budget", "agent-reloaded", "agent-choice"} {
 		if _, err := os.Stat(filepath.Join(shots, name+".png")); err != nil {
 			t.Errorf("no screenshot of %s: %v", name, err)
 		}

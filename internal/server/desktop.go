@@ -38,10 +38,14 @@ type desktopRequest struct {
 }
 
 // desktopRoute says whether the desktop host serves API route rt: a sandbox's own
-// files, exec (and its terminal stream), history, app state, provider steps and restart.
-// Secrets, tokens, promotion, policy, capabilities, other sandboxes and the account are
-// the control plane's.
+// files, exec (and its terminal stream), history, app state, provider steps and restart,
+// and its owner's choice of provider and model for the Agent pane. Secrets, tokens,
+// promotion, policy, capabilities, other sandboxes and the rest of the account are the
+// control plane's.
 func desktopRoute(rt Route) bool {
+	if rt.Pattern == "/api/v1/me/agent" {
+		return true
+	}
 	rest, ok := strings.CutPrefix(rt.Pattern, "/api/v1/sandboxes/{id}")
 	if !ok {
 		return false
@@ -115,7 +119,7 @@ func (s *Server) checkDesktopOrigin(r *http.Request, h origins.Host) error {
 func (s *Server) desktopAPI(rt Route, h apiHandler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		d := r.Context().Value(desktopKey{}).(desktopRequest)
-		if id := r.PathValue("id"); id != d.host.ID {
+		if id := r.PathValue("id"); strings.Contains(rt.Pattern, "{id}") && id != d.host.ID {
 			api.WriteErrorCode(w, http.StatusNotFound, api.CodeNotFound,
 				fmt.Sprintf("sandbox %s: %s serves its own sandbox's API only", errdefs.Clip(id, 64), d.host.Label()))
 			return

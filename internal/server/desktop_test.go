@@ -91,7 +91,7 @@ func TestDesktopHost(t *testing.T) {
 		wantError(t, alice.DoToken("POST", "/api/v1/sandboxes", req), http.StatusBadRequest, "app.port")
 	})
 	t.Run("scope", func(t *testing.T) {
-		for _, p := range []string{api1 + "/files/list?path=.", api1 + "/history", api1 + "/app", api1} {
+		for _, p := range []string{api1 + "/files/list?path=.", api1 + "/history", api1 + "/app", api1, "/api/v1/me/agent"} {
 			if resp := desktopReq(t, alice, desk, "", "GET", p, "", nil); resp.StatusCode != http.StatusOK {
 				t.Errorf("GET %s on the desktop: %s %s", p, resp.Status, readBody(t, resp))
 			} else {
@@ -107,6 +107,16 @@ func TestDesktopHost(t *testing.T) {
 			if body := readBody(t, resp); resp.StatusCode != http.StatusNotFound {
 				t.Errorf("GET %s on the desktop: %s %s, want 404", p, resp.Status, body)
 			}
+		}
+		// The Agent pane sets its owner's agent choice: from the desktop's own origin only.
+		choice := `{"model": "m"}`
+		if resp := desktopReq(t, alice, desk, "", "PUT", "/api/v1/me/agent", choice, map[string]string{"Content-Type": "application/json"}); resp.StatusCode != http.StatusForbidden {
+			t.Errorf("PUT /api/v1/me/agent on the desktop without its Origin: %s %s, want 403", resp.Status, readBody(t, resp))
+		}
+		var set api.AgentSettings
+		servertest.Decode(t, desktopReq(t, alice, desk, desk, "PUT", "/api/v1/me/agent", choice, map[string]string{"Content-Type": "application/json"}), http.StatusOK, &set)
+		if set.Model != "m" {
+			t.Errorf("PUT /api/v1/me/agent on the desktop: %+v", set)
 		}
 		for _, p := range []string{"/api/v1/promote", "/api/v1/tokens", api1 + "/stop", api1 + "/capabilities"} {
 			resp := desktopReq(t, alice, desk, desk, "POST", p, "{}", map[string]string{"Content-Type": "application/json"})

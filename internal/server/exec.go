@@ -27,6 +27,10 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, c fleet.Caller) er
 	if err := api.DecodeJSON(w, r, &req, maxExecBody); err != nil {
 		return err
 	}
+	var err error
+	if req.Env, err = s.agentChoiceEnv(r.Context(), c, req.Argv, req.Env); err != nil {
+		return err
+	}
 	defer s.fleet.Hold(r.PathValue("id"))()
 	out, err := s.ops.Exec(r.Context(), c, r.PathValue("id"), req)
 	if err != nil {
@@ -53,6 +57,9 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, c fleet.Call
 	ws.SetReadLimit(1 << 20)
 	ctx := r.Context()
 	start, err := readStart(ctx, ws)
+	if err == nil && start.Attach == "" {
+		start.Env, err = s.agentChoiceEnv(ctx, c, start.Argv, start.Env)
+	}
 	if err != nil {
 		ws.Close(api.CloseBadRequest, truncateReason(err.Error()))
 		return errResponded

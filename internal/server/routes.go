@@ -40,6 +40,8 @@ func (s *Server) routeTable() map[Route]apiHandler {
 		{"PUT", "/api/v1/me/secrets/{name}"}:                            s.putSecret,
 		{"DELETE", "/api/v1/me/secrets/{name}"}:                         s.deleteSecret,
 		{"GET", "/api/v1/me"}:                                           s.me,
+		{"GET", "/api/v1/me/agent"}:                                     s.getAgentChoice,
+		{"PUT", "/api/v1/me/agent"}:                                     s.putAgentChoice,
 		{"GET", "/api/v1/sandboxes"}:                                    s.listSandboxes,
 		{"POST", "/api/v1/sandboxes"}:                                   s.createSandbox,
 		{"GET", "/api/v1/sandboxes/{id}"}:                               s.getSandbox,

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/net/netutil"
@@ -20,6 +21,7 @@ import (
 	"github.com/paddockhq/paddock/internal/runner"
 	"github.com/paddockhq/paddock/internal/secrets"
 	"github.com/paddockhq/paddock/internal/store"
+	"github.com/paddockhq/paddock/internal/wire"
 )
 
 // DefaultServicesURL is where a process in a sandbox reaches the host's services (the
@@ -134,12 +136,14 @@ func (s *Server) gatewayUsage(ctx context.Context, u gateway.Usage) {
 }
 
 // gatewayEnv tells a sandbox's SDKs where the gateway's first OpenAI-style and
-// Anthropic-style providers are. The keys are placeholders, there only because the SDKs
-// refuse to start without one: the gateway drops them and adds the platform's.
+// Anthropic-style providers are, and the coding agent every provider's name and kind. The
+// keys are placeholders, there only because the SDKs refuse to start without one: the
+// gateway drops them and adds the platform's.
 func gatewayEnv(cfg gateway.Config, servicesURL string) []string {
-	var env []string
+	var env, pairs []string
 	seen := map[string]bool{}
 	for _, p := range cfg.Providers {
+		pairs = append(pairs, p.Name+"="+p.Kind)
 		if seen[p.Kind] {
 			continue
 		}
@@ -151,8 +155,11 @@ func gatewayEnv(cfg gateway.Config, servicesURL string) []string {
 			env = append(env, "ANTHROPIC_BASE_URL="+servicesURL+"/gateway/"+p.Name, "ANTHROPIC_API_KEY="+gatewayPlaceholderKey)
 		}
 	}
+	if len(pairs) > 0 {
+		env = append(env, wire.AgentProvidersEnv+"="+strings.Join(pairs, ","))
+	}
 	if cfg.AgentModel != "" && len(cfg.Providers) > 0 {
-		env = append(env, "PADDOCK_AGENT_MODEL="+cfg.AgentModel)
+		env = append(env, wire.AgentModelEnv+"="+cfg.AgentModel)
 	}
 	return env
 }

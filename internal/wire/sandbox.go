@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"regexp"
 	"strconv"
 )
 
@@ -227,4 +228,42 @@ type WarmClaim struct {
 	Cert     []byte `json:"cert"`
 	Key      []byte `json:"key"`
 	CA       []byte `json:"ca"`
+}
+
+// AgentProvidersEnv is the variable that lists the gateway's providers for the coding
+// agent, as NAME=KIND pairs separated by commas: `paddock-agent code --provider NAME`
+// reaches NAME at ServicesEnv's /gateway/NAME, with the API its KIND speaks.
+const AgentProvidersEnv = "PADDOCK_AGENT_PROVIDERS"
+
+// AgentModelEnv and AgentProviderEnv are the coding agent's model and provider (by name)
+// when its run gives no --model or --provider: the server's default model is in the
+// sandbox's environment, and the control plane adds the caller's own choice to the
+// environment of each run it starts.
+const (
+	AgentModelEnv    = "PADDOCK_AGENT_MODEL"
+	AgentProviderEnv = "PADDOCK_AGENT_PROVIDER"
+)
+
+// MaxAgentModel is the longest model name the coding agent accepts.
+const MaxAgentModel = 200
+
+var agentModel = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$`)
+
+// CheckAgentModel checks a model name for the coding agent: at most MaxAgentModel
+// characters, a letter or digit first, then letters, digits and . _ : / @ + -. That is
+// every provider's naming ("claude-sonnet-4-5", "llama3.1:8b", "openai/gpt-4o") and keeps
+// white space and control characters out of the JSON, logs and argv it travels in.
+func CheckAgentModel(model string) error {
+	if len(model) > MaxAgentModel || !agentModel.MatchString(model) {
+		return fmt.Errorf("model %q: want 1-%d letters, digits, '.', '_', ':', '/', '@', '+' or '-', starting with a letter or digit", clip(model, 64), MaxAgentModel)
+	}
+	return nil
+}
+
+// clip shortens s for an error message.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }

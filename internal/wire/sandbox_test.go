@@ -32,3 +32,18 @@ func TestWelcomeCommand(t *testing.T) {
 		t.Fatal(got)
 	}
 }
+
+// Model names as providers spell them pass; empty, long, spaced or control-character ones
+// do not.
+func TestCheckAgentModel(t *testing.T) {
+	for _, m := range []string{"gpt-4o", "claude-sonnet-4-5-20250929", "llama3.1:8b", "openai/gpt-4o", "accounts/fw/models/x@v1+q", strings.Repeat("m", MaxAgentModel)} {
+		if err := CheckAgentModel(m); err != nil {
+			t.Errorf("CheckAgentModel(%q) = %v, want nil", m, err)
+		}
+	}
+	for _, m := range []string{"", "-x", "gpt 4", "gpt\n4", "x;rm", `"x"`, "é", strings.Repeat("m", MaxAgentModel+1)} {
+		if err := CheckAgentModel(m); err == nil {
+			t.Errorf("CheckAgentModel(%q) = nil, want an error", m)
+		}
+	}
+}

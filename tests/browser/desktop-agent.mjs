@@ -12,6 +12,8 @@
 //            spends the user's tokens per day, changing no file: nothing to undo
 //   turn 7   the gateway refuses: out of budget, and the pane says so
 //   reload   the conversation is shown again, turn 1 marked undone, turn 3 rolled back
+//   turn 8   the provider and model chosen in the pane (a bad model name refused first)
+//            are what the turn asks; the choice is shown again after a reload
 // Env: BASE_URL, USERNAME, PASSWORD, SANDBOX (the live sandbox), SHOTS (screenshots).
 import assert from 'node:assert/strict';
 import { mkdir } from 'node:fs/promises';
@@ -157,6 +159,29 @@ try {
   await page.locator('#turn-3 .note.recovered').waitFor();
   await page.locator('#turn-4 .note.error[data-kind=rate_limited]').waitFor();
   await shot(page, 'agent-reloaded');
+
+  // Turn 8 asks the provider and model chosen in the pane: "other", the gateway's second
+  // OpenAI-style provider (the Go test checks what it was asked).
+  const sel = page.locator('#agent-provider');
+  await sel.locator('option[value=other]').waitFor({ state: 'attached', ...long });
+  assert.equal(await sel.inputValue(), '');
+  assert.deepEqual(await sel.locator('option').allTextContents(), ['Server default (scripted)', 'scripted (openai)', 'other (openai)']);
+  assert.equal(await page.locator('#agent-model').getAttribute('placeholder'), 'Server default (scripted-model)');
+  await sel.selectOption('other');
+  await page.locator('#agent-model').fill('two words');
+  await page.locator('#agent-choice-save').click();
+  await page.locator('#status[data-kind=error]').filter({ hasText: 'model "two words"' }).waitFor(long);
+  await page.locator('#agent-model').fill('picked-in-pane');
+  await page.locator('#agent-choice-save').click();
+  await page.locator('#status').filter({ hasText: 'The agent asks other, model picked-in-pane' }).waitFor(long);
+  await ask(page, 'who answers?');
+  await page.locator('#turn-8 .say').filter({ hasText: 'Other here.' }).waitFor(long);
+  await page.reload();
+  await page.getByRole('tab', { name: 'Agent' }).click();
+  await page.waitForFunction(() => document.querySelector('#agent-provider').value === 'other', null, long);
+  assert.equal(await page.locator('#agent-model').inputValue(), 'picked-in-pane');
+  await shot(page, 'agent-choice');
+  step('turn 8 on the provider and model chosen in the pane');
   assert.deepEqual(errors, []);
   step('ok');
 } catch (e) {

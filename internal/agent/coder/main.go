@@ -18,8 +18,9 @@ const Subcommand = wire.CodeSubcommand
 
 // Environment variables the harness reads.
 const (
-	EnvModel = "PADDOCK_AGENT_MODEL"
-	EnvState = "PADDOCK_AGENT_STATE"
+	EnvModel    = wire.AgentModelEnv
+	EnvProvider = wire.AgentProviderEnv
+	EnvState    = "PADDOCK_AGENT_STATE"
 )
 
 // Main runs `paddock-agent code [flags] MESSAGE…`: one turn, its events as JSON lines on
@@ -35,6 +36,7 @@ func Main(ctx context.Context, args []string, out io.Writer) error {
 	history := fl.Bool("history", false, "print the conversation's events so far, as JSON lines, and run no turn")
 	recoverOnly := fl.Bool("recover", false, "roll back a turn that was killed before it ended, so that the workspace is at the last checkpoint, and run no turn")
 	apiName := fl.String("api", "", "the provider's API, openai or anthropic (default: openai when OPENAI_BASE_URL is set, else anthropic when ANTHROPIC_BASE_URL is)")
+	provider := fl.String("provider", os.Getenv(EnvProvider), "the gateway's provider to ask, by name, one of $"+wire.AgentProvidersEnv+" (default $"+EnvProvider+", unless --api is given)")
 	if err := fl.Parse(args); err != nil {
 		return fmt.Errorf("%v; usage: paddock-agent code [--model M] [--max-steps N] [--reset] MESSAGE, or --history, or --recover: %w", err, errdefs.ErrInvalidArgument)
 	}
@@ -70,13 +72,15 @@ func Main(ctx context.Context, args []string, out io.Writer) error {
 		}
 	}
 	cfg := Config{Workspace: *workspace, StateDir: *state, Model: *model, MaxSteps: *maxSteps, API: *apiName}
-	if cfg.API == "" && os.Getenv("OPENAI_BASE_URL") == "" && os.Getenv("ANTHROPIC_BASE_URL") != "" {
-		cfg.API = APIAnthropic
+	if explicit(fl, "api") && !explicit(fl, "provider") {
+		*provider = "" // a run's --api overrides the chosen provider
 	}
-	if cfg.API == APIAnthropic {
-		cfg.BaseURL, cfg.APIKey = strings.TrimRight(os.Getenv("ANTHROPIC_BASE_URL"), "/"), os.Getenv("ANTHROPIC_API_KEY")
+	if *provider != "" {
+		if err := useProvider(&cfg, *provider); err != nil {
+			return err
+		}
 	} else {
-		cfg.BaseURL, cfg.APIKey = strings.TrimRight(os.Getenv("OPENAI_BASE_URL"), "/"), os.Getenv("OPENAI_API_KEY")
+		useEnvProvider(&cfg)
 	}
 	if host != nil {
 		cfg.Host, cfg.Keeper = host, host
@@ -109,4 +113,55 @@ func defaultState() string {
 		home = os.TempDir()
 	}
 	return filepath.Join(home, ".paddock-agent")
+}
+
+// useEnvProvider points cfg at the provider of its API that the sandbox's SDK variables
+// name: the gateway's first of that kind.
+func useEnvProvider(cfg *Config) {
+	if cfg.API == "" && os.Getenv("OPENAI_BASE_URL") == "" && os.Getenv("ANTHROPIC_BASE_URL") != "" {
+		cfg.API = APIAnthropic
+	}
+	if cfg.API == APIAnthropic {
+		cfg.BaseURL, cfg.APIKey = strings.TrimRight(os.Getenv("ANTHROPIC_BASE_URL"), "/"), os.Getenv("ANTHROPIC_API_KEY")
+	} else {
+		cfg.BaseURL, cfg.APIKey = strings.TrimRight(os.Getenv("OPENAI_BASE_URL"), "/"), os.Getenv("OPENAI_API_KEY")
+	}
+}
+
+// useProvider points cfg at the gateway's provider called name, whatever its place in the
+// server's configuration: its path under the services URL, and the API its kind speaks.
+func useProvider(cfg *Config, name string) error {
+	services := strings.TrimRight(os.Getenv(servicesEnv), "/")
+	var names []string
+	for _, pair := range strings.Split(os.Getenv(wire.AgentProvidersEnv), ",") {
+		n, kind, ok := strings.Cut(pair, "=")
+		if !ok {
+			continue
+		}
+		names = append(names, n)
+		if n != name {
+			continue
+		}
+		if services == "" {
+			return fmt.Errorf("--provider %s: $%s is not set, so the gateway cannot be reached: %w", name, servicesEnv, errdefs.ErrUnavailable)
+		}
+		// The gateway drops whatever key comes and adds the platform's.
+		cfg.API, cfg.APIKey = kind, "paddock-gateway-adds-the-key"
+		cfg.BaseURL = services + "/gateway/" + name
+		if kind == APIOpenAI {
+			cfg.BaseURL += "/v1"
+		}
+		return nil
+	}
+	if len(names) == 0 {
+		return fmt.Errorf("--provider %s: the server configures no gateway providers: %w", errdefs.Clip(name, 64), errdefs.ErrInvalidArgument)
+	}
+	return fmt.Errorf("--provider %s: not one of the gateway's providers (%s): %w", errdefs.Clip(name, 64), strings.Join(names, ", "), errdefs.ErrInvalidArgument)
+}
+
+// explicit reports whether the run's flags gave name.
+func explicit(fl *flag.FlagSet, name string) bool {
+	set := false
+	fl.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

@@ -278,6 +278,24 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/me/agent": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The caller's provider and model for the coding agent (paddock-agent code, run by the desktop's Agent pane and `paddock agent`), the server's default model, and the gateway's providers to choose from, by name and kind (never a key). */
+        get: operations["getAgentChoice"];
+        /** Set the caller's provider and model for the coding agent; an empty field leaves the server's default (the gateway's first OpenAI-style provider, else its first Anthropic one; gateway.agent_model). Runs started after it use it; a run's own --provider or --model overrides it. An audit event. */
+        put: operations["setAgentChoice"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/me/secrets": {
         parameters: {
             query?: never;
@@ -1571,6 +1589,25 @@ export interface components {
             /** @description In GET /api/v1/me: what the caller's credentials may do (an API token's scopes; for a signed-in browser, every scope its user may). */
             scopes?: ("read" | "write" | "tokens" | "admin")[];
         };
+        AgentChoice: {
+            /** @description A provider of the gateway, by name (400 naming those there are otherwise); empty for the default. */
+            provider?: string;
+            /** @description The model to ask for; empty for the default (gateway.agent_model). */
+            model?: string;
+        };
+        AgentSettings: {
+            /** @description The chosen provider; empty for the default (also when the chosen one is no longer configured). */
+            provider: string;
+            /** @description The chosen model; empty for the default. */
+            model: string;
+            /** @description The server's gateway.agent_model; empty when it sets none. */
+            default_model: string;
+            providers: {
+                name: string;
+                /** @enum {string} */
+                kind: "openai" | "anthropic";
+            }[];
+        };
         Credentials: {
             username: string;
             password: string;
@@ -2629,6 +2666,55 @@ export interface operations {
                 };
             };
             401: components["responses"]["Error"];
+        };
+    };
+    getAgentChoice: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The choice and what there is to choose from. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AgentSettings"];
+                };
+            };
+            401: components["responses"]["Error"];
+        };
+    };
+    setAgentChoice: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AgentChoice"];
+            };
+        };
+        responses: {
+            /** @description Stored. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AgentSettings"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            413: components["responses"]["Error"];
+            415: components["responses"]["Error"];
         };
     };
     listSecretsUnversioned: {

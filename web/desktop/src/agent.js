@@ -194,12 +194,54 @@ export class AgentPane {
     });
     const form = h('form', { class: 'agent-form', onsubmit: (e) => { e.preventDefault(); this.send(); } }, this.input, h('div', { class: 'agent-actions' }, this.sendBtn, this.stopBtn));
     this.el = h('div', { class: 'pane agent', id: 'pane-agent', role: 'tabpanel', 'aria-labelledby': 'tab-agent', hidden: true },
-      this.bannerEl, this.list, form);
+      this.choiceForm(), this.bannerEl, this.list, form);
     this.loaded = null;
+  }
+
+  // choiceForm is the provider and model the agent asks: the user's own choice, kept by
+  // the server for all their sandboxes (GET/PUT /api/v1/me/agent), used from the next turn.
+  choiceForm() {
+    this.providerSel = h('select', { id: 'agent-provider', 'aria-label': 'The provider the agent asks' });
+    this.modelIn = h('input', { id: 'agent-model', type: 'text', maxlength: 200, spellcheck: 'false', 'aria-label': 'The model the agent asks' });
+    this.choiceBtn = h('button', { id: 'agent-choice-save', type: 'submit' }, 'Save');
+    return h('form', { class: 'agent-choice', id: 'agent-choice', onsubmit: (e) => { e.preventDefault(); this.saveChoice(); } },
+      h('label', {}, 'Provider ', this.providerSel), h('label', {}, 'Model ', this.modelIn), this.choiceBtn);
+  }
+
+  showChoice(s) {
+    const first = s.providers.find((p) => p.kind === 'openai') || s.providers[0];
+    const opts = [h('option', { value: '' }, first ? `Server default (${first.name})` : 'None configured')];
+    for (const p of s.providers) opts.push(h('option', { value: p.name }, `${p.name} (${p.kind})`));
+    this.providerSel.replaceChildren(...opts);
+    this.providerSel.value = s.provider;
+    this.modelIn.value = s.model;
+    this.modelIn.placeholder = s.default_model ? `Server default (${s.default_model})` : 'Server default';
+  }
+
+  async loadChoice() {
+    try {
+      this.showChoice(await call('GET', '/api/v1/me/agent'));
+    } catch (err) {
+      fail(err);
+    }
+  }
+
+  async saveChoice() {
+    this.choiceBtn.disabled = true;
+    try {
+      const s = await call('PUT', '/api/v1/me/agent', { body: { provider: this.providerSel.value, model: this.modelIn.value.trim() } });
+      this.showChoice(s);
+      say(`The agent asks ${s.provider || 'the default provider'}, model ${s.model || s.default_model || '(the default)'}, from its next turn`);
+    } catch (err) {
+      fail(err);
+    } finally {
+      this.choiceBtn.disabled = false;
+    }
   }
 
   // shown loads the conversation the first time the pane is shown.
   shown() {
+    this.choiceLoaded ||= this.loadChoice();
     this.loaded ||= this.load();
     this.input.focus();
   }

@@ -11,9 +11,9 @@ export class APIError extends Error {
   }
 }
 
-// call sends one request; body is JSON unless it is a string, Blob or buffer. raw returns
-// the Response (for headers and bytes). A failure throws an APIError with the server's
-// own message.
+// call sends one request, to this sandbox's path (or to path itself when it begins
+// /api/); body is JSON unless it is a string, Blob or buffer. raw returns the Response
+// (for headers and bytes). A failure throws an APIError with the server's own message.
 export async function call(method, path, { body, headers = {}, raw = false } = {}) {
   const opts = { method, headers: { ...headers }, credentials: 'same-origin', cache: 'no-store' };
   if (body !== undefined) {
@@ -26,7 +26,7 @@ export async function call(method, path, { body, headers = {}, raw = false } = {
   }
   let res;
   try {
-    res = await fetch(base + path, opts);
+    res = await fetch(path.startsWith('/api/') ? path : base + path, opts);
   } catch (e) {
     throw new APIError(0, 'network', 'paddock does not answer (the control plane may be restarting); try again in a moment');
   }
