@@ -98,10 +98,10 @@ func (c *anthropicClient) complete(ctx context.Context, msgs []Message, tools []
 	if err != nil {
 		return Message{}, fmt.Errorf("encoding the request: %w", err)
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
+	ctx, cancel := context.WithCancelCause(ctx) // doStream's to call
 	req, err := http.NewRequestWithContext(ctx, "POST", c.base+"/v1/messages", bytes.NewReader(body))
 	if err != nil {
+		cancel(nil)
 		return Message{}, fmt.Errorf("the provider's base URL %q: %w", c.base, errdefs.ErrInvalidArgument)
 	}
 	req.Header.Set("Content-Type", "application/json")

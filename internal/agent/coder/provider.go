@@ -139,10 +139,10 @@ func (c *client) complete(ctx context.Context, msgs []Message, tools []Tool, tex
 	if err != nil {
 		return Message{}, fmt.Errorf("encoding the request: %w", err)
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
+	ctx, cancel := context.WithCancelCause(ctx) // doStream's to call
 	req, err := http.NewRequestWithContext(ctx, "POST", c.base+"/chat/completions", bytes.NewReader(body))
 	if err != nil {
+		cancel(nil)
 		return Message{}, fmt.Errorf("the provider's base URL %q: %w", c.base, errdefs.ErrInvalidArgument)
 	}
 	req.Header.Set("Content-Type", "application/json")
@@ -152,13 +152,14 @@ func (c *client) complete(ctx context.Context, msgs []Message, tools []Tool, tex
 }
 
 // doStream sends req and reads its streamed answer with read, canceling it (cancel is
-// ctx's) when nothing arrives for idle.
+// ctx's, and doStream's to call) when nothing arrives for idle.
 func doStream(ctx context.Context, cancel context.CancelCauseFunc, hc *http.Client, req *http.Request, base string, idle time.Duration,
 	read func(io.Reader) (Message, error)) (Message, error) {
 	watch := newIdleWatch(idle, func() { cancel(errStalled) })
 	defer watch.stop()
 	resp, err := hc.Do(req)
 	if err != nil {
+		defer cancel(nil)
 		if errors.Is(context.Cause(ctx), errStalled) {
 			return Message{}, stalled(idle)
 		}
@@ -168,18 +169,41 @@ func doStream(ctx context.Context, cancel context.CancelCauseFunc, hc *http.Clie
 		return Message{}, &ProviderError{Kind: KindUnreachable, err: errdefs.ErrUnavailable,
 			Msg: fmt.Sprintf("the provider gateway at %s did not answer (%s); is the gateway configured for this sandbox?", base, shortErr(err))}
 	}
-	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
+		defer cancel(nil)
+		defer resp.Body.Close()
 		return Message{}, statusError(resp)
 	}
 	m, err := read(&touchReader{r: resp.Body, touch: watch.touch, d: idle})
-	if err != nil && errors.Is(context.Cause(ctx), errStalled) {
-		return Message{}, stalled(idle)
+	if err != nil {
+		defer cancel(nil)
+		resp.Body.Close()
+		if errors.Is(context.Cause(ctx), errStalled) {
+			return Message{}, stalled(idle)
+		}
+		if ctx.Err() != nil {
+			return Message{}, ctx.Err()
+		}
+		return Message{}, err
 	}
-	if err != nil && ctx.Err() != nil {
-		return Message{}, ctx.Err()
-	}
-	return m, err
+	go drain(resp.Body, cancel)
+	return m, nil
+}
+
+// drainWait bounds how long drain waits for the end of a body.
+const drainWait = 5 * time.Second
+
+// drain reads the end of an answer's body (what follows its last event) off the turn's
+// path, then closes it and cancels its request. A body read to its end lets the
+// connection serve the next request; one closed early is closed with its connection,
+// and the next request would dial again. A body that goes on is cut at 64 KiB or
+// drainWait.
+func drain(body io.ReadCloser, cancel context.CancelCauseFunc) {
+	t := time.AfterFunc(drainWait, func() { cancel(nil) })
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, 64<<10))
+	t.Stop()
+	body.Close()
+	cancel(nil)
 }
 
 // streamErr is the error of a stream that could not be read on: too long a line, or an
