@@ -26,6 +26,8 @@ type anthropicClient struct {
 	base, key, model string
 	http             *http.Client
 	idle             time.Duration
+	tail             tail
+	tools            toolCache
 }
 
 type anthropicMessage struct {
@@ -89,15 +91,18 @@ func inputObject(args string) json.RawMessage {
 
 func (c *anthropicClient) complete(ctx context.Context, msgs []Message, tools []Tool, text func(string)) (Message, error) {
 	system, am := toAnthropic(msgs)
-	ts := make([]anthropicTool, len(tools))
-	for i, t := range tools {
-		ts[i] = anthropicTool{Name: t.Name, Description: t.Description, InputSchema: t.Parameters}
-	}
 	body, err := json.Marshal(map[string]any{"model": c.model, "max_tokens": anthropicMaxTokens, "system": system,
-		"messages": am, "tools": ts, "stream": true})
+		"messages": am, "stream": true})
 	if err != nil {
 		return Message{}, fmt.Errorf("encoding the request: %w", err)
 	}
+	body = c.tools.add(body, tools, func(tools []Tool) any {
+		ts := make([]anthropicTool, len(tools))
+		for i, t := range tools {
+			ts[i] = anthropicTool{Name: t.Name, Description: t.Description, InputSchema: t.Parameters}
+		}
+		return ts
+	})
 	ctx, cancel := context.WithCancelCause(ctx) // doStream's to call
 	req, err := http.NewRequestWithContext(ctx, "POST", c.base+"/v1/messages", bytes.NewReader(body))
 	if err != nil {
@@ -108,7 +113,7 @@ func (c *anthropicClient) complete(ctx context.Context, msgs []Message, tools []
 	req.Header.Set("Accept", "text/event-stream")
 	req.Header.Set("X-Api-Key", c.key)
 	req.Header.Set("Anthropic-Version", anthropicVersion)
-	return doStream(ctx, cancel, c.http, req, c.base, c.idle, func(r io.Reader) (Message, error) { return readAnthropicStream(r, text) })
+	return doStream(ctx, cancel, c.http, req, c.base, c.idle, &c.tail, func(r io.Reader) (Message, error) { return readAnthropicStream(r, text) })
 }
 
 // anthropicEvent is one streamed event of a message.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -129,16 +130,19 @@ type client struct {
 	base, key, model string
 	http             *http.Client
 	idle             time.Duration // longest silence inside an answer
+	tail             tail
+	tools            toolCache
 }
 
 // complete sends msgs and reads the streamed answer, calling text for each piece of text
 // as it arrives. It returns the assistant's message whole.
 func (c *client) complete(ctx context.Context, msgs []Message, tools []Tool, text func(string)) (Message, error) {
-	body, err := json.Marshal(chatRequest{Model: c.model, Messages: msgs, Tools: specs(tools), Stream: true,
+	body, err := json.Marshal(chatRequest{Model: c.model, Messages: msgs, Stream: true,
 		StreamOptions: map[string]any{"include_usage": true}})
 	if err != nil {
 		return Message{}, fmt.Errorf("encoding the request: %w", err)
 	}
+	body = c.tools.add(body, tools, func(ts []Tool) any { return specs(ts) })
 	ctx, cancel := context.WithCancelCause(ctx) // doStream's to call
 	req, err := http.NewRequestWithContext(ctx, "POST", c.base+"/chat/completions", bytes.NewReader(body))
 	if err != nil {
@@ -148,13 +152,46 @@ func (c *client) complete(ctx context.Context, msgs []Message, tools []Tool, tex
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
 	req.Header.Set("Authorization", "Bearer "+c.key)
-	return doStream(ctx, cancel, c.http, req, c.base, c.idle, func(r io.Reader) (Message, error) { return readStream(r, text) })
+	return doStream(ctx, cancel, c.http, req, c.base, c.idle, &c.tail, func(r io.Reader) (Message, error) { return readStream(r, text) })
+}
+
+// toolCache holds a set of tools encoded as a request's "tools" member. The same tools go
+// with every request of a turn, and encoding them (their JSON schemas, kilobytes) costs
+// several times the rest of a short conversation's request.
+type toolCache struct {
+	tools []Tool
+	enc   []byte
+}
+
+// add is body, a JSON object, with a "tools" member of tools as encode shapes them, or
+// body itself when there are none.
+func (tc *toolCache) add(body []byte, tools []Tool, encode func([]Tool) any) []byte {
+	if len(tools) == 0 {
+		return body
+	}
+	if tc.enc == nil || !slices.EqualFunc(tools, tc.tools, sameTool) {
+		enc, err := json.Marshal(encode(tools))
+		if err != nil {
+			panic("encoding the tools: " + err.Error()) // Tools() are checked by a test
+		}
+		tc.tools, tc.enc = tools, enc
+	}
+	out := make([]byte, 0, len(body)+len(tc.enc)+10)
+	out = append(out, body[:len(body)-1]...) // without its closing brace
+	out = append(out, `,"tools":`...)
+	out = append(out, tc.enc...)
+	return append(out, '}')
+}
+
+func sameTool(a, b Tool) bool {
+	return a.Name == b.Name && a.Description == b.Description && bytes.Equal(a.Parameters, b.Parameters)
 }
 
 // doStream sends req and reads its streamed answer with read, canceling it (cancel is
 // ctx's, and doStream's to call) when nothing arrives for idle.
 func doStream(ctx context.Context, cancel context.CancelCauseFunc, hc *http.Client, req *http.Request, base string, idle time.Duration,
-	read func(io.Reader) (Message, error)) (Message, error) {
+	last *tail, read func(io.Reader) (Message, error)) (Message, error) {
+	last.wait()
 	watch := newIdleWatch(idle, func() { cancel(errStalled) })
 	defer watch.stop()
 	resp, err := hc.Do(req)
@@ -186,24 +223,51 @@ func doStream(ctx context.Context, cancel context.CancelCauseFunc, hc *http.Clie
 		}
 		return Message{}, err
 	}
-	go drain(resp.Body, cancel)
+	last.drain(resp.Body, cancel)
 	return m, nil
 }
 
-// drainWait bounds how long drain waits for the end of a body.
-const drainWait = 5 * time.Second
+// Bounds of draining an answer's body: how long it may take in all, and how long the next
+// request waits for it.
+const (
+	drainWait     = 5 * time.Second
+	drainNextWait = 50 * time.Millisecond
+)
 
-// drain reads the end of an answer's body (what follows its last event) off the turn's
-// path, then closes it and cancels its request. A body read to its end lets the
-// connection serve the next request; one closed early is closed with its connection,
-// and the next request would dial again. A body that goes on is cut at 64 KiB or
-// drainWait.
-func drain(body io.ReadCloser, cancel context.CancelCauseFunc) {
-	t := time.AfterFunc(drainWait, func() { cancel(nil) })
-	_, _ = io.Copy(io.Discard, io.LimitReader(body, 64<<10))
-	t.Stop()
-	body.Close()
-	cancel(nil)
+// tail is the end of the last answer's body (what follows its last event), read off the
+// turn's path. A body read to its end lets its connection serve the next request; one
+// closed early closes its connection, and the next request dials again.
+type tail struct{ done chan struct{} }
+
+// drain reads body to its end in the background, then closes it and cancels its request.
+// A body that goes on is cut at 64 KiB or drainWait.
+func (t *tail) drain(body io.ReadCloser, cancel context.CancelCauseFunc) {
+	done := make(chan struct{})
+	t.done = done
+	go func() {
+		defer close(done)
+		timer := time.AfterFunc(drainWait, func() { cancel(nil) })
+		_, _ = io.Copy(io.Discard, io.LimitReader(body, 64<<10))
+		timer.Stop()
+		body.Close()
+		cancel(nil)
+	}()
+}
+
+// wait lets the last drain end, so that its connection is back in the pool before the
+// next request picks one; the end of a body has most often arrived by then. A drain that
+// takes longer goes on, and the request dials.
+func (t *tail) wait() {
+	if t.done == nil {
+		return
+	}
+	timer := time.NewTimer(drainNextWait)
+	defer timer.Stop()
+	select {
+	case <-t.done:
+	case <-timer.C:
+	}
+	t.done = nil
 }
 
 // streamErr is the error of a stream that could not be read on: too long a line, or an
