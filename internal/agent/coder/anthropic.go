@@ -26,7 +26,6 @@ type anthropicClient struct {
 	base, key, model string
 	http             *http.Client
 	idle             time.Duration
-	tail             tail
 	tools            toolCache
 }
 
@@ -113,7 +112,7 @@ func (c *anthropicClient) complete(ctx context.Context, msgs []Message, tools []
 	req.Header.Set("Accept", "text/event-stream")
 	req.Header.Set("X-Api-Key", c.key)
 	req.Header.Set("Anthropic-Version", anthropicVersion)
-	return doStream(ctx, cancel, c.http, req, c.base, c.idle, &c.tail, func(r io.Reader) (Message, error) { return readAnthropicStream(r, text) })
+	return doStream(ctx, cancel, c.http, req, c.base, c.idle, func(r io.Reader) (Message, error) { return readAnthropicStream(r, text) })
 }
 
 // anthropicEvent is one streamed event of a message.

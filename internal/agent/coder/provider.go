@@ -130,7 +130,6 @@ type client struct {
 	base, key, model string
 	http             *http.Client
 	idle             time.Duration // longest silence inside an answer
-	tail             tail
 	tools            toolCache
 }
 
@@ -152,7 +151,7 @@ func (c *client) complete(ctx context.Context, msgs []Message, tools []Tool, tex
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
 	req.Header.Set("Authorization", "Bearer "+c.key)
-	return doStream(ctx, cancel, c.http, req, c.base, c.idle, &c.tail, func(r io.Reader) (Message, error) { return readStream(r, text) })
+	return doStream(ctx, cancel, c.http, req, c.base, c.idle, func(r io.Reader) (Message, error) { return readStream(r, text) })
 }
 
 // toolCache holds a set of tools encoded as a request's "tools" member. The same tools go
@@ -190,8 +189,7 @@ func sameTool(a, b Tool) bool {
 // doStream sends req and reads its streamed answer with read, canceling it (cancel is
 // ctx's, and doStream's to call) when nothing arrives for idle.
 func doStream(ctx context.Context, cancel context.CancelCauseFunc, hc *http.Client, req *http.Request, base string, idle time.Duration,
-	last *tail, read func(io.Reader) (Message, error)) (Message, error) {
-	last.wait()
+	read func(io.Reader) (Message, error)) (Message, error) {
 	watch := newIdleWatch(idle, func() { cancel(errStalled) })
 	defer watch.stop()
 	resp, err := hc.Do(req)
@@ -223,51 +221,25 @@ func doStream(ctx context.Context, cancel context.CancelCauseFunc, hc *http.Clie
 		}
 		return Message{}, err
 	}
-	last.drain(resp.Body, cancel)
+	go drain(resp.Body, cancel)
 	return m, nil
 }
 
-// Bounds of draining an answer's body: how long it may take in all, and how long the next
-// request waits for it.
-const (
-	drainWait     = 5 * time.Second
-	drainNextWait = 50 * time.Millisecond
-)
+// drainWait bounds how long drain reads the end of a body.
+const drainWait = 5 * time.Second
 
-// tail is the end of the last answer's body (what follows its last event), read off the
-// turn's path. A body read to its end lets its connection serve the next request; one
-// closed early closes its connection, and the next request dials again.
-type tail struct{ done chan struct{} }
-
-// drain reads body to its end in the background, then closes it and cancels its request.
-// A body that goes on is cut at 64 KiB or drainWait.
-func (t *tail) drain(body io.ReadCloser, cancel context.CancelCauseFunc) {
-	done := make(chan struct{})
-	t.done = done
-	go func() {
-		defer close(done)
-		timer := time.AfterFunc(drainWait, func() { cancel(nil) })
-		_, _ = io.Copy(io.Discard, io.LimitReader(body, 64<<10))
-		timer.Stop()
-		body.Close()
-		cancel(nil)
-	}()
-}
-
-// wait lets the last drain end, so that its connection is back in the pool before the
-// next request picks one; the end of a body has most often arrived by then. A drain that
-// takes longer goes on, and the request dials.
-func (t *tail) wait() {
-	if t.done == nil {
-		return
-	}
-	timer := time.NewTimer(drainNextWait)
-	defer timer.Stop()
-	select {
-	case <-t.done:
-	case <-timer.C:
-	}
-	t.done = nil
+// drain reads the end of an answer's body (what follows its last event) off the turn's
+// path, then closes it and cancels its request. A body read to its end puts its
+// connection back in the pool; one closed early closes it. The end often comes late (the
+// gateway records the answer's tokens before it ends the body): the next request then
+// dials, and takes this connection instead if it is back first. A body that goes on is
+// cut at 64 KiB or drainWait.
+func drain(body io.ReadCloser, cancel context.CancelCauseFunc) {
+	t := time.AfterFunc(drainWait, func() { cancel(nil) })
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, 64<<10))
+	t.Stop()
+	body.Close()
+	cancel(nil)
 }
 
 // streamErr is the error of a stream that could not be read on: too long a line, or an
