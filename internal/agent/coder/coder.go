@@ -270,7 +270,6 @@ func (a *Agent) loop(ctx context.Context, turn int) (string, error) {
 		if serr := saved(saving); serr != nil {
 			return "", serr
 		}
-		saving = nil
 		if err != nil {
 			return "", err
 		}
