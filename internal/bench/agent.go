@@ -273,7 +273,7 @@ func (e *Env) AgentTable(ctx context.Context, o Options) (t *Table, err error) {
 			"`Exec`, untimed), whose gateway is in front of the same provider; the model calls `read_file` of a 6-byte file or "+
 			"`run_command` of `true`, and the round trip is from the end of that answer at the provider to the arrival of the next "+
 			"request, which carries the tool's result (the relay of the answer's end through the gateway and the sandbox's services "+
-			"channel, the agent's parsing, the tool in the sandbox, the conversation written, the next request back the same way). "+
+			"channel, the agent's parsing, the tool in the sandbox, the next request back the same way, while the conversation is written). "+
 			"*Through the API*: the same operation on the same sandbox by package paddock (`ReadFile(\"a.txt\")`, `Exec(true)`). "+
 			"%d samples of each, interleaved after warm-up rounds.", o.N),
 		Rows: []Row{

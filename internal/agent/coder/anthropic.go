@@ -26,6 +26,7 @@ type anthropicClient struct {
 	base, key, model string
 	http             *http.Client
 	idle             time.Duration
+	tools            toolCache
 }
 
 type anthropicMessage struct {
@@ -89,19 +90,22 @@ func inputObject(args string) json.RawMessage {
 
 func (c *anthropicClient) complete(ctx context.Context, msgs []Message, tools []Tool, text func(string)) (Message, error) {
 	system, am := toAnthropic(msgs)
-	ts := make([]anthropicTool, len(tools))
-	for i, t := range tools {
-		ts[i] = anthropicTool{Name: t.Name, Description: t.Description, InputSchema: t.Parameters}
-	}
 	body, err := json.Marshal(map[string]any{"model": c.model, "max_tokens": anthropicMaxTokens, "system": system,
-		"messages": am, "tools": ts, "stream": true})
+		"messages": am, "stream": true})
 	if err != nil {
 		return Message{}, fmt.Errorf("encoding the request: %w", err)
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
+	body = c.tools.add(body, tools, func(tools []Tool) any {
+		ts := make([]anthropicTool, len(tools))
+		for i, t := range tools {
+			ts[i] = anthropicTool{Name: t.Name, Description: t.Description, InputSchema: t.Parameters}
+		}
+		return ts
+	})
+	ctx, cancel := context.WithCancelCause(ctx) // doStream's to call
 	req, err := http.NewRequestWithContext(ctx, "POST", c.base+"/v1/messages", bytes.NewReader(body))
 	if err != nil {
+		cancel(nil)
 		return Message{}, fmt.Errorf("the provider's base URL %q: %w", c.base, errdefs.ErrInvalidArgument)
 	}
 	req.Header.Set("Content-Type", "application/json")

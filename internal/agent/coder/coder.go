@@ -257,21 +257,31 @@ func (a *Agent) keep(ctx context.Context) {
 // loop asks the model and runs its tool calls until it answers without one.
 func (a *Agent) loop(ctx context.Context, turn int) (string, error) {
 	tools := Tools()
+	var saving <-chan error // the last tool results' save, under way while the model is asked
 	for step := 1; ; step++ {
 		if step > a.cfg.MaxSteps {
+			if err := saved(saving); err != nil {
+				return "", err
+			}
 			return "", &stepBudget{a.cfg.MaxSteps}
 		}
 		msgs := append([]Message{{Role: "system", Content: systemPrompt}}, window(a.conv.Messages, a.cfg.MaxContextBytes)...)
 		m, err := a.ask(ctx, turn, step, msgs, tools)
+		if serr := saved(saving); serr != nil {
+			return "", serr
+		}
 		if err != nil {
 			return "", err
 		}
-		if err := a.conv.add(m); err != nil {
-			return "", err
-		}
 		if len(m.ToolCalls) == 0 {
+			if err := a.conv.add(m); err != nil {
+				return "", err
+			}
 			return m.Content, nil
 		}
+		// A call is saved with its results, once, while the model is asked for the next
+		// message: saved alone, or killed before the save lands, repair drops the call.
+		a.conv.push(m)
 		for _, tc := range m.ToolCalls {
 			a.emit(Event{Type: EvToolCall, Turn: turn, Step: step, Tool: tc.Function.Name, CallID: tc.ID, Args: errdefs.Clip(tc.Function.Arguments, 4096)})
 			out, err := a.tools.call(ctx, tc.Function.Name, tc.Function.Arguments)
@@ -283,14 +293,21 @@ func (a *Agent) loop(ctx context.Context, turn int) (string, error) {
 				out = "(no output)"
 			}
 			a.emit(Event{Type: EvToolResult, Turn: turn, Step: step, Tool: tc.Function.Name, CallID: tc.ID, Output: errdefs.Clip(out, 8192), OK: &ok})
-			if err := a.conv.add(Message{Role: "tool", ToolCallID: tc.ID, Content: out}); err != nil {
-				return "", err
-			}
+			a.conv.push(Message{Role: "tool", ToolCallID: tc.ID, Content: out})
 			if ctx.Err() != nil {
 				return "", ctx.Err()
 			}
 		}
+		saving = a.conv.saveBehind()
 	}
+}
+
+// saved waits for a save begun by saveBehind, if any.
+func saved(saving <-chan error) error {
+	if saving == nil {
+		return nil
+	}
+	return <-saving
 }
 
 // ask asks the model once, waiting out a rate limit's Retry-After a few times.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,6 +32,8 @@ type session struct {
 	baseURL   string
 	mu        sync.Mutex
 	events    []coder.Event
+	conns     atomic.Int32 // connections the gateway's front accepted
+	endDelay  atomic.Int64 // how long the front holds the end of a body, as the control plane's ledger does
 }
 
 // newSession serves script behind a real gateway (configured by gw) and returns a
@@ -58,9 +62,19 @@ func newSessionFrom(t testing.TB, api string, sc scripted.Script, files map[stri
 		t.Fatal(err)
 	}
 	caller := gateway.Caller{UserID: "u1", SandboxID: "sb1"}
-	front := httptest.NewServer(http.StripPrefix("/gateway", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	front := httptest.NewUnstartedServer(http.StripPrefix("/gateway", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.ServeHTTP(w, r.WithContext(gateway.WithCaller(r.Context(), caller)))
+		if d := time.Duration(s.endDelay.Load()); d > 0 {
+			_ = http.NewResponseController(w).Flush()
+			time.Sleep(d)
+		}
 	})))
+	front.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			s.conns.Add(1)
+		}
+	}
+	front.Start()
 	t.Cleanup(front.Close)
 	s.baseURL = front.URL + "/gateway/scripted"
 	if api == coder.APIOpenAI {
@@ -394,5 +408,29 @@ func TestHistory(t *testing.T) {
 	buf.Reset()
 	if err := coder.History(s.state, &buf); err != nil || buf.Len() != 0 {
 		t.Errorf("after reset: %q, %v", buf.String(), err)
+	}
+}
+
+// TestConnectionReused: the requests of a turn share the gateway's connections, even
+// when the end of an answer's body comes after its last event. That end is read off the
+// turn's path; a body closed before it closes its connection, and every request dials
+// again.
+func TestConnectionReused(t *testing.T) {
+	for _, api := range apis {
+		t.Run(api, func(t *testing.T) {
+			call := `{"respond": {"tool_calls": [{"name": "run_command", "arguments": {"command": "sleep 0.2"}}]}},`
+			sc, err := scripted.Parse([]byte(`{"steps": [` + strings.Repeat(call, 3) + `{"respond": {"content": "done"}}]}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := newSessionFrom(t, api, sc, nil, nil)
+			s.endDelay.Store(int64(20 * time.Millisecond))
+			if _, err := s.run("go", nil); err != nil {
+				t.Fatal(err)
+			}
+			if n, asked := s.conns.Load(), len(s.provider.Requests()); asked != 4 || int(n) >= asked {
+				t.Errorf("%d requests on %d connections, want 4 requests on fewer", asked, n)
+			}
+		})
 	}
 }

@@ -82,9 +82,12 @@ func (c *conversation) begin(prompt string) int {
 
 // add appends m and saves.
 func (c *conversation) add(m Message) error {
-	c.Messages = append(c.Messages, m)
+	c.push(m)
 	return c.save()
 }
+
+// push appends m without saving it.
+func (c *conversation) push(m Message) { c.Messages = append(c.Messages, m) }
 
 // setOpenTx records the turn's open transaction ("" once it is committed).
 func (c *conversation) setOpenTx(id string) error {
@@ -96,6 +99,14 @@ func (c *conversation) setOpenTx(id string) error {
 func (c *conversation) setLastCheckpoint(id string) error {
 	c.LastCheckpoint = id
 	return c.save()
+}
+
+// saveBehind saves in the background; the conversation must not change until the
+// save's error has been received.
+func (c *conversation) saveBehind() <-chan error {
+	done := make(chan error, 1)
+	go func() { done <- c.save() }()
+	return done
 }
 
 func (c *conversation) save() error {

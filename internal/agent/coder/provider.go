@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -129,20 +130,22 @@ type client struct {
 	base, key, model string
 	http             *http.Client
 	idle             time.Duration // longest silence inside an answer
+	tools            toolCache
 }
 
 // complete sends msgs and reads the streamed answer, calling text for each piece of text
 // as it arrives. It returns the assistant's message whole.
 func (c *client) complete(ctx context.Context, msgs []Message, tools []Tool, text func(string)) (Message, error) {
-	body, err := json.Marshal(chatRequest{Model: c.model, Messages: msgs, Tools: specs(tools), Stream: true,
+	body, err := json.Marshal(chatRequest{Model: c.model, Messages: msgs, Stream: true,
 		StreamOptions: map[string]any{"include_usage": true}})
 	if err != nil {
 		return Message{}, fmt.Errorf("encoding the request: %w", err)
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
+	body = c.tools.add(body, tools, func(ts []Tool) any { return specs(ts) })
+	ctx, cancel := context.WithCancelCause(ctx) // doStream's to call
 	req, err := http.NewRequestWithContext(ctx, "POST", c.base+"/chat/completions", bytes.NewReader(body))
 	if err != nil {
+		cancel(nil)
 		return Message{}, fmt.Errorf("the provider's base URL %q: %w", c.base, errdefs.ErrInvalidArgument)
 	}
 	req.Header.Set("Content-Type", "application/json")
@@ -151,14 +154,47 @@ func (c *client) complete(ctx context.Context, msgs []Message, tools []Tool, tex
 	return doStream(ctx, cancel, c.http, req, c.base, c.idle, func(r io.Reader) (Message, error) { return readStream(r, text) })
 }
 
+// toolCache holds a set of tools encoded as a request's "tools" member. The same tools go
+// with every request of a turn, and encoding them (their JSON schemas, kilobytes) costs
+// several times the rest of a short conversation's request.
+type toolCache struct {
+	tools []Tool
+	enc   []byte
+}
+
+// add is body, a JSON object, with a "tools" member of tools as encode shapes them, or
+// body itself when there are none.
+func (tc *toolCache) add(body []byte, tools []Tool, encode func([]Tool) any) []byte {
+	if len(tools) == 0 {
+		return body
+	}
+	if tc.enc == nil || !slices.EqualFunc(tools, tc.tools, sameTool) {
+		enc, err := json.Marshal(encode(tools))
+		if err != nil {
+			panic("encoding the tools: " + err.Error()) // Tools() are checked by a test
+		}
+		tc.tools, tc.enc = tools, enc
+	}
+	out := make([]byte, 0, len(body)+len(tc.enc)+10)
+	out = append(out, body[:len(body)-1]...) // without its closing brace
+	out = append(out, `,"tools":`...)
+	out = append(out, tc.enc...)
+	return append(out, '}')
+}
+
+func sameTool(a, b Tool) bool {
+	return a.Name == b.Name && a.Description == b.Description && bytes.Equal(a.Parameters, b.Parameters)
+}
+
 // doStream sends req and reads its streamed answer with read, canceling it (cancel is
-// ctx's) when nothing arrives for idle.
+// ctx's, and doStream's to call) when nothing arrives for idle.
 func doStream(ctx context.Context, cancel context.CancelCauseFunc, hc *http.Client, req *http.Request, base string, idle time.Duration,
 	read func(io.Reader) (Message, error)) (Message, error) {
 	watch := newIdleWatch(idle, func() { cancel(errStalled) })
 	defer watch.stop()
 	resp, err := hc.Do(req)
 	if err != nil {
+		defer cancel(nil)
 		if errors.Is(context.Cause(ctx), errStalled) {
 			return Message{}, stalled(idle)
 		}
@@ -168,18 +204,42 @@ func doStream(ctx context.Context, cancel context.CancelCauseFunc, hc *http.Clie
 		return Message{}, &ProviderError{Kind: KindUnreachable, err: errdefs.ErrUnavailable,
 			Msg: fmt.Sprintf("the provider gateway at %s did not answer (%s); is the gateway configured for this sandbox?", base, shortErr(err))}
 	}
-	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
+		defer cancel(nil)
+		defer resp.Body.Close()
 		return Message{}, statusError(resp)
 	}
 	m, err := read(&touchReader{r: resp.Body, touch: watch.touch, d: idle})
-	if err != nil && errors.Is(context.Cause(ctx), errStalled) {
-		return Message{}, stalled(idle)
+	if err != nil {
+		defer cancel(nil)
+		resp.Body.Close()
+		if errors.Is(context.Cause(ctx), errStalled) {
+			return Message{}, stalled(idle)
+		}
+		if ctx.Err() != nil {
+			return Message{}, ctx.Err()
+		}
+		return Message{}, err
 	}
-	if err != nil && ctx.Err() != nil {
-		return Message{}, ctx.Err()
-	}
-	return m, err
+	go drain(resp.Body, cancel)
+	return m, nil
+}
+
+// drainWait bounds how long drain reads the end of a body.
+const drainWait = 5 * time.Second
+
+// drain reads the end of an answer's body (what follows its last event) off the turn's
+// path, then closes it and cancels its request. A body read to its end puts its
+// connection back in the pool; one closed early closes it. The end often comes late (the
+// gateway records the answer's tokens before it ends the body): the next request then
+// dials, and takes this connection instead if it is back first. A body that goes on is
+// cut at 64 KiB or drainWait.
+func drain(body io.ReadCloser, cancel context.CancelCauseFunc) {
+	t := time.AfterFunc(drainWait, func() { cancel(nil) })
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, 64<<10))
+	t.Stop()
+	body.Close()
+	cancel(nil)
 }
 
 // streamErr is the error of a stream that could not be read on: too long a line, or an
