@@ -251,4 +251,14 @@ func TestPromoteReleasesPackagedBuild(t *testing.T) {
 	if got.Mode != api.PromoteSwap || got.Live.ID != roles.Live.ID {
 		t.Errorf("auto promote of a dev without a provider: mode %q live %s, want a swap back to %s", got.Mode, got.Live.ID, roles.Live.ID)
 	}
+	// Each promotion's event says what it did.
+	var evs api.EventList
+	servertest.Decode(t, alice.DoToken("GET", "/api/v1/events?action=roles.promote", nil), http.StatusOK, &evs)
+	modes := map[any]int{}
+	for _, ev := range evs.Events {
+		modes[ev.Detail["mode"]]++
+	}
+	if len(evs.Events) != 4 || modes[api.PromoteRelease] != 2 || modes[api.PromoteSwap] != 2 {
+		t.Errorf("roles.promote events by mode: %v, want 2 releases and 2 swaps", modes)
+	}
 }

@@ -123,9 +123,9 @@ func (s *Server) devArtifact(ctx context.Context, c fleet.Caller, dev store.Sand
 	}
 	h, err := s.ops.History(ctx, c, dev.ID)
 	if err != nil {
-		// A sandbox without history (the process tier) cannot tell what is current.
+		// Without dev's history (the process tier keeps none) what is current is unknown.
 		s.log.Info("promote: dev's history", "sandbox", dev.ID, "err", err)
-		return artifactPick{row: mine[0], note: fmt.Sprintf("dev keeps no history: artifact %s may not hold its latest changes", mine[0].SHA256[:12])}, nil
+		return artifactPick{row: mine[0], note: fmt.Sprintf("cannot tell whether artifact %s holds dev's latest changes (%v)", mine[0].SHA256[:12], err)}, nil
 	}
 	current := currentSources(h)
 	for _, row := range mine {
