@@ -36,10 +36,19 @@ func (c *Client) Roles(ctx context.Context) (Roles, error) {
 	return r, err
 }
 
-// Promote swaps the caller's live and dev sandboxes.
+// Promote promotes dev to live in mode PromoteAuto: when dev runs a provider's dev server
+// and has a packaged artifact, live serves the artifact and dev keeps its dev server;
+// otherwise the two sandboxes swap. Roles.Mode says which was done.
 func (c *Client) Promote(ctx context.Context) (Roles, error) {
+	return c.PromoteMode(ctx, PromoteAuto)
+}
+
+// PromoteMode promotes dev to live in mode: PromoteAuto, PromoteSwap (swap the two
+// sandboxes) or PromoteRelease (live serves dev's newest artifact; an error when there is
+// none).
+func (c *Client) PromoteMode(ctx context.Context, mode string) (Roles, error) {
 	var r Roles
-	err := c.do(ctx, "POST", "/api/v1/promote", nil, &r, http.StatusOK)
+	err := c.do(ctx, "POST", "/api/v1/promote", api.PromoteRequest{Mode: mode}, &r, http.StatusOK)
 	return r, err
 }
 

@@ -233,8 +233,13 @@ func TestEveryRoute(t *testing.T) {
 	// The account.
 	_, err = c.Roles(ctx)
 	ok(t, err)
-	_, err = c.Promote(ctx)
-	ok(t, err)
+	promoted, err := c.Promote(ctx)
+	if ok(t, err); promoted.Mode != paddock.PromoteSwap {
+		t.Errorf("promote without a provider: mode %q, want swap", promoted.Mode)
+	}
+	if _, err := c.PromoteMode(ctx, paddock.PromoteRelease); !errors.Is(err, paddock.ErrFailedPrecondition) {
+		t.Errorf("promote release with no artifact: %v, want a conflict", err)
+	}
 	secret, err := c.PutSecret(ctx, "gh_token", "s3cr3t-value")
 	ok(t, err)
 	secrets, err := c.ListSecrets(ctx)

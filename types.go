@@ -97,6 +97,17 @@ type (
 	Health = api.Health
 )
 
+// Promotion modes (Client.PromoteMode, Roles.Mode).
+const (
+	// PromoteAuto releases dev's artifact into live when dev runs a provider's dev
+	// server and has one, and swaps otherwise.
+	PromoteAuto = api.PromoteAuto
+	// PromoteSwap swaps the live and dev sandboxes.
+	PromoteSwap = api.PromoteSwap
+	// PromoteRelease makes live serve dev's newest artifact; dev is left as it is.
+	PromoteRelease = api.PromoteRelease
+)
+
 // Sandbox states (SandboxInfo.State).
 const (
 	StateCreating = "creating"

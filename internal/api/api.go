@@ -237,6 +237,9 @@ type Template struct {
 	// HotReload says the app reloads changed files itself (a dev server with hot module
 	// replacement): an undo or restore of the workspace does not restart it.
 	HotReload bool `json:"hot_reload,omitempty"`
+	// Provider is the runtime provider whose dev server this is (set by a preview): a
+	// promotion then releases the packaged build rather than swapping.
+	Provider string `json:"provider,omitempty"`
 }
 
 // Sandbox is a sandbox as the API shows it.
@@ -307,6 +310,27 @@ type Roles struct {
 	Live       Sandbox `json:"live"`
 	Dev        Sandbox `json:"dev"`
 	Generation int64   `json:"generation"`
+	// Mode, in a promotion's answer, is what it did: PromoteSwap or PromoteRelease.
+	Mode string `json:"mode,omitempty"`
+	// Artifact is the artifact a release promotion made live serve.
+	Artifact string `json:"artifact,omitempty"`
+	// Note says what the caller should know about the promotion: a release of an
+	// artifact packaged before dev's latest changes.
+	Note string `json:"note,omitempty"`
+}
+
+// Promotion modes. Auto releases dev's newest artifact into live when dev runs a
+// provider's dev server and has one, and swaps otherwise.
+const (
+	PromoteAuto    = "auto"
+	PromoteSwap    = "swap"
+	PromoteRelease = "release"
+)
+
+// PromoteRequest is POST /api/v1/promote; an empty body is Mode auto.
+type PromoteRequest struct {
+	// Mode is auto (the default), swap or release.
+	Mode string `json:"mode,omitempty"`
 }
 
 // ExecRequest is POST /api/v1/sandboxes/{id}/exec: a one-shot command.

@@ -55,6 +55,16 @@ func TestAppCommands(t *testing.T) {
 	if !strings.Contains(out, "on port 8080 (reloads changes by itself)") {
 		t.Errorf("app preview: %q", out)
 	}
+	// Dev runs the dev server and has a build: promote releases it into live.
+	if out := mustRemote(t, "", "promote"); !strings.HasPrefix(out, "released artifact "+id[1][:12]+" into live ") || !strings.Contains(out, "keeps its dev server\n") || strings.Contains(out, "note:") {
+		t.Errorf("promote: %q, want a release of %s", out, id[1][:12])
+	}
+	wantFailure(t, "", "none of the others can be", "promote", "--swap", "--release")
+	if out := mustRemote(t, "", "promote", "--swap"); !strings.HasPrefix(out, "swapped: live is now ") {
+		t.Errorf("promote --swap: %q", out)
+	}
+	wantFailure(t, "", "no artifact packaged from the dev sandbox", "promote", "--release")
+	mustRemote(t, "", "promote", "--swap")
 	if out := mustRemote(t, "", "app", "artifacts"); !regexp.MustCompile(id[1] + ` +static +my-site .* local\n`).MatchString(out) {
 		t.Errorf("app artifacts, its copies: %q", out)
 	}

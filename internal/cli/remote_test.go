@@ -256,7 +256,7 @@ func TestRemote(t *testing.T) {
 			t.Fatalf("roles: live %q dev %q", live, dev)
 		}
 		out := mustRemote(t, "", "promote")
-		if want := "live is now " + dev + ", dev is now " + live + "\n"; out != want {
+		if want := "swapped: live is now " + dev + ", dev is now " + live + "\n"; out != want {
 			t.Errorf("promote: %q, want %q", out, want)
 		}
 		if l, d := roles(t); l != dev || d != live {

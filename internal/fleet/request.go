@@ -127,10 +127,10 @@ func optionalSize(field, s string) (wire.Size, error) {
 
 // appOf is the app a request asks for, checked; no command is the server's default.
 func (f *Fleet) appOf(t api.Template) (store.App, error) {
-	app := store.App{Command: t.Command, Port: t.Port, Build: t.Build, Dir: t.Dir, HotReload: t.HotReload}
+	app := store.App{Command: t.Command, Port: t.Port, Build: t.Build, Dir: t.Dir, HotReload: t.HotReload, Provider: t.Provider}
 	if len(app.Command) == 0 {
-		if app.Port != 0 || app.Dir != "" || app.HotReload {
-			return app, invalid("app.port", "a port, dir or hot_reload needs a command that serves on it")
+		if app.Port != 0 || app.Dir != "" || app.HotReload || app.Provider != "" {
+			return app, invalid("app.port", "a port, dir, hot_reload or provider needs a command that serves on it")
 		}
 		app = f.cfg.App
 	}

@@ -451,7 +451,7 @@ func (f *Fleet) Promote(ctx context.Context, c Caller) (live, dev store.Sandbox,
 			return err
 		}
 		return tx.AppendAudit(ctx, f.event(c, "roles.promote", c.UserID, map[string]any{
-			"live": roles.LiveID, "dev": roles.DevID, "generation": roles.Generation,
+			"mode": api.PromoteSwap, "live": roles.LiveID, "dev": roles.DevID, "generation": roles.Generation,
 		}))
 	})
 	if err != nil {

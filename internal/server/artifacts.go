@@ -242,48 +242,58 @@ func (s *Server) artifactSBOM(w http.ResponseWriter, r *http.Request, c fleet.Ca
 }
 
 // releaseArtifact is POST /api/v1/artifacts/{artifact}/release: the caller's live sandbox
-// serves the artifact. The archive is unpacked into the live workspace under
-// .paddock/release/ID and made its app (a Go binary with PORT, `npm start` for a Node
-// project packaged whole, a file server otherwise); the dev sandbox is left as it is.
+// serves the artifact (see release); the dev sandbox is left as it is.
 func (s *Server) releaseArtifact(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {
 	row, err := s.callerArtifact(r, c)
 	if err != nil {
 		return err
 	}
+	sb, err := s.release(w, r, c, row)
+	if err != nil {
+		return err
+	}
+	return s.writeSandbox(w, r, http.StatusOK, sb)
+}
+
+// release makes c's live sandbox serve artifact row: the archive is unpacked into the live
+// workspace under .paddock/release/ID and made its app (a Go binary with PORT, `npm start`
+// for a Node project packaged whole, a file server otherwise). When live runs on another
+// replica, r is forwarded there and release returns errResponded.
+func (s *Server) release(w http.ResponseWriter, r *http.Request, c fleet.Caller, row store.ArtifactRow) (store.Sandbox, error) {
 	var m api.ArtifactManifest
 	if err := json.Unmarshal([]byte(row.Manifest), &m); err != nil {
-		return fmt.Errorf("artifact %s: manifest: %w", row.SHA256, err)
+		return store.Sandbox{}, fmt.Errorf("artifact %s: manifest: %w", row.SHA256, err)
 	}
 	live, _, _, err := s.fleet.Roles(r.Context(), c)
 	if err != nil {
-		return err
+		return store.Sandbox{}, err
 	}
 	// The live sandbox's replica releases into it, fetching the archive if need be.
 	if s.forwardIfElsewhere(w, r, live.ID, "", false) {
-		return errResponded
+		return store.Sandbox{}, errResponded
 	}
 	f, err := s.openArtifact(r, row)
 	if err != nil {
-		return err
+		return store.Sandbox{}, err
 	}
 	defer f.Close()
 	zr, err := gzip.NewReader(f)
 	if err != nil {
-		return fmt.Errorf("artifact %s: %w", row.SHA256, err)
+		return store.Sandbox{}, fmt.Errorf("artifact %s: %w", row.SHA256, err)
 	}
 	dir := path.Join(".paddock", "release", row.SHA256[:12])
 	if _, err := s.ops.PutArchive(r.Context(), c, live.ID, dir, zr); err != nil {
-		return fmt.Errorf("release %s into %s: %w", row.SHA256[:12], live.ID, err)
+		return store.Sandbox{}, fmt.Errorf("release %s into %s: %w", row.SHA256[:12], live.ID, err)
 	}
 	files := make([]string, 0, len(m.Files))
 	for _, f := range m.Files {
 		files = append(files, f.Path)
 	}
 	pv := provider.Release(row.Runtime, dir, files, provider.PreviewPort)
-	sb, err := s.serveApp(r.Context(), c, live.ID, pv, "the release")
+	sb, err := s.serveApp(r.Context(), c, live.ID, "", pv, "the release")
 	if err != nil {
-		return fmt.Errorf("release %s: %w", row.SHA256[:12], err)
+		return sb, fmt.Errorf("release %s: %w", row.SHA256[:12], err)
 	}
 	s.log.Info("artifact released", "user", c.UserID, "sandbox", live.ID, "artifact", row.SHA256, "command", strings.Join(pv.Command, " "))
-	return s.writeSandbox(w, r, http.StatusOK, sb)
+	return sb, nil
 }

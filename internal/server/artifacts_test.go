@@ -172,3 +172,93 @@ func TestReleaseServesArtifact(t *testing.T) {
 		t.Errorf("the release changed dev's app from %s to %s", b, a)
 	}
 }
+
+// page is what c's browser gets at url, after the host's handoff.
+func page(t *testing.T, c *servertest.Client, host, p string) (int, string) {
+	t.Helper()
+	c.Handoff(host)
+	resp, err := c.HTTP.Get(host + p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// The issue's flow: preview in dev, package, promote. Live serves the packaged build and
+// dev keeps its dev server; a promotion after further edits still releases but says the
+// build is older than dev; --swap swaps; a release with no artifact is refused.
+func TestPromoteReleasesPackagedBuild(t *testing.T) {
+	e := servertest.Start(t)
+	alice := e.Register(t, "alice")
+	var roles api.Roles
+	servertest.Decode(t, alice.DoToken("GET", "/api/v1/roles", nil), http.StatusOK, &roles)
+	dev := roles.Dev.ID
+	if r := result(providerStep(t, alice, dev, "new", api.ProviderRequest{Runtime: "static", Name: "my-site", Dir: "site"})); r.Error != "" {
+		t.Fatalf("new: %+v", r)
+	}
+	execOK(t, alice, dev, "sh", "-c", `sed -i 's|<h1>|<h1 id="released">|' site/index.html`)
+	if r := result(providerStep(t, alice, dev, "preview", api.ProviderRequest{Dir: "site"})); r.Error != "" {
+		t.Fatalf("preview: %+v", r)
+	}
+	pkg := result(providerStep(t, alice, dev, "package", api.ProviderRequest{Dir: "site"}))
+	if pkg.Error != "" || pkg.ArtifactID == "" {
+		t.Fatalf("package: %+v", pkg)
+	}
+
+	var got api.Roles
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/promote", nil), http.StatusOK, &got)
+	if got.Mode != api.PromoteRelease || got.Artifact != pkg.ArtifactID || got.Note != "" {
+		t.Fatalf("promote: mode %q artifact %q note %q, want a release of %s with no note", got.Mode, got.Artifact, got.Note, pkg.ArtifactID)
+	}
+	if got.Live.ID != roles.Live.ID || got.Dev.ID != dev || got.Generation != roles.Generation {
+		t.Fatalf("promote moved the roles: live %s dev %s generation %d, want %s %s %d", got.Live.ID, got.Dev.ID, got.Generation, roles.Live.ID, dev, roles.Generation)
+	}
+	if got.Dev.App.Provider != "static" || got.Live.App.Provider != "" || got.Live.App.Dir != ".paddock/release/"+pkg.ArtifactID[:12] {
+		t.Fatalf("promote: live app %+v, dev app %+v: want the release live and the dev server in dev", got.Live.App, got.Dev.App)
+	}
+	// An edit in dev shows on dev's host (its dev server serves the files) and not live's.
+	execOK(t, alice, dev, "sh", "-c", `sed -i 's|my-site</h1>|my-site (editing)</h1>|' site/index.html`)
+	if code, body := page(t, alice, alice.AppURL("live"), "/"); code != http.StatusOK || !strings.Contains(body, `<h1 id="released">my-site</h1>`) {
+		t.Errorf("live serves %d %q, want the packaged page", code, body)
+	}
+	if code, body := page(t, alice, alice.AppURL("dev"), "/"); code != http.StatusOK || !strings.Contains(body, `my-site (editing)</h1>`) {
+		t.Errorf("dev serves %d %q, want the edited page from its dev server", code, body)
+	}
+
+	// The only artifact is older than dev's workspace now: released, and said so.
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/promote", api.PromoteRequest{Mode: api.PromoteAuto}), http.StatusOK, &got)
+	if got.Mode != api.PromoteRelease || got.Artifact != pkg.ArtifactID || !strings.Contains(got.Note, "run paddock app package") {
+		t.Errorf("promote after an edit: mode %q artifact %q note %q, want the release with a note that dev changed", got.Mode, got.Artifact, got.Note)
+	}
+
+	servertest.ErrorOf(t, alice.DoToken("POST", "/api/v1/promote", map[string]string{"mode": "sideways"}), http.StatusBadRequest)
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/promote", api.PromoteRequest{Mode: api.PromoteSwap}), http.StatusOK, &got)
+	if got.Mode != api.PromoteSwap || got.Live.ID != dev || got.Dev.ID != roles.Live.ID || got.Generation != roles.Generation+1 {
+		t.Fatalf("promote --swap: mode %q live %s dev %s generation %d, want a swap", got.Mode, got.Live.ID, got.Dev.ID, got.Generation)
+	}
+	if code, body := page(t, alice, alice.AppURL("live"), "/"); code != http.StatusOK || !strings.Contains(body, `my-site (editing)</h1>`) {
+		t.Errorf("after the swap live serves %d %q, want the dev server's page", code, body)
+	}
+	// The new dev (the old live) packaged nothing: a release is refused, naming what is
+	// missing, and auto swaps.
+	msg := servertest.ErrorOf(t, alice.DoToken("POST", "/api/v1/promote", api.PromoteRequest{Mode: api.PromoteRelease}), http.StatusConflict).Message
+	if !strings.Contains(msg, "no artifact packaged from the dev sandbox") || !strings.Contains(msg, "paddock app package") {
+		t.Errorf("release without an artifact: %q", msg)
+	}
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/promote", nil), http.StatusOK, &got)
+	if got.Mode != api.PromoteSwap || got.Live.ID != roles.Live.ID {
+		t.Errorf("auto promote of a dev without a provider: mode %q live %s, want a swap back to %s", got.Mode, got.Live.ID, roles.Live.ID)
+	}
+	// Each promotion's event says what it did.
+	var evs api.EventList
+	servertest.Decode(t, alice.DoToken("GET", "/api/v1/events?action=roles.promote", nil), http.StatusOK, &evs)
+	modes := map[any]int{}
+	for _, ev := range evs.Events {
+		modes[ev.Detail["mode"]]++
+	}
+	if len(evs.Events) != 4 || modes[api.PromoteRelease] != 2 || modes[api.PromoteSwap] != 2 {
+		t.Errorf("roles.promote events by mode: %v, want 2 releases and 2 swaps", modes)
+	}
+}

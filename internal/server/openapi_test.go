@@ -94,7 +94,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"RegisterRequest": api.RegisterRequest{}, "CreateInviteRequest": api.CreateInviteRequest{}, "Invite": api.Invite{}, "InviteList": api.InviteList{},
 		"RecoverRequest": api.RecoverRequest{}, "Session": api.Session{}, "TokenRequest": api.TokenRequest{},
 		"CreateTokenRequest": api.CreateTokenRequest{}, "Token": api.Token{}, "TokenList": api.TokenList{},
-		"RoleRequest": api.RoleRequest{}, "Limits": api.Limits{}, "Template": api.Template{}, "Sandbox": api.Sandbox{},
+		"RoleRequest": api.RoleRequest{}, "PromoteRequest": api.PromoteRequest{}, "Limits": api.Limits{}, "Template": api.Template{}, "Sandbox": api.Sandbox{},
 		"SandboxList": api.SandboxList{}, "CreateSandboxRequest": api.CreateSandboxRequest{}, "Roles": api.Roles{},
 		"ExecRequest": api.ExecRequest{}, "ExecResult": api.ExecResult{}, "FileInfo": api.FileInfo{},
 		"FileList": api.FileList{}, "FileMkdirRequest": api.FileMkdirRequest{}, "FileMoveRequest": api.FileMoveRequest{},

@@ -52,7 +52,7 @@ func (s *Server) appStep(w http.ResponseWriter, r *http.Request, c fleet.Caller)
 		return s.collectArtifact(ctx, run, p, archive, checkpoint)
 	}
 	plan.Serve = func(ctx context.Context, pv api.ProviderPreview) (string, error) {
-		return s.servePreview(r.WithContext(ctx), c, pv)
+		return s.servePreview(r.WithContext(ctx), c, plan.Project.Runtime, pv)
 	}
 	if s.fleet.HasTemplatePool(plan.Project.Runtime) {
 		plan.FromPool = func(ctx context.Context, p provider.Project, scaffold []string) (bool, error) {
@@ -251,24 +251,25 @@ func (s *Server) setApp(w http.ResponseWriter, r *http.Request, c fleet.Caller) 
 	return s.writeSandbox(w, r, http.StatusOK, sb)
 }
 
-// servePreview makes a provider's dev server the sandbox's app and says where it is
-// served; an app that exits before it listens is an error with what it printed.
-func (s *Server) servePreview(r *http.Request, c fleet.Caller, pv api.ProviderPreview) (string, error) {
+// servePreview makes provider runtime's dev server the sandbox's app and says where it
+// is served; an app that exits before it listens is an error with what it printed.
+func (s *Server) servePreview(r *http.Request, c fleet.Caller, runtime string, pv api.ProviderPreview) (string, error) {
 	id := r.PathValue("id")
-	if _, err := s.serveApp(r.Context(), c, id, pv, "the dev server"); err != nil {
+	if _, err := s.serveApp(r.Context(), c, id, runtime, pv, "the dev server"); err != nil {
 		return "", err
 	}
 	return s.origins.URL(origins.Host{Kind: origins.KindApp, ID: id}, r.Host), nil
 }
 
-// serveApp makes pv the sandbox's app; one that exits before it listens is an error,
-// naming what (what) with what it printed.
-func (s *Server) serveApp(ctx context.Context, c fleet.Caller, id string, pv api.ProviderPreview, what string) (store.Sandbox, error) {
+// serveApp makes pv the sandbox's app, the dev server of provider runtime when runtime is
+// not empty; one that exits before it listens is an error, naming what (what) with what
+// it printed.
+func (s *Server) serveApp(ctx context.Context, c fleet.Caller, id, runtime string, pv api.ProviderPreview, what string) (store.Sandbox, error) {
 	argv := append(append([]string{"env"}, pv.Env...), pv.Command...)
 	if len(pv.Env) == 0 {
 		argv = pv.Command
 	}
-	sb, err := s.fleet.SetApp(ctx, c, id, api.Template{Command: argv, Port: pv.Port, Dir: pv.Dir, HotReload: pv.HotReload})
+	sb, err := s.fleet.SetApp(ctx, c, id, api.Template{Command: argv, Port: pv.Port, Dir: pv.Dir, HotReload: pv.HotReload, Provider: runtime})
 	if err != nil {
 		return sb, err
 	}

@@ -113,22 +113,13 @@ func (s *Server) roles(w http.ResponseWriter, r *http.Request, c fleet.Caller) e
 	if err != nil {
 		return err
 	}
-	s.writeRoles(w, live, dev, gen)
-	return nil
-}
-
-func (s *Server) promote(w http.ResponseWriter, r *http.Request, c fleet.Caller) error {
-	live, dev, gen, err := s.fleet.Promote(r.Context(), c)
-	if err != nil {
-		return err
-	}
-	s.writeRoles(w, live, dev, gen)
+	s.writeRoles(w, api.Roles{Live: s.toAPI(live, api.RoleLive), Dev: s.toAPI(dev, api.RoleDev), Generation: gen})
 	return nil
 }
 
 // writeRoles answers the caller's two standing sandboxes.
-func (s *Server) writeRoles(w http.ResponseWriter, live, dev store.Sandbox, gen int64) {
-	api.WriteJSON(w, http.StatusOK, api.Roles{Live: s.toAPI(live, api.RoleLive), Dev: s.toAPI(dev, api.RoleDev), Generation: gen})
+func (s *Server) writeRoles(w http.ResponseWriter, roles api.Roles) {
+	api.WriteJSON(w, http.StatusOK, roles)
 }
 
 // roleIndex maps sandbox IDs to the role they hold, for listings: userID's, or everyone's
@@ -161,7 +152,7 @@ func (s *Server) toAPI(sb store.Sandbox, role string) api.Sandbox {
 		ID: sb.ID, Owner: sb.UserID, OwnerName: sb.Username, Name: sb.Name, Role: role,
 		Tier: sb.Tier, Runtime: sb.Runtime, State: sb.State, Error: sb.Error, Node: s.fleet.Node(sb.ID),
 		Limits: sandboxops.APILimits(sb),
-		App:    api.Template{Command: sb.App.Command, Port: sb.App.Port, Build: sb.App.Build, Dir: sb.App.Dir, HotReload: sb.App.HotReload},
+		App:    api.Template{Command: sb.App.Command, Port: sb.App.Port, Build: sb.App.Build, Dir: sb.App.Dir, HotReload: sb.App.HotReload, Provider: sb.App.Provider},
 		Env:    sb.Env, CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt,
 	}
 }

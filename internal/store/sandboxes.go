@@ -48,6 +48,8 @@ type App struct {
 	Dir string `json:"dir,omitempty"`
 	// HotReload: the app reloads changed files itself, so a restore need not restart it.
 	HotReload bool `json:"hot_reload,omitempty"`
+	// Provider is the runtime provider whose dev server this is, when a preview set it.
+	Provider string `json:"provider,omitempty"`
 }
 
 const sandboxCols = `s.id, s.user_id, u.username, s.name, s.tier, s.runtime, s.state, s.error,

@@ -285,13 +285,19 @@ async function loadRoles() {
 
 $('#promote').addEventListener('click', async (ev) => {
   const b = ev.currentTarget;
-  if (!(await confirmDialog('Promote dev to live?', 'Your dev sandbox starts serving your app, and the current live sandbox becomes dev.', 'Promote'))) {
+  const what = 'When dev runs a provider\'s dev server and has a packaged build, live starts serving that build and dev keeps its dev server. Otherwise your dev sandbox starts serving your app, and the current live sandbox becomes dev.';
+  if (!(await confirmDialog('Promote dev to live?', what, 'Promote'))) {
     b.focus();
     return;
   }
   try {
-    await busy(b, 'Promoting…', () => api('POST', '/api/v1/promote'));
-    flash('Promoted: dev is now live.');
+    const r = await busy(b, 'Promoting…', () => api('POST', '/api/v1/promote'));
+    // The answer's mode says what was done: a release of dev's build, or a swap.
+    if (r.mode === 'release') {
+      flash(`Promoted: live serves the packaged build ${r.artifact.slice(0, 12)}; dev keeps its dev server.` + (r.note ? ` Note: ${r.note}` : ''));
+    } else {
+      flash('Promoted: dev is now live.');
+    }
   } catch (err) {
     showError($('#roles-error'), err);
   }

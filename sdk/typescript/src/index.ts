@@ -20,6 +20,8 @@ export type CheckpointResult = S["CheckpointResult"];
 export type RestoreResult = S["RestoreResult"];
 export type Secret = S["Secret"];
 export type RolesInfo = S["Roles"];
+export type PromoteRequest = S["PromoteRequest"];
+export type PromoteMode = NonNullable<PromoteRequest["mode"]>;
 export type User = S["User"];
 
 /**
@@ -113,9 +115,19 @@ export class Paddock {
     return this.rolesOf(await this.http.json<RolesInfo>("GET", "/api/v1/roles"));
   }
 
-  /** promote swaps live and dev atomically and returns the roles after the swap. */
-  async promote(): Promise<{ live: Sandbox; dev: Sandbox; generation: number }> {
-    return this.rolesOf(await this.http.json<RolesInfo>("POST", "/api/v1/promote"));
+  /**
+   * promote puts dev's work live and returns the roles after it. Mode "auto" (the default)
+   * releases dev's packaged build into live when dev runs a provider's dev server and has
+   * one, and swaps live and dev otherwise; "swap" and "release" force either. mode says
+   * what was done, artifact what was released, and note what to know (a build older than
+   * dev's workspace).
+   */
+  async promote(mode: PromoteMode = "auto"): Promise<{
+    live: Sandbox; dev: Sandbox; generation: number; mode: string; artifact?: string; note?: string;
+  }> {
+    const body: PromoteRequest = { mode };
+    const r = await this.http.json<RolesInfo>("POST", "/api/v1/promote", body);
+    return { ...this.rolesOf(r), mode: r.mode ?? "swap", artifact: r.artifact, note: r.note };
   }
 
   private rolesOf(r: RolesInfo) {

@@ -1433,7 +1433,17 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Swap the live and dev pointers atomically (dev becomes live, live becomes dev). */
+        /**
+         * Put dev's work live, by a release of its packaged build or a swap of the two sandboxes.
+         * @description Mode swap exchanges the live and dev pointers atomically (dev becomes live, live
+         *     becomes dev; WebSockets held by the old owners close with 4001). Mode release makes
+         *     live serve the newest artifact packaged from the dev sandbox, as
+         *     POST /api/v1/artifacts/{artifact}/release does, and leaves dev as it is; an artifact
+         *     built from dev's current checkpoint is preferred, and when the one released is older
+         *     than dev's workspace the answer's note says so. Mode auto (the default, and an empty
+         *     body) releases when dev's app is a provider's dev server (app.provider) and dev has
+         *     an artifact, and swaps otherwise. The answer's mode says what was done.
+         */
         post: operations["promote"];
         delete?: never;
         options?: never;
@@ -1729,6 +1739,8 @@ export interface components {
             dir?: string;
             /** @description The app reloads changed files itself: an undo or restore does not restart it. */
             hot_reload?: boolean;
+            /** @description The runtime provider whose dev server this is (set by POST …/app/preview): a promotion in mode auto then releases the packaged build. */
+            provider?: string;
         };
         Sandbox: {
             id?: string;
@@ -1771,6 +1783,22 @@ export interface components {
             live?: components["schemas"]["Sandbox"];
             dev?: components["schemas"]["Sandbox"];
             generation?: number;
+            /**
+             * @description In a promotion's answer: what it did.
+             * @enum {string}
+             */
+            mode?: "swap" | "release";
+            /** @description The artifact a release promotion made live serve. */
+            artifact?: string;
+            /** @description What to know about the promotion: a release of an artifact older than dev's workspace. */
+            note?: string;
+        };
+        PromoteRequest: {
+            /**
+             * @default auto
+             * @enum {string}
+             */
+            mode?: "auto" | "swap" | "release";
         };
         ExecRequest: {
             argv: string[];
@@ -4681,9 +4709,13 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PromoteRequest"];
+            };
+        };
         responses: {
-            /** @description The roles after the swap. */
+            /** @description The roles after the promotion. */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -4692,8 +4724,17 @@ export interface operations {
                     "application/json": components["schemas"]["Roles"];
                 };
             };
+            400: components["responses"]["Error"];
             401: components["responses"]["Error"];
-            409: components["responses"]["Error"];
+            /** @description Mode release with no artifact packaged from the dev sandbox, or a release whose app exits before it listens. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     listTokens: {

@@ -237,9 +237,13 @@ describe("roles", () => {
     const r = await pd.roles();
     assert.notEqual(r.live.id, r.dev.id);
     const p = await pd.promote();
+    assert.equal(p.mode, "swap");
     assert.equal(p.live.id, r.dev.id);
     assert.equal(p.dev.id, r.live.id);
     assert.ok(p.generation > r.generation);
     assert.equal((await p.live.run(["echo", "live"])).stdout, "live\n");
+  });
+  test("promote release without a packaged build is a conflict", async () => {
+    await assert.rejects(pd.promote("release"), ConflictError);
   });
 });
