@@ -520,8 +520,8 @@ func (f *historyFixture) notes(store, gitBlocks, gitBytes float64) []string {
 		fmt.Sprintf("A checkpoint after a one-file edit takes %.1f ms at the median with the watcher (target ≤ 0.5× git's commit: %s; the issue's absolute figure, ≤ 20 ms, "+
 			"as information: %s), against %.1f ms for `git add -A && git commit`, and %.1f ms with nothing changed. The watcher (inotify, one watch per directory, read when the checkpoint "+
 			"starts) names the directories that changed; the checkpoint reads those again, and those above them up to the root, and keeps every other "+
-			"directory's tree from the last scan: a few dozen fstatat instead of %s. The rest is the edited file's blob and the trees above it, each "+
-			"written and fsynced in turn, and the index written and fsynced. Walking the whole workspace instead (`Reconcile`, which the agent runs "+
+			"directory's tree from the last scan: a few dozen fstatat instead of %s. The rest is the edited file's blob, written and fsynced, then the trees "+
+			"above it and the index, written and fsynced at the same time, and the index's directory fsynced. Walking the whole workspace instead (`Reconcile`, which the agent runs "+
 			"every 60 s to catch what inotify does not report) takes %.1f ms for the same edit and %.1f ms with nothing changed: one fstatat per entry and, "+
 			"for each of the %d directories, an open through os.Root checked against its stat, a readdir, and its tree encoded and hashed again. "+
 			"git walks the same way (`git add -A` lstats every indexed path and reads every directory for new files), and starts two processes.",

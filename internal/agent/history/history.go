@@ -91,6 +91,7 @@ package history
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -436,7 +437,10 @@ func (h *History) checkpoint(cause, message string, incremental bool) (Checkpoin
 			return cur, false, h.saveCache(sc)
 		}
 	}
-	c, err := h.record(tree, sc, cause, message, "")
+	// The scan's trees are stored with the index, their fsyncs in one batch; if that
+	// fails, the index in memory goes back to what is on disk.
+	prev := h.idx
+	c, err := h.appendCheckpoint(tree, sc, cause, message, "")
 	if err != nil {
 		return Checkpoint{}, false, err
 	}
@@ -444,7 +448,13 @@ func (h *History) checkpoint(cause, message string, incremental bool) (Checkpoin
 		h.idx.Redo, h.idx.ForkedBy = nil, c.ID
 	}
 	h.idx.Pos = c.ID
-	return c, true, h.saveIndex()
+	if err := h.saveIndexWith(h.pending); err != nil {
+		delete(h.byID, c.ID)
+		h.idx = prev
+		return Checkpoint{}, false, err
+	}
+	h.pending = nil // stored
+	return c, true, nil
 }
 
 // scan walks the workspace and returns its tree's hash, with the scanner holding the new
@@ -532,6 +542,16 @@ func (h *History) record(tree string, sc *scanner, cause, message, restores stri
 		}
 		h.size += n
 	}
+	c, err := h.appendCheckpoint(tree, sc, cause, message, restores)
+	if err == nil {
+		h.pending = nil // stored
+	}
+	return c, err
+}
+
+// appendCheckpoint appends a checkpoint of tree and keeps sc's stat cache, leaving the
+// trees pending and the index unsaved.
+func (h *History) appendCheckpoint(tree string, sc *scanner, cause, message, restores string) (Checkpoint, error) {
 	c := Checkpoint{Parent: h.idx.Pos, Time: h.now().UTC(), Cause: cause, Message: message,
 		Restores: restores, Tree: tree}
 	if parent, ok := h.get(h.idx.Pos); ok {
@@ -550,7 +570,6 @@ func (h *History) record(tree string, sc *scanner, cause, message, restores stri
 	if err := h.saveCache(sc); err != nil {
 		return Checkpoint{}, err
 	}
-	h.pending = nil // stored
 	h.idx.Seq++
 	c.ID = strconv.Itoa(h.idx.Seq)
 	h.idx.Checkpoints = append(h.idx.Checkpoints, c)
@@ -576,6 +595,37 @@ func (h *History) saveCache(sc *scanner) error {
 
 func (h *History) saveIndex() error {
 	return writeJSON(filepath.Join(h.dir, indexFile), &h.idx)
+}
+
+// saveIndexWith stores blobs and then saves the index as saveIndex does, with the fsyncs
+// of the blobs and of the index's new content in one batch (blobStore.putAll): the index
+// is renamed into place only once every blob is durable under its name.
+func (h *History) saveIndexWith(blobs map[string][]byte) error {
+	data, err := json.Marshal(&h.idx)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", indexFile, err)
+	}
+	tmp, err := os.CreateTemp(h.dir, "."+indexFile+"-")
+	if err != nil {
+		return storeErr("create "+indexFile, err)
+	}
+	defer os.Remove(tmp.Name()) // a no-op once renamed
+	defer tmp.Close()
+	if _, err := tmp.Write(data); err != nil {
+		return storeErr("write "+indexFile, err)
+	}
+	n, err := h.blobs.putAll(blobs, tmp)
+	if err != nil {
+		return err
+	}
+	h.size += n
+	if err := tmp.Close(); err != nil {
+		return storeErr("close "+indexFile, err)
+	}
+	if err := os.Rename(tmp.Name(), filepath.Join(h.dir, indexFile)); err != nil {
+		return storeErr("replace "+indexFile, err)
+	}
+	return syncDir(h.dir)
 }
 
 // tree returns the entries of tree blob sum ("" is the empty tree).

@@ -3,6 +3,7 @@ package history
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -676,5 +677,79 @@ func TestRestoreGivesFilesToOwner(t *testing.T) {
 	}
 	if fi, _ := os.Stat(filepath.Join(ws, "dir/f")); fi.Mode().Perm() != 0o640 {
 		t.Errorf("dir/f has mode %v, want 0640", fi.Mode().Perm())
+	}
+}
+
+// A checkpoint whose trees cannot be stored records nothing, in memory or on disk, and
+// the next one records the change, with undo back over it.
+func TestCheckpointFailsWhole(t *testing.T) {
+	ws, store := t.TempDir(), t.TempDir()
+	write(t, ws, "a", "same", 0o644)
+	h := open(t, ws, store)
+	one := mustCheckpoint(t, h, "one")
+	// The new file's content is stored already, so only its trees (d, d/e, the root)
+	// need the store's temp directory, which is made a file in their way.
+	write(t, ws, "d/e/c", "same", 0o644)
+	tmp := filepath.Join(store, tmpDir)
+	if err := os.Remove(tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tmp, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := h.Checkpoint(CauseManual, "two"); err == nil {
+		t.Fatal("checkpoint with no temp directory in the store: no error")
+	}
+	if l := h.List(); len(l) != 1 || l[0].ID != one.ID {
+		t.Fatalf("after a failed checkpoint the history lists %+v, want only %s", l, one.ID)
+	}
+	if err := os.Remove(tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(tmp, storeDirMode); err != nil {
+		t.Fatal(err)
+	}
+	two := mustCheckpoint(t, h, "two")
+	if two.Parent != one.ID || two.Changed != 3 { // d, d/e, d/e/c
+		t.Errorf("checkpoint after the failure: %+v, want parent %s and 3 changes", two, one.ID)
+	}
+	h.Close()
+	h = open(t, ws, store)
+	if l := h.List(); len(l) != 2 || l[0].ID != two.ID {
+		t.Fatalf("reopened, the history lists %+v, want %s then %s", l, two.ID, one.ID)
+	}
+	if _, err := h.Undo(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "d")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("after undo, d: %v, want it gone", err)
+	}
+	if _, err := h.Redo(); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "d/e/c")); err != nil || string(b) != "same" {
+		t.Errorf("after redo, d/e/c: %q, %v", b, err)
+	}
+}
+
+// A checkpoint with more new trees than one batch of fsyncs stores them all.
+func TestCheckpointManyTrees(t *testing.T) {
+	ws, store := t.TempDir(), t.TempDir()
+	n := 2*syncBatch + 1
+	for i := range n {
+		write(t, ws, fmt.Sprintf("d%d/f", i), fmt.Sprint(i), 0o644)
+	}
+	h := open(t, ws, store)
+	mustCheckpoint(t, h, "one")
+	if got := countBlobs(t, store); got != 2*n+1 {
+		t.Errorf("%d blobs, want %d (%d contents, as many directories' trees, and the root's)", got, 2*n+1, n)
+	}
+	write(t, ws, "d0/f", "changed", 0o644)
+	mustCheckpoint(t, h, "two")
+	if _, err := h.Undo(); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "d0/f")); string(b) != "0" {
+		t.Errorf("after undo, d0/f is %q", b)
 	}
 }

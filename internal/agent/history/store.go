@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
 )
@@ -130,6 +131,95 @@ func (s blobStore) commit(tmp *os.File, sum string, n int64) (string, int64, err
 		return "", 0, storeErr("store blob", err)
 	}
 	return sum, n, nil
+}
+
+// putAll stores blobs (keyed by their hash) as put does, and makes the file also durable
+// with the last of them. Blobs are written syncBatch at a time and each batch is fsynced
+// at once, so that the file system commits its journal about once for a batch rather
+// than once for each blob; a batch's blobs are renamed under their hash once all of it is
+// durable. also stays the caller's to rename. It returns how many bytes of new storage
+// the blobs took.
+func (s blobStore) putAll(blobs map[string][]byte, also *os.File) (int64, error) {
+	var sums []string
+	for sum := range blobs {
+		if !s.has(sum) {
+			sums = append(sums, sum)
+		}
+	}
+	var n int64
+	for len(sums) > syncBatch {
+		m, err := s.putBatch(sums[:syncBatch], blobs, nil)
+		if err != nil {
+			return 0, err
+		}
+		n, sums = n+m, sums[syncBatch:]
+	}
+	m, err := s.putBatch(sums, blobs, also)
+	return n + m, err
+}
+
+// syncBatch bounds the temp files putAll holds open and fsyncs at once.
+const syncBatch = 64
+
+// putBatch writes the blobs named by sums, fsyncs them with also (nil: none) at once, and
+// renames them under their hash.
+func (s blobStore) putBatch(sums []string, blobs map[string][]byte, also *os.File) (int64, error) {
+	tmps := make([]*os.File, 0, len(sums)+1)
+	defer func() {
+		for _, t := range tmps {
+			if t != also {
+				t.Close()
+				os.Remove(t.Name()) // a no-op once renamed
+			}
+		}
+	}()
+	var n int64
+	for _, sum := range sums {
+		tmp, err := os.CreateTemp(filepath.Join(s.dir, tmpDir), "blob-")
+		if err != nil {
+			return 0, storeErr("create blob", err)
+		}
+		tmps = append(tmps, tmp)
+		if _, err := tmp.Write(blobs[sum]); err != nil {
+			return 0, storeErr("write blob", err)
+		}
+		n += int64(len(blobs[sum]))
+	}
+	if also != nil {
+		tmps = append(tmps, also)
+	}
+	if err := syncAll(tmps); err != nil {
+		return 0, storeErr("sync blob", err)
+	}
+	for i, sum := range sums {
+		if err := tmps[i].Close(); err != nil {
+			return 0, storeErr("close blob", err)
+		}
+		final := s.path(sum)
+		if err := os.MkdirAll(filepath.Dir(final), storeDirMode); err != nil {
+			return 0, storeErr("create blob dir", err)
+		}
+		if err := os.Rename(tmps[i].Name(), final); err != nil {
+			return 0, storeErr("store blob", err)
+		}
+	}
+	return n, nil
+}
+
+// syncAll fsyncs files at the same time: a journaling file system waits for one commit
+// that covers them all, where fsyncs in turn would each wait for one of their own.
+func syncAll(files []*os.File) error {
+	errs := make([]error, len(files))
+	var wg sync.WaitGroup
+	for i, f := range files {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = f.Sync()
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // open returns a reader over blob sum that fails with ErrDataLoss at EOF if the bytes do
