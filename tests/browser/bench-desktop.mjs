@@ -118,6 +118,7 @@ const ops = {
     return { ms, bytes };
   }),
   async key(m) {
+    await desk.bringToFront();
     if (await desk.locator('#pane-terminal').isHidden()) await desk.getByRole('tab', { name: 'Terminal' }).click();
     const want = m.key === 'Backspace' ? 8 : m.key.charCodeAt(0);
     const armed = desk.evaluate((want) => new Promise((resolve, reject) => {
@@ -139,6 +140,8 @@ const ops = {
     return { ms: await armed };
   },
   async undo(m) {
+    // The tab in front: a background tab's timers and frames are throttled.
+    await desk.bringToFront();
     await desk.getByRole('tab', { name: 'Timeline' }).click();
     const frame = desk.frameLocator('#preview');
     const t0 = Date.now();
@@ -157,6 +160,7 @@ const ops = {
   // reload reloads the app's tab until it shows want, at once each time: a person
   // without the desktop, after `paddock undo`.
   async reload(m) {
+    await appTab.bringToFront();
     const t0 = Date.now();
     for (;;) {
       await appTab.reload({ timeout: 60000 });
@@ -166,6 +170,7 @@ const ops = {
   },
   // preview shows the preview pane and waits for it to show want.
   async preview(m) {
+    await desk.bringToFront();
     await desk.getByRole('tab', { name: 'Preview' }).click();
     await desk.getByRole('button', { name: 'Reload' }).click();
     await desk.frameLocator('#preview').getByText(m.want).waitFor({ timeout: 60000 });
