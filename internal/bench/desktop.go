@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +21,7 @@ import (
 	"github.com/paddockhq/paddock/internal/agent/desktop"
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/fleet"
+	"github.com/paddockhq/paddock/internal/origins"
 	"github.com/paddockhq/paddock/internal/sandbox/agentclient"
 	"github.com/paddockhq/paddock/internal/server"
 )
@@ -66,7 +69,7 @@ type desktopFixture struct {
 // takes without it, interleaved: signing in to the desktop against signing in to the app's
 // page; a keystroke's echo in the terminal against the same PTY's echo through the agent's
 // own channel; an undo clicked until the preview shows it against `paddock undo` until the
-// app serves it. It also weighs the desktop's assets and reads the agent's VmRSS.
+// app serves it, and until the app's own tab, reloaded, shows it. It also weighs the desktop's assets and reads the agent's VmRSS.
 func (e *Env) DesktopTable(ctx context.Context, o Options) (t *Table, err error) {
 	f, err := e.startDesktop(ctx)
 	if err != nil {
@@ -154,13 +157,28 @@ func (e *Env) DesktopTable(ctx context.Context, o Options) (t *Table, err error)
 				return err
 			}
 			start := time.Now()
-			cmd := command(ctx, e.Paddock, "undo", f.sandbox)
-			cmd.Env = append(os.Environ(), "PADDOCK_SERVER="+f.cp.URL, "PADDOCK_TOKEN="+f.token)
-			if out, err := cmd.CombinedOutput(); err != nil {
-				return fmt.Errorf("paddock undo: %w: %s", err, tail(string(out)))
+			if err := f.undo(ctx, e.Paddock); err != nil {
+				return err
 			}
 			err := f.appShows(ctx, before)
 			rec.add("undo.cli", ms(time.Since(start)))
+			return err
+		},
+		func() error {
+			round++
+			before, after := fmt.Sprintf("bench-undo-%d-before", round), fmt.Sprintf("bench-undo-%d-after", round)
+			if err := f.twoCheckpoints(ctx, before, after); err != nil {
+				return err
+			}
+			if _, err := f.ask(map[string]any{"op": "reload", "want": after}); err != nil {
+				return err
+			}
+			start := time.Now()
+			if err := f.undo(ctx, e.Paddock); err != nil {
+				return err
+			}
+			_, err := f.ask(map[string]any{"op": "reload", "want": before})
+			rec.add("undo.tab", ms(time.Since(start)))
 			return err
 		},
 	)
@@ -193,7 +211,7 @@ func (e *Env) DesktopTable(ctx context.Context, o Options) (t *Table, err error)
 	stat, statBytes := rec.summary("static"), rec.summary("static.bytes")
 	welcome, desk := rec.summary("welcome"), rec.summary("desktop")
 	kp, kd, kw := rec.summary("key.proxy"), rec.summary("key.direct"), rec.summary("key.ws")
-	ud, uc := rec.summary("undo.desktop"), rec.summary("undo.cli")
+	ud, uc, ut := rec.summary("undo.desktop"), rec.summary("undo.cli"), rec.summary("undo.tab")
 	assets := rec.summary("assets")
 	return &Table{
 		Title: "15. The desktop in Chromium",
@@ -211,7 +229,9 @@ func (e *Env) DesktopTable(ctx context.Context, o Options) (t *Table, err error)
 			"exec stream (`…/exec/stream`, attached to the same session) from the harness's own WebSocket client, the proxy without the browser. *Undo*: two checkpoints of index.html are " +
 			"recorded through the API and the preview shows the second; the click on *Undo* in the timeline is timed until the " +
 			"preview's frame shows the first; against `paddock undo <sandbox>` (the CLI's process) followed by GETs of the app " +
-			"through the proxy every 20 ms until it serves the first. *Agent VmRSS*: the sandbox's agent after the browser has " +
+			"through the proxy every 20 ms until it serves the first (the issue's baseline: no browser); and, like for like, the same " +
+			"`paddock undo` followed by reloads of the app's host (the preview's origin) in a Chromium tab of its own, opened and " +
+			"signed in beside the desktop and showing the second, one reload after another until it shows the first. *Agent VmRSS*: the sandbox's agent after the browser has " +
 			"gone and the sandbox has idled, one reading; its floor is the agent of a sandbox that never served the desktop, created through " +
 			"the runner and idle as long, read in the same run. The *floor* of the assets is the same bundle (the desktop's files, inflated) " +
 			"served by a plain Go file server (`http.FileServer` on loopback, no compression) to a fresh page in the same Chromium, " +
@@ -227,6 +247,7 @@ func (e *Env) DesktopTable(ctx context.Context, o Options) (t *Table, err error)
 			{Name: "the same PTY through the agent's channel (no proxy)", Unit: "ms", Summary: kd, Ratio: "1.00× (baseline)"},
 			{Name: "*Undo* clicked → the preview shows the restored page", Unit: "ms", Summary: ud, Ratio: ratio(ud.P50, uc.P50), Target: "≤ 1.3× CLI", Met: yesNo(ud.P50 <= 1.3*uc.P50)},
 			{Name: "`paddock undo` → the app serves the restored page", Unit: "ms", Summary: uc, Ratio: "1.00× (baseline)"},
+			{Name: "*like for like:* `paddock undo` → the app's own tab, reloaded, shows the restored page", Unit: "ms", Summary: ut, Ratio: ratio(ut.P50, uc.P50)},
 			deskMemTarget.row(Row{Name: "agent VmRSS with the desktop served, idle", Unit: "MiB", Summary: rss}, idleRSS.P50, ""),
 			{Name: "*floor:* agent VmRSS of a sandbox that never served the desktop, idle", Unit: "MiB", Summary: idleRSS, Ratio: "1.00× (floor)"},
 		},
@@ -234,8 +255,10 @@ func (e *Env) DesktopTable(ctx context.Context, o Options) (t *Table, err error)
 			fmt.Sprintf("At the median the desktop is interactive %.0f ms after *Sign in* against %.0f ms to the app's page (%s); "+
 				"a keystroke's echo takes %.1f ms in the page through the control plane, %.1f ms through it from the harness's WebSocket client, "+
 				"against %.1f ms on the agent's channel; an undo shows in "+
-				"the preview %.0f ms after the click against %.0f ms for the CLI and the app (%s).",
-				desk.P50, welcome.P50, ratio(desk.P50, welcome.P50), kp.P50, kw.P50, kd.P50, ud.P50, uc.P50, ratio(ud.P50, uc.P50)),
+				"the preview %.0f ms after the click against %.0f ms for the CLI and the app (%s), and against %.0f ms for the CLI and "+
+				"a browser's tab of the app reloaded (%s, like for like).",
+				desk.P50, welcome.P50, ratio(desk.P50, welcome.P50), kp.P50, kw.P50, kd.P50, ud.P50, uc.P50, ratio(ud.P50, uc.P50),
+				ut.P50, ratio(ud.P50, ut.P50)),
 			fmt.Sprintf("The desktop's host sends %.0f kB for the page where a plain file server sends %.0f kB of the same bundle (%s; target %s: %s): "+
 				"the files are stored gzipped and sent as they are. The agent holds %.1f MiB with the desktop served against %.1f MiB in a sandbox "+
 				"that never served it (%s; target %s: %s). Sizes are information, as the times are: the targets are ratios to floors of the same run.",
@@ -308,7 +331,12 @@ func (e *Env) startDesktop(ctx context.Context) (f *desktopFixture, err error) {
 	if f.browserScript, err = startBrowserScript(ctx, "bench-desktop.mjs"); err != nil {
 		return nil, err
 	}
-	a, err := f.ask(map[string]any{"op": "init", "base": f.cp.URL, "app": strings.TrimSuffix(f.cp.AppURL, "/"), "user": benchUser, "pass": benchPassword,
+	u, err := url.Parse(f.cp.AppURL)
+	if err != nil {
+		return nil, fmt.Errorf("the apps host's URL: %w", err)
+	}
+	appHost := "http://" + net.JoinHostPort(origins.Host{Kind: origins.KindApp, ID: f.sandbox}.Label()+"."+origins.DefaultAppsDomain, u.Port())
+	a, err := f.ask(map[string]any{"op": "init", "base": f.cp.URL, "app": strings.TrimSuffix(f.cp.AppURL, "/"), "appHost": appHost, "user": benchUser, "pass": benchPassword,
 		"sandbox": f.sandbox, "marker": "index.html", "welcome": "bench-"})
 	if err != nil {
 		return nil, err
@@ -436,6 +464,16 @@ func (f *desktopFixture) twoCheckpoints(ctx context.Context, before, after strin
 		if err := f.cp.JSON(ctx, "POST", "/api/v1/sandboxes/"+f.sandbox+"/history/checkpoints", map[string]string{"message": s}, http.StatusCreated, nil); err != nil && !strings.Contains(err.Error(), "200 OK") {
 			return err
 		}
+	}
+	return nil
+}
+
+// undo runs `paddock undo` on the fixture's sandbox, as the CLI's own process.
+func (f *desktopFixture) undo(ctx context.Context, paddock string) error {
+	cmd := command(ctx, paddock, "undo", f.sandbox)
+	cmd.Env = append(os.Environ(), "PADDOCK_SERVER="+f.cp.URL, "PADDOCK_TOKEN="+f.token)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("paddock undo: %w: %s", err, tail(string(out)))
 	}
 	return nil
 }

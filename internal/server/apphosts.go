@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -76,6 +77,10 @@ func (s *Server) serveAppsHost(w http.ResponseWriter, r *http.Request, h origins
 			http.Redirect(w, r, to, http.StatusSeeOther)
 			return
 		}
+		if h.Kind == origins.KindApp && r.Method == http.MethodGet && r.Header.Get("Sec-Fetch-Dest") == "iframe" {
+			s.frameSignIn(w, r, h)
+			return
+		}
 		api.WriteError(w, s.log, fmt.Errorf("%w; open this host in a browser signed in to paddock, or send an API token", err))
 		return
 	}
@@ -107,6 +112,28 @@ func (s *Server) serveAppsHost(w http.ResponseWriter, r *http.Request, h origins
 		}
 	}
 	s.proxy.Serve(w, r, c)
+}
+
+// frameSignInMessage is what an app host's frame without a cookie posts to its
+// sandbox's desktop (web/desktop/src/preview.js), which then loads the frame through the
+// handoff.
+const frameSignInMessage = "paddock:preview-signin"
+
+// frameSignIn answers a frame's load of an app host it has no cookie for: a 401 page that
+// tells the sandbox's desktop, and only it, to sign the frame in through its handoff. It
+// mints nothing and redirects nowhere; any other framing site gets no page at all.
+func (s *Server) frameSignIn(w http.ResponseWriter, r *http.Request, h origins.Host) {
+	desk := s.origins.URL(origins.Host{Kind: origins.KindDesktop, ID: h.ID}, r.Host)
+	script := fmt.Sprintf("parent.postMessage(%q, %q);", frameSignInMessage, desk)
+	sum := sha256.Sum256([]byte(script))
+	hd := w.Header()
+	hd.Set("Content-Security-Policy", "default-src 'none'; script-src 'sha256-"+base64.StdEncoding.EncodeToString(sum[:])+"'; frame-ancestors "+desk)
+	hd.Set("Content-Type", "text/html; charset=utf-8")
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Referrer-Policy", "no-referrer")
+	w.WriteHeader(http.StatusUnauthorized)
+	_, _ = fmt.Fprintf(w, "<!doctype html><title>Not signed in</title><p>Not signed in on this host: reload the preview.</p><script>%s</script>\n", script)
 }
 
 // appsUser is who a request to an apps host comes from: an API token (programmatic

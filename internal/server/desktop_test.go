@@ -274,6 +274,38 @@ func TestDesktopHost(t *testing.T) {
 			t.Errorf("the frame's cookie %q names a domain", set)
 		}
 	})
+
+	t.Run("frame without a cookie", func(t *testing.T) {
+		// The desktop reloads its frame on the app host directly; a frame with no cookie
+		// there is told so (the desktop alone), to go through the handoff: no redirect, no code.
+		s := newStepper(t, nil)
+		req, _ := http.NewRequest("GET", appOrigin+"/", nil)
+		req.Header.Set("Sec-Fetch-Dest", "iframe")
+		req.Header.Set("Sec-Fetch-Mode", "navigate")
+		resp, err := s.hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := readBody(t, resp)
+		if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, `parent.postMessage("paddock:preview-signin", "`+desk+`")`) {
+			t.Fatalf("a frame without a cookie on %s: %s %q, want 401 posting to %s", appOrigin, resp.Status, servertestClip(body), desk)
+		}
+		if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "frame-ancestors "+desk) || !strings.Contains(csp, "default-src 'none'") {
+			t.Errorf("the frame's sign-in page CSP %q: want frame-ancestors %s", csp, desk)
+		}
+		if resp.Header.Get("Location") != "" || resp.Header.Get("Set-Cookie") != "" {
+			t.Errorf("the frame's sign-in page redirects or sets a cookie: %v", resp.Header)
+		}
+		// Not on the desktop's own host, nor for a fetch.
+		req, _ = http.NewRequest("GET", appOrigin+"/", nil)
+		req.Header.Set("Sec-Fetch-Dest", "empty")
+		if resp, err = s.hc.Do(req); err != nil {
+			t.Fatal(err)
+		}
+		if body := readBody(t, resp); resp.StatusCode != http.StatusUnauthorized || strings.Contains(body, "postMessage") {
+			t.Errorf("a fetch without a cookie: %s %q", resp.Status, servertestClip(body))
+		}
+	})
 }
 
 func servertestClip(s string) string {

@@ -7,6 +7,7 @@
 //   {"op":"desktop"}   a fresh sign-in landing on the desktop, until it is interactive
 //   {"op":"key", key}  one keystroke in the terminal → its echo on the page's WebSocket
 //   {"op":"undo", want} click Undo, then the Preview tab → the frame shows want
+//   {"op":"reload", want} reload the app's own tab until it shows want
 //   {"op":"static", url} a fresh page on url (the same bundle from a plain file server) → loaded
 // Answers are {"ms": …} (and bytes, session) or {"error": "…"}.
 import readline from 'node:readline';
@@ -20,6 +21,7 @@ const browser = await chromium.launch({
 });
 let cfg;
 let desk; // the kept desktop page of init
+let appTab; // the app's host in a tab of its own, beside desk, signed in
 
 async function signIn(page) {
   await page.goto('/login');
@@ -57,6 +59,11 @@ const ops = {
     await desk.locator('#term-1 .xterm-helper-textarea').focus();
     await desk.keyboard.type("PS1='$ '; PROMPT_COMMAND=; clear\n");
     await desk.waitForTimeout(500);
+    // The app's host (the preview's origin) in a tab of the same browser: signed in by its
+    // own handoff, as a person who opens the app without the desktop.
+    appTab = await context.newPage();
+    await appTab.goto(`${cfg.appHost}/`, { timeout: 60000 });
+    await appTab.getByText(cfg.welcome).first().waitFor({ timeout: 60000 });
     return { session: await desk.evaluate(() => window.paddockDesktop.terminal.current.session) };
   },
   welcome: () => fresh(async (page) => {
@@ -111,6 +118,7 @@ const ops = {
     return { ms, bytes };
   }),
   async key(m) {
+    await desk.bringToFront();
     if (await desk.locator('#pane-terminal').isHidden()) await desk.getByRole('tab', { name: 'Terminal' }).click();
     const want = m.key === 'Backspace' ? 8 : m.key.charCodeAt(0);
     const armed = desk.evaluate((want) => new Promise((resolve, reject) => {
@@ -132,6 +140,8 @@ const ops = {
     return { ms: await armed };
   },
   async undo(m) {
+    // The tab in front: a background tab's timers and frames are throttled.
+    await desk.bringToFront();
     await desk.getByRole('tab', { name: 'Timeline' }).click();
     const frame = desk.frameLocator('#preview');
     const t0 = Date.now();
@@ -147,8 +157,20 @@ const ops = {
     });
     return { ms: Date.now() - t0 };
   },
+  // reload reloads the app's tab until it shows want, at once each time: a person
+  // without the desktop, after `paddock undo`.
+  async reload(m) {
+    await appTab.bringToFront();
+    const t0 = Date.now();
+    for (;;) {
+      await appTab.reload({ timeout: 60000 });
+      if ((await appTab.locator('body').textContent()).includes(m.want)) return { ms: Date.now() - t0 };
+      if (Date.now() - t0 > 60000) throw new Error(`the app's tab did not show ${m.want} within a minute`);
+    }
+  },
   // preview shows the preview pane and waits for it to show want.
   async preview(m) {
+    await desk.bringToFront();
     await desk.getByRole('tab', { name: 'Preview' }).click();
     await desk.getByRole('button', { name: 'Reload' }).click();
     await desk.frameLocator('#preview').getByText(m.want).waitFor({ timeout: 60000 });

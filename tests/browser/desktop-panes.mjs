@@ -4,8 +4,10 @@
 //   timeline  Checkpoint now (a change made in the terminal), Undo, Redo and Restore
 //             selected, each checked on disk
 //   preview   Logs shows the running app's output (a request just made), then the ended
-//             run's after Restart app, which restarts the app alone
-//             (the terminal's shell lives on); Restart sandbox brings the app back
+//             run's after Restart app, which restarts the app alone (the terminal's shell
+//             lives on) and the frame loads again on the app's host directly; a frame that
+//             lost its cookie comes back through the handoff; Restart sandbox brings the
+//             app back
 //   keyboard  Alt+<n> and the arrow keys switch panes; every control in sight has a name
 //   hung      the app stops answering and ignores SIGTERM: undo still works, the app
 //             restarts and the preview shows the restored page by itself
@@ -168,13 +170,36 @@ try {
   // ended is the last run's output in Logs.
   const restarts = () => page.evaluate(async (sb) => (await (await fetch(`/api/v1/sandboxes/${sb}/app`)).json()).restarts, sandbox);
   const before = await restarts();
+  // The frame's navigations: after its first load, it loads again on the app's host
+  // directly, not through the desktop's handoff.
+  const navs = [];
+  page.on('request', (r) => { if (r.isNavigationRequest() && r.frame() !== page.mainFrame()) navs.push(new URL(r.url())); });
+  const appHost = `app-${sandbox}.localhost`;
+  const frameLoaded = (host, path) => page.waitForRequest((r) => r.isNavigationRequest() && r.frame() !== page.mainFrame() &&
+    new URL(r.url()).hostname === host && new URL(r.url()).pathname === path, long);
+  let direct = frameLoaded(appHost, '/');
   await page.getByRole('button', { name: 'Restart app' }).click();
   await statusIs(page, /The app restarted/);
   await page.waitForFunction(async ({ sb, n }) => (await (await fetch(`/api/v1/sandboxes/${sb}/app`)).json()).restarts > n, { sb: sandbox, n: before }, { timeout: 30000, polling: 250 });
   await page.locator('#app-output-last').filter({ hasText: served }).waitFor({ timeout: 30000 });
   await page.getByRole('button', { name: 'Logs', exact: true }).click();
   await page.locator('#app-output').waitFor({ state: 'hidden' });
+  await direct;
   await frame.getByText('the page').waitFor(long);
+  // (A load that finds the app not listening yet loads again by itself, on the same URL.)
+  assert.deepEqual([...new Set(navs.map((u) => u.hostname + u.pathname))], [appHost + '/'], 'the frame reloaded other than directly');
+  step('Restart app: the frame loaded the app again directly');
+  // A frame that lost its app-host cookie is told so by the host and goes through the
+  // desktop's handoff.
+  await context.clearCookies({ domain: appHost });
+  navs.length = 0;
+  direct = frameLoaded(appHost, '/');
+  const handoff = frameLoaded(new URL(page.url()).hostname, '/desktop/preview');
+  await page.getByRole('button', { name: 'Reload' }).click();
+  await direct;
+  await handoff;
+  await frame.getByText('the page').waitFor(long);
+  step(`a frame without its cookie came back through the handoff: ${navs.map((u) => u.host + u.pathname).join(' → ')}`);
   await page.getByRole('tab', { name: 'Terminal' }).click();
   await page.locator('#term-1 .xterm-helper-textarea').focus();
   await page.keyboard.type('echo "still-$((2+2))"\n');

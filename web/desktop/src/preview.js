@@ -30,6 +30,15 @@ export class PreviewPane {
         this.openLink),
       this.output, this.frame);
     this.loaded = false;
+    // The app's host answers a frame it has no cookie for with this message (to this
+    // origin only): the direct load failed, so the frame goes through the handoff.
+    window.addEventListener('message', (e) => {
+      if (e.data !== 'paddock:preview-signin' || e.source !== this.frame.contentWindow) return;
+      if (!this.direct || e.origin !== new URL(this.direct).origin) return;
+      this.direct = null;
+      this.noDirect = true;
+      this.frame.src = `/desktop/preview?t=${Date.now()}`;
+    });
   }
 
   shown() {
@@ -44,8 +53,17 @@ export class PreviewPane {
       return;
     }
     this.stale = false;
+    // A frame loaded once holds the app host's cookie (partitioned to this site): it loads
+    // the app again directly. The first load goes through the desktop's handoff, which
+    // makes that cookie (a frame cannot sign in).
+    const app = this.status?.url;
+    if (this.loaded && app && !this.noDirect) {
+      this.direct = `${app}/`;
+      this.frame.src = this.direct;
+      return;
+    }
     this.loaded = true;
-    // The desktop host hands the frame off to the app's host (a frame cannot sign in).
+    this.direct = null;
     this.frame.src = `/desktop/preview?t=${Date.now()}`;
   }
 
