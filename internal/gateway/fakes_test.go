@@ -374,6 +374,7 @@ func newHarness(t testing.TB, edit func(*Config, *Options)) *harness {
 			s.Close()
 		}
 		h.mu.Unlock()
+		gw.Close()
 		h.assertNoKey()
 	})
 	return h

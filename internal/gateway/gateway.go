@@ -97,8 +97,8 @@ type Options struct {
 	// Registerer receives the gateway's metrics; nil registers none.
 	Registerer prometheus.Registerer
 	// Usage, when set, is called once for every answer that reported tokens, after the
-	// answer has been passed on (before the client sees its end, so it should be quick:
-	// enqueue, don't write through). Its context is the request's, never canceled.
+	// client has the answer's end and the ledger has counted it, off the request's
+	// goroutine. Its context is the request's, never canceled.
 	Usage func(ctx context.Context, u Usage)
 	// Client sends requests to the providers; nil uses one with sane timeouts. The gateway
 	// never follows redirects with it (a redirect would carry the key elsewhere).
@@ -125,6 +125,7 @@ type Gateway struct {
 	now       func() time.Time
 	ledger    Ledger
 	limiter   Rates
+	records   records
 }
 
 // provider is a Provider ready to serve: its URL parsed and its key read.
@@ -215,6 +216,11 @@ func defaultTransport() *http.Transport {
 		MaxResponseHeaderBytes: 1 << 20,
 	}
 }
+
+// Close waits for the usage records under way to reach the ledger; call it once the
+// gateway serves no more requests, before the ledger's store closes. Answers that end
+// after it are recorded before their handler returns.
+func (g *Gateway) Close() { g.records.close() }
 
 // Providers returns the configured provider names, sorted.
 func (g *Gateway) Providers() []string { return slices.Clone(g.names) }
@@ -433,6 +439,10 @@ func mustMarshal(v any) []byte {
 func (g *Gateway) admit(ctx context.Context, p *provider, c Caller) *refusal {
 	now := g.now()
 	if p.tpd > 0 {
+		// The user's previous answers on p count before this one is admitted.
+		if err := g.records.wait(ctx, ledgerKey{c.UserID, p.name}); err != nil {
+			return refuse(499, context.Canceled, "the client closed the request")
+		}
 		spent, err := g.ledger.Spent(ctx, c.UserID, p.name)
 		if err != nil {
 			g.log.Error("gateway: reading the token ledger", "provider", p.name, "user", c.UserID, "err", err)
@@ -632,20 +642,25 @@ func newMeter(contentType string) meter {
 	return nil
 }
 
-// account counts what an answer used (estimated, or as the provider said): metrics, the
-// ledger, the Usage sink.
+// account counts what an answer used (estimated, or as the provider said): metrics, then,
+// in the background, the ledger and the Usage sink. The ledger is the control plane's
+// store, a write that can take milliseconds: written in line it would hold back the end
+// of the answer, and the client's next request would find the connection still busy. The
+// user's next budget check waits for it (see admit), and Close for all of them.
 func (g *Gateway) account(ctx context.Context, p *provider, c Caller, model string, t tokens, estimated bool) {
 	if t.in == 0 && t.out == 0 {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
 	g.m.used(p.name, t)
-	if err := g.ledger.Add(ctx, c.UserID, p.name, t.total()); err != nil {
-		g.log.Error("gateway: recording tokens in the ledger", "provider", p.name, "user", c.UserID, "tokens", t.total(), "err", err)
-	}
-	if g.usage != nil {
-		g.usage(ctx, Usage{Caller: c, Provider: p.name, Model: model, InputTokens: t.in, OutputTokens: t.out, Estimated: estimated})
-	}
+	g.records.start(ledgerKey{c.UserID, p.name}, func() {
+		if err := g.ledger.Add(ctx, c.UserID, p.name, t.total()); err != nil {
+			g.log.Error("gateway: recording tokens in the ledger", "provider", p.name, "user", c.UserID, "tokens", t.total(), "err", err)
+		}
+		if g.usage != nil {
+			g.usage(ctx, Usage{Caller: c, Provider: p.name, Model: model, InputTokens: t.in, OutputTokens: t.out, Estimated: estimated})
+		}
+	})
 }
 
 // String keeps a provider's key out of %v.

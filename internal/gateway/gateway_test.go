@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -785,4 +786,129 @@ func value(m *dto.Metric) float64 {
 		return m.Counter.GetValue()
 	}
 	return 0
+}
+
+// heldLedger is a ledger whose writes wait until release is closed: a store that is slow
+// to write.
+type heldLedger struct {
+	Ledger
+	adding  chan struct{} // a value for every write that has begun
+	release chan struct{}
+	once    sync.Once
+}
+
+// free lets the writes through; tests defer it, so that a failing test does not leave
+// Close waiting.
+func (l *heldLedger) free() { l.once.Do(func() { close(l.release) }) }
+
+func newHeldLedger() *heldLedger {
+	return &heldLedger{Ledger: NewMemoryLedger(nil), adding: make(chan struct{}, 16), release: make(chan struct{})}
+}
+
+func (l *heldLedger) Add(ctx context.Context, userID, provider string, tokens int64) error {
+	l.adding <- struct{}{}
+	<-l.release
+	return l.Ledger.Add(ctx, userID, provider, tokens)
+}
+
+// The end of a streamed answer reaches the client while its usage is still being
+// written, so that the client's next request can reuse the connection at once.
+func TestAnswerEndsBeforeTheRecord(t *testing.T) {
+	for _, kind := range kinds {
+		t.Run(kind, func(t *testing.T) {
+			ledger := newHeldLedger()
+			h := newHarness(t, func(c *Config, o *Options) {
+				o.Ledger = ledger
+				for i := range c.Providers {
+					c.Providers[i].TokensPerDay = 1000
+				}
+			})
+			defer ledger.free()
+			done := make(chan string, 1)
+			go func() {
+				res, body := h.do(alice, "POST", completionPath(kind), completionBody(kind, true), nil)
+				done <- fmt.Sprint(res.StatusCode, " ", len(body))
+			}()
+			<-ledger.adding
+			select {
+			case got := <-done:
+				if !strings.HasPrefix(got, "200 ") {
+					t.Fatalf("answer %s, want 200", got)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the answer's end waits for its usage record")
+			}
+		})
+	}
+}
+
+// A user's next request is checked against a budget that counts the previous answer,
+// even while that answer's usage is still being written: with a budget of one answer,
+// the second, sent right after the first, is refused.
+func TestBudgetCountsRecordUnderWay(t *testing.T) {
+	for _, kind := range kinds {
+		t.Run(kind, func(t *testing.T) {
+			ledger := newHeldLedger()
+			h := newHarness(t, func(c *Config, o *Options) {
+				o.Ledger = ledger
+				for i := range c.Providers {
+					c.Providers[i].TokensPerDay = 18 // one completion: 11 + 7
+				}
+			})
+			defer ledger.free()
+			if res, body := h.do(alice, "POST", completionPath(kind), completionBody(kind, true), nil); res.StatusCode != http.StatusOK {
+				t.Fatalf("first request: %d %s", res.StatusCode, body)
+			}
+			<-ledger.adding
+			type answer struct {
+				res  *http.Response
+				body string
+			}
+			second := make(chan answer, 1)
+			go func() {
+				res, body := h.do(alice, "POST", completionPath(kind), completionBody(kind, false), nil)
+				second <- answer{res, body}
+			}()
+			// The second request must wait for the first's record; if it does not, it
+			// is admitted in the meantime.
+			select {
+			case a := <-second:
+				t.Fatalf("second request answered (%d) while the first's usage was being written", a.res.StatusCode)
+			case <-time.After(200 * time.Millisecond):
+			}
+			ledger.free()
+			a := <-second
+			msg := assertRateLimited(t, kind, a.res, a.body)
+			if !strings.Contains(msg, "used 18 of its 18 tokens") {
+				t.Errorf("message %q does not count the first answer", msg)
+			}
+			h.nextUsage()
+		})
+	}
+}
+
+// Close waits for the usage records under way: none is lost at shutdown.
+func TestCloseWaitsForRecords(t *testing.T) {
+	ledger := newHeldLedger()
+	h := newHarness(t, func(_ *Config, o *Options) { o.Ledger = ledger })
+	defer ledger.free()
+	if res, body := h.do(alice, "POST", completionPath(KindOpenAI), completionBody(KindOpenAI, true), nil); res.StatusCode != http.StatusOK {
+		t.Fatalf("%d %s", res.StatusCode, body)
+	}
+	<-ledger.adding
+	closed := make(chan struct{})
+	go func() {
+		h.gw.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+		t.Fatal("Close returned with a usage record under way")
+	case <-time.After(200 * time.Millisecond):
+	}
+	ledger.free()
+	<-closed
+	if n, _ := ledger.Spent(context.Background(), alice.UserID, KindOpenAI); n != 18 {
+		t.Fatalf("ledger holds %d after Close, want 18", n)
+	}
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/paddockhq/paddock/internal/egress"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
+	"github.com/paddockhq/paddock/internal/gateway"
 	"github.com/paddockhq/paddock/internal/origins"
 	"github.com/paddockhq/paddock/internal/policy"
 	"github.com/paddockhq/paddock/internal/proxy"
@@ -70,6 +71,7 @@ type Server struct {
 	// broker and services are the host's services to sandboxes (services.go).
 	broker       *broker.Broker
 	services     http.Handler
+	gateway      *gateway.Gateway // nil when no provider is configured
 	servicesPort int
 	egress       *egress.Proxy                 // nil without a network policy
 	netPolicy    atomic.Pointer[policy.Policy] // the server's network_policy, the ceiling of every sandbox's
@@ -347,6 +349,9 @@ func (s *Server) Close() error {
 	s.proxy.Close()
 	s.fleet.Close()
 	s.broker.Close()
+	if s.gateway != nil {
+		s.gateway.Close() // its usage records go to the store
+	}
 	if s.egress != nil {
 		s.egress.Close()
 	}

@@ -59,6 +59,7 @@ func (s *Server) initServices() error {
 		if err != nil {
 			return err
 		}
+		s.gateway = g
 		mux.Handle("/gateway/", s.gatewayCaller(http.StripPrefix("/gateway", g)))
 	}
 	s.handleAgentServices(mux)
