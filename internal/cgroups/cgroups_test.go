@@ -322,8 +322,13 @@ func TestPidsLimitStopsForks(t *testing.T) {
 	if n, err := loaded.ForksRefused(); err != nil || n == 0 {
 		t.Errorf("ForksRefused() after refused forks = %d, %v; want at least 1", n, err)
 	}
-	if s := readOutput(t, out); !strings.Contains(s, "fork") && !strings.Contains(s, "temporarily unavailable") {
-		t.Errorf("shell did not report a failed fork; output: %q", s)
+	// The shell writes its complaint after the refused fork is counted: wait for the line.
+	reported := func() bool {
+		s := readOutput(t, out)
+		return strings.Contains(s, "fork") || strings.Contains(s, "temporarily unavailable")
+	}
+	if !eventually(10*time.Second, reported) {
+		t.Errorf("shell did not report a failed fork; output: %q", readOutput(t, out))
 	}
 	pids, err := g.Pids()
 	if err != nil {
