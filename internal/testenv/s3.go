@@ -17,6 +17,8 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/paddockhq/paddock/internal/spawn"
 )
 
 // S3 is an S3 store on loopback with a bucket made for the test.
@@ -106,7 +108,7 @@ func RunS3(dir string) (s3 S3, stop func(), err error) {
 	var log syncBuffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	if err := spawn.Start(cmd); err != nil { // its Pdeathsig then follows this process
 		return S3{}, nil, err
 	}
 	stop = func() {

@@ -43,6 +43,7 @@ import (
 	"github.com/paddockhq/paddock/internal/cgroups"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/sandbox"
+	"github.com/paddockhq/paddock/internal/spawn"
 	"github.com/paddockhq/paddock/internal/wire"
 	pb "github.com/paddockhq/paddock/internal/wire/agentv1"
 )
@@ -348,7 +349,7 @@ func (sb *Sandbox) startQEMU(cfg Config, args []string) error {
 		Cloneflags: syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS,
 		Credential: &syscall.Credential{Uid: hostUser(cfg).Uid, Gid: hostUser(cfg).Gid, Groups: groups},
 	}
-	if err := cmd.Start(); err != nil {
+	if err := spawn.Start(cmd); err != nil { // its Pdeathsig then follows this process
 		return fmt.Errorf("start qemu: %w", err)
 	}
 	sb.cmd = cmd

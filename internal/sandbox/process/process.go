@@ -22,6 +22,7 @@ import (
 
 	"github.com/paddockhq/paddock/internal/cgroups"
 	"github.com/paddockhq/paddock/internal/sandbox"
+	"github.com/paddockhq/paddock/internal/spawn"
 	"github.com/paddockhq/paddock/internal/wire"
 )
 
@@ -141,7 +142,7 @@ func (sb *Sandbox) startAgent(cfg Config, stdin, lis *os.File) error {
 		Pdeathsig:  syscall.SIGKILL,
 		Credential: &syscall.Credential{Uid: cfg.UID, Gid: cfg.GID, Groups: []uint32{}},
 	}
-	if err := cmd.Start(); err != nil {
+	if err := spawn.Start(cmd); err != nil { // its Pdeathsig then follows this process
 		return fmt.Errorf("start agent: %w", err)
 	}
 	sb.cmd = cmd

@@ -38,6 +38,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/paddockhq/paddock/internal/runner"
+	"github.com/paddockhq/paddock/internal/spawn"
 )
 
 // NodeName is the cluster's one node. The kubelet refuses a loopback node address, so the
@@ -599,7 +600,7 @@ func (c *Cluster) run(opts Options, name, bin string, env []string, args ...stri
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	if err := spawn.Start(cmd); err != nil { // its Pdeathsig then follows this process
 		logFile.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
@@ -759,6 +760,13 @@ func Shared(t testing.TB) *Cluster {
 	}
 	if sharedErr != nil {
 		t.Fatal(sharedErr)
+	}
+	// A test that stopped the first node's kubelet starts it again in its cleanup; one
+	// that is gone now would leave this test's pods unscheduled until its deadlines.
+	if n := shared.node(NodeName); n != nil {
+		if p := shared.procByName(n.kubelet); p != nil && p.exited() {
+			t.Fatalf("the test cluster's node %s has no kubelet (%s):%s", NodeName, p.state(), shared.logTails())
+		}
 	}
 	return shared
 }
