@@ -159,11 +159,11 @@ func mapPostgresErr(err error) (error, bool) {
 	if errors.As(err, &pe) {
 		switch {
 		case pe.Code == "23505":
-			return fmt.Errorf("%w: %w", errdefs.ErrAlreadyExists, err), true
+			return constraint{errdefs.ErrAlreadyExists, err}, true
 		case pe.Code == "23503":
-			return fmt.Errorf("%w: %w", errdefs.ErrNotFound, err), true
+			return constraint{errdefs.ErrNotFound, err}, true
 		case pe.Code == "23514" || pe.Code == "23502" || pe.Code == "22P02":
-			return fmt.Errorf("%w: %w", errdefs.ErrInvalidArgument, err), true
+			return constraint{errdefs.ErrInvalidArgument, err}, true
 		case pe.Code == "40001" || pe.Code == "40P01" || pe.Code == "55P03" ||
 			strings.HasPrefix(pe.Code, "08") || strings.HasPrefix(pe.Code, "57P") || strings.HasPrefix(pe.Code, "53"):
 			// Serialization failures, deadlocks, lock timeouts, lost connections, a

@@ -50,6 +50,10 @@ func TestSandboxesRoundTripAndUsage(t *testing.T) {
 		if !errors.Is(err, errdefs.ErrAlreadyExists) {
 			t.Errorf("duplicate name: %v, want ErrAlreadyExists", err)
 		}
+		// The text reaches the client: the name, not the database's tables and columns.
+		if msg := err.Error(); msg != `sandbox "one": already exists` {
+			t.Errorf("duplicate name says %q, want the name and the class alone", msg)
+		}
 		_ = s.Update(ctx, func(tx *Tx) error {
 			u, err := tx.UserUsage(ctx, alice.ID)
 			if err != nil || u.Sandboxes != 2 || u.MemoryBytes != 512<<20 {

@@ -235,11 +235,11 @@ func mapErr(err error) error {
 	if errors.As(err, &se) {
 		switch se.Code() {
 		case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
-			return fmt.Errorf("%w: %w", errdefs.ErrAlreadyExists, err)
+			return constraint{errdefs.ErrAlreadyExists, err}
 		case sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
-			return fmt.Errorf("%w: %w", errdefs.ErrNotFound, err)
+			return constraint{errdefs.ErrNotFound, err}
 		case sqlite3.SQLITE_CONSTRAINT_CHECK, sqlite3.SQLITE_CONSTRAINT_NOTNULL:
-			return fmt.Errorf("%w: %w", errdefs.ErrInvalidArgument, err)
+			return constraint{errdefs.ErrInvalidArgument, err}
 		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
 			return fmt.Errorf("%w: %w", errdefs.ErrUnavailable, err)
 		}
@@ -249,6 +249,17 @@ func mapErr(err error) error {
 	}
 	return err
 }
+
+// constraint is a violated constraint: its text is its class alone ("already exists"),
+// for the caller to say what of; the database's own text, which names tables and
+// columns, stays reachable by errors.As for the server's log, never for a client.
+type constraint struct {
+	class error
+	cause error
+}
+
+func (e constraint) Error() string   { return e.class.Error() }
+func (e constraint) Unwrap() []error { return []error{e.class, e.cause} }
 
 // nanos and fromNanos convert times to and from the stored representation.
 func nanos(t time.Time) int64 { return t.UnixNano() }
