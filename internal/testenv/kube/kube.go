@@ -761,9 +761,9 @@ func Shared(t testing.TB) *Cluster {
 	if sharedErr != nil {
 		t.Fatal(sharedErr)
 	}
-	// A test that stopped the first node's kubelet starts it again in its cleanup; one
-	// that is gone now would leave this test's pods unscheduled until its deadlines.
-	if n := shared.node(NodeName); n != nil {
+	// A test that stops the first node's kubelet starts it again in its cleanup; one gone
+	// otherwise would leave this test's pods unscheduled until its deadlines.
+	if n := shared.node(NodeName); n != nil && !n.kubeletStopped.Load() {
 		if p := shared.procByName(n.kubelet); p != nil && p.exited() {
 			t.Fatalf("the test cluster's node %s has no kubelet (%s):%s", NodeName, p.state(), shared.logTails())
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -30,6 +31,9 @@ type node struct {
 	// containerd and kubelet are its processes' names (procByName, LogFile).
 	containerd, kubelet string
 	startKubelet        func() (*proc, error)
+	// kubeletStopped is set by StopKubeletOf and cleared by StartKubeletOf: a kubelet gone
+	// without it was killed by something else.
+	kubeletStopped atomic.Bool
 }
 
 func (n *node) sock() string { return filepath.Join(n.dir, "containerd", "containerd.sock") }
@@ -261,6 +265,7 @@ func (c *Cluster) StopKubeletOf(name string) {
 	if n == nil {
 		return
 	}
+	n.kubeletStopped.Store(true)
 	if p := c.procByName(n.kubelet); p != nil && !p.exited() {
 		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 		<-p.done
@@ -284,6 +289,7 @@ func (c *Cluster) StartKubeletOf(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	n.kubeletStopped.Store(false)
 	return waitFor(ctx, "node "+name+" to be Ready again", 3*time.Minute, p, func() error { return c.nodeReady(name) })
 }
 
