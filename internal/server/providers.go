@@ -294,7 +294,20 @@ func lastLines(s string, n int) string {
 // refuses the step, saying which.
 func (s *Server) atomically(r *http.Request, c fleet.Caller, emit func(api.ProviderEvent), base *string, run func() error) error {
 	step, id := r.PathValue("step"), r.PathValue("id")
-	tx, err := s.ops.Begin(r.Context(), c, id, api.BeginRequest{Message: "paddock app " + step})
+	if !s.steps.start(id, step) {
+		return fmt.Errorf("%s: another step is running in sandbox %s: wait for its end: %w", step, id, errdefs.ErrFailedPrecondition)
+	}
+	defer s.steps.done(id)
+	tx, err := s.ops.Begin(r.Context(), c, id, api.BeginRequest{Message: stepMessage + step})
+	if errors.Is(err, errdefs.ErrFailedPrecondition) {
+		if left, aerr := s.abandonedStep(r.Context(), c, id); aerr == nil && left != nil {
+			if _, rerr := s.ops.Rollback(r.Context(), c, id); rerr != nil {
+				return fmt.Errorf("%s: %w; rolling back the step left open failed: %v", step, err, rerr)
+			}
+			emit(api.ProviderEvent{Type: api.EventLog, Step: step, Stream: "paddock", Line: describeAbandoned(left)})
+			tx, err = s.ops.Begin(r.Context(), c, id, api.BeginRequest{Message: stepMessage + step})
+		}
+	}
 	if err != nil {
 		if !errors.Is(err, errdefs.ErrUnavailable) {
 			return fmt.Errorf("%s: %w", step, err)

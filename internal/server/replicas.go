@@ -161,7 +161,7 @@ func (s *Server) initCluster(ctx context.Context) error {
 	c.hopClient = newHopClient(c)
 	me := store.Replica{ID: c.id, Advertise: c.advertise}
 	now := time.Now()
-	if err := s.st.Heartbeat(ctx, me, now); err != nil {
+	if err := s.st.Heartbeat(ctx, store.Replica{ID: c.id, Advertise: c.advertise, StartedAt: s.started}, now); err != nil {
 		cancel()
 		return fmt.Errorf("register replica %s: %w", c.id, err)
 	}

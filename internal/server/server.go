@@ -92,6 +92,10 @@ type Server struct {
 	// one; clusterStop ends its heartbeat and its listening for promotions.
 	cluster     *cluster
 	clusterStop context.CancelFunc
+	// started is when this process's server was made; steps tracks the provider steps it
+	// runs (steps.go).
+	started time.Time
+	steps   stepRuns
 	// backups is the backup store, nil without one; artifacts' copies go there too
 	// (artifacts_bucket.go), uploaded by goroutines that copies counts and stopCopies ends.
 	backups *sandboxops.Backups
@@ -127,7 +131,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts Options) (*Serv
 	log.Info("store", "backend", st.Backend(), "at", st.Path())
 	// Tests build a Config by hand, without LoadConfig's defaults.
 	cfg.ServicesURL = cmp.Or(cfg.ServicesURL, DefaultServicesURL)
-	s := &Server{cfg: cfg, log: log, st: st, reg: prometheus.NewRegistry()}
+	s := &Server{cfg: cfg, log: log, st: st, reg: prometheus.NewRegistry(), started: time.Now()}
 	if err := s.init(ctx, opts); err != nil {
 		st.Close()
 		return nil, err

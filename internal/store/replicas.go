@@ -24,11 +24,18 @@ type Replica struct {
 }
 
 // Heartbeat records that replica r is alive at now, registering it on its first call.
+// r.StartedAt, when set, is when this process of the replica started (its first beat);
+// a beat without it keeps the one recorded.
 func (s *Store) Heartbeat(ctx context.Context, r Replica, now time.Time) error {
+	started, restarted := r.StartedAt, 1
+	if started.IsZero() {
+		started, restarted = now, 0
+	}
 	return s.Update(ctx, func(tx *Tx) error {
 		_, err := tx.tx.ExecContext(ctx, `INSERT INTO replicas (id, advertise, started_at, heartbeat_at) VALUES (?, ?, ?, ?)
-			ON CONFLICT (id) DO UPDATE SET advertise = excluded.advertise, heartbeat_at = excluded.heartbeat_at`,
-			r.ID, r.Advertise, nanos(now), nanos(now))
+			ON CONFLICT (id) DO UPDATE SET advertise = excluded.advertise, heartbeat_at = excluded.heartbeat_at,
+			started_at = CASE WHEN ? = 1 THEN excluded.started_at ELSE replicas.started_at END`,
+			r.ID, r.Advertise, nanos(started), nanos(now), restarted)
 		if err != nil {
 			return fmt.Errorf("heartbeat of replica %s: %w", r.ID, mapErr(err))
 		}
@@ -277,4 +284,29 @@ func (s *Store) RolesUnacked(ctx context.Context, self string, seq int64, aliveS
 		ids = append(ids, id)
 	}
 	return ids, rows.Err()
+}
+
+// Replicas lists the replicas that have registered, alive or not.
+func (s *Store) Replicas(ctx context.Context) ([]Replica, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT id, advertise, started_at, heartbeat_at FROM replicas ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("list replicas: %w", mapErr(err))
+	}
+	defer rows.Close()
+	var out []Replica
+	for rows.Next() {
+		var (
+			r           Replica
+			started, hb int64
+		)
+		if err := rows.Scan(&r.ID, &r.Advertise, &started, &hb); err != nil {
+			return nil, fmt.Errorf("list replicas: %w", mapErr(err))
+		}
+		r.StartedAt, r.HeartbeatAt = fromNanos(started), fromNanos(hb)
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list replicas: %w", mapErr(err))
+	}
+	return out, nil
 }

@@ -223,3 +223,40 @@ func TestRolesAcks(t *testing.T) {
 		}
 	})
 }
+
+// A replica's first beat of a process records when that process started; its later beats
+// keep it, and Replicas lists every replica with it.
+func TestReplicasStartedAt(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db testDB) {
+		ctx := context.Background()
+		s := db.open(t)
+		t0 := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
+		beat := func(r Replica, at time.Time) {
+			t.Helper()
+			if err := s.Heartbeat(ctx, r, at); err != nil {
+				t.Fatal(err)
+			}
+		}
+		beat(Replica{ID: "r1", Advertise: "a:1", StartedAt: t0}, t0)
+		beat(Replica{ID: "r1", Advertise: "a:1"}, t0.Add(time.Second))
+		beat(Replica{ID: "r2", Advertise: "b:1"}, t0.Add(2*time.Second))
+		beat(Replica{ID: "r1", Advertise: "a:1", StartedAt: t0.Add(time.Hour)}, t0.Add(time.Hour)) // r1 started again
+		beat(Replica{ID: "r2", Advertise: "b:1"}, t0.Add(time.Hour))
+		got, err := s.Replicas(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []Replica{
+			{ID: "r1", Advertise: "a:1", StartedAt: t0.Add(time.Hour), HeartbeatAt: t0.Add(time.Hour)},
+			{ID: "r2", Advertise: "b:1", StartedAt: t0.Add(2 * time.Second), HeartbeatAt: t0.Add(time.Hour)},
+		}
+		if len(got) != len(want) {
+			t.Fatalf("Replicas() = %+v, want %+v", got, want)
+		}
+		for i := range want {
+			if got[i].ID != want[i].ID || got[i].Advertise != want[i].Advertise || !got[i].StartedAt.Equal(want[i].StartedAt) || !got[i].HeartbeatAt.Equal(want[i].HeartbeatAt) {
+				t.Errorf("replica %d = %+v, want %+v", i, got[i], want[i])
+			}
+		}
+	})
+}
