@@ -593,13 +593,18 @@ func exitText(e *pb.ExitStatus) string {
 	return fmt.Sprintf("exit status %d", e.GetExitCode())
 }
 
-// spec is the runner's request for a recorded sandbox.
-func (f *Fleet) spec(rec store.Sandbox) runner.Spec {
+// Env is the environment a recorded sandbox's processes get: its own, then the server's.
+func (f *Fleet) Env(rec store.Sandbox) []string {
 	env := append([]string{}, rec.Env...)
 	if rec.App.Build != "" {
 		env = append(env, wire.AppBuildEnv+"="+rec.App.Build)
 	}
-	env = append(env, f.cfg.Env...)
+	return append(env, f.cfg.Env...)
+}
+
+// spec is the runner's request for a recorded sandbox.
+func (f *Fleet) spec(rec store.Sandbox) runner.Spec {
+	env := f.Env(rec)
 	return runner.Spec{
 		ID: rec.ID, Persistent: true, User: runnerUser(rec.Username), Tier: wire.Tier(rec.Tier), Runtime: rec.Runtime,
 		Limits: limitsOf(rec),

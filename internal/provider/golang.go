@@ -4,6 +4,7 @@ import (
 	"context"
 	"path"
 	"strconv"
+	"strings"
 
 	"github.com/paddockhq/paddock/internal/api"
 )
@@ -53,6 +54,33 @@ func (Go) Preview(p Project, port int) api.ProviderPreview {
 }
 
 func (Go) Cleanup(Project) []string { return []string{".paddock"} }
+
+// Registries are the module proxies GOPROXY lists (proxy.golang.org by default) and the
+// checksum database GOSUMDB names (sum.golang.org by default, none when off). GOPROXY's
+// "direct" fetches from each module's own host, which a step does not reach.
+func (Go) Registries(_ context.Context, _ Workspace, _ Project, env []string) ([]string, error) {
+	var hosts []string
+	proxy, ok := lookupEnv(env, "GOPROXY", false)
+	if !ok {
+		proxy = "https://proxy.golang.org,direct"
+	}
+	for _, p := range strings.FieldsFunc(proxy, func(r rune) bool { return r == ',' || r == '|' }) {
+		hosts = addHost(hosts, hostOf(p))
+	}
+	sumdb, ok := lookupEnv(env, "GOSUMDB", false)
+	if !ok {
+		sumdb = "sum.golang.org"
+	}
+	// "NAME", "NAME+KEY" or "NAME+KEY URL": the URL's host when given, else the name's.
+	if f := strings.Fields(sumdb); len(f) > 0 && f[0] != "off" {
+		h := strings.ToLower(strings.SplitN(f[0], "+", 2)[0])
+		if len(f) > 1 {
+			h = hostOf(f[1])
+		}
+		hosts = addHost(hosts, h)
+	}
+	return hosts, nil
+}
 
 func (Go) Scaffold(name string) (map[string][]byte, error) {
 	return map[string][]byte{

@@ -104,6 +104,61 @@ func (Node) Preview(p Project, port int) api.ProviderPreview {
 
 func (Node) Cleanup(Project) []string { return []string{"node_modules", "dist", ".paddock"} }
 
+// Registries is npm's registry: the ones npm_config_registry and the project's .npmrc
+// name (its scopes' too), else the public one.
+func (Node) Registries(ctx context.Context, ws Workspace, p Project, env []string) ([]string, error) {
+	var hosts []string
+	if v, ok := lookupEnv(env, "npm_config_registry", true); ok {
+		hosts = addHost(hosts, hostOf(v))
+	}
+	b, err := ws.ReadFile(ctx, path.Join(p.Dir, ".npmrc"))
+	if err != nil && !errors.Is(err, ErrNoFile) {
+		return nil, err
+	}
+	main, scoped := NpmrcRegistries(b)
+	hosts = addHost(hosts, main)
+	if len(hosts) == 0 {
+		hosts = append(hosts, "registry.npmjs.org")
+	}
+	for _, h := range scoped {
+		hosts = addHost(hosts, h)
+	}
+	return hosts, nil
+}
+
+// maxNpmrc bounds the .npmrc read for its registries.
+const maxNpmrc = 64 << 10
+
+// NpmrcRegistries reads an .npmrc for the hosts of its registry (main, "" when it names
+// none) and of its scopes' registries ("@scope:registry=…"). A value npm would expand
+// from the environment ("${…}") names no host here.
+func NpmrcRegistries(b []byte) (main string, scoped []string) {
+	if len(b) > maxNpmrc {
+		b = b[:maxNpmrc]
+	}
+	for line := range strings.Lines(string(b)) {
+		line = strings.TrimSpace(line)
+		if line == "" || line[0] == '#' || line[0] == ';' {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			continue
+		}
+		k, v = strings.TrimSpace(k), strings.Trim(strings.TrimSpace(v), `"'`)
+		if strings.Contains(v, "${") {
+			continue
+		}
+		switch {
+		case k == "registry":
+			main = hostOf(v)
+		case strings.HasPrefix(k, "@") && strings.HasSuffix(k, ":registry"):
+			scoped = addHost(scoped, hostOf(v))
+		}
+	}
+	return main, scoped
+}
+
 func scripts(p Project, names ...string) []Command {
 	var cmds []Command
 	for _, n := range names {

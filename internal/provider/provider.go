@@ -13,7 +13,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -43,6 +45,10 @@ type RuntimeProvider interface {
 	Preview(p Project, port int) api.ProviderPreview
 	// Cleanup lists what the steps leave behind, to remove (relative to the project).
 	Cleanup(p Project) []string
+	// Registries are the hosts the steps of project p fetch from, given the sandbox's
+	// environment (a mirror named there, or in the project's own configuration, replaces
+	// the public registry): while a step runs, the sandbox reaches these alone.
+	Registries(ctx context.Context, ws Workspace, p Project, env []string) ([]string, error)
 }
 
 // Project is a recognised project.
@@ -76,6 +82,37 @@ const DefaultTimeout = 10 * time.Minute
 // Providers are the built-in providers, in detection order: the most specific first,
 // static last since any project may hold an index.html.
 var Providers = []RuntimeProvider{Node{}, Go{}, Rust{}, Static{}}
+
+// lookupEnv is the last value of key in env ("KEY=value" entries, as an exec's), the
+// key matched without case when fold is set (npm reads NPM_CONFIG_REGISTRY too).
+func lookupEnv(env []string, key string, fold bool) (string, bool) {
+	val, found := "", false
+	for _, kv := range env {
+		k, v, ok := strings.Cut(kv, "=")
+		if ok && (k == key || fold && strings.EqualFold(k, key)) {
+			val, found = v, true
+		}
+	}
+	return val, found
+}
+
+// hostOf is the host of a registry's URL, lower-cased and without its port, or "" when
+// raw names none.
+func hostOf(raw string) string {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil || u.Hostname() == "" {
+		return ""
+	}
+	return strings.ToLower(u.Hostname())
+}
+
+// addHost appends host to hosts unless it is empty or there already.
+func addHost(hosts []string, host string) []string {
+	if host == "" || slices.Contains(hosts, host) {
+		return hosts
+	}
+	return append(hosts, host)
+}
 
 // Lookup is the provider called id.
 func Lookup(id string) (RuntimeProvider, error) {

@@ -1,6 +1,7 @@
 package provider_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"maps"
@@ -183,6 +184,68 @@ func FuzzParsePackageJSON(f *testing.F) {
 		}
 		if err != nil && !errors.Is(err, errdefs.ErrInvalidArgument) {
 			t.Errorf("%v: want invalid argument", err)
+		}
+	})
+}
+
+// files is a workspace of files held in memory, for what a provider reads.
+type files map[string]string
+
+func (f files) ReadFile(_ context.Context, name string) ([]byte, error) {
+	if b, ok := f[name]; ok {
+		return []byte(b), nil
+	}
+	return nil, provider.ErrNoFile
+}
+
+func (f files) WriteFile(context.Context, string, []byte) error { return errors.ErrUnsupported }
+
+// A step's network is its provider's registries: the public ones by default, a mirror the
+// sandbox's environment or the project's .npmrc names instead (and its scopes'), none for
+// the offline providers.
+func TestRegistries(t *testing.T) {
+	for _, c := range []struct {
+		p     provider.RuntimeProvider
+		env   []string
+		npmrc string
+		want  []string
+	}{
+		{provider.Node{}, nil, "", []string{"registry.npmjs.org"}},
+		{provider.Node{}, []string{"npm_config_registry=http://registry.npm.test:4873/"}, "", []string{"registry.npm.test"}},
+		{provider.Node{}, []string{"NPM_CONFIG_REGISTRY=https://Mirror.Example/npm/"}, "", []string{"mirror.example"}},
+		{provider.Node{}, []string{"npm_config_registry=not a url"}, "", []string{"registry.npmjs.org"}},
+		{provider.Node{}, nil, "; mirror\nregistry = \"http://npm.corp.example:8080/\"\n@acme:registry=https://npm.acme.example/\n", []string{"npm.corp.example", "npm.acme.example"}},
+		{provider.Node{}, nil, "@acme:registry=https://npm.acme.example/\nregistry=${NPM_MIRROR}\n", []string{"registry.npmjs.org", "npm.acme.example"}},
+		{provider.Node{}, []string{"npm_config_registry=http://a.example/"}, "registry=http://b.example/\n", []string{"a.example", "b.example"}},
+		{provider.Go{}, nil, "", []string{"proxy.golang.org", "sum.golang.org"}},
+		{provider.Go{}, []string{"GOPROXY=http://127.0.0.1:3000|https://goproxy.example,direct", "GOSUMDB=off"}, "", []string{"127.0.0.1", "goproxy.example"}},
+		{provider.Go{}, []string{"GOPROXY=off", "GOSUMDB=sum.golang.org+033de0ae+Ac4zctda0e5eza+HJyk9SxEdh+s3Ux18htTTAD8OuAn8 https://sum.example/db"}, "", []string{"sum.example"}},
+		{provider.Go{}, []string{"GOSUMDB=gosum.example+key"}, "", []string{"proxy.golang.org", "gosum.example"}},
+		{provider.Rust{}, []string{"CARGO_HOME=/x"}, "", nil},
+		{provider.Static{}, nil, "", nil},
+	} {
+		ws := files{}
+		if c.npmrc != "" {
+			ws["app/.npmrc"] = c.npmrc
+		}
+		got, err := c.p.Registries(context.Background(), ws, provider.Project{Runtime: c.p.ID(), Dir: "app"}, c.env)
+		if err != nil || !slices.Equal(got, c.want) {
+			t.Errorf("%s.Registries(%q, .npmrc %q) = %q, %v; want %q", c.p.ID(), c.env, c.npmrc, got, err, c.want)
+		}
+	}
+}
+
+// NpmrcRegistries reads a project's .npmrc, which the sandbox writes: any bytes give
+// hosts that are names, never a panic.
+func FuzzNpmrcRegistries(f *testing.F) {
+	f.Add([]byte("registry=https://r.example/\n@s:registry=http://s.example:1/\n"))
+	f.Add([]byte("registry = \"${X}\"\n# c\n;c\n="))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		main, scoped := provider.NpmrcRegistries(b)
+		for _, h := range append(scoped, main) {
+			if strings.ContainsAny(h, "/ \n@") || h != strings.ToLower(h) {
+				t.Fatalf("host %q from %q", h, b)
+			}
 		}
 	})
 }

@@ -201,6 +201,12 @@ func archive(out, artifact, dir string) Command {
 		`mkdir -p "$(dirname "$2")" && tar --exclude=./.paddock -czf "$2" -C "$1" .`, "sh", out, rel}}
 }
 
+// Registries are the hosts the plan's project fetches from, given the sandbox's
+// environment.
+func (pl *Plan) Registries(ctx context.Context, ws Workspace, env []string) ([]string, error) {
+	return pl.provider.Registries(ctx, ws, pl.Project, env)
+}
+
 // Run runs the plan's phases in the sandbox, emitting progress and log events, and ends
 // with a result event (with the error, if one failed).
 func (pl *Plan) Run(ctx context.Context, r Runner, ws Workspace, emit func(api.ProviderEvent)) error {

@@ -106,6 +106,11 @@ func (Rust) Preview(p Project, port int) api.ProviderPreview {
 
 func (Rust) Cleanup(Project) []string { return []string{"target", ".paddock"} }
 
+// Registries is none: cargo runs offline, from Debian's packaged crates.
+func (Rust) Registries(context.Context, Workspace, Project, []string) ([]string, error) {
+	return nil, nil
+}
+
 // Scaffold is a package with no dependencies: a std-only HTTP server on $PORT and a test.
 func (Rust) Scaffold(name string) (map[string][]byte, error) {
 	return map[string][]byte{

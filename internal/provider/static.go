@@ -62,3 +62,8 @@ func (Static) Preview(p Project, port int) api.ProviderPreview {
 }
 
 func (Static) Cleanup(Project) []string { return []string{".paddock"} }
+
+// Registries is none: a static site fetches nothing.
+func (Static) Registries(context.Context, Workspace, Project, []string) ([]string, error) {
+	return nil, nil
+}

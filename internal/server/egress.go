@@ -172,7 +172,8 @@ func (s *Server) poolRefusal(memberID, id string) string {
 // sandboxNetwork decides the hosts one sandbox may reach: the server's network_policy
 // first — the operator's ceiling, which nothing a user attaches can lift — and then, when
 // the policy in force for the sandbox (its own, its owner's, the default) has a network
-// section, that section too. Deny wins. The sandbox's policy is looked up at every
+// section, that section too; while a provider step runs in the sandbox, only its
+// registries among what those allow. Deny wins. The sandbox's policy is looked up at every
 // connection, so attaching or detaching one (or reloading network_policy) takes effect at
 // the next connection.
 type sandboxNetwork struct {
@@ -181,6 +182,15 @@ type sandboxNetwork struct {
 }
 
 func (n sandboxNetwork) Host(host string) policy.Decision {
+	d := n.decide(host)
+	if run, ok := n.s.steps.of(n.id); ok {
+		return run.narrow(host, d)
+	}
+	return d
+}
+
+// decide is Host without a provider step's narrowing.
+func (n sandboxNetwork) decide(host string) policy.Decision {
 	d := n.s.netPolicy.Load().Host(host)
 	if !d.Allow {
 		return d

@@ -31,12 +31,27 @@ func (s *Server) appStep(w http.ResponseWriter, r *http.Request, c fleet.Caller)
 	if err := api.DecodeJSON(w, r, &req, 1<<16); err != nil {
 		return err
 	}
+	step, id := r.PathValue("step"), r.PathValue("id")
 	run := execRunner{s: s, r: r, c: c}
 	ws := provider.ShellWorkspace{Runner: run}
-	plan, err := provider.Prepare(r.Context(), ws, req, r.PathValue("step"))
+	plan, err := provider.Prepare(r.Context(), ws, req, step)
 	if err != nil {
-		return fmt.Errorf("%s in sandbox %s: %w", r.PathValue("step"), r.PathValue("id"), err)
+		return fmt.Errorf("%s in sandbox %s: %w", step, id, err)
 	}
+	rec, err := s.fleet.Get(r.Context(), c, id)
+	if err != nil {
+		return err
+	}
+	registries, err := plan.Registries(r.Context(), ws, s.fleet.Env(rec))
+	if err != nil {
+		return fmt.Errorf("%s in sandbox %s: %w", step, id, err)
+	}
+	// One step at a time in a sandbox; while it runs, the sandbox reaches its provider's
+	// registries alone (sandboxNetwork).
+	if !s.steps.start(id, stepRun{step: step, runtime: plan.Project.Runtime, registries: registries}) {
+		return fmt.Errorf("%s: another step is running in sandbox %s: wait for its end: %w", step, id, errdefs.ErrFailedPrecondition)
+	}
+	defer s.steps.done(id)
 	// A step outlives the server's write timeout, as a stream does.
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -294,10 +309,6 @@ func lastLines(s string, n int) string {
 // refuses the step, saying which.
 func (s *Server) atomically(r *http.Request, c fleet.Caller, emit func(api.ProviderEvent), base *string, run func() error) error {
 	step, id := r.PathValue("step"), r.PathValue("id")
-	if !s.steps.start(id, step) {
-		return fmt.Errorf("%s: another step is running in sandbox %s: wait for its end: %w", step, id, errdefs.ErrFailedPrecondition)
-	}
-	defer s.steps.done(id)
 	tx, err := s.ops.Begin(r.Context(), c, id, api.BeginRequest{Message: stepMessage + step})
 	if errors.Is(err, errdefs.ErrFailedPrecondition) {
 		if left, aerr := s.abandonedStep(r.Context(), c, id); aerr == nil && left != nil {

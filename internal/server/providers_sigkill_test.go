@@ -19,6 +19,7 @@ import (
 // `paddock serve` SIGKILLed in the middle of a build: the build's transaction stays open
 // in the sandbox with what it half wrote. The next step, served by the control plane
 // started again, puts the workspace back as it was before the build, says so, and runs.
+// Meanwhile a second step is refused.
 func TestProviderStepInterruptedBySIGKILL(t *testing.T) {
 	testenv.RequireRoot(t)
 	rc := testenv.Config(t)
@@ -66,6 +67,10 @@ npm install --offline --no-audit --no-fund >/dev/null`)
 		if time.Now().After(deadline) {
 			t.Fatal("the build never reached its wait")
 		}
+	}
+	// One step at a time: a second is refused before its stream, saying why.
+	if e := servertest.ErrorOf(t, alice.DoToken("POST", "/api/v1/sandboxes/"+id+"/app/validate", app), http.StatusConflict); !strings.Contains(e.Message, "another step is running") {
+		t.Errorf("validate while the build runs: %q, want it refused as another step is running", e.Message)
 	}
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)

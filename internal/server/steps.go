@@ -3,36 +3,46 @@ package server
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/fleet"
+	"github.com/paddockhq/paddock/internal/policy"
 )
 
 // stepMessage begins the message of a provider step's transaction: "paddock app build".
 const stepMessage = "paddock app "
 
-// stepRuns is the provider steps this process runs, by sandbox: with when the process
-// started, it tells a step's transaction still under way from one its control plane left
-// open when it died (SIGKILLed, its host lost), which the next step rolls back.
+// stepRuns is the provider steps this process runs, one per sandbox at a time, and the
+// hosts each lets its sandbox reach. With when the process started, it tells a step's
+// transaction still under way from one its control plane left open when it died
+// (SIGKILLed, its host lost), which the next step rolls back.
 type stepRuns struct {
 	mu      sync.Mutex
-	running map[string]string // sandbox → step
+	running map[string]stepRun // by sandbox
 }
 
-// start records that step runs in sandbox id; false when one already does.
-func (r *stepRuns) start(id, step string) bool {
+// stepRun is a step under way: while it runs, its sandbox reaches its provider's
+// registries alone.
+type stepRun struct {
+	step, runtime string
+	registries    []string
+}
+
+// start records run in sandbox id; false when a step already runs there.
+func (r *stepRuns) start(id string, run stepRun) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.running[id]; ok {
 		return false
 	}
 	if r.running == nil {
-		r.running = map[string]string{}
+		r.running = map[string]stepRun{}
 	}
-	r.running[id] = step
+	r.running[id] = run
 	return true
 }
 
@@ -40,6 +50,28 @@ func (r *stepRuns) done(id string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.running, id)
+}
+
+// of is the step running in sandbox id, if one is.
+func (r *stepRuns) of(id string) (stepRun, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	run, ok := r.running[id]
+	return run, ok
+}
+
+// narrow is d for a host of a sandbox where run is under way: refused unless the host is
+// one of run's registries.
+func (run stepRun) narrow(host string, d policy.Decision) policy.Decision {
+	if !d.Allow || slices.Contains(run.registries, host) {
+		return d
+	}
+	reach := "no host"
+	if len(run.registries) > 0 {
+		reach = "only its registries (" + strings.Join(run.registries, ", ") + ")"
+	}
+	return policy.Decision{Rule: "provider step",
+		Reason: fmt.Sprintf("while the %s provider's %s step runs, the sandbox reaches %s", run.runtime, run.step, reach)}
 }
 
 // abandonedStep is the provider step's transaction open in sandbox id that no control

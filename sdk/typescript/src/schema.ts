@@ -797,9 +797,11 @@ export interface paths {
          *     dir/.paddock/package/; preview fetches the dependencies and makes the dev server
          *     the sandbox's app (restarting the sandbox), with url where it is served; clean
          *     removes what the steps left. Every command runs through exec, under the sandbox's
-         *     policy and limits, each for at most 10 minutes. A bad request, a workspace no
-         *     provider recognises (the message lists what was looked for) or a new project where
-         *     one is (409) is answered before the stream. After it, the answer is a
+         *     policy and limits, each for at most 10 minutes; while the step runs, the sandbox
+         *     reaches only the provider's registries among the hosts its policy allows. A bad
+         *     request, a workspace no provider recognises (the message lists what was looked
+         *     for), a new project where one is (409) or another step running in the sandbox (409)
+         *     is answered before the stream. After it, the answer is a
          *     text/event-stream of ProviderEvent (event: progress, log, result), the result
          *     last, with error set when a command failed.
          */
