@@ -158,7 +158,8 @@ func (s *Server) poolRefusal(memberID, id string) string {
 		return ""
 	}
 	for _, host := range v.(*poolHosts).list() {
-		d := sandboxNetwork{s: s, id: id}.Host(host)
+		// The policy's question, not the step's narrowing: the member fetched, not the step.
+		d := sandboxNetwork{s: s, id: id}.decide(host)
 		switch {
 		case !d.Allow:
 			return fmt.Sprintf("this sandbox may not reach %s, which the warm pool's member fetched from (%s)", host, d.Rule)
