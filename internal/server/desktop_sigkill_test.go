@@ -14,7 +14,6 @@ import (
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/browsertest"
 	"github.com/paddockhq/paddock/internal/servertest"
-	"github.com/paddockhq/paddock/internal/testenv"
 )
 
 // The desktop open in a browser while `paddock serve` is SIGKILLed and started again on
@@ -22,13 +21,7 @@ import (
 // save reaches the disk, its terminal tab reattaches to the same shell and a new terminal
 // works (tests/browser/desktop-restart.mjs).
 func TestBrowserDesktopSurvivesSIGKILL(t *testing.T) {
-	testenv.RequireRoot(t)
-	rc := testenv.Config(t)
-	config := filepath.Join(t.TempDir(), "paddock.yaml")
-	yaml := fmt.Sprintf("data_dir: %s\nstate_dir: %s\nagent: %s\n", rc.DataDir, rc.StateDir, rc.Agent)
-	if err := os.WriteFile(config, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	config := serveConfig(t)
 	url, cmd, _ := startServe(t, config)
 	e := &servertest.Env{URL: url}
 	alice := e.Register(t, "alice")

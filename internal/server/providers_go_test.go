@@ -3,20 +3,15 @@ package server_test
 import (
 	"archive/zip"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/paddockhq/paddock/internal/api"
-	"github.com/paddockhq/paddock/internal/egress"
-	"github.com/paddockhq/paddock/internal/server"
 	"github.com/paddockhq/paddock/internal/servertest"
 	"github.com/paddockhq/paddock/internal/testenv"
 )
@@ -92,18 +87,7 @@ func TestProviderGoModuleProxy(t *testing.T) {
 	testenv.RequireRoot(t)
 	proxy := httptest.NewServer(http.FileServer(http.Dir(goProxyDir(t))))
 	t.Cleanup(proxy.Close)
-	_, portText, _ := net.SplitHostPort(proxy.Listener.Addr().String())
-	var port uint16
-	fmt.Sscan(portText, &port)
-	pol := filepath.Join(t.TempDir(), "policy.yaml")
-	if err := os.WriteFile(pol, []byte("network:\n  default: deny\n  allow: [\"goproxy.test\"]\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	e := servertest.StartOpts(t, server.Config{Runner: testenv.Config(t), Listen: "127.0.0.1:0", NetworkPolicy: pol}, server.Options{
-		AuthOptions: servertest.CheapAuth(),
-		Egress: egress.Options{Resolver: loopbackResolver{}, HTTPPorts: []uint16{port},
-			UnsafeAllowAddrs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, DialTimeout: 5 * time.Second},
-	})
+	e, port := startBehindEgress(t, proxy, "goproxy.test")
 	alice, bob := e.Register(t, "alice"), e.Register(t, "bob")
 	sandbox := func(c *servertest.Client, host string) string {
 		var sb api.Sandbox

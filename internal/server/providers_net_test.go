@@ -26,18 +26,7 @@ func TestProviderStepNetworkIsItsRegistries(t *testing.T) {
 	testenv.RequireRoot(t)
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "reached") }))
 	t.Cleanup(other.Close)
-	_, portText, _ := net.SplitHostPort(other.Listener.Addr().String())
-	var port uint16
-	fmt.Sscan(portText, &port)
-	pol := filepath.Join(t.TempDir(), "policy.yaml")
-	if err := os.WriteFile(pol, []byte("network:\n  default: deny\n  allow: [other.test, registry.npmjs.org]\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	e := servertest.StartOpts(t, server.Config{Runner: testenv.Config(t), Listen: "127.0.0.1:0", NetworkPolicy: pol}, server.Options{
-		AuthOptions: servertest.CheapAuth(),
-		Egress: egress.Options{Resolver: loopbackResolver{}, HTTPPorts: []uint16{port},
-			UnsafeAllowAddrs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, DialTimeout: 5 * time.Second},
-	})
+	e, port := startBehindEgress(t, other, "other.test", "registry.npmjs.org")
 	alice := e.Register(t, "alice")
 	var sb api.Sandbox
 	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "p"}), http.StatusCreated, &sb)
@@ -67,4 +56,24 @@ npm install --offline --no-audit --no-fund >/dev/null`)
 	if got := execOK(t, alice, sb.ID, "curl", "-sS", url); got != "reached" {
 		t.Errorf("after the step a command reached %s with %q, want it reached", url, got)
 	}
+}
+
+// startBehindEgress starts a server whose network policy allows the hosts allow alone, its
+// egress proxy resolving every name to loopback and reaching srv's port there; it returns
+// the server and that port.
+func startBehindEgress(t *testing.T, srv *httptest.Server, allow ...string) (*servertest.Env, uint16) {
+	t.Helper()
+	_, portText, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	var port uint16
+	fmt.Sscan(portText, &port)
+	pol := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(pol, []byte("network:\n  default: deny\n  allow: ["+strings.Join(allow, ", ")+"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := servertest.StartOpts(t, server.Config{Runner: testenv.Config(t), Listen: "127.0.0.1:0", NetworkPolicy: pol}, server.Options{
+		AuthOptions: servertest.CheapAuth(),
+		Egress: egress.Options{Resolver: loopbackResolver{}, HTTPPorts: []uint16{port},
+			UnsafeAllowAddrs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, DialTimeout: 5 * time.Second},
+	})
+	return e, port
 }

@@ -1,11 +1,8 @@
 package server_test
 
 import (
-	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,7 +10,6 @@ import (
 
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/servertest"
-	"github.com/paddockhq/paddock/internal/testenv"
 )
 
 // `paddock serve` SIGKILLed in the middle of a build: the build's transaction stays open
@@ -21,13 +17,7 @@ import (
 // started again, puts the workspace back as it was before the build, says so, and runs.
 // Meanwhile a second step is refused.
 func TestProviderStepInterruptedBySIGKILL(t *testing.T) {
-	testenv.RequireRoot(t)
-	rc := testenv.Config(t)
-	config := filepath.Join(t.TempDir(), "paddock.yaml")
-	yaml := fmt.Sprintf("data_dir: %s\nstate_dir: %s\nagent: %s\n", rc.DataDir, rc.StateDir, rc.Agent)
-	if err := os.WriteFile(config, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	config := serveConfig(t)
 	url, cmd, _ := startServe(t, config)
 	e := &servertest.Env{URL: url}
 	alice := e.Register(t, "alice")

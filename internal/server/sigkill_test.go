@@ -47,6 +47,20 @@ func (l *lockedBuffer) waitFor(s string) bool {
 	return false
 }
 
+// serveConfig writes the configuration of a `paddock serve` on this machine's test
+// runner (data and state dirs, the agent) and returns its path.
+func serveConfig(t *testing.T) string {
+	t.Helper()
+	testenv.RequireRoot(t)
+	rc := testenv.Config(t)
+	config := filepath.Join(t.TempDir(), "paddock.yaml")
+	yaml := fmt.Sprintf("data_dir: %s\nstate_dir: %s\nagent: %s\n", rc.DataDir, rc.StateDir, rc.Agent)
+	if err := os.WriteFile(config, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return config
+}
+
 // startServe runs the real `paddock serve` binary on a free loopback port and waits until
 // it answers /healthz. It returns the base URL, the process, and what it printed (its
 // standard output, and its log on standard error). args are added to its command line.
@@ -117,13 +131,7 @@ func stopServe(t testing.TB, cmd *exec.Cmd) {
 // The contract's restart clause, with the real binary: SIGKILL `paddock serve` and start
 // it again — the account, its token, its roles and its running sandboxes are all there.
 func TestServeSurvivesSIGKILL(t *testing.T) {
-	testenv.RequireRoot(t)
-	rc := testenv.Config(t)
-	config := filepath.Join(t.TempDir(), "paddock.yaml")
-	yaml := fmt.Sprintf("data_dir: %s\nstate_dir: %s\nagent: %s\n", rc.DataDir, rc.StateDir, rc.Agent)
-	if err := os.WriteFile(config, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	config := serveConfig(t)
 	url, cmd, out := startServe(t, config)
 	e := &servertest.Env{URL: url}
 	alice := e.Register(t, "alice")
