@@ -23,7 +23,17 @@ type ProviderRequest struct {
 	Dir string `json:"dir,omitempty"`
 	// Name is the new project's name ("new" only).
 	Name string `json:"name,omitempty"`
+	// TimeoutSeconds bounds each command of the step, in seconds: 0 means
+	// DefaultStepTimeout, and at most MaxStepTimeout. A command past it is killed and the
+	// step fails with limit "timeout".
+	TimeoutSeconds int `json:"timeout_seconds,omitempty"`
 }
+
+// Bounds of ProviderRequest.TimeoutSeconds.
+const (
+	DefaultStepTimeout = 10 * time.Minute
+	MaxStepTimeout     = time.Hour
+)
 
 // Provider event types, the "event:" field of the step's text/event-stream.
 const (
@@ -53,6 +63,9 @@ type ProviderEvent struct {
 	Line string `json:"line,omitempty"`
 	// Error says why the command or the step failed.
 	Error string `json:"error,omitempty"`
+	// Limit names the limit that ended the failed command, if one did (one of the Limit*
+	// names: timeout, memory, pids, file_size, disk).
+	Limit string `json:"limit,omitempty"`
 	// Runtime and Dir name the project a result is about.
 	Runtime string `json:"runtime,omitempty"`
 	Dir     string `json:"dir,omitempty"`

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -53,6 +54,7 @@ func newAppNewCommand() *cobra.Command {
 	}
 	c.Flags().StringVar(&req.Runtime, "runtime", "", "the runtime: static, node, go or rust")
 	c.Flags().StringVar(&req.Dir, "dir", "", "the project's directory in the workspace (default: NAME)")
+	stepTimeoutFlag(c, &req)
 	return c
 }
 
@@ -69,7 +71,22 @@ func newAppStepCommand(step, short string) *cobra.Command {
 	}
 	c.Flags().StringVar(&req.Runtime, "runtime", "", "the runtime, when more than one would recognise the project")
 	c.Flags().StringVar(&req.Dir, "dir", "", "the project's directory in the workspace (default: the workspace)")
+	stepTimeoutFlag(c, &req)
 	return c
+}
+
+// stepTimeoutFlag adds --timeout, the bound on each of the step's commands, to c; it sets
+// req.TimeoutSeconds before c runs.
+func stepTimeoutFlag(c *cobra.Command, req *api.ProviderRequest) {
+	var d time.Duration
+	c.Flags().DurationVar(&d, "timeout", 0, fmt.Sprintf("the time limit of each of the step's commands, whole seconds up to %s (default %s)", api.MaxStepTimeout, api.DefaultStepTimeout))
+	c.PreRunE = func(*cobra.Command, []string) error {
+		if d < 0 || d > api.MaxStepTimeout || d%time.Second != 0 {
+			return fmt.Errorf("--timeout %s: want whole seconds up to %s: %w", d, api.MaxStepTimeout, errdefs.ErrInvalidArgument)
+		}
+		req.TimeoutSeconds = int(d / time.Second)
+		return nil
+	}
 }
 
 func runAppStep(w io.Writer, step string, args []string, req api.ProviderRequest) error {

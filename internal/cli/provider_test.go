@@ -27,7 +27,9 @@ func TestAppCommands(t *testing.T) {
 			t.Errorf("app new: %q, want %q", out, want)
 		}
 	}
-	out = mustRemote(t, "", "app", "package", "--dir", "my-site")
+	wantFailure(t, "", "--timeout 1.5s: want whole seconds up to 1h0m0s", "app", "build", "--timeout", "1.5s")
+	wantFailure(t, "", "--timeout 2h0m0s: want whole seconds up to 1h0m0s", "app", "package", "--timeout", "2h")
+	out = mustRemote(t, "", "app", "package", "--dir", "my-site", "--timeout", "2m")
 	if !strings.Contains(out, "package: my-site/.paddock/package/static.tar.gz\n") {
 		t.Errorf("app package: %q", out)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/provider"
 	"github.com/paddockhq/paddock/internal/runner"
@@ -81,7 +82,7 @@ func (f *Fleet) prepareTemplate(prov provider.RuntimeProvider) func(ctx context.
 		for _, c := range prov.Resolve(provider.Project{Runtime: prov.ID(), Dir: templateProject}) {
 			timeout := c.Timeout
 			if timeout == 0 {
-				timeout = provider.DefaultTimeout
+				timeout = api.DefaultStepTimeout
 			}
 			err := memberRun(ctx, sb, &pb.ExecuteRequest{
 				Argv: c.Argv, Env: append(slices.Clone(c.Env), f.cfg.Pool.Env...), Cwd: templateProject, Stdin: c.Stdin,

@@ -65,11 +65,20 @@ var npmFlags = []string{"--no-audit", "--no-fund", "--no-update-notifier"}
 const checkLock = `node -e 'try { JSON.parse(require("fs").readFileSync("package-lock.json", "utf8")) } catch (e) {
   console.error("package-lock.json is not valid JSON (" + e.message + "): fix it, or remove it to have npm install make a new one"); process.exit(1) }'`
 
-// Resolve installs the dependencies: exactly the lockfile's when there is one.
+// upToDate succeeds when node_modules holds what package-lock.json pins: npm writes its
+// record of the install (node_modules/.package-lock.json) last, so a record newer than
+// package.json and package-lock.json means neither changed since, and npm ci would delete
+// and rewrite the same tree (a preview after "new", a second build). A restore or an edit
+// writes the file anew, which makes it newer.
+const upToDate = `[ node_modules/.package-lock.json -nt package-lock.json ] && [ node_modules/.package-lock.json -nt package.json ]`
+
+// Resolve installs the dependencies: exactly the lockfile's when there is one, unless
+// node_modules holds them already.
 func (Node) Resolve(Project) []Command {
 	flags := strings.Join(npmFlags, " ")
 	return []Command{{Name: "npm install", Argv: []string{"sh", "-c",
-		"if [ -f package-lock.json ]; then " + checkLock + " && exec npm ci " + flags + "; else exec npm install " + flags + "; fi"}}}
+		"if [ -f package-lock.json ]; then if " + upToDate + "; then echo 'node_modules is up to date with package-lock.json: npm ci skipped'; exit 0; fi; " +
+			checkLock + " && exec npm ci " + flags + "; else exec npm install " + flags + "; fi"}}}
 }
 
 func (Node) Build(p Project) []Command { return scripts(p, "build") }

@@ -71,13 +71,11 @@ type Command struct {
 	Env  []string
 	// Stdin is given to the command.
 	Stdin []byte
-	// Timeout bounds the command; zero means DefaultTimeout.
+	// Timeout bounds the command; zero means the step's (the request's timeout_seconds,
+	// else api.DefaultStepTimeout): a cold dependency fetch or build takes longer than a
+	// one-shot exec's default.
 	Timeout time.Duration
 }
-
-// DefaultTimeout bounds one command of a step: a cold dependency fetch or build takes
-// longer than a one-shot exec's default.
-const DefaultTimeout = 10 * time.Minute
 
 // Providers are the built-in providers, in detection order: the most specific first,
 // static last since any project may hold an index.html.

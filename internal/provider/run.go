@@ -2,6 +2,7 @@ package provider
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/errdefs"
@@ -26,6 +28,8 @@ type Plan struct {
 	files    map[string][]byte
 	phases   []phase
 	artifact string
+	// timeout bounds each command that sets none of its own.
+	timeout time.Duration
 	// Atomic, when set, runs a step that changes the workspace (new, build, validate,
 	// package) as one transaction: run's failure leaves the workspace as it was before.
 	Atomic func(ctx context.Context, emit func(api.ProviderEvent), run func() error) error
@@ -64,8 +68,17 @@ func Prepare(ctx context.Context, ws Workspace, req api.ProviderRequest, step st
 	if err != nil {
 		return nil, err
 	}
+	timeout, err := stepTimeout(req.TimeoutSeconds)
+	if err != nil {
+		return nil, err
+	}
 	if step == api.StepNew {
-		return prepareNew(ctx, ws, req, dir)
+		pl, err := prepareNew(ctx, ws, req, dir)
+		if err != nil {
+			return nil, err
+		}
+		pl.timeout = timeout
+		return pl, nil
 	}
 	if req.Name != "" {
 		return nil, fmt.Errorf("name: only a new project is named: %w", errdefs.ErrInvalidArgument)
@@ -95,7 +108,7 @@ func Prepare(ctx context.Context, ws Workspace, req api.ProviderRequest, step st
 			return nil, err
 		}
 	}
-	pl := &Plan{Project: proj, provider: p, step: step}
+	pl := &Plan{Project: proj, provider: p, step: step, timeout: timeout}
 	switch step {
 	case api.StepBuild:
 		pl.add("resolve", p.Resolve(proj)).add("build", p.Build(proj))
@@ -113,6 +126,18 @@ func Prepare(ctx context.Context, ws Workspace, req api.ProviderRequest, step st
 		pl.add("clean", []Command{{Name: "remove " + strings.Join(paths, " "), Argv: append([]string{"rm", "-rf", "--"}, paths...)}})
 	}
 	return pl, nil
+}
+
+// stepTimeout is the bound on each command of a step that asks for secs seconds.
+func stepTimeout(secs int) (time.Duration, error) {
+	t := time.Duration(secs) * time.Second
+	switch {
+	case secs < 0 || t > api.MaxStepTimeout:
+		return 0, fmt.Errorf("timeout_seconds: %d is not between 0 and %d: %w", secs, int(api.MaxStepTimeout.Seconds()), errdefs.ErrInvalidArgument)
+	case secs == 0:
+		return api.DefaultStepTimeout, nil
+	}
+	return t, nil
 }
 
 // projectFinder is a Workspace that can list its top-level project directories.
@@ -225,6 +250,10 @@ func (pl *Plan) Run(ctx context.Context, r Runner, ws Workspace, emit func(api.P
 	}
 	if err != nil {
 		res.Error, res.Preview = err.Error(), nil
+		var le limitError
+		if errors.As(err, &le) {
+			res.Limit = le.limit
+		}
 	} else {
 		res.Artifact, res.ArtifactID = pl.artifact, pl.collected
 	}
@@ -262,6 +291,9 @@ func (pl *Plan) run(ctx context.Context, r Runner, ws Workspace, emit func(api.P
 			emit(api.ProviderEvent{Type: api.EventLog, Step: ph.name, Stream: "paddock", Line: "nothing to " + ph.name + " for a " + pl.Project.Runtime + " project"})
 		}
 		for i, c := range ph.cmds {
+			if c.Timeout == 0 {
+				c.Timeout = cmp.Or(pl.timeout, api.DefaultStepTimeout)
+			}
 			if err := runOne(ctx, r, pl.Project.Dir, ph.name, i+1, len(ph.cmds), c, emit); err != nil {
 				return err
 			}
@@ -337,9 +369,6 @@ func (pl *Plan) scaffold(ctx context.Context, ws Workspace, emit func(api.Provid
 }
 
 func runOne(ctx context.Context, r Runner, dir, step string, i, n int, c Command, emit func(api.ProviderEvent)) error {
-	if c.Timeout == 0 {
-		c.Timeout = DefaultTimeout
-	}
 	ev := api.ProviderEvent{Type: api.EventProgress, Step: step, Command: c.Name, Index: i, Total: n, State: "running"}
 	emit(ev)
 	var res Result
@@ -362,10 +391,13 @@ func runOne(ctx context.Context, r Runner, dir, step string, i, n int, c Command
 	if err == nil {
 		if res.ExitCode != 0 || res.Error != "" {
 			err = fmt.Errorf("%s: %s: %w", c.Name, failure(res), errdefs.ErrFailedPrecondition)
+			if res.Limit != "" {
+				err = limitError{limit: res.Limit, err: err}
+			}
 		}
 	}
 	if err != nil {
-		ev.State, ev.Error = "failed", err.Error()
+		ev.State, ev.Error, ev.Limit = "failed", err.Error(), res.Limit
 		emit(ev)
 		if errors.Is(err, errdefs.ErrFailedPrecondition) {
 			return fmt.Errorf("%s failed: %w", step, err)
@@ -376,6 +408,16 @@ func runOne(ctx context.Context, r Runner, dir, step string, i, n int, c Command
 	emit(ev)
 	return nil
 }
+
+// limitError is a command's failure at a limit of the sandbox or the step: the step's
+// result names the limit.
+type limitError struct {
+	limit string
+	err   error
+}
+
+func (e limitError) Error() string { return e.err.Error() }
+func (e limitError) Unwrap() error { return e.err }
 
 func emitLines(step, cmd, stream string, b []byte, emit func(api.ProviderEvent)) {
 	s := strings.ToValidUTF8(strings.TrimRight(string(b), "\n"), "\uFFFD")

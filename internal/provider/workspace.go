@@ -28,6 +28,8 @@ type Result struct {
 	Stderr   []byte
 	// Error says why it ended other than by exiting (a limit, a timeout).
 	Error string
+	// Limit names the limit that ended it (api.LimitTimeout, …), if one did.
+	Limit string
 }
 
 // Workspace reads and writes the sandbox's workspace. Names are relative to it.

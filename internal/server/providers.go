@@ -157,7 +157,7 @@ type execRunner struct {
 func (e execRunner) Run(ctx context.Context, dir string, cmd provider.Command) (provider.Result, error) {
 	timeout := cmd.Timeout
 	if timeout == 0 {
-		timeout = provider.DefaultTimeout
+		timeout = api.DefaultStepTimeout
 	}
 	// The agent takes a relative directory from the workspace, in every tier.
 	out, err := e.s.ops.Exec(ctx, e.c, e.r.PathValue("id"), api.ExecRequest{
@@ -166,7 +166,7 @@ func (e execRunner) Run(ctx context.Context, dir string, cmd provider.Command) (
 	if err != nil {
 		return provider.Result{}, err
 	}
-	return provider.Result{ExitCode: out.ExitCode, Stdout: out.Stdout, Stderr: out.Stderr, Error: out.Error}, nil
+	return provider.Result{ExitCode: out.ExitCode, Stdout: out.Stdout, Stderr: out.Stderr, Error: out.Error, Limit: out.Limit}, nil
 }
 
 // maxTail is how much of a streamed command's output a Result keeps, for the error that
@@ -178,7 +178,7 @@ const maxTail = 64 << 10
 func (e execRunner) Stream(ctx context.Context, dir string, cmd provider.Command, out func(stream string, data []byte)) (provider.Result, error) {
 	timeout := cmd.Timeout
 	if timeout == 0 {
-		timeout = provider.DefaultTimeout
+		timeout = api.DefaultStepTimeout
 	}
 	gate, err := e.s.ops.OpenStream(ctx, e.c, e.r.PathValue("id"))
 	if err != nil {
@@ -203,9 +203,9 @@ func (e execRunner) Stream(ctx context.Context, dir string, cmd provider.Command
 		case err != nil:
 			return provider.Result{}, err
 		case exit != nil:
-			res.ExitCode, res.Error = exit.ExitCode, exit.Error
+			res.ExitCode, res.Error, res.Limit = exit.ExitCode, exit.Error, exit.Limit
 			if timedOut.Load() {
-				res.Error = fmt.Sprintf("killed at the step's time limit (%s)", timeout)
+				res.Error, res.Limit = stepTimedOut(timeout), api.LimitTimeout
 			} else if res.Error == "" && exit.Signal != 0 {
 				res.Error = fmt.Sprintf("killed by signal %d", exit.Signal)
 			}
@@ -218,6 +218,16 @@ func (e execRunner) Stream(ctx context.Context, dir string, cmd provider.Command
 			out("stdout", data)
 		}
 	}
+}
+
+// stepTimedOut says that a step's command was killed at its time limit, and how to give
+// it a longer one.
+func stepTimedOut(t time.Duration) string {
+	msg := fmt.Sprintf("killed at the step's time limit (%s)", t)
+	if t < api.MaxStepTimeout {
+		msg += fmt.Sprintf(": give the step a longer one with timeout_seconds (paddock app --timeout), at most %s", api.MaxStepTimeout)
+	}
+	return msg
 }
 
 func tail(b []byte) []byte {

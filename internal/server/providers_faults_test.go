@@ -9,7 +9,7 @@ import (
 	"github.com/paddockhq/paddock/internal/servertest"
 )
 
-// A step that meets the sandbox's memory or disk limit, a corrupt lockfile and a missing
+// A step that meets the sandbox's memory or disk limit or its own time limit, a corrupt lockfile and a missing
 // toolchain each fail the step with a message that says which, and leave the workspace as
 // it was before the step.
 func TestProviderStepFaults(t *testing.T) {
@@ -23,19 +23,31 @@ func TestProviderStepFaults(t *testing.T) {
 
 	for _, c := range []struct {
 		name, setup string
-		want        []string
+		// timeout is the step's time limit, in seconds (0: the default).
+		timeout int
+		limit   string
+		want    []string
 	}{
-		{"memory", `require("fs").writeFileSync("half-done", ""); const a = []; for (;;) a.push(Buffer.alloc(16 << 20, 1));`,
-			[]string{"npm run build", "the sandbox's memory limit (384MiB) was hit"}},
-		{"disk", `require("fs").writeFileSync("half-done", ""); require("child_process").execFileSync("dd", ["if=/dev/zero", "of=big", "bs=1M", "count=400"], {stdio: "inherit"});`,
-			[]string{"npm run build", "the sandbox's disk limit (160MiB) was reached"}},
+		{"memory", `require("fs").writeFileSync("half-done", ""); const a = []; for (;;) a.push(Buffer.alloc(16 << 20, 1));`, 0,
+			api.LimitMemory, []string{"npm run build", "the sandbox's memory limit (384MiB) was hit"}},
+		{"disk", `require("fs").writeFileSync("half-done", ""); require("child_process").execFileSync("dd", ["if=/dev/zero", "of=big", "bs=1M", "count=400"], {stdio: "inherit"});`, 0,
+			api.LimitDisk, []string{"npm run build", "the sandbox's disk limit (160MiB) was reached"}},
+		// The limit bounds each command: npm install before it takes a second or two,
+		// and the build never ends. 20 s leaves a loaded machine room for the install.
+		{"time", `require("fs").writeFileSync("half-done", ""); setInterval(() => {}, 1000);`, 20,
+			api.LimitTimeout, []string{"npm run build", "killed at the step's time limit (20s)", "timeout_seconds"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			servertest.Decode(t, alice.DoToken("PUT", "/api/v1/sandboxes/"+sb.ID+"/files/content?path=app/build.js", strings.NewReader(c.setup)), http.StatusOK, nil)
 			// Writing build.js is a checkpoint of its own: the step's rollback returns to it.
 			was := execOK(t, alice, sb.ID, "sh", "-c", "cd app && ls -A && cat package-lock.json")
-			evs := providerStep(t, alice, sb.ID, "build", app)
+			req := app
+			req.TimeoutSeconds = c.timeout
+			evs := providerStep(t, alice, sb.ID, "build", req)
 			r := result(evs)
+			if r.Limit != c.limit {
+				t.Errorf("build over the %s limit: result's limit %q, want %q", c.name, r.Limit, c.limit)
+			}
 			for _, w := range c.want {
 				if !strings.Contains(r.Error, w) {
 					t.Errorf("build over the %s limit: result %q, want it to say %q; log:\n%s", c.name, r.Error, w, logText(evs))

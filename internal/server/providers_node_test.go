@@ -112,6 +112,11 @@ func TestProviderNodeVite(t *testing.T) {
 	if r := result(evs); r.Error != "" || r.Artifact != "my-site/.paddock/package/node.tar.gz" {
 		t.Fatalf("package: %+v; log:\n%s", r, logText(evs))
 	}
+	// What new installed is not installed again.
+	const skipped = "node_modules is up to date with package-lock.json: npm ci skipped"
+	if !logged(evs, skipped) {
+		t.Errorf("package right after new installed the dependencies again; log:\n%s", logText(evs))
+	}
 	// The stored artifact names the toolchain and lists the lockfile's packages.
 	var art api.Artifact
 	servertest.Decode(t, alice.DoToken("GET", "/api/v1/artifacts/"+result(evs).ArtifactID, nil), http.StatusOK, &art)
@@ -124,9 +129,14 @@ func TestProviderNodeVite(t *testing.T) {
 	if !strings.Contains(string(sbom), `"purl": "pkg:npm/react@`) || !strings.Contains(string(sbom), `"purl": "pkg:npm/vite@`) {
 		t.Errorf("the node SBOM does not list react and vite:\n%.2000s", sbom)
 	}
-	r := result(providerStep(t, alice, sb.ID, "preview", site))
-	if r.Error != "" || r.Preview == nil || !r.Preview.HotReload {
+	// A changed package.json is installed anew.
+	execOK(t, alice, sb.ID, "touch", "my-site/package.json")
+	evs = providerStep(t, alice, sb.ID, "preview", site)
+	if r := result(evs); r.Error != "" || r.Preview == nil || !r.Preview.HotReload {
 		t.Fatalf("preview: %+v", r)
+	}
+	if logged(evs, skipped) {
+		t.Errorf("preview after package.json changed did not install; log:\n%s", logText(evs))
 	}
 	resp := alice.AppToken(e.AppsURL(origins.Host{Kind: origins.KindApp, ID: sb.ID}), "GET", "/", nil)
 	page, _ := io.ReadAll(resp.Body)

@@ -87,6 +87,8 @@ func TestProviderStatic(t *testing.T) {
 		{"new", api.ProviderRequest{Runtime: "static", Name: "Bad Name"}, "name"},
 		{"build", api.ProviderRequest{Dir: "../other"}, "inside the workspace"},
 		{"deploy", api.ProviderRequest{}, "want new, build"},
+		{"build", api.ProviderRequest{TimeoutSeconds: -1}, "timeout_seconds: -1 is not between 0 and 3600"},
+		{"new", api.ProviderRequest{Runtime: "static", Name: "x", TimeoutSeconds: 3601}, "timeout_seconds: 3601 is not between 0 and 3600"},
 	} {
 		msg := servertest.ErrorOf(t, alice.DoToken("POST", path+c.step, c.req), http.StatusBadRequest).Message
 		if !strings.Contains(msg, c.want) {

@@ -1934,6 +1934,8 @@ export interface components {
             dir?: string;
             /** @description The new project's name (new only): lower-case letters, digits and dashes. */
             name?: string;
+            /** @description The time limit of each of the step's commands, in seconds; 0 or absent: 600. A command past it is killed and the step fails with limit timeout. */
+            timeout_seconds?: number;
         };
         Artifact: {
             /** @description The archive's SHA-256 in hex. */
@@ -2000,6 +2002,11 @@ export interface components {
             stream?: "stdout" | "stderr" | "paddock";
             line?: string;
             error?: string;
+            /**
+             * @description On a failed command's progress event and the step's result, the limit that ended the command, if one did (the step's time limit, or the sandbox's).
+             * @enum {string}
+             */
+            limit?: "timeout" | "memory" | "pids" | "file_size" | "disk";
             runtime?: string;
             dir?: string;
             /** @description The archive a package step made, relative to the workspace. */
