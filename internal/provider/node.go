@@ -72,6 +72,10 @@ const checkLock = `node -e 'try { JSON.parse(require("fs").readFileSync("package
 // writes the file anew, which makes it newer.
 const upToDate = `[ node_modules/.package-lock.json -nt package-lock.json ] && [ node_modules/.package-lock.json -nt package.json ]`
 
+// Offline is npm's offline mode: a refused registry is otherwise retried, each of the
+// install's fetches with its back-off, for minutes.
+func (Node) Offline() []string { return []string{"npm_config_offline=true"} }
+
 // Resolve installs the dependencies: exactly the lockfile's when there is one, unless
 // node_modules holds them already.
 func (Node) Resolve(Project) []Command {

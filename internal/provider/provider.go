@@ -51,6 +51,14 @@ type RuntimeProvider interface {
 	Registries(ctx context.Context, ws Workspace, p Project, env []string) ([]string, error)
 }
 
+// Offliner is a provider whose tools can work from their caches alone. Offline is the
+// environment that tells them to: a step whose registries the sandbox's policy refuses
+// runs with it, so that what the cache holds installs and what it lacks fails at once,
+// naming what was missing, instead of being retried against the refusal.
+type Offliner interface {
+	Offline() []string
+}
+
 // Project is a recognised project.
 type Project struct {
 	// Runtime is the provider's ID.

@@ -30,6 +30,8 @@ type Plan struct {
 	artifact string
 	// timeout bounds each command that sets none of its own.
 	timeout time.Duration
+	// env is added to every command's environment (Offline).
+	env []string
 	// Atomic, when set, runs a step that changes the workspace (new, build, validate,
 	// package) as one transaction: run's failure leaves the workspace as it was before.
 	Atomic func(ctx context.Context, emit func(api.ProviderEvent), run func() error) error
@@ -226,6 +228,16 @@ func archive(out, artifact, dir string) Command {
 		`mkdir -p "$(dirname "$2")" && tar --exclude=./.paddock -czf "$2" -C "$1" .`, "sh", out, rel}}
 }
 
+// Offline makes the plan's commands work from their caches alone, where its provider can
+// (Offliner); false when it cannot.
+func (pl *Plan) Offline() bool {
+	o, ok := pl.provider.(Offliner)
+	if ok {
+		pl.env = append(pl.env, o.Offline()...)
+	}
+	return ok
+}
+
 // Registries are the hosts the plan's project fetches from, given the sandbox's
 // environment.
 func (pl *Plan) Registries(ctx context.Context, ws Workspace, env []string) ([]string, error) {
@@ -293,6 +305,9 @@ func (pl *Plan) run(ctx context.Context, r Runner, ws Workspace, emit func(api.P
 		for i, c := range ph.cmds {
 			if c.Timeout == 0 {
 				c.Timeout = cmp.Or(pl.timeout, api.DefaultStepTimeout)
+			}
+			if len(pl.env) > 0 {
+				c.Env = append(slices.Clone(c.Env), pl.env...)
 			}
 			if err := runOne(ctx, r, pl.Project.Dir, ph.name, i+1, len(ph.cmds), c, emit); err != nil {
 				return err

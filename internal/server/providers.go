@@ -59,6 +59,20 @@ func (s *Server) appStep(w http.ResponseWriter, r *http.Request, c fleet.Caller)
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	sse := sseWriter{w: w}
+	emit := sse.emit
+	if refused := s.refusedRegistries(id, registries); len(refused) > 0 {
+		note := fmt.Sprintf("the sandbox's policy refuses the %s provider's registries: %s", plan.Project.Runtime, strings.Join(refused, "; "))
+		if plan.Offline() {
+			note += "; its tools run offline, from their cache alone"
+		}
+		emit(api.ProviderEvent{Type: api.EventLog, Step: step, Stream: "paddock", Line: note})
+		emit = func(ev api.ProviderEvent) {
+			if ev.Type == api.EventResult && ev.Error != "" {
+				ev.Error += " (" + note + ")"
+			}
+			sse.emit(ev)
+		}
+	}
 	var checkpoint string
 	plan.Atomic = func(ctx context.Context, emit func(api.ProviderEvent), run func() error) error {
 		return s.atomically(r.WithContext(ctx), c, emit, &checkpoint, run)
@@ -74,10 +88,26 @@ func (s *Server) appStep(w http.ResponseWriter, r *http.Request, c fleet.Caller)
 			return s.fromTemplatePool(ctx, c, r.PathValue("id"), p, scaffold)
 		}
 	}
-	if err := plan.Run(r.Context(), run, ws, sse.emit); err != nil {
+	if err := plan.Run(r.Context(), run, ws, emit); err != nil {
 		s.log.Info("provider step failed", "sandbox", r.PathValue("id"), "step", r.PathValue("step"), "runtime", plan.Project.Runtime, "err", err)
 	}
 	return errResponded
+}
+
+// refusedRegistries are those of registries the sandbox's network policy refuses, each
+// with the rule and its reason.
+func (s *Server) refusedRegistries(id string, registries []string) []string {
+	var out []string
+	for _, host := range registries {
+		if s.netPolicy.Load() == nil {
+			out = append(out, host+" (rule network_policy: the server has none, so its sandboxes reach no network)")
+			continue
+		}
+		if d := (sandboxNetwork{s: s, id: id}).decide(host); !d.Allow {
+			out = append(out, fmt.Sprintf("%s (rule %s: %s)", host, d.Rule, d.Reason))
+		}
+	}
+	return out
 }
 
 // fromTemplatePool puts the resolved files of a member of p's runtime's template pool

@@ -156,18 +156,40 @@ func logText(evs []api.ProviderEvent) string {
 	return b.String()
 }
 
-// A registry the policy does not allow fails the install with npm's own output naming
-// the host and the rule that refused it, not a bare 403.
+// A registry the policy does not allow fails the install at once, naming the host and
+// the rule that refused it: npm runs offline, since it would retry each refused fetch
+// (over CONNECT, for minutes, until the sandbox's memory ran out). A project whose
+// packages are all in the cache still installs.
 func TestProviderNpmEgressRefusal(t *testing.T) {
 	e, env := startWithRegistry(t)
 	alice := e.Register(t, "alice")
-	env = []string{strings.Replace(env[0], registryHost, "elsewhere.npm.test", 1)}
+	for _, reg := range []string{"http://elsewhere.npm.test/", "https://elsewhere.npm.test/"} {
+		t.Run(strings.Split(reg, ":")[0], func(t *testing.T) {
+			var sb api.Sandbox
+			servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "p-" + strings.Split(reg, ":")[0],
+				Env: []string{"npm_config_registry=" + reg}}), http.StatusCreated, &sb)
+			evs := providerStep(t, alice, sb.ID, "new", api.ProviderRequest{Runtime: "node", Name: "my-site", Dir: "my-site"})
+			r, log := result(evs), logText(evs)
+			for _, want := range []string{"elsewhere.npm.test (rule network.default", "offline"} {
+				if !strings.Contains(r.Error, want) {
+					t.Errorf("install from %s, which the policy does not allow: result %q, want it to say %q; log:\n%s", reg, r.Error, want, log)
+				}
+			}
+			if !strings.Contains(log, "ENOTCACHED") {
+				t.Errorf("install from %s: npm did not run offline; log:\n%s", reg, log)
+			}
+		})
+	}
+	// The packages the allowed registry put in the user's cache install with it refused.
 	var sb api.Sandbox
-	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "p", Env: env}), http.StatusCreated, &sb)
-	evs := providerStep(t, alice, sb.ID, "new", api.ProviderRequest{Runtime: "node", Name: "my-site", Dir: "my-site"})
-	r, log := result(evs), logText(evs)
-	if r.Error == "" || !strings.Contains(log, "elsewhere.npm.test") || !strings.Contains(log, "network.default") {
-		t.Errorf("install from a host the policy does not allow: result %+v; npm printed:\n%s\nwant the host and the rule", r, log)
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "warm", Env: env}), http.StatusCreated, &sb)
+	if r := result(providerStep(t, alice, sb.ID, "new", api.ProviderRequest{Runtime: "node", Name: "my-site", Dir: "my-site"})); r.Error != "" {
+		t.Fatalf("new with the allowed registry: %+v", r)
+	}
+	execOK(t, alice, sb.ID, "sh", "-c", "cd my-site && rm -rf node_modules && printf 'registry=https://elsewhere.npm.test/\\n' > .npmrc")
+	evs := providerStep(t, alice, sb.ID, "build", api.ProviderRequest{Dir: "my-site"})
+	if r := result(evs); r.Error != "" || !logged(evs, "elsewhere.npm.test (rule network.default") {
+		t.Errorf("build from a warm cache with the registry refused: result %q; log:\n%s", r.Error, logText(evs))
 	}
 }
 
