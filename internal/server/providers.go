@@ -66,8 +66,11 @@ func (s *Server) appStep(w http.ResponseWriter, r *http.Request, c fleet.Caller)
 			note += "; its tools run offline, from their cache alone"
 		}
 		emit(api.ProviderEvent{Type: api.EventLog, Step: step, Stream: "paddock", Line: note})
+		// A failure to fetch the dependencies says why in the step's error too.
+		resolveFailed := false
 		emit = func(ev api.ProviderEvent) {
-			if ev.Type == api.EventResult && ev.Error != "" {
+			resolveFailed = resolveFailed || ev.Type == api.EventProgress && ev.State == "failed" && ev.Step == "resolve"
+			if ev.Type == api.EventResult && ev.Error != "" && resolveFailed {
 				ev.Error += " (" + note + ")"
 			}
 			sse.emit(ev)
