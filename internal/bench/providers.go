@@ -78,9 +78,9 @@ func (e *Env) ProvidersTable(ctx context.Context, o Options) (t *Table, err erro
 	}
 	rec := newRecorder()
 	hmr := [2]int{}
-	// Each edit starts once Vite's watcher has settled from the last: it misses a second
-	// atomic replacement of a file that comes within about 100 ms of the first (chokidar's
-	// window for telling a replacement from a removal).
+	// Each edit starts once Vite's watcher has settled from the last: it can miss a second
+	// atomic replacement of a file that comes within about 100 ms of the first (see
+	// docs/providers.md, Not yet done).
 	settle := func() { time.Sleep(250 * time.Millisecond) }
 	err = interleave(rec, warmup, n,
 		func() error {
