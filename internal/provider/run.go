@@ -2,7 +2,6 @@ package provider
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -304,7 +303,7 @@ func (pl *Plan) run(ctx context.Context, r Runner, ws Workspace, emit func(api.P
 		}
 		for i, c := range ph.cmds {
 			if c.Timeout == 0 {
-				c.Timeout = cmp.Or(pl.timeout, api.DefaultStepTimeout)
+				c.Timeout = pl.timeout
 			}
 			if len(pl.env) > 0 {
 				c.Env = append(slices.Clone(c.Env), pl.env...)

@@ -101,12 +101,11 @@ func (s *Server) appStep(w http.ResponseWriter, r *http.Request, c fleet.Caller)
 // with the rule and its reason.
 func (s *Server) refusedRegistries(id string, registries []string) []string {
 	var out []string
+	none := s.netPolicy.Load() == nil
 	for _, host := range registries {
-		if s.netPolicy.Load() == nil {
+		if none {
 			out = append(out, host+" (rule network_policy: the server has none, so its sandboxes reach no network)")
-			continue
-		}
-		if d := (sandboxNetwork{s: s, id: id}).decide(host); !d.Allow {
+		} else if d := (sandboxNetwork{s: s, id: id}).decide(host); !d.Allow {
 			out = append(out, fmt.Sprintf("%s (rule %s: %s)", host, d.Rule, d.Reason))
 		}
 	}

@@ -37,6 +37,13 @@ async function open(page, url) {
   }
 }
 
+// shows resolves to the wall clock when page's h1 has color, polled each frame, or to the
+// error of a wait that timed out.
+function shows(page, color) {
+  return page.waitForFunction((c) => getComputedStyle(document.querySelector('h1')).color === c, color, { polling: 'raf', timeout: 60000 })
+    .then(() => Date.now(), (e) => e);
+}
+
 const ops = {
   async init(m) {
     const context = await browser.newContext({ baseURL: m.base, viewport: { width: 900, height: 700 } });
@@ -58,8 +65,7 @@ const ops = {
   },
   async watch(m) {
     await pages.proxy.bringToFront();
-    watched = pages.proxy.waitForFunction((c) => getComputedStyle(document.querySelector('h1')).color === c, m.color, { polling: 'raf', timeout: 60000 })
-      .then(() => Date.now(), (e) => e);
+    watched = shows(pages.proxy, m.color);
     return {};
   },
   async seen() {
@@ -77,8 +83,7 @@ const ops = {
     await page.bringToFront();
     // The page is watched from before the edit: it may show the change before the file
     // API has answered (the answer waits for the edit's checkpoint).
-    const shown = page.waitForFunction((c) => getComputedStyle(document.querySelector('h1')).color === c, m.color, { polling: 'raf', timeout: 60000 })
-      .then(() => Date.now(), (e) => e);
+    const shown = shows(page, m.color);
     const t0 = Date.now();
     let put = 0;
     if (m.via === 'proxy' || m.via === 'http') {
