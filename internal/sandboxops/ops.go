@@ -56,11 +56,13 @@ func New(cfg Config) *Ops {
 	return &Ops{fleet: cfg.Fleet, st: cfg.Store, log: cfg.Log, pol: cfg.Policies, caps: cfg.Capabilities, backups: cfg.Backups}
 }
 
-// Event records an event in the audit log. A failure is logged, not returned: the
-// operation it records has happened.
-func (o *Ops) Event(ctx context.Context, userID, action string, detail map[string]any) {
-	if err := o.st.Audit(context.WithoutCancel(ctx), store.AuditEvent{At: time.Now(), ActorUserID: userID, Action: action, Detail: detail}); err != nil {
-		o.log.Warn("record event", "action", action, "err", err)
+// Event records an event in the audit log, committed after the caller has answered
+// (store.AuditLater): the operation it records has happened, and a file write through
+// the API should not wait for an fsync of its record. A failure is logged, not returned.
+func (o *Ops) Event(_ context.Context, userID, action string, detail map[string]any) {
+	failed := func(err error) { o.log.Warn("record event", "action", action, "err", err) }
+	if err := o.st.AuditLater(store.AuditEvent{At: time.Now(), ActorUserID: userID, Action: action, Detail: detail}, failed); err != nil {
+		failed(err)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -12,9 +14,7 @@ import (
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fleet"
 	"github.com/paddockhq/paddock/internal/sandboxops"
-	"github.com/paddockhq/paddock/internal/server"
 	"github.com/paddockhq/paddock/internal/servertest"
-	"github.com/paddockhq/paddock/internal/store"
 )
 
 // opsEnv is a real control plane whose operations a test calls directly, as a front door
@@ -24,27 +24,23 @@ type opsEnv struct {
 	ops        *sandboxops.Ops
 	alice, bob fleet.Caller
 	sb         string
-	// db is the control plane's database, opened beside it, to read its audit log.
-	db *store.Store
+	// client is alice's session, to read her audit log as she would.
+	client *servertest.Client
 }
 
 func startOps(t *testing.T) opsEnv {
 	t.Helper()
 	env := servertest.Start(t)
-	caller := func(name string) fleet.Caller {
-		u := env.Register(t, name).User
-		return fleet.Caller{UserID: u.ID, Username: u.Username}
+	caller := func(c *servertest.Client) fleet.Caller {
+		return fleet.Caller{UserID: c.User.ID, Username: c.User.Username}
 	}
-	e := opsEnv{env: env, ops: env.Server.Ops(), alice: caller("alice"), bob: caller("bob")}
+	alice := env.Register(t, "alice")
+	e := opsEnv{env: env, ops: env.Server.Ops(), alice: caller(alice), bob: caller(env.Register(t, "bob")), client: alice}
 	rec, err := env.Server.Fleet().Create(t.Context(), e.alice, api.CreateSandboxRequest{Name: "ops"})
 	if err != nil {
 		t.Fatalf("create a sandbox: %v", err)
 	}
 	e.sb = rec.ID
-	if e.db, err = store.Open(t.Context(), server.DatabasePath(env.Config)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.db.Close() })
 	return e
 }
 
@@ -58,14 +54,12 @@ func (e opsEnv) sh(t *testing.T, ctx context.Context, script string) string {
 	return string(res.Stdout)
 }
 
-// events lists the audit events of action recorded so far.
-func (e opsEnv) events(t *testing.T, action string) []store.AuditEvent {
+// events lists alice's audit events of action recorded so far, through the API.
+func (e opsEnv) events(t *testing.T, action string) []api.Event {
 	t.Helper()
-	evs, err := e.db.ListAudit(t.Context(), store.AuditFilter{Action: action})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return evs
+	var out api.EventList
+	servertest.Decode(t, e.client.Do("GET", "/api/v1/events?action="+url.QueryEscape(action), nil), http.StatusOK, &out)
+	return out.Events
 }
 
 // Every operation works without HTTP, for the sandbox's owner only, with its audit events.

@@ -39,18 +39,36 @@ func (s *Store) Audit(ctx context.Context, events ...AuditEvent) error {
 
 // AppendAudit records e.
 func (tx *Tx) AppendAudit(ctx context.Context, e AuditEvent) error {
+	row, err := newAuditRow(e)
+	if err != nil {
+		return err
+	}
+	return tx.appendAuditRow(ctx, row)
+}
+
+// auditRow is an event as its row holds it: the detail already in JSON, so that a
+// queued event no longer shares its map with the caller.
+type auditRow struct {
+	at                            int64
+	actor, action, target, detail string
+}
+
+func newAuditRow(e AuditEvent) (auditRow, error) {
 	if e.Action == "" {
-		return fmt.Errorf("audit event without action: %w", errdefs.ErrInvalidArgument)
+		return auditRow{}, fmt.Errorf("audit event without action: %w", errdefs.ErrInvalidArgument)
 	}
 	detail := []byte("{}")
 	if len(e.Detail) > 0 {
 		var err error
 		if detail, err = json.Marshal(e.Detail); err != nil {
-			return fmt.Errorf("audit detail: %w: %w", errdefs.ErrInvalidArgument, err)
+			return auditRow{}, fmt.Errorf("audit detail: %w: %w", errdefs.ErrInvalidArgument, err)
 		}
 	}
-	_, err := tx.exec(ctx, appendAuditSQL, nanos(e.At), e.ActorUserID, e.Action, e.Target, string(detail))
-	if err != nil {
+	return auditRow{at: nanos(e.At), actor: e.ActorUserID, action: e.Action, target: e.Target, detail: string(detail)}, nil
+}
+
+func (tx *Tx) appendAuditRow(ctx context.Context, r auditRow) error {
+	if _, err := tx.exec(ctx, appendAuditSQL, r.at, r.actor, r.action, r.target, r.detail); err != nil {
 		return fmt.Errorf("append audit event: %w", mapErr(err))
 	}
 	return nil
@@ -68,6 +86,9 @@ type AuditFilter struct {
 
 // ListAudit returns the newest events matching f, newest first.
 func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]AuditEvent, error) {
+	if err := s.flushAudit(ctx); err != nil {
+		return nil, err
+	}
 	if f.Limit <= 0 {
 		f.Limit = 100
 	}
@@ -114,6 +135,9 @@ type TargetFilter struct {
 func (s *Store) ListTarget(ctx context.Context, f TargetFilter) ([]AuditEvent, error) {
 	if f.Target == "" {
 		return nil, fmt.Errorf("list events: no target: %w", errdefs.ErrInvalidArgument)
+	}
+	if err := s.flushAudit(ctx); err != nil {
+		return nil, err
 	}
 	if f.Limit <= 0 {
 		f.Limit = 100

@@ -41,6 +41,8 @@ type Store struct {
 	// the process (SQLite).
 	pgcfg *pgx.ConnConfig
 	hub   hub
+	// audit queues the events of AuditLater for a writer in the background.
+	audit auditQueue
 }
 
 // Open opens the database target and applies any pending migrations. A target that is a
@@ -139,8 +141,9 @@ func (s *Store) Path() string { return s.path }
 // Backend is "sqlite" or "postgres".
 func (s *Store) Backend() string { return s.b.String() }
 
-// Close closes both pools.
+// Close commits the audit events still queued and closes both pools.
 func (s *Store) Close() error {
+	s.closeAudit()
 	if s.sessionByHash != nil {
 		s.sessionByHash.Close()
 	}
