@@ -17,6 +17,7 @@ require (
 	github.com/landlock-lsm/go-landlock v0.11.0
 	github.com/minio/minio-go/v7 v7.4.1
 	github.com/moby/profiles/seccomp v0.2.3
+	github.com/moby/sys/mountinfo v0.7.3
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/openai/openai-go/v3 v3.98.0
 	github.com/opencontainers/runtime-spec v1.3.0

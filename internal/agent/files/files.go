@@ -87,6 +87,9 @@ type Service struct {
 	// unjailed, set by tests, stands for kernelFollowsNoFollow's answer.
 	unjailed  error
 	offLogged sync.Once
+	// renameFirst: the workspace's file system orders a replaced file's data before the
+	// rename (renameFirstOn), so a Write that replaces a file syncs it after the rename.
+	renameFirst bool
 	// commitMu makes a Write's If-Match check and its rename one step among Writes.
 	commitMu sync.Mutex
 	// beforeCommit, set by tests, runs between that check and the rename.
@@ -116,12 +119,13 @@ func New(workspace string, log *slog.Logger) (*Service, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Service{
-		root:       root,
-		top:        top,
-		log:        log,
-		maxWrite:   MaxWriteBytes,
-		maxList:    MaxListEntries,
-		maxWatches: MaxWatchedDirs,
+		root:        root,
+		top:         top,
+		log:         log,
+		renameFirst: renameFirstOn(workspace),
+		maxWrite:    MaxWriteBytes,
+		maxList:     MaxListEntries,
+		maxWatches:  MaxWatchedDirs,
 	}, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"fmt"
 	"math"
 	"os"
 	"syscall"
@@ -21,8 +22,17 @@ func randomBytes(t *testing.T, n int) []byte {
 	return b
 }
 
+// TestReadWriteRoundTrip writes and reads back files of every shape, in both orders of a
+// replacement's sync and rename (see renameFirstOn).
 func TestReadWriteRoundTrip(t *testing.T) {
-	e := newEnv(t)
+	for _, renameFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("renameFirst=%v", renameFirst), func(t *testing.T) {
+			testReadWriteRoundTrip(t, newEnv(t, func(s *Service) { s.renameFirst = renameFirst }))
+		})
+	}
+}
+
+func testReadWriteRoundTrip(t *testing.T, e *env) {
 	big := randomBytes(t, 5<<20)
 	tests := []struct {
 		name    string

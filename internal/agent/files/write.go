@@ -135,7 +135,15 @@ func (s *Service) writeInto(stream writeStream, first *agentv1.WriteRequest, dir
 	if err := s.copyStream(stream, first.GetData(), io.MultiWriter(tmp.f, tag), p, g); err != nil {
 		return nil, err
 	}
-	fi, err := tmp.finish(mode)
+	// Synced before the rename unless the file system orders a replacement's data before
+	// the rename itself (see renameFirstOn), and the file replaces one.
+	syncFirst := true
+	if s.renameFirst {
+		if old, err := dir.Lstat(path.Base(rel)); err == nil && old.Mode().IsRegular() {
+			syncFirst = false
+		}
+	}
+	fi, err := tmp.finish(mode, syncFirst)
 	if err != nil {
 		return nil, s.fsError("write", p, err)
 	}
@@ -144,24 +152,35 @@ func (s *Service) writeInto(stream writeStream, first *agentv1.WriteRequest, dir
 			return nil, err
 		}
 	}
-	// The check of If-Match and the rename are one step among the agent's own writes:
-	// two saves based on the same read cannot both pass.
+	if err := s.commit(dir, tmp, first, rel); err != nil {
+		return nil, err
+	}
+	if err := tmp.close(!syncFirst); err != nil {
+		return nil, s.fsError("write", p, fmt.Errorf("the file is in place, but syncing it failed: %w", err))
+	}
+	info := infoOf(rel, fi, "")
+	info.Etag = tagOf(tag)
+	return info, nil
+}
+
+// commit renames tmp into place at rel. The check of If-Match and the rename are one step
+// among the agent's own writes: two saves based on the same read cannot both pass.
+func (s *Service) commit(dir *os.Root, tmp *tempFile, first *agentv1.WriteRequest, rel string) error {
 	s.commitMu.Lock()
 	defer s.commitMu.Unlock()
+	p := first.GetPath()
 	if want := first.GetIfMatch(); want != "" {
 		if err := s.checkMatch(dir, path.Base(rel), p, want); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if s.beforeCommit != nil {
 		s.beforeCommit()
 	}
 	if err := tmp.rename(path.Base(rel)); err != nil {
-		return nil, s.fsError("write", p, err)
+		return s.fsError("write", p, err)
 	}
-	info := infoOf(rel, fi, "")
-	info.Etag = tagOf(tag)
-	return info, nil
+	return nil
 }
 
 // copyStream writes data and then every later message's data to f, refusing to grow past
@@ -213,20 +232,27 @@ func createTemp(dir *os.Root) (*tempFile, error) {
 	return &tempFile{dir: dir, name: name, f: f}, nil
 }
 
-// finish sets the final mode on the descriptor (exactly, whatever the umask), flushes and
-// closes the file, and describes it.
-func (t *tempFile) finish(mode fs.FileMode) (fs.FileInfo, error) {
+// finish sets the final mode on the descriptor (exactly, whatever the umask), with sync
+// flushes the file, and describes it. The file stays open for close.
+func (t *tempFile) finish(mode fs.FileMode, sync bool) (fs.FileInfo, error) {
 	if err := t.f.Chmod(mode); err != nil {
 		return nil, err
 	}
-	if err := t.f.Sync(); err != nil {
-		return nil, err
+	if sync {
+		if err := t.f.Sync(); err != nil {
+			return nil, err
+		}
 	}
-	fi, err := t.f.Stat()
-	if err != nil {
-		return nil, err
+	return t.f.Stat()
+}
+
+// close closes the file renamed into place, with sync flushing it first.
+func (t *tempFile) close(sync bool) error {
+	var err error
+	if sync {
+		err = t.f.Sync()
 	}
-	return fi, t.f.Close()
+	return errors.Join(err, t.f.Close())
 }
 
 // rename puts the finished file in place over base: readers see the old file or the new
