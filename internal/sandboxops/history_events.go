@@ -150,10 +150,15 @@ func (o *Ops) recordHistoryEvent(ctx context.Context, rec store.Sandbox, ev *pb.
 	}
 	evs = append(evs, store.AuditEvent{At: at, ActorUserID: owner, Action: historyActionPrefix + ev.GetKind(), Target: rec.ID,
 		Detail: historyDetail(rec.ID, ev)})
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if err := o.st.Audit(wctx, evs...); err != nil {
+	// Committed after, as the records of sandbox operations are (Ops.Event): a checkpoint
+	// follows every write, and its record must not put an fsync of the store beside it.
+	failed := func(err error) {
 		o.log.Warn("record history event", "sandbox", rec.ID, "kind", ev.GetKind(), "err", err)
+	}
+	for _, e := range evs {
+		if err := o.st.AuditLater(e, failed); err != nil {
+			failed(err)
+		}
 	}
 }
 
