@@ -37,6 +37,8 @@ type ControlPlane struct {
 	Client *http.Client
 	// CSRF is the session's token, which state-changing requests (promote) carry.
 	CSRF string
+	// Workspaces is where the sandboxes' workspaces are on the host.
+	Workspaces string
 
 	http *http.Server
 }
@@ -118,7 +120,7 @@ func (e *Env) startBare(ctx context.Context, log *slog.Logger, edit func(*server
 		s.Close()
 		return nil, err
 	}
-	cp := &ControlPlane{URL: "http://" + lis.Addr().String(), Server: s, Client: newLoadClient(),
+	cp := &ControlPlane{URL: "http://" + lis.Addr().String(), Server: s, Client: newLoadClient(), Workspaces: cfg.Runner.WorkspaceRoot,
 		http: &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}}
 	go cp.http.Serve(lis)
 	return cp, nil

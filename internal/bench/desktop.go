@@ -389,7 +389,9 @@ type answer struct {
 	Session string  `json:"session"`
 	PutMS   float64 `json:"put_ms"`
 	At      int64   `json:"at"`
-	Error   string  `json:"error"`
+	// T0 is when the script started the edit, in ms since the epoch (sub-ms).
+	T0    float64 `json:"t0"`
+	Error string  `json:"error"`
 }
 
 // directKey writes key to the terminal's PTY through the agent and waits until its echo

@@ -85,6 +85,7 @@ const ops = {
     // API has answered (the answer waits for the edit's checkpoint).
     const shown = shows(page, m.color);
     const t0 = Date.now();
+    const epoch = performance.timeOrigin + performance.now();
     let put = 0;
     if (m.via === 'proxy' || m.via === 'http') {
       const url = m.via === 'proxy' ? `${m.base}/api/v1/sandboxes/${m.sandbox}/files/content?path=${m.path}` : m.put_url;
@@ -96,7 +97,7 @@ const ops = {
     }
     const at = await shown;
     if (at instanceof Error) throw at;
-    return { ms: at - t0, put_ms: put };
+    return { ms: at - t0, put_ms: put, t0: epoch };
   },
 };
 
