@@ -568,6 +568,12 @@ export interface paths {
          *     place as one step among its own writes (two saves based on one read cannot both
          *     pass); a file changed or deleted since is left as it is, and the answer is 412
          *     (code stale) saying which. Without If-Match the write is unconditional.
+         *
+         *     The answer comes once the new content is on disk. Readers see the old file or the
+         *     new one, never a part, a power cut included: the new file is synced before it is
+         *     renamed into place, or, where it replaces a file on ext4 (which in its default mode
+         *     writes a replacement's data before the rename), renamed first and synced before the
+         *     answer, so that a dev server sees the edit a sync sooner.
          */
         put: operations["writeFile"];
         post?: never;
