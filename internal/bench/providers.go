@@ -108,7 +108,7 @@ func (e *Env) ProvidersTable(ctx context.Context, o Options) (t *Table, err erro
 					if err != nil {
 						return err
 					}
-					at, err := f.renames.last()
+					at, err := f.renames.next()
 					rec.add("hmr.proxy", a.MS)
 					rec.add("hmr.put", a.PutMS)
 					rec.add("hmr.proxy.in", float64(at.UnixMicro())/1000-a.T0)
@@ -598,7 +598,7 @@ func (f *providersFixture) agentEdit(ctx context.Context, next *int) (shown, in 
 	if _, err := up.CloseAndRecv(); err != nil {
 		return 0, 0, fmt.Errorf("writing the theme through the agent: %w", err)
 	}
-	at, err := f.renames.last()
+	at, err := f.renames.next()
 	if err != nil {
 		return 0, 0, err
 	}

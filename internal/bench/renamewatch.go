@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 	"unsafe"
 
@@ -17,16 +16,14 @@ import (
 // renameWatch notes when a file is renamed into place in a directory, as the host sees it
 // (inotify's IN_MOVED_TO): where an edit's way in ends and the dev server's work starts.
 type renameWatch struct {
-	fd   int
+	f    *os.File // the inotify descriptor, non-blocking: Close ends a read under way
 	name string
-	mu   sync.Mutex
-	at   time.Time // the last rename, zero after reset
-	seen chan struct{}
+	at   chan time.Time // each rename of name, as read
 }
 
 // watchRenames watches dir for renames of name into it.
 func watchRenames(dir, name string) (*renameWatch, error) {
-	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC)
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return nil, fmt.Errorf("inotify: %w", err)
 	}
@@ -34,7 +31,7 @@ func watchRenames(dir, name string) (*renameWatch, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("inotify: watch %s: %w", dir, err)
 	}
-	w := &renameWatch{fd: fd, name: name, seen: make(chan struct{}, 1)}
+	w := &renameWatch{f: os.NewFile(uintptr(fd), "inotify"), name: name, at: make(chan time.Time, 16)}
 	go w.run()
 	return w, nil
 }
@@ -42,7 +39,7 @@ func watchRenames(dir, name string) (*renameWatch, error) {
 func (w *renameWatch) run() {
 	buf := make([]byte, 64<<10)
 	for {
-		n, err := unix.Read(w.fd, buf)
+		n, err := w.f.Read(buf)
 		if err != nil || n <= 0 {
 			return // closed
 		}
@@ -51,45 +48,34 @@ func (w *renameWatch) run() {
 			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
 			name := buf[off+unix.SizeofInotifyEvent : off+unix.SizeofInotifyEvent+int(ev.Len)]
 			off += unix.SizeofInotifyEvent + int(ev.Len)
-			if string(bytes.TrimRight(name, "\x00")) != w.name {
-				continue
-			}
-			w.mu.Lock()
-			w.at = now
-			w.mu.Unlock()
-			select {
-			case w.seen <- struct{}{}:
-			default:
+			if string(bytes.TrimRight(name, "\x00")) == w.name {
+				select {
+				case w.at <- now:
+				default: // nobody is timing an edit: dropped
+				}
 			}
 		}
 	}
 }
 
-// reset forgets the last rename: call it before an edit.
+// reset forgets the renames seen so far: call it before an edit.
 func (w *renameWatch) reset() {
-	w.mu.Lock()
-	w.at = time.Time{}
-	w.mu.Unlock()
-	select {
-	case <-w.seen:
-	default:
+	for {
+		select {
+		case <-w.at:
+		default:
+			return
+		}
 	}
 }
 
-// last is when the file was renamed into place since reset, waiting for it a while.
-func (w *renameWatch) last() (time.Time, error) {
-	for deadline := time.After(10 * time.Second); ; {
-		w.mu.Lock()
-		at := w.at
-		w.mu.Unlock()
-		if !at.IsZero() {
-			return at, nil
-		}
-		select {
-		case <-w.seen:
-		case <-deadline:
-			return time.Time{}, fmt.Errorf("%s was not renamed into place within 10 s", w.name)
-		}
+// next is when the file was first renamed into place since reset, waiting for it a while.
+func (w *renameWatch) next() (time.Time, error) {
+	select {
+	case at := <-w.at:
+		return at, nil
+	case <-time.After(10 * time.Second):
+		return time.Time{}, fmt.Errorf("%s was not renamed into place within 10 s", w.name)
 	}
 }
 
@@ -97,7 +83,7 @@ func (w *renameWatch) Close() error {
 	if w == nil {
 		return nil
 	}
-	return unix.Close(w.fd)
+	return w.f.Close()
 }
 
 // findFile finds the directory below root holding rel (a slash path whose last element is

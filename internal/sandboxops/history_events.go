@@ -124,13 +124,15 @@ func (o *Ops) followOnce(ctx context.Context, rec store.Sandbox, hc *agentclient
 		}
 		got = true
 		cur.Epoch, cur.After = ev.GetEpoch(), ev.GetSeq()
-		o.recordHistoryEvent(ctx, rec, ev)
+		o.recordHistoryEvent(rec, ev)
 	}
 }
 
 // recordHistoryEvent writes ev to the event store as an event of the sandbox's owner now.
-// The write is not cut short by a stop: an event received is an event recorded.
-func (o *Ops) recordHistoryEvent(ctx context.Context, rec store.Sandbox, ev *pb.HistoryEvent) {
+// It is committed after, as the records of sandbox operations are (Ops.Event): a
+// checkpoint follows every write, and its record must not put an fsync of the store
+// beside it. A stop does not lose it: closing the store commits what is queued.
+func (o *Ops) recordHistoryEvent(rec store.Sandbox, ev *pb.HistoryEvent) {
 	if !historyKinds[ev.GetKind()] {
 		o.log.Debug("history event of an unknown kind dropped", "sandbox", rec.ID, "kind", bounded(ev.GetKind(), 32))
 		return
@@ -143,23 +145,19 @@ func (o *Ops) recordHistoryEvent(ctx context.Context, rec store.Sandbox, ev *pb.
 	if ev.GetTimeUnixNano() <= 0 {
 		at = time.Now()
 	}
-	var evs []store.AuditEvent
-	if n := ev.GetLost(); n > 0 {
-		evs = append(evs, store.AuditEvent{At: at, ActorUserID: owner, Action: historyLost, Target: rec.ID,
-			Detail: map[string]any{"sandbox_id": rec.ID, "lost": n}})
-	}
-	evs = append(evs, store.AuditEvent{At: at, ActorUserID: owner, Action: historyActionPrefix + ev.GetKind(), Target: rec.ID,
-		Detail: historyDetail(rec.ID, ev)})
-	// Committed after, as the records of sandbox operations are (Ops.Event): a checkpoint
-	// follows every write, and its record must not put an fsync of the store beside it.
 	failed := func(err error) {
 		o.log.Warn("record history event", "sandbox", rec.ID, "kind", ev.GetKind(), "err", err)
 	}
-	for _, e := range evs {
+	record := func(action string, detail map[string]any) {
+		e := store.AuditEvent{At: at, ActorUserID: owner, Action: action, Target: rec.ID, Detail: detail}
 		if err := o.st.AuditLater(e, failed); err != nil {
 			failed(err)
 		}
 	}
+	if n := ev.GetLost(); n > 0 {
+		record(historyLost, map[string]any{"sandbox_id": rec.ID, "lost": n})
+	}
+	record(historyActionPrefix+ev.GetKind(), historyDetail(rec.ID, ev))
 }
 
 // historyDetail is what an event says: identifiers, causes and counts, and messages cut
