@@ -30,7 +30,9 @@
 #     ${NGINX_DEB_VERSION} and haproxy ${HAPROXY_DEB_VERSION} (tables 5 and 6; wrk ${WRK_DEB_VERSION}
 #     loads table 5 from a process of its own), squid ${SQUID_DEB_VERSION}
 #     and tinyproxy ${TINYPROXY_DEB_VERSION} (table 13). The bench writes their configuration
-#     and starts and stops them itself, on loopback.
+#     and starts and stops them itself, on loopback. Also xfsprogs ${XFSPROGS_DEB_VERSION}: mkfs.xfs
+#     makes the file system with reflinks on which table 17 and internal/runner's tests fork
+#     a disk image.
 #   - Debian's postgresql-${POSTGRESQL_MAJOR} ${POSTGRESQL_DEB_VERSION}, its service never started:
 #     the store's tests on PostgreSQL start their own server (internal/store/pgtest). It brings
 #     postgresql-client-${POSTGRESQL_MAJOR}, whose pg_dump and pg_restore paddock admin backup and
@@ -88,6 +90,7 @@ HAPROXY_DEB_VERSION=${HAPROXY_DEB_VERSION:-2.6.12-1+deb12u4}
 SQUID_DEB_VERSION=${SQUID_DEB_VERSION:-5.7-2+deb12u6}
 TINYPROXY_DEB_VERSION=${TINYPROXY_DEB_VERSION:-1.11.1-2.1+deb12u1}
 WRK_DEB_VERSION=${WRK_DEB_VERSION:-4.1.0-3+b2}
+XFSPROGS_DEB_VERSION=${XFSPROGS_DEB_VERSION:-6.1.0-1}
 POSTGRESQL_MAJOR=${POSTGRESQL_MAJOR:-15}
 POSTGRESQL_DEB_VERSION=${POSTGRESQL_DEB_VERSION:-15.20-0+deb12u1}
 CARGO_DEB_VERSION=${CARGO_DEB_VERSION:-0.66.0+ds1-1}
@@ -219,7 +222,8 @@ fi
 # one already is (container images ship one).
 peer_pkgs=()
 for pv in "podman=$PODMAN_DEB_VERSION" "bubblewrap=$BUBBLEWRAP_DEB_VERSION" "nginx=$NGINX_DEB_VERSION" \
-	"haproxy=$HAPROXY_DEB_VERSION" "squid=$SQUID_DEB_VERSION" "tinyproxy=$TINYPROXY_DEB_VERSION" "wrk=$WRK_DEB_VERSION"; do
+	"haproxy=$HAPROXY_DEB_VERSION" "squid=$SQUID_DEB_VERSION" "tinyproxy=$TINYPROXY_DEB_VERSION" "wrk=$WRK_DEB_VERSION" \
+	"xfsprogs=$XFSPROGS_DEB_VERSION"; do
 	dpkg-query -W -f='${Status}' "${pv%%=*}" 2>/dev/null | grep -q 'install ok installed' || peer_pkgs+=("$pv")
 done
 if ((${#peer_pkgs[@]})); then
@@ -240,7 +244,8 @@ if ((${#peer_pkgs[@]})); then
 	[ -z "$own_policy" ] || { rm -f /usr/sbin/policy-rc.d; trap - EXIT; }
 fi
 for pv in "podman=$PODMAN_DEB_VERSION" "bubblewrap=$BUBBLEWRAP_DEB_VERSION" "nginx=$NGINX_DEB_VERSION" \
-	"haproxy=$HAPROXY_DEB_VERSION" "squid=$SQUID_DEB_VERSION" "tinyproxy=$TINYPROXY_DEB_VERSION" "wrk=$WRK_DEB_VERSION"; do
+	"haproxy=$HAPROXY_DEB_VERSION" "squid=$SQUID_DEB_VERSION" "tinyproxy=$TINYPROXY_DEB_VERSION" "wrk=$WRK_DEB_VERSION" \
+	"xfsprogs=$XFSPROGS_DEB_VERSION"; do
 	got=$(dpkg-query -W -f='${Version}' "${pv%%=*}" 2>/dev/null || echo unknown)
 	[ "$got" = "${pv#*=}" ] || log "note: ${pv%%=*} is $got, tested with ${pv#*=}"
 done

@@ -235,10 +235,17 @@ func TestPoolForkWakeTables(t *testing.T) {
 			if len(r.Tables) != 1 {
 				t.Fatalf("tables %+v", r.Tables)
 			}
+			onXFS := 0
 			for _, row := range r.Tables[0].Rows {
 				if row.N != 2 || row.P50 <= 0 {
 					t.Errorf("%s: %+v, want two positive samples", row.Name, row.Summary)
 				}
+				if strings.Contains(row.Name, "on XFS") {
+					onXFS++
+				}
+			}
+			if only == "fork" && onXFS != 2 {
+				t.Errorf("the fork's table has %d rows on XFS, want the fork's and cp -a's: %s", onXFS, r.Tables[0].Notes)
 			}
 		})
 	}

@@ -49,65 +49,91 @@ func (e *Env) ForkTable(ctx context.Context, o Options) (t *Table, err error) {
 		return nil, err
 	}
 	defer img.close()
+	// The same disk fork where the workspace root is on a file system with reflinks: an XFS
+	// made in a sparse file on the harness's disk and loop-mounted, holding a second source
+	// (its image and history store) and a plain copy of the workspace for `cp -a`, which
+	// clones each file there (coreutils' default, --reflink=auto).
+	xfs, err := makeReflinkFS(ctx, dir, 8<<30)
+	if err != nil {
+		h.Close()
+		return nil, err
+	}
+	defer xfs.close()
+	var xsrc *diskSource
+	xws := filepath.Join(xfs.root, "ws")
+	if xfs.missing == "" {
+		if xsrc, err = e.diskForkSource(xfs.root, plan, o.Quick); err != nil {
+			h.Close()
+			return nil, err
+		}
+		defer xsrc.close()
+		if err := plan.write(xws); err != nil {
+			h.Close()
+			return nil, fmt.Errorf("generate the workspace on XFS: %w", err)
+		}
+	}
 	rec := newRecorder()
 	var info history.ForkInfo
 	round := 0
-	// The fork paddock makes of a sandbox with a disk image: the image copied sparsely while
-	// frozen, mounted, and the checkpoint restored over the copy. With prove, the frozen
-	// source is proven to be the checkpoint beside the copy (history.ProveFrozen), and the
-	// restore is recorded without walking the copy; without, the copy is walked, as for a
-	// source that changed since its checkpoint.
-	var dinfo history.ForkInfo
-	dchecked := map[bool]bool{}
-	proofs := 0
-	disk := func(prove bool) error {
+	// The fork paddock makes of a sandbox with a disk image (src's, forked under base): the
+	// image copied sparsely while frozen, mounted, and the checkpoint restored over the
+	// copy. With prove, the frozen source is proven to be the checkpoint beside the copy
+	// (history.ProveFrozen), and the restore is recorded without walking the copy; without,
+	// the copy is walked, as for a source that changed since its checkpoint. Its series are
+	// named fs (disk: the harness's disk; xfs: the file system with reflinks) and the kind.
+	infos := map[string]history.ForkInfo{} // each file system's last fork
+	dchecked := map[string]bool{}
+	proofs := map[string]int{}
+	disk := func(src *diskSource, base, fs string, prove bool) error {
 		round++
-		to, mnt, dst := filepath.Join(dir, fmt.Sprint("disk-", round, ".img")), filepath.Join(dir, fmt.Sprint("disk-mnt-", round)), filepath.Join(dir, fmt.Sprint("disk-store-", round))
+		to, mnt, dst := filepath.Join(base, fmt.Sprint("disk-", round, ".img")), filepath.Join(base, fmt.Sprint("disk-mnt-", round)), filepath.Join(base, fmt.Sprint("disk-store-", round))
 		if err := os.Mkdir(mnt, 0o700); err != nil {
 			return err
 		}
 		var proof func(string) bool
-		key := "walk"
+		key := fs + ".walk"
 		if prove {
-			key = "proven"
+			key = fs + ".proven"
 			proof = func(ws string) bool {
 				began := time.Now()
-				ok, err := history.ProveFrozen(img.store, "", ws)
-				rec.add("disk.proof", ms(time.Since(began)))
+				ok, err := history.ProveFrozen(src.store, "", ws)
+				rec.add(fs+".proof", ms(time.Since(began)))
 				return ok && err == nil
 			}
 		}
 		syscall.Sync()
 		began := time.Now()
-		proven, err := runner.CopyImage(img.image, img.mount, to, proof)
+		proven, err := runner.CopyImage(src.image, src.mount, to, proof)
 		copied := time.Now()
 		if err == nil {
 			err = runner.MountImage(to, mnt)
 		}
+		var info history.ForkInfo
 		if err == nil && proven {
 			if rec.on {
-				proofs++
+				proofs[fs]++
 			}
-			dinfo, err = history.ForkOverProvenCopy(img.store, dst, "", filepath.Join(mnt, "workspace"))
+			info, err = history.ForkOverProvenCopy(src.store, dst, "", filepath.Join(mnt, "workspace"))
 		} else if err == nil {
-			dinfo, err = history.ForkOverCopy(img.store, dst, "", filepath.Join(mnt, "workspace"))
+			info, err = history.ForkOverCopy(src.store, dst, "", filepath.Join(mnt, "workspace"))
 		}
 		done := time.Now()
-		rec.add("disk."+key, ms(done.Sub(began)))
-		rec.add("disk."+key+".copy", ms(copied.Sub(began)))
-		rec.add("disk."+key+".share", ms(dinfo.Shared))
-		rec.add("disk."+key+".restore", ms(done.Sub(copied)-dinfo.Shared))
-		if err == nil && !dchecked[prove] {
-			dchecked[prove] = true
-			err = checkDiskFork(ctx, filepath.Join(mnt, "workspace"), img.workspace())
+		rec.add(key, ms(done.Sub(began)))
+		rec.add(key+".copy", ms(copied.Sub(began)))
+		rec.add(key+".share", ms(info.Shared))
+		rec.add(key+".restore", ms(done.Sub(copied)-info.Shared))
+		infos[fs] = info
+		if err == nil && !dchecked[key] {
+			dchecked[key] = true
+			err = checkDiskFork(ctx, filepath.Join(mnt, "workspace"), src.workspace())
 		}
 		if err == nil && prove {
 			err = checkProvenFork(dst, filepath.Join(mnt, "workspace"))
 		}
 		return errors.Join(err, unmountAt(mnt), os.Remove(to), os.RemoveAll(dst), os.Remove(mnt))
 	}
-	proven := func() error { return disk(true) }
-	walked := func() error { return disk(false) }
+	proven := func() error { return disk(img, dir, "disk", true) }
+	walked := func() error { return disk(img, dir, "disk", false) }
 	fork := func() error {
 		round++
 		dst, to := filepath.Join(dir, fmt.Sprint("fork-store-", round)), filepath.Join(dir, fmt.Sprint("fork-ws-", round))
@@ -174,7 +200,24 @@ func (e *Env) ForkTable(ctx context.Context, o Options) (t *Table, err error) {
 		}
 		return os.RemoveAll(to)
 	}
-	err = interleave(rec, 1, min(o.N, 5), proven, walked, fork, layer, one, cp)
+	rounds := []func() error{proven, walked, fork, layer, one, cp}
+	if xfs.missing == "" {
+		xproven := func() error { return disk(xsrc, xfs.root, "xfs", true) }
+		xcp := func() error {
+			round++
+			to := filepath.Join(xfs.root, fmt.Sprint("cp-", round))
+			syscall.Sync()
+			began := time.Now()
+			out, err := exec.CommandContext(ctx, "cp", "-a", xws, to).CombinedOutput()
+			rec.add("xfs.cp", ms(time.Since(began)))
+			if err != nil {
+				return fmt.Errorf("cp -a on XFS: %v: %s", err, out)
+			}
+			return os.RemoveAll(to)
+		}
+		rounds = append(rounds, xproven, xcp)
+	}
+	err = interleave(rec, 1, min(o.N, 5), rounds...)
 	h.Close()
 	if err != nil {
 		return nil, err
@@ -183,7 +226,7 @@ func (e *Env) ForkTable(ctx context.Context, o Options) (t *Table, err error) {
 	d, dc, ds, dr, dp := rec.summary("disk.proven"), rec.summary("disk.proven.copy"), rec.summary("disk.proven.share"), rec.summary("disk.proven.restore"), rec.summary("disk.proof")
 	w, wc, ws2, wr := rec.summary("disk.walk"), rec.summary("disk.walk.copy"), rec.summary("disk.walk.share"), rec.summary("disk.walk.restore")
 	l, ls, one1 := rec.summary("layer"), rec.summary("layer.sync"), rec.summary("one")
-	return &Table{
+	t = &Table{
 		Title: "17. Fork of a workspace's history against `cp -a` of the workspace",
 		About: fmt.Sprintf("Table 10's generated workspace (%s files, %s) with one checkpoint, on the harness's disk. The first row "+
 			"is the fork of a sandbox with a disk image (see the first note). The per-file fork is "+
@@ -221,7 +264,7 @@ func (e *Env) ForkTable(ctx context.Context, o Options) (t *Table, err error) {
 				"but every inode of the copy is read from its fresh mount. The first fork of each kind was compared with the "+
 				"workspace (`diff -r`), untimed, and each proven fork's store was opened over its copy and found at the "+
 				"checkpoint by a scan, untimed. Not timed here: the new sandbox's start, which gives the copy's files to its own "+
-				"id range (one chown per file, as for the per-file fork).", img.size, proofs, len(rec.series["disk.proven"]), dinfo.Trusted),
+				"id range (one chown per file, as for the per-file fork).", img.size, proofs["disk"], len(rec.series["disk.proven"]), infos["disk"].Trusted),
 			fmt.Sprintf("Blobs shared: %d by reflink, %d by hard link. The workspace's files must be the fork's own (never links to "+
 				"files its source can still write), so where the file system has no reflinks (ext4, as here; and a sandbox's "+
 				"workspace is on a disk image of its own) every byte of them is written again, as `cp -a` writes it: the "+
@@ -233,7 +276,77 @@ func (e *Env) ForkTable(ctx context.Context, o Options) (t *Table, err error) {
 				"Copying the bytes at all, even as one file in the kernel (what a sparse copy of a disk image costs at least), "+
 				"is the last row.", linfo.Files),
 		},
-	}, nil
+	}
+	t.Rows = append(t.Rows, xfsRows(rec, c, xfs.missing)...)
+	t.Notes = append(t.Notes, xfsNote(rec, c, infos["xfs"], proofs["xfs"], xfs.missing))
+	return t, nil
+}
+
+// xfsRows are table 17's rows of the disk fork on a file system with reflinks, against
+// `cp -a` on the same one (c is `cp -a` on the harness's disk); none where there is none.
+func xfsRows(rec *recorder, c Summary, missing string) []Row {
+	if missing != "" {
+		return nil
+	}
+	x, xc, xs, xr, xcp := rec.summary("xfs.proven"), rec.summary("xfs.proven.copy"), rec.summary("xfs.proven.share"), rec.summary("xfs.proven.restore"), rec.summary("xfs.cp")
+	return []Row{
+		{Name: "*on XFS with reflinks:* the same fork of the workspace's disk image, its source at the checkpoint, the image and the history on XFS", Unit: "ms", Summary: x, Ratio: ratio(x.P50, xcp.P50), Target: "≤ 0.1× cp -a on XFS", Met: yesNo(x.P50 <= 0.1*xcp.P50)},
+		{Name: "of which copying the image (`copy_file_range` clones its extents), the proof beside it", Unit: "ms", Summary: xc, Ratio: ratio(xc.P50, xcp.P50)},
+		{Name: "of which sharing the history's blobs (one reflink each)", Unit: "ms", Summary: xs, Ratio: ratio(xs.P50, xcp.P50)},
+		{Name: "of which mounting the copy and recording the restore", Unit: "ms", Summary: xr, Ratio: ratio(xr.P50, xcp.P50)},
+		{Name: "*on XFS with reflinks:* `cp -a` of the workspace (cp clones each file: `--reflink=auto`, coreutils' default)", Unit: "ms", Summary: xcp, Ratio: "1.00× (baseline on XFS); " + ratio(xcp.P50, c.P50) + " cp -a on the harness's disk"},
+	}
+}
+
+// xfsNote says what the rows on XFS measured, or why there are none.
+func xfsNote(rec *recorder, c Summary, info history.ForkInfo, proofs int, missing string) string {
+	if missing != "" {
+		return "Not measured: the disk fork on a file system with reflinks, since " + missing + "."
+	}
+	x, xcp := rec.summary("xfs.proven"), rec.summary("xfs.cp")
+	return fmt.Sprintf("*On XFS with reflinks*: the harness made an XFS (`mkfs.xfs -m reflink=1`) in a sparse file of its disk, "+
+		"loop-mounted, and put there a second source as the first row's (its image and history store) and a plain copy of "+
+		"the workspace: what a host whose workspace root is on XFS (or another file system with reflinks, such as btrfs) "+
+		"does. There the fork of the disk image copies no data: `copy_file_range` clones the image's extents and every blob "+
+		"is a reflink (%d by reflink, %d by hard link), so the fork takes %.1f ms against %.1f ms for `cp -a`, which clones each file "+
+		"there too (%s; against `cp -a` on the harness's disk, %s); proven in %d of %d rounds. The first fork was compared "+
+		"with the workspace (`diff -r`), untimed.",
+		info.Cloned, info.Linked, x.P50, xcp.P50, ratio(x.P50, xcp.P50), ratio(x.P50, c.P50), proofs, len(rec.series["xfs.proven"]))
+}
+
+// makeReflinkFS makes an XFS with reflinks in a sparse file of size under dir and mounts it;
+// where mkfs.xfs is missing it says so in missing and makes nothing.
+func makeReflinkFS(ctx context.Context, dir string, size int64) (*reflinkFS, error) {
+	mkfs, err := exec.LookPath("mkfs.xfs")
+	if err != nil {
+		return &reflinkFS{missing: "mkfs.xfs (Debian's xfsprogs, which scripts/setup.sh installs) is not installed"}, nil
+	}
+	x := &reflinkFS{root: filepath.Join(dir, "xfs"), image: filepath.Join(dir, "xfs.img")}
+	if err := os.WriteFile(x.image, nil, 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.Truncate(x.image, size); err != nil {
+		return nil, err
+	}
+	if out, err := exec.CommandContext(ctx, mkfs, "-q", "-m", "reflink=1", x.image).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("mkfs.xfs: %v: %s", err, out)
+	}
+	if err := os.Mkdir(x.root, 0o700); err != nil {
+		return nil, err
+	}
+	if out, err := exec.CommandContext(ctx, "mount", "-o", "loop", x.image, x.root).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("mount the XFS: %v: %s", err, out)
+	}
+	return x, nil
+}
+
+// reflinkFS is the XFS makeReflinkFS made, mounted at root, or why there is none.
+type reflinkFS struct{ root, image, missing string }
+
+func (x *reflinkFS) close() {
+	if x.missing == "" {
+		_ = unmountAt(x.root)
+	}
 }
 
 // syncDir makes what is under dir durable: one syncfs of its file system.

@@ -207,9 +207,10 @@ func (r *Runner) makeImage(path string, size, extra wire.Size, durable bool) err
 // holds the disks' lock.
 func (r *Runner) diskTemplate(size wire.Size, journal bool) (string, error) {
 	dir := filepath.Join(r.cfg.WorkspaceRoot, ".disk-templates")
-	name := fmt.Sprintf("ext4-%d.img", int64(size))
+	// 4k: of 4 KiB blocks at every size; a template of an older paddock may have smaller.
+	name := fmt.Sprintf("ext4-4k-%d.img", int64(size))
 	if !journal {
-		name = fmt.Sprintf("ext4-nojournal-%d.img", int64(size))
+		name = fmt.Sprintf("ext4-4k-nojournal-%d.img", int64(size))
 	}
 	path := filepath.Join(dir, name)
 	if _, err := os.Stat(path); err == nil {
@@ -243,10 +244,13 @@ func formatImageWith(path string, size wire.Size, journal bool) error {
 		os.Remove(path)
 		return fmt.Errorf("disk: %w", err)
 	}
-	// -m 0: no blocks kept for root, who inside is the agent. Lazy init: the inode tables
-	// and journal are zeroed by the kernel later, not written now. nodiscard: a fresh
-	// sparse file has nothing to discard.
-	args := []string{"-q", "-F", "-m", "0", "-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard"}
+	// -m 0: no blocks kept for root, who inside is the agent. -b 4096 at every size (mkfs
+	// picks 1 KiB blocks under 512 MiB): a loop device over a file with shared extents (a
+	// reflinked copy, on XFS) takes the file system's 4 KiB as its logical block size, and
+	// ext4 mounts no smaller block on it. Lazy init: the inode tables and journal are
+	// zeroed by the kernel later, not written now. nodiscard: a fresh sparse file has
+	// nothing to discard.
+	args := []string{"-q", "-F", "-m", "0", "-b", "4096", "-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard"}
 	if !journal {
 		args = append(args, "-O", "^has_journal")
 	}

@@ -3,13 +3,17 @@ package runner
 import (
 	"bytes"
 	"errors"
+	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/paddockhq/paddock/internal/wire"
 )
 
 // TestCopyDiskFreezes: a copy of a mounted image holds what was written to its file system
@@ -174,5 +178,96 @@ func TestCopyDiskProves(t *testing.T) {
 	proven, err := copyDisk(src, mount, out, false, func(string) bool { ran = true; return true })
 	if err != nil || proven || ran {
 		t.Errorf("an image not mounted: proven %v, proof ran %v, %v", proven, ran, err)
+	}
+}
+
+// TestCopyDiskReflinks: where the workspace root is on a file system with reflinks (XFS,
+// as a host's may be), a sandbox's image, a reflinked copy of its template, mounts; and a
+// fork's copy of it shares its blocks: the file system's used space grows by a small part
+// of the image's data, and the copy mounts and holds the data. The disk is small (mkfs
+// would give it 1 KiB blocks, which a loop device over a reflinked file cannot hold).
+func TestCopyDiskReflinks(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a disk image needs root (CI runs as root)")
+	}
+	mkfs, err := exec.LookPath("mkfs.xfs")
+	if err != nil {
+		t.Fatal("mkfs.xfs (Debian's xfsprogs) is missing: scripts/setup.sh installs it")
+	}
+	dir := t.TempDir()
+	t.Cleanup(func() { _ = UnmountAll(dir) })
+	root := filepath.Join(dir, "xfs")
+	img := filepath.Join(dir, "xfs.img")
+	if err := os.WriteFile(img, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(img, 8<<30); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(mkfs, "-q", "-m", "reflink=1", img).CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.xfs: %v: %s", err, out)
+	}
+	if err := os.Mkdir(root, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-o", "loop", img, root).CombinedOutput(); err != nil {
+		t.Fatalf("mount the XFS image: %v: %s", err, out)
+	}
+
+	cfg := DefaultConfig()
+	cfg.DataDir = root
+	cfg.fill()
+	if _, err := New(cfg, slog.New(slog.DiscardHandler)).ProvisionUser("u"); err != nil {
+		t.Fatal(err)
+	}
+	r := New(cfg, slog.New(slog.DiscardHandler))
+	id := NewID()
+	d, err := r.openDisk("u", id, filepath.Join(cfg.WorkspaceRoot, "u", "sandboxes", id), 256<<20, false, wire.TierContainer, 1000, 1000)
+	if err != nil {
+		t.Fatalf("a sandbox's disk on XFS: %v", err)
+	}
+	want := make([]byte, 64<<20)
+	for i := range want {
+		want[i] = byte(i*7 + i>>12)
+	}
+	if err := os.WriteFile(filepath.Join(d.workspace(), "data"), want, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	used := func() int64 {
+		var st unix.Statfs_t
+		if err := unix.Statfs(root, &st); err != nil {
+			t.Fatal(err)
+		}
+		return int64(st.Blocks-st.Bfree) * st.Bsize
+	}
+	// The freeze writes the source's data to its image: counted before the copy.
+	thaw, err := freeze(d.mount)
+	if err != nil {
+		t.Fatal(err)
+	}
+	thaw()
+	before := used()
+
+	dst := filepath.Join(dir, "xfs", "dst.img")
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := copyDisk(d.image, d.mount, out, true, nil); err != nil {
+		t.Fatal(err)
+	}
+	out.Close()
+	if grew := used() - before; grew > 8<<20 {
+		t.Errorf("the copy took %d bytes of the file system for an image holding %d: not a reflink", grew, len(want))
+	}
+	copyMount := filepath.Join(root, "dst")
+	if err := os.Mkdir(copyMount, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := mountImage(dst, copyMount); err != nil {
+		t.Fatalf("the copy does not mount: %v", err)
+	}
+	if got, err := os.ReadFile(filepath.Join(copyMount, "workspace", "data")); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("the copy's data: %d bytes, %v", len(got), err)
 	}
 }

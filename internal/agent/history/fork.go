@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -183,22 +184,41 @@ func shareBlobs(src, dst string, info *ForkInfo) error {
 	if err != nil {
 		return storeErr("read blobs", err)
 	}
-	s := &sharer{info: info, reflinks: true}
+	// Directories in parallel: a link or a clone is a metadata transaction of its own,
+	// and those of different directories do not wait for each other.
+	names := make(chan string)
+	workers := RestoreWorkers()
+	sharers := make([]*sharer, workers)
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for i := range workers {
+		sharers[i] = &sharer{reflinks: true}
+		wg.Go(func() {
+			for name := range names {
+				if errs[i] == nil {
+					errs[i] = sharers[i].dir(root, name, filepath.Join(dst, objectsDir, name))
+				}
+			}
+		})
+	}
 	for _, d := range dirs {
-		if !d.IsDir() {
-			continue
-		}
-		if err := s.dir(root, d.Name(), filepath.Join(dst, objectsDir, d.Name())); err != nil {
-			return err
+		if d.IsDir() {
+			names <- d.Name()
 		}
 	}
-	return nil
+	close(names)
+	wg.Wait()
+	for _, s := range sharers {
+		info.Linked += s.linked
+		info.Cloned += s.cloned
+	}
+	return errors.Join(errs...)
 }
 
 // sharer shares one store's blobs with another, directory by directory.
 type sharer struct {
-	info     *ForkInfo
-	reflinks bool // until the first clone fails as unsupported
+	linked, cloned int  // blobs shared by hard link and by reflink
+	reflinks       bool // until the first clone fails as unsupported
 }
 
 // dir shares the blobs of directory name of root with the directory to.
@@ -253,7 +273,7 @@ func (s *sharer) clone(root *os.Root, rel, to string) (bool, error) {
 	}
 	err = reflink(in, to)
 	if err == nil {
-		s.info.Cloned++
+		s.cloned++
 		return true, nil
 	}
 	if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.EXDEV) && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOTTY) {
@@ -295,7 +315,7 @@ func (s *sharer) link(from, into int, name string) error {
 			return storeErr("share blob", err)
 		}
 	}
-	s.info.Linked++
+	s.linked++
 	return nil
 }
 

@@ -372,7 +372,7 @@ func TestShareLinksOnlyBlobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	s := &sharer{info: &ForkInfo{}}
+	s := &sharer{}
 	for _, name := range []string{"blob", "link", "fifo", "dir", "gone"} {
 		if err := s.link(int(f.Fd()), int(g.Fd()), name); err != nil && name != "dir" {
 			t.Errorf("link %s: %v", name, err)
@@ -382,8 +382,8 @@ func TestShareLinksOnlyBlobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(names) != 1 || names[0].Name() != "blob" || s.info.Linked != 1 {
-		t.Fatalf("the fork's store holds %v, %d linked: want the blob alone", names, s.info.Linked)
+	if len(names) != 1 || names[0].Name() != "blob" || s.linked != 1 {
+		t.Fatalf("the fork's store holds %v, %d linked: want the blob alone", names, s.linked)
 	}
 	fi, err := os.Stat(filepath.Join(from, "blob"))
 	if err != nil || fi.Mode().Perm() != 0o444 {
