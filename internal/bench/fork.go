@@ -310,7 +310,8 @@ func xfsNote(rec *recorder, c Summary, info history.ForkInfo, proofs int, missin
 		"does. There the fork of the disk image copies no data: `copy_file_range` clones the image's extents and every blob "+
 		"is a reflink (%d by reflink, %d by hard link), so the fork takes %.1f ms against %.1f ms for `cp -a`, which clones each file "+
 		"there too (%s; against `cp -a` on the harness's disk, %s); proven in %d of %d rounds. The first fork was compared "+
-		"with the workspace (`diff -r`), untimed.",
+		"with the workspace (`diff -r`), untimed. There the target cannot be met by sharing blobs one by one: a clone per "+
+		"blob of the history is the work `cp -a` does per file of the workspace.",
 		info.Cloned, info.Linked, x.P50, xcp.P50, ratio(x.P50, xcp.P50), ratio(x.P50, c.P50), proofs, len(rec.series["xfs.proven"]))
 }
 
