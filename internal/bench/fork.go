@@ -14,6 +14,7 @@ import (
 
 	"github.com/paddockhq/paddock/internal/agent/history"
 	"github.com/paddockhq/paddock/internal/runner"
+	"github.com/paddockhq/paddock/internal/testenv/xfs"
 	"github.com/paddockhq/paddock/internal/wire"
 )
 
@@ -318,35 +319,20 @@ func xfsNote(rec *recorder, c Summary, info history.ForkInfo, proofs int, missin
 // makeReflinkFS makes an XFS with reflinks in a sparse file of size under dir and mounts it;
 // where mkfs.xfs is missing it says so in missing and makes nothing.
 func makeReflinkFS(ctx context.Context, dir string, size int64) (*reflinkFS, error) {
-	mkfs, err := exec.LookPath("mkfs.xfs")
-	if err != nil {
-		return &reflinkFS{missing: "mkfs.xfs (Debian's xfsprogs, which scripts/setup.sh installs) is not installed"}, nil
+	x := &reflinkFS{root: filepath.Join(dir, "xfs")}
+	err := xfs.Mount(ctx, filepath.Join(dir, "xfs.img"), x.root, size)
+	if errors.Is(err, xfs.ErrMissing) {
+		return &reflinkFS{missing: err.Error()}, nil
 	}
-	x := &reflinkFS{root: filepath.Join(dir, "xfs"), image: filepath.Join(dir, "xfs.img")}
-	if err := os.WriteFile(x.image, nil, 0o600); err != nil {
-		return nil, err
-	}
-	if err := os.Truncate(x.image, size); err != nil {
-		return nil, err
-	}
-	if out, err := exec.CommandContext(ctx, mkfs, "-q", "-m", "reflink=1", x.image).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("mkfs.xfs: %v: %s", err, out)
-	}
-	if err := os.Mkdir(x.root, 0o700); err != nil {
-		return nil, err
-	}
-	if out, err := exec.CommandContext(ctx, "mount", "-o", "loop", x.image, x.root).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("mount the XFS: %v: %s", err, out)
-	}
-	return x, nil
+	return x, err
 }
 
 // reflinkFS is the XFS makeReflinkFS made, mounted at root, or why there is none.
-type reflinkFS struct{ root, image, missing string }
+type reflinkFS struct{ root, missing string }
 
 func (x *reflinkFS) close() {
 	if x.missing == "" {
-		_ = unmountAt(x.root)
+		_ = xfs.Unmount(x.root)
 	}
 }
 

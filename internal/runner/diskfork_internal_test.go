@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -13,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/paddockhq/paddock/internal/testenv/xfs"
 	"github.com/paddockhq/paddock/internal/wire"
 )
 
@@ -190,29 +190,12 @@ func TestCopyDiskReflinks(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("mounting a disk image needs root (CI runs as root)")
 	}
-	mkfs, err := exec.LookPath("mkfs.xfs")
-	if err != nil {
-		t.Fatal("mkfs.xfs (Debian's xfsprogs) is missing: scripts/setup.sh installs it")
-	}
 	dir := t.TempDir()
-	t.Cleanup(func() { _ = UnmountAll(dir) })
 	root := filepath.Join(dir, "xfs")
-	img := filepath.Join(dir, "xfs.img")
-	if err := os.WriteFile(img, nil, 0o600); err != nil {
+	if err := xfs.Mount(t.Context(), filepath.Join(dir, "xfs.img"), root, 8<<30); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Truncate(img, 8<<30); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(mkfs, "-q", "-m", "reflink=1", img).CombinedOutput(); err != nil {
-		t.Fatalf("mkfs.xfs: %v: %s", err, out)
-	}
-	if err := os.Mkdir(root, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("mount", "-o", "loop", img, root).CombinedOutput(); err != nil {
-		t.Fatalf("mount the XFS image: %v: %s", err, out)
-	}
+	t.Cleanup(func() { _ = UnmountAll(dir) })
 
 	cfg := DefaultConfig()
 	cfg.DataDir = root

@@ -116,6 +116,11 @@ func (s *Service) move(ctx context.Context, req *agentv1.MoveRequest) (*agentv1.
 	}
 	op := "move " + strconv.Quote(req.GetFrom()) + " to"
 	if err := s.renameat(ctx, grantOf(req), op, req.GetTo(), from, to, flags); err != nil {
+		if flags == 0 && errors.Is(err, unix.EEXIST) {
+			// A rename that may replace fails so only onto a directory that is not empty:
+			// POSIX lets a file system say EEXIST for it (XFS does) or ENOTEMPTY (ext4).
+			err = unix.ENOTEMPTY
+		}
 		return nil, s.fsError(op, req.GetTo(), err)
 	}
 	info, err := describe(s.root, to, to)

@@ -2,12 +2,15 @@ package files
 
 import (
 	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/paddockhq/paddock/internal/testenv/xfs"
 	"github.com/paddockhq/paddock/internal/wire"
 	"github.com/paddockhq/paddock/internal/wire/agentv1"
 )
@@ -230,6 +233,38 @@ func TestMove(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMoveOnXFS: a move onto a directory that is not empty fails as it does on ext4 where
+// the workspace is on XFS, whose rename says EEXIST for it (ext4's says ENOTEMPTY); without
+// overwrite, the target's existence is the error.
+func TestMoveOnXFS(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a file system needs root (CI runs as root)")
+	}
+	dir, err := os.MkdirTemp("", "files-xfs")
+	must(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	root := filepath.Join(dir, "xfs")
+	must(t, xfs.Mount(t.Context(), filepath.Join(dir, "xfs.img"), root, 512<<20))
+	t.Cleanup(func() { _ = xfs.Unmount(root) })
+	// newEnv's first TempDir is the test's, made under TMPDIR: on the XFS.
+	t.Setenv("TMPDIR", root)
+	e := newEnv(t)
+	if !strings.HasPrefix(e.ws, root) {
+		t.Fatalf("the workspace %s is not on the XFS at %s", e.ws, root)
+	}
+	e.plant(t, "dir/keep", "empty/")
+	_, err = e.c.Move(ctxT(t), &agentv1.MoveRequest{From: "empty", To: "dir", Overwrite: true})
+	e.wantCode(t, err, codes.FailedPrecondition)
+	if err == nil || !strings.Contains(err.Error(), "directory not empty") {
+		t.Errorf("move onto a non-empty directory: %v, want it to say so", err)
+	}
+	_, err = e.c.Move(ctxT(t), &agentv1.MoveRequest{From: "empty", To: "dir"})
+	e.wantCode(t, err, codes.AlreadyExists)
+	if _, err := os.Stat(e.host("dir/keep")); err != nil {
+		t.Errorf("the target's file after the failed moves: %v", err)
 	}
 }
 
