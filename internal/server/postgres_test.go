@@ -43,22 +43,26 @@ func TestServeOnPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	url, cmd, out := startServe(t, config, "--store", dbURL)
-	stopped := false
 	var roles api.Roles
 	var alice *servertest.Client
+	// The sandboxes go through the serve running at the end (the second one after the
+	// restart), before it stops: a stopped serve leaves its sandboxes running.
+	serving := cmd
 	t.Cleanup(func() {
 		if alice != nil {
 			for _, id := range []string{roles.Live.ID, roles.Dev.ID} {
 				req, _ := http.NewRequest("DELETE", alice.Base+"/api/v1/sandboxes/"+id, nil)
 				req.Header.Set("Authorization", "Bearer "+alice.Token)
-				if resp, err := http.DefaultClient.Do(req); err == nil {
-					resp.Body.Close()
+				if resp, err := http.DefaultClient.Do(req); err != nil {
+					t.Errorf("delete sandbox %s: %v", id, err)
+				} else if resp.Body.Close(); resp.StatusCode != http.StatusNoContent {
+					t.Errorf("delete sandbox %s: %s", id, resp.Status)
 				}
 			}
 		}
-		if !stopped {
-			cmd.Process.Signal(syscall.SIGTERM)
-			cmd.Wait()
+		if serving != nil {
+			serving.Process.Signal(syscall.SIGTERM)
+			serving.Wait()
 		}
 	})
 	if !out.waitFor("backend=postgres") || !out.waitFor("(PostgreSQL database postgres://") {
@@ -95,14 +99,11 @@ func TestServeOnPostgres(t *testing.T) {
 	}
 
 	// A restart finds everything in PostgreSQL: the token, the roles as promoted.
+	serving = nil
 	cmd.Process.Signal(syscall.SIGTERM)
 	cmd.Wait()
-	stopped = true
 	url2, cmd2, _ := startServe(t, config, "--store", dbURL)
-	t.Cleanup(func() {
-		cmd2.Process.Signal(syscall.SIGTERM)
-		cmd2.Wait()
-	})
+	serving = cmd2
 	alice.Base = url2
 	var again api.Roles
 	servertest.Decode(t, alice.DoToken("GET", "/api/v1/roles", nil), http.StatusOK, &again)
