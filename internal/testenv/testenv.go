@@ -3,6 +3,7 @@
 package testenv
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/internal/runner"
+	"github.com/paddockhq/paddock/internal/wire"
 	"golang.org/x/sys/unix"
 )
 
@@ -135,7 +137,28 @@ func Config(t testing.TB) runner.Config {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Last, once whatever ran on cfg has stopped (a `paddock serve` a test started leaves
+	// its sandboxes running, as it does on a host): no sandbox outlives its test.
+	t.Cleanup(func() { reapLeft(t, cfg) })
 	return cfg
+}
+
+// reapLeft kills and removes the sandboxes still under cfg's state directory.
+func reapLeft(t testing.TB, cfg runner.Config) {
+	entries, _ := os.ReadDir(filepath.Join(cfg.StateDir, "sandboxes"))
+	if len(entries) == 0 {
+		return
+	}
+	r := runner.New(cfg, slog.New(slog.DiscardHandler))
+	for _, e := range entries {
+		if !runner.ValidID(e.Name()) {
+			continue
+		}
+		t.Logf("testenv: sandbox %s outlived its test: reaped", e.Name())
+		if err := r.Reap(context.Background(), runner.Record{ID: e.Name(), Tier: wire.TierContainer}); err != nil {
+			t.Logf("testenv: reap sandbox %s: %v", e.Name(), err)
+		}
+	}
 }
 
 // shortTempDir is a temporary directory with a short path (Unix socket paths are capped at
