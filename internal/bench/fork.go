@@ -189,34 +189,25 @@ func (e *Env) ForkTable(ctx context.Context, o Options) (t *Table, err error) {
 		}
 		return os.Remove(to)
 	}
-	cp := func() error {
-		round++
-		to := filepath.Join(dir, fmt.Sprint("cp-", round))
-		syscall.Sync()
-		began := time.Now()
-		out, err := exec.CommandContext(ctx, "cp", "-a", ws, to).CombinedOutput()
-		rec.add("cp", ms(time.Since(began)))
-		if err != nil {
-			return fmt.Errorf("cp -a: %v: %s", err, out)
-		}
-		return os.RemoveAll(to)
-	}
-	rounds := []func() error{proven, walked, fork, layer, one, cp}
-	if xfs.missing == "" {
-		xproven := func() error { return disk(xsrc, xfs.root, "xfs", true) }
-		xcp := func() error {
+	// cpA is `cp -a` of from into base, recorded as key.
+	cpA := func(from, base, key string) func() error {
+		return func() error {
 			round++
-			to := filepath.Join(xfs.root, fmt.Sprint("cp-", round))
+			to := filepath.Join(base, fmt.Sprint("cp-", round))
 			syscall.Sync()
 			began := time.Now()
-			out, err := exec.CommandContext(ctx, "cp", "-a", xws, to).CombinedOutput()
-			rec.add("xfs.cp", ms(time.Since(began)))
+			out, err := exec.CommandContext(ctx, "cp", "-a", from, to).CombinedOutput()
+			rec.add(key, ms(time.Since(began)))
 			if err != nil {
-				return fmt.Errorf("cp -a on XFS: %v: %s", err, out)
+				return fmt.Errorf("cp -a into %s: %v: %s", base, err, out)
 			}
 			return os.RemoveAll(to)
 		}
-		rounds = append(rounds, xproven, xcp)
+	}
+	rounds := []func() error{proven, walked, fork, layer, one, cpA(ws, dir, "cp")}
+	if xfs.missing == "" {
+		xproven := func() error { return disk(xsrc, xfs.root, "xfs", true) }
+		rounds = append(rounds, xproven, cpA(xws, xfs.root, "xfs.cp"))
 	}
 	err = interleave(rec, 1, min(o.N, 5), rounds...)
 	h.Close()
@@ -332,7 +323,7 @@ type reflinkFS struct{ root, missing string }
 
 func (x *reflinkFS) close() {
 	if x.missing == "" {
-		_ = xfs.Unmount(x.root)
+		_ = unmountAt(x.root)
 	}
 }
 

@@ -200,10 +200,10 @@ func TestCopyDiskReflinks(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.DataDir = root
 	cfg.fill()
-	if _, err := New(cfg, slog.New(slog.DiscardHandler)).ProvisionUser("u"); err != nil {
+	r := New(cfg, slog.New(slog.DiscardHandler))
+	if _, err := r.ProvisionUser("u"); err != nil {
 		t.Fatal(err)
 	}
-	r := New(cfg, slog.New(slog.DiscardHandler))
 	id := NewID()
 	d, err := r.openDisk("u", id, filepath.Join(cfg.WorkspaceRoot, "u", "sandboxes", id), 256<<20, false, wire.TierContainer, 1000, 1000)
 	if err != nil {
@@ -231,7 +231,7 @@ func TestCopyDiskReflinks(t *testing.T) {
 	thaw()
 	before := used()
 
-	dst := filepath.Join(dir, "xfs", "dst.img")
+	dst := filepath.Join(root, "dst.img")
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		t.Fatal(err)

@@ -248,7 +248,7 @@ func TestMoveOnXFS(t *testing.T) {
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	root := filepath.Join(dir, "xfs")
 	must(t, xfs.Mount(t.Context(), filepath.Join(dir, "xfs.img"), root, 512<<20))
-	t.Cleanup(func() { _ = xfs.Unmount(root) })
+	t.Cleanup(func() { _ = syscall.Unmount(root, syscall.MNT_DETACH) })
 	// newEnv's first TempDir is the test's, made under TMPDIR: on the XFS.
 	t.Setenv("TMPDIR", root)
 	e := newEnv(t)

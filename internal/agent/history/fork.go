@@ -187,16 +187,15 @@ func shareBlobs(src, dst string, info *ForkInfo) error {
 	// Directories in parallel: a link or a clone is a metadata transaction of its own,
 	// and those of different directories do not wait for each other.
 	names := make(chan string)
-	workers := RestoreWorkers()
-	sharers := make([]*sharer, workers)
-	errs := make([]error, workers)
+	sharers := make([]sharer, RestoreWorkers())
 	var wg sync.WaitGroup
-	for i := range workers {
-		sharers[i] = &sharer{reflinks: true}
+	for i := range sharers {
+		s := &sharers[i]
+		s.reflinks = true
 		wg.Go(func() {
 			for name := range names {
-				if errs[i] == nil {
-					errs[i] = sharers[i].dir(root, name, filepath.Join(dst, objectsDir, name))
+				if s.err == nil {
+					s.err = s.dir(root, name, filepath.Join(dst, objectsDir, name))
 				}
 			}
 		})
@@ -208,17 +207,20 @@ func shareBlobs(src, dst string, info *ForkInfo) error {
 	}
 	close(names)
 	wg.Wait()
+	var errs []error
 	for _, s := range sharers {
 		info.Linked += s.linked
 		info.Cloned += s.cloned
+		errs = append(errs, s.err)
 	}
 	return errors.Join(errs...)
 }
 
 // sharer shares one store's blobs with another, directory by directory.
 type sharer struct {
-	linked, cloned int  // blobs shared by hard link and by reflink
-	reflinks       bool // until the first clone fails as unsupported
+	linked, cloned int   // blobs shared by hard link and by reflink
+	reflinks       bool  // until the first clone fails as unsupported
+	err            error // the first failure, after which it shares no more
 }
 
 // dir shares the blobs of directory name of root with the directory to.

@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-
-	"golang.org/x/sys/unix"
 )
 
 // ErrMissing is Mount's error where mkfs.xfs (Debian's xfsprogs, which scripts/setup.sh
@@ -39,14 +37,6 @@ func Mount(ctx context.Context, image, dir string, size int64) error {
 	}
 	if out, err := exec.CommandContext(ctx, "mount", "-o", "loop", image, dir).CombinedOutput(); err != nil {
 		return fmt.Errorf("mount the XFS: %v: %s", err, out)
-	}
-	return nil
-}
-
-// Unmount detaches the XFS mounted at dir, if it is.
-func Unmount(dir string) error {
-	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-		return err
 	}
 	return nil
 }
