@@ -72,10 +72,20 @@ func TestGatedExecLimitsExecution(t *testing.T) {
 		mustDo(t, err)
 		return resp
 	}
-	mustDo(t, exec.Command("git", "init", "-q", a.ws).Run())
-	mustDo(t, exec.Command("git", "-C", a.ws, "config", "alias.x", "!touch aliased").Run())
+	// The set-up runs through the agent, ungated: a child this test forked itself could be
+	// collected by the agent's reaper (wait4(-1) in the same process) before its own Wait.
+	setup := func(argv ...string) {
+		t.Helper()
+		resp, err := a.proc.Execute(ctx(t), &pb.ExecuteRequest{Argv: argv})
+		mustDo(t, err)
+		if resp.Status.GetExitCode() != 0 {
+			t.Fatalf("%q: %s", argv, resp.Stderr)
+		}
+	}
+	setup("git", "init", "-q", a.ws)
+	setup("git", "-C", a.ws, "config", "alias.x", "!touch aliased")
 	mustDo(t, os.WriteFile(filepath.Join(a.ws, "hook.sh"), []byte("#!/bin/sh\ntouch "+filepath.Join(a.ws, "monitored")+"\n"), 0o755))
-	mustDo(t, exec.Command("git", "-C", a.ws, "config", "core.fsmonitor", filepath.Join(a.ws, "hook.sh")).Run())
+	setup("git", "-C", a.ws, "config", "core.fsmonitor", filepath.Join(a.ws, "hook.sh"))
 	mustDo(t, os.WriteFile(filepath.Join(a.ws, "Makefile"), []byte("all:\n\ttouch made\n"), 0o644))
 
 	if resp := run(git, "git", "status", "--short"); resp.Status.GetExitCode() != 0 && !strings.Contains(string(resp.Stderr), "monitor") {
