@@ -45,7 +45,7 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer, hosted map[st
 	toServer := func(c *cobra.Command) error { return execServer(c, args) }
 	root.AddCommand(newRunCommand(&code, toServer), newVersionCommand(),
 		newLoginCommand(), newLogoutCommand(), newSandboxCommand(&code), newRolesCommand(), newPromoteCommand(), newSecretsCommand(), newPolicyCommand(&code),
-		newTokenCommand(), newInviteCommand(), newAgentCommand(&code), newAppCommand(), newMCPCommand(), newBackupCommand())
+		newTokenCommand(), newInviteCommand(), newAgentCommand(&code), newAppCommand(), newMCPCommand(), newBackupCommand(), newKeptCommand())
 	root.AddCommand(newHistoryCommands()...)
 	addHosted(root, hosted, toServer)
 	if err := root.Execute(); err != nil {

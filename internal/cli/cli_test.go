@@ -11,11 +11,13 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/paddockhq/paddock/internal/runner"
 	"github.com/paddockhq/paddock/internal/testenv"
 )
 
-// paddock runs the real binary with a configuration under a temporary directory.
-func paddock(t *testing.T, stdin string, args ...string) (stdout, stderr string, code int) {
+// runConfig writes a runner configuration for paddock run under a temporary directory,
+// and returns its path with the configuration.
+func runConfig(t *testing.T) (string, runner.Config) {
 	t.Helper()
 	cfg := testenv.Config(t)
 	conf := filepath.Join(t.TempDir(), "paddock.yaml")
@@ -23,9 +25,22 @@ func paddock(t *testing.T, stdin string, args ...string) (stdout, stderr string,
 	if err := os.WriteFile(conf, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return conf, cfg
+}
+
+// paddock runs the real binary with a configuration under a temporary directory.
+func paddock(t *testing.T, stdin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
 	if len(args) > 0 && args[0] == "run" {
+		conf, _ := runConfig(t)
 		args = append([]string{"run", "--config", conf}, args[1:]...)
 	}
+	return paddockAs(t, stdin, args...)
+}
+
+// paddockAs runs the real binary with args as they are.
+func paddockAs(t *testing.T, stdin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
 	cmd := exec.Command(testenv.Binary(t, "paddock"), args...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
@@ -102,12 +117,7 @@ func TestVersion(t *testing.T) {
 // status is the command's.
 func TestRunForwardsSignals(t *testing.T) {
 	testenv.RequireRoot(t)
-	cfg := testenv.Config(t)
-	conf := filepath.Join(t.TempDir(), "paddock.yaml")
-	yaml := "data_dir: " + cfg.DataDir + "\nstate_dir: " + cfg.StateDir + "\nagent: " + cfg.Agent + "\n"
-	if err := os.WriteFile(conf, []byte(yaml), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	conf, _ := runConfig(t)
 	cmd := exec.Command(testenv.Binary(t, "paddock"), "run", "--config", conf, "--",
 		"sh", "-c", `trap 'echo got INT; exit 130' INT; echo ready; while :; do sleep 0.1; done`)
 	out, err := cmd.StdoutPipe()
@@ -137,12 +147,7 @@ func TestRunForwardsSignals(t *testing.T) {
 // Without QEMU, --tier microvm fails at once and says what to install.
 func TestMicroVMNotInstalled(t *testing.T) {
 	testenv.RequireRoot(t)
-	cfg := testenv.Config(t)
-	conf := filepath.Join(t.TempDir(), "paddock.yaml")
-	yaml := "data_dir: " + cfg.DataDir + "\nstate_dir: " + cfg.StateDir + "\nagent: " + cfg.Agent + "\n"
-	if err := os.WriteFile(conf, []byte(yaml), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	conf, _ := runConfig(t)
 	cmd := exec.Command(testenv.Binary(t, "paddock"), "run", "--config", conf, "--tier", "microvm", "--", "true")
 	cmd.Env = []string{"PATH=/nonexistent"} // no qemu-system-x86_64 on it
 	var errb bytes.Buffer

@@ -132,7 +132,7 @@ func runCommand(c *cobra.Command, spec runner.Spec, cfg runner.Config, keep bool
 		fmt.Fprintf(stderr, "paddock: the sandbox's disk is full (limit %s): writes past it failed with ENOSPC\n", res.Limits.Disk)
 	}
 	if keep {
-		fmt.Fprintf(stderr, "paddock: kept sandbox %s\n", res.Sandbox)
+		fmt.Fprintf(stderr, "paddock: kept sandbox %s (paddock kept rm %s ends and removes it)\n", res.Sandbox, res.Sandbox)
 	}
 	*code = res.ExitCode()
 	return nil

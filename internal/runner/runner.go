@@ -639,7 +639,7 @@ func sandboxID(spec Spec) (string, error) {
 	case spec.ID == "":
 		return newID(), nil
 	case !ValidID(spec.ID):
-		return "", fmt.Errorf("sandbox ID %q: want sb- and 10 characters of a-z2-7: %w", spec.ID, errdefs.ErrInvalidArgument)
+		return "", invalidID(spec.ID)
 	}
 	return spec.ID, nil
 }
@@ -651,6 +651,10 @@ func ValidID(id string) bool {
 		return false
 	}
 	return strings.Trim(id[3:], "abcdefghijklmnopqrstuvwxyz234567") == ""
+}
+
+func invalidID(id string) error {
+	return fmt.Errorf("sandbox ID %q: want sb- and 10 characters of a-z2-7: %w", id, errdefs.ErrInvalidArgument)
 }
 
 // NewID returns a fresh sandbox ID.

@@ -1,6 +1,7 @@
 package container
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -79,6 +80,11 @@ func (rt *Runtime) Reap(ctx context.Context, id, dir string) error {
 	return sb.Destroy(ctx)
 }
 
+// Knows reports whether the runtime has a record of container id.
+func (rt *Runtime) Knows(ctx context.Context, id string) bool {
+	return rt.command(ctx, "state", id).Run() == nil
+}
+
 // owns reports whether the runtime still knows container id with first process pid, so
 // that a pid reused by some other process is never killed.
 func (rt *Runtime) owns(ctx context.Context, id string, pid int) bool {
@@ -90,6 +96,23 @@ func (rt *Runtime) owns(ctx context.Context, id string, pid int) bool {
 		Pid int `json:"pid"`
 	}
 	return json.Unmarshal(out, &st) == nil && st.Pid == pid
+}
+
+// Running reports whether the container whose state directory is dir still has its first
+// process, and it has not exited (a zombie is waiting for whichever process adopted it to
+// reap it). A pid reused by another process reads as running: for display, not for a kill.
+func Running(dir string) bool {
+	pid, err := readPid(filepath.Join(dir, "init.pid"))
+	if err != nil || pid <= 0 {
+		return false
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// pid (comm) state ...: comm may hold anything, so the state follows its last ')'.
+	i := bytes.LastIndexByte(stat, ')')
+	return i >= 0 && i+2 < len(stat) && !bytes.ContainsAny(stat[i+2:i+3], "ZX")
 }
 
 func readPid(path string) (int, error) {

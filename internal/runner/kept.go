@@ -1,0 +1,115 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/sandbox/container"
+	"github.com/paddockhq/paddock/internal/wire"
+)
+
+// Kept is a one-shot sandbox still on this host after its run: one that `paddock run
+// --keep` kept, or whose CLI was killed before it could remove it.
+type Kept struct {
+	ID string
+	// Running says that the sandbox's first process (its agent) is alive.
+	Running bool
+	// Workspace is its temporary workspace on the host; empty when the run was given
+	// --workspace (the user's own directory, not recorded) or it is gone.
+	Workspace string
+}
+
+// keptDir is where user's one-shot sandboxes keep their workspaces (and mount their
+// disks): a sandbox is one of theirs if it has a directory there.
+func (r *Runner) keptDir(user string) string {
+	return filepath.Join(r.cfg.WorkspaceRoot, user, "tmp")
+}
+
+// ListKept lists user's one-shot sandboxes left on this host, by ID.
+func (r *Runner) ListKept(user string) ([]Kept, error) {
+	if !validUser(user) {
+		return nil, invalidField("user", "%q is not a user name (letters, digits, '.', '_', '-')", user)
+	}
+	entries, err := os.ReadDir(r.keptDir(user))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kept sandboxes of %s: %w", user, err)
+	}
+	var kept []Kept
+	for _, e := range entries {
+		if !e.IsDir() || !ValidID(e.Name()) {
+			continue
+		}
+		kept = append(kept, r.kept(user, e.Name()))
+	}
+	slices.SortFunc(kept, func(a, b Kept) int { return strings.Compare(a.ID, b.ID) })
+	return kept, nil
+}
+
+func (r *Runner) kept(user, id string) Kept {
+	k := Kept{ID: id}
+	k.Running = container.Running(filepath.Join(r.cfg.StateDir, "sandboxes", id))
+	ws := filepath.Join(r.keptDir(user), id)
+	if _, err := os.Stat(r.diskImage(user, id)); err == nil {
+		// On a disk of its own, the workspace is the disk's workspace/: none when the run
+		// was given --workspace (the disk then holds only /tmp).
+		ws = filepath.Join(ws, "workspace")
+	}
+	if fi, err := os.Stat(ws); err == nil && fi.IsDir() {
+		k.Workspace = ws
+	}
+	return k
+}
+
+// RemoveKept removes user's one-shot sandbox id that is still on this host: its
+// processes, runtime record, cgroup and state (as Reap does), then its disk image and its
+// temporary workspace. A workspace given with --workspace is the user's and stays. Only
+// one-shot sandboxes are removed here: a persistent sandbox is its control plane's.
+func (r *Runner) RemoveKept(ctx context.Context, user, id string) error {
+	if !ValidID(id) {
+		return invalidID(id)
+	}
+	if !validUser(user) {
+		return invalidField("user", "%q is not a user name (letters, digits, '.', '_', '-')", user)
+	}
+	dir := filepath.Join(r.keptDir(user), id)
+	if _, err := os.Lstat(dir); err != nil {
+		return fmt.Errorf("sandbox %s: paddock run left no sandbox of that ID for user %s on this host (%s: %w): %w", id, user, dir, unwrapPath(err), errdefs.ErrNotFound)
+	}
+	// Whichever runtime ran it: each keeps its own records.
+	rec := Record{ID: id, Tier: wire.TierContainer}
+	for _, name := range []string{"runc", "runsc"} {
+		if rt, err := r.containerRuntime(name); err == nil && rt.Knows(ctx, id) {
+			rec.Runtime = name
+			break
+		}
+	}
+	errs := []error{r.Reap(ctx, rec)}
+	img := r.diskImage(user, id)
+	if _, err := os.Stat(img); err == nil {
+		d := &disk{image: img, mount: dir, remove: true}
+		errs = append(errs, d.release())
+	}
+	errs = append(errs, os.RemoveAll(dir))
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("sandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+// unwrapPath is err without its *PathError, whose path the caller already names.
+func unwrapPath(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
