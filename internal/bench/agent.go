@@ -54,9 +54,14 @@ func startAgentFixture() (*agentFixture, error) {
 		f.mu.Lock()
 		f.arrived = append(f.arrived, time.Now())
 		f.mu.Unlock()
-		f.provider.Load().ServeHTTP(w, r)
+		sw := &stampedWriter{ResponseWriter: w}
+		f.provider.Load().ServeHTTP(sw, r)
+		end := sw.last
+		if end.IsZero() {
+			end = time.Now()
+		}
 		f.mu.Lock()
-		f.answered = append(f.answered, time.Now())
+		f.answered = append(f.answered, end)
 		f.mu.Unlock()
 	})}
 	go f.up.Serve(upL)
@@ -89,6 +94,26 @@ func startAgentFixture() (*agentFixture, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// stampedWriter records when its handler last began a write or a flush: the end of the
+// answer at the provider. The agent may read that last event and send its next request
+// before the handler has returned, so the time after ServeHTTP is no bound on it.
+type stampedWriter struct {
+	http.ResponseWriter
+	last time.Time
+}
+
+func (w *stampedWriter) Write(b []byte) (int, error) {
+	w.last = time.Now()
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *stampedWriter) Flush() {
+	w.last = time.Now()
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
 }
 
 func (f *agentFixture) Close() {
