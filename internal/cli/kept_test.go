@@ -1,12 +1,15 @@
 package cli_test
 
 import (
+	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/paddockhq/paddock/internal/runner"
 	"github.com/paddockhq/paddock/internal/testenv"
@@ -110,8 +113,63 @@ func TestKeptSandboxes(t *testing.T) {
 	if out, _, _ := kept("ls"); out != "ID  STATE  WORKSPACE\n" {
 		t.Errorf("kept ls after rm --all:\n%s", out)
 	}
+
+	// A run under way is not left: neither listed nor removed, not even by --all. Once
+	// its paddock run is killed, its sandbox is left, and listed and removed.
+	cmd := exec.Command(testenv.Binary(t, "paddock"), "run", "--config", conf, "--user", user, "--", "sleep", "600")
+	var runErr bytes.Buffer
+	cmd.Stderr = &runErr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+	busy := ownedRun(t, cfg, cmd.Process.Pid, exited, &runErr)
+	if out, _, _ := kept("ls"); strings.Contains(out, busy) {
+		t.Errorf("kept ls lists %s, whose run is under way:\n%s", busy, out)
+	}
+	want := "sandbox " + busy + ": paddock run (pid " + strconv.Itoa(cmd.Process.Pid) + ") is still running it"
+	if _, stderr, code := kept("rm", busy); code != 125 || !strings.Contains(stderr, want) {
+		t.Errorf("kept rm of a run under way: exit %d, %q; want 125 and %q", code, stderr, want)
+	}
+	if out, stderr, code := kept("rm", "--all"); code != 0 || out != "" {
+		t.Errorf("kept rm --all with a run under way: exit %d, %q %q; want nothing removed", code, out, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(cfg.StateDir, "sandboxes", busy)); err != nil {
+		t.Fatalf("the run under way lost its sandbox: %v", err)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-exited
+	if out, _, _ := kept("ls"); !strings.Contains(out, busy+"  running") {
+		t.Errorf("kept ls does not list %s, left running by a killed run:\n%s", busy, out)
+	}
+	if out, stderr, code := kept("rm", "--all"); code != 0 || out != "removed "+busy+"\n" {
+		t.Fatalf("kept rm --all after the run was killed: exit %d, %q %q", code, out, stderr)
+	}
+	gone(t, cfg, user, busy)
 }
 
+// ownedRun waits until paddock run pid has recorded itself as its sandbox's run, and
+// returns the sandbox's ID; exited is closed when that run has ended.
+func ownedRun(t *testing.T, cfg runner.Config, pid int, exited <-chan struct{}, stderr *bytes.Buffer) string {
+	t.Helper()
+	for {
+		owners, _ := filepath.Glob(filepath.Join(cfg.StateDir, "sandboxes", "*", "run.owner"))
+		for _, o := range owners {
+			if data, err := os.ReadFile(o); err == nil && strings.HasPrefix(string(data), strconv.Itoa(pid)+" ") {
+				return filepath.Base(filepath.Dir(o))
+			}
+		}
+		select {
+		case <-exited:
+			t.Fatalf("paddock run ended before it recorded its sandbox: %s", stderr)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
 func initPid(t *testing.T, cfg runner.Config, id string) int {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(cfg.StateDir, "sandboxes", id, "init.pid"))

@@ -1,12 +1,14 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
@@ -31,6 +33,63 @@ func (r *Runner) keptDir(user string) string {
 	return filepath.Join(r.cfg.WorkspaceRoot, user, "tmp")
 }
 
+// runOwnerFile, in a one-shot sandbox's state directory, names the `paddock run` process
+// running it, as "PID STARTTIME" (the start time tells a reused pid apart). A sandbox whose
+// run is alive is not left: it is neither listed nor removed.
+const runOwnerFile = "run.owner"
+
+// claimRun records this process as the run of sandbox id. Without the record a live run
+// could be removed under it, so a failure is logged.
+func (r *Runner) claimRun(id string) {
+	if r.cfg.OnCluster() {
+		return // a cluster's one-shot pod ends with its run
+	}
+	start, err := procStart(os.Getpid())
+	if err == nil {
+		err = os.WriteFile(filepath.Join(r.cfg.StateDir, "sandboxes", id, runOwnerFile), fmt.Appendf(nil, "%d %s\n", os.Getpid(), start), 0o600)
+	}
+	if err != nil {
+		r.log.Warn("the sandbox's run is not recorded: paddock kept may list it while it runs", "sandbox", id, "err", err)
+	}
+}
+
+// releaseRun leaves sandbox id kept: no run owns it any longer.
+func (r *Runner) releaseRun(id string) {
+	_ = os.Remove(filepath.Join(r.cfg.StateDir, "sandboxes", id, runOwnerFile))
+}
+
+// runOf is the pid of the live `paddock run` of sandbox id, or 0.
+func (r *Runner) runOf(id string) int {
+	data, err := os.ReadFile(filepath.Join(r.cfg.StateDir, "sandboxes", id, runOwnerFile))
+	if err != nil {
+		return 0
+	}
+	var pid int
+	var start string
+	if _, err := fmt.Sscanf(string(data), "%d %s", &pid, &start); err != nil || pid <= 0 {
+		return 0
+	}
+	if now, err := procStart(pid); err != nil || now != start {
+		return 0
+	}
+	return pid
+}
+
+// procStart is process pid's start time, in clock ticks after boot (/proc/PID/stat's
+// 22nd field).
+func procStart(pid int) (string, error) {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return "", err
+	}
+	// pid (comm) state ...: comm may hold anything, so the fields follow its last ')'.
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(f) < 20 {
+		return "", fmt.Errorf("/proc/%d/stat: %d fields after the command", pid, len(f))
+	}
+	return f[19], nil
+}
+
 // ListKept lists user's one-shot sandboxes left on this host, by ID.
 func (r *Runner) ListKept(user string) ([]Kept, error) {
 	if !validUser(user) {
@@ -45,7 +104,7 @@ func (r *Runner) ListKept(user string) ([]Kept, error) {
 	}
 	var kept []Kept
 	for _, e := range entries {
-		if !e.IsDir() || !ValidID(e.Name()) {
+		if !e.IsDir() || !ValidID(e.Name()) || r.runOf(e.Name()) != 0 {
 			continue
 		}
 		kept = append(kept, r.kept(user, e.Name()))
@@ -83,6 +142,9 @@ func (r *Runner) RemoveKept(ctx context.Context, user, id string) error {
 	dir := filepath.Join(r.keptDir(user), id)
 	if _, err := os.Lstat(dir); err != nil {
 		return fmt.Errorf("sandbox %s: paddock run left no sandbox of that ID for user %s on this host (%s: %w): %w", id, user, dir, unwrapPath(err), errdefs.ErrNotFound)
+	}
+	if pid := r.runOf(id); pid != 0 {
+		return fmt.Errorf("sandbox %s: paddock run (pid %d) is still running it; end that run first: %w", id, pid, errdefs.ErrFailedPrecondition)
 	}
 	// Whichever runtime ran it: each keeps its own records.
 	rec := Record{ID: id, Tier: wire.TierContainer}

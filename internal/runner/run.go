@@ -72,8 +72,11 @@ func (r *Runner) Run(ctx context.Context, spec Spec, stdio Stdio, keep bool) (re
 	}
 	res.Sandbox, res.Limits = sb.ID, sb.Limits
 	r.log.Debug("sandbox started", "sandbox", sb.ID)
+	r.claimRun(sb.ID)
 	defer func() {
-		if !keep {
+		if keep {
+			r.releaseRun(sb.ID)
+		} else {
 			if derr := sb.Destroy(context.WithoutCancel(ctx)); derr != nil {
 				r.log.Warn("destroy sandbox", "sandbox", sb.ID, "err", derr)
 			}
