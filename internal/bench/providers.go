@@ -170,7 +170,7 @@ func (e *Env) ProvidersTable(ctx context.Context, o Options) (t *Table, err erro
 			"template's files written on the host, `npm ci` with an empty cache, `npm run dev` started and GETs of it until it " +
 			"serves the page. *HMR*: Debian's Chromium headless (`tests/browser/bench-vibe.mjs`) holds two pages of the app, one " +
 			"from the dev sandbox through the proxy, one from Vite run on the host; the theme (a CSS variable) is written " +
-			"(through the file API for the sandbox, to the file for the host) and timed until the page's h1 has the new " +
+			"(through the file API for the sandbox; to the file for the host, into place by a rename as the file API writes it, since a write in place can be read by Vite's watcher half done) and timed until the page's h1 has the new " +
 			"computed colour, polled each frame from before the write, the page timed brought to the front (a page behind another gets about one frame a second) " +
 			"and each edit a quarter of a second after the last, once Vite's watcher has settled, each round " + fmt.Sprint(hmrEdits) + " edits of each kind in turn (the first *breakdown* row is the sandbox's edit until the file API answered it, " +
 			"which it does after the edit's checkpoint, so after the page may have changed; the *floor* row makes the host's edit as the sandbox's is made, from another process over HTTP: " +
@@ -301,7 +301,8 @@ func (e *Env) startProviders(ctx context.Context) (f *providersFixture, err erro
 }
 
 // serveFiles serves PUT /?path=P on loopback, writing the body to dir/P: an edit made over
-// HTTP with nothing else on its path.
+// HTTP with nothing else on its path. The file is put into place by a rename, as
+// paddock's file API does: written in place, it can be read by Vite's watcher half done.
 func (f *providersFixture) serveFiles(dir string) error {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -315,7 +316,7 @@ func (f *providersFixture) serveFiles(dir string) error {
 			http.Error(w, "want PUT /?path=a local path, at most 1 MiB", http.StatusBadRequest)
 			return
 		}
-		if err := os.WriteFile(filepath.Join(dir, p), b, 0o644); err != nil {
+		if err := replaceFile(filepath.Join(dir, p), b); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
@@ -323,6 +324,23 @@ func (f *providersFixture) serveFiles(dir string) error {
 	})}
 	go f.files.Serve(lis)
 	return nil
+}
+
+// replaceFile writes data to a new file beside path and renames it over path.
+func replaceFile(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	err = errors.Join(err, f.Chmod(0o644), f.Close())
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+	}
+	return err
 }
 
 // npmMirror is the directory the tests fill with the template's packages and keep.

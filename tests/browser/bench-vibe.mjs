@@ -7,10 +7,11 @@
 //   {"op":"init", base, user, pass, direct}  sign in, open both pages, each with HMR connected
 //   {"op":"hmr", via, theme, color, token, sandbox, path, file, put_url}
 //       write theme (through the file API for via "proxy", to file on the host for "direct",
-//       by a PUT to put_url, which writes file, for "http")
+//       by a PUT to put_url, which writes file, for "http"; on the host into place by a
+//       rename, as the file API writes)
 //       → the page's h1 has the computed color
 // Answers are {"ms": …} (and put_ms, the file API's answer, for "proxy") or {"error": "…"}.
-import { writeFile } from 'node:fs/promises';
+import { rename, writeFile } from 'node:fs/promises';
 import readline from 'node:readline';
 import { chromium } from 'playwright-core';
 
@@ -23,8 +24,24 @@ const browser = await chromium.launch({
 const pages = {};
 let watched;
 
+// logs keeps each page's last console lines (Vite's HMR client says there what it does),
+// for the error of an edit that never showed.
+const logs = new Map();
+function keepLog(page) {
+  const lines = [];
+  logs.set(page, lines);
+  page.on('console', (m) => { lines.push(m.text()); if (lines.length > 20) lines.shift(); });
+}
+
+// state is what page shows and has logged lately, for an error.
+async function state(page) {
+  const now = await page.evaluate(() => [getComputedStyle(document.querySelector('h1')).color, document.visibilityState, location.href]).catch((e) => String(e));
+  return `the page has ${JSON.stringify(now)}; its last console lines: ${JSON.stringify(logs.get(page) || [])}`;
+}
+
 // open goes to url and waits for the app and Vite's HMR client to say it is connected.
 async function open(page, url) {
+  keepLog(page);
   const connected = new Promise((resolve) => page.on('console', (m) => { if (m.text().includes('[vite] connected')) resolve(); }));
   await page.goto(url);
   await page.locator('h1').first().waitFor({ timeout: 60000 });
@@ -70,10 +87,7 @@ const ops = {
   },
   async seen() {
     const at = await watched;
-    if (at instanceof Error) {
-      const now = await pages.proxy.evaluate(() => [getComputedStyle(document.querySelector('h1')).color, document.visibilityState, location.href]).catch((e) => String(e));
-      throw new Error(`${at.message}; the page has ${JSON.stringify(now)}`);
-    }
+    if (at instanceof Error) throw new Error(`${at.message}; ${await state(pages.proxy)}`);
     return { at };
   },
   async hmr(m) {
@@ -93,10 +107,14 @@ const ops = {
       if (!res.ok) throw new Error(`PUT ${url}: ${res.status} ${await res.text()}`);
       put = Date.now() - t0;
     } else {
-      await writeFile(m.file, m.theme);
+      // Into place by a rename, as paddock's file API writes: a write in place can be read
+      // by Vite's watcher half done (truncated, then never again).
+      const tmp = `${m.file}.${process.pid}.tmp`;
+      await writeFile(tmp, m.theme);
+      await rename(tmp, m.file);
     }
     const at = await shown;
-    if (at instanceof Error) throw at;
+    if (at instanceof Error) throw new Error(`edit via ${m.via} to ${m.color}: ${at.message}; ${await state(page)}`);
     return { ms: at - t0, put_ms: put, t0: epoch };
   },
 };
