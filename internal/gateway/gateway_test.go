@@ -749,6 +749,11 @@ func TestConcurrentUsers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The ledger is written after each answer, in the background; the usage sink hears of
+	// each answer once its ledger write is done.
+	for range 60 {
+		h.nextUsage()
+	}
 	for _, c := range users {
 		spent, _ := h.gw.ledger.Spent(t.Context(), c.UserID, "openai")
 		if spent != 20*18 {
