@@ -46,7 +46,7 @@ func (r *Runner) Adopt(ctx context.Context, rec Record) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	cs, err := rt.Adopt(ctx, rec.ID, filepath.Join(r.cfg.StateDir, "sandboxes", rec.ID), r.cfg.HostPorts)
+	cs, err := rt.Adopt(ctx, rec.ID, r.stateDir(rec.ID), r.cfg.HostPorts)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +79,7 @@ func (r *Runner) Reap(ctx context.Context, rec Record) error {
 	if !ValidID(rec.ID) {
 		return fmt.Errorf("reap %q: %w", rec.ID, errdefs.ErrInvalidArgument)
 	}
-	dir := filepath.Join(r.cfg.StateDir, "sandboxes", rec.ID)
+	dir := r.stateDir(rec.ID)
 	var errs []error
 	if rec.Tier == wire.TierContainer {
 		if rt, err := r.containerRuntime(rec.Runtime); err == nil {

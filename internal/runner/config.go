@@ -226,6 +226,10 @@ func decodeFile(path string, v any) error {
 // UserNS says whether runc sandboxes get a user namespace (UserNamespace, default true).
 func (c Config) UserNS() bool { return c.UserNamespace == nil || *c.UserNamespace }
 
+func invalidUser(user string) error {
+	return invalidField("user", "%q is not a user name", user)
+}
+
 func invalidField(field, format string, args ...any) error {
 	return fmt.Errorf("%s: %s: %w", field, fmt.Sprintf(format, args...), errdefs.ErrInvalidArgument)
 }

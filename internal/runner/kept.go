@@ -1,14 +1,12 @@
 package runner
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
@@ -46,7 +44,7 @@ func (r *Runner) claimRun(id string) {
 	}
 	start, err := procStart(os.Getpid())
 	if err == nil {
-		err = os.WriteFile(filepath.Join(r.cfg.StateDir, "sandboxes", id, runOwnerFile), fmt.Appendf(nil, "%d %s\n", os.Getpid(), start), 0o600)
+		err = os.WriteFile(filepath.Join(r.stateDir(id), runOwnerFile), fmt.Appendf(nil, "%d %s\n", os.Getpid(), start), 0o600)
 	}
 	if err != nil {
 		r.log.Warn("the sandbox's run is not recorded: paddock kept may list it while it runs", "sandbox", id, "err", err)
@@ -55,12 +53,12 @@ func (r *Runner) claimRun(id string) {
 
 // releaseRun leaves sandbox id kept: no run owns it any longer.
 func (r *Runner) releaseRun(id string) {
-	_ = os.Remove(filepath.Join(r.cfg.StateDir, "sandboxes", id, runOwnerFile))
+	_ = os.Remove(filepath.Join(r.stateDir(id), runOwnerFile))
 }
 
 // runOf is the pid of the live `paddock run` of sandbox id, or 0.
 func (r *Runner) runOf(id string) int {
-	data, err := os.ReadFile(filepath.Join(r.cfg.StateDir, "sandboxes", id, runOwnerFile))
+	data, err := os.ReadFile(filepath.Join(r.stateDir(id), runOwnerFile))
 	if err != nil {
 		return 0
 	}
@@ -75,17 +73,11 @@ func (r *Runner) runOf(id string) int {
 	return pid
 }
 
-// procStart is process pid's start time, in clock ticks after boot (/proc/PID/stat's
-// 22nd field).
+// procStart is process pid's start time, in clock ticks after boot.
 func procStart(pid int) (string, error) {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	f, err := container.ProcStat(pid)
 	if err != nil {
 		return "", err
-	}
-	// pid (comm) state ...: comm may hold anything, so the fields follow its last ')'.
-	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-	if len(f) < 20 {
-		return "", fmt.Errorf("/proc/%d/stat: %d fields after the command", pid, len(f))
 	}
 	return f[19], nil
 }
@@ -93,7 +85,7 @@ func procStart(pid int) (string, error) {
 // ListKept lists user's one-shot sandboxes left on this host, by ID.
 func (r *Runner) ListKept(user string) ([]Kept, error) {
 	if !validUser(user) {
-		return nil, invalidField("user", "%q is not a user name (letters, digits, '.', '_', '-')", user)
+		return nil, invalidUser(user)
 	}
 	entries, err := os.ReadDir(r.keptDir(user))
 	if errors.Is(err, os.ErrNotExist) {
@@ -115,7 +107,7 @@ func (r *Runner) ListKept(user string) ([]Kept, error) {
 
 func (r *Runner) kept(user, id string) Kept {
 	k := Kept{ID: id}
-	k.Running = container.Running(filepath.Join(r.cfg.StateDir, "sandboxes", id))
+	k.Running = container.Running(r.stateDir(id))
 	ws := filepath.Join(r.keptDir(user), id)
 	if _, err := os.Stat(r.diskImage(user, id)); err == nil {
 		// On a disk of its own, the workspace is the disk's workspace/: none when the run
@@ -137,7 +129,7 @@ func (r *Runner) RemoveKept(ctx context.Context, user, id string) error {
 		return invalidID(id)
 	}
 	if !validUser(user) {
-		return invalidField("user", "%q is not a user name (letters, digits, '.', '_', '-')", user)
+		return invalidUser(user)
 	}
 	dir := filepath.Join(r.keptDir(user), id)
 	if _, err := os.Lstat(dir); err != nil {

@@ -506,12 +506,17 @@ func (r *Runner) microvmAccel(ctx context.Context, in microvm.Install, agentBin 
 	return r.accel.Accel
 }
 
+// stateDir is <state_dir>/sandboxes/<id>: sandbox id's runtime state.
+func (r *Runner) stateDir(id string) string {
+	return filepath.Join(r.cfg.StateDir, "sandboxes", id)
+}
+
 // sandboxDir makes <state_dir>/sandboxes/<id>. The directories on the way are 0711:
 // traversable but not listable, so that a process-tier sandbox's user reaches its own
 // private tmp inside (0700, its own) without seeing other sandboxes. made says whether
 // this call made <id> (it did not exist).
 func (r *Runner) sandboxDir(id string) (dir string, made bool, err error) {
-	dir = filepath.Join(r.cfg.StateDir, "sandboxes", id)
+	dir = r.stateDir(id)
 	for _, d := range []string{r.cfg.StateDir, filepath.Dir(dir)} {
 		if err := os.MkdirAll(d, 0o711); err != nil {
 			return "", false, fmt.Errorf("state dir: %w", err)

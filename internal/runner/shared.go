@@ -89,7 +89,7 @@ func (s *Sandbox) SharedFull() bool { return s.shared.full() }
 // sandboxes must be stopped; a running one would keep the old disk until it stops.
 func (r *Runner) RemoveShared(user string) error {
 	if !validUser(user) {
-		return invalidField("user", "%q is not a user name", user)
+		return invalidUser(user)
 	}
 	dir := filepath.Join(r.cfg.WorkspaceRoot, user)
 	if err := unmount(filepath.Join(dir, "shared")); err != nil {

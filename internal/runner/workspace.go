@@ -227,7 +227,7 @@ func (r *Runner) AgentStateDir(user, id string) (string, error) {
 // which only a sandbox's own is mounted, where its commands cannot reach it.
 func (r *Runner) ProvisionUser(user string) (string, error) {
 	if !validUser(user) {
-		return "", invalidField("user", "%q is not a user name", user)
+		return "", invalidUser(user)
 	}
 	dir := filepath.Join(r.cfg.WorkspaceRoot, user)
 	// The user's directory first, traversable: made by the first MkdirAll below, it would get

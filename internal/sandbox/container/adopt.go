@@ -106,13 +106,23 @@ func Running(dir string) bool {
 	if err != nil || pid <= 0 {
 		return false
 	}
+	f, err := ProcStat(pid)
+	return err == nil && f[0] != "Z" && f[0] != "X"
+}
+
+// ProcStat is the fields of /proc/PID/stat after the command's name: the process's state
+// first (field 3), its start time 20th (field 22).
+func ProcStat(pid int) ([]string, error) {
 	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return false
+		return nil, err
 	}
-	// pid (comm) state ...: comm may hold anything, so the state follows its last ')'.
-	i := bytes.LastIndexByte(stat, ')')
-	return i >= 0 && i+2 < len(stat) && !bytes.ContainsAny(stat[i+2:i+3], "ZX")
+	// pid (comm) state ...: comm may hold anything, so the fields follow its last ')'.
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(f) < 20 {
+		return nil, fmt.Errorf("/proc/%d/stat: %d fields after the command", pid, len(f))
+	}
+	return f, nil
 }
 
 func readPid(path string) (int, error) {
