@@ -267,49 +267,66 @@ func (c *Cluster) waitReady(ctx context.Context, id string, gen int64, held *hel
 			return false, nil
 		}
 		seen = true
-		cond := condition(sb, sbv1.SandboxConditionReady)
-		if cond == nil || cond.ObservedGeneration < gen {
-			return false, nil // the controller has not taken paddock's write yet
-		}
-		if cond.Status != metav1.ConditionTrue {
-			last = cond.Reason + ": " + cond.Message
-		}
 		p, gone := t.pod(id)
-		if p != nil && (gone || p.DeletionTimestamp != nil || !ownedBy(p, sb)) {
-			// An earlier start's on its way out (a lost node's, until its kubelet returns,
-			// unless paddock may delete it) or gone: what the controller says of it is not
-			// of this start.
-			if !gone && p.DeletionTimestamp != nil {
-				if note := held.check(ctx, p); note != "" {
-					last = note
-				}
-			}
-			return false, nil
-		}
-		if p == nil {
-			// Not made yet, or made, ended and gone before the cache saw it.
-			if cond := condition(sb, sbv1.SandboxConditionFinished); cond != nil && cond.Status == metav1.ConditionTrue && cond.ObservedGeneration >= gen {
-				return false, fmt.Errorf("sandbox %s: its pod ended before it was ready (%s): %s: %w", id, cond.Reason, c.podStory(id), errdefs.ErrUnavailable)
-			}
-			return false, nil
-		}
-		why, bad := podTrouble(p)
-		if bad {
-			return false, fmt.Errorf("sandbox %s: its pod cannot start: %s: %w", id, why, errdefs.ErrUnavailable)
-		}
+		ready, why, stop, earlier := readyStep(sb, p, gone, gen)
 		if why != "" {
 			last = why
 		}
-		if podReady(p) && p.Status.PodIP != "" {
-			pod = p
-			return true, nil
+		if stop {
+			return false, fmt.Errorf("sandbox %s: %s: %w", id, why, errdefs.ErrUnavailable)
 		}
-		return false, nil
+		if earlier && !gone && p.DeletionTimestamp != nil {
+			if note := held.check(ctx, p); note != "" {
+				last = note
+			}
+		}
+		pod = ready
+		return ready != nil, nil
 	})
 	if err != nil && ctx.Err() != nil {
 		return nil, fmt.Errorf("sandbox %s did not become ready within %s (last: %s): %w", id, c.cfg.ReadyTimeout, last, errdefs.ErrUnavailable)
 	}
 	return pod, err
+}
+
+// readyStep judges one look at Sandbox sb and its pod p as the cache has them (gone: p
+// was deleted, and is its last state), for a start that wrote the Sandbox at generation
+// gen: it returns the pod once it is ready with an address; otherwise what holds the start
+// (why, empty when nothing is known), whether no wait will cure it (stop), and whether p
+// is an earlier start's on its way out (earlier), which says nothing of this start.
+func readyStep(sb *sbv1.Sandbox, p *corev1.Pod, gone bool, gen int64) (ready *corev1.Pod, why string, stop, earlier bool) {
+	cond := condition(sb, sbv1.SandboxConditionReady)
+	if cond == nil || cond.ObservedGeneration < gen {
+		return nil, "", false, false // the controller has not taken paddock's write yet
+	}
+	if cond.Status != metav1.ConditionTrue {
+		why = cond.Reason + ": " + cond.Message
+	}
+	if p != nil && (gone || p.DeletionTimestamp != nil || !ownedBy(p, sb)) {
+		return nil, why, false, true
+	}
+	if p == nil {
+		// Not made yet, or gone. The controller makes a pod whenever a Running Sandbox has
+		// none, so a Finished condition here is not this start's end: it is an earlier
+		// pod's, stamped with the generation the controller read when it saw that pod end
+		// (a lost node's pod, ended by its kubelet once it returns, after this start's
+		// write). This start's own pod, ended, is judged once the cache holds it.
+		if f := condition(sb, sbv1.SandboxConditionFinished); f != nil && f.Status == metav1.ConditionTrue {
+			why = fmt.Sprintf("its last pod ended (%s); the controller has yet to make a new one", f.Reason)
+		}
+		return nil, why, false, false
+	}
+	trouble, bad := podTrouble(p)
+	if bad {
+		return nil, "its pod cannot start: " + trouble, true, false
+	}
+	if trouble != "" {
+		why = trouble
+	}
+	if podReady(p) && p.Status.PodIP != "" {
+		return p, "", false, false
+	}
+	return nil, why, false, false
 }
 
 // ownedBy says whether sb's controller made pod.
