@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -14,16 +15,18 @@ import (
 // answers a mismatch with the validator's own words ("validating \"arguments\":
 // validating root: validating /properties/timeout_seconds: maximum: 9999/1 is greater
 // than 600.000000"). preciseArguments says the same for a model: which argument, what
-// is wrong with it, and what the tool takes.
-var (
-	schemaProperty = regexp.MustCompile(`.*validating /properties/([^/:]+)(/items(?:/\d+)?)?: (.*)$`)
-	schemaRequired = regexp.MustCompile(`required: missing properties: (\[.*\])$`)
-	schemaExtra    = regexp.MustCompile(`unexpected additional properties (\[.*\])$`)
-	schemaBound    = regexp.MustCompile(`^(maximum|minimum): (-?\d+)(?:/1)? is (?:greater|less) than (-?\d+)(?:\.0+)?$`)
-	schemaMinItems = regexp.MustCompile(`^minItems: array length (\d+) is less than (\d+)$`)
-	schemaMinLen   = regexp.MustCompile(`^minLength: .* contains (\d+) Unicode code points, fewer than (\d+)$`)
-	schemaType     = regexp.MustCompile(`^type: .* has type "(\w+)", want (.+)$`)
-)
+// is wrong with it, and what the tool takes. The patterns are compiled on the first
+// mismatch, not at every start of the CLI, which links this package.
+var schemaPatterns = sync.OnceValue(func() (p struct{ property, required, extra, bound, minItems, minLen, typ *regexp.Regexp }) {
+	p.property = regexp.MustCompile(`.*validating /properties/([^/:]+)(/items(?:/\d+)?)?: (.*)$`)
+	p.required = regexp.MustCompile(`required: missing properties: (\[.*\])$`)
+	p.extra = regexp.MustCompile(`unexpected additional properties (\[.*\])$`)
+	p.bound = regexp.MustCompile(`^(maximum|minimum): (-?\d+)(?:/1)? is (?:greater|less) than (-?\d+)(?:\.0+)?$`)
+	p.minItems = regexp.MustCompile(`^minItems: array length (\d+) is less than (\d+)$`)
+	p.minLen = regexp.MustCompile(`^minLength: .* contains (\d+) Unicode code points, fewer than (\d+)$`)
+	p.typ = regexp.MustCompile(`^type: .* has type "(\w+)", want (.+)$`)
+	return p
+})
 
 const schemaPrefix = `validating "arguments": `
 
@@ -50,13 +53,14 @@ func argumentError(tool string, args []string, msg string) string {
 		takes = tool + " takes no arguments"
 	}
 	var what string
+	pat := schemaPatterns()
 	switch {
-	case schemaRequired.MatchString(msg):
-		what = "missing required argument " + quoteList(schemaRequired.FindStringSubmatch(msg)[1])
-	case schemaExtra.MatchString(msg):
-		what = "unknown argument " + quoteList(schemaExtra.FindStringSubmatch(msg)[1]) + "; " + takes
-	case schemaProperty.MatchString(msg):
-		m := schemaProperty.FindStringSubmatch(msg)
+	case pat.required.MatchString(msg):
+		what = "missing required argument " + quoteList(pat.required.FindStringSubmatch(msg)[1])
+	case pat.extra.MatchString(msg):
+		what = "unknown argument " + quoteList(pat.extra.FindStringSubmatch(msg)[1]) + "; " + takes
+	case pat.property.MatchString(msg):
+		m := pat.property.FindStringSubmatch(msg)
 		name := m[1]
 		item := ""
 		if m[2] != "" {
@@ -76,19 +80,20 @@ func argumentError(tool string, args []string, msg string) string {
 
 // detail is what the validator said of one value, in plainer words.
 func detail(d string) string {
-	if m := schemaBound.FindStringSubmatch(d); m != nil {
+	pat := schemaPatterns()
+	if m := pat.bound.FindStringSubmatch(d); m != nil {
 		if m[1] == "maximum" {
 			return fmt.Sprintf("%s is more than its maximum, %s", m[2], m[3])
 		}
 		return fmt.Sprintf("%s is less than its minimum, %s", m[2], m[3])
 	}
-	if m := schemaMinItems.FindStringSubmatch(d); m != nil {
+	if m := pat.minItems.FindStringSubmatch(d); m != nil {
 		return fmt.Sprintf("%s items, want at least %s", m[1], m[2])
 	}
-	if m := schemaMinLen.FindStringSubmatch(d); m != nil {
+	if m := pat.minLen.FindStringSubmatch(d); m != nil {
 		return fmt.Sprintf("%s characters, want at least %s", m[1], m[2])
 	}
-	if m := schemaType.FindStringSubmatch(d); m != nil {
+	if m := pat.typ.FindStringSubmatch(d); m != nil {
 		return fmt.Sprintf("a value of type %s, want %s", m[1], m[2])
 	}
 	return d

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"path"
-	"regexp"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -132,11 +131,21 @@ type ProcessConfinement struct {
 	MaxOpenFiles uint64 `json:"max_open_files,omitempty"`
 }
 
-var sandboxIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
-
 // ValidSandboxID reports whether id can name a sandbox: lower-case letters, digits and
-// dashes, at most 63 characters (it becomes a container ID, a cgroup name, a hostname).
-func ValidSandboxID(id string) bool { return sandboxIDPattern.MatchString(id) }
+// dashes, not starting with a dash, at most 63 characters (it becomes a container ID, a
+// cgroup name, a hostname). A loop, not a regexp: every process of paddock's would
+// compile that regexp's 63 repetitions at its start.
+func ValidSandboxID(id string) bool {
+	if len(id) == 0 || len(id) > 63 || id[0] == '-' {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
+			return false
+		}
+	}
+	return true
+}
 
 // Validate checks every field and names the first one that is wrong.
 func (e *Envelope) Validate() error {

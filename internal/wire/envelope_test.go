@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -188,4 +189,31 @@ func TestEnvelopeRestart(t *testing.T) {
 			t.Fatalf("round trip: %+v, %v", back, err)
 		}
 	}
+}
+
+// sandboxIDRule is ValidSandboxID's rule as a regexp: the tests hold the loop to it.
+var sandboxIDRule = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+
+func TestValidSandboxID(t *testing.T) {
+	for id, want := range map[string]bool{
+		"sb-abcdefghij": true, "a": true, "0": true, "a-": true, strings.Repeat("a", 63): true,
+		"": false, "-a": false, "A": false, "sb_x": false, "sb.x": false, "sb x": false,
+		strings.Repeat("a", 64): false, "é": false, "a/b": false, "a\x00": false,
+	} {
+		if got := ValidSandboxID(id); got != want || got != sandboxIDRule.MatchString(id) {
+			t.Errorf("ValidSandboxID(%q) = %v, want %v", id, got, want)
+		}
+	}
+}
+
+// FuzzValidSandboxID: the loop accepts exactly what the rule's regexp does.
+func FuzzValidSandboxID(f *testing.F) {
+	for _, s := range []string{"sb-abcdefghij", "-a", strings.Repeat("z", 64), "A9"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		if got, want := ValidSandboxID(id), sandboxIDRule.MatchString(id); got != want {
+			t.Fatalf("ValidSandboxID(%q) = %v, the rule says %v", id, got, want)
+		}
+	})
 }
