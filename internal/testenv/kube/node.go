@@ -177,7 +177,11 @@ evictionHard: {memory.available: "1Mi", nodefs.available: "1%%", imagefs.availab
 volumeStatsAggPeriod: 5s
 nodeLeaseDurationSeconds: 10
 nodeStatusUpdateFrequency: 2s
-`, port, caFile, certFile, keyFile, n.sock(), n.cgroupRoot)
+# A directory of the node's own: a kubelet's container GC removes every pod's log
+# directory there that it does not run, which in the shared default, /var/log/pods, is
+# the other node's pods'.
+podLogsDir: %q
+`, port, caFile, certFile, keyFile, n.sock(), n.cgroupRoot, filepath.Join(n.dir, "pods-logs"))
 	kubeletConfigFile := filepath.Join(n.dir, "kubelet.yaml")
 	if err := os.WriteFile(kubeletConfigFile, []byte(kubeletConfig), 0o644); err != nil {
 		return err
