@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
@@ -217,18 +218,9 @@ func invalid(field, format string, args ...any) error {
 	return fmt.Errorf("runner.%s: %s: %w", field, fmt.Sprintf(format, args...), errdefs.ErrInvalidArgument)
 }
 
-// dnsLabel reports whether s is an RFC 1123 label, as namespaces are.
-func dnsLabel(s string) bool {
-	if len(s) == 0 || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
-		return false
-	}
-	for _, r := range s {
-		if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '-' {
-			return false
-		}
-	}
-	return true
-}
+// dnsLabel reports whether s is an RFC 1123 label, as namespaces are: a sandbox ID's
+// characters and length, not ending with a dash.
+func dnsLabel(s string) bool { return wire.ValidSandboxID(s) && !strings.HasSuffix(s, "-") }
 
 // dnsSubdomain reports whether s is an RFC 1123 subdomain, as RuntimeClass names are.
 func dnsSubdomain(s string) bool {
