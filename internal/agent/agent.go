@@ -171,6 +171,16 @@ func Run(ctx context.Context, env *wire.Envelope, lis net.Listener, confine Conf
 		stop := serveDesktop(ctx, log)
 		defer stop()
 	}
+	// The workspace is opened before the app starts, with nothing else in the sandbox
+	// touching it: in a microVM, an open of the 9p share racing the app's first accesses has
+	// been seen to fail with ENOENT (Linux 6.1 guest, QEMU 7.2), which ended the agent.
+	fs, err := files.New(env.Workspace, log)
+	if err != nil {
+		return fmt.Errorf("open workspace: %w", err)
+	}
+	fs.ActAs(user)
+	fs.GuardWith(caps)
+	defer fs.Close()
 	var app *supervisor
 	if env.Main != nil {
 		main := session.Spec{ID: wire.MainSessionID, Argv: env.Main.Argv, Env: env.Main.Env, Cwd: env.Main.Cwd, HoldOutput: true}
@@ -195,13 +205,6 @@ func Run(ctx context.Context, env *wire.Envelope, lis net.Listener, confine Conf
 		info.SessionsAvailable, info.SessionsUnavailableReason = false, wire.ProcessTierReason
 		log.Warn("sessions unavailable", "tier", env.Tier, "reason", wire.ProcessTierReason)
 	}
-	fs, err := files.New(env.Workspace, log)
-	if err != nil {
-		return fmt.Errorf("open workspace: %w", err)
-	}
-	fs.ActAs(user)
-	fs.GuardWith(caps)
-	defer fs.Close()
 	hist := openHistory(env, user, log)
 	hist.app = app
 	defer hist.Close()

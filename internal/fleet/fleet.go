@@ -556,6 +556,7 @@ const appWait = 15 * time.Second
 // waitApp waits until the app accepts a connection on its port inside the sandbox, so that
 // a sandbox reported running serves its first request rather than a 502. It gives up early
 // when the app has exited before it listened (the agent is backing off before starting it
+// again), or when the sandbox's agent has exited (the fleet's watch starts the sandbox
 // again): a broken app should not hold its sandbox's start for appWait, and the error says
 // how it ended.
 func waitApp(ctx context.Context, sb *runner.Sandbox, port int) error {
@@ -573,6 +574,8 @@ func waitApp(ctx context.Context, sb *runner.Sandbox, port int) error {
 		select {
 		case <-ctx.Done():
 			return err
+		case <-sb.Exited():
+			return fmt.Errorf("the sandbox's agent exited before the app listened on port %d", port)
 		case <-time.After(delay):
 		}
 	}

@@ -3,6 +3,7 @@ package server_test
 import (
 	"net/http"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -87,4 +88,66 @@ func TestAgentGoneRecovers(t *testing.T) {
 	if agentPID(t, sb.ID) == pid {
 		t.Error("the same agent pid: it never exited")
 	}
+}
+
+// A start whose agent exits while it waits for the app to listen stops waiting then,
+// rather than for the whole appWait, and says why; the watch then starts it again.
+func TestStartStopsWaitingForTheAppWhenTheAgentExits(t *testing.T) {
+	e := servertest.Start(t)
+	alice := e.Register(t, "alice")
+	// An app that never listens, with a name to find it by among the sandbox's processes.
+	app := api.Template{Command: []string{"sh", "-c", "exec sleep 86399"}, Port: 8080}
+	killed := make(chan int, 1)
+	go func() {
+		defer close(killed)
+		// The app runs once the agent has been handed its envelope: the start is then
+		// past Create and in (or about to be in) its wait for the app.
+		for range 6000 {
+			if pid, ok := agentOfApp("sleep 86399"); ok {
+				if syscall.Kill(pid, syscall.SIGKILL) == nil {
+					killed <- pid
+				}
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	var sb api.Sandbox
+	servertest.Decode(t, alice.DoToken("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Name: "deaf", App: app}), http.StatusCreated, &sb)
+	if _, ok := <-killed; !ok {
+		t.Fatal("the app never ran, or its agent could not be killed")
+	}
+	logs := e.Logs.String()
+	want := regexp.MustCompile(`sandbox app not answering" sandbox=` + sb.ID + ` port=8080 err="the sandbox's agent exited before the app listened on port 8080"`)
+	if !want.MatchString(logs) {
+		t.Errorf("the start did not say its agent exited while it waited for the app:\n%s", logs)
+	}
+}
+
+// agentOfApp finds a process whose command line is cmdline and returns its parent, the
+// agent that started it (the app is started through the trampoline, which execs it).
+func agentOfApp(cmdline string) (int, bool) {
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + p.Name() + "/cmdline")
+		if err != nil || strings.ReplaceAll(strings.TrimRight(string(b), "\x00"), "\x00", " ") != cmdline {
+			continue
+		}
+		st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			continue
+		}
+		// The fields after the command's name, which is in parentheses: state, then ppid.
+		f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:]))
+		if len(f) > 1 {
+			if ppid, err := strconv.Atoi(f[1]); err == nil {
+				return ppid, true
+			}
+		}
+	}
+	return 0, false
 }
