@@ -153,7 +153,7 @@ func TestFilesystem(t *testing.T) {
 	}
 	// The walk above leaves the host's system directories out (skipTrees): each must be the
 	// host's own, listing as it does on the host, and nothing else bound there.
-	for _, d := range []string{"/usr", "/bin", "/sbin", "/lib", "/lib64"} {
+	for _, d := range hostSystemDirs {
 		if fi, err := os.Lstat(d); err == nil && fi.IsDir() {
 			checks = append(checks, check{p: probe{Name: "list " + d + " (the host's own)", Op: "readdir", Args: []string{d}}, want: sameNames(t, d)})
 		}

@@ -514,12 +514,17 @@ func opScanProc(a []string) (string, error) {
 // host's own by design (TestFilesystem checks that each lists as the host's does), none of
 // the host-only files is in them, and walking their hundred thousand entries is most of a
 // walk's time (tens of seconds under gVisor on a busy host).
-var skipTrees = map[string]bool{
-	"/proc": true, "/sys": true, "/dev": true,
-	"/usr": true, "/bin": true, "/sbin": true, "/lib": true, "/lib32": true, "/lib64": true, "/libx32": true,
-	"/.paddock/gated/dev": true, "/.paddock/gated/usr": true, "/.paddock/gated/bin": true, "/.paddock/gated/sbin": true,
-	"/.paddock/gated/lib": true, "/.paddock/gated/lib32": true, "/.paddock/gated/lib64": true, "/.paddock/gated/libx32": true,
-}
+var skipTrees = func() map[string]bool {
+	m := map[string]bool{"/proc": true, "/sys": true, "/dev": true, "/.paddock/gated/dev": true}
+	for _, d := range hostSystemDirs {
+		m[d], m["/.paddock/gated"+d] = true, true
+	}
+	return m
+}()
+
+// hostSystemDirs are the host's directories a sandbox gets read-only (as package
+// container binds them).
+var hostSystemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
 
 // opGrepTree looks for a masked needle in the regular files under the given roots (not
 // following symlinks); it succeeds when it finds it.

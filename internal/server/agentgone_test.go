@@ -129,23 +129,18 @@ func TestStartStopsWaitingForTheAppWhenTheAgentExits(t *testing.T) {
 func agentOfApp(cmdline string) (int, bool) {
 	procs, _ := os.ReadDir("/proc")
 	for _, p := range procs {
-		pid, err := strconv.Atoi(p.Name())
-		if err != nil {
-			continue
-		}
 		b, err := os.ReadFile("/proc/" + p.Name() + "/cmdline")
 		if err != nil || strings.ReplaceAll(strings.TrimRight(string(b), "\x00"), "\x00", " ") != cmdline {
 			continue
 		}
-		st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		status, err := os.ReadFile("/proc/" + p.Name() + "/status")
 		if err != nil {
 			continue
 		}
-		// The fields after the command's name, which is in parentheses: state, then ppid.
-		f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:]))
-		if len(f) > 1 {
-			if ppid, err := strconv.Atoi(f[1]); err == nil {
-				return ppid, true
+		for line := range strings.Lines(string(status)) {
+			if v, ok := strings.CutPrefix(line, "PPid:"); ok {
+				ppid, err := strconv.Atoi(strings.TrimSpace(v))
+				return ppid, err == nil
 			}
 		}
 	}
